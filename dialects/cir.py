@@ -1,0 +1,150 @@
+"""The `cir` dialect: ZynML's device-independent Compute IR, defined with IRDL.
+
+MLIR 22's IRDL has no traits (no terminators, so no op can own a usable region) and no
+properties (attributes are discardable). `cir` is shaped around that, the way
+`gpu.launch_func` names a `gpu.func`:
+
+* a `compute()` block becomes one `cir.compute` op in the program function whose `body`
+  attribute names a private "body function" holding the loop nest as written;
+* inside a body function, control flow and arithmetic are upstream ops (`scf.for`,
+  `scf.if`, `arith`, `math`); only what upstream lacks is `cir`: element reads and writes
+  of kernel tensors (`cir.load`, `cir.store`), reduction contributions (`cir.yield`) and
+  workgroup synchronisation (`cir.barrier`).
+
+IRDL checks operand/result counts and attribute kinds; the `cir-verify` pass checks the
+rest (ranks, element types, the body function's signature, known kinds).
+
+Ops print in generic form (`"cir.load"(...)`), which is what IRDL dialects do.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import irdl
+
+__all__ = ["OPS", "IRDL_SOURCE", "load_cir_dialect", "new_context", "op_doc", "MAX_COMPUTE_INPUTS", "KERNEL_KINDS", "REDUCE_OPS"]
+
+# Kernel kinds the compiler knows by name; any other kind is lowered generically from its body.
+KERNEL_KINDS = ("elementwise", "reduce", "matmul", "batched_matmul", "conv2d",
+                "conv2d_depthwise", "attention", "flash_attention", "fused")
+
+# Reduction operators of `@kernel reduce(op)`.
+REDUCE_OPS = ("+", "*", "min", "max", "and", "or", "argmin", "argmax")
+
+# How many inputs one compute block may take (see cir.compute's documentation).
+MAX_COMPUTE_INPUTS = 16
+
+
+def _compute_irdl() -> str:
+    slots = "".join(f"\n    %in{i} = irdl.any" for i in range(MAX_COMPUTE_INPUTS))
+    operands = ", ".join(f"in{i}: optional %in{i}" for i in range(MAX_COMPUTE_INPUTS))
+    return f"""{slots}
+    %result = irdl.any
+    %str = irdl.base "#builtin.string"
+    %sym = irdl.base "#builtin.symbol_ref"
+    irdl.operands({operands})
+    irdl.results(result: %result)
+    irdl.attributes {{ "kind" = %str, "body" = %sym }}
+    """
+
+
+# Each op: (name, IRDL body, documentation). The documentation is the op's reference.
+OPS: list[tuple[str, str, str]] = [
+    ("compute", _compute_irdl(), """\
+cir.compute — one `compute()` block of a ZynML program.
+
+Operands: the block's inputs (tensors, or scalars captured from the program) in the order
+of the body function's leading arguments. IRDL binds one type for every element of a
+variadic operand, so inputs of different types cannot share one variadic: the op instead
+has MAX_COMPUTE_INPUTS `optional` slots, and `operandSegmentSizes` (a dense i32 array,
+1 for each used slot, then 0s) says how many are used.
+Result: the block's value (a tensor, or a scalar for a full reduction).
+Attributes: `kind` (string: `elementwise`, `reduce`, `matmul`, ... or any user kind),
+`body` (symbol of the private body function: its arguments are the operands then `out`,
+a tensor of the result type, or of rank 0 for a scalar result). Optional (checked by
+`cir-verify`): `reduce` (string, one of REDUCE_OPS), `axis` (i64), `workgroup`
+(array<i64>), `shared` (i64 bytes), `broadcast` (dictionary input-name -> axis), `tile`
+(dictionary), `device` (string), `names` (array of the inputs' source names).
+
+    %y = "cir.compute"(%x) {kind = "elementwise", body = @y_body,
+           operandSegmentSizes = array<i32: 1, 0, ...>} : (tensor<7xf32>) -> tensor<7xf32>
+"""),
+    ("load", """
+    %source = irdl.any
+    %value = irdl.any
+    %idx = irdl.is index
+    irdl.operands(source: %source, indices: variadic %idx)
+    irdl.results(value: %value)
+    """, """\
+cir.load — read one element of a kernel tensor (an input, or `out`) in a body function.
+
+Operands: the tensor, then one `index` per dimension. Result: the element.
+
+    %v = "cir.load"(%x, %i) : (tensor<7xf32>, index) -> f32
+"""),
+    ("store", """
+    %value = irdl.any
+    %dest = irdl.any
+    %idx = irdl.is index
+    irdl.operands(value: %value, dest: %dest, indices: variadic %idx)
+    irdl.results()
+    """, """\
+cir.store — write one element of the kernel's output `out` in a body function.
+
+Operands: the value, the `out` argument of the body function, one `index` per dimension.
+Writes have effect on the compute's result; `out` is never an input tensor.
+
+    "cir.store"(%v, %out, %i) : (f32, tensor<7xf32>, index) -> ()
+"""),
+    ("yield", """
+    %value = irdl.any
+    %idx = irdl.is index
+    irdl.operands(value: %value, index: optional %idx)
+    irdl.results()
+    """, """\
+cir.yield — contribute one value to the reduction of a `reduce` compute.
+
+Operands: the value, and for `argmin`/`argmax` its index. The reduction
+operator and axis are attributes of the enclosing `cir.compute`.
+
+    "cir.yield"(%v) : (f32) -> ()
+    "cir.yield"(%v, %i) : (f32, index) -> ()
+"""),
+    ("barrier", """
+    irdl.operands()
+    irdl.results()
+    """, """\
+cir.barrier — all work items of a workgroup reach this point before any continues.
+
+    "cir.barrier"() : () -> ()
+"""),
+]
+
+
+def _irdl_source() -> str:
+    body = "\n".join(f"  irdl.operation @{name} {{{text}  }}" for name, text, _ in OPS)
+    return f"irdl.dialect @cir {{\n{body}\n}}\n"
+
+
+IRDL_SOURCE = _irdl_source()
+
+def load_cir_dialect(context: ir.Context) -> None:
+    """Register `cir` in `context` (idempotent). Every context ZynML creates calls this."""
+    if context.is_registered_operation("cir.compute"):
+        return
+    with context, ir.Location.unknown(context):
+        irdl.load_dialects(ir.Module.parse(IRDL_SOURCE))
+
+
+def new_context() -> ir.Context:
+    """A context with `cir` and every upstream dialect ZynML uses."""
+    context = ir.Context()
+    load_cir_dialect(context)
+    return context
+
+
+def op_doc(name: str) -> str:
+    """The reference text of `cir.<name>`."""
+    for op_name, _, doc in OPS:
+        if op_name == name:
+            return doc
+    raise KeyError(f"no op cir.{name}; ops: {', '.join(n for n, _, _ in OPS)}")

@@ -1,0 +1,33 @@
+"""ZynML's Python-registered MLIR passes (installed as `zynml.passes`).
+
+One pass per file. Each module defines `NAME` (its command-line flag, also its lit test's
+file name), `DESCRIPTION` (one line), `Options` (a dataclass; fields are the pass options,
+written `name{field-name=value}` in a pipeline) and `run(module_op, options)`.
+Modules load lazily: the table below is the registry.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["PASSES", "get_pass", "describe_passes"]
+
+# flag name -> (module, one-line description). Keep in the order a pipeline uses them.
+PASSES: dict[str, tuple[str, str]] = {
+    "cir-verify": ("cir_verify",
+                   "Check cir invariants IRDL cannot express (ranks, body signatures, kinds)"),
+    "cir-shape-propagation": ("cir_shape_propagation",
+                              "Make compute results and body functions static from input shapes"),
+    "cir-to-linalg": ("cir_to_linalg",
+                      "Lower cir.compute to linalg on tensors (named ops, generics, gathers)"),
+}
+
+
+def get_pass(name: str) -> ModuleType:
+    if name not in PASSES:
+        raise KeyError(f"unknown pass '{name}'; zynml passes: {', '.join(PASSES)}")
+    return importlib.import_module(f".{PASSES[name][0]}", __name__)
+
+
+def describe_passes() -> list[tuple[str, str]]:
+    return [(name, desc) for name, (_, desc) in PASSES.items()]

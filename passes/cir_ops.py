@@ -1,0 +1,97 @@
+"""Small helpers the cir passes share: finding compute ops and their body functions,
+reading attributes, and folding index values to constants."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from mlir import ir
+
+
+def top_level_funcs(module: ir.Operation) -> list[ir.Operation]:
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func"]
+
+
+def func_by_name(module: ir.Operation) -> dict[str, ir.Operation]:
+    return {ir.StringAttr(f.attributes["sym_name"]).value: f for f in top_level_funcs(module)}
+
+
+def is_body_function(fn: ir.Operation) -> bool:
+    return "cir.body" in fn.attributes
+
+
+def ops_in(op: ir.Operation, name: Optional[str] = None) -> Iterator[ir.Operation]:
+    """Every op nested in `op` (pre-order), optionally only those called `name`."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                if name is None or child.name == name:
+                    yield child
+                yield from ops_in(child, name)
+
+
+def compute_ops(module: ir.Operation) -> list[ir.Operation]:
+    return [op for f in top_level_funcs(module) if not is_body_function(f)
+            for op in ops_in(f, "cir.compute")]
+
+
+def body_of(compute: ir.Operation, funcs: dict[str, ir.Operation]) -> Optional[ir.Operation]:
+    attr = compute.attributes["body"]
+    return funcs.get(ir.FlatSymbolRefAttr(attr).value)
+
+
+def string_attr(op: ir.Operation, name: str) -> Optional[str]:
+    return ir.StringAttr(op.attributes[name]).value if name in op.attributes else None
+
+
+def int_attr(op: ir.Operation, name: str) -> Optional[int]:
+    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else None
+
+
+def i64_array(op: ir.Operation, name: str) -> Optional[list[int]]:
+    if name not in op.attributes:
+        return None
+    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+
+
+def entry_block(fn: ir.Operation) -> ir.Block:
+    return fn.regions[0].blocks[0]
+
+
+def set_function_type(fn: ir.Operation, inputs: list[ir.Type], results: list[ir.Type]) -> None:
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+def defining_op(value: ir.Value) -> Optional[ir.Operation]:
+    owner = value.owner
+    return owner.operation if isinstance(owner, ir.OpView) or isinstance(owner, ir.Operation) \
+        else None
+
+
+def constant_int(value: ir.Value) -> Optional[int]:
+    """The integer `value` always holds, folding constants, tensor.dim of static tensors
+    and index arithmetic on those; None when it is not known."""
+    op = defining_op(value)
+    if op is None:
+        return None
+    if op.name == "arith.constant":
+        attr = op.attributes["value"]
+        return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
+    if op.name == "tensor.dim":
+        source, dim = op.operands[0], constant_int(op.operands[1])
+        shaped = ir.RankedTensorType(source.type) if isinstance(source.type, ir.RankedTensorType) else None
+        if shaped is None or dim is None or shaped.is_dynamic_dim(dim):
+            return None
+        return shaped.get_dim_size(dim)
+    folds = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
+             "arith.muli": lambda a, b: a * b,
+             "arith.floordivsi": lambda a, b: a // b if b else None,
+             "arith.divsi": lambda a, b: int(a / b) if b else None,
+             "arith.remsi": lambda a, b: a % b if b else None}
+    if op.name in folds:
+        a, b = constant_int(op.operands[0]), constant_int(op.operands[1])
+        return None if a is None or b is None else folds[op.name](a, b)
+    if op.name == "arith.index_cast":
+        return constant_int(op.operands[0])
+    return None

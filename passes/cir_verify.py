@@ -1,0 +1,121 @@
+"""cir-verify: check cir invariants that IRDL cannot express.
+
+IRDL checks operand counts and attribute kinds. This pass checks the rest: every
+`cir.compute` names a private body function whose arguments are its operands then `out`;
+`reduce` computes name a known operator; `out_dims` points at index operands, one per
+result dimension; `cir.load`/`cir.store` use one index per dimension and the element type;
+`cir.store` writes only `out`; `cir.yield` appears only in the body of a reduction.
+
+    // error: 'cir.compute' body @missing is not a function of this module
+    %y = "cir.compute"(%x) {kind = "elementwise", body = @missing, ...}
+
+The pass changes nothing; it fails with located errors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+from .cir_ops import (body_of, compute_ops, entry_block, func_by_name, i64_array,
+                      is_body_function, ops_in, string_attr, top_level_funcs)
+from .pipeline import fail
+from ..dialects.cir import REDUCE_OPS
+
+NAME = "cir-verify"
+DESCRIPTION = "Check cir invariants IRDL cannot express (ranks, body signatures, kinds)"
+
+
+@dataclass
+class Options:
+    pass
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    funcs = func_by_name(module)
+    kinds_of_body: dict[str, str] = {}
+    for compute in compute_ops(module):
+        fn = _check_compute(compute, funcs)
+        kinds_of_body[ir.StringAttr(fn.attributes["sym_name"]).value] = \
+            string_attr(compute, "kind")
+    for fn in top_level_funcs(module):
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        for op in ops_in(fn):
+            if op.name in ("cir.load", "cir.store", "cir.yield", "cir.barrier"):
+                if not is_body_function(fn):
+                    raise fail(op.location, f"'{op.name}' is only valid in a compute body "
+                                            "function (marked cir.body)")
+                _check_body_op(op, fn, kinds_of_body.get(name))
+
+
+def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Operation:
+    loc = op.location
+    kind = string_attr(op, "kind")
+    if not kind:
+        raise fail(loc, "'cir.compute' needs a non-empty kind")
+    fn = body_of(op, funcs)
+    body_name = ir.FlatSymbolRefAttr(op.attributes["body"]).value
+    if fn is None:
+        raise fail(loc, f"'cir.compute' body @{body_name} is not a function of this module")
+    if not is_body_function(fn):
+        raise fail(loc, f"'cir.compute' body @{body_name} is not marked 'cir.body'")
+    reduce_op = string_attr(op, "reduce")
+    if kind == "reduce":
+        if reduce_op not in REDUCE_OPS:
+            raise fail(loc, f"'cir.compute' of kind reduce needs 'reduce' to be one of "
+                            f"{', '.join(REDUCE_OPS)}; got {reduce_op!r}")
+    elif reduce_op is not None:
+        raise fail(loc, f"'reduce' attribute on a compute of kind '{kind}'")
+    args = list(entry_block(fn).arguments)
+    operands = list(op.operands)
+    if len(args) != len(operands) + 1:
+        raise fail(loc, f"body @{body_name} takes {len(args)} arguments; expected "
+                        f"{len(operands) + 1} (the {len(operands)} operands, then out)")
+    for i, (arg, operand) in enumerate(zip(args, operands)):
+        if arg.type != operand.type:
+            raise fail(loc, f"operand #{i} has type {operand.type} but body @{body_name} "
+                            f"takes {arg.type}")
+    result_type = op.results[0].type
+    out_type = args[-1].type
+    expected_out = result_type if isinstance(result_type, ir.RankedTensorType) else \
+        ir.RankedTensorType.get([], result_type)
+    if out_type != expected_out:
+        raise fail(loc, f"body @{body_name} takes out as {out_type}; expected {expected_out}")
+    out_dims = i64_array(op, "out_dims")
+    rank = ir.RankedTensorType(expected_out).rank
+    if out_dims is None:
+        raise fail(loc, "'cir.compute' needs 'out_dims' (one operand index per result "
+                        "dimension)")
+    if len(out_dims) != rank:
+        raise fail(loc, f"'out_dims' has {len(out_dims)} entries for a result of rank {rank}")
+    for d in out_dims:
+        if not 0 <= d < len(operands) or not isinstance(operands[d].type, ir.IndexType):
+            raise fail(loc, f"'out_dims' entry {d} is not an index operand")
+    return fn
+
+
+def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None) -> None:
+    loc = op.location
+    if op.name == "cir.load":
+        _check_indexing(op, op.operands[0], list(op.operands[1:]), op.results[0].type)
+    elif op.name == "cir.store":
+        out = entry_block(fn).arguments[-1]
+        if op.operands[1] != out:
+            raise fail(loc, "'cir.store' may only write 'out' (the body's last argument)")
+        _check_indexing(op, op.operands[1], list(op.operands[2:]), op.operands[0].type)
+    elif op.name == "cir.yield":
+        if kind is not None and kind != "reduce":
+            raise fail(loc, f"'cir.yield' in the body of a '{kind}' compute; only reductions "
+                            "yield")
+
+
+def _check_indexing(op: ir.Operation, source: ir.Value, indices: list, element: ir.Type):
+    if not isinstance(source.type, ir.RankedTensorType):
+        raise fail(op.location, f"'{op.name}' needs a ranked tensor, got {source.type}")
+    tensor_type = ir.RankedTensorType(source.type)
+    if len(indices) != tensor_type.rank:
+        raise fail(op.location, f"'{op.name}' uses {len(indices)} indices on a tensor of "
+                                f"rank {tensor_type.rank}")
+    if tensor_type.element_type != element:
+        raise fail(op.location, f"'{op.name}' element type {element} does not match "
+                                f"{tensor_type.element_type}")

@@ -1,0 +1,17 @@
+"""ZynML: compute() kernels written once, compiled through MLIR (cir -> linalg) and run
+with IREE.
+
+    >>> import numpy as np, zynml
+    >>> zynml.run('''
+    ... let y = compute(x) {
+    ...     @kernel elementwise
+    ...     for i in 0..len:
+    ...         out[i] = relu(x[i])
+    ... }''', x=np.array([-1.0, 2.0], dtype=np.float32))["y"]
+    array([0., 2.], dtype=float32)
+"""
+from .api import Program, compile, run
+from .errors import ZynMLError
+
+__all__ = ["run", "compile", "Program", "ZynMLError"]
+__version__ = "0.1.0"

@@ -1,0 +1,165 @@
+"""The Python API: `zynml.compile`, `zynml.run` and `Program`.
+
+A Program holds a parsed, checked source. Calling it with inputs specializes it to the
+inputs' shapes and dtypes (one compiled executable per signature, kept in memory and in
+the on-disk artifact cache) and returns a dict of outputs as numpy values.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+
+from . import compiler
+from .backend.cache import ArtifactCache
+from .backend.targets import CPU, IreeTarget
+from .errors import SourceLocation, ZynMLError
+from .frontend.symbols import CheckedProgram, is_tensor
+from .frontend.types import TensorType, from_numpy
+
+__all__ = ["Program", "compile", "run", "DEVICES"]
+
+# device name -> IREE target. More devices arrive with their issues (CUDA, Vulkan, ...).
+DEVICES: dict[str, IreeTarget] = {"cpu": CPU}
+
+
+def _target_for(device: str, loc: SourceLocation | None) -> IreeTarget:
+    name = "cpu" if device == "auto" else device
+    if name not in DEVICES:
+        raise ZynMLError(f"device '{device}' is not available; available devices: "
+                         + ", ".join(["auto"] + list(DEVICES)), loc)
+    return DEVICES[name]
+
+
+@dataclass
+class _Executable:
+    checked: CheckedProgram
+    function: Any  # zynml.runtime.iree_runner.IreeFunction
+
+
+class Program:
+    """A compiled ZynML program: call it with the inputs by name, get outputs by name."""
+
+    def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto"):
+        self.source, self.ast = compiler.parse_source(source_or_path)
+        # Check once without shapes so mistakes surface at compile time.
+        self.generic = compiler.check_program(self.source, self.ast)
+        self.target = _target_for(device, self._first_loc())
+        self.device = device
+        self._executables: dict[tuple, _Executable] = {}
+        self._lock = threading.Lock()
+        self._cache = ArtifactCache()
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(self.generic.inputs)
+
+    @property
+    def outputs(self) -> list[str]:
+        return list(self.generic.outputs)
+
+    def __repr__(self) -> str:
+        return (f"<zynml.Program {self.source.name} inputs={self.inputs} "
+                f"outputs={self.outputs} device={self.device!r}>")
+
+    def _first_loc(self) -> SourceLocation:
+        return SourceLocation(self.source, 1, 1)
+
+    # ------------------------------------------------------------------ calling
+
+    def __call__(self, **inputs) -> dict[str, Any]:
+        values, signature, scalars = self._signature(inputs)
+        key = tuple(sorted((n, str(t)) for n, t in signature.items())) + \
+            tuple(sorted(scalars.items()))
+        with self._lock:
+            executable = self._executables.get(key)
+            if executable is None:
+                executable = self._executables[key] = self._build(signature, scalars)
+        checked = executable.checked
+        args = [_argument(values[name], checked.inputs[name]) for name in checked.inputs]
+        results = executable.function(*args)
+        return {name: _output(value, checked, name)
+                for name, value in zip(checked.outputs, results)}
+
+    def _signature(self, inputs: dict[str, Any]):
+        known = set(self.generic.inputs)
+        for name in inputs:
+            if name not in known:
+                raise ZynMLError(f"unknown input '{name}'; the program's inputs are: "
+                                 + (", ".join(sorted(known)) or "(none)"), self._first_loc())
+        for name in self.generic.inputs:
+            if name not in inputs:
+                raise ZynMLError(f"missing input '{name}'", self.generic.input_locs.get(name))
+        values, signature, scalars = {}, {}, {}
+        for name, value in inputs.items():
+            loc = self.generic.input_locs.get(name)
+            array = _as_array(name, value, loc)
+            values[name] = array
+            dtype = from_numpy(array.dtype)
+            if array.ndim == 0 and not is_tensor(self.generic.inputs[name]):
+                signature[name] = dtype
+                if dtype.is_int:
+                    scalars[name] = int(array)
+            else:
+                signature[name] = TensorType(dtype, tuple(int(d) for d in array.shape))
+                expected = self.generic.inputs[name]
+                if is_tensor(expected) and expected.rank != array.ndim:
+                    raise ZynMLError(f"input '{name}' has rank {array.ndim} but the program "
+                                     f"indexes it with {expected.rank} indices", loc)
+                if not is_tensor(expected):
+                    raise ZynMLError(f"input '{name}' is used as a scalar but was given an "
+                                     f"array of shape {array.shape}", loc)
+        return values, signature, scalars
+
+    def _build(self, signature, scalars) -> _Executable:
+        from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
+        checked = compiler.check_program(self.source, self.ast, signature, scalars)
+        module = compiler.to_cir(checked)
+        compiler.lower(module, self.source)
+        vmfb = compiler.to_vmfb(module, self.target, self._cache)
+        function = IreeModule(vmfb, self.target.device).function("main")
+        return _Executable(checked, function)
+
+
+def _as_array(name: str, value: Any, loc) -> np.ndarray:
+    if isinstance(value, bool):
+        return np.asarray(value, dtype=np.bool_)
+    if isinstance(value, int):
+        return np.asarray(value, dtype=np.int64)
+    if isinstance(value, float):
+        return np.asarray(value, dtype=np.float32)
+    try:
+        array = np.asarray(value)
+    except Exception as err:  # an object numpy cannot view
+        raise ZynMLError(f"input '{name}' is not an array: {err}", loc) from None
+    if from_numpy(array.dtype) is None:
+        raise ZynMLError(f"input '{name}' has dtype {array.dtype}, which ZynML does not "
+                         "support (f16, f32, f64, i8..i64, u8..u64, bool)", loc)
+    return array
+
+
+def _argument(array: np.ndarray, ty: Any) -> np.ndarray:
+    if is_tensor(ty):
+        return np.ascontiguousarray(array)
+    return np.asarray(array, dtype=array.dtype).reshape(())
+
+
+def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
+    step = next(s for s in checked.steps if s.target == name)
+    if is_tensor(step.ty):
+        return value
+    return np.asarray(value).reshape(())[()]  # a numpy scalar
+
+
+def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto") -> Program:
+    """Parse and check a ZynML program for `device`; calling the result runs it."""
+    return Program(source_or_path, device=device)
+
+
+def run(source: Union[str, os.PathLike], *, device: str = "auto", **inputs) -> dict[str, Any]:
+    """Compile `source` and run it once on `inputs`; returns {output name: numpy value}."""
+    return Program(source, device=device)(**inputs)
+

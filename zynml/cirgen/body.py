@@ -1,0 +1,191 @@
+"""Typed compute body -> the statements of a `cir` body function.
+
+Loops become `scf.for`, conditionals `scf.if`; mutable locals (`var`) are SSA values
+threaded through loops and conditionals as iter_args / results (the assignments of a
+statement are found up front, as in mem2reg). Element reads are `cir.load`, writes of
+`out` are `cir.store`, reduction contributions `cir.yield`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+from . import scalar as S
+from ..frontend import ast
+from ..frontend.symbols import Kernel, Symbol
+from ..frontend.types import BOOL, FLOAT_LITERAL, INDEX, INT_LITERAL, ScalarType, concrete, promote
+
+
+class BodyEmitter:
+    """Emits one kernel's statements at the current insertion point.
+
+    `env` maps each Symbol (not name: bodies may shadow names) to its current SSA value.
+    """
+
+    def __init__(self, kernel: Kernel, env: dict[Symbol, ir.Value], out: ir.Value):
+        self.kernel = kernel
+        self.env = env
+        self.out = out
+
+    # ------------------------------------------------------------------ types
+
+    def _concrete(self, t: ScalarType) -> ScalarType:
+        if t == FLOAT_LITERAL:
+            return self.kernel.default_float
+        return concrete(t)
+
+    # ------------------------------------------------------------------ statements
+
+    def block(self, stmts: list[ast.Stmt]) -> None:
+        for stmt in stmts:
+            getattr(self, "_" + type(stmt).__name__)(stmt)
+
+    def _Let(self, stmt: ast.Let) -> None:
+        self.env[stmt.sym] = self.expr(stmt.value, stmt.sym.ty)
+
+    def _Var(self, stmt: ast.Var) -> None:
+        self.env[stmt.sym] = self.expr(stmt.value, stmt.sym.ty)
+
+    def _Assign(self, stmt: ast.Assign) -> None:
+        target = stmt.target
+        if isinstance(target, ast.Name):
+            sym = target.sym
+            value = self._combined(stmt, lambda: self.env[sym], sym.ty)
+            self.env[sym] = value
+            return
+        indices = [self.expr(i, INDEX) for i in target.indices]
+        out_t = self.kernel.result.dtype
+        value = self._combined(
+            stmt, lambda: ir.Operation.create(
+                "cir.load", results=[S.mlir_type(out_t)], operands=[self.out, *indices]).result,
+            out_t)
+        ir.Operation.create("cir.store", results=[], operands=[value, self.out, *indices])
+
+    def _combined(self, stmt: ast.Assign, current, t: ScalarType) -> ir.Value:
+        """The value an assignment stores: `value`, or `current op value` for `op=`."""
+        if stmt.op is None:
+            return self.expr(stmt.value, t)
+        common = self._concrete(promote(t, stmt.value.ty))
+        lhs = S.convert(current(), t, common)
+        rhs = self.expr(stmt.value, common)
+        return S.convert(S.binary(stmt.op, lhs, rhs, common), common, t)
+
+    def _Yield(self, stmt: ast.Yield) -> None:
+        value = stmt.value
+        if isinstance(value, ast.TupleExpr):
+            v = self.expr(value.elts[0], self._concrete(value.elts[0].ty))
+            i = self.expr(value.elts[1], INDEX)
+            ir.Operation.create("cir.yield", results=[], operands=[v, i])
+        else:
+            t = self._concrete(value.ty)
+            ir.Operation.create("cir.yield", results=[], operands=[self.expr(value, t)])
+
+    def _For(self, stmt: ast.For) -> None:
+        self._loops(stmt.ranges, stmt.body, _assigned_vars(stmt.body, self.env))
+
+    def _loops(self, ranges: list[ast.Range], body: list[ast.Stmt], carried: list[Symbol]):
+        rng, rest = ranges[0], ranges[1:]
+        lo, hi = self.expr(rng.lo, INDEX), self.expr(rng.hi, INDEX)
+        step = self.expr(rng.step, INDEX) if rng.step is not None else S.index(1)
+        loop = scf.ForOp(lo, hi, step, [self.env[s] for s in carried])
+        with ir.InsertionPoint(loop.body):
+            self.env[rng.sym] = loop.induction_variable
+            for sym, arg in zip(carried, loop.inner_iter_args):
+                self.env[sym] = arg
+            if rest:
+                self._loops(rest, body, carried)
+            else:
+                self.block(body)
+            scf.YieldOp([self.env[s] for s in carried])
+        for sym, result in zip(carried, loop.results):
+            self.env[sym] = result
+
+    def _If(self, stmt: ast.If) -> None:
+        carried = _assigned_vars(stmt.then_body + stmt.else_body, self.env)
+        cond = self.expr(stmt.cond, BOOL)
+        types = [S.mlir_type(s.ty) for s in carried]
+        op = scf.IfOp(cond, types, hasElse=bool(carried or stmt.else_body))
+        before = {s: self.env[s] for s in carried}
+        with ir.InsertionPoint(op.then_block):
+            self.block(stmt.then_body)
+            scf.YieldOp([self.env[s] for s in carried])
+        if carried or stmt.else_body:
+            self.env.update(before)
+            with ir.InsertionPoint(op.else_block):
+                self.block(stmt.else_body)
+                scf.YieldOp([self.env[s] for s in carried])
+        for sym, result in zip(carried, op.results):
+            self.env[sym] = result
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e: ast.Expr, want: ScalarType) -> ir.Value:
+        """Emit `e` converted to `want`."""
+        have = self._concrete(e.ty) if not _is_literal(e) else want
+        value = self._expr(e, have)
+        return S.convert(value, have, want)
+
+    def _expr(self, e: ast.Expr, t: ScalarType) -> ir.Value:
+        if isinstance(e, (ast.IntLit, ast.FloatLit, ast.BoolLit)):
+            return S.constant(t, e.value)
+        if isinstance(e, ast.Name):
+            return self._name(e)
+        if isinstance(e, ast.Unary):
+            if e.op == "not":
+                return S.logical_not(self.expr(e.operand, BOOL))
+            return S.negate(self.expr(e.operand, t), t)
+        if isinstance(e, ast.Binary):
+            return self._binary(e, t)
+        if isinstance(e, ast.Index):
+            indices = [self.expr(i, INDEX) for i in e.indices]
+            source = self.out if e.base.sym.kind == "out" else self.env[e.base.sym]
+            return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
+                                       operands=[source, *indices]).result
+        if isinstance(e, ast.Call):
+            args = [self.expr(a, t) for a in e.args]
+            return S.builtin(e.func.id, args, t)
+        raise AssertionError(f"unexpected expression {type(e).__name__}")
+
+    def _name(self, e: ast.Name) -> ir.Value:
+        return self.env[e.sym]
+
+    def _binary(self, e: ast.Binary, t: ScalarType) -> ir.Value:
+        if e.op in ("and", "or"):
+            a, b = self.expr(e.left, BOOL), self.expr(e.right, BOOL)
+            return (arith.AndIOp if e.op == "and" else arith.OrIOp)(a, b).result
+        if e.op == "^" and isinstance(e.right, ast.IntLit) and t.is_float:
+            return S.integer_power(self.expr(e.left, t), e.right.value, t)
+        operand_t = self._concrete(promote(e.left.ty, e.right.ty))
+        if e.op == "^" and not operand_t.is_float:
+            operand_t = self.kernel.default_float
+        if e.op in ("==", "!=", "<", "<=", ">", ">="):
+            a, b = self.expr(e.left, operand_t), self.expr(e.right, operand_t)
+            return S.compare(e.op, a, b, operand_t)
+        a, b = self.expr(e.left, operand_t), self.expr(e.right, operand_t)
+        return S.convert(S.binary(e.op, a, b, operand_t), operand_t, t)
+
+
+def _is_literal(e: ast.Expr) -> bool:
+    return e.ty in (FLOAT_LITERAL, INT_LITERAL) and isinstance(e, (ast.IntLit, ast.FloatLit))
+
+
+def _assigned_vars(stmts: list[ast.Stmt], env: dict[Symbol, Any]) -> list[Symbol]:
+    """Mutable locals defined outside `stmts` and assigned inside (loop-carried values)."""
+    found: list[Symbol] = []
+
+    def walk(ss):
+        for s in ss:
+            if isinstance(s, ast.Assign) and isinstance(s.target, ast.Name):
+                sym = s.target.sym
+                if sym in env and sym not in found:
+                    found.append(sym)
+            elif isinstance(s, ast.For):
+                walk(s.body)
+            elif isinstance(s, ast.If):
+                walk(s.then_body)
+                walk(s.else_body)
+    walk(stmts)
+    return found
+

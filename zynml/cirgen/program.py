@@ -1,0 +1,217 @@
+"""Typed program -> a `cir` module: the arrow "typed AST -> cir".
+
+Layout of the module (one per program and input signature):
+
+    func.func @main(<inputs>) -> (<outputs>) attributes {zynml.inputs, zynml.outputs}
+        sizes as index values (tensor.dim of the input that binds them, or constants),
+        one "cir.compute" per compute block, `|>` builtins on scalar results, return
+    func.func private @<name>_body(<inputs>, <captures>, <sizes>, %out) {cir.body}
+        the loop nest as written (scf/arith/math + cir.load/store/yield)
+
+Scalar inputs and scalar outputs cross the function boundary as rank-0 tensors. Compute
+results are emitted with dynamic extents (`tensor<?xf32>`) and an `out_dims` attribute
+naming the operands that hold them; `cir-shape-propagation` makes them static.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mlir import ir
+from mlir.dialects import func, tensor
+
+from . import scalar as S
+from .body import BodyEmitter
+from ..dialects.cir import MAX_COMPUTE_INPUTS
+from ..errors import ZynMLError
+from ..frontend import ast
+from ..frontend.symbols import CheckedProgram, Kernel, Step, is_tensor
+from ..frontend.types import INDEX, ScalarType, TensorType, concrete
+
+__all__ = ["emit_cir"]
+
+
+def _loc(node: ast.Node) -> ir.Location:
+    loc = node.loc
+    return ir.Location.file(loc.file.name, loc.line, loc.col)
+
+
+def _boundary_type(t: Any) -> ir.Type:
+    """How a program value crosses main's signature: tensors as they are, scalars rank-0."""
+    if is_tensor(t):
+        return S.tensor_type(t)
+    return ir.RankedTensorType.get([], S.mlir_type(concrete(t)))
+
+
+def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
+    with context, ir.Location.unknown():
+        module = ir.Module.create()
+        _ProgramEmitter(program, module).emit()
+    return module
+
+
+class _ProgramEmitter:
+    def __init__(self, program: CheckedProgram, module: ir.Module):
+        self.program = program
+        self.module = module
+        self.values: dict[str, ir.Value] = {}  # program name -> value in main (scalars unboxed)
+        self.types: dict[str, Any] = dict(program.inputs)
+        self.size_values: dict[str, ir.Value] = {}
+        self.body_names: set[str] = set()
+
+    def emit(self) -> None:
+        program = self.program
+        input_types = [_boundary_type(t) for t in program.inputs.values()]
+        output_types = [_boundary_type(self._output_type(n)) for n in program.outputs]
+        with ir.InsertionPoint(self.module.body):
+            main = func.FuncOp("main", (input_types, output_types))
+        main.attributes["zynml.inputs"] = ir.ArrayAttr.get(
+            [ir.StringAttr.get(n) for n in program.inputs])
+        main.attributes["zynml.outputs"] = ir.ArrayAttr.get(
+            [ir.StringAttr.get(n) for n in program.outputs])
+        block = main.add_entry_block()
+        with ir.InsertionPoint(block):
+            for (name, t), arg in zip(program.inputs.items(), block.arguments):
+                self.values[name] = arg if is_tensor(t) else tensor.ExtractOp(arg, []).result
+            for step in program.steps:
+                if step.kernel is not None:
+                    with _loc(step.kernel.node):
+                        self._compute(step)
+            results = []
+            for name in program.outputs:
+                value, t = self.values[name], self.types[name]
+                results.append(value if is_tensor(t) else
+                               tensor.FromElementsOp(_boundary_type(t), [value]).result)
+            func.ReturnOp(results)
+
+    def _output_type(self, name: str) -> Any:
+        step = next(s for s in self.program.steps if s.target == name)
+        if is_tensor(step.ty):
+            return TensorType(step.ty.dtype, (None,) * step.ty.rank)
+        return step.ty
+
+    # ------------------------------------------------------------------ values in main
+
+    def _scalar(self, name: str, want: ScalarType) -> ir.Value:
+        """A program-level scalar (constant or input) as an SSA value of type `want`."""
+        if name in self.program.constants:
+            return S.constant(want, self.program.constants[name])
+        t = concrete(self.types[name])
+        return S.convert(self.values[name], t, want)
+
+    def _size(self, name: str) -> ir.Value:
+        if name in self.size_values:
+            return self.size_values[name]
+        size = self.program.sizes[name]
+        value = None
+        if name in self.program.constants:
+            value = S.index(int(self.program.constants[name]))
+        else:
+            for binding in size.bindings:
+                source = self.values.get(binding.tensor)
+                if source is not None and is_tensor(self.types.get(binding.tensor)):
+                    value = tensor.DimOp(source, S.index(binding.dim)).result
+                    break
+        if value is None:  # an integer input (checker.py made it one)
+            value = S.convert(self.values[name], concrete(self.types[name]), INDEX)
+        self.size_values[name] = value
+        return value
+
+    def _extent(self, e: ast.Expr) -> ir.Value:
+        """An out-dimension extent expression (`len`, `3*hidden`) evaluated in main."""
+        if isinstance(e, ast.IntLit):
+            return S.index(e.value)
+        if isinstance(e, ast.Name):
+            if e.id in self.program.sizes:
+                return self._size(e.id)
+            return self._scalar(e.id, INDEX)
+        if isinstance(e, ast.Binary) and e.op in ("+", "-", "*", "/", "%"):
+            return S.binary(e.op, self._extent(e.left), self._extent(e.right), INDEX)
+        raise ZynMLError("this extent expression is not supported", e.loc)
+
+    # ------------------------------------------------------------------ compute blocks
+
+    def _compute(self, step: Step) -> None:
+        kernel = step.kernel
+        operands: list[ir.Value] = []
+        for sym in kernel.arg_syms:
+            t = sym.ty
+            operands.append(self.values[sym.name] if is_tensor(t)
+                            else self._scalar(sym.name, concrete(t)))
+        for sym in kernel.capture_syms:
+            operands.append(self._scalar(sym.name, concrete(sym.ty)))
+        for sym in kernel.size_syms:
+            operands.append(self._size(sym.name))
+        out_dims = []
+        for extent in kernel.out_dims:
+            if isinstance(extent, ast.Name) and extent.id in kernel.sizes:
+                out_dims.append(len(kernel.arg_syms) + len(kernel.capture_syms)
+                                + kernel.sizes.index(extent.id))
+            else:
+                operands.append(self._extent(extent))
+                out_dims.append(len(operands) - 1)
+        if len(operands) > MAX_COMPUTE_INPUTS:
+            raise ZynMLError(f"a compute block may use at most {MAX_COMPUTE_INPUTS} inputs, "
+                             f"sizes and constants; this one uses {len(operands)}",
+                             kernel.node.loc)
+        result = kernel.result
+        result_type = (S.tensor_type(result, dynamic_dims=True) if is_tensor(result)
+                       else S.mlir_type(result))
+        out_type = result_type if is_tensor(result) else ir.RankedTensorType.get([], result_type)
+        body_name = self._body_function(kernel, [v.type for v in operands], out_type)
+        op = ir.Operation.create(
+            "cir.compute", results=[result_type], operands=operands,
+            attributes=self._attributes(kernel, body_name, len(operands), out_dims))
+        value = op.result
+        result_t = result
+        for call in step.pipes:
+            value = S.builtin(call.func.id, [value], result_t)
+        self.values[step.target] = value
+        self.types[step.target] = step.ty
+
+    def _attributes(self, kernel: Kernel, body: str, n_operands: int,
+                    out_dims: list[int]) -> dict[str, ir.Attribute]:
+        i64 = ir.IntegerType.get_signless(64)
+        attrs = {
+            "kind": ir.StringAttr.get(kernel.kind),
+            "body": ir.FlatSymbolRefAttr.get(body),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get(
+                [1] * n_operands + [0] * (MAX_COMPUTE_INPUTS - n_operands)),
+            "out_dims": ir.DenseI64ArrayAttr.get(out_dims),
+            "names": ir.ArrayAttr.get([ir.StringAttr.get(s.name) for s in
+                                       kernel.arg_syms + kernel.capture_syms + kernel.size_syms]),
+        }
+        if kernel.reduce_op is not None:
+            attrs["reduce"] = ir.StringAttr.get(kernel.reduce_op)
+        if kernel.axis is not None:
+            attrs["axis"] = ir.IntegerAttr.get(i64, kernel.axis)
+        ann = kernel.annotations
+        if "workgroup" in ann:
+            attrs["workgroup"] = ir.DenseI64ArrayAttr.get(ann["workgroup"])
+        if ann.get("shared") is not None:
+            attrs["shared"] = ir.IntegerAttr.get(i64, ann["shared"])
+        if "broadcast" in ann:
+            attrs["broadcast"] = ir.DictAttr.get({
+                a.args[0].id: ir.IntegerAttr.get(i64, a.kwargs[0].value.value if a.kwargs else 0)
+                for a in ann["broadcast"]})
+        return attrs
+
+    def _body_function(self, kernel: Kernel, arg_types: list[ir.Type],
+                       out_type: ir.Type) -> str:
+        name = f"{kernel.name}_body"
+        while name in self.body_names:  # a rebound `let` name
+            name += "_"
+        self.body_names.add(name)
+        with ir.InsertionPoint(self.module.body):
+            fn = func.FuncOp(name, (arg_types + [out_type], []))
+        fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        fn.attributes["cir.body"] = ir.UnitAttr.get()
+        block = fn.add_entry_block()
+        env = {}
+        syms = kernel.arg_syms + kernel.capture_syms + kernel.size_syms
+        for sym, arg in zip(syms, block.arguments):
+            env[sym] = arg
+        with ir.InsertionPoint(block):
+            BodyEmitter(kernel, env, block.arguments[-1]).block(kernel.node.body)
+            func.ReturnOp([])
+        return name
+

@@ -1,0 +1,106 @@
+"""The driver: one function per arrow of source -> AST -> typed AST -> cir -> linalg ->
+artifact. `zynml compile --emit STAGE` prints what each arrow produces.
+
+    parse_source   source text or path -> (SourceFile, ast.Program)
+    check_program  ast.Program (+ input signature) -> CheckedProgram (typed AST)
+    emit_cir       CheckedProgram -> `cir` module          (zynml/cirgen)
+    lower          `cir` module -> linalg on tensors        (zynml/passes, CPU_PIPELINE)
+    to_vmfb        linalg text -> IREE vmfb                 (zynml/backend)
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Union
+
+from mlir import ir
+
+from .backend.cache import ArtifactCache
+from .backend.iree_compile import compile_to_vmfb
+from .backend.targets import IreeTarget
+from .cirgen.program import emit_cir
+from .dialects import new_context
+from .errors import SourceFile, SourceLocation, ZynMLError
+from .frontend import ast
+from .frontend.checker import check
+from .frontend.parser import parse
+from .frontend.symbols import CheckedProgram
+from .passes.pipeline import PipelineError, build_pass_manager
+
+__all__ = ["STAGES", "CIR_TO_LINALG_PIPELINE", "parse_source", "check_program", "to_cir",
+           "lower", "to_vmfb", "mlir_error_to_zynml"]
+
+STAGES = ("ast", "cir", "linalg", "vmfb")
+
+# cir -> linalg on tensors. No canonicalize before cir-to-linalg: it would fold loops of
+# one trip away and hide the loop structure the lowering reads.
+CIR_TO_LINALG_PIPELINE = ("builtin.module(cir-verify,cir-shape-propagation,cir-to-linalg,"
+                          "canonicalize,cse)")
+
+
+def parse_source(source_or_path: Union[str, os.PathLike]) -> tuple[SourceFile, ast.Program]:
+    """Parse program text, or the file at a path (a str ending in `.zyn` or a PathLike)."""
+    if isinstance(source_or_path, os.PathLike) or (
+            isinstance(source_or_path, str) and source_or_path.endswith(".zyn")
+            and "\n" not in source_or_path):
+        path = Path(source_or_path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ZynMLError(f"cannot read '{path}': {err}",
+                             SourceLocation(SourceFile(str(path), ""), 1, 1)) from None
+        src = SourceFile(str(path), text)
+    else:
+        src = SourceFile("<string>", source_or_path)
+    return src, parse(src)
+
+
+def check_program(src: SourceFile, program: ast.Program, signature=None,
+                  scalar_values=None) -> CheckedProgram:
+    return check(program, src, signature, scalar_values)
+
+
+def to_cir(checked: CheckedProgram, context: ir.Context | None = None) -> ir.Module:
+    return emit_cir(checked, context or new_context())
+
+
+def lower(module: ir.Module, src: SourceFile | None = None,
+          pipeline: str = CIR_TO_LINALG_PIPELINE) -> ir.Module:
+    """Run `pipeline` on `module` in place; MLIR diagnostics become ZynMLErrors."""
+    try:
+        pm = build_pass_manager(pipeline, module.context)
+        pm.run(module.operation)
+    except PipelineError as err:
+        raise ZynMLError(str(err)) from None
+    except ir.MLIRError as err:
+        raise mlir_error_to_zynml(err, src) from None
+    return module
+
+
+def to_vmfb(linalg_module: ir.Module, target: IreeTarget,
+            cache: ArtifactCache | None = None) -> bytes:
+    return compile_to_vmfb(str(linalg_module), target, cache=cache)
+
+
+def mlir_error_to_zynml(err: "ir.MLIRError", src: SourceFile | None) -> ZynMLError:
+    """Turn MLIR's diagnostics into a ZynMLError located in the ZynML source."""
+    diagnostics = list(getattr(err, "error_diagnostics", []) or [])
+    if not diagnostics:
+        return ZynMLError(str(err))
+    first = diagnostics[0]
+    return ZynMLError(first.message, _source_location(first.location, src),
+                      notes=[(n.message, _source_location(n.location, src))
+                             for d in diagnostics[1:] for n in [d]])
+
+
+def _source_location(loc: ir.Location, src: SourceFile | None) -> SourceLocation | None:
+    text = str(loc)  # loc("file":line:col)
+    if src is None or '":' not in text:
+        return None
+    try:
+        name, rest = text.split('"', 2)[1], text.split('":', 1)[1]
+        line, col = rest.rstrip(")").split(":")[:2]
+        return SourceLocation(src if name == src.name else SourceFile(name, ""), int(line),
+                              int(col))
+    except (ValueError, IndexError):
+        return None

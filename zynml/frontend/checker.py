@@ -1,0 +1,235 @@
+"""Program-level checking: AST -> typed AST (a CheckedProgram).
+
+Script mode: free tensor names passed to `compute(...)` are the program's inputs; each
+top-level `let` bound to a compute is an output; a `let` bound to a number is a constant.
+Sizes nobody binds (`len`, `rows`, `K`) are inferred from the loops that index inputs
+(body_checker.py records those bindings) and, when a signature of run-time shapes is given,
+checked against it: a size bound two different ways is an error naming both places.
+
+`check(program)` without a signature checks everything that does not depend on shapes;
+`check(program, signature)` also resolves every size and result shape (specialization).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import ast
+from .body_checker import BodyChecker, eval_extent
+from .symbols import CheckedProgram, Size, Step, Symbol, is_tensor
+from .types import F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType, TensorType
+from ..errors import SourceFile, ZynMLError
+
+__all__ = ["check", "Signature"]
+
+# name -> TensorType (concrete shape) | ScalarType, plus the values of integer scalars.
+Signature = dict
+
+
+def check(program: ast.Program, source: SourceFile,
+          signature: Optional[Signature] = None,
+          scalar_values: Optional[dict[str, Any]] = None) -> CheckedProgram:
+    return _ProgramChecker(program, source, signature, scalar_values or {}).run()
+
+
+class _ProgramChecker:
+    def __init__(self, program: ast.Program, source: SourceFile,
+                 signature: Optional[Signature], scalar_values: dict[str, Any]):
+        self.program = program
+        self.source = source
+        self.signature = signature
+        self.scalar_values = scalar_values
+        self.values: dict[str, Any] = {}  # program-level name -> type
+        self.inputs: dict[str, Any] = {}
+        self.input_locs: dict = {}
+        self.constants: dict[str, Any] = {}
+        self.sizes: dict[str, Size] = {}
+        self.steps: list[Step] = []
+        self.outputs: list[str] = []
+
+    def run(self) -> CheckedProgram:
+        if self.program.pipelines:
+            p = self.program.pipelines[0]
+            raise ZynMLError("pipelines are not supported yet", p.loc)
+        for stmt in self.program.body:
+            self._top_level(stmt)
+        self._unbound_sizes_are_inputs()
+        return CheckedProgram(self.source, self.inputs, self.outputs, self.steps, self.sizes,
+                              self.constants, self.input_locs)
+
+    # ------------------------------------------------------------------ statements
+
+    def _top_level(self, stmt: ast.Stmt) -> None:
+        if isinstance(stmt, ast.Let) and len(stmt.targets) == 1:
+            name = stmt.targets[0]
+            value, pipes = stmt.value, []
+            while isinstance(value, ast.Pipe):
+                pipes.insert(0, value.call)
+                value = value.value
+            if isinstance(value, ast.Compute):
+                step = self._compute(name, value, stmt)
+                step.pipes = [self._check_pipe(call, step.ty) for call in pipes]
+                self.values[name] = step.ty
+                self.steps.append(step)
+                if name not in self.outputs:
+                    self.outputs.append(name)
+                return
+            if not pipes:
+                constant = _constant(value)
+                if constant is not None:
+                    self.constants[name] = constant
+                    ty = INT_LITERAL if isinstance(constant, int) else FLOAT_LITERAL
+                    self.values[name] = ty
+                    self.steps.append(Step(name, stmt.loc, constant=constant, ty=ty))
+                    return
+            raise ZynMLError("a top-level 'let' must bind a compute block or a number "
+                             "(other expressions are not supported yet)", value.loc)
+        if isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Compute):
+            raise ZynMLError("bind the compute block's value with 'let name = compute(...)'",
+                             stmt.loc)
+        raise ZynMLError(f"this statement is not supported at the top level yet", stmt.loc)
+
+    def _check_pipe(self, call: ast.Call, ty: Any) -> ast.Call:
+        from .body_checker import MATH_BUILTINS
+        if not isinstance(call.func, ast.Name) or call.func.id not in MATH_BUILTINS:
+            raise ZynMLError("'|>' needs a scalar builtin on its right (e.g. |> sqrt())",
+                             call.loc)
+        lo, _ = MATH_BUILTINS[call.func.id]
+        if lo != 1 or call.args or call.kwargs:
+            raise ZynMLError(f"'{call.func.id}' cannot be applied with '|>': it takes "
+                             f"{lo} arguments", call.loc)
+        if is_tensor(ty) or not ty.is_float:
+            raise ZynMLError("'|>' applies to a float scalar result (a full reduction)",
+                             call.loc)
+        return call
+
+    # ------------------------------------------------------------------ compute blocks
+
+    def _compute(self, name: str, node: ast.Compute, stmt: ast.Let) -> Step:
+        args = []
+        for expr in node.inputs:
+            if not isinstance(expr, ast.Name):
+                raise ZynMLError("a compute input must be a name here", expr.loc)
+            args.append((expr.id, self._input_type(expr, node)))
+        tensors = frozenset(n for n, t in {**self.inputs, **self.values}.items() if is_tensor(t))
+        checker = BodyChecker(node, name, args, self._resolve_outer, self.sizes, tensors)
+        kernel = checker.check()
+        if self.signature is not None:
+            self._resolve_sizes(kernel)
+        result = kernel.result
+        if is_tensor(result):
+            dims = tuple(eval_extent(d, self.sizes, self.constants) for d in kernel.out_dims)
+            result = TensorType(result.dtype, dims)
+            kernel.result = result
+        return Step(name, stmt.loc, kernel=kernel, ty=result)
+
+    def _input_type(self, expr: ast.Name, node: ast.Compute) -> Any:
+        name = expr.id
+        if name in self.values:
+            ty = self.values[name]
+            if isinstance(ty, ScalarType) and ty.is_literal:
+                ty = F32 if ty == FLOAT_LITERAL else INDEX
+            return ty
+        if name not in self.inputs:
+            self.inputs[name] = self._signature_type(name, expr, node)
+            self.input_locs[name] = expr.loc
+        return self.inputs[name]
+
+    def _signature_type(self, name: str, expr: ast.Name, node: ast.Compute) -> Any:
+        rank = _first_index_rank(node, name)
+        if self.signature is None:
+            return TensorType(F32, (None,) * rank) if rank is not None else F32
+        if name not in self.signature:
+            raise ZynMLError(f"missing input '{name}'", expr.loc)
+        return self.signature[name]
+
+    def _resolve_outer(self, name: str, loc) -> Optional[Symbol]:
+        """Program-level names a body may read: constants, outputs, scalar inputs.
+
+        A free name a body reads as a value (not a size) is a scalar input of the program
+        (`eps`); with a signature it must be among the inputs given.
+        """
+        if name in self.values or name in self.inputs:
+            ty = self.values.get(name, self.inputs.get(name))
+            if isinstance(ty, ScalarType) and ty.is_literal:
+                ty = F32 if ty == FLOAT_LITERAL else INDEX
+            return Symbol("capture", name, ty)
+        if self.signature is None:
+            ty = F32
+        elif name in self.signature:
+            ty = self.signature[name]
+        else:
+            return None
+        if not is_tensor(ty):
+            self.inputs[name] = ty
+            self.input_locs[name] = loc
+        return Symbol("capture", name, ty)
+
+    # ------------------------------------------------------------------ sizes
+
+    def _resolve_sizes(self, kernel) -> None:
+        """Give every size this kernel uses a value, checking all its bindings agree."""
+        for name in kernel.sizes:
+            size = self.sizes[name]
+            sources = []  # (value, description, loc)
+            if name in self.constants and isinstance(self.constants[name], int):
+                sources.append((self.constants[name], f"'let {name}'", None))
+            if name in self.scalar_values:
+                sources.append((int(self.scalar_values[name]), f"input '{name}'", None))
+            for b in size.bindings:
+                ty = self.inputs.get(b.tensor, self.values.get(b.tensor))
+                if is_tensor(ty) and ty.shape[b.dim] is not None:
+                    sources.append((ty.shape[b.dim],
+                                    f"dimension {b.dim} of '{b.tensor}'", b.loc))
+            for value, what, loc in sources[1:]:
+                first_value, first_what, first_loc = sources[0]
+                if value != first_value:
+                    where = f" at {first_loc.line}:{first_loc.col}" if first_loc else ""
+                    raise ZynMLError(
+                        f"size '{name}' is bound two ways: {value} from {what} here, but "
+                        f"{first_value} from {first_what}{where}",
+                        loc or size.loc, notes=[(f"'{name}' is first bound here", first_loc)]
+                        if first_loc else None)
+            if sources:
+                size.value = sources[0][0]
+
+    def _unbound_sizes_are_inputs(self) -> None:
+        """A size no input dimension or constant binds is an integer input of the program."""
+        for size in self.sizes.values():
+            if size.bindings or size.name in self.constants:
+                continue
+            if self.signature is not None and size.name not in self.scalar_values:
+                raise ZynMLError(
+                    f"cannot infer size '{size.name}': no input dimension is indexed by a loop "
+                    f"over 0..{size.name}; pass '{size.name}' as an input", size.loc)
+            self.inputs[size.name] = I64
+            self.input_locs[size.name] = size.loc
+
+
+def _constant(e: ast.Expr):
+    if isinstance(e, (ast.IntLit, ast.FloatLit)):
+        return e.value
+    if isinstance(e, ast.Unary) and e.op == "-":
+        inner = _constant(e.operand)
+        return -inner if inner is not None else None
+    return None
+
+
+def _first_index_rank(node: ast.Compute, name: str) -> Optional[int]:
+    """Rank of input `name` from its first indexing in the body (None if never indexed)."""
+    found: list[int] = []
+
+    def visit(x):
+        if found:
+            return
+        if isinstance(x, ast.Index) and isinstance(x.base, ast.Name) and x.base.id == name:
+            found.append(len(x.indices))
+            return
+        if isinstance(x, list):
+            for item in x:
+                visit(item)
+        elif isinstance(x, ast.Node):
+            for value in vars(x).values():
+                if isinstance(value, (ast.Node, list)):
+                    visit(value)
+    visit(node.body)
+    return found[0] if found else None

@@ -1,0 +1,104 @@
+"""What the checker produces: symbols, sizes and checked kernels (the "typed AST").
+
+The AST itself keeps its shape; the checker writes `ty` (a type) and `sym` (a Symbol) on
+expressions and returns a CheckedProgram that lists, in order, what the program computes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from . import ast
+from .types import ScalarType, TensorType
+from ..errors import SourceFile, SourceLocation
+
+
+@dataclass(eq=False)
+class Symbol:
+    """What a name in a compute body means.
+
+    kind: "arg" (a compute input: tensor or scalar), "capture" (a program-level scalar the
+    body reads), "size" (a named extent such as `len`), "loop" (a loop variable), "let"
+    (immutable local), "var" (mutable local), "out" (the kernel's output).
+    """
+
+    kind: str
+    name: str
+    ty: Any
+    loc: Optional[SourceLocation] = None
+    range: Optional[ast.Range] = None  # for loop variables
+
+
+@dataclass
+class SizeBinding:
+    """`size` is the extent of dimension `dim` of program value `tensor`, seen at `loc`."""
+
+    tensor: str
+    dim: int
+    loc: SourceLocation
+
+
+@dataclass
+class Size:
+    """A named extent (`len`, `rows`, `K`): bound by input dimensions, a `let`, or an input."""
+
+    name: str
+    loc: SourceLocation  # first use
+    bindings: list[SizeBinding] = field(default_factory=list)
+    value: Optional[int] = None  # known at specialization
+
+
+@dataclass(eq=False)
+class Kernel:
+    """A checked compute block.
+
+    The body function it lowers to takes, in order: `arg_syms` (the compute's inputs),
+    `capture_syms` (program scalars the body reads), `size_syms` (extents the body uses),
+    then `out`. Each Symbol's `name` is the program-level name it stands for.
+    """
+
+    name: str
+    node: ast.Compute
+    kind: str
+    reduce_op: Optional[str]
+    axis: Optional[int]
+    arg_syms: list[Symbol]
+    capture_syms: list[Symbol]
+    size_syms: list[Symbol]
+    result: Any  # TensorType, or ScalarType for a full reduction
+    out_dims: list[ast.Expr]  # one extent expression (over sizes) per result dimension
+    default_float: ScalarType
+    annotations: dict[str, Any]
+    out_sym: Symbol
+
+    @property
+    def sizes(self) -> list[str]:
+        return [s.name for s in self.size_syms]
+
+
+@dataclass(eq=False)
+class Step:
+    """One top-level binding: `target = kernel` (then `pipes` applied) or a constant."""
+
+    target: str
+    loc: SourceLocation
+    kernel: Optional[Kernel] = None
+    pipes: list[ast.Call] = field(default_factory=list)
+    constant: Any = None
+    ty: Any = None
+
+
+@dataclass
+class CheckedProgram:
+    source: SourceFile
+    inputs: dict[str, Any]  # name -> TensorType | ScalarType, in order of first use
+    outputs: list[str]
+    steps: list[Step]
+    sizes: dict[str, Size]
+    constants: dict[str, Any]
+    input_locs: dict[str, SourceLocation]
+    pipelines: dict[str, "CheckedProgram"] = field(default_factory=dict)
+
+
+def is_tensor(t: Any) -> bool:
+    return isinstance(t, TensorType)
