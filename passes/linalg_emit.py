@@ -144,7 +144,7 @@ class Lowering:
 
     def _collect_inputs(self, roots, dims, n_dims, inputs, slots) -> None:
         seen: set = set()
-        stack = list(roots)
+        stack = list(reversed(roots))  # depth first, operands in order: inputs by first use
         while stack:
             value = stack.pop()
             if value in seen or value in dims or value in self.args or value in slots:
@@ -167,7 +167,7 @@ class Lowering:
                         slots[value] = len(inputs)
                         inputs.append((source, affine_map))
                     continue
-            stack.extend(op.operands)
+            stack.extend(reversed(list(op.operands)))
 
     def _materialize(self, value, dims, slots, args, memo) -> ir.Value:
         if value in memo:

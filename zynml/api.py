@@ -17,6 +17,7 @@ from . import compiler
 from .backend.cache import ArtifactCache
 from .backend.targets import CPU, IreeTarget
 from .errors import SourceLocation, ZynMLError
+from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType, from_numpy
 
@@ -41,12 +42,20 @@ class _Executable:
 
 
 class Program:
-    """A compiled ZynML program: call it with the inputs by name, get outputs by name."""
+    """A compiled ZynML program: call it with the inputs by name, get outputs by name.
+    Each `pipeline` of the source is a method: `prog.mlp(x, w1, w2)` returns its value."""
 
-    def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto"):
-        self.source, self.ast = compiler.parse_source(source_or_path)
-        # Check once without shapes so mistakes surface at compile time.
-        self.generic = compiler.check_program(self.source, self.ast)
+    def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
+                 _pipeline: Any = None, _parent: "Program | None" = None):
+        if _parent is not None:  # a pipeline of `_parent`
+            self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
+            self.generic = _parent.generic.pipelines[_pipeline.name]
+        else:
+            self.source, self.ast = compiler.parse_source(source_or_path)
+            self._pipeline = None
+            # Check once without shapes so mistakes surface at compile time.
+            self.generic = compiler.check_program(self.source, self.ast)
+        self._methods = {p.name: p for p in self.ast.pipelines} if _parent is None else {}
         self.target = _target_for(device, self._first_loc())
         self.device = device
         self._executables: dict[tuple, _Executable] = {}
@@ -67,6 +76,19 @@ class Program:
 
     def _first_loc(self) -> SourceLocation:
         return SourceLocation(self.source, 1, 1)
+
+    def __getattr__(self, name: str):
+        methods = self.__dict__.get("_methods", {})
+        if name in methods:
+            pipeline = Program("", self.device, _pipeline=methods[name], _parent=self)
+            return _PipelineMethod(pipeline, methods[name])
+        raise AttributeError(f"program has no pipeline '{name}'; pipelines: "
+                             + (", ".join(methods) or "(none)"))
+
+    def _check(self, signature, scalars) -> CheckedProgram:
+        if self._pipeline is not None:
+            return check_pipeline(self._pipeline, self.source, signature, scalars)
+        return compiler.check_program(self.source, self.ast, signature, scalars)
 
     # ------------------------------------------------------------------ calling
 
@@ -114,14 +136,49 @@ class Program:
                                      f"array of shape {array.shape}", loc)
         return values, signature, scalars
 
+    def stage_module(self, inputs: dict[str, Any] | None = None, upto: str = "linalg"):
+        """The `cir` or linalg module of this program, specialized to `inputs` when given
+        (arrays, or anything with .shape and .dtype); shape-generic otherwise."""
+        if inputs:
+            _, signature, scalars = self._signature(inputs)
+            checked = self._check(signature, scalars)
+        else:
+            checked = self.generic
+        module = compiler.to_cir(checked)
+        if upto != "cir":
+            compiler.lower(module, self.source)
+        return module
+
     def _build(self, signature, scalars) -> _Executable:
         from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
-        checked = compiler.check_program(self.source, self.ast, signature, scalars)
+        checked = self._check(signature, scalars)
         module = compiler.to_cir(checked)
         compiler.lower(module, self.source)
         vmfb = compiler.to_vmfb(module, self.target, self._cache)
         function = IreeModule(vmfb, self.target.device).function("main")
         return _Executable(checked, function)
+
+
+class _PipelineMethod:
+    """`prog.name(*args, **kwargs)`: arguments bind to the pipeline's parameters in order;
+    returns the pipeline's value. Compiled executables are cached per signature."""
+
+    def __init__(self, program: Program, pipeline):
+        self._program = program
+        self._params = [p.name for p in pipeline.params]
+        self._pipeline = pipeline
+
+    def __call__(self, *args, **kwargs):
+        if len(args) > len(self._params):
+            raise ZynMLError(f"pipeline '{self._pipeline.name}' takes {len(self._params)} "
+                             f"arguments, got {len(args)}", self._pipeline.loc)
+        inputs = dict(zip(self._params, args))
+        for name, value in kwargs.items():
+            if name in inputs:
+                raise ZynMLError(f"argument '{name}' given twice", self._pipeline.loc)
+            inputs[name] = value
+        result = self._program(**inputs)
+        return next(iter(result.values()))
 
 
 def _as_array(name: str, value: Any, loc) -> np.ndarray:

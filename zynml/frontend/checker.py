@@ -15,11 +15,11 @@ from typing import Any, Optional
 
 from . import ast
 from .body_checker import BodyChecker, eval_extent
-from .symbols import CheckedProgram, Size, Step, Symbol, is_tensor
-from .types import F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType, TensorType
+from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
+from .types import F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from ..errors import SourceFile, ZynMLError
 
-__all__ = ["check", "Signature"]
+__all__ = ["check", "check_pipeline", "Signature"]
 
 # name -> TensorType (concrete shape) | ScalarType, plus the values of integer scalars.
 Signature = dict
@@ -28,13 +28,34 @@ Signature = dict
 def check(program: ast.Program, source: SourceFile,
           signature: Optional[Signature] = None,
           scalar_values: Optional[dict[str, Any]] = None) -> CheckedProgram:
-    return _ProgramChecker(program, source, signature, scalar_values or {}).run()
+    """Check the script part of `program`; every pipeline is checked too (shape-generic)
+    and attached as `pipelines`."""
+    checked = _ProgramChecker(program.body, source, signature, scalar_values or {}).run()
+    names = set()
+    for pipeline in program.pipelines:
+        if pipeline.name in names:
+            raise ZynMLError(f"pipeline '{pipeline.name}' is defined twice", pipeline.loc)
+        names.add(pipeline.name)
+        checked.pipelines[pipeline.name] = check_pipeline(pipeline, source)
+    return checked
+
+
+def check_pipeline(pipeline: ast.Pipeline, source: SourceFile,
+                   signature: Optional[Signature] = None,
+                   scalar_values: Optional[dict[str, Any]] = None) -> CheckedProgram:
+    """A pipeline is a sub-program: its parameters are the inputs (typed dimensions bind
+    sizes), its `return` value the one output."""
+    checker = _ProgramChecker(pipeline.body, source, signature, scalar_values or {},
+                              pipeline=pipeline)
+    return checker.run()
 
 
 class _ProgramChecker:
-    def __init__(self, program: ast.Program, source: SourceFile,
-                 signature: Optional[Signature], scalar_values: dict[str, Any]):
-        self.program = program
+    def __init__(self, body: list[ast.Stmt], source: SourceFile,
+                 signature: Optional[Signature], scalar_values: dict[str, Any],
+                 pipeline: Optional[ast.Pipeline] = None):
+        self.body = body
+        self.pipeline = pipeline
         self.source = source
         self.signature = signature
         self.scalar_values = scalar_values
@@ -47,18 +68,67 @@ class _ProgramChecker:
         self.outputs: list[str] = []
 
     def run(self) -> CheckedProgram:
-        if self.program.pipelines:
-            p = self.program.pipelines[0]
-            raise ZynMLError("pipelines are not supported yet", p.loc)
-        for stmt in self.program.body:
+        if self.pipeline is not None:
+            self._parameters(self.pipeline)
+        for stmt in self.body:
             self._top_level(stmt)
+        if self.pipeline is not None and not self.outputs:
+            raise ZynMLError(f"pipeline '{self.pipeline.name}' has no 'return'",
+                             self.pipeline.loc)
         self._unbound_sizes_are_inputs()
+        if self.signature is not None:
+            for name in self.sizes:  # also sizes only parameter types name
+                self._resolve_size(name)
         return CheckedProgram(self.source, self.inputs, self.outputs, self.steps, self.sizes,
                               self.constants, self.input_locs)
 
     # ------------------------------------------------------------------ statements
 
+    def _parameters(self, pipeline: ast.Pipeline) -> None:
+        for param in pipeline.params:
+            if param.name in self.inputs:
+                raise ZynMLError(f"parameter '{param.name}' is declared twice", param.loc)
+            ty = self._param_type(param)
+            if self.signature is not None:
+                if param.name not in self.signature:
+                    raise ZynMLError(f"missing argument '{param.name}'", param.loc)
+                given = self.signature[param.name]
+                if is_tensor(ty) != is_tensor(given) or (is_tensor(ty) and ty.rank != given.rank):
+                    raise ZynMLError(f"argument '{param.name}' should be {_describe(ty)}, "
+                                     f"got {_describe(given)}", param.loc)
+                ty = given if is_tensor(given) or not ty.is_float else ty
+            self.inputs[param.name] = ty
+            self.input_locs[param.name] = param.loc
+            if param.type is not None and param.type.dims:
+                for dim, expr in enumerate(param.type.dims):
+                    if isinstance(expr, ast.Name):
+                        size = self.sizes.setdefault(expr.id, Size(expr.id, expr.loc))
+                        size.bindings.append(SizeBinding(param.name, dim, expr.loc))
+
+    @staticmethod
+    def _param_type(param: ast.Param) -> Any:
+        t = param.type
+        if t is None:
+            raise ZynMLError(f"parameter '{param.name}' needs a type "
+                             "(tensor[dims], int or float)", param.loc)
+        if t.name == "tensor":
+            return TensorType(F32, (None,) * len(t.dims or []))
+        if t.name == "int":
+            return I64
+        if t.name == "float":
+            return F32
+        if t.name in SCALARS:
+            return SCALARS[t.name]
+        raise ZynMLError(f"unknown parameter type '{t.name}'; expected tensor[...], int, "
+                         "float or a scalar type", t.loc)
+
     def _top_level(self, stmt: ast.Stmt) -> None:
+        if isinstance(stmt, ast.Return) and self.pipeline is not None:
+            if not isinstance(stmt.value, ast.Name) or stmt.value.id not in self.values:
+                raise ZynMLError("'return' takes the name of a value computed in the pipeline",
+                                 (stmt.value or stmt).loc)
+            self.outputs[:] = [stmt.value.id]
+            return
         if isinstance(stmt, ast.Let) and len(stmt.targets) == 1:
             name = stmt.targets[0]
             value, pipes = stmt.value, []
@@ -70,7 +140,7 @@ class _ProgramChecker:
                 step.pipes = [self._check_pipe(call, step.ty) for call in pipes]
                 self.values[name] = step.ty
                 self.steps.append(step)
-                if name not in self.outputs:
+                if self.pipeline is None and name not in self.outputs:
                     self.outputs.append(name)
                 return
             if not pipes:
@@ -169,28 +239,31 @@ class _ProgramChecker:
     def _resolve_sizes(self, kernel) -> None:
         """Give every size this kernel uses a value, checking all its bindings agree."""
         for name in kernel.sizes:
-            size = self.sizes[name]
-            sources = []  # (value, description, loc)
-            if name in self.constants and isinstance(self.constants[name], int):
-                sources.append((self.constants[name], f"'let {name}'", None))
-            if name in self.scalar_values:
-                sources.append((int(self.scalar_values[name]), f"input '{name}'", None))
-            for b in size.bindings:
-                ty = self.inputs.get(b.tensor, self.values.get(b.tensor))
-                if is_tensor(ty) and ty.shape[b.dim] is not None:
-                    sources.append((ty.shape[b.dim],
-                                    f"dimension {b.dim} of '{b.tensor}'", b.loc))
-            for value, what, loc in sources[1:]:
-                first_value, first_what, first_loc = sources[0]
-                if value != first_value:
-                    where = f" at {first_loc.line}:{first_loc.col}" if first_loc else ""
-                    raise ZynMLError(
-                        f"size '{name}' is bound two ways: {value} from {what} here, but "
-                        f"{first_value} from {first_what}{where}",
-                        loc or size.loc, notes=[(f"'{name}' is first bound here", first_loc)]
-                        if first_loc else None)
-            if sources:
-                size.value = sources[0][0]
+            self._resolve_size(name)
+
+    def _resolve_size(self, name: str) -> None:
+        size = self.sizes[name]
+        sources = []  # (value, description, loc)
+        if name in self.constants and isinstance(self.constants[name], int):
+            sources.append((self.constants[name], f"'let {name}'", None))
+        if name in self.scalar_values:
+            sources.append((int(self.scalar_values[name]), f"input '{name}'", None))
+        for b in size.bindings:
+            ty = self.inputs.get(b.tensor, self.values.get(b.tensor))
+            if is_tensor(ty) and ty.shape[b.dim] is not None:
+                sources.append((ty.shape[b.dim],
+                                f"dimension {b.dim} of '{b.tensor}'", b.loc))
+        for value, what, loc in sources[1:]:
+            first_value, first_what, first_loc = sources[0]
+            if value != first_value:
+                where = f" at {first_loc.line}:{first_loc.col}" if first_loc else ""
+                raise ZynMLError(
+                    f"size '{name}' is bound two ways: {value} from {what} here, but "
+                    f"{first_value} from {first_what}{where}",
+                    loc or size.loc, notes=[(f"'{name}' is first bound here", first_loc)]
+                    if first_loc else None)
+        if sources:
+            size.value = sources[0][0]
 
     def _unbound_sizes_are_inputs(self) -> None:
         """A size no input dimension or constant binds is an integer input of the program."""
@@ -203,6 +276,10 @@ class _ProgramChecker:
                     f"over 0..{size.name}; pass '{size.name}' as an input", size.loc)
             self.inputs[size.name] = I64
             self.input_locs[size.name] = size.loc
+
+
+def _describe(t: Any) -> str:
+    return f"a tensor of rank {t.rank}" if is_tensor(t) else f"a scalar ({t})"
 
 
 def _constant(e: ast.Expr):

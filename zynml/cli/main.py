@@ -1,0 +1,190 @@
+"""The `zynml` command: run a program, or compile it and show any stage.
+
+    zynml run FILE.zyn [--device cpu] [--input NAME=PATH.npy]... [--random NAME=4x8[:f32]]...
+                       [--output-dir DIR]
+    zynml compile FILE.zyn --emit {ast,cir,linalg,vmfb} [--input ...] [--random ...] [-o OUT]
+
+User mistakes print a located error and exit 1; nothing is written on failure.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ZynMLError
+
+STAGES = ("ast", "cir", "linalg", "vmfb")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zynml", description="ZynML compute programs")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def inputs(p):
+        p.add_argument("file", help="a .zyn program")
+        p.add_argument("--device", default="auto", help="cpu or auto (default: auto)")
+        p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
+                       help="an input read from a .npy file (repeatable)")
+        p.add_argument("--random", action="append", default=[], metavar="NAME=DIMS[:DTYPE]",
+                       help="a random input, e.g. x=4x8 or x=16:f64 or n=5:i64 (repeatable)")
+        p.add_argument("--seed", type=int, default=0, help="seed of --random inputs")
+
+    run = sub.add_parser("run", help="run a program and print a summary of each output")
+    inputs(run)
+    run.add_argument("--output-dir", help="write each output as DIR/NAME.npy")
+    comp = sub.add_parser("compile", help="compile a program and print or write one stage")
+    inputs(comp)
+    comp.add_argument("--emit", choices=STAGES, default="linalg")
+    comp.add_argument("-o", "--output", help="output file (default: stdout; vmfb needs -o)")
+    return parser
+
+
+def _load_inputs(args) -> dict[str, np.ndarray]:
+    values: dict[str, np.ndarray] = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            raise _UsageError(f"--input expects NAME=PATH.npy, got '{item}'")
+        try:
+            values[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise _UsageError(f"cannot read input '{name}' from '{path}': {err}")
+    rng = np.random.default_rng(args.seed)
+    for item in args.random:
+        name, sep, spec = item.partition("=")
+        dims, _, dtype = spec.partition(":")
+        try:
+            shape = tuple(int(d) for d in dims.split("x")) if dims else ()
+            np_dtype = np.dtype({"f16": "float16", "f32": "float32", "f64": "float64",
+                                 "i32": "int32", "i64": "int64", "bool": "bool"}[dtype or "f32"])
+        except (ValueError, KeyError):
+            raise _UsageError(f"--random expects NAME=DIMS[:DTYPE] like x=4x8:f32, got '{item}'")
+        if not sep or not name:
+            raise _UsageError(f"--random expects NAME=DIMS[:DTYPE], got '{item}'")
+        if np_dtype.kind == "f":
+            values[name] = rng.standard_normal(shape).astype(np_dtype)
+        elif np_dtype.kind == "b":
+            values[name] = rng.random(shape) < 0.5
+        else:
+            values[name] = rng.integers(1, 10, size=shape, dtype=np_dtype)
+    return values
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _summary(name: str, value) -> str:
+    array = np.asarray(value)
+    head = f"{name}: {array.dtype}{list(array.shape)}"
+    if array.size == 0:
+        return head + " (empty)"
+    if array.ndim == 0:
+        return f"{head} = {array.item()!r}"
+    if array.dtype.kind in "fiu":
+        data = array.astype(np.float64)
+        return f"{head} min={data.min():.6g} max={data.max():.6g} mean={data.mean():.6g}"
+    return f"{head} true={int(array.sum())}"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _npy_bytes(value) -> bytes:
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(value), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _run(args) -> int:
+    from .. import api
+    values = _load_inputs(args)
+    program = api.compile(Path(args.file), device=args.device)
+    outputs = program(**values)
+    files = {name: _npy_bytes(v) for name, v in outputs.items()}  # everything before writing
+    if args.output_dir:
+        out_dir = Path(args.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            _write_atomically(out_dir / f"{name}.npy", data)
+    for name, value in outputs.items():
+        print(_summary(name, value))
+    return 0
+
+
+def _compile(args) -> int:
+    from .. import api, compiler
+    values = _load_inputs(args)
+    program = api.compile(Path(args.file), device=args.device)
+    if args.emit == "ast":
+        text = _dump_ast(program.ast)
+    else:
+        module = program.stage_module(values, upto=args.emit)
+        if args.emit == "vmfb":
+            if not args.output:
+                raise _UsageError("--emit vmfb writes binary: give -o FILE.vmfb")
+            data = compiler.to_vmfb(module, program.target)
+            _write_atomically(Path(args.output), data)
+            return 0
+        text = str(module)
+    if args.output:
+        _write_atomically(Path(args.output), text.encode())
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _dump_ast(node, indent: int = 0) -> str:
+    from ..frontend import ast
+    pad = "  " * indent
+    if isinstance(node, list):
+        return "".join(_dump_ast(n, indent) for n in node)
+    if not isinstance(node, ast.Node):
+        return f"{pad}{node!r}\n"
+    fields = {k: v for k, v in vars(node).items() if k not in ("loc", "ty", "sym")}
+    simple = {k: v for k, v in fields.items() if not isinstance(v, (ast.Node, list))}
+    head = f"{pad}{type(node).__name__} @{node.loc.line}:{node.loc.col}"
+    head += "".join(f" {k}={v!r}" for k, v in simple.items() if v is not None)
+    out = head + "\n"
+    for k, v in fields.items():
+        if isinstance(v, (ast.Node, list)) and v:
+            out += f"{pad}  {k}:\n" + _dump_ast(v, indent + 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"run": _run, "compile": _compile}[args.command](args)
+    except ZynMLError as err:
+        print(str(err), file=sys.stderr)
+        return 1
+    except _UsageError as err:
+        print(f"zynml: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # a compiler bug: say so, without a traceback unless asked
+        if os.environ.get("ZYNML_DEBUG"):
+            raise
+        print(f"zynml: internal error: {type(err).__name__}: {err} "
+              "(set ZYNML_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
