@@ -201,6 +201,8 @@ def _as_array(name: str, value: Any, loc) -> np.ndarray:
 def _argument(array: np.ndarray, ty: Any) -> np.ndarray:
     if is_tensor(ty):
         return np.ascontiguousarray(array)
+    if ty.is_bool:  # bool scalars cross as i8 (cirgen/program.py)
+        return np.asarray(array, dtype=np.int8).reshape(())
     return np.asarray(array, dtype=array.dtype).reshape(())
 
 
@@ -208,7 +210,8 @@ def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
     step = next(s for s in checked.steps if s.target == name)
     if is_tensor(step.ty):
         return value
-    return np.asarray(value).reshape(())[()]  # a numpy scalar
+    scalar = np.asarray(value).reshape(())[()]  # a numpy scalar
+    return np.bool_(scalar) if step.ty.is_bool else scalar
 
 
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto") -> Program:

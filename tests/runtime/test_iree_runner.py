@@ -1,4 +1,7 @@
-"""IreeModule / IreeFunction: numpy in, list of numpy arrays out, on the CPU (local-task)."""
+"""IreeModule / IreeFunction: numpy in, list of numpy arrays out, on the CPU (local-task).
+
+`rng` (tests/conftest.py) is freshly seeded per test; inputs stay away from zero.
+"""
 from __future__ import annotations
 
 import mlir.ir  # noqa: F401  (iree.runtime must work beside the mlir bindings)
@@ -74,11 +77,6 @@ def module(vmfb) -> IreeModule:
     return IreeModule(vmfb)
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng(1234)
-
-
 def nonzero(rng, shape, dtype=np.float32):
     x = rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
     return x.astype(dtype)
@@ -98,7 +96,7 @@ def test_elementwise_and_matmul_match_numpy(module, rng):
     np.testing.assert_allclose(out[0], a.astype(np.float64) + b.astype(np.float64), rtol=1e-6)
     x, y = nonzero(rng, (5, 3)), nonzero(rng, (3, 11))
     (c,) = module.function("matmul")(x, y)
-    np.testing.assert_allclose(c, x.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c, x.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-5)
 
 
 def test_non_contiguous_inputs(module, rng):
@@ -107,7 +105,9 @@ def test_non_contiguous_inputs(module, rng):
     y = big.T                                         # (3, 11), not C-contiguous
     assert not x.flags.c_contiguous and not y.flags.c_contiguous
     (c,) = module.function("matmul")(x, y)
-    np.testing.assert_allclose(c, x.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c, x.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-5)
+    (c,) = module.function("matmul")(x.astype(">f4"), y.astype(">f4"))   # big-endian
+    np.testing.assert_allclose(c, x.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-5)
     a = nonzero(rng, 14)[::2]                         # strided
     b = nonzero(rng, 7)[::-1]                         # negative stride
     (s,) = module.function("add7")(a, b)
@@ -179,3 +179,26 @@ def test_other_driver_and_bad_inputs(vmfb, module, rng):
         IreeModule(b"definitely not a flatbuffer")
     with pytest.raises(BackendError, match="no-such-driver"):
         IreeModule(vmfb, driver="no-such-driver")
+
+
+def test_results_copied_when_device_memory_is_not_mappable(vmfb, rng):
+    # GPU drivers return device-local buffers; force that path on the CPU.
+    fresh = IreeModule(vmfb).function("axpy")
+    fresh._mappable = False
+    x = nonzero(rng, (4, 3), np.float64)
+    y, total = fresh(2.0, 1.0, x)
+    assert type(y) is np.ndarray
+    np.testing.assert_allclose(y, 2.0 * x + 1.0, rtol=1e-12)
+    assert float(total) == 3.0
+
+
+def test_signature_parsing():
+    from zynml.runtime.iree_runner import _parse_declaration
+    params, results = _parse_declaration(
+        "sync func @f(%input0: tensor<?x3xf32>, %input1: i1, %input2: tensor<index>, %input3: bf16)"
+        " -> (%output0: tensor<2xi64>, %output1: f64)")
+    assert [(p.is_tensor, p.dtype) for p in params] == [
+        (True, np.float32), (False, np.bool_), (True, np.int64), (False, None)]
+    assert [(r.is_tensor, r.dtype) for r in results] == [(True, np.int64), (False, np.float64)]
+    assert _parse_declaration("sync func @g()") == ([], [])
+    assert _parse_declaration("something else") is None

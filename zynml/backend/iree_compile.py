@@ -88,9 +88,10 @@ def iree_compile_executable() -> str:
     """
     override = os.environ.get(IREE_COMPILE_ENV)
     if override:
-        if not shutil.which(override):
+        found = shutil.which(override)
+        if not found:
             raise BackendError(f"${IREE_COMPILE_ENV} names {override!r}, which is not an executable")
-        return shutil.which(override)
+        return found
     packaged = _packaged_binary()
     if packaged is not None:
         return str(packaged)

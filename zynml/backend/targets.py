@@ -5,7 +5,7 @@ artifact cache key (see iree_compile.py), so changing a target's flags recompile
 
 Every entry's flags were checked with IREE 3.13's `iree-compile` on a small linalg
 module; only `cpu` is run by the tests (CI has no GPU). The CPU flags were measured on
-a 2-core x86 machine (AVX-512), 1024x1024 f32 `linalg.matmul`, median of 15 calls:
+a 2-core x86 machine (AVX-512), 1024x1024 f32 `linalg.matmul`, median of 30 calls:
 plain 72 ms, `--iree-llvmcpu-enable-ukernels=all` 73 ms, `--iree-opt-data-tiling`
 24 ms (numpy/OpenBLAS: 14 ms); at 512x512: 5.2 ms, 4.8 ms, 3.5 ms (numpy 1.8 ms).
 Ukernels gave nothing on top of data tiling, so only data tiling is kept.

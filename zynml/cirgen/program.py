@@ -35,11 +35,20 @@ def _loc(node: ast.Node) -> ir.Location:
     return ir.Location.file(loc.file.name, loc.line, loc.col)
 
 
+# IREE cannot build a host-side tensor of i1 from a scalar: bool scalars cross as i8.
+_BOOL_BOUNDARY = ScalarType("i8")
+
+
+def _boundary_scalar(t: ScalarType) -> ScalarType:
+    t = concrete(t)
+    return _BOOL_BOUNDARY if t.is_bool else t
+
+
 def _boundary_type(t: Any) -> ir.Type:
     """How a program value crosses main's signature: tensors as they are, scalars rank-0."""
     if is_tensor(t):
         return S.tensor_type(t)
-    return ir.RankedTensorType.get([], S.mlir_type(concrete(t)))
+    return ir.RankedTensorType.get([], S.mlir_type(_boundary_scalar(t)))
 
 
 def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
@@ -71,7 +80,8 @@ class _ProgramEmitter:
         block = main.add_entry_block()
         with ir.InsertionPoint(block):
             for (name, t), arg in zip(program.inputs.items(), block.arguments):
-                self.values[name] = arg if is_tensor(t) else tensor.ExtractOp(arg, []).result
+                self.values[name] = arg if is_tensor(t) else S.convert(
+                    tensor.ExtractOp(arg, []).result, _boundary_scalar(t), concrete(t))
             for step in program.steps:
                 if step.kernel is not None:
                     with _loc(step.kernel.node):
@@ -79,8 +89,10 @@ class _ProgramEmitter:
             results = []
             for name in program.outputs:
                 value, t = self.values[name], self.types[name]
-                results.append(value if is_tensor(t) else
-                               tensor.FromElementsOp(_boundary_type(t), [value]).result)
+                if not is_tensor(t):
+                    value = S.convert(value, concrete(t), _boundary_scalar(t))
+                    value = tensor.FromElementsOp(_boundary_type(t), [value]).result
+                results.append(value)
             func.ReturnOp(results)
 
     def _output_type(self, name: str) -> Any:

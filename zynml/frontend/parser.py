@@ -78,7 +78,13 @@ class _FatalParseError(Exception):
 
 
 def parse(src: SourceFile) -> ast.Program:
-    """Parse a ZynML source file. Raises ZynMLError carrying every syntax error found."""
+    """Parse a ZynML source file. Raises ZynMLError carrying every syntax error found.
+
+    The descent uses up to ~7 Python frames per nesting level, so MAX_NESTING levels need
+    more than the default recursion limit of 1000 when the caller is itself deep (pytest
+    is). The limit is raised for the duration of the parse; on Python 3.11 Python-to-Python
+    calls do not grow the C stack, so this is safe.
+    """
     reporter = Reporter()
     parser = Parser(src, lex(src, reporter), reporter)
     old_limit = sys.getrecursionlimit()

@@ -3,9 +3,13 @@
 Why not `iree.runtime.SystemContext`'s function objects: they return DeviceArrays,
 pass numpy scalars where the function wants a scalar as 0-d buffers (IREE then fails
 with "variant ... is not a value type"), pass a Python int to an f32 parameter as raw
-bits (a wrong answer, no error), and cost ~30 µs a call. `IreeFunction` reads the
-function's signature once (its `iree.abi.declaration`), converts each argument as its
-parameter needs, calls the VM directly and maps results straight into numpy arrays.
+bits (a wrong answer, no error), and spend Python time on DeviceArray wrappers.
+`IreeFunction` reads the function's signature once (its `iree.abi.declaration`),
+converts each argument as its parameter needs, calls the VM directly and maps results
+straight into numpy arrays. Measured on a 2-core x86 machine, a 1024-element f32 add,
+numpy in and out: about 25-35 µs a call on local-task (local-sync: 16-20 µs), against
+30-37 µs (21-30 µs) for IREE's own function objects plus np.asarray; most of what is
+left is IREE's invoke (local-task wakes its worker threads) and two buffer copies in.
 
 The IREE instance and device of a driver are created once per process (creating a
 local-task device starts a thread pool; a GPU device, a driver context) and shared by
@@ -131,8 +135,8 @@ def _tensor_packer(device, dtype: np.dtype | None) -> Callable[[Any, Any], None]
     def pack(inputs, x) -> None:
         if not isinstance(x, np.ndarray):
             x = np.asarray(x, dtype=dtype)
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
+        if not x.flags.c_contiguous or not x.dtype.isnative:  # IREE wants dense, native-endian bytes
+            x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
         # (memory_type, allowed_usage, device, buffer, element_type), positional: faster.
         inputs.push_ref(allocate(memory_type, usage, device, x, _element_type(x.dtype)).ref)
 
@@ -192,6 +196,10 @@ class IreeFunction:
     Arguments: numpy arrays (made C-contiguous if they are not), numpy scalars, 0-d
     arrays and Python numbers; a scalar given for a tensor parameter becomes an array
     of the parameter's dtype. Dtypes and shapes are checked by IREE itself.
+
+    Results: always a list. On CPU drivers each array is a zero-copy view of that
+    call's fresh output buffer (later calls never overwrite it); on GPUs, a copy.
+    Signless integers come back as signed dtypes, scalar results as 0-d arrays.
     """
 
     __slots__ = ("name", "signature", "_context", "_vm_function", "_device",
@@ -211,8 +219,9 @@ class IreeFunction:
         else:
             params, results = parsed
             self._packers = tuple(
-                _tensor_packer(self._device, p.dtype) if p.is_tensor or p.dtype is None
-                else _scalar_packer(p.dtype)
+                _tensor_packer(self._device, p.dtype) if p.is_tensor
+                else _scalar_packer(p.dtype) if p.dtype is not None
+                else _dynamic_packer(self._device)
                 for p in params)
             self._result_dtypes = tuple(r.dtype for r in results)
 

@@ -1,0 +1,532 @@
+"""zynml-opt: run passes on MLIR (or ZynML source) the way mlir-opt does.
+
+    zynml-opt in.mlir --cir-verify --cir-to-linalg=named-ops=false --canonicalize
+    zynml-opt in.mlir --pass-pipeline='builtin.module(cir-verify,cir-to-linalg)'
+    zynml-opt kernel.zyn                  # front end only: the program as `cir`
+    zynml-opt bad.mlir --split-input-file --verify-diagnostics --cir-verify
+
+Pass flags (zynml's and upstream MLIR's) run in command-line order; they become one
+pipeline, `builtin.module(a,b{k=v},...)`, built by `zynml.passes.pipeline` (the Python
+bindings have no global registry for Python passes). Errors of any kind are located
+diagnostics on stderr and exit code 1; only a bug in zynml-opt exits 2.
+
+The file has three parts: the command line (`parse_args`, `help_text`), processing one
+input chunk (`process_chunk`: read, run the pipeline, print), and `main`, which splits the
+input, checks expected diagnostics (`zynml/cli/diagnostics.py`) and writes the output.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from mlir import ir
+
+from ..dialects import new_context
+from ..errors import SourceFile, ZynMLError
+from ..passes import PASSES, get_pass
+from ..passes.pipeline import PipelineError, build_pass_manager, split_pipeline
+from . import diagnostics as diag
+from .diagnostics import Diagnostic
+
+__all__ = ["main", "parse_args", "OptOptions", "UsageError", "process_chunk",
+           "split_input", "SPLIT_MARKER"]
+
+PROG = "zynml-opt"
+SPLIT_MARKER = "// -----"
+REPRODUCER_DIR_ENV = "ZYNML_REPRODUCER_DIR"
+TRACEBACK_ENV = "ZYNML_OPT_TRACEBACK"
+
+# ============================================================================ command line
+
+
+class UsageError(Exception):
+    """A bad command line; reported as `zynml-opt: error: ...`, exit code 1."""
+
+
+@dataclass
+class OptOptions:
+    input: str = "-"
+    output: str = "-"
+    input_kind: Optional[str] = None  # "mlir" | "zyn"; None: from the file extension
+    pass_flags: list[str] = field(default_factory=list)  # pipeline elements, in order
+    pass_pipeline: Optional[str] = None
+    split_input_file: bool = False
+    verify_diagnostics: bool = False
+    verify_each: bool = True
+    print_ir_before_all: bool = False
+    print_ir_after_all: bool = False
+    print_ir_after_change: bool = False
+    print_ir_after_failure: bool = False
+    print_ir_module_scope: bool = False
+    print_op_generic: bool = False
+    print_debuginfo: bool = False
+    timing: bool = False
+    allow_unregistered_dialect: bool = False
+    reproducer: Optional[str] = None
+    zyn_inputs: list[str] = field(default_factory=list)
+    show_help: bool = False
+    list_passes: bool = False
+
+    @property
+    def pipeline(self) -> Optional[str]:
+        """The whole pipeline as text, or None when no pass was asked for."""
+        if self.pass_pipeline is not None:
+            return self.pass_pipeline
+        if self.pass_flags:
+            return f"builtin.module({','.join(self.pass_flags)})"
+        return None
+
+
+# flag -> (OptOptions field, help). Boolean flags take `=true|false` (or nothing: true).
+BOOL_FLAGS = {
+    "split-input-file": ("split_input_file",
+                         f"Split the input at lines '{SPLIT_MARKER}' and process each chunk "
+                         "on its own; outputs are joined by the same marker"),
+    "verify-diagnostics": ("verify_diagnostics",
+                           "Check that the diagnostics are exactly the input's "
+                           "expected-error/warning/note/remark comments"),
+    "verify-each": ("verify_each", "Verify the IR after each pass (default true)"),
+    "mlir-print-ir-before-all": ("print_ir_before_all", "Print the IR before each pass"),
+    "mlir-print-ir-after-all": ("print_ir_after_all", "Print the IR after each pass"),
+    "mlir-print-ir-after-change": ("print_ir_after_change",
+                                   "With --mlir-print-ir-after-all: only when a pass changed it"),
+    "mlir-print-ir-after-failure": ("print_ir_after_failure",
+                                    "Print the IR after a pass fails"),
+    "mlir-print-ir-module-scope": ("print_ir_module_scope",
+                                   "IR printing shows the whole module"),
+    "mlir-print-op-generic": ("print_op_generic", "Print the output in generic op form"),
+    "mlir-print-debuginfo": ("print_debuginfo", "Print locations in the output"),
+    "mlir-timing": ("timing", "Report the time each pass takes (on stderr)"),
+    "allow-unregistered-dialect": ("allow_unregistered_dialect",
+                                   "Accept ops of dialects nobody registered"),
+    "help": ("show_help", "Show this help"),
+    "h": ("show_help", "Show this help"),
+    "list-passes": ("list_passes", "List zynml's passes and their options"),
+}
+
+# flag -> (OptOptions field, metavar, help). The value is `--flag=V` or `--flag V`.
+VALUE_FLAGS = {
+    "o": ("output", "FILE", "Output file ('-': stdout, the default); written only on success"),
+    "pass-pipeline": ("pass_pipeline", "PIPELINE",
+                      "A textual pipeline, 'builtin.module(a,b{k=v},func.func(c))'"),
+    "x": ("input_kind", "mlir|zyn", "The input language (default: by extension, .zyn is "
+                                    "ZynML source)"),
+    "zyn-input": ("zyn_inputs", "NAME=TYPE",
+                  "ZynML input type (repeat per input): 4x8xf32, ?xf32, f32, i64:5 (an "
+                  "integer with its value); given any, every input needs one"),
+    "mlir-pass-pipeline-crash-reproducer": (
+        "reproducer", "FILE", "When a pass fails, save the IR given to the pipeline with the "
+                              f"pipeline in a header comment (or set ${REPRODUCER_DIR_ENV})"),
+}
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def parse_args(argv: list[str]) -> OptOptions:
+    """mlir-opt's command line: `-flag` or `--flag`, `--flag=value`, values of non-boolean
+    flags also as the next argument; any other flag is a pass (`--name=opts`)."""
+    options = OptOptions()
+    positionals: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            positionals += list(args)
+            break
+        if arg == "-" or not arg.startswith("-"):
+            positionals.append(arg)
+            continue
+        name, has_value, value = arg.lstrip("-").partition("=")
+        if name in BOOL_FLAGS:
+            attr = BOOL_FLAGS[name][0]
+            if not has_value or value.lower() in _TRUE:
+                setattr(options, attr, True)
+            elif value.lower() in _FALSE:
+                setattr(options, attr, False)
+            else:
+                raise UsageError(f"'{arg}': expected true or false, got '{value}'")
+        elif name in VALUE_FLAGS:
+            attr = VALUE_FLAGS[name][0]
+            if not has_value:
+                value = next(args, None)
+                if value is None:
+                    raise UsageError(f"'{arg}' needs a value ({VALUE_FLAGS[name][1]})")
+            if isinstance(getattr(options, attr), list):
+                getattr(options, attr).append(value)
+            else:
+                setattr(options, attr, value)
+        elif not name or not re.fullmatch(r"[A-Za-z][\w.-]*", name):
+            raise UsageError(f"unknown argument '{arg}'")
+        else:  # a pass: `--name` or `--name=k1=v1 k2=v2`
+            options.pass_flags.append(f"{name}{{{value}}}" if has_value else name)
+    if len(positionals) > 1:
+        raise UsageError(f"expected one input file, got {len(positionals)}: "
+                         + " ".join(positionals))
+    if positionals:
+        options.input = positionals[0]
+    if options.pass_pipeline is not None and options.pass_flags:
+        raise UsageError("'--pass-pipeline' cannot be used with individual pass flags "
+                         f"(got --{options.pass_flags[0]})")
+    if options.input_kind not in (None, "mlir", "zyn"):
+        raise UsageError(f"'--x={options.input_kind}': the input language is mlir or zyn")
+    return options
+
+
+def _pass_options(name: str) -> list[str]:
+    module = get_pass(name)
+    lines = []
+    for f in dataclasses.fields(module.Options):
+        type_name = getattr(f.type, "__name__", str(f.type))
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if isinstance(default, bool):
+            default = str(default).lower()
+        lines.append(f"      {f.name.replace('_', '-')}=<{type_name}>  (default: {default})")
+    return lines
+
+
+def list_passes_text() -> str:
+    lines = ["zynml passes (flag, or element of --pass-pipeline; options as "
+             "--pass=opt=value or pass{opt=value}):"]
+    for name, (_, description) in PASSES.items():
+        lines.append(f"  --{name:<24} {description}")
+        lines += _pass_options(name)
+    lines.append("Upstream MLIR passes are flags too: --canonicalize, --cse, "
+                 "--canonicalize=max-iterations=3, ... (anything mlir-opt's "
+                 "--pass-pipeline accepts).")
+    return "\n".join(lines)
+
+
+def help_text() -> str:
+    lines = [f"USAGE: {PROG} [options] [passes] [input file | -]", "",
+             __doc__.strip().split("\n\n")[1], "", "OPTIONS:"]
+    for name, (_, metavar, text) in VALUE_FLAGS.items():
+        dashes = "-" if len(name) == 1 else "--"
+        lines.append(f"  {dashes}{name}={metavar}".ljust(34) + text)
+    for name, (_, text) in BOOL_FLAGS.items():
+        if name != "h":
+            lines.append(f"  --{name}".ljust(34) + text)
+    lines += ["", list_passes_text(), "",
+              "Exit status: 0 success, 1 invalid input or failing pass (diagnostics on "
+              "stderr), 2 a bug in zynml-opt."]
+    return "\n".join(lines)
+
+
+# ============================================================================ one chunk
+
+
+class ChunkFailure(Exception):
+    """Processing a chunk stopped with these diagnostics."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        super().__init__("; ".join(d.message for d in diagnostics))
+        self.diagnostics = diagnostics
+
+
+@dataclass
+class ChunkResult:
+    output: Optional[str]  # the printed module; None when the chunk failed
+    diagnostics: list[Diagnostic]
+    reproducer: Optional[str] = None  # where the failing pipeline's input was saved
+
+
+@dataclass
+class Source:
+    """The input: its name in diagnostics, its language and its whole text."""
+
+    name: str
+    kind: str  # "mlir" | "zyn"
+    text: str
+
+
+def split_input(text: str, split: bool) -> list[str]:
+    """The chunks to process, each padded with empty lines so that line numbers in
+    diagnostics are those of the whole file."""
+    if not split:
+        return [text]
+    chunks, current, start = [], [], 0
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        if line.startswith(SPLIT_MARKER):
+            chunks.append("\n" * start + "".join(current))
+            current, start = [], number + 1
+        else:
+            current.append(line)
+    chunks.append("\n" * start + "".join(current))
+    return chunks
+
+
+def process_chunk(text: str, source: Source, options: OptOptions) -> ChunkResult:
+    """Read one chunk (MLIR or ZynML), run the pipeline on it and print it."""
+    context = new_context()
+    context.allow_unregistered_dialects = options.allow_unregistered_dialect
+    if options.print_ir_module_scope:
+        context.enable_multithreading(False)
+    rename = {"-": source.name}
+    warnings: list[Diagnostic] = []  # non-errors reach the handler; errors, the MLIRError
+
+    def on_diagnostic(d) -> bool:
+        warnings.append(diag.from_mlir(d, rename))
+        return True
+
+    handler = context.attach_diagnostic_handler(on_diagnostic)
+    try:
+        pm = _pass_manager(options, context)
+        try:
+            module = _read(text, source, options, context)
+        except ir.MLIRError as err:
+            raise ChunkFailure([diag.from_mlir(d, rename) for d in err.error_diagnostics])
+        except ZynMLError as err:
+            raise ChunkFailure(diag.from_zynml(err))
+        reproducer = None
+        if pm is not None:
+            snapshot = _print(module, options, generic=True, debuginfo=True, source=source) \
+                if _reproducer_wanted(options) else None
+            sys.stderr.flush()
+            try:
+                pm.run(module.operation)
+            except ir.MLIRError as err:
+                errors = [diag.from_mlir(d, rename) for d in err.error_diagnostics]
+                if snapshot is not None:
+                    reproducer = _write_reproducer(snapshot, source, options)
+                return ChunkResult(None, warnings + errors, reproducer)
+        return ChunkResult(_print(module, options, source=source), warnings)
+    except ChunkFailure as failure:
+        return ChunkResult(None, warnings + failure.diagnostics)
+    finally:
+        handler.detach()
+
+
+def _pass_manager(options: OptOptions, context: ir.Context):
+    """The PassManager of the pipeline (None without passes); a bad pipeline raises
+    UsageError located in the pipeline text."""
+    text = options.pipeline
+    if text is None:
+        return None
+    try:
+        pm = build_pass_manager(text, context)
+    except PipelineError as err:
+        raise UsageError(_locate_pipeline_error(text, err, options, context)) from None
+    pm.enable_verifier(options.verify_each)
+    if options.timing:
+        pm.enable_timing()
+    if (options.print_ir_before_all or options.print_ir_after_all
+            or options.print_ir_after_failure):
+        with context:
+            pm.enable_ir_printing(print_before_all=options.print_ir_before_all,
+                                  print_after_all=options.print_ir_after_all,
+                                  print_module_scope=options.print_ir_module_scope,
+                                  print_after_change=options.print_ir_after_change,
+                                  print_after_failure=options.print_ir_after_failure)
+    return pm
+
+
+def _locate_pipeline_error(text: str, err: PipelineError, options: OptOptions,
+                           context: ir.Context) -> str:
+    """`<pass-pipeline>:1:COL: error: ...` at the element that fails on its own."""
+    message, col = str(err), 1
+    try:
+        elements = split_pipeline(text)
+    except PipelineError:
+        elements = []
+    cursor = text.find("(") + 1 if text.strip().startswith("builtin.module(") else 0
+    for element in elements:
+        at = text.find(element, cursor)
+        cursor = at + len(element)
+        try:
+            build_pass_manager(f"builtin.module({element})", context)
+        except PipelineError as element_err:
+            message, col = str(element_err), at + 1
+            break
+    if "error: " in message:  # MLIR's own parser message: keep its text
+        message = message.split("error: ", 1)[1]
+    message = message.splitlines()[0]
+    if "does not refer to a registered pass" in message:
+        message += f"; zynml passes: {', '.join(PASSES)} (see '{PROG} --list-passes')"
+    if options.pass_pipeline is None:
+        message += " (from the pass flags)"
+    return f"<pass-pipeline>:1:{col}: error: {message}\n{text}\n{' ' * (col - 1)}^"
+
+
+def _read(text: str, source: Source, options: OptOptions, context: ir.Context) -> ir.Module:
+    if source.kind == "mlir":
+        return ir.Module.parse(text, context)  # verifies; the buffer is named "-"
+    from .. import compiler
+    from ..frontend.parser import parse
+    src = SourceFile(source.name, text)
+    signature, scalars = _zyn_signature(options.zyn_inputs)
+    checked = compiler.check_program(src, parse(src), signature, scalars)
+    module = compiler.to_cir(checked, context)
+    if options.verify_each:
+        module.operation.verify()
+    return module
+
+
+def _zyn_signature(items: list[str]):
+    """`--zyn-input` values -> (signature, integer scalar values), or (None, None)."""
+    from ..frontend.types import SCALARS, TensorType
+    if not items:
+        return None, None
+    signature, scalars = {}, {}
+    for item in items:
+        name, _, type_text = item.partition("=")
+        type_text, _, value = type_text.partition(":")
+        *dims, dtype = type_text.split("x") if type_text else [""]
+        try:
+            if dtype not in SCALARS or not name:
+                raise ValueError
+            shape = tuple(None if d == "?" else int(d) for d in dims)
+            if dims:
+                signature[name] = TensorType(SCALARS[dtype], shape)
+            else:
+                signature[name] = SCALARS[dtype]
+                if value:
+                    scalars[name] = int(value)
+        except ValueError:
+            raise UsageError(f"'--zyn-input={item}': expected NAME=TYPE, TYPE one of "
+                             "4x8xf32, ?xf32, f32, i64:5 (element types: "
+                             f"{', '.join(SCALARS)})") from None
+    return signature, scalars
+
+
+def _print(module: ir.Module, options: OptOptions, source: Source,
+           generic: Optional[bool] = None, debuginfo: Optional[bool] = None) -> str:
+    debuginfo = options.print_debuginfo if debuginfo is None else debuginfo
+    text = module.operation.get_asm(
+        print_generic_op_form=options.print_op_generic if generic is None else generic,
+        enable_debug_info=debuginfo)
+    if debuginfo:  # text parsed from a string is named "-" by MLIR: show the input's name
+        escaped = source.name.replace("\\", "\\\\").replace('"', '\\"')
+        text = text.replace('loc("-":', f'loc("{escaped}":')
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _reproducer_wanted(options: OptOptions) -> bool:
+    return options.reproducer is not None or bool(os.environ.get(REPRODUCER_DIR_ENV))
+
+
+def _write_reproducer(snapshot: str, source: Source, options: OptOptions) -> str:
+    """Save the pipeline's input with the pipeline in a header, like MLIR's reproducers."""
+    pipeline = options.pipeline
+    configuration = f"--pass-pipeline='{pipeline}'"
+    if not options.verify_each:
+        configuration += " --verify-each=false"
+    header = (f"// configuration: {configuration}\n"
+              f"// note: a pass failed on this input of {PROG} (from {source.name}); "
+              f"rerun with: {PROG} FILE {configuration}\n")
+    if options.reproducer is not None:
+        path = options.reproducer
+    else:
+        directory = Path(os.environ[REPRODUCER_DIR_ENV])
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix=f"{Path(source.name).stem or 'stdin'}-",
+                                    suffix=".mlir", dir=directory)
+        os.close(fd)
+    write_atomically(path, header + snapshot)
+    return path
+
+
+# ============================================================================ driver
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it over `path`."""
+    target = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                     dir=target.parent if str(target.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _read_input(options: OptOptions) -> Source:
+    if options.input == "-":
+        name, text = "<stdin>", sys.stdin.read()
+    else:
+        try:
+            text = Path(options.input).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+            raise UsageError(f"cannot read '{options.input}': {reason}") from None
+        name = options.input
+    kind = options.input_kind or ("zyn" if name.endswith(".zyn") else "mlir")
+    return Source(name, kind, text)
+
+
+def run(options: OptOptions) -> int:
+    """Process the input; print diagnostics; write the output on success. Returns the
+    exit code."""
+    source = _read_input(options)
+    outputs, problems, internal = [], [], False
+    for chunk in split_input(source.text, options.split_input_file):
+        result = process_chunk(chunk, source, options)
+        if result.reproducer is not None:
+            print(f"{PROG}: note: the pipeline's input was saved to {result.reproducer}",
+                  file=sys.stderr)
+        if options.verify_diagnostics:
+            try:
+                expected = diag.parse_expected(chunk, source.name)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
+            problems += diag.check_expected(result.diagnostics, expected)
+        else:
+            problems += result.diagnostics
+            internal |= any(d.message.startswith("internal error") for d in
+                            result.diagnostics)
+        if result.output is not None:
+            outputs.append(result.output)
+    failed = bool(problems) if options.verify_diagnostics else \
+        any(d.severity == "error" for d in problems)
+    sources = {source.name: source.text}
+    for problem in problems:
+        print(diag.render(problem, sources), file=sys.stderr)
+    if failed:
+        return 2 if internal else 1
+    text = f"{SPLIT_MARKER}\n".join(outputs)
+    if options.output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_atomically(options.output, text)
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        options = parse_args(argv)
+        if options.show_help:
+            print(help_text())
+            return 0
+        if options.list_passes:
+            print(list_passes_text())
+            return 0
+        return run(options)
+    except UsageError as err:
+        text = str(err)
+        prefix = "" if text.startswith("<") or ": error: " in text else f"{PROG}: error: "
+        print(prefix + text, file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `zynml-opt ... | head`
+        sys.stderr.close()
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # a bug in zynml-opt, never a user's mistake
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        print(f"{PROG}: internal error: {type(err).__name__}: {err} (set {TRACEBACK_ENV}=1 "
+              "for the Python traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
