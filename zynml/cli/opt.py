@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -204,12 +205,16 @@ def list_passes_text() -> str:
 def help_text() -> str:
     lines = [f"USAGE: {PROG} [options] [passes] [input file | -]", "",
              __doc__.strip().split("\n\n")[1], "", "OPTIONS:"]
-    for name, (_, metavar, text) in VALUE_FLAGS.items():
-        dashes = "-" if len(name) == 1 else "--"
-        lines.append(f"  {dashes}{name}={metavar}".ljust(34) + text)
-    for name, (_, text) in BOOL_FLAGS.items():
-        if name != "h":
-            lines.append(f"  --{name}".ljust(34) + text)
+    flags = [(f"{'-' if len(name) == 1 else '--'}{name}={metavar}", text)
+             for name, (_, metavar, text) in VALUE_FLAGS.items()]
+    flags += [(f"--{name}", text) for name, (_, text) in BOOL_FLAGS.items() if name != "h"]
+    for flag, text in flags:
+        wrapped = textwrap.wrap(text, 96 - 34)
+        if len(flag) + 2 >= 34:
+            lines.append(f"  {flag}")
+        else:
+            lines.append(f"  {flag}".ljust(34) + wrapped.pop(0))
+        lines += [" " * 34 + rest for rest in wrapped]
     lines += ["", list_passes_text(), "",
               "Exit status: 0 success, 1 invalid input or failing pass (diagnostics on "
               "stderr), 2 a bug in zynml-opt."]
@@ -346,9 +351,10 @@ def _locate_pipeline_error(text: str, err: PipelineError, options: OptOptions,
         message = message.split("error: ", 1)[1]
     message = message.splitlines()[0]
     if "does not refer to a registered pass" in message:
-        message += f"; zynml passes: {', '.join(PASSES)} (see '{PROG} --list-passes')"
-    if options.pass_pipeline is None:
-        message += " (from the pass flags)"
+        if options.pass_pipeline is None:  # the element came from a flag
+            name = message.split("'")[1]
+            message = f"'--{name}' is neither an option of {PROG} nor a registered pass"
+        message += f"; zynml passes: {', '.join(PASSES)} (see '{PROG} --help')"
     return f"<pass-pipeline>:1:{col}: error: {message}\n{text}\n{' ' * (col - 1)}^"
 
 
@@ -449,15 +455,20 @@ def write_atomically(path: str, text: str) -> None:
 
 def _read_input(options: OptOptions) -> Source:
     if options.input == "-":
-        name, text = "<stdin>", sys.stdin.read()
+        name, data = "<stdin>", sys.stdin.buffer.read()
     else:
         try:
-            text = Path(options.input).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            reason = err.strerror if isinstance(err, OSError) and err.strerror else err
-            raise UsageError(f"cannot read '{options.input}': {reason}") from None
-        name = options.input
+            name, data = options.input, Path(options.input).read_bytes()
+        except OSError as err:
+            raise UsageError(f"cannot read '{options.input}': {err.strerror or err}") from None
     kind = options.input_kind or ("zyn" if name.endswith(".zyn") else "mlir")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise UsageError(f"{name}:{line}:{col}: error: the input is not UTF-8 text "
+                         f"(byte 0x{data[err.start]:02x})") from None
     return Source(name, kind, text)
 
 

@@ -1,0 +1,116 @@
+"""Every user mistake of the main job gets a located error: FILE:LINE:COL, the source
+line and a caret. The line:col expectations are the exact positions of the culprit."""
+import numpy as np
+import pytest
+
+import zynml
+
+
+def _kernel(body: str, kind: str = "elementwise", inputs: str = "x") -> str:
+    return f"let y = compute({inputs}) {{\n    @kernel {kind}\n{body}}}\n"
+
+
+CASES = {
+    "unknown name": (_kernel("    for i in 0..len:\n        out[i] = relu(z[i])\n"),
+                     "4:23", "unknown name 'z'"),
+    "unknown function": (_kernel("    for i in 0..len:\n        out[i] = foo(x[i])\n"),
+                         "4:18", "unknown function 'foo'"),
+    "unknown reduce op": (_kernel("    for i in 0..len:\n        yield x[i]\n", "reduce(avg)"),
+                          "2:20", "unknown reduction operator 'avg'"),
+    "unknown kernel parameter": (_kernel("    for i in 0..len:\n        yield x[i]\n",
+                                         "reduce(+, axs=1)"),
+                                 "2:23", "unknown parameter 'axs'"),
+    "yield outside a reduction": (_kernel("    for i in 0..len:\n        yield x[i]\n"),
+                                  "4:9", "'yield' outside a reduction"),
+    "write to an input": (_kernel("    for i in 0..len:\n        x[i] = 1.0\n"),
+                          "4:9", "cannot write to input 'x'"),
+    "float used as an index": (_kernel("    for i in 0..len:\n        let s = x[i]\n"
+                                       "        out[i] = x[s]\n"),
+                               "5:20", "index must be an integer, got f32"),
+    "rank mismatch": (_kernel("    for i in 0..len:\n        out[i] = x[i] + x[i, 0]\n"),
+                      "4:25", "rank mismatch: 'x' has rank 1"),
+    "out read before written": (_kernel("    for i in 0..len:\n        out[i] += x[i]\n"),
+                                "4:9", "'out' is read before it is written"),
+    "broadcast of a non-input": ("let y = compute(m, v) {\n    @kernel elementwise\n"
+                                 "    @broadcast(q, axis=1)\n"
+                                 "    for i in 0..rows, j in 0..cols:\n"
+                                 "        out[i, j] = m[i, j] * v[j]\n}\n",
+                                 "3:16", "@broadcast names 'q', which is not an input"),
+    "assignment to a let": (_kernel("    for i in 0..len:\n        let a = x[i]\n"
+                                    "        a = 2.0\n        out[i] = a\n"),
+                            "5:9", "cannot assign to 'a'"),
+    "syntax: missing colon": (_kernel("    for i in 0..len\n        out[i] = x[i]\n"),
+                              "3:20", "expected ':'"),
+    "tensor not passed to compute": ("let a = compute(x) {\n    @kernel elementwise\n"
+                                     "    for i in 0..n:\n        out[i] = x[i]\n}\n"
+                                     "let b = compute(x) {\n    @kernel elementwise\n"
+                                     "    for i in 0..n:\n        out[i] = a[i]\n}\n",
+                                     "9:18", "'a' is not an input of this compute"),
+    "axis out of range": (_kernel("    for i in 0..len:\n        yield x[i]\n", "reduce(+, axis=1)"),
+                          "2:5", "axis 1 is out of range"),
+    "argmax needs a pair": (_kernel("    for i in 0..len:\n        yield x[i]\n", "reduce(argmax)"),
+                            "4:9", "yields a pair"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_located_error(name):
+    source, where, message = CASES[name]
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.compile(source)
+    text = str(info.value)
+    assert text.startswith(f"<string>:{where}: error: "), text
+    assert message in text
+    line = int(where.split(":")[0])
+    col = int(where.split(":")[1])
+    source_line, caret = text.splitlines()[1:3]
+    assert source_line == source.splitlines()[line - 1]
+    assert caret == " " * (col - 1) + "^"
+
+
+def test_path_appears_in_errors(tmp_path):
+    path = tmp_path / "bad.zyn"
+    path.write_text(CASES["unknown name"][0])
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.compile(path)
+    assert str(info.value).startswith(f"{path}:4:23: error: unknown name 'z'")
+
+
+ZIP = """let z = compute(x, y) {
+    @kernel elementwise
+    for i in 0..len:
+        out[i] = x[i] * y[i]
+}
+"""
+
+
+def test_size_conflict_names_the_size_and_both_places():
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run(ZIP, x=np.ones(3, np.float32), y=np.ones(4, np.float32))
+    text = str(info.value)
+    assert text.startswith("<string>:4:27: error: size 'len' is bound two ways: 4 from "
+                           "dimension 0 of 'y' here, but 3 from dimension 0 of 'x' at 4:20")
+    assert "<string>:4:20: note: 'len' is first bound here" in text
+
+
+@pytest.mark.parametrize("inputs,where,message", [
+    (dict(x=np.ones(3, np.float32)), "1:20", "missing input 'y'"),
+    (dict(x=np.ones(3, np.float32), y=np.ones(3, np.float32), w=1.0), "1:1",
+     "unknown input 'w'"),
+    (dict(x=np.ones(3, np.complex64), y=np.ones(3, np.float32)), "1:17",
+     "dtype complex64, which ZynML does not support"),
+    (dict(x=np.ones((3, 2), np.float32), y=np.ones(3, np.float32)), "1:17",
+     "input 'x' has rank 2"),
+])
+def test_bad_inputs_at_call_time(inputs, where, message):
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run(ZIP, **inputs)
+    assert str(info.value).startswith(f"<string>:{where}: error: ")
+    assert message in str(info.value)
+
+
+def test_bool_reduction_rejects_float_values():
+    source = _kernel("    for i in 0..len:\n        yield x[i]\n", "reduce(and)")
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.compile(source)
+    assert str(info.value).startswith("<string>:4:15: error: 'reduce(and)' needs bool values")
