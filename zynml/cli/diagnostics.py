@@ -28,7 +28,7 @@ from mlir import ir
 
 from ..errors import ZynMLError
 
-__all__ = ["Diagnostic", "Expected", "from_mlir", "from_zynml", "render",
+__all__ = ["Diagnostic", "Expected", "from_mlir", "from_zynml", "without_op_notes", "render",
            "parse_expected", "check_expected"]
 
 SEVERITIES = ("error", "warning", "note", "remark")
@@ -104,6 +104,15 @@ def from_zynml(err: ZynMLError) -> list[Diagnostic]:
         else:
             result.append(diag)
     return result
+
+
+def without_op_notes(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Drop the "see current operation: ..." notes MLIR attaches to verifier errors
+    (mlir-opt turns them off under --verify-diagnostics)."""
+    for d in diagnostics:
+        d.notes = without_op_notes([n for n in d.notes
+                                    if not n.message.startswith("see current operation:")])
+    return diagnostics
 
 
 # ------------------------------------------------------------------------ rendering

@@ -118,9 +118,9 @@ VALUE_FLAGS = {
                       "A textual pipeline, 'builtin.module(a,b{k=v},func.func(c))'"),
     "x": ("input_kind", "mlir|zyn", "The input language (default: by extension, .zyn is "
                                     "ZynML source)"),
-    "zyn-input": ("zyn_inputs", "NAME=TYPE",
-                  "ZynML input type (repeat per input): 4x8xf32, ?xf32, f32, i64:5 (an "
-                  "integer with its value); given any, every input needs one"),
+    "zyn-input": ("zyn_inputs", "NAME=DIMS[:DTYPE]",
+                  "Type of a ZynML input (repeatable; given one, give all): x=4x8 (f32), "
+                  "x=?x8:f16, eps=:f32, an integer with its value n=:i64=6"),
     "mlir-pass-pipeline-crash-reproducer": (
         "reproducer", "FILE", "When a pass fails, save the IR given to the pipeline with the "
                               f"pipeline in a header comment (or set ${REPRODUCER_DIR_ENV})"),
@@ -224,14 +224,6 @@ def help_text() -> str:
 # ============================================================================ one chunk
 
 
-class ChunkFailure(Exception):
-    """Processing a chunk stopped with these diagnostics."""
-
-    def __init__(self, diagnostics: list[Diagnostic]):
-        super().__init__("; ".join(d.message for d in diagnostics))
-        self.diagnostics = diagnostics
-
-
 @dataclass
 class ChunkResult:
     output: Optional[str]  # the printed module; None when the chunk failed
@@ -269,13 +261,14 @@ def process_chunk(text: str, source: Source, options: OptOptions) -> ChunkResult
     """Read one chunk (MLIR or ZynML), run the pipeline on it and print it."""
     context = new_context()
     context.allow_unregistered_dialects = options.allow_unregistered_dialect
+    context.emit_error_diagnostics = True  # errors too reach the handler, in order
     if options.print_ir_module_scope:
         context.enable_multithreading(False)
     rename = {"-": source.name}
-    warnings: list[Diagnostic] = []  # non-errors reach the handler; errors, the MLIRError
+    diagnostics: list[Diagnostic] = []
 
     def on_diagnostic(d) -> bool:
-        warnings.append(diag.from_mlir(d, rename))
+        diagnostics.append(diag.from_mlir(d, rename))
         return True
 
     handler = context.attach_diagnostic_handler(on_diagnostic)
@@ -283,27 +276,30 @@ def process_chunk(text: str, source: Source, options: OptOptions) -> ChunkResult
         pm = _pass_manager(options, context)
         try:
             module = _read(text, source, options, context)
-        except ir.MLIRError as err:
-            raise ChunkFailure([diag.from_mlir(d, rename) for d in err.error_diagnostics])
+        except ir.MLIRError:
+            return ChunkResult(None, _with_error(diagnostics, "cannot read the input"))
         except ZynMLError as err:
-            raise ChunkFailure(diag.from_zynml(err))
-        reproducer = None
+            return ChunkResult(None, diagnostics + diag.from_zynml(err))
         if pm is not None:
             snapshot = _print(module, options, generic=True, debuginfo=True, source=source) \
                 if _reproducer_wanted(options) else None
             sys.stderr.flush()
             try:
                 pm.run(module.operation)
-            except ir.MLIRError as err:
-                errors = [diag.from_mlir(d, rename) for d in err.error_diagnostics]
-                if snapshot is not None:
-                    reproducer = _write_reproducer(snapshot, source, options)
-                return ChunkResult(None, warnings + errors, reproducer)
-        return ChunkResult(_print(module, options, source=source), warnings)
-    except ChunkFailure as failure:
-        return ChunkResult(None, warnings + failure.diagnostics)
+            except ir.MLIRError:
+                reproducer = _write_reproducer(snapshot, source, options) if snapshot else None
+                return ChunkResult(None, _with_error(diagnostics, "the pass pipeline failed"),
+                                   reproducer)
+        return ChunkResult(_print(module, options, source=source), diagnostics)
     finally:
         handler.detach()
+
+
+def _with_error(diagnostics: list[Diagnostic], message: str) -> list[Diagnostic]:
+    """A failure always reports an error, even when MLIR emitted none."""
+    if any(d.severity == "error" for d in diagnostics):
+        return diagnostics
+    return diagnostics + [Diagnostic("error", message)]
 
 
 def _pass_manager(options: OptOptions, context: ir.Context):
@@ -373,29 +369,32 @@ def _read(text: str, source: Source, options: OptOptions, context: ir.Context) -
 
 
 def _zyn_signature(items: list[str]):
-    """`--zyn-input` values -> (signature, integer scalar values), or (None, None)."""
+    """`--zyn-input` values -> (signature, integer scalar values), or (None, None).
+
+    The spelling is `zynml run --random`'s, NAME=DIMS[:DTYPE], plus `=VALUE` for an integer
+    scalar whose value fixes a size: x=4x8, x=?x8:f16, eps=:f32, out_h=:i64=6.
+    """
     from ..frontend.types import SCALARS, TensorType
     if not items:
         return None, None
     signature, scalars = {}, {}
     for item in items:
-        name, _, type_text = item.partition("=")
-        type_text, _, value = type_text.partition(":")
-        *dims, dtype = type_text.split("x") if type_text else [""]
+        name, _, spec = item.partition("=")
+        spec, _, value = spec.partition("=")
+        dims, _, dtype = spec.partition(":")
+        dtype = dtype or "f32"
         try:
-            if dtype not in SCALARS or not name:
+            if not name or dtype not in SCALARS or (value and not SCALARS[dtype].is_int):
                 raise ValueError
-            shape = tuple(None if d == "?" else int(d) for d in dims)
-            if dims:
-                signature[name] = TensorType(SCALARS[dtype], shape)
-            else:
-                signature[name] = SCALARS[dtype]
-                if value:
-                    scalars[name] = int(value)
+            shape = tuple(None if d == "?" else int(d) for d in dims.split("x")) if dims \
+                else ()
+            signature[name] = TensorType(SCALARS[dtype], shape) if shape else SCALARS[dtype]
+            if value:
+                scalars[name] = int(value)
         except ValueError:
-            raise UsageError(f"'--zyn-input={item}': expected NAME=TYPE, TYPE one of "
-                             "4x8xf32, ?xf32, f32, i64:5 (element types: "
-                             f"{', '.join(SCALARS)})") from None
+            raise UsageError(f"'--zyn-input={item}': expected NAME=DIMS[:DTYPE] (x=4x8, "
+                             "x=?x8:f16, eps=:f32) or NAME=:INT_TYPE=VALUE (n=:i64=6); "
+                             f"types: {', '.join(SCALARS)}") from None
     return signature, scalars
 
 
@@ -482,7 +481,8 @@ def run(options: OptOptions) -> int:
         if result.reproducer is not None:
             print(f"{PROG}: note: the pipeline's input was saved to {result.reproducer}",
                   file=sys.stderr)
-        if options.verify_diagnostics:
+        if options.verify_diagnostics:  # like mlir-opt, without "see current operation"
+            result.diagnostics = diag.without_op_notes(result.diagnostics)
             try:
                 expected = diag.parse_expected(chunk, source.name)
             except ValueError as err:
