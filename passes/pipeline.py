@@ -9,6 +9,8 @@ pipeline text.
 from __future__ import annotations
 
 import dataclasses
+import os
+import traceback
 from typing import Any
 
 from mlir import ir
@@ -107,6 +109,8 @@ def _python_pass(module, options):
         except PassFailure:
             pass_.signal_pass_failure()
         except Exception as err:  # a bug in the pass: report it, don't unwind through C++
+            if os.environ.get("ZYNML_DEBUG"):
+                traceback.print_exc()
             op.location.emit_error(f"internal error in pass '{module.NAME}': "
                                    f"{type(err).__name__}: {err}")
             pass_.signal_pass_failure()

@@ -319,7 +319,9 @@ def _pass_manager(options: OptOptions, context: ir.Context):
             or options.print_ir_after_failure):
         with context:
             pm.enable_ir_printing(print_before_all=options.print_ir_before_all,
-                                  print_after_all=options.print_ir_after_all,
+                                  # after-failure filters the after-pass printing
+                                  print_after_all=(options.print_ir_after_all
+                                                   or options.print_ir_after_failure),
                                   print_module_scope=options.print_ir_module_scope,
                                   print_after_change=options.print_ir_after_change,
                                   print_after_failure=options.print_ir_after_failure)
@@ -472,33 +474,31 @@ def _read_input(options: OptOptions) -> Source:
 
 
 def run(options: OptOptions) -> int:
-    """Process the input; print diagnostics; write the output on success. Returns the
-    exit code."""
+    """Process the input chunk by chunk, print diagnostics (or, with --verify-diagnostics,
+    the mismatches), write the output if all went well. Returns the exit code."""
     source = _read_input(options)
-    outputs, problems, internal = [], [], False
+    sources = {source.name: source.text}
+    outputs, failed, internal = [], False, False
     for chunk in split_input(source.text, options.split_input_file):
         result = process_chunk(chunk, source, options)
-        if result.reproducer is not None:
-            print(f"{PROG}: note: the pipeline's input was saved to {result.reproducer}",
-                  file=sys.stderr)
+        reported = result.diagnostics
         if options.verify_diagnostics:  # like mlir-opt, without "see current operation"
-            result.diagnostics = diag.without_op_notes(result.diagnostics)
             try:
                 expected = diag.parse_expected(chunk, source.name)
             except ValueError as err:
                 raise UsageError(str(err)) from None
-            problems += diag.check_expected(result.diagnostics, expected)
+            reported = diag.check_expected(diag.without_op_notes(reported), expected)
+            failed |= bool(reported)
         else:
-            problems += result.diagnostics
-            internal |= any(d.message.startswith("internal error") for d in
-                            result.diagnostics)
+            failed |= result.output is None
+            internal |= any(d.message.startswith("internal error") for d in reported)
+        for d in reported:
+            print(diag.render(d, sources), file=sys.stderr)
+        if result.reproducer is not None:
+            print(f"{PROG}: note: the pipeline's input was saved to {result.reproducer}",
+                  file=sys.stderr)
         if result.output is not None:
             outputs.append(result.output)
-    failed = bool(problems) if options.verify_diagnostics else \
-        any(d.severity == "error" for d in problems)
-    sources = {source.name: source.text}
-    for problem in problems:
-        print(diag.render(problem, sources), file=sys.stderr)
     if failed:
         return 2 if internal else 1
     text = f"{SPLIT_MARKER}\n".join(outputs)

@@ -135,6 +135,28 @@ class Reporter:
         self.sink.raise_if_any()
 
 
+def _opens_block(line: str, start: int) -> bool:
+    """Does this line end with `:` or `{`, or leave a bracket open? A quick look at the
+    text (skipping strings and comments), used only to guide indentation error recovery."""
+    depth, last, i, n = 0, "", start, len(line)
+    while i < n:
+        c = line[i]
+        if c == '"':
+            i += 1
+            while i < n and line[i] != '"':
+                i += 2 if line[i] == "\\" else 1
+        elif c == "/" and line.startswith("//", i):
+            break
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth = max(depth - 1, 0)
+        if c not in " \t":
+            last = c
+        i += 1
+    return depth > 0 or last in (":", "{")
+
+
 @dataclass
 class _Frame:
     """An open bracket. For `{`, `depth` is the indentation-stack length its body starts
@@ -175,7 +197,7 @@ class _Lexer:
     # ------------------------------------------------------------------ driver
 
     def run(self) -> list[Token]:
-        lines = self.src.text.splitlines()
+        self.lines = lines = self.src.text.splitlines()
         for lineno, line in enumerate(lines, 1):
             self.lex_line(lineno, line)
         end = (len(lines), len(lines[-1]) + 1) if lines else (1, 1)
@@ -198,7 +220,7 @@ class _Lexer:
             if tab_at is not None and not self.tab_reported:
                 self.tab_reported = True
                 self.report("tab in indentation; indent with spaces", self.loc(lineno, tab_at + 1))
-            self.indentation(lineno, start + 1, width, line[start])
+            self.indentation(lineno, line, start, width)
         self.scan(lineno, line, start)
         if self.pending and self.significant():
             self.newline()
@@ -235,8 +257,21 @@ class _Lexer:
         if self.pending:
             self.newline()
 
-    def indentation(self, lineno: int, col: int, width: int, first: str) -> None:
+    def indentation(self, lineno: int, line: str, start: int, width: int) -> None:
         """Emit INDENT/DEDENT for a significant line of indentation `width`."""
+        loc = self.loc(lineno, start + 1)
+        if width > self.indents[-1]:
+            self.push_level(width, False, loc)
+            return
+        if width == self.indents[-1]:
+            return
+        first = line[start]
+        if first != "}" and self.is_stray(lineno, line, start, width):
+            message = ("unindent does not match any outer indentation level"
+                       if not self.is_valid_dedent(width)
+                       else "this line is less indented than the lines around it")
+            self.report(message, loc)
+            return  # recover by keeping the line in the current block
         # A line less indented than the `{` block it sits in means that `{` was never
         # closed (the parser reports it). A `}` there is just misplaced: clamp it and let
         # the `}` check report it.
@@ -246,15 +281,39 @@ class _Lexer:
                 break
             self.frames.pop()
         floor = self.frames[-1].depth if self.frames else 1
-        loc = self.loc(lineno, col)
-        if width > self.indents[-1]:
-            self.push_level(width, False, loc)
-            return
         while len(self.indents) > floor and self.indents[-1] > width:
             self.pop_level(loc)
         if self.indents[-1] < width:
             self.report("unindent does not match any outer indentation level", loc)
             self.push_level(width, True, loc)  # treat the line as continuing this block
+
+    def is_valid_dedent(self, width: int) -> bool:
+        floor = self.frames[-1].depth if self.frames else 1
+        return width in self.indents[floor - 1:]
+
+    def is_stray(self, lineno: int, line: str, start: int, width: int) -> bool:
+        """Is this dedented line a single mis-indented line inside its block?
+
+        Error recovery only: true when the next line is indented more than this one although
+        this one opens no block (so dedenting here would make the next line an "unexpected
+        indentation"), or when this line's indentation is invalid and the next line is
+        deeper than the current block. Keeping such a line in the current block turns one
+        misplaced line into one error instead of a cascade. Never true in a valid program.
+        """
+        next_width = self.next_width(lineno)
+        if next_width is None or next_width <= width:
+            return False
+        if _opens_block(line, start):
+            return next_width > self.indents[-1] and not self.is_valid_dedent(width)
+        return True
+
+    def next_width(self, lineno: int) -> int | None:
+        """Indentation width of the next non-blank, non-comment line (None at the end)."""
+        for line in self.lines[lineno:]:  # `lineno` is 1-based: this starts at the next
+            start, width, _ = self.measure_indent(line)
+            if start < len(line) and not line.startswith("//", start):
+                return width
+        return None
 
     def push_level(self, width: int, silent: bool, loc: SourceLocation) -> None:
         self.indents.append(width)

@@ -1,0 +1,689 @@
+"""Loop nests of a cir body -> linalg on tensors (the engine of cir-to-linalg).
+
+The model: every value of a body lives in a *context*, the loops around its definition.
+A linalg op computes a value at every point of a context at once:
+
+* a store `out[f(i, j)] = v` in context (i, j) is one `linalg.generic` over (i, j)
+  computing v, then `tensor.insert_slice` into `out` (offsets and strides from f; when the
+  store covers `out` exactly, the generic's result is `out` itself);
+* a reduction loop (an `scf.for` threading accumulators `acc = acc op g`, possibly through
+  nested loops and `if`s) is one generic over its context plus its loops, one result per
+  accumulator, tensors over the context; a guarded contribution (`if c: acc += g`)
+  becomes `select(c, g, identity)`;
+* a `yield` of a `reduce` kernel is the contribution of an implicit accumulator;
+* pure scalar ops are recomputed where used; a value of an enclosing context that is a
+  loop's result is read from its tensor through a projection map;
+* loads whose indices are affine in the context's loops become indexing maps; other loads
+  become `tensor.extract` gathers; loads inside an `if` are gathers with indices clamped
+  into bounds (the `if` may exist to keep them in bounds: linalg must not read outside).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from .cir_ops import constant_int, defining_op
+from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
+
+# combiner op -> identity element (float, int)
+IDENTITY = {
+    "arith.addf": 0.0, "arith.addi": 0, "arith.mulf": 1.0, "arith.muli": 1,
+    "arith.maximumf": -math.inf, "arith.maxnumf": -math.inf, "arith.minimumf": math.inf,
+    "arith.minnumf": math.inf, "arith.maxsi": "min", "arith.minsi": "max",
+    "arith.maxui": 0, "arith.minui": "umax", "arith.andi": 1, "arith.ori": 0,
+}
+
+
+class LoweringError(ValueError):
+    """The body has a shape this lowering does not handle; `location` says where."""
+
+    def __init__(self, message: str, location: Optional[ir.Location] = None):
+        super().__init__(message)
+        self.location = location
+
+
+def _op(value: ir.Value) -> Optional[ir.Operation]:
+    return defining_op(value)
+
+
+def _parent_op(op: ir.Operation) -> Optional[ir.Operation]:
+    parent = op.parent
+    return parent.operation if parent is not None else None
+
+
+def loop_of(iv: ir.Value) -> ir.Operation:
+    """The scf.for whose induction variable is `iv`."""
+    return iv.owner.owner.operation
+
+
+def is_loop_iv(value: ir.Value) -> bool:
+    if not isinstance(value, ir.BlockArgument) or value.arg_number != 0:
+        return False
+    owner = value.owner.owner
+    return owner is not None and owner.operation.name == "scf.for"
+
+
+class NestLowering:
+    """Lowers the body of one cir.compute; results are built right before the compute."""
+
+    def __init__(self, compute: ir.Operation, body: ir.Operation, named_ops: bool = True):
+        self.L = Lowering(compute, body)
+        self.compute = compute
+        self.body = body
+        self.named_ops = named_ops
+        self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
+
+    # ------------------------------------------------------------------ contexts
+
+    def context(self, op: ir.Operation) -> list[ir.Value]:
+        """Induction variables of the loops around `op`, outermost first."""
+        ivs = []
+        parent = _parent_op(op)
+        while parent is not None and parent.name != "func.func":
+            if parent.name == "scf.for":
+                ivs.append(parent.regions[0].blocks[0].arguments[0])
+            parent = _parent_op(parent)
+        return ivs[::-1]
+
+    def guarded(self, op: ir.Operation) -> bool:
+        """Is `op` inside an `if`?"""
+        parent = _parent_op(op)
+        while parent is not None and parent.name != "func.func":
+            if parent.name == "scf.if":
+                return True
+            parent = _parent_op(parent)
+        return False
+
+    def bound(self, iv: ir.Value) -> ir.Value:
+        loop = loop_of(iv)
+        if constant_int(loop.operands[0]) != 0 or constant_int(loop.operands[2]) != 1:
+            raise LoweringError("loops must run from 0 in steps of 1 (step and offset "
+                                "loops are not lowered yet)", loop.location)
+        return loop.operands[1]
+
+    # ------------------------------------------------------------------ generics
+
+    def generic(self, dims: list[ir.Value], iterators: list[str], roots: list,
+                outs: list[tuple[ir.Value, ir.AffineMap]], region) -> list[ir.Value]:
+        """A linalg.generic over `dims`. Each root is a body value or a callable
+        `(materialize) -> ir.Value` building a value in the region; `region(values, outs)`
+        returns what it yields."""
+        plan = _Plan(self, dims)
+        for root in roots:
+            plan.visit(root)
+        maps = [m for _, m in plan.inputs] + [m for _, m in outs]
+        L = self.L
+        with L.ip, self.compute.location:
+            op = linalg.GenericOp(
+                [v.type for v, _ in outs], [v for v, _ in plan.inputs], [v for v, _ in outs],
+                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                ir.ArrayAttr.get([iterator_attr(k) for k in iterators]))
+            elements = [ir.RankedTensorType(v.type).element_type
+                        for v, _ in plan.inputs + list(outs)]
+            block = op.regions[0].blocks.append(*elements)
+        with ir.InsertionPoint(block), self.compute.location:
+            plan.begin_emit(list(block.arguments))
+            values = [plan.visit(r) for r in roots]
+            linalg.YieldOp(region(values, list(block.arguments)[len(plan.inputs):]))
+        return list(op.results)
+
+    def tensor_over(self, dims: list[ir.Value], value, element: ir.Type) -> ir.Value:
+        """`value` computed at every point of `dims`, as a tensor over them."""
+        n = len(dims)
+        init = self.L.empty([self.bound(iv) for iv in dims], element)
+        return self.generic(dims, [PARALLEL] * n, [value], [(init, identity_map(n))],
+                            lambda vals, outs: vals)[0]
+
+    # ------------------------------------------------------------------ reductions
+
+    def reduction(self, loop: ir.Operation) -> list[ir.Value]:
+        """Result tensors (over the loop's context) of a reduction loop, one per
+        accumulator."""
+        iv = loop.regions[0].blocks[0].arguments[0]
+        if iv in self._reductions:
+            return self._reductions[iv]
+        ctx = self.context(loop)
+        chain, accs, yields = self._chain(loop)
+        n_acc = len(accs[0])
+        inits = list(loop.operands[3:])
+        contributions = [self._contribution(yields[k], accs[-1][k], accs, loop.location)
+                         for k in range(n_acc)]
+        n = len(ctx)
+        dims = ctx + [c.regions[0].blocks[0].arguments[0] for c in chain]
+        out_map = ir.AffineMap.get(len(dims), 0, [ir.AffineDimExpr.get(d) for d in range(n)])
+        init_tensors = [self._init(ctx, v) for v in inits]
+        named = self._named_contraction(ctx, dims, contributions, init_tensors) \
+            if self.named_ops else None
+        if named is not None:
+            results = [named]
+        else:
+            roots = []
+            for combiner, g, guards in contributions:
+                roots.append(self._guarded_root(combiner, g, guards))
+            results = self.generic(
+                dims, [PARALLEL] * n + [REDUCTION] * len(chain), roots,
+                [(t, out_map) for t in init_tensors],
+                lambda vals, outs: [_combine(c[0], o, v)
+                                    for c, o, v in zip(contributions, outs, vals)])
+        self._reductions[iv] = results
+        return results
+
+    def _chain(self, loop: ir.Operation):
+        """Loops threading the accumulators straight through, their accumulator block
+        arguments, and the innermost yielded values."""
+        chain, accs = [], []
+        current = loop
+        n_acc = len(loop.results)
+        while True:
+            if len(current.results) != n_acc:
+                raise LoweringError("nested reduction loops must carry the same values",
+                                    current.location)
+            block = current.regions[0].blocks[0]
+            chain.append(current)
+            acc = list(block.arguments)[1:]
+            accs.append(acc)
+            ops = [o.operation for o in block.operations]
+            yielded = list(ops[-1].operands)
+            inner = [o for o in ops[:-1] if o.name == "scf.for" and len(o.results)
+                     and any(r in yielded for r in o.results)]
+            if inner:
+                nested = inner[0]
+                if list(nested.operands[3:]) != acc or list(nested.results) != yielded:
+                    raise LoweringError("nested loops of a reduction must thread all "
+                                        "accumulators straight through", nested.location)
+                current = nested
+                continue
+            return chain, accs, yielded
+
+    def _contribution(self, yielded: ir.Value, acc: ir.Value, accs, location):
+        """`acc op g` (maybe under ifs) -> (combiner, g, guards [(cond, taken_when)])."""
+        guards = []
+        value = yielded
+        while True:
+            op = _op(value)
+            if op is None:
+                raise LoweringError("an accumulator must be updated as acc = acc op value",
+                                    location)
+            if op.name == "scf.if":
+                k = list(op.results).index(value)
+                then_y = list(op.regions[0].blocks[0].operations)[-1].operands[k]
+                else_y = (list(op.regions[1].blocks[0].operations)[-1].operands[k]
+                          if len(op.regions[1].blocks) else acc)
+                if else_y == acc:
+                    guards.append((op.operands[0], True))
+                    value = then_y
+                elif then_y == acc:
+                    guards.append((op.operands[0], False))
+                    value = else_y
+                else:
+                    raise LoweringError("both branches of an 'if' change the accumulator; "
+                                        "only guarded updates (if c: acc op= g) are lowered",
+                                        op.location)
+                continue
+            if op.name not in IDENTITY:
+                raise LoweringError("an accumulator must be updated as acc = acc op value "
+                                    "(op: + * min max and or)", op.location)
+            a, b = op.operands
+            g = b if a == acc else a if b == acc else None
+            if g is None:
+                raise LoweringError("an accumulator must be updated as acc = acc op value",
+                                    op.location)
+            for use in acc.uses:
+                owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                if owner != op and owner.name not in ("scf.yield",):
+                    raise LoweringError("an accumulator is read other than in acc = acc op "
+                                        "value", owner.location)
+            return op.name, g, guards
+
+    def _guarded_root(self, combiner: str, g: ir.Value, guards):
+        if not guards:
+            return g
+
+        def build(mat):
+            value = mat(g)
+            identity = _constant_like(value.type, IDENTITY[combiner])
+            for cond, taken in reversed(guards):
+                c = mat(cond)
+                value = arith.SelectOp(c, value, identity).result if taken else \
+                    arith.SelectOp(c, identity, value).result
+            return value
+        return build
+
+    def _init(self, ctx: list[ir.Value], value: ir.Value) -> ir.Value:
+        """The initial accumulator as a tensor over the loop's context."""
+        bounds = [self.bound(iv) for iv in ctx]
+        try:
+            return self.L.filled(bounds, value.type, self.L.outer(value))
+        except ValueError:
+            return self.tensor_over(ctx, value, value.type)
+
+    def _named_contraction(self, ctx, dims, contributions, inits) -> Optional[ir.Value]:
+        """C[i, j] += A[i, k] * B[k, j] (or batched) with no guard -> linalg named op."""
+        if len(contributions) != 1 or len(dims) != len(ctx) + 1:
+            return None
+        combiner, g, guards = contributions[0]
+        product = _op(g)
+        if guards or combiner not in ("arith.addf", "arith.addi") or product is None \
+                or product.name not in ("arith.mulf", "arith.muli"):
+            return None
+        loads = [_op(v) for v in product.operands]
+        if any(op is None or op.name != "cir.load" or self.guarded(op) for op in loads):
+            return None
+        positions = {iv: d for d, iv in enumerate(dims)}
+        maps = [self.L.load_map(op, positions, len(dims)) for op in loads]
+        n = len(ctx)
+        if n not in (2, 3) or any(m is None for m in maps):
+            return None
+        d = [ir.AffineDimExpr.get(i) for i in range(n + 1)]
+        if n == 2:
+            a_exprs, b_exprs, named = [d[0], d[2]], [d[2], d[1]], linalg.matmul
+        else:
+            a_exprs, b_exprs, named = [d[0], d[1], d[3]], [d[0], d[3], d[2]], linalg.batch_matmul
+        a_map, b_map = (ir.AffineMap.get(n + 1, 0, e) for e in (a_exprs, b_exprs))
+        pairs = list(zip(loads, maps))
+        if not (pairs[0][1] == a_map and pairs[1][1] == b_map):
+            pairs.reverse()
+            if not (pairs[0][1] == a_map and pairs[1][1] == b_map):
+                return None
+        if any(op.operands[0] not in self.L.args for op, _ in pairs):
+            return None
+        sources = [self.L.outer(op.operands[0]) for op, _ in pairs]
+        element = ir.RankedTensorType(inits[0].type).element_type
+        if any(ir.RankedTensorType(s.type).element_type != element for s in sources):
+            return None
+        with self.L.ip, self.compute.location:
+            return named(*sources, outs=[inits[0]])
+
+    # ------------------------------------------------------------------ stores
+
+    def lower_stores(self, result_type: ir.Type) -> ir.Value:
+        stores = [op for op in _walk(self.body) if op.name == "cir.store"]
+        if not stores:
+            raise LoweringError("the body never writes 'out'", self.compute.location)
+        out = self.L.out_arg
+        shape = list(ir.RankedTensorType(result_type).shape)
+        element = ir.RankedTensorType(result_type).element_type
+        current = None
+        for store in stores:
+            if store.operands[1] != out:
+                raise LoweringError("only 'out' can be written", store.location)
+            if self.guarded(store):
+                raise LoweringError("a write of 'out' inside an 'if' is not lowered yet",
+                                    store.location)
+            ctx = self.context(store)
+            for iv in ctx:
+                if len(loop_of(iv).results):
+                    raise LoweringError("'out' is written inside a loop that carries "
+                                        "values; write it after the loop", store.location)
+            dims, offsets, strides = self._store_layout(store, ctx)
+            tile = self.tensor_over(dims, store.operands[0], element)
+            full = (len(stores) == 1 and all(o == 0 for o in offsets)
+                    and all(s == 1 for s in strides) and
+                    list(ir.RankedTensorType(tile.type).shape) == shape)
+            if full:
+                return tile
+            if current is None:  # partial writes: what no store covers reads as 0
+                if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
+                    raise LoweringError("strided or offset writes of 'out' need static shapes",
+                                        store.location)
+                current = self.L.filled(shape, element, self.L.constant(element, 0))
+            current = self._insert(tile, current, offsets, strides)
+        return current
+
+    def _store_layout(self, store: ir.Operation, ctx: list[ir.Value]):
+        """For out[a*iv + c, ...]: the ivs in index order, offsets c and strides a."""
+        positions = {iv: d for d, iv in enumerate(ctx)}
+        dims, offsets, strides = [], [], []
+        for index in store.operands[2:]:
+            term = _single_term(linear(index, positions))
+            if term is None:
+                raise LoweringError("'out' must be indexed by a*i + c with one loop variable "
+                                    "i per dimension", store.location)
+            d, a, c = term
+            dims.append(ctx[d])
+            offsets.append(c)
+            strides.append(a)
+        if sorted(positions[iv] for iv in dims) != list(range(len(ctx))):
+            raise LoweringError("every enclosing loop variable must index 'out' exactly once",
+                                store.location)
+        return dims, offsets, strides
+
+    def _insert(self, tile: ir.Value, into: ir.Value, offsets, strides) -> ir.Value:
+        sizes = list(ir.RankedTensorType(tile.type).shape)
+        if any(ir.ShapedType.is_dynamic_size(s) for s in sizes):
+            raise LoweringError("strided writes of 'out' need static shapes",
+                                self.compute.location)
+        with self.L.ip, self.compute.location:
+            return tensor.InsertSliceOp(tile, into, [], [], [], offsets, sizes, strides).result
+
+    # ------------------------------------------------------------------ yields
+
+    def lower_yield(self, op_name: str, axis: Optional[int]) -> ir.Value:
+        yields = [op for op in _walk(self.body) if op.name == "cir.yield"]
+        if len(yields) != 1:
+            raise LoweringError(f"a reduction body yields once; this one has {len(yields)}",
+                                self.compute.location)
+        y = yields[0]
+        ctx = self.context(y)
+        n = len(ctx)
+        reduced = list(range(n)) if axis is None else [axis]
+        if axis is not None and not 0 <= axis < n:
+            raise LoweringError(f"axis {axis} is out of range", self.compute.location)
+        kept = [d for d in range(n) if d not in reduced]
+        bounds = [self.bound(ctx[d]) for d in kept]
+        iterators = [REDUCTION if d in reduced else PARALLEL for d in range(n)]
+        out_map = ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(d) for d in kept])
+        guards = self._yield_guards(y)
+        value = y.operands[0]
+        element = value.type
+        L = self.L
+        if op_name in ("argmin", "argmax"):
+            i64 = ir.IntegerType.get_signless(64)
+            values = L.filled(bounds, element, L.constant(element, _arg_identity(op_name,
+                                                                              element)))
+            indices = L.filled(bounds, i64, L.constant(i64, 0))
+            roots = [value, y.operands[1]] + ([self._all(guards)] if guards else [])
+            result = self.generic(ctx, iterators, roots, [(values, out_map), (indices, out_map)],
+                                  lambda vals, outs: _arg_select(op_name, vals, outs))[1]
+        else:
+            combiner = _REDUCE_COMBINER[op_name][0 if isinstance(element, ir.FloatType) else 1]
+            init = L.filled(bounds, element, _constant_in(L, element, IDENTITY[combiner]))
+            result = self._named_reduce(y, ctx, init, combiner, reduced) \
+                if self.named_ops and not guards else None
+            if result is None:
+                root = self._guarded_root(combiner, value, guards)
+                result = self.generic(ctx, iterators, [root], [(init, out_map)],
+                                      lambda vals, outs: [_combine(combiner, outs[0], vals[0])])[0]
+        if axis is None:
+            with L.ip, self.compute.location:
+                return tensor.ExtractOp(result, []).result
+        return result
+
+    def _yield_guards(self, y: ir.Operation):
+        guards = []
+        op = y
+        parent = _parent_op(op)
+        while parent is not None and parent.name != "func.func":
+            if parent.name == "scf.if":
+                in_then = _region_contains(parent.regions[0], op)
+                guards.append((parent.operands[0], in_then))
+            op = parent
+            parent = _parent_op(parent)
+        return guards
+
+    def _all(self, guards):
+        def build(mat):
+            value = None
+            for cond, taken in guards:
+                c = mat(cond)
+                if not taken:
+                    c = arith.XOrIOp(c, _constant_like(c.type, 1)).result
+                value = c if value is None else arith.AndIOp(value, c).result
+            return value
+        return build
+
+    def _named_reduce(self, y, ctx, init, combiner, reduced) -> Optional[ir.Value]:
+        load = _op(y.operands[0])
+        if load is None or load.name != "cir.load" or load.operands[0] not in self.L.args:
+            return None
+        positions = {iv: d for d, iv in enumerate(ctx)}
+        if self.L.load_map(load, positions, len(ctx)) != identity_map(len(ctx)):
+            return None
+        source = self.L.outer(load.operands[0])
+        element = y.operands[0].type
+        with self.L.ip, self.compute.location:
+            op = linalg.ReduceOp([init.type], [source], [init], ir.DenseI64ArrayAttr.get(reduced))
+            block = op.regions[0].blocks.append(element, element)
+            with ir.InsertionPoint(block):
+                linalg.YieldOp([_combine(combiner, block.arguments[1], block.arguments[0])])
+        return op.results[0]
+
+
+class _Plan:
+    """One generic's region: the first pass over the roots collects the inputs (affine
+    loads, reduction tensors), the second (after begin_emit) builds the region's ops."""
+
+    def __init__(self, owner: NestLowering, dims: list[ir.Value]):
+        self.owner = owner
+        self.dims = {iv: d for d, iv in enumerate(dims)}
+        self.n = len(dims)
+        self.inputs: list[tuple[ir.Value, ir.AffineMap]] = []
+        self.slot: dict[ir.Value, int] = {}
+        self.args: Optional[list[ir.Value]] = None
+        self.memo: dict[ir.Value, ir.Value] = {}
+
+    def begin_emit(self, args: list[ir.Value]) -> None:
+        self.args = args
+        self.memo = {}
+
+    @property
+    def emitting(self) -> bool:
+        return self.args is not None
+
+    def _input(self, key: ir.Value, tensor_value: ir.Value, affine_map: ir.AffineMap):
+        if key not in self.slot:
+            for i, (t, m) in enumerate(self.inputs):
+                if t == tensor_value and m == affine_map:
+                    self.slot[key] = i
+                    break
+            else:
+                self.slot[key] = len(self.inputs)
+                self.inputs.append((tensor_value, affine_map))
+        return self.args[self.slot[key]] if self.emitting else None
+
+    def visit(self, value):
+        if callable(value):
+            return value(self.visit) if self.emitting else value(self._collect)
+        if self.emitting and value in self.memo:
+            return self.memo[value]
+        result = self._visit(value)
+        if self.emitting:
+            self.memo[value] = result
+        return result
+
+    def _collect(self, value):
+        self.visit(value)
+        return _Dummy()
+
+    def _visit(self, value: ir.Value):
+        owner, L = self.owner, self.owner.L
+        if value in self.dims:
+            return linalg.IndexOp(self.dims[value]).result if self.emitting else None
+        if value in L.args:
+            return L.args[value]
+        if isinstance(value, ir.BlockArgument):
+            raise LoweringError("a loop variable or accumulator is used outside the loops "
+                                "it belongs to", self.owner.compute.location)
+        op = _op(value)
+        if op.name == "cir.load":
+            return self._load(op, value)
+        if op.name == "scf.for":
+            return self._reduction_result(op, value)
+        if op.name == "scf.if":
+            return self._select(op, value)
+        if op.name.startswith(("arith.", "math.")) or op.name == "tensor.dim":
+            operands = [self.visit(v) for v in op.operands]
+            if not self.emitting:
+                return None
+            return ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                       operands=operands,
+                                       attributes={k: op.attributes[k] for k in op.attributes}
+                                       ).results[0]
+        raise LoweringError(f"'{op.name}' cannot be lowered inside a kernel body", op.location)
+
+    def _load(self, op: ir.Operation, value: ir.Value):
+        L = self.owner.L
+        source = op.operands[0]
+        if source == L.out_arg:
+            raise LoweringError("reading 'out' is not lowered yet; keep the value in a var",
+                                op.location)
+        if source not in L.args:
+            raise LoweringError("loads must read a compute input", op.location)
+        guarded = self.owner.guarded(op)
+        affine_map = None if guarded else L.load_map(op, self.dims, self.n)
+        if affine_map is not None:
+            return self._input(value, L.outer(source), affine_map)
+        indices = [self.visit(i) for i in op.operands[1:]]
+        if not self.emitting:
+            return None
+        tensor_value = L.outer(source)
+        if guarded:
+            indices = [_clamp(i, tensor_value, d) for d, i in enumerate(indices)]
+        return tensor.ExtractOp(tensor_value, indices).result
+
+    def _reduction_result(self, loop: ir.Operation, value: ir.Value):
+        k = list(loop.results).index(value)
+        ctx = self.owner.context(loop)
+        missing = [iv for iv in ctx if iv not in self.dims]
+        if missing:
+            raise LoweringError("a loop's result is used outside the loops around it",
+                                loop.location)
+        tensors = self.owner.reduction(loop)
+        exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in ctx]
+        return self._input(value, tensors[k], ir.AffineMap.get(self.n, 0, exprs))
+
+    def _select(self, op: ir.Operation, value: ir.Value):
+        k = list(op.results).index(value)
+        if len(op.regions[1].blocks) == 0:
+            raise LoweringError("an 'if' without 'else' yields no value", op.location)
+        then_v = list(op.regions[0].blocks[0].operations)[-1].operands[k]
+        else_v = list(op.regions[1].blocks[0].operations)[-1].operands[k]
+        cond, a, b = self.visit(op.operands[0]), self.visit(then_v), self.visit(else_v)
+        return arith.SelectOp(cond, a, b).result if self.emitting else None
+
+
+class _Dummy:
+    """Stands for a value during the collecting pass of a callable root."""
+
+    type = None
+
+    def __getattr__(self, name):
+        return None
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def linear(value: ir.Value, dims: dict) -> Optional[tuple[dict, int]]:
+    """`value` as sum(coef[d] * dim_d) + const over loop variables, or None."""
+    if value in dims:
+        return {dims[value]: 1}, 0
+    c = constant_int(value)
+    if c is not None:
+        return {}, c
+    op = defining_op(value)
+    if op is None:
+        return None
+    if op.name == "arith.index_cast":
+        return linear(op.operands[0], dims)
+    if op.name in ("arith.addi", "arith.subi", "arith.muli"):
+        a, b = (linear(v, dims) for v in op.operands)
+        if a is None or b is None:
+            return None
+        if op.name == "arith.muli":
+            if a[0] and b[0]:
+                return None
+            (terms, k), scale = (a, b[1]) if not b[0] else (b, a[1])
+            return {d: x * scale for d, x in terms.items()}, k * scale
+        sign = 1 if op.name == "arith.addi" else -1
+        terms = dict(a[0])
+        for d, x in b[0].items():
+            terms[d] = terms.get(d, 0) + sign * x
+        return {d: x for d, x in terms.items() if x}, a[1] + sign * b[1]
+    return None
+
+
+def _single_term(form) -> Optional[tuple[int, int, int]]:
+    """a*d + c with a > 0 and c >= 0 -> (d, a, c); None otherwise."""
+    if form is None:
+        return None
+    terms, c = form
+    if len(terms) != 1 or c < 0:
+        return None
+    (d, a), = terms.items()
+    return (d, a, c) if a > 0 else None
+
+_REDUCE_COMBINER = {"+": ("arith.addf", "arith.addi"), "*": ("arith.mulf", "arith.muli"),
+                    "min": ("arith.minimumf", "arith.minsi"),
+                    "max": ("arith.maximumf", "arith.maxsi"),
+                    "and": (None, "arith.andi"), "or": (None, "arith.ori")}
+
+
+def _walk(op: ir.Operation):
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                yield child
+                yield from _walk(child)
+
+
+def _region_contains(region: ir.Region, op: ir.Operation) -> bool:
+    return any(child.operation == op for block in region.blocks for child in block.operations)
+
+
+def _constant_like(t: ir.Type, value) -> ir.Value:
+    if isinstance(t, ir.FloatType):
+        return arith.ConstantOp(t, ir.FloatAttr.get(t, float(value))).result
+    return arith.ConstantOp(t, ir.IntegerAttr.get(t, int(value))).result
+
+
+def _int_identity(t: ir.Type, value):
+    width = ir.IntegerType(t).width
+    return {"min": -2 ** (width - 1), "max": 2 ** (width - 1) - 1,
+            "umax": -1}.get(value, value) if isinstance(value, str) else value
+
+
+def _constant_in(L: Lowering, t: ir.Type, value) -> ir.Value:
+    if not isinstance(t, ir.FloatType):
+        value = _int_identity(t, value)
+    return L.constant(t, value)
+
+
+def _arg_identity(op: str, element: ir.Type):
+    if isinstance(element, ir.FloatType):
+        return math.inf if op == "argmin" else -math.inf
+    width = ir.IntegerType(element).width
+    return 2 ** (width - 1) - 1 if op == "argmin" else -2 ** (width - 1)
+
+
+def _combine(name: str, acc: ir.Value, value: ir.Value) -> ir.Value:
+    return ir.Operation.create(name, results=[acc.type], operands=[acc, value]).results[0]
+
+
+def _clamp(index: ir.Value, source: ir.Value, dim: int) -> ir.Value:
+    """min(max(index, 0), dim - 1): a load under an `if` must stay in bounds."""
+    idx = ir.IndexType.get()
+    zero = arith.ConstantOp(idx, 0).result
+    one = arith.ConstantOp(idx, 1).result
+    size = tensor.DimOp(source, arith.ConstantOp(idx, dim).result).result
+    last = arith.SubIOp(size, one).result
+    return arith.MinSIOp(arith.MaxSIOp(index, zero).result, last).result
+
+
+def _arg_select(op: str, vals, outs) -> list[ir.Value]:
+    """Keep (value, index) when it beats the best so far; ties keep the lower index, so
+    the result is the first extreme index whatever order the reduction runs in. A third
+    value, when present, is the guard of a conditional yield."""
+    value, index = vals[0], vals[1]
+    best, best_index = outs
+    i64 = ir.IntegerType.get_signless(64)
+    index = arith.IndexCastOp(i64, index).result if isinstance(index.type, ir.IndexType) \
+        else index
+    if isinstance(value.type, ir.FloatType):
+        better = arith.CmpFOp(arith.CmpFPredicate.OGT if op == "argmax"
+                              else arith.CmpFPredicate.OLT, value, best).result
+        equal = arith.CmpFOp(arith.CmpFPredicate.OEQ, value, best).result
+    else:
+        better = arith.CmpIOp(arith.CmpIPredicate.sgt if op == "argmax"
+                              else arith.CmpIPredicate.slt, value, best).result
+        equal = arith.CmpIOp(arith.CmpIPredicate.eq, value, best).result
+    earlier = arith.CmpIOp(arith.CmpIPredicate.slt, index, best_index).result
+    take = arith.OrIOp(better, arith.AndIOp(equal, earlier).result).result
+    if len(vals) > 2:
+        take = arith.AndIOp(take, vals[2]).result
+    return [arith.SelectOp(take, value, best).result,
+            arith.SelectOp(take, index, best_index).result]
