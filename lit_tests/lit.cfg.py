@@ -17,7 +17,8 @@ config.test_format = lit.formats.ShTest(execute_external=False)  # lit's own she
 config.suffixes = [".mlir", ".zyn", ".py"]
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = config.test_source_root  # %t lives in <dir>/Output/ (git-ignored)
+# %t files and lit's .lit_test_times.txt go under lit_tests/Output/ (git-ignored).
+config.test_exec_root = os.path.join(config.test_source_root, "Output")
 
 for name in ("PATH", "HOME", "PYTHONPATH", "PYENV_ROOT", "PYENV_VERSION", "LD_LIBRARY_PATH",
              "TMPDIR"):

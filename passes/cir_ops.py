@@ -88,7 +88,8 @@ def constant_int(value: ir.Value) -> Optional[int]:
              "arith.muli": lambda a, b: a * b,
              "arith.floordivsi": lambda a, b: a // b if b else None,
              "arith.divsi": lambda a, b: int(a / b) if b else None,
-             "arith.remsi": lambda a, b: a % b if b else None}
+             "arith.remsi": lambda a, b: a % b if b else None,
+             "arith.maxsi": max, "arith.minsi": min}
     if op.name in folds:
         a, b = constant_int(op.operands[0]), constant_int(op.operands[1])
         return None if a is None or b is None else folds[op.name](a, b)

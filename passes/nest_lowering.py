@@ -108,12 +108,12 @@ class NestLowering:
 
     def generic(self, dims: list[ir.Value], iterators: list[str], roots: list,
                 outs: list[tuple[ir.Value, ir.AffineMap]], region) -> list[ir.Value]:
-        """A linalg.generic over `dims`. Each root is a body value or a callable
-        `(materialize) -> ir.Value` building a value in the region; `region(values, outs)`
-        returns what it yields."""
+        """A linalg.generic over `dims`. Each root is a body value or a Derived value;
+        `region(values, outs)` returns what the region yields."""
         plan = _Plan(self, dims)
         for root in roots:
             plan.visit(root)
+        self._cover_all_dims(plan, dims, outs)
         maps = [m for _, m in plan.inputs] + [m for _, m in outs]
         L = self.L
         with L.ip, self.compute.location:
@@ -129,6 +129,23 @@ class NestLowering:
             values = [plan.visit(r) for r in roots]
             linalg.YieldOp(region(values, list(block.arguments)[len(plan.inputs):]))
         return list(op.results)
+
+    def _cover_all_dims(self, plan: "_Plan", dims, outs) -> None:
+        """linalg infers loop extents from operand shapes: a loop that no indexing map
+        names (it is only gathered from) gets an empty tensor of its extent as an input."""
+        covered = set()
+        for _, m in plan.inputs + list(outs):
+            for expr in m.results:
+                try:
+                    covered.add(ir.AffineDimExpr(expr).position)
+                except ValueError:
+                    pass
+        missing = [d for d in range(len(dims)) if d not in covered]
+        if missing:
+            extents = self.L.empty([self.bound(dims[d]) for d in missing],
+                                   ir.IntegerType.get_signless(8))
+            plan.inputs.append((extents, ir.AffineMap.get(
+                len(dims), 0, [ir.AffineDimExpr.get(d) for d in missing])))
 
     def tensor_over(self, dims: list[ir.Value], value, element: ir.Type) -> ir.Value:
         """`value` computed at every point of `dims`, as a tensor over them."""
@@ -242,15 +259,14 @@ class NestLowering:
         if not guards:
             return g
 
-        def build(mat):
-            value = mat(g)
+        def build(values):
+            value, conds = values[0], values[1:]
             identity = _constant_like(value.type, IDENTITY[combiner])
-            for cond, taken in reversed(guards):
-                c = mat(cond)
+            for c, (_, taken) in reversed(list(zip(conds, guards))):
                 value = arith.SelectOp(c, value, identity).result if taken else \
                     arith.SelectOp(c, identity, value).result
             return value
-        return build
+        return Derived([g] + [cond for cond, _ in guards], build)
 
     def _init(self, ctx: list[ir.Value], value: ir.Value) -> ir.Value:
         """The initial accumulator as a tensor over the loop's context."""
@@ -414,16 +430,17 @@ class NestLowering:
             parent = _parent_op(parent)
         return guards
 
-    def _all(self, guards):
-        def build(mat):
+    @staticmethod
+    def _all(guards):
+        """The conjunction of a yield's guards, as a region value."""
+        def build(conds):
             value = None
-            for cond, taken in guards:
-                c = mat(cond)
+            for c, (_, taken) in zip(conds, guards):
                 if not taken:
                     c = arith.XOrIOp(c, _constant_like(c.type, 1)).result
                 value = c if value is None else arith.AndIOp(value, c).result
             return value
-        return build
+        return Derived([cond for cond, _ in guards], build)
 
     def _named_reduce(self, y, ctx, init, combiner, reduced) -> Optional[ir.Value]:
         load = _op(y.operands[0])
@@ -440,6 +457,14 @@ class NestLowering:
             with ir.InsertionPoint(block):
                 linalg.YieldOp([_combine(combiner, block.arguments[1], block.arguments[0])])
         return op.results[0]
+
+
+class Derived:
+    """A region value built from body values: `build(materialized deps)`."""
+
+    def __init__(self, deps: list[ir.Value], build):
+        self.deps = deps
+        self.build = build
 
 
 class _Plan:
@@ -475,18 +500,15 @@ class _Plan:
         return self.args[self.slot[key]] if self.emitting else None
 
     def visit(self, value):
-        if callable(value):
-            return value(self.visit) if self.emitting else value(self._collect)
+        if isinstance(value, Derived):
+            values = [self.visit(d) for d in value.deps]
+            return value.build(values) if self.emitting else None
         if self.emitting and value in self.memo:
             return self.memo[value]
         result = self._visit(value)
         if self.emitting:
             self.memo[value] = result
         return result
-
-    def _collect(self, value):
-        self.visit(value)
-        return _Dummy()
 
     def _visit(self, value: ir.Value):
         owner, L = self.owner, self.owner.L
@@ -553,15 +575,6 @@ class _Plan:
         else_v = list(op.regions[1].blocks[0].operations)[-1].operands[k]
         cond, a, b = self.visit(op.operands[0]), self.visit(then_v), self.visit(else_v)
         return arith.SelectOp(cond, a, b).result if self.emitting else None
-
-
-class _Dummy:
-    """Stands for a value during the collecting pass of a callable root."""
-
-    type = None
-
-    def __getattr__(self, name):
-        return None
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -27,6 +27,9 @@ CASES = {
     "float used as an index": (_kernel("    for i in 0..len:\n        let s = x[i]\n"
                                        "        out[i] = x[s]\n"),
                                "5:20", "index must be an integer, got f32"),
+    "float literal used as an index": (_kernel("    for i in 0..len:\n        let s = 1.5\n"
+                                               "        out[i] = x[s]\n"),
+                                       "5:20", "index must be an integer, got f32"),
     "rank mismatch": (_kernel("    for i in 0..len:\n        out[i] = x[i] + x[i, 0]\n"),
                       "4:25", "rank mismatch: 'x' has rank 1"),
     "out read before written": (_kernel("    for i in 0..len:\n        out[i] += x[i]\n"),
@@ -53,11 +56,18 @@ CASES = {
 }
 
 
+# Mistakes that depend on an input's dtype surface when the program is called.
+NEEDS_DTYPES = {"float used as an index"}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_located_error(name):
     source, where, message = CASES[name]
     with pytest.raises(zynml.ZynMLError) as info:
-        zynml.compile(source)
+        if name in NEEDS_DTYPES:
+            zynml.run(source, x=np.ones(3, np.float32))
+        else:
+            zynml.compile(source)
     text = str(info.value)
     assert text.startswith(f"<string>:{where}: error: "), text
     assert message in text
@@ -112,5 +122,5 @@ def test_bad_inputs_at_call_time(inputs, where, message):
 def test_bool_reduction_rejects_float_values():
     source = _kernel("    for i in 0..len:\n        yield x[i]\n", "reduce(and)")
     with pytest.raises(zynml.ZynMLError) as info:
-        zynml.compile(source)
+        zynml.run(source, x=np.ones(5, np.float32))
     assert str(info.value).startswith("<string>:4:15: error: 'reduce(and)' needs bool values")

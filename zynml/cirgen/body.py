@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlir import ir
-from mlir.dialects import arith, scf
+from mlir.dialects import arith, scf, tensor
 
 from . import scalar as S
 from ..frontend import ast
@@ -106,7 +106,7 @@ class BodyEmitter:
         carried = _assigned_vars(stmt.then_body + stmt.else_body, self.env)
         cond = self.expr(stmt.cond, BOOL)
         types = [S.mlir_type(s.ty) for s in carried]
-        op = scf.IfOp(cond, types, hasElse=bool(carried or stmt.else_body))
+        op = scf.IfOp(cond, types, has_else=bool(carried or stmt.else_body))
         before = {s: self.env[s] for s in carried}
         with ir.InsertionPoint(op.then_block):
             self.block(stmt.then_body)
@@ -144,9 +144,34 @@ class BodyEmitter:
             return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
                                        operands=[source, *indices]).result
         if isinstance(e, ast.Call):
+            if e.func.id == "dot":
+                return self._dot(e, t)
             args = [self.expr(a, t) for a in e.args]
             return S.builtin(e.func.id, args, t)
         raise AssertionError(f"unexpected expression {type(e).__name__}")
+
+    def _dot(self, e: ast.Call, t: ScalarType) -> ir.Value:
+        """dot(a[..], b[..]) as a loop over the rows' last dimension (a reduction loop
+        that cir-to-linalg lowers like any other)."""
+        rows = e.args
+        source = self.env[rows[0].base.sym]
+        last = len(rows[0].indices)
+        length = tensor.DimOp(source, S.index(last)).result
+        prefixes = [[self.expr(i, INDEX) for i in row.indices] for row in rows]
+        loop = scf.ForOp(S.index(0), length, S.index(1), [S.constant(t, 0)])
+        with ir.InsertionPoint(loop.body):
+            k = loop.induction_variable
+            product = None
+            for row, prefix in zip(rows, prefixes):
+                element = self._concrete(row.ty)
+                value = ir.Operation.create(
+                    "cir.load", results=[S.mlir_type(element)],
+                    operands=[self.env[row.base.sym], *prefix, k]).result
+                value = S.convert(value, element, t)
+                product = value if product is None else S.binary("*", product, value, t)
+            acc = loop.inner_iter_args[0]
+            scf.YieldOp([S.binary("+", acc, product, t)])
+        return loop.results[0]
 
     def _name(self, e: ast.Name) -> ir.Value:
         return self.env[e.sym]

@@ -115,7 +115,9 @@ class _ProgramEmitter:
             return self.size_values[name]
         size = self.program.sizes[name]
         value = None
-        if name in self.program.constants:
+        if size.value is not None:  # known at specialization: the IR is static
+            value = S.index(size.value)
+        elif name in self.program.constants:
             value = S.index(int(self.program.constants[name]))
         else:
             for binding in size.bindings:
@@ -138,6 +140,12 @@ class _ProgramEmitter:
             return self._scalar(e.id, INDEX)
         if isinstance(e, ast.Binary) and e.op in ("+", "-", "*", "/", "%"):
             return S.binary(e.op, self._extent(e.left), self._extent(e.right), INDEX)
+        if isinstance(e, ast.Call) and e.func.id == "max":  # extents of several writes
+            values = [self._extent(a) for a in e.args]
+            result = values[0]
+            for v in values[1:]:
+                result = S.maximum(result, v, INDEX)
+            return result
         raise ZynMLError("this extent expression is not supported", e.loc)
 
     # ------------------------------------------------------------------ compute blocks

@@ -8,10 +8,11 @@ from mlir import ir
 from mlir.dialects import arith
 from mlir.dialects import math as mmath
 
-from ..frontend.types import INDEX, ScalarType, TensorType
+from ..frontend.types import INDEX, ScalarType, TensorType, concrete
 
 
 def mlir_type(t: ScalarType) -> ir.Type:
+    t = concrete(t)
     if t.name in ("f16", "f32", "f64"):
         return {"f16": ir.F16Type.get, "f32": ir.F32Type.get, "f64": ir.F64Type.get}[t.name]()
     if t == INDEX:

@@ -211,7 +211,7 @@ class BodyChecker:
         for rng in stmt.ranges:
             for bound in (rng.lo, rng.hi) + ((rng.step,) if rng.step else ()):
                 t = self._expr(bound)
-                if not t.is_int:
+                if not t.may_be_int():
                     raise _err(f"loop bounds must be integers, got {t}", bound)
             scope[rng.var] = rng.sym = Symbol("loop", rng.var, INDEX, rng.loc, range=rng)
         self.scopes.append({})
@@ -221,7 +221,7 @@ class BodyChecker:
 
     def _stmt_If(self, stmt: ast.If) -> None:
         t = self._expr(stmt.cond)
-        if not t.is_bool:
+        if not t.may_be_bool():
             raise _err(f"condition must be a bool, got {t}", stmt.cond)
         for body in (stmt.then_body, stmt.else_body):
             self.scopes.append({})
@@ -282,6 +282,8 @@ class BodyChecker:
         raise _err("cannot assign to this expression", target)
 
     def _check_assignable(self, dest: ScalarType, value: ScalarType, node: ast.Node) -> None:
+        if dest.is_any or value.is_any:
+            return
         if dest.is_int and not dest.is_bool and value.is_float and not value.is_literal:
             raise _err(f"cannot assign a {value} value to an integer variable", node)
         if dest.is_bool != value.is_bool:
@@ -298,14 +300,14 @@ class BodyChecker:
                 raise _err(f"'{self.reduce_op}' yields a pair: yield (value, index)", stmt)
             t = self._expr(value.elts[0])
             it = self._expr(value.elts[1])
-            if not it.is_int:
+            if not it.may_be_int():
                 raise _err(f"the index of a yielded pair must be an integer, got {it}",
                            value.elts[1])
         else:
             if isinstance(value, ast.TupleExpr):
                 raise _err(f"'reduce({self.reduce_op})' yields one value, not a pair", stmt)
             t = self._expr(value)
-        if self.reduce_op in ("and", "or") and not t.is_bool:
+        if self.reduce_op in ("and", "or") and not t.may_be_bool():
             raise _err(f"'reduce({self.reduce_op})' needs bool values, got {t}", stmt.value)
         self.yields.append(stmt)
 
@@ -318,8 +320,12 @@ class BodyChecker:
         if isinstance(idx, ast.Slice):
             raise _err("slices are not supported in this kernel yet", idx)
         t = self._expr(idx)
-        if not t.is_int or t.is_bool:
-            raise _err(f"index must be an integer, got {t}", idx)
+        if not t.may_be_int():
+            notes = None
+            if isinstance(idx, ast.Name) and idx.sym is not None and idx.sym.kind in ("let", "var"):
+                notes = [(f"'{idx.id}' is bound to a {t} value here (it shadows any loop "
+                          f"variable of that name)", idx.sym.loc)]
+            raise _err(f"index must be an integer, got {t}", idx, notes=notes)
 
     def _expr(self, e: ast.Expr) -> ScalarType:
         method = getattr(self, "_expr_" + type(e).__name__, None)
@@ -370,7 +376,7 @@ class BodyChecker:
     def _expr_Unary(self, e: ast.Unary) -> ScalarType:
         t = self._expr(e.operand)
         if e.op == "not":
-            if not t.is_bool:
+            if not t.may_be_bool():
                 raise _err(f"'not' needs a bool, got {t}", e)
             return BOOL
         if t.is_bool:
@@ -380,7 +386,7 @@ class BodyChecker:
     def _expr_Binary(self, e: ast.Binary) -> ScalarType:
         lt, rt = self._expr(e.left), self._expr(e.right)
         if e.op in ("and", "or"):
-            if not (lt.is_bool and rt.is_bool):
+            if not (lt.may_be_bool() and rt.may_be_bool()):
                 raise _err(f"'{e.op}' needs bool operands, got {lt} and {rt}", e)
             return BOOL
         common = promote(lt, rt)
@@ -442,6 +448,8 @@ class BodyChecker:
         if not isinstance(e.func, ast.Name):
             raise _err("only builtin functions can be called in a compute body", e.func)
         name = e.func.id
+        if name == "dot":
+            return self._dot(e)
         if name not in MATH_BUILTINS:
             raise _err(f"unknown function '{name}'; builtins are "
                        + ", ".join(sorted(MATH_BUILTINS)), e.func)
@@ -463,6 +471,33 @@ class BodyChecker:
             return self.default_float
         return common
 
+    def _dot(self, e: ast.Call) -> ScalarType:
+        """`dot(Q[b, h, i], K[b, h, j])`: the inner product of two rows (each argument
+        indexes all but the last dimension)."""
+        if len(e.args) != 2 or e.kwargs:
+            raise _err("'dot' takes two rows, e.g. dot(Q[b, h, i], K[b, h, j])", e)
+        types = [self._row(a) for a in e.args]
+        common = promote(types[0], types[1])
+        if common is None or common.is_bool:
+            raise _err(f"'dot' cannot combine rows of {types[0]} and {types[1]}", e)
+        return common
+
+    def _row(self, e: ast.Expr) -> ScalarType:
+        if not isinstance(e, ast.Index) or not isinstance(e.base, ast.Name):
+            raise _err("an argument of 'dot' must be a row of an input, e.g. Q[b, h, i]", e)
+        sym = self._lookup(e.base.id)
+        if sym is None or sym.kind != "arg" or not is_tensor(sym.ty):
+            raise _err(f"'{e.base.id}' is not a tensor input of this compute", e.base)
+        e.base.sym = sym
+        if sym.ty.rank != len(e.indices) + 1:
+            raise _err(f"'{e.base.id}' has rank {sym.ty.rank}: a row of it takes "
+                       f"{sym.ty.rank - 1} indices, not {len(e.indices)}", e)
+        for dim, idx in enumerate(e.indices):
+            self._index_expr(idx)
+            self._bind_size(sym.name, dim, idx)
+        e.ty = sym.ty.dtype
+        return sym.ty.dtype
+
     def _expr_TupleExpr(self, e: ast.TupleExpr) -> ScalarType:
         raise _err("a tuple is only allowed in 'yield (value, index)'", e)
 
@@ -473,20 +508,23 @@ class BodyChecker:
             return self._reduce_result(reduce_op, axis)
         if not self.stores:
             raise _err(f"kernel '{kind}' never writes 'out'", self.node)
-        first = self.stores[0].target
-        dims = []
-        for idx in first.indices:
-            rng = idx.sym.range if isinstance(idx, ast.Name) and idx.sym and \
-                idx.sym.kind == "loop" else None
-            if rng is None or not _is_zero(rng.lo) or not _is_unit_step(rng.step):
-                raise _err("cannot infer the output shape: index 'out' with loop variables "
-                           "that run from 0 in steps of 1", idx)
-            dims.append(rng.hi)
-        for store in self.stores[1:]:
-            if len(store.target.indices) != len(dims):
-                raise _err(f"rank mismatch: 'out' was written with {len(dims)} indices "
+        rank = len(self.stores[0].target.indices)
+        extents: list[list[ast.Expr]] = [[] for _ in range(rank)]
+        for store in self.stores:
+            if len(store.target.indices) != rank:
+                first = self.stores[0].target
+                raise _err(f"rank mismatch: 'out' was written with {rank} indices "
                            f"at {first.loc.line}:{first.loc.col}", store.target)
-        return TensorType(self._store_type(), (None,) * len(dims)), dims
+            for dim, idx in enumerate(store.target.indices):
+                extent = _extent_of_index(idx)
+                if extent is None:
+                    raise _err("cannot infer the output shape: index 'out' with a*i + c, "
+                               "i a loop variable running from 0 in steps of 1", idx)
+                if not any(_same_expr(extent, e) for e in extents[dim]):
+                    extents[dim].append(extent)
+        dims = [e[0] if len(e) == 1 else
+                ast.Call(e[0].loc, ast.Name(e[0].loc, "max"), e) for e in extents]
+        return TensorType(self._store_type(), (None,) * rank), dims
 
     def _reduce_result(self, reduce_op: str, axis: Optional[int]):
         if len(self.yields) != 1:
@@ -566,6 +604,42 @@ def concrete_in(t: ScalarType, checker: BodyChecker) -> ScalarType:
     return concrete(t)
 
 
+def _extent_of_index(idx: ast.Expr) -> Optional[ast.Expr]:
+    """For `a*i + c` with `for i in 0..n`: the extent it needs, a*(n - 1) + c + 1."""
+    a, c, var = 1, 0, idx
+    if isinstance(var, ast.Binary) and var.op in "+-" and isinstance(var.right, ast.IntLit):
+        c = var.right.value if var.op == "+" else -var.right.value
+        var = var.left
+    if isinstance(var, ast.Binary) and var.op == "*":
+        if isinstance(var.right, ast.IntLit):
+            a, var = var.right.value, var.left
+        elif isinstance(var.left, ast.IntLit):
+            a, var = var.left.value, var.right
+    if not (isinstance(var, ast.Name) and var.sym is not None and var.sym.kind == "loop"):
+        return None
+    rng = var.sym.range
+    if not _is_zero(rng.lo) or not _is_unit_step(rng.step) or a <= 0 or c < 0:
+        return None
+    if a == 1 and c == 0:
+        return rng.hi
+    loc = idx.loc
+    last = ast.Binary(loc, "-", rng.hi, ast.IntLit(loc, 1))
+    return ast.Binary(loc, "+", ast.Binary(loc, "*", ast.IntLit(loc, a), last),
+                      ast.IntLit(loc, c + 1))
+
+
+def _same_expr(a: ast.Expr, b: ast.Expr) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, ast.Name):
+        return a.id == b.id
+    if isinstance(a, ast.IntLit):
+        return a.value == b.value
+    if isinstance(a, ast.Binary):
+        return a.op == b.op and _same_expr(a.left, b.left) and _same_expr(a.right, b.right)
+    return False
+
+
 def _is_zero(e: ast.Expr) -> bool:
     return isinstance(e, ast.IntLit) and e.value == 0
 
@@ -583,6 +657,9 @@ def eval_extent(e: ast.Expr, sizes: dict[str, Size], constants: dict[str, Any]) 
             return sizes[e.id].value
         value = constants.get(e.id)
         return value if isinstance(value, int) else None
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "max":
+        values = [eval_extent(a, sizes, constants) for a in e.args]
+        return None if None in values else max(values)
     if isinstance(e, ast.Binary) and e.op in ("+", "-", "*", "/", "%"):
         a, b = eval_extent(e.left, sizes, constants), eval_extent(e.right, sizes, constants)
         if a is None or b is None or (e.op in "/%" and b == 0):

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from . import ast
 from .body_checker import BodyChecker, eval_extent
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
-from .types import F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
+from .types import ANY, F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from ..errors import SourceFile, ZynMLError
 
 __all__ = ["check", "check_pipeline", "Signature"]
@@ -207,7 +207,7 @@ class _ProgramChecker:
     def _signature_type(self, name: str, expr: ast.Name, node: ast.Compute) -> Any:
         rank = _first_index_rank(node, name)
         if self.signature is None:
-            return TensorType(F32, (None,) * rank) if rank is not None else F32
+            return TensorType(ANY, (None,) * rank) if rank is not None else ANY
         if name not in self.signature:
             raise ZynMLError(f"missing input '{name}'", expr.loc)
         return self.signature[name]
@@ -224,7 +224,7 @@ class _ProgramChecker:
                 ty = F32 if ty == FLOAT_LITERAL else INDEX
             return Symbol("capture", name, ty)
         if self.signature is None:
-            ty = F32
+            ty = ANY
         elif name in self.signature:
             ty = self.signature[name]
         else:
@@ -295,11 +295,15 @@ def _first_index_rank(node: ast.Compute, name: str) -> Optional[int]:
     """Rank of input `name` from its first indexing in the body (None if never indexed)."""
     found: list[int] = []
 
-    def visit(x):
+    def visit(x, row: bool = False):
         if found:
             return
         if isinstance(x, ast.Index) and isinstance(x.base, ast.Name) and x.base.id == name:
-            found.append(len(x.indices))
+            found.append(len(x.indices) + row)  # a row (dot's argument) drops one index
+            return
+        if isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "dot":
+            for arg in x.args:
+                visit(arg, row=True)
             return
         if isinstance(x, list):
             for item in x:

@@ -164,6 +164,8 @@ class _Frame:
 
     char: str
     depth: int
+    line: int
+    token_index: int  # where the opener's token is in the token list
     silent_base: bool = False  # `{` pushed a silent level for its continuation-line base
     multiline: bool = False  # `{` saw a NEWLINE: it must be closed by an aligned `}`
 
@@ -222,6 +224,7 @@ class _Lexer:
                 self.report("tab in indentation; indent with spaces", self.loc(lineno, tab_at + 1))
             self.indentation(lineno, line, start, width)
         self.scan(lineno, line, start)
+        self.drop_unclosed_one_line_bodies(lineno)
         if self.pending and self.significant():
             self.newline()
 
@@ -282,10 +285,13 @@ class _Lexer:
             self.frames.pop()
         floor = self.frames[-1].depth if self.frames else 1
         while len(self.indents) > floor and self.indents[-1] > width:
+            if self.indents[-2] < width:
+                # Between two levels: no block was ever opened at this width. Recover by
+                # moving the inner block to this width (the line continues that block).
+                self.report("unindent does not match any outer indentation level", loc)
+                self.indents[-1] = width
+                return
             self.pop_level(loc)
-        if self.indents[-1] < width:
-            self.report("unindent does not match any outer indentation level", loc)
-            self.push_level(width, True, loc)  # treat the line as continuing this block
 
     def is_valid_dedent(self, width: int) -> bool:
         floor = self.frames[-1].depth if self.frames else 1
@@ -294,18 +300,19 @@ class _Lexer:
     def is_stray(self, lineno: int, line: str, start: int, width: int) -> bool:
         """Is this dedented line a single mis-indented line inside its block?
 
-        Error recovery only: true when the next line is indented more than this one although
-        this one opens no block (so dedenting here would make the next line an "unexpected
-        indentation"), or when this line's indentation is invalid and the next line is
-        deeper than the current block. Keeping such a line in the current block turns one
-        misplaced line into one error instead of a cascade. Never true in a valid program.
+        Error recovery only: true when this line opens no block and the next line is back
+        at an open block's level, deeper than this one (dedenting here would make it an
+        "unexpected indentation"); or when this line's indentation is invalid, it opens a
+        block, and the next line is deeper than the current block. Keeping such a line in
+        the current block turns one misplaced line into one error instead of a cascade.
+        Never true in a valid program.
         """
         next_width = self.next_width(lineno)
         if next_width is None or next_width <= width:
             return False
         if _opens_block(line, start):
             return next_width > self.indents[-1] and not self.is_valid_dedent(width)
-        return True
+        return self.is_valid_dedent(next_width)
 
     def next_width(self, lineno: int) -> int | None:
         """Indentation width of the next non-blank, non-comment line (None at the end)."""
@@ -314,6 +321,19 @@ class _Lexer:
             if start < len(line) and not line.startswith("//", start):
                 return width
         return None
+
+    def drop_unclosed_one_line_bodies(self, lineno: int) -> None:
+        """A `{` followed by tokens on its own line is a one-line body, which must close on
+        that line. Still open at the line's end, it never will: drop it (the parser reports
+        the missing `}`) so the next lines are not taken as its body."""
+        while self.frames:
+            frame = self.frames[-1]
+            if frame.char != "{" or frame.line != lineno or frame.token_index == len(self.tokens) - 1:
+                return
+            self.frames.pop()
+            if frame.silent_base:
+                self.indents.pop()
+                self.silent.pop()
 
     def push_level(self, width: int, silent: bool, loc: SourceLocation) -> None:
         self.indents.append(width)
@@ -438,7 +458,7 @@ class _Lexer:
             self.error(f"unexpected character {shown}{_HINTS.get(c, '')}", c, lineno, i + 1)
             return i + 1
         if text in _OPENERS:
-            self.open_bracket(text)
+            self.open_bracket(text, lineno)
         elif text in _CLOSERS:
             self.close_bracket(text, lineno, i + 1, first_on_line)
         self.emit(text, text, None, lineno, i + 1)
@@ -446,7 +466,7 @@ class _Lexer:
 
     # ------------------------------------------------------------------ brackets
 
-    def open_bracket(self, char: str) -> None:
+    def open_bracket(self, char: str, lineno: int) -> None:
         silent_base = False
         if char == "{" and self.line_width > self.indents[-1]:
             # `{` on a continuation line inside ( ): its body is indented relative to
@@ -454,7 +474,7 @@ class _Lexer:
             self.indents.append(self.line_width)
             self.silent.append(True)
             silent_base = True
-        self.frames.append(_Frame(char, len(self.indents), silent_base))
+        self.frames.append(_Frame(char, len(self.indents), lineno, len(self.tokens), silent_base))
 
     def close_bracket(self, char: str, lineno: int, col: int, first_on_line: bool) -> None:
         """Pop the matching frame. Brackets left open inside it are dropped (the parser

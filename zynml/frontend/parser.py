@@ -477,6 +477,8 @@ class Parser:
         try:
             while self.kind == "@":
                 body.add(self.parse_annotation())
+            if self.kind == "NEWLINE" and self.peek().kind == "INDENT":
+                self.fail("a multi-line body must start on the line after '{'")
             if self.kind != "}":
                 body.stmts.append(self.parse_statement())
         finally:
@@ -732,6 +734,7 @@ class _ComputeBody:
         self.kernel: Optional[ast.KernelSpec] = None
         self.inner: list[ast.Annotation] = []
         self.stmts: list[ast.Stmt] = []
+        self.misplaced_reported = False
 
     def add(self, ann: ast.Annotation | ast.KernelSpec) -> None:
         if isinstance(ann, ast.Annotation):
@@ -750,8 +753,9 @@ class _ComputeBody:
         if p.kind != "@":
             self.stmts.append(p.parse_statement())
             return
-        if self.stmts:
-            p.fail("annotations must come before the statements of a compute body")
+        if self.stmts and not self.misplaced_reported:  # once: the rest follow from it
+            self.misplaced_reported = True
+            p.report("annotations must come before the statements of a compute body", p.tok.loc)
         while p.kind == "@":
             self.add(p.parse_annotation())
         p.end_statement()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ScalarType", "TensorType", "SCALARS", "INDEX", "F32", "F64", "I64", "BOOL",
+__all__ = ["ScalarType", "TensorType", "SCALARS", "INDEX", "F32", "F64", "I64", "BOOL", "ANY",
            "FLOAT_LITERAL", "INT_LITERAL", "promote", "from_numpy", "to_numpy"]
 
 
@@ -37,8 +37,19 @@ class ScalarType:
         return self.name in ("float", "int")
 
     @property
+    def is_any(self) -> bool:
+        return self.name == "any"
+
+    def may_be_bool(self) -> bool:
+        return self.is_bool or self.is_any
+
+    def may_be_int(self) -> bool:
+        return (self.is_int and not self.is_bool) or self.is_any
+
+    @property
     def bits(self) -> int:
-        return {"bool": 1, "index": 64, "int": 64, "float": 32}.get(self.name) or int(self.name[1:])
+        return {"bool": 1, "index": 64, "int": 64, "float": 32, "any": 32}.get(self.name) \
+            or int(self.name[1:])
 
     def __str__(self) -> str:
         return self.name
@@ -65,18 +76,24 @@ SCALARS = {n: ScalarType(n) for n in
 INDEX = ScalarType("index")
 F32, F64, I64, BOOL = SCALARS["f32"], SCALARS["f64"], SCALARS["i64"], SCALARS["bool"]
 FLOAT_LITERAL = ScalarType("float")
+# The element type of an input before its dtype is known (checking without a signature):
+# every check that depends on it waits for the real dtype.
+ANY = ScalarType("any")
 INT_LITERAL = ScalarType("int")
 
 
 def concrete(t: ScalarType) -> ScalarType:
     """The type a literal takes when nothing else decides it."""
-    return {"float": F32, "int": INDEX}.get(t.name, t)
+    return {"float": F32, "int": INDEX, "any": F32}.get(t.name, t)
 
 
 def promote(a: ScalarType, b: ScalarType) -> ScalarType | None:
     """The common type of a binary arithmetic operation, or None if there is none."""
     if a == b:
         return a
+    if a.is_any or b.is_any:
+        other = b if a.is_any else a
+        return ANY if other.is_literal else other
     if a.is_bool or b.is_bool:
         return None
     if a.is_float and b.is_float:
