@@ -109,6 +109,21 @@ operator and axis are attributes of the enclosing `cir.compute`.
     "cir.yield"(%v) : (f32) -> ()
     "cir.yield"(%v, %i) : (f32, index) -> ()
 """),
+    ("alloc", """
+    %idx = irdl.is index
+    %result = irdl.any
+    irdl.operands(sizes: variadic %idx)
+    irdl.results(result: %result)
+    """, """\
+cir.alloc — a tensor local to one iteration of the enclosing loops of a body function
+(`shared var up[n]`, and the tensors of whole-tensor statements such as
+`let shifted = logits - m`).
+
+Operands: one `index` extent per dimension. Result: the tensor; like `out`, it is written
+with `cir.store` and read with `cir.load`, and it holds what was stored before a read.
+
+    %up = "cir.alloc"(%n) : (index) -> tensor<?xf32>
+"""),
     ("barrier", """
     irdl.operands()
     irdl.results()

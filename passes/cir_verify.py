@@ -41,7 +41,7 @@ def run(module: ir.Operation, options: Options) -> None:
     for fn in top_level_funcs(module):
         name = ir.StringAttr(fn.attributes["sym_name"]).value
         for op in ops_in(fn):
-            if op.name in ("cir.load", "cir.store", "cir.yield", "cir.barrier"):
+            if op.name in ("cir.load", "cir.store", "cir.yield", "cir.barrier", "cir.alloc"):
                 if not is_body_function(fn):
                     raise fail(op.location, f"'{op.name}' is only valid in a compute body "
                                             "function (marked cir.body)")
@@ -100,9 +100,17 @@ def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None) -> None
         _check_indexing(op, op.operands[0], list(op.operands[1:]), op.results[0].type)
     elif op.name == "cir.store":
         out = entry_block(fn).arguments[-1]
-        if op.operands[1] != out:
-            raise fail(loc, "'cir.store' may only write 'out' (the body's last argument)")
+        dest = op.operands[1]
+        local = not isinstance(dest, ir.BlockArgument) and dest.owner.name == "cir.alloc"
+        if dest != out and not local:
+            raise fail(loc, "'cir.store' may only write 'out' (the body's last argument) "
+                            "or a 'cir.alloc' tensor")
         _check_indexing(op, op.operands[1], list(op.operands[2:]), op.operands[0].type)
+    elif op.name == "cir.alloc":
+        result = op.results[0].type
+        if not isinstance(result, ir.RankedTensorType) or result.rank != len(op.operands):
+            raise fail(loc, f"'cir.alloc' takes one extent per dimension of its result; got "
+                            f"{len(op.operands)} for {result}")
     elif op.name == "cir.yield":
         if kind is not None and kind != "reduce":
             raise fail(loc, f"'cir.yield' in the body of a '{kind}' compute; only reductions "

@@ -75,6 +75,7 @@ class NestLowering:
         self.body = body
         self.named_ops = named_ops
         self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
+        self._locals: dict[ir.Value, ir.Value] = {}  # cir.alloc result -> its tensor
 
     # ------------------------------------------------------------------ contexts
 
@@ -316,25 +317,47 @@ class NestLowering:
     # ------------------------------------------------------------------ stores
 
     def lower_stores(self, result_type: ir.Type) -> ir.Value:
-        stores = [op for op in _walk(self.body) if op.name == "cir.store"]
+        out = self.L.out_arg
+        stores = [op for op in _walk(self.body) if op.name == "cir.store"
+                  and op.operands[1] == out]
         if not stores:
             raise LoweringError("the body never writes 'out'", self.compute.location)
-        out = self.L.out_arg
-        shape = list(ir.RankedTensorType(result_type).shape)
-        element = ir.RankedTensorType(result_type).element_type
+        tensor_type = ir.RankedTensorType(result_type)
+        return self._written(stores, [], list(tensor_type.shape), tensor_type.element_type)
+
+    def local(self, alloc: ir.Operation) -> ir.Value:
+        """The tensor a `cir.alloc` holds once written: over the alloc's context loops,
+        then its own dimensions."""
+        key = alloc.results[0]
+        if key not in self._locals:
+            prefix = self.context(alloc)
+            stores = [op for op in _walk(self.body) if op.name == "cir.store"
+                      and op.operands[1] == key]
+            if not stores:
+                raise LoweringError("a local array is read but never written", alloc.location)
+            shape = [constant_int(self.bound(iv)) for iv in prefix] + \
+                [constant_int(v) for v in alloc.operands]
+            shape = [ir.ShapedType.get_dynamic_size() if d is None else d for d in shape]
+            element = ir.RankedTensorType(key.type).element_type
+            self._locals[key] = self._written(stores, prefix, shape, element)
+        return self._locals[key]
+
+    def _written(self, stores, prefix: list[ir.Value], shape: list[int],
+                 element: ir.Type) -> ir.Value:
+        """The tensor that `stores` (each at `prefix` ivs + its indices) write."""
         current = None
         for store in stores:
-            if store.operands[1] != out:
-                raise LoweringError("only 'out' can be written", store.location)
             if self.guarded(store):
-                raise LoweringError("a write of 'out' inside an 'if' is not lowered yet",
-                                    store.location)
+                raise LoweringError("a write inside an 'if' is not lowered yet", store.location)
             ctx = self.context(store)
+            if ctx[:len(prefix)] != prefix:
+                raise LoweringError("a local array is written outside the loops it is "
+                                    "declared in", store.location)
             for iv in ctx:
                 if len(loop_of(iv).results):
-                    raise LoweringError("'out' is written inside a loop that carries "
-                                        "values; write it after the loop", store.location)
-            dims, offsets, strides = self._store_layout(store, ctx)
+                    raise LoweringError("a write inside a loop that carries values; write "
+                                        "after the loop", store.location)
+            dims, offsets, strides = self._store_layout(store, ctx, prefix)
             tile = self.tensor_over(dims, store.operands[0], element)
             full = (len(stores) == 1 and all(o == 0 for o in offsets)
                     and all(s == 1 for s in strides) and
@@ -343,17 +366,17 @@ class NestLowering:
                 return tile
             if current is None:  # partial writes: what no store covers reads as 0
                 if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
-                    raise LoweringError("strided or offset writes of 'out' need static shapes",
+                    raise LoweringError("strided or offset writes need static shapes",
                                         store.location)
                 current = self.L.filled(shape, element, self.L.constant(element, 0))
             current = self._insert(tile, current, offsets, strides)
         return current
 
-    def _store_layout(self, store: ir.Operation, ctx: list[ir.Value]):
+    def _store_layout(self, store: ir.Operation, ctx: list[ir.Value], prefix=()):
         """For out[a*iv + c, ...]: the ivs in index order, offsets c and strides a."""
         positions = {iv: d for d, iv in enumerate(ctx)}
         dims, offsets, strides = [], [], []
-        for index in store.operands[2:]:
+        for index in list(prefix) + list(store.operands[2:]):
             term = _single_term(linear(index, positions))
             if term is None:
                 raise LoweringError("'out' must be indexed by a*i + c with one loop variable "
@@ -542,6 +565,9 @@ class _Plan:
         if source == L.out_arg:
             raise LoweringError("reading 'out' is not lowered yet; keep the value in a var",
                                 op.location)
+        local = _op(source)
+        if local is not None and local.name == "cir.alloc":
+            return self._local_load(op, value, local)
         if source not in L.args:
             raise LoweringError("loads must read a compute input", op.location)
         guarded = self.owner.guarded(op)
@@ -555,6 +581,23 @@ class _Plan:
         if guarded:
             indices = [_clamp(i, tensor_value, d) for d, i in enumerate(indices)]
         return tensor.ExtractOp(tensor_value, indices).result
+
+    def _local_load(self, op: ir.Operation, value: ir.Value, alloc: ir.Operation):
+        prefix = self.owner.context(alloc)
+        if any(iv not in self.dims for iv in prefix):
+            raise LoweringError("a local array is read outside the loops it is declared in",
+                                op.location)
+        source = self.owner.local(alloc)
+        indices = prefix + list(op.operands[1:])
+        exprs = [self.owner.L.affine(i, self.dims) for i in indices]
+        if not self.owner.guarded(op) and all(e is not None for e in exprs):
+            return self._input(value, source, ir.AffineMap.get(self.n, 0, exprs))
+        materialized = [self.visit(i) for i in indices]
+        if not self.emitting:
+            return None
+        if self.owner.guarded(op):
+            materialized = [_clamp(i, source, d) for d, i in enumerate(materialized)]
+        return tensor.ExtractOp(source, materialized).result
 
     def _reduction_result(self, loop: ir.Operation, value: ir.Value):
         k = list(loop.results).index(value)

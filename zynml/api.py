@@ -121,14 +121,15 @@ class Program:
             array = _as_array(name, value, loc)
             values[name] = array
             dtype = from_numpy(array.dtype)
-            if array.ndim == 0 and not is_tensor(self.generic.inputs[name]):
+            generic = self.generic.inputs[name]
+            if array.ndim == 0 and (not is_tensor(generic) or generic.rank is None):
                 signature[name] = dtype
                 if dtype.is_int:
                     scalars[name] = int(array)
             else:
                 signature[name] = TensorType(dtype, tuple(int(d) for d in array.shape))
                 expected = self.generic.inputs[name]
-                if is_tensor(expected) and expected.rank != array.ndim:
+                if is_tensor(expected) and expected.rank not in (None, array.ndim):
                     raise ZynMLError(f"input '{name}' has rank {array.ndim} but the program "
                                      f"indexes it with {expected.rank} indices", loc)
                 if not is_tensor(expected):

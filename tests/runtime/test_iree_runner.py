@@ -202,3 +202,261 @@ def test_signature_parsing():
     assert [(r.is_tensor, r.dtype) for r in results] == [(True, np.int64), (False, np.float64)]
     assert _parse_declaration("sync func @g()") == ([], [])
     assert _parse_declaration("something else") is None
+
+
+# --------------------------------------------------------------------- large inputs
+# Inputs of 64 KiB and more are staged (copied into reused 64-byte aligned buffers that
+# IREE imports) or, with borrow_inputs=True, imported as they are.
+
+LARGE = """
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#id1 = affine_map<(d0) -> (d0)>
+func.func @twice(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %x, %c0 : tensor<?x?xf32>
+  %m = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %e = tensor.empty(%n, %m) : tensor<?x?xf32>
+  %r = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = arith.addf %v, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+func.func @rowsum(%x: tensor<?x?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%n) : tensor<?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?xf32>) -> tensor<?xf32>
+  %r = linalg.reduce ins(%x : tensor<?x?xf32>) outs(%f : tensor<?xf32>) dimensions = [1]
+      (%v: f32, %acc: f32) {
+        %s = arith.addf %v, %acc : f32
+        linalg.yield %s : f32
+      }
+  return %r : tensor<?xf32>
+}
+// Rows 0..7 of b pasted over a, then row sums. IREE 3.13 does the paste in place, in
+// a's buffer: an input that IREE writes.
+func.func @paste(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> tensor<256xf32> {
+  %s = tensor.extract_slice %b[0, 0] [8, 256] [1, 1] : tensor<256x256xf32> to tensor<8x256xf32>
+  %t = tensor.insert_slice %s into %a[0, 0] [8, 256] [1, 1] : tensor<8x256xf32> into tensor<256x256xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<256xf32>) -> tensor<256xf32>
+  %r = linalg.reduce ins(%t : tensor<256x256xf32>) outs(%f : tensor<256xf32>) dimensions = [1]
+      (%v: f32, %acc: f32) {
+        %q = arith.addf %v, %acc : f32
+        linalg.yield %q : f32
+      }
+  return %r : tensor<256xf32>
+}
+// The result is the input: IREE returns the input's own buffer.
+func.func @same(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
+  return %a : tensor<256x256xf32>
+}
+func.func @pick(%mask: tensor<?xi1>, %v: tensor<?xi32>) -> tensor<?xi32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %v, %c0 : tensor<?xi32>
+  %e = tensor.empty(%n) : tensor<?xi32>
+  %r = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%mask, %v : tensor<?xi1>, tensor<?xi32>) outs(%e : tensor<?xi32>) {
+  ^bb0(%c: i1, %x: i32, %o: i32):
+    %zero = arith.constant 0 : i32
+    %neg = arith.subi %zero, %x : i32
+    %w = arith.select %c, %x, %neg : i32
+    linalg.yield %w : i32
+  } -> tensor<?xi32>
+  return %r : tensor<?xi32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def large_vmfb(tmp_path_factory) -> bytes:
+    return compile_to_vmfb(LARGE, CPU, cache=ArtifactCache(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="module")
+def large(large_vmfb) -> IreeModule:
+    return IreeModule(large_vmfb)
+
+
+def assert_sums_close(actual, rows):
+    """actual ~ the row sums of `rows` (f32 sums: error relative to the sum of |terms|)."""
+    rows = np.asarray(rows, np.float64)
+    np.testing.assert_allclose(actual, rows.sum(1), rtol=0, atol=1e-5 * np.abs(rows).sum(1).max())
+
+
+def at_offset(x: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of x whose data starts `offset` bytes past a 64-byte boundary."""
+    raw = np.empty(x.nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + offset
+    out = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    assert out.ctypes.data % 64 == offset
+    return out
+
+
+@pytest.mark.parametrize("shape", [(256, 256), (64, 300), (1024, 1100), (3, 40000)])
+@pytest.mark.parametrize("offset", [0, 16, 4])      # aligned; where malloc puts big arrays; odd
+def test_large_inputs_match_numpy_at_any_alignment(large, rng, shape, offset):
+    # (1024, 1100): over 4 MiB, copied in parallel; (3, 40000): fewer rows than threads.
+    x = at_offset(nonzero(rng, shape), offset)
+    keep = x.copy()
+    (y,) = large.function("twice")(x)
+    np.testing.assert_array_equal(y, keep * 2)
+    (s,) = large.function("rowsum")(x)
+    assert_sums_close(s, keep)
+    np.testing.assert_array_equal(x, keep)                  # input not modified
+    assert not np.shares_memory(y, x)
+
+
+def test_large_non_contiguous_big_endian_and_read_only_inputs(large, rng):
+    base = nonzero(rng, (600, 400))
+    for x in (base.T, base[::2, ::-1], base.astype(">f4"), base[:, 100:]):
+        (y,) = large.function("twice")(x)
+        np.testing.assert_array_equal(y, x.astype(np.float32) * 2)
+    ro = base.copy()
+    ro.flags.writeable = False
+    (y,) = large.function("twice")(ro)
+    np.testing.assert_array_equal(y, base * 2)
+
+
+def test_large_int_and_bool_inputs(large, rng):
+    v = rng.integers(-1000, 1000, size=100_000, dtype=np.int32)
+    mask = rng.random(100_000) < 0.5
+    (r,) = large.function("pick")(mask, v)
+    assert r.dtype == np.int32
+    np.testing.assert_array_equal(r, np.where(mask, v, -v))
+
+
+def test_staging_buffers_are_reused_and_earlier_results_survive(large, rng):
+    twice = large.function("twice")
+    xs = [nonzero(rng, (300, 300)) for _ in range(4)]
+    outs = [twice(x)[0] for x in xs]                        # results: IREE's own buffers
+    for x, y in zip(xs, outs):
+        np.testing.assert_array_equal(y, x * 2)
+    (param,) = [p for p in twice._params]
+    assert len(param.pool) == 1                             # one buffer, reused every call
+    twice.release_staging()
+    assert param.pool == []
+    np.testing.assert_array_equal(twice(xs[0])[0], xs[0] * 2)
+
+
+def test_result_that_is_an_input_owns_its_staging_buffer(large, rng):
+    same = large.function("same")
+    a1, a2 = nonzero(rng, (256, 256)), nonzero(rng, (256, 256))
+    (r1,) = same(a1)
+    (r2,) = same(a2)                                        # must not reuse r1's memory
+    np.testing.assert_array_equal(r1, a1)
+    np.testing.assert_array_equal(r2, a2)
+    assert not np.shares_memory(r1, a1) and not np.shares_memory(r1, r2)
+    keep = a1.copy()
+    del a1
+    import gc
+    gc.collect()
+    junk = [np.full((256, 256), 7.0, np.float32) for _ in range(8)]  # reuse freed memory
+    np.testing.assert_array_equal(r1, keep)
+    assert junk
+
+
+def test_inputs_that_iree_writes_in_place_are_not_modified(large, rng):
+    a, b = nonzero(rng, (256, 256)), nonzero(rng, (256, 256))
+    pasted = a.astype(np.float64)
+    pasted[:8] = b[:8]
+    keep = a.copy()
+    for _ in range(3):
+        (s,) = large.function("paste")(a, b)
+        assert_sums_close(s, pasted)
+        np.testing.assert_array_equal(a, keep)
+
+
+def test_errors_leave_large_inputs_usable(large, rng):
+    with pytest.raises(ValueError, match="shape"):
+        large.function("paste")(nonzero(rng, (256, 300)), nonzero(rng, (256, 256)))
+    a, b = nonzero(rng, (256, 256)), nonzero(rng, (256, 256))
+    (s,) = large.function("paste")(a, b)
+    assert s.shape == (256,)
+
+
+def test_concurrent_calls(large, rng):
+    from concurrent.futures import ThreadPoolExecutor
+    twice = large.function("twice")
+    xs = [nonzero(rng, (512, 600)) for _ in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda x: twice(x)[0], xs))
+    for x, y in zip(xs, outs):
+        np.testing.assert_array_equal(y, x * 2)
+
+
+def test_unparsed_signature_stages_large_arrays_too(large_vmfb, rng):
+    fresh = IreeModule(large_vmfb).function("twice")
+    fresh._packers = None                                   # as when there is no declaration
+    for _ in range(2):
+        x = at_offset(nonzero(rng, (200, 300)), 16)
+        np.testing.assert_array_equal(fresh(x)[0], x * 2)
+    assert len(fresh._dynamic) == 1 and len(fresh._params[-1].pool) == 1   # reused
+
+
+# borrow_inputs=True: aligned arrays imported as they are, once a staged first call has
+# shown that IREE neither writes nor keeps the parameter's buffer.
+
+@pytest.fixture
+def borrowing(large_vmfb) -> IreeModule:
+    return IreeModule(large_vmfb, borrow_inputs=True)
+
+
+def test_borrowed_inputs_are_not_copied(borrowing, rng, monkeypatch):
+    from zynml.runtime import iree_runner
+    twice = borrowing.function("twice")
+    x0 = at_offset(nonzero(rng, (512, 512)), 0)
+    np.testing.assert_array_equal(twice(x0)[0], x0 * 2)    # the probe: staged
+    assert twice._params[0].writes is False
+    copies = []
+    monkeypatch.setattr(iree_runner, "_copy", lambda dst, src: copies.append(dst) or np.copyto(dst, src))
+    outs = []
+    for _ in range(3):
+        x = at_offset(nonzero(rng, (512, 512)), 0)
+        keep = x.copy()
+        (y,) = twice(x)
+        outs.append((y, keep))
+        np.testing.assert_array_equal(x, keep)
+        assert not np.shares_memory(y, x)
+    assert copies == []                                     # zero-copy
+    for y, keep in outs:                                    # no result overwritten later
+        np.testing.assert_array_equal(y, keep * 2)
+    unaligned = at_offset(nonzero(rng, (512, 512)), 16)     # still correct: staged
+    np.testing.assert_array_equal(twice(unaligned)[0], unaligned * 2)
+    assert len(copies) == 1
+
+
+def test_borrowing_refuses_parameters_iree_writes_or_keeps(borrowing, rng):
+    paste, same = borrowing.function("paste"), borrowing.function("same")
+    for _ in range(3):
+        a, b = at_offset(nonzero(rng, (256, 256)), 0), at_offset(nonzero(rng, (256, 256)), 0)
+        keep = a.copy()
+        pasted = keep.astype(np.float64)
+        pasted[:8] = b[:8]
+        assert_sums_close(paste(a, b)[0], pasted)
+        np.testing.assert_array_equal(a, keep)
+        (r,) = same(a)
+        np.testing.assert_array_equal(r, keep)
+        assert not np.shares_memory(r, a)
+    assert paste._params[0].writes is True and paste._params[1].writes is False
+    assert same._params[0].writes is True
+
+
+def test_results_never_share_memory_with_a_borrowed_array(large_vmfb, rng):
+    # Safety net behind the probe: were `same` borrowed, its result would be the caller's
+    # own array; it is copied.
+    same = IreeModule(large_vmfb, borrow_inputs=True).function("same")
+    same._params[0].writes = False                          # as if a probe had passed
+    a = at_offset(nonzero(rng, (256, 256)), 0)
+    keep = a.copy()
+    (r,) = same(a)
+    assert not np.shares_memory(r, a)
+    a[...] = 0
+    np.testing.assert_array_equal(r, keep)

@@ -7,6 +7,8 @@ statement are found up front, as in mem2reg). Element reads are `cir.load`, writ
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from mlir import ir
@@ -15,7 +17,8 @@ from mlir.dialects import arith, scf, tensor
 from . import scalar as S
 from ..frontend import ast
 from ..frontend.symbols import Kernel, Symbol
-from ..frontend.types import BOOL, FLOAT_LITERAL, INDEX, INT_LITERAL, ScalarType, concrete, promote
+from ..frontend.types import (BOOL, FLOAT_LITERAL, INDEX, INT_LITERAL, ScalarType, TensorType,
+                              concrete, promote)
 
 
 class BodyEmitter:
@@ -43,25 +46,41 @@ class BodyEmitter:
             getattr(self, "_" + type(stmt).__name__)(stmt)
 
     def _Let(self, stmt: ast.Let) -> None:
+        if stmt.sym.kind == "tensor":
+            self.env[stmt.sym] = self._tensor_local(stmt.sym, stmt.value)
+            return
         self.env[stmt.sym] = self.expr(stmt.value, stmt.sym.ty)
+
+    def _SharedVar(self, stmt: ast.SharedVar) -> None:
+        extents = [self.expr(d, INDEX) for d in stmt.dims]
+        self.env[stmt.sym] = self._alloc(extents, stmt.sym.ty.dtype)
+
+    def _ExprStmt(self, stmt: ast.ExprStmt) -> None:  # barrier(): the checker allows no other
+        ir.Operation.create("cir.barrier", results=[], operands=[])
 
     def _Var(self, stmt: ast.Var) -> None:
         self.env[stmt.sym] = self.expr(stmt.value, stmt.sym.ty)
 
     def _Assign(self, stmt: ast.Assign) -> None:
         target = stmt.target
+        if isinstance(target, ast.Name) and target.sym.kind == "out":
+            self._store_whole(self.out, stmt.value, self.kernel.result.dtype)
+            return
         if isinstance(target, ast.Name):
             sym = target.sym
             value = self._combined(stmt, lambda: self.env[sym], sym.ty)
             self.env[sym] = value
             return
         indices = [self.expr(i, INDEX) for i in target.indices]
-        out_t = self.kernel.result.dtype
+        if target.base.sym.kind == "shared":
+            dest, dest_t = self.env[target.base.sym], target.base.sym.ty.dtype
+        else:
+            dest, dest_t = self.out, self.kernel.result.dtype
         value = self._combined(
             stmt, lambda: ir.Operation.create(
-                "cir.load", results=[S.mlir_type(out_t)], operands=[self.out, *indices]).result,
-            out_t)
-        ir.Operation.create("cir.store", results=[], operands=[value, self.out, *indices])
+                "cir.load", results=[S.mlir_type(dest_t)], operands=[dest, *indices]).result,
+            dest_t)
+        ir.Operation.create("cir.store", results=[], operands=[value, dest, *indices])
 
     def _combined(self, stmt: ast.Assign, current, t: ScalarType) -> ir.Value:
         """The value an assignment stores: `value`, or `current op value` for `op=`."""
@@ -146,9 +165,111 @@ class BodyEmitter:
         if isinstance(e, ast.Call):
             if e.func.id == "dot":
                 return self._dot(e, t)
+            if e.func.id == "reduce":
+                return self._reduce_whole(e, t)
             args = [self.expr(a, t) for a in e.args]
             return S.builtin(e.func.id, args, t)
         raise AssertionError(f"unexpected expression {type(e).__name__}")
+
+    # ------------------------------------------------------------------ whole tensors
+    # Whole-tensor statements (`let shifted = logits - m`, `out = e / s`, `reduce(+, e)`)
+    # become loop nests over the shape of the input they are shaped like: the same IR as
+    # the per-element form, so cir-to-linalg needs nothing new.
+
+    def _alloc(self, extents: list[ir.Value], dtype: ScalarType) -> ir.Value:
+        dyn = ir.ShapedType.get_dynamic_size()
+        t = ir.RankedTensorType.get([dyn] * len(extents), S.mlir_type(dtype))
+        return ir.Operation.create("cir.alloc", results=[t], operands=extents).result
+
+    def _extents(self, value: ast.Expr) -> list[ir.Value]:
+        from ..frontend.body_checker import BodyChecker
+        ref = BodyChecker.ref_sym(value)
+        source = self.env[ref]
+        return [tensor.DimOp(source, S.index(d)).result for d in range(ref.ty.rank)]
+
+    def _tensor_local(self, sym, value: ast.Expr) -> ir.Value:
+        local = self._alloc(self._extents(value), sym.ty.dtype)
+        self._store_whole(local, value, sym.ty.dtype)
+        return local
+
+    def _store_whole(self, dest: ir.Value, value: ast.Expr, dtype: ScalarType) -> None:
+        scalars = self._hoist_scalars(value)
+        extents = self._extents(value)
+
+        def nest(depth: int, ivs: list[ir.Value]):
+            if depth == len(extents):
+                v = S.convert(self._element(value, ivs, scalars), value.ty.dtype, dtype)
+                ir.Operation.create("cir.store", results=[], operands=[v, dest, *ivs])
+                return
+            loop = scf.ForOp(S.index(0), extents[depth], S.index(1), [])
+            with ir.InsertionPoint(loop.body):
+                nest(depth + 1, ivs + [loop.induction_variable])
+                scf.YieldOp([])
+        nest(0, [])
+
+    def _hoist_scalars(self, e: ast.Expr) -> dict[int, ir.Value]:
+        """Scalar parts of a whole-tensor expression, emitted once before its loops."""
+        found: dict[int, ir.Value] = {}
+
+        def walk(node):
+            if not isinstance(node.ty, TensorType):
+                if not isinstance(node, (ast.IntLit, ast.FloatLit, ast.ReduceOpName)):
+                    found[id(node)] = self.expr(node, self._concrete(node.ty))
+                return
+            for child in _children(node):
+                walk(child)
+        walk(e)
+        return found
+
+    def _element(self, e: ast.Expr, ivs: list[ir.Value], scalars) -> ir.Value:
+        """Element `ivs` of a whole-tensor expression, of type e.ty.dtype."""
+        t = e.ty.dtype if isinstance(e.ty, TensorType) else self._concrete(e.ty)
+        if id(e) in scalars:
+            return scalars[id(e)]
+        if isinstance(e, (ast.IntLit, ast.FloatLit)):
+            return S.constant(t, e.value)
+        if isinstance(e, ast.Name):
+            return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
+                                       operands=[self.env[e.sym], *ivs]).result
+
+        def operand(x):
+            xt = x.ty.dtype if isinstance(x.ty, TensorType) else self._concrete(x.ty)
+            return S.convert(self._element(x, ivs, scalars), xt, t) if not _is_literal(x) \
+                else S.constant(t, x.value)
+        if isinstance(e, ast.Unary):
+            return S.negate(operand(e.operand), t)
+        if isinstance(e, ast.Binary):
+            if e.op == "^" and isinstance(e.right, ast.IntLit):
+                return S.integer_power(operand(e.left), e.right.value, t)
+            return S.binary(e.op, operand(e.left), operand(e.right), t)
+        if isinstance(e, ast.Call):
+            return S.builtin(e.func.id, [operand(a) for a in e.args], t)
+        raise AssertionError(f"unexpected whole-tensor expression {type(e).__name__}")
+
+    def _reduce_whole(self, e: ast.Call, t: ScalarType) -> ir.Value:
+        """reduce(op, tensor): an accumulator loop nest over the tensor."""
+        op, value = e.args[0], e.args[1]
+        name = op.op if isinstance(op, ast.ReduceOpName) else op.id
+        identity = {"+": 0, "*": 1, "max": -math.inf if t.is_float else -(2 ** (t.bits - 1)),
+                    "min": math.inf if t.is_float else 2 ** (t.bits - 1) - 1}[name]
+        scalars = self._hoist_scalars(value)
+        extents = self._extents(value)
+        dtype = value.ty.dtype
+
+        def combine(acc, v):
+            if name in ("+", "*"):
+                return S.binary(name, acc, v, t)
+            return (S.maximum if name == "max" else S.minimum)(acc, v, t)
+
+        def nest(depth: int, ivs: list[ir.Value], acc: ir.Value) -> ir.Value:
+            if depth == len(extents):
+                return combine(acc, S.convert(self._element(value, ivs, scalars), dtype, t))
+            loop = scf.ForOp(S.index(0), extents[depth], S.index(1), [acc])
+            with ir.InsertionPoint(loop.body):
+                scf.YieldOp([nest(depth + 1, ivs + [loop.induction_variable],
+                                  loop.inner_iter_args[0])])
+            return loop.results[0]
+        return nest(0, [], S.constant(t, identity))
 
     def _dot(self, e: ast.Call, t: ScalarType) -> ir.Value:
         """dot(a[..], b[..]) as a loop over the rows' last dimension (a reduction loop
@@ -190,6 +311,16 @@ class BodyEmitter:
             return S.compare(e.op, a, b, operand_t)
         a, b = self.expr(e.left, operand_t), self.expr(e.right, operand_t)
         return S.convert(S.binary(e.op, a, b, operand_t), operand_t, t)
+
+
+def _children(e: ast.Expr) -> list[ast.Expr]:
+    if isinstance(e, ast.Binary):
+        return [e.left, e.right]
+    if isinstance(e, ast.Unary):
+        return [e.operand]
+    if isinstance(e, ast.Call):
+        return list(e.args)
+    return []
 
 
 def _is_literal(e: ast.Expr) -> bool:

@@ -52,6 +52,11 @@ def _boundary_type(t: Any) -> ir.Type:
 
 
 def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
+    for name, t in program.inputs.items():
+        if is_tensor(t) and t.rank is None:
+            raise ZynMLError(f"the rank of input '{name}' is only known from its value: "
+                             "give example inputs (--input or --random) to compile it",
+                             program.input_locs.get(name))
     with context, ir.Location.unknown():
         module = ir.Module.create()
         _ProgramEmitter(program, module).emit()

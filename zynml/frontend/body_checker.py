@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from . import ast
 from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
-from .types import (BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
+from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
                     concrete, promote)
 from ..errors import ZynMLError
 
@@ -67,6 +67,7 @@ class BodyChecker:
         self.captures: dict[str, Symbol] = {}
         self.used_sizes: dict[str, Symbol] = {}
         self.stores: list[ast.Assign] = []
+        self.whole_out: Optional[ast.Assign] = None
         self.yields: list[ast.Yield] = []
         self.out_sym = Symbol("out", "out", None, node.loc)
         floats = [t.dtype for _, t in args if is_tensor(t) and t.dtype.is_float]
@@ -231,11 +232,22 @@ class BodyChecker:
     def _stmt_Let(self, stmt: ast.Let) -> None:
         if len(stmt.targets) != 1:
             raise _err("tuple 'let' is not supported in a compute body", stmt)
-        t = self._expr(stmt.value)
-        if is_tensor(t):
-            raise _err("a local must be a scalar", stmt.value)
-        stmt.sym = Symbol("let", stmt.targets[0], concrete_in(t, self), stmt.loc)
+        t = self._value(stmt.value)
+        if is_tensor(t):  # a whole-tensor statement: a tensor local to this iteration
+            stmt.sym = Symbol("tensor", stmt.targets[0], t, stmt.loc)
+            stmt.sym.ref = self.ref_sym(stmt.value)
+        else:
+            stmt.sym = Symbol("let", stmt.targets[0], concrete_in(t, self), stmt.loc)
         self.scopes[-1][stmt.targets[0]] = stmt.sym
+
+    def _stmt_SharedVar(self, stmt: ast.SharedVar) -> None:
+        for dim in stmt.dims:
+            t = self._expr(dim)
+            if not t.may_be_int():
+                raise _err(f"an extent must be an integer, got {t}", dim)
+        stmt.sym = Symbol("shared", stmt.name,
+                          TensorType(self.default_float, (None,) * len(stmt.dims)), stmt.loc)
+        self.scopes[-1][stmt.name] = stmt.sym
 
     def _stmt_Var(self, stmt: ast.Var) -> None:
         t = self._expr(stmt.value)
@@ -245,15 +257,18 @@ class BodyChecker:
         self.scopes[-1][stmt.name] = stmt.sym
 
     def _stmt_Assign(self, stmt: ast.Assign) -> None:
-        value_t = self._expr(stmt.value)
         target = stmt.target
+        whole_out = isinstance(target, ast.Name) and target.id == "out" and \
+            self._lookup("out") is self.out_sym
+        value_t = self._value(stmt.value) if whole_out else self._expr(stmt.value)
         if isinstance(target, ast.Name):
             sym = self._lookup(target.id)
             if sym is None:
                 raise _err(f"unknown name '{target.id}'", target)
+            target.sym = sym
             if sym.kind == "out":
-                raise _err("whole-tensor assignment to 'out' is not supported yet; "
-                           "write out[indices] = value", target)
+                self._whole_out(stmt)
+                return
             if sym.kind != "var":
                 what = {"arg": "an input", "let": "a 'let' (use 'var' for a mutable local)",
                         "loop": "a loop variable", "size": "a size",
@@ -268,9 +283,19 @@ class BodyChecker:
                 raise _err(f"unknown name '{target.base.id}'", target.base)
             if sym.kind == "arg":
                 raise _err(f"cannot write to input '{target.base.id}'", target.base)
+            if sym.kind == "shared":
+                target.base.sym = sym
+                self._check_rank(sym, target, len(target.indices))
+                for idx in target.indices:
+                    self._index_expr(idx)
+                if stmt.op is not None:
+                    raise _err("compound assignment to a shared array is not supported; "
+                               "compute the value in a var", target)
+                target.ty = value_t
+                return
             if sym.kind != "out":
-                raise _err(f"cannot write to '{target.base.id}': only 'out' is written "
-                           "by index", target.base)
+                raise _err(f"cannot write to '{target.base.id}': only 'out' and shared "
+                           "arrays are written by index", target.base)
             target.base.sym = sym
             for idx in target.indices:
                 self._index_expr(idx)
@@ -312,6 +337,12 @@ class BodyChecker:
         self.yields.append(stmt)
 
     def _stmt_ExprStmt(self, stmt: ast.ExprStmt) -> None:
+        value = stmt.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                and value.func.id == "barrier":
+            if value.args or value.kwargs:
+                raise _err("'barrier()' takes no arguments", value)
+            return
         raise _err("an expression statement has no effect here", stmt)
 
     # ------------------------------------------------------------------ expressions
@@ -348,7 +379,10 @@ class BodyChecker:
         sym = self._lookup(e.id)
         if sym is None:
             sym = self._resolve_free(e)
-        if sym.kind == "out" or (sym.kind == "arg" and is_tensor(sym.ty)):
+        if sym.kind == "arg" and is_tensor(sym.ty) and sym.ty.rank is None:
+            e.sym = sym  # an input of unknown rank used as a scalar: it may be one
+            return ANY
+        if sym.kind == "out" or (sym.kind in ("arg", "tensor", "shared") and is_tensor(sym.ty)):
             raise _err(f"'{e.id}' is a tensor; index it (e.g. {e.id}[i])", e)
         e.sym = sym
         return sym.ty
@@ -417,7 +451,13 @@ class BodyChecker:
             for idx in e.indices:
                 self._index_expr(idx)
             return self._store_type()
-        if sym.kind != "arg" or not is_tensor(sym.ty):
+        if sym.kind == "shared":
+            e.base.sym = sym
+            self._check_rank(sym, e, len(e.indices))
+            for idx in e.indices:
+                self._index_expr(idx)
+            return sym.ty.dtype
+        if sym.kind not in ("arg", "tensor") or not is_tensor(sym.ty):
             raise _err(f"'{local}' is not a tensor and cannot be indexed", e.base)
         e.base.sym = sym
         ty: TensorType = sym.ty
@@ -471,6 +511,109 @@ class BodyChecker:
             return self.default_float
         return common
 
+    def _check_rank(self, sym: Symbol, node: ast.Node, n: int) -> None:
+        if sym.ty.rank is not None and sym.ty.rank != n:
+            raise _err(f"rank mismatch: '{sym.name}' has rank {sym.ty.rank} but is indexed "
+                       f"with {n} {'index' if n == 1 else 'indices'}", node)
+
+    # ------------------------------------------------------------------ whole-tensor values
+
+    def _value(self, e: ast.Expr):
+        """Type an expression that may denote a whole tensor (`logits - max_val`,
+        `exp(shifted)`, `reduce(+, exp_vals)`): the fused kernels' whole-tensor form.
+        Scalars are typed by _expr."""
+        if not self._mentions_tensor(e):
+            return self._expr(e)
+        if isinstance(e, ast.Name):
+            sym = self._lookup(e.id)
+            e.sym, e.ty = sym, sym.ty
+            return sym.ty
+        if isinstance(e, ast.Unary) and e.op == "-":
+            t = self._value(e.operand)
+            e.ty = t
+            return t
+        if isinstance(e, ast.Binary) and e.op in ("+", "-", "*", "/", "^"):
+            lt, rt = self._value(e.left), self._value(e.right)
+            tensors = [t for t in (lt, rt) if is_tensor(t)]
+            if len(tensors) == 2 and None not in (tensors[0].rank, tensors[1].rank) and \
+                    tensors[0].rank != tensors[1].rank:
+                raise _err(f"operands of '{e.op}' have ranks {tensors[0].rank} and "
+                           f"{tensors[1].rank}", e)
+            dtype = promote(lt.dtype if is_tensor(lt) else lt, rt.dtype if is_tensor(rt) else rt)
+            if dtype is None or dtype.is_bool:
+                raise _err(f"operator '{e.op}' cannot combine these operands", e)
+            e.ty = TensorType(concrete_in(dtype, self), tensors[0].shape)
+            return e.ty
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+            name = e.func.id
+            if name == "reduce":
+                return self._reduce_call(e)
+            if name in MATH_BUILTINS and len(e.args) == 1 and not e.kwargs:
+                t = self._value(e.args[0])
+                dtype = t.dtype if t.dtype.is_float or name not in FLOAT_ONLY \
+                    else self.default_float
+                e.ty = TensorType(dtype, t.shape)
+                return e.ty
+        raise _err("this whole-tensor expression is not supported; index the tensor "
+                   "inside a loop instead", e)
+
+    def _reduce_call(self, e: ast.Call) -> ScalarType:
+        """`reduce(op, tensor)`: a full reduction of a whole tensor."""
+        if len(e.args) != 2 or e.kwargs:
+            raise _err("'reduce' takes an operator and a tensor: reduce(max, logits)", e)
+        op = e.args[0]
+        name = op.op if isinstance(op, ast.ReduceOpName) else getattr(op, "id", None)
+        if name not in ("+", "*", "min", "max"):
+            raise _err(f"unknown reduction operator '{name}' for reduce(); expected one of "
+                       "+, *, min, max", op)
+        t = self._value(e.args[1])
+        if not is_tensor(t):
+            raise _err("the second argument of 'reduce' must be a tensor", e.args[1])
+        e.ty = concrete_in(t.dtype, self)
+        return e.ty
+
+    def _mentions_tensor(self, e: ast.Expr) -> bool:
+        """Does `e` use a tensor without indexing it (or call reduce)?"""
+        if isinstance(e, ast.Name):
+            sym = self._lookup(e.id)
+            return sym is not None and sym.kind in ("arg", "tensor") and is_tensor(sym.ty)
+        if isinstance(e, ast.Call):
+            if isinstance(e.func, ast.Name) and e.func.id == "reduce":
+                return True
+            return any(self._mentions_tensor(a) for a in e.args)
+        if isinstance(e, ast.Binary):
+            return self._mentions_tensor(e.left) or self._mentions_tensor(e.right)
+        if isinstance(e, ast.Unary):
+            return self._mentions_tensor(e.operand)
+        return False
+
+    def _whole_out(self, stmt: ast.Assign) -> None:
+        """`out = tensor expression` (fused kernels' whole-tensor form)."""
+        t = stmt.value.ty
+        if stmt.op is not None:
+            raise _err("compound assignment to the whole 'out' is not supported", stmt)
+        if not is_tensor(t):
+            raise _err("'out = value' needs a tensor value; write out[indices] = value for "
+                       "elements", stmt.value)
+        stmt.target.ty = t.dtype
+        self.whole_out = stmt
+        self.stores.append(stmt)
+
+    @staticmethod
+    def ref_sym(e: ast.Expr) -> Optional[Symbol]:
+        """The compute input whose shape a whole-tensor expression has."""
+        if isinstance(e, ast.Name) and e.sym is not None:
+            if e.sym.kind == "arg" and is_tensor(e.sym.ty):
+                return e.sym
+            return getattr(e.sym, "ref", None)
+        children = {ast.Binary: lambda n: [n.left, n.right], ast.Unary: lambda n: [n.operand],
+                    ast.Call: lambda n: n.args}.get(type(e), lambda n: [])(e)
+        for child in children:
+            found = BodyChecker.ref_sym(child)
+            if found is not None:
+                return found
+        return None
+
     def _dot(self, e: ast.Call) -> ScalarType:
         """`dot(Q[b, h, i], K[b, h, j])`: the inner product of two rows (each argument
         indexes all but the last dimension)."""
@@ -489,7 +632,7 @@ class BodyChecker:
         if sym is None or sym.kind != "arg" or not is_tensor(sym.ty):
             raise _err(f"'{e.base.id}' is not a tensor input of this compute", e.base)
         e.base.sym = sym
-        if sym.ty.rank != len(e.indices) + 1:
+        if sym.ty.rank is not None and sym.ty.rank != len(e.indices) + 1:
             raise _err(f"'{e.base.id}' has rank {sym.ty.rank}: a row of it takes "
                        f"{sym.ty.rank - 1} indices, not {len(e.indices)}", e)
         for dim, idx in enumerate(e.indices):
@@ -508,6 +651,8 @@ class BodyChecker:
             return self._reduce_result(reduce_op, axis)
         if not self.stores:
             raise _err(f"kernel '{kind}' never writes 'out'", self.node)
+        if self.whole_out is not None:
+            return self._whole_out_result()
         rank = len(self.stores[0].target.indices)
         extents: list[list[ast.Expr]] = [[] for _ in range(rank)]
         for store in self.stores:
@@ -525,6 +670,24 @@ class BodyChecker:
         dims = [e[0] if len(e) == 1 else
                 ast.Call(e[0].loc, ast.Name(e[0].loc, "max"), e) for e in extents]
         return TensorType(self._store_type(), (None,) * rank), dims
+
+    def _whole_out_result(self):
+        """`out = expr`: out has the shape of the input the expression is shaped like; its
+        extents are sizes bound to that input's dimensions."""
+        if len(self.stores) != 1:
+            raise _err("'out = value' must be the only write of 'out'", self.stores[1])
+        stmt = self.whole_out
+        ref = self.ref_sym(stmt.value)
+        if ref.ty.rank is None:  # known at the call
+            return TensorType(self._store_type(), None), []
+        dims = []
+        for d in range(ref.ty.rank):
+            name = f"{ref.name}.shape[{d}]"
+            size = self.sizes.setdefault(name, Size(name, stmt.loc))
+            if not any(b.tensor == ref.name and b.dim == d for b in size.bindings):
+                size.bindings.append(SizeBinding(ref.name, d, stmt.loc))
+            dims.append(ast.Name(stmt.loc, name))
+        return TensorType(self._store_type(), (None,) * len(dims)), dims
 
     def _reduce_result(self, reduce_op: str, axis: Optional[int]):
         if len(self.yields) != 1:

@@ -207,7 +207,7 @@ class _ProgramChecker:
     def _signature_type(self, name: str, expr: ast.Name, node: ast.Compute) -> Any:
         rank = _first_index_rank(node, name)
         if self.signature is None:
-            return TensorType(ANY, (None,) * rank) if rank is not None else ANY
+            return TensorType(ANY, (None,) * rank if rank is not None else None)
         if name not in self.signature:
             raise ZynMLError(f"missing input '{name}'", expr.loc)
         return self.signature[name]

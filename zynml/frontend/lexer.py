@@ -169,6 +169,10 @@ class _Frame:
     silent_base: bool = False  # `{` pushed a silent level for its continuation-line base
     multiline: bool = False  # `{` saw a NEWLINE: it must be closed by an aligned `}`
 
+    def is_open_one_line_body(self, lineno: int) -> bool:
+        """A `{` opened on line `lineno` with no NEWLINE since (a one-line body so far)."""
+        return self.char == "{" and self.line == lineno and not self.multiline
+
 
 def tokenize(src: SourceFile) -> list[Token]:
     """Tokenize a whole file; raises ZynMLError (with every lexical error) on bad input."""
@@ -195,6 +199,8 @@ class _Lexer:
         self.last_end: tuple[int, int] = (1, 1)  # just past the last token
         self.line_width = 0  # indentation width of the current physical line
         self.tab_reported = False
+        self.block_expected = False  # the last logical line ended with `:` or `{`
+        self.lines: list[str] = []
 
     # ------------------------------------------------------------------ driver
 
@@ -256,7 +262,7 @@ class _Lexer:
         """A statement keyword begins this line inside `(`/`[`: they were never closed.
         End the logical line here; the parser reports the bracket at the NEWLINE."""
         while self.frames and self.frames[-1].char != "{":
-            self.frames.pop()
+            self.pop_frame()
         if self.pending:
             self.newline()
 
@@ -264,17 +270,13 @@ class _Lexer:
         """Emit INDENT/DEDENT for a significant line of indentation `width`."""
         loc = self.loc(lineno, start + 1)
         if width > self.indents[-1]:
-            self.push_level(width, False, loc)
+            self.push_level(width, loc)
+            return
+        first = line[start]
+        if first != "}" and self.recover_misindented_line(lineno, line, start, width, loc):
             return
         if width == self.indents[-1]:
             return
-        first = line[start]
-        if first != "}" and self.is_stray(lineno, line, start, width):
-            message = ("unindent does not match any outer indentation level"
-                       if not self.is_valid_dedent(width)
-                       else "this line is less indented than the lines around it")
-            self.report(message, loc)
-            return  # recover by keeping the line in the current block
         # A line less indented than the `{` block it sits in means that `{` was never
         # closed (the parser reports it). A `}` there is just misplaced: clamp it and let
         # the `}` check report it.
@@ -282,7 +284,7 @@ class _Lexer:
             frame = self.frames[-1]
             if frame.char == "{" and (width >= self.indents[frame.depth - 1] or first == "}"):
                 break
-            self.frames.pop()
+            self.pop_frame()
         floor = self.frames[-1].depth if self.frames else 1
         while len(self.indents) > floor and self.indents[-1] > width:
             if self.indents[-2] < width:
@@ -293,26 +295,45 @@ class _Lexer:
                 return
             self.pop_level(loc)
 
-    def is_valid_dedent(self, width: int) -> bool:
-        floor = self.frames[-1].depth if self.frames else 1
-        return width in self.indents[floor - 1:]
+    def recover_misindented_line(self, lineno: int, line: str, start: int, width: int,
+                                 loc: SourceLocation) -> bool:
+        """Error recovery for one line (not deeper than the current block) whose indentation
+        disagrees with the line after it. Returns True if it reported and handled it.
 
-    def is_stray(self, lineno: int, line: str, start: int, width: int) -> bool:
-        """Is this dedented line a single mis-indented line inside its block?
+        * After a line ending in `:` or `{`, a line that opens no block, with the next line
+          deeper: this line was meant to start that block, at the next line's level.
+        * A dedented line that opens no block, followed by a line back at an open block's
+          level: keep it in the current block (dedenting would make the next line an
+          "unexpected indentation").
+        * A dedented line of invalid width that opens a block whose body (the next line)
+          is deeper than the current block: keep it in the current block.
 
-        Error recovery only: true when this line opens no block and the next line is back
-        at an open block's level, deeper than this one (dedenting here would make it an
-        "unexpected indentation"); or when this line's indentation is invalid, it opens a
-        block, and the next line is deeper than the current block. Keeping such a line in
-        the current block turns one misplaced line into one error instead of a cascade.
-        Never true in a valid program.
+        Each turns one misplaced line into one error instead of a cascade. None of these
+        situations occurs in a valid program.
         """
         next_width = self.next_width(lineno)
         if next_width is None or next_width <= width:
             return False
-        if _opens_block(line, start):
-            return next_width > self.indents[-1] and not self.is_valid_dedent(width)
-        return self.is_valid_dedent(next_width)
+        opens = _opens_block(line, start)
+        if self.block_expected and next_width > self.indents[-1] and not opens:
+            self.report("expected an indented block", loc)
+            self.push_level(next_width, loc)
+            return True
+        if width == self.indents[-1]:
+            return False
+        valid = self.is_valid_dedent(width)
+        if opens:
+            stray = next_width > self.indents[-1] and not valid
+        else:
+            stray = self.is_valid_dedent(next_width)
+        if stray:
+            self.report("unindent does not match any outer indentation level" if not valid
+                        else "this line is less indented than the lines around it", loc)
+        return stray
+
+    def is_valid_dedent(self, width: int) -> bool:
+        floor = self.frames[-1].depth if self.frames else 1
+        return width in self.indents[floor - 1:]
 
     def next_width(self, lineno: int) -> int | None:
         """Indentation width of the next non-blank, non-comment line (None at the end)."""
@@ -328,18 +349,22 @@ class _Lexer:
         the missing `}`) so the next lines are not taken as its body."""
         while self.frames:
             frame = self.frames[-1]
-            if frame.char != "{" or frame.line != lineno or frame.token_index == len(self.tokens) - 1:
+            if not frame.is_open_one_line_body(lineno) or frame.token_index == len(self.tokens) - 1:
                 return
-            self.frames.pop()
-            if frame.silent_base:
-                self.indents.pop()
-                self.silent.pop()
+            self.pop_frame()
 
-    def push_level(self, width: int, silent: bool, loc: SourceLocation) -> None:
+    def pop_frame(self) -> None:
+        """Drop the innermost bracket, and the silent base level of a `{` if it is on top
+        (a multi-line body's inner levels are popped by the dedent that ends it)."""
+        frame = self.frames.pop()
+        if frame.silent_base and len(self.indents) == frame.depth:
+            self.indents.pop()
+            self.silent.pop()
+
+    def push_level(self, width: int, loc: SourceLocation) -> None:
         self.indents.append(width)
-        self.silent.append(silent)
-        if not silent:
-            self.tokens.append(Token("INDENT", "", None, loc))
+        self.silent.append(False)
+        self.tokens.append(Token("INDENT", "", None, loc))
 
     def pop_level(self, loc: SourceLocation) -> None:
         self.indents.pop()
@@ -347,6 +372,7 @@ class _Lexer:
             self.tokens.append(Token("DEDENT", "", None, loc))
 
     def newline(self) -> None:
+        self.block_expected = self.tokens[-1].kind in (":", "{")
         self.tokens.append(Token("NEWLINE", "", None, self.loc(*self.last_end)))
         self.pending = False
         if self.frames:
@@ -481,16 +507,18 @@ class _Lexer:
         reports them). A closer that matches nothing is left for the parser to report."""
         opener = _CLOSERS[char]
         for k in range(len(self.frames) - 1, -1, -1):
-            if self.frames[k].char == opener:
+            frame = self.frames[k]
+            if frame.char == opener:
                 break
-            if self.frames[k].char == "{":
-                return  # `)` / `]` never closes across a `{` body
+            if frame.char == "{" and not frame.is_open_one_line_body(lineno):
+                return  # `)` / `]` never closes across a multi-line `{` body
         else:
             return
-        del self.frames[k + 1:]
+        while len(self.frames) > k + 1:
+            self.pop_frame()
         if char == "}":
             self.close_body(self.frames[-1], lineno, col, first_on_line)
-        self.frames.pop()
+        self.pop_frame()
 
     def close_body(self, frame: _Frame, lineno: int, col: int, first_on_line: bool) -> None:
         """Before a `}`: end the body's last line and its indented blocks."""
@@ -505,6 +533,3 @@ class _Lexer:
         loc = self.loc(lineno, col)
         while len(self.indents) > frame.depth:
             self.pop_level(loc)
-        if frame.silent_base:
-            self.indents.pop()
-            self.silent.pop()

@@ -57,16 +57,19 @@ class ScalarType:
 
 @dataclass(frozen=True)
 class TensorType:
-    """A tensor; `shape` holds ints (known sizes) or None (not known yet)."""
+    """A tensor; `shape` holds ints (known sizes) or None (not known yet); `shape` itself
+    is None while the rank is unknown (an input only used whole, before the call)."""
 
     dtype: ScalarType
     shape: tuple
 
     @property
-    def rank(self) -> int:
-        return len(self.shape)
+    def rank(self) -> int | None:
+        return len(self.shape) if self.shape is not None else None  # None: not known yet
 
     def __str__(self) -> str:
+        if self.shape is None:
+            return f"tensor of {self.dtype}"
         dims = ", ".join("?" if d is None else str(d) for d in self.shape)
         return f"tensor[{dims}] of {self.dtype}"
 

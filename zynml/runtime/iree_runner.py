@@ -132,6 +132,13 @@ _ALIGNMENT = 64
 # 32 MiB it costs 27-35 ms, nearly all of it page faults of the fresh allocation).
 _STAGING_MIN_BYTES = 1 << 16
 _POOL_MAX = 2  # idle staging buffers kept per parameter (more for concurrent calls)
+# Copies of at least this size are split over threads (numpy copies without the GIL):
+# 32 MiB f32 on the 2-core VM, one thread 6.7 ms, two 3.7 ms.
+_PARALLEL_COPY_MIN_BYTES = 4 << 20
+_COPY_THREADS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                    else os.cpu_count() or 1)
+_copy_executor = None
+_copy_executor_lock = threading.Lock()
 
 
 def _element_type(dtype: np.dtype):
@@ -149,6 +156,26 @@ def _aligned_empty(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + _ALIGNMENT, np.uint8)
     start = -raw.ctypes.data % _ALIGNMENT
     return raw[start:start + nbytes]
+
+
+def _copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """np.copyto(dst, src), split along the first axis over threads when it is large."""
+    parts = min(_COPY_THREADS, dst.shape[0] if dst.ndim else 1)
+    if parts < 2 or dst.nbytes < _PARALLEL_COPY_MIN_BYTES:
+        np.copyto(dst, src)
+        return
+    global _copy_executor
+    if _copy_executor is None:
+        with _copy_executor_lock:
+            if _copy_executor is None:
+                from concurrent.futures import ThreadPoolExecutor
+                _copy_executor = ThreadPoolExecutor(_COPY_THREADS - 1, "zynml-copy")
+    bounds = [dst.shape[0] * i // parts for i in range(parts + 1)]
+    futures = [_copy_executor.submit(np.copyto, dst[a:b], src[a:b])
+               for a, b in zip(bounds[1:-1], bounds[2:])]
+    np.copyto(dst[:bounds[1]], src[:bounds[1]])
+    for f in futures:
+        f.result()
 
 
 _DLPACK_OK: dict[np.dtype, bool] = {}
@@ -231,7 +258,7 @@ class _TensorParam:
         if buffer is None or buffer.nbytes != nbytes:
             buffer = _aligned_empty(nbytes)
         staged = buffer.view(x.dtype.newbyteorder("=")).reshape(x.shape)
-        np.copyto(staged, x)  # one pass: also makes x contiguous and native-endian
+        _copy(staged, x)  # one pass: also makes x contiguous and native-endian
         inputs.push_ref(self.device.from_dlpack_capsule(staged.__dlpack__()).ref)
         probe = x if self.borrow and self.writes is None else None
         return _Staged(self, buffer, weakref.ref(staged), probe)
@@ -288,17 +315,35 @@ def _mapped_array(view, dtype: np.dtype | None) -> np.ndarray:
 class IreeFunction:
     """A callable for one function of an IreeModule: numpy in, list of numpy arrays out.
 
-    Arguments: numpy arrays (made C-contiguous if they are not), numpy scalars, 0-d
-    arrays and Python numbers; a scalar given for a tensor parameter becomes an array
-    of the parameter's dtype. Dtypes and shapes are checked by IREE itself.
+    Arguments: numpy arrays (any layout and byte order), numpy scalars, 0-d arrays and
+    Python numbers; a scalar given for a tensor parameter becomes an array of the
+    parameter's dtype. Dtypes and shapes are checked by IREE itself. Arrays are never
+    modified, and no result shares memory with an argument.
 
-    Results: always a list. On CPU drivers each array is a zero-copy view of that
-    call's fresh output buffer (later calls never overwrite it); on GPUs, a copy.
+    How arrays get in: below 64 KiB, copied into a fresh IREE buffer. On CPU drivers,
+    larger ones are copied (one pass, which also fixes layout and byte order) into a
+    64-byte aligned staging buffer of the parameter, which IREE imports without a copy;
+    the staging buffer is reused by the next call unless IREE kept it (a result is a view
+    of it: it then stays that result's). Copying into warm memory is what saves the time:
+    a fresh 32 MiB buffer costs ~25 ms of page faults on a 2-core VM, the copy ~5 ms.
+    Why not import the caller's array itself by default: IREE 3.13 writes into input
+    buffers in place when the program updates an argument (`tensor.insert_slice` or
+    `tensor.insert` into it, even as an intermediate), and IREE's kernels need 64-byte
+    aligned data, which numpy's large arrays are not (malloc gives 16 mod 64). With
+    IreeModule(..., borrow_inputs=True), aligned, C-contiguous, writeable arrays are
+    imported as they are, for parameters that a first (staged) call showed IREE neither
+    writes nor keeps; results that would share memory with such an array are copied.
+    That first-call check compares bytes, so it cannot see a write of the bytes already
+    there: borrow only for functions that do not update their arguments.
+
+    Results: always a list. On CPU drivers each array is a zero-copy, read-only view of
+    that call's own output buffer (later calls never overwrite it); on GPUs, a copy.
     Signless integers come back as signed dtypes, scalar results as 0-d arrays.
     """
 
-    __slots__ = ("name", "signature", "_context", "_vm_function", "_device",
-                 "_packers", "_result_dtypes", "_mappable", "__weakref__")
+    __slots__ = ("name", "signature", "_context", "_vm_function", "_device", "_host",
+                 "_borrow", "_params", "_packers", "_dynamic", "_result_dtypes",
+                 "_mappable", "__weakref__")
 
     def __init__(self, module: "IreeModule", vm_function):
         self.name = vm_function.name
@@ -306,7 +351,11 @@ class IreeFunction:
         self._context = module._context
         self._vm_function = vm_function
         self._device = module._config.device
+        self._host = module.driver in _HOST_DRIVERS
+        self._borrow = module.borrow_inputs
         self._mappable: bool | None = None  # learnt from the first buffer returned
+        self._params: list[_TensorParam] = []  # every tensor parameter, for release_staging
+        self._dynamic: list[Callable[[Any, Any], Any]] = []  # packers when unparsed, by position
         parsed = _parse_declaration(self.signature) if self.signature else None
         if parsed is None:
             self._packers = None
@@ -314,31 +363,59 @@ class IreeFunction:
         else:
             params, results = parsed
             self._packers = tuple(
-                _tensor_packer(self._device, p.dtype) if p.is_tensor
+                self._tensor_param(p.dtype).pack if p.is_tensor
                 else _scalar_packer(p.dtype) if p.dtype is not None
-                else _dynamic_packer(self._device)
+                else _dynamic_packer(self._tensor_param(None))
                 for p in params)
             self._result_dtypes = tuple(r.dtype for r in results)
+
+    def _tensor_param(self, dtype: np.dtype | None) -> _TensorParam:
+        param = _TensorParam(self._device, dtype, self._host, self._borrow)
+        self._params.append(param)
+        return param
 
     def __repr__(self) -> str:
         return f"<IreeFunction {self.signature or self.name}>"
 
+    def release_staging(self) -> None:
+        """Frees the idle staging buffers (they are made again by the next large call)."""
+        for param in self._params:
+            param.pool.clear()
+
     def __call__(self, *args) -> list[np.ndarray]:
         packers = self._packers
         if packers is None:
-            packers = (_dynamic_packer(self._device),) * len(args)
+            while len(self._dynamic) < len(args):
+                self._dynamic.append(_dynamic_packer(self._tensor_param(None)))
+            packers = self._dynamic[:len(args)]
         elif len(args) != len(packers):
             raise TypeError(f"{self.name}() takes {len(packers)} arguments but {len(args)} were given")
         inputs = ireert.VmVariantList(len(args))
-        for pack, x in zip(packers, args):
-            pack(inputs, x)
-        outputs = ireert.VmVariantList(len(self._result_dtypes) if self._result_dtypes else 1)
-        self._context.invoke(self._vm_function, inputs, outputs)
+        held = None  # what large inputs leave to settle after the call
+        try:
+            for pack, x in zip(packers, args):
+                h = pack(inputs, x)
+                if h is not None:
+                    if held is None:
+                        held = [h]
+                    else:
+                        held.append(h)
+            outputs = ireert.VmVariantList(len(self._result_dtypes) if self._result_dtypes else 1)
+            self._context.invoke(self._vm_function, inputs, outputs)
+        except BaseException:
+            if held is not None:
+                inputs = None  # drop IREE's references before looking at who holds what
+                _settle(held, None)
+            raise
         n = len(outputs)
         dtypes = self._result_dtypes
         if dtypes is None or len(dtypes) != n:
             dtypes = (None,) * n
-        return [self._to_numpy(outputs.get_variant(i), dtypes[i]) for i in range(n)]
+        results = [self._to_numpy(outputs.get_variant(i), dtypes[i]) for i in range(n)]
+        if held is not None:
+            inputs = outputs = None  # now only the results (or module state) hold buffers
+            _settle(held, results)
+        return results
 
     def _to_numpy(self, value, dtype: np.dtype | None) -> np.ndarray:
         """A VM result as a numpy array: buffers mapped (CPU) or copied (GPU), scalars 0-d."""
@@ -352,11 +429,40 @@ class IreeFunction:
         return ireert.DeviceArray(self._device, view).to_host()
 
 
+def _same_bytes(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Whether two uint8 vectors are equal (in chunks: no temporary as large as them)."""
+    return all(np.array_equal(a[i:i + chunk], b[i:i + chunk]) for i in range(0, a.size, chunk))
+
+
+def _settle(held: list, results: list | None) -> None:
+    """After a call: staging buffers IREE let go of go back to their pools, probes are
+    judged, and results sharing memory with a borrowed array are copied."""
+    for h in held:
+        if type(h) is _Staged:
+            param = h.param
+            # DLPack ties the staged view's life to IREE's buffer: alive means IREE still
+            # holds it (a result is a view of it, or the module stored it).
+            kept = h.view_ref() is not None
+            source = h.source
+            if source is not None and results is not None and param.writes is None:
+                if source.flags.c_contiguous and source.dtype.isnative:
+                    param.writes = kept or not _same_bytes(h.buffer, source.reshape(-1).view(np.uint8))
+            if not kept and len(param.pool) < _POOL_MAX:
+                param.pool.append(h.buffer)
+        elif results is not None:
+            array = h.array
+            for i, r in enumerate(results):
+                if np.may_share_memory(r, array):
+                    results[i] = r.copy()
+
+
 class IreeModule:
     """A vmfb loaded into its own VM context on the shared device of `driver`."""
 
-    def __init__(self, vmfb: bytes, driver: str = DEFAULT_DRIVER):
+    def __init__(self, vmfb: bytes, driver: str = DEFAULT_DRIVER, *, borrow_inputs: bool = False):
+        """borrow_inputs: import suitable large arrays without a copy (see IreeFunction)."""
         self.driver = driver
+        self.borrow_inputs = bool(borrow_inputs)
         self._config = runtime_config(driver)
         try:
             # copy_buffer: the flatbuffer must be aligned, and `vmfb` may be freed later.
@@ -368,8 +474,9 @@ class IreeModule:
         self._functions: dict[str, IreeFunction] = {}
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], driver: str = DEFAULT_DRIVER) -> "IreeModule":
-        return cls(Path(path).read_bytes(), driver)
+    def from_file(cls, path: str | os.PathLike[str], driver: str = DEFAULT_DRIVER, *,
+                  borrow_inputs: bool = False) -> "IreeModule":
+        return cls(Path(path).read_bytes(), driver, borrow_inputs=borrow_inputs)
 
     def __repr__(self) -> str:
         return f"<IreeModule {self._vm_module.name!r} on {self.driver!r}: {', '.join(self.function_names)}>"

@@ -1,0 +1,120 @@
+// cir-verify checks what IRDL cannot and changes nothing: valid modules come out as they
+// went in; a violation is a located error (every message is in
+// dialects/cir/ops_invalid.mlir).
+// RUN: zynml-opt %s --split-input-file --verify-diagnostics --cir-verify | filecheck %s
+// RUN: zynml-opt %s --split-input-file --verify-diagnostics --cir-verify | zynml-opt --split-input-file | filecheck %s
+
+// A shape-generic elementwise compute as the front end emits it: the result's extent is
+// the operand named by out_dims.
+// CHECK-LABEL: func.func @relu(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<?xf32>) -> tensor<?xf32>
+// CHECK: [[LEN:%[a-z0-9_]+]] = tensor.dim [[X]], %{{.*}} : tensor<?xf32>
+// CHECK: [[Y:%[0-9]+]] = "cir.compute"([[X]], [[LEN]]) {body = @relu_body, kind = "elementwise", {{.*}}out_dims = array<i64: 1>} : (tensor<?xf32>, index) -> tensor<?xf32>
+// CHECK: return [[Y]]
+// CHECK-LABEL: func.func private @relu_body(
+// CHECK: "cir.load"
+// CHECK: arith.maximumf
+// CHECK: "cir.store"
+func.func @relu(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %len = tensor.dim %x, %c0 : tensor<?xf32>
+  %y = "cir.compute"(%x, %len) {kind = "elementwise", body = @relu_body, out_dims = array<i64: 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<?xf32>, index) -> tensor<?xf32>
+  return %y : tensor<?xf32>
+}
+func.func private @relu_body(%x: tensor<?xf32>, %len: index, %out: tensor<?xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  scf.for %i = %c0 to %len step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<?xf32>, index) -> f32
+    %r = arith.maximumf %v, %zero : f32
+    "cir.store"(%r, %out, %i) : (f32, tensor<?xf32>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+// A full argmax: the scalar i64 result goes with a rank-0 `out`; the body yields a
+// (value, index) pair.
+// CHECK-LABEL: func.func @argmax(
+// CHECK: "cir.compute"({{.*}}) {body = @argmax_body, kind = "reduce", {{.*}}reduce = "argmax"} : (tensor<16xf32>, index) -> i64
+// CHECK-LABEL: func.func private @argmax_body(
+// CHECK-SAME: tensor<i64>) attributes {cir.body}
+// CHECK: "cir.yield"(%{{.*}}, %{{.*}}) : (f32, index) -> ()
+func.func @argmax(%data: tensor<16xf32>) -> i64 {
+  %c16 = arith.constant 16 : index
+  %r = "cir.compute"(%data, %c16) {kind = "reduce", reduce = "argmax", body = @argmax_body,
+      out_dims = array<i64>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<16xf32>, index) -> i64
+  return %r : i64
+}
+func.func private @argmax_body(%data: tensor<16xf32>, %n: index, %out: tensor<i64>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%data, %i) : (tensor<16xf32>, index) -> f32
+    "cir.yield"(%v, %i) : (f32, index) -> ()
+  }
+  return
+}
+
+// -----
+
+// A scalar captured from the program (`eps`) is an operand like any other; a user kind
+// ("my_kernel") is allowed.
+// CHECK-LABEL: func.func @captured_scalar(
+// CHECK: "cir.compute"(%{{.*}}, %{{.*}}, %{{.*}}) {body = @add_eps_body, kind = "my_kernel", {{.*}}} : (tensor<4xf32>, f32, index) -> tensor<4xf32>
+func.func @captured_scalar(%x: tensor<4xf32>, %eps: f32) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
+  %y = "cir.compute"(%x, %eps, %c4) {kind = "my_kernel", body = @add_eps_body, out_dims = array<i64: 2>,
+      operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<4xf32>, f32, index) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func private @add_eps_body(%x: tensor<4xf32>, %eps: f32, %n: index, %out: tensor<4xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<4xf32>, index) -> f32
+    %s = arith.addf %v, %eps : f32
+    "cir.store"(%s, %out, %i) : (f32, tensor<4xf32>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+// The body of a compute must take its operands' types.
+func.func @operand_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
+  // expected-error@+1 {{operand #0 has type tensor<4xf32> but body @body takes tensor<?xf32>}}
+  %y = "cir.compute"(%x, %c4) {kind = "elementwise", body = @body, out_dims = array<i64: 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<4xf32>, index) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func private @body(%x: tensor<?xf32>, %n: index, %out: tensor<4xf32>) attributes {cir.body} {
+  return
+}
+
+// -----
+
+// Only a reduction's body yields.
+func.func @yield_in_matmul(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %c4 = arith.constant 4 : index
+  %y = "cir.compute"(%a, %c4) {kind = "matmul", body = @body, out_dims = array<i64: 1, 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<4x4xf32>, index) -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+func.func private @body(%a: tensor<4x4xf32>, %n: index, %out: tensor<4x4xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %v = "cir.load"(%a, %c0, %c0) : (tensor<4x4xf32>, index, index) -> f32
+  // expected-error@+1 {{'cir.yield' in the body of a 'matmul' compute; only reductions yield}}
+  "cir.yield"(%v) : (f32) -> ()
+  return
+}
