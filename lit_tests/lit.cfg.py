@@ -3,7 +3,8 @@
 #     lit -v lit_tests
 #
 # Tests are `.mlir` (through zynml-opt), `.zyn` (ZynML source through zynml-opt's front
-# end) and `.py` files; RUN lines use the substitutions below.
+# end) and `.py` files; RUN lines use the substitutions below, e.g.
+#     // RUN: zynml-opt %s --pass-pipeline='%cir_to_linalg_pipeline' | filecheck %s
 import os
 import shutil
 import subprocess
@@ -42,7 +43,11 @@ def _word(name: str) -> str:
 
 
 filecheck = _tool("filecheck", "filecheck")
+# The pipeline `zynml` compiles with (zynml.compiler), so pipeline tests follow it.
+from zynml.compiler import CIR_TO_LINALG_PIPELINE  # noqa: E402
+
 config.substitutions += [
+    ("%cir_to_linalg_pipeline", CIR_TO_LINALG_PIPELINE),
     ("%PYTHON", sys.executable),
     (_word("zynml-opt"), _tool("zynml-opt", "zynml.cli.opt")),
     (_word("zynml"), _tool("zynml", "zynml.cli.main")),

@@ -85,21 +85,29 @@ class Program:
         raise AttributeError(f"program has no pipeline '{name}'; pipelines: "
                              + (", ".join(methods) or "(none)"))
 
-    def _check(self, signature, scalars) -> CheckedProgram:
+    def _check(self, signature, scalars, records=None) -> CheckedProgram:
         if self._pipeline is not None:
-            return check_pipeline(self._pipeline, self.source, signature, scalars)
-        return compiler.check_program(self.source, self.ast, signature, scalars)
+            table = {p.name: p for p in self.ast.pipelines}
+            return check_pipeline(self._pipeline, self.source, signature, scalars,
+                                  records or {}, table)
+        return compiler.check_program(self.source, self.ast, signature, scalars, records or {})
 
     # ------------------------------------------------------------------ calling
 
     def __call__(self, **inputs) -> dict[str, Any]:
-        values, signature, scalars = self._signature(inputs)
+        values, signature, scalars, records = self._signature(inputs)
+        checked = None
+        if records:  # record members are inputs too: their shapes are part of the key
+            checked = self._check(signature, scalars, records)
+            signature = {n: t for n, t in checked.inputs.items()}
+            values.update(checked.record_values)
         key = tuple(sorted((n, str(t)) for n, t in signature.items())) + \
             tuple(sorted(scalars.items()))
         with self._lock:
             executable = self._executables.get(key)
             if executable is None:
-                executable = self._executables[key] = self._build(signature, scalars)
+                executable = self._executables[key] = self._build(signature, scalars,
+                                                                  records, checked)
         checked = executable.checked
         args = [_argument(values[name], checked.inputs[name]) for name in checked.inputs]
         results = executable.function(*args)
@@ -107,12 +115,20 @@ class Program:
                 for name, value in zip(checked.outputs, results)}
 
     def _signature(self, inputs: dict[str, Any]):
-        known = set(self.generic.inputs)
+        """(arrays, signature, integer scalar values, records) of the call's inputs."""
+        roots = self.generic.record_roots
+        records = {n: v for n, v in inputs.items() if n in roots}
+        inputs = {n: v for n, v in inputs.items() if n not in roots}
+        for root in roots:
+            if root not in records:
+                raise ZynMLError(f"missing input '{root}' (a record)",
+                                 self._record_loc(root))
+        known = {n for n in self.generic.inputs if not _is_record_member(n, roots)}
         for name in inputs:
             if name not in known:
                 raise ZynMLError(f"unknown input '{name}'; the program's inputs are: "
                                  + (", ".join(sorted(known)) or "(none)"), self._first_loc())
-        for name in self.generic.inputs:
+        for name in known:
             if name not in inputs:
                 raise ZynMLError(f"missing input '{name}'", self.generic.input_locs.get(name))
         values, signature, scalars = {}, {}, {}
@@ -135,14 +151,20 @@ class Program:
                 if not is_tensor(expected):
                     raise ZynMLError(f"input '{name}' is used as a scalar but was given an "
                                      f"array of shape {array.shape}", loc)
-        return values, signature, scalars
+        return values, signature, scalars, records
+
+    def _record_loc(self, root: str):
+        for name, loc in self.generic.input_locs.items():
+            if _is_record_member(name, {root}):
+                return loc
+        return self._first_loc()
 
     def stage_module(self, inputs: dict[str, Any] | None = None, upto: str = "linalg"):
         """The `cir` or linalg module of this program, specialized to `inputs` when given
         (arrays, or anything with .shape and .dtype); shape-generic otherwise."""
         if inputs:
-            _, signature, scalars = self._signature(inputs)
-            checked = self._check(signature, scalars)
+            _, signature, scalars, records = self._signature(inputs)
+            checked = self._check(signature, scalars, records)
         else:
             checked = self.generic
         module = compiler.to_cir(checked)
@@ -150,14 +172,19 @@ class Program:
             compiler.lower(module, self.source)
         return module
 
-    def _build(self, signature, scalars) -> _Executable:
+    def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
-        checked = self._check(signature, scalars)
+        checked = checked or self._check(signature, scalars, records)
         module = compiler.to_cir(checked)
         compiler.lower(module, self.source)
         vmfb = compiler.to_vmfb(module, self.target, self._cache)
         function = IreeModule(vmfb, self.target.device).function("main")
         return _Executable(checked, function)
+
+
+def _is_record_member(name: str, roots) -> bool:
+    """Is `name` a flattened record member such as `model.layers[0].w` of a root?"""
+    return any(name.startswith(root + ".") or name.startswith(root + "[") for root in roots)
 
 
 class _PipelineMethod:

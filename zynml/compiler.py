@@ -56,8 +56,8 @@ def parse_source(source_or_path: Union[str, os.PathLike]) -> tuple[SourceFile, a
 
 
 def check_program(src: SourceFile, program: ast.Program, signature=None,
-                  scalar_values=None) -> CheckedProgram:
-    return check(program, src, signature, scalar_values)
+                  scalar_values=None, records=None) -> CheckedProgram:
+    return check(program, src, signature, scalar_values, records)
 
 
 def to_cir(checked: CheckedProgram, context: ir.Context | None = None) -> ir.Module:

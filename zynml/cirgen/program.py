@@ -59,25 +59,32 @@ def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
                              program.input_locs.get(name))
     with context, ir.Location.unknown():
         module = ir.Module.create()
-        _ProgramEmitter(program, module).emit()
+        _ProgramEmitter(program, module, "main", set()).emit()
     return module
 
 
 class _ProgramEmitter:
-    def __init__(self, program: CheckedProgram, module: ir.Module):
+    """Emits one program (or pipeline) as function `name` (emit), or its steps at the
+    current insertion point (emit_steps, for an inlined pipeline call); `symbols` holds
+    the function names already used in the module."""
+
+    def __init__(self, program: CheckedProgram, module: ir.Module, name: str,
+                 symbols: set[str]):
         self.program = program
         self.module = module
+        self.name = name
+        self.symbols = symbols
         self.values: dict[str, ir.Value] = {}  # program name -> value in main (scalars unboxed)
         self.types: dict[str, Any] = dict(program.inputs)
         self.size_values: dict[str, ir.Value] = {}
-        self.body_names: set[str] = set()
 
     def emit(self) -> None:
         program = self.program
         input_types = [_boundary_type(t) for t in program.inputs.values()]
         output_types = [_boundary_type(self._output_type(n)) for n in program.outputs]
+        self.symbols.add(self.name)
         with ir.InsertionPoint(self.module.body):
-            main = func.FuncOp("main", (input_types, output_types))
+            main = func.FuncOp(self.name, (input_types, output_types))
         main.attributes["zynml.inputs"] = ir.ArrayAttr.get(
             [ir.StringAttr.get(n) for n in program.inputs])
         main.attributes["zynml.outputs"] = ir.ArrayAttr.get(
@@ -87,10 +94,7 @@ class _ProgramEmitter:
             for (name, t), arg in zip(program.inputs.items(), block.arguments):
                 self.values[name] = arg if is_tensor(t) else S.convert(
                     tensor.ExtractOp(arg, []).result, _boundary_scalar(t), concrete(t))
-            for step in program.steps:
-                if step.kernel is not None:
-                    with _loc(step.kernel.node):
-                        self._compute(step)
+            self.emit_steps()
             results = []
             for name in program.outputs:
                 value, t = self.values[name], self.types[name]
@@ -99,6 +103,22 @@ class _ProgramEmitter:
                     value = tensor.FromElementsOp(_boundary_type(t), [value]).result
                 results.append(value)
             func.ReturnOp(results)
+
+    def emit_steps(self) -> None:
+        for step in self.program.steps:
+            if step.kernel is not None:
+                with _loc(step.kernel.node):
+                    self._compute(step)
+            elif step.op is not None:
+                with ir.Location.file(step.loc.file.name, step.loc.line, step.loc.col):
+                    self._builtin(step)
+
+    def _unique(self, name: str) -> str:
+        name = name.replace(".", "_")
+        while name in self.symbols:  # a rebound `let`, or a name another function uses
+            name += "_"
+        self.symbols.add(name)
+        return name
 
     def _output_type(self, name: str) -> Any:
         step = next(s for s in self.program.steps if s.target == name)
@@ -152,6 +172,50 @@ class _ProgramEmitter:
                 result = S.maximum(result, v, INDEX)
             return result
         raise ZynMLError("this extent expression is not supported", e.loc)
+
+    # ------------------------------------------------------------------ whole-value builtins
+
+    def _builtin(self, step: Step) -> None:
+        source = self.values[step.operands[0]] if step.operands else None
+        result_type = _boundary_type(step.ty)
+        if step.op == "slice":
+            axis, k, parts = (step.params[n] for n in ("axis", "index", "parts"))
+            shape = list(self.types[step.operands[0]].shape)
+            if None in shape:
+                raise ZynMLError("split needs static shapes (call the program with inputs)",
+                                 step.loc)
+            size = shape[axis] // parts
+            offsets = [0] * len(shape)
+            offsets[axis] = k * size
+            shape[axis] = size
+            value = tensor.ExtractSliceOp(result_type, source, [], [], [], offsets, shape,
+                                          [1] * len(shape)).result
+        elif step.op == "reshape":
+            extents = [self._extent(d) for d in step.params["dims"]]
+            index_vector = ir.RankedTensorType.get([len(extents)], ir.IndexType.get())
+            shape = tensor.FromElementsOp(index_vector, extents).result
+            value = tensor.ReshapeOp(result_type, source, shape).result
+        elif step.op == "call":
+            value = self._call(step)
+        else:
+            raise AssertionError(step.op)
+        self.values[step.target] = value
+        self.types[step.target] = step.ty
+
+    def _call(self, step: Step) -> ir.Value:
+        """A pipeline call is inlined: the callee's steps are emitted here, its inputs
+        bound to the caller's values (records and free inputs share their names)."""
+        callee: CheckedProgram = step.params["callee"]
+        inner = _ProgramEmitter(callee, self.module, self.name, self.symbols)
+        params = dict(zip(step.params["params"], step.operands))
+        for input_name, t in callee.inputs.items():
+            caller_name = params.get(input_name, input_name)
+            value, caller_t = self.values[caller_name], self.types[caller_name]
+            if not is_tensor(t):
+                value = S.convert(value, concrete(caller_t), concrete(t))
+            inner.values[input_name] = value
+        inner.emit_steps()
+        return inner.values[callee.outputs[0]]
 
     # ------------------------------------------------------------------ compute blocks
 
@@ -222,10 +286,7 @@ class _ProgramEmitter:
 
     def _body_function(self, kernel: Kernel, arg_types: list[ir.Type],
                        out_type: ir.Type) -> str:
-        name = f"{kernel.name}_body"
-        while name in self.body_names:  # a rebound `let` name
-            name += "_"
-        self.body_names.add(name)
+        name = self._unique(f"{kernel.name}_body")
         with ir.InsertionPoint(self.module.body):
             fn = func.FuncOp(name, (arg_types + [out_type], []))
         fn.attributes["sym_visibility"] = ir.StringAttr.get("private")

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from . import ast
 from .body_checker import BodyChecker, eval_extent
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
-from .types import ANY, F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
+from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from ..errors import SourceFile, ZynMLError
 
 __all__ = ["check", "check_pipeline", "Signature"]
@@ -27,35 +27,52 @@ Signature = dict
 
 def check(program: ast.Program, source: SourceFile,
           signature: Optional[Signature] = None,
-          scalar_values: Optional[dict[str, Any]] = None) -> CheckedProgram:
+          scalar_values: Optional[dict[str, Any]] = None,
+          records: Optional[dict[str, Any]] = None) -> CheckedProgram:
     """Check the script part of `program`; every pipeline is checked too (shape-generic)
     and attached as `pipelines`."""
-    checked = _ProgramChecker(program.body, source, signature, scalar_values or {}).run()
-    names = set()
+    table = {}
     for pipeline in program.pipelines:
-        if pipeline.name in names:
+        if pipeline.name in table:
             raise ZynMLError(f"pipeline '{pipeline.name}' is defined twice", pipeline.loc)
-        names.add(pipeline.name)
-        checked.pipelines[pipeline.name] = check_pipeline(pipeline, source)
+        table[pipeline.name] = pipeline
+    checked = _ProgramChecker(program.body, source, signature, scalar_values or {},
+                              records=records, pipelines=table).run()
+    for pipeline in program.pipelines:
+        checked.pipelines[pipeline.name] = check_pipeline(pipeline, source, pipelines=table)
     return checked
 
 
 def check_pipeline(pipeline: ast.Pipeline, source: SourceFile,
                    signature: Optional[Signature] = None,
-                   scalar_values: Optional[dict[str, Any]] = None) -> CheckedProgram:
+                   scalar_values: Optional[dict[str, Any]] = None,
+                   records: Optional[dict[str, Any]] = None,
+                   pipelines: Optional[dict[str, ast.Pipeline]] = None,
+                   _depth: int = 0) -> CheckedProgram:
     """A pipeline is a sub-program: its parameters are the inputs (typed dimensions bind
     sizes), its `return` value the one output."""
     checker = _ProgramChecker(pipeline.body, source, signature, scalar_values or {},
-                              pipeline=pipeline)
-    return checker.run()
+                              pipeline=pipeline, records=records, pipelines=pipelines,
+                              depth=_depth)
+    checked = checker.run()
+    checked.name = pipeline.name
+    return checked
 
 
 class _ProgramChecker:
     def __init__(self, body: list[ast.Stmt], source: SourceFile,
                  signature: Optional[Signature], scalar_values: dict[str, Any],
-                 pipeline: Optional[ast.Pipeline] = None):
+                 pipeline: Optional[ast.Pipeline] = None,
+                 records: Optional[dict[str, Any]] = None,
+                 pipelines: Optional[dict[str, ast.Pipeline]] = None, depth: int = 0):
         self.body = body
         self.pipeline = pipeline
+        self.records = records  # record roots given at the call (None: not known yet)
+        self.pipeline_table = pipelines or {}
+        self.depth = depth
+        self.aliases: dict[str, ast.Expr] = {}  # `let weights = model.layers[layer]`
+        self.record_roots: set[str] = set()
+        self.record_values: dict[str, Any] = {}
         self.source = source
         self.signature = signature
         self.scalar_values = scalar_values
@@ -80,7 +97,9 @@ class _ProgramChecker:
             for name in self.sizes:  # also sizes only parameter types name
                 self._resolve_size(name)
         return CheckedProgram(self.source, self.inputs, self.outputs, self.steps, self.sizes,
-                              self.constants, self.input_locs)
+                              self.constants, self.input_locs,
+                              record_roots=self.record_roots,
+                              record_values=self.record_values)
 
     # ------------------------------------------------------------------ statements
 
@@ -143,6 +162,17 @@ class _ProgramChecker:
                 if self.pipeline is None and name not in self.outputs:
                     self.outputs.append(name)
                 return
+            if not pipes and _is_path(value) and _root(value).id not in self.values \
+                    and _root(value).id not in self.inputs:
+                self.aliases[name] = value  # a record (`let weights = model.layers[i]`)
+                return
+            if not pipes and isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+                if value.func.id == "reshape":
+                    self._add_step(self._reshape(name, value, stmt))
+                    return
+                if value.func.id in self.pipeline_table:
+                    self._add_step(self._call(name, value, stmt))
+                    return
             if not pipes:
                 constant = _constant(value)
                 if constant is not None:
@@ -153,6 +183,11 @@ class _ProgramChecker:
                     return
             raise ZynMLError("a top-level 'let' must bind a compute block or a number "
                              "(other expressions are not supported yet)", value.loc)
+        if isinstance(stmt, ast.Let) and isinstance(stmt.value, ast.Call) and \
+                isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "split":
+            for step in self._split(stmt):
+                self._add_step(step)
+            return
         if isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Compute):
             raise ZynMLError("bind the compute block's value with 'let name = compute(...)'",
                              stmt.loc)
@@ -177,9 +212,13 @@ class _ProgramChecker:
     def _compute(self, name: str, node: ast.Compute, stmt: ast.Let) -> Step:
         args = []
         for expr in node.inputs:
-            if not isinstance(expr, ast.Name):
-                raise ZynMLError("a compute input must be a name here", expr.loc)
-            args.append((expr.id, self._input_type(expr, node)))
+            if isinstance(expr, ast.Name) and expr.id not in self.aliases:
+                args.append((expr.id, self._input_type(expr, node)))
+            elif _is_path(expr):
+                args.append(self._record_input(expr, node))
+            else:
+                raise ZynMLError("a compute input must be a name or a record field such as "
+                                 "weights.qkv_proj", expr.loc)
         tensors = frozenset(n for n, t in {**self.inputs, **self.values}.items() if is_tensor(t))
         checker = BodyChecker(node, name, args, self._resolve_outer, self.sizes, tensors)
         kernel = checker.check()
@@ -234,6 +273,181 @@ class _ProgramChecker:
             self.input_locs[name] = loc
         return Symbol("capture", name, ty)
 
+    # ------------------------------------------------------------------ records
+
+    def _record_input(self, expr: ast.Expr, node: ast.Compute) -> tuple[str, Any]:
+        """`weights.qkv_proj` with `let weights = model.layers[layer]` -> the input
+        `model.layers[0].qkv_proj` (the index's value is known at the call)."""
+        root, segments = self._expand(expr)
+        self.record_roots.add(root.id)
+        flat = root.id + "".join(f".{s}" if isinstance(s, str) else f"[{s}]"
+                                 for s in (self._segment(x) for x in segments))
+        if flat in self.inputs:
+            return flat, self.inputs[flat]
+        local = BodyChecker._arg_local_name(expr)
+        if self.records is None:
+            rank = _first_index_rank(node, local)
+            ty = TensorType(ANY, (None,) * rank if rank is not None else None)
+        else:
+            if root.id not in self.records:
+                raise ZynMLError(f"missing input '{root.id}' (a record)", root.loc)
+            value = _resolve(self.records[root.id], root, segments, self._segment)
+            dtype = from_numpy(value.dtype)
+            if dtype is None:
+                raise ZynMLError(f"'{flat}' has dtype {value.dtype}, which ZynML does not "
+                                 "support", expr.loc)
+            ty = TensorType(dtype, tuple(int(d) for d in value.shape))
+            self.record_values[flat] = value
+        self.inputs[flat] = ty
+        self.input_locs[flat] = expr.loc
+        return flat, ty
+
+    def _expand(self, expr: ast.Expr):
+        """(root Name, [field name | index Expr]) of a path, through `let` aliases."""
+        segments = []
+        while isinstance(expr, (ast.Attribute, ast.Index)):
+            if isinstance(expr, ast.Attribute):
+                segments.append(expr.name)
+            else:
+                if len(expr.indices) != 1 or isinstance(expr.indices[0], ast.Slice):
+                    raise ZynMLError("a record member takes one index", expr.loc)
+                segments.append(expr.indices[0])
+            expr = expr.base
+        segments.reverse()
+        if expr.id in self.aliases:
+            root, head = self._expand(self.aliases[expr.id])
+            return root, head + segments
+        return expr, segments
+
+    def _segment(self, segment):
+        if isinstance(segment, str):
+            return segment
+        if isinstance(segment, ast.IntLit):
+            return segment.value
+        if isinstance(segment, ast.Name):
+            if segment.id in self.constants:
+                return self.constants[segment.id]
+            if segment.id in self.scalar_values:
+                return int(self.scalar_values[segment.id])
+            if self.signature is None:
+                self.inputs.setdefault(segment.id, I64)
+                self.input_locs.setdefault(segment.id, segment.loc)
+                return segment.id
+            if segment.id in self.inputs and not is_tensor(self.inputs[segment.id]):
+                raise ZynMLError(f"the index '{segment.id}' must be an integer input",
+                                 segment.loc)
+            raise ZynMLError(f"missing input '{segment.id}'", segment.loc)
+        raise ZynMLError("a record index must be a name or an integer", segment.loc)
+
+    # ------------------------------------------------------------------ whole-value builtins
+
+    def _add_step(self, step: Step) -> None:
+        self.values[step.target] = step.ty
+        self.steps.append(step)
+        if self.pipeline is None and step.target not in self.outputs:
+            self.outputs.append(step.target)
+
+    def _value_type(self, expr: ast.Expr, what: str) -> tuple[str, Any]:
+        if not isinstance(expr, ast.Name):
+            raise ZynMLError(f"{what} takes a value's name", expr.loc)
+        if expr.id in self.values:
+            return expr.id, self.values[expr.id]
+        if expr.id in self.inputs:
+            return expr.id, self.inputs[expr.id]
+        raise ZynMLError(f"unknown name '{expr.id}'", expr.loc)
+
+    def _split(self, stmt: ast.Let) -> list[Step]:
+        """`let (q, k, v) = split(t, 3, axis=-1)`: equal parts along an axis."""
+        call = stmt.value
+        if len(call.args) != 2 or not isinstance(call.args[1], ast.IntLit):
+            raise ZynMLError("split takes a tensor and a number of parts: "
+                             "split(t, 3, axis=-1)", call.loc)
+        name, ty = self._value_type(call.args[0], "split")
+        parts = call.args[1].value
+        axis = -1
+        for kw in call.kwargs:
+            axis_value = _constant(kw.value)
+            if kw.name != "axis" or not isinstance(axis_value, int):
+                raise ZynMLError("split takes axis=<integer>", kw.loc)
+            axis = axis_value
+        if not is_tensor(ty) or ty.rank is None:
+            raise ZynMLError(f"'{name}' must be a tensor of known rank to split it",
+                             call.args[0].loc)
+        if not -ty.rank <= axis < ty.rank:
+            raise ZynMLError(f"axis {axis} is out of range for rank {ty.rank}", call.loc)
+        axis %= ty.rank
+        if len(stmt.targets) != parts:
+            raise ZynMLError(f"split into {parts} parts is bound to {len(stmt.targets)} "
+                             "names", stmt.loc)
+        extent = ty.shape[axis]
+        if extent is not None and extent % parts:
+            raise ZynMLError(f"cannot split dimension {axis} of '{name}' ({extent}) into "
+                             f"{parts} equal parts", call.loc)
+        shape = list(ty.shape)
+        shape[axis] = None if extent is None else extent // parts
+        return [Step(target, stmt.loc, ty=TensorType(ty.dtype, tuple(shape)), op="slice",
+                     operands=[name], params={"axis": axis, "index": k, "parts": parts})
+                for k, target in enumerate(stmt.targets)]
+
+    def _reshape(self, target: str, call: ast.Call, stmt: ast.Let) -> Step:
+        if len(call.args) != 2 or not isinstance(call.args[1], ast.ListExpr):
+            raise ZynMLError("reshape takes a tensor and a list of extents: "
+                             "reshape(t, [a, b])", call.loc)
+        name, ty = self._value_type(call.args[0], "reshape")
+        dims = call.args[1].elts
+        for d in dims:
+            for n in _names_in(d):
+                if n.id in self.constants:
+                    continue
+                size = self.sizes.setdefault(n.id, Size(n.id, n.loc))
+                if not size.bindings:  # nothing binds it yet: an integer input
+                    self.inputs.setdefault(n.id, I64)
+                    self.input_locs.setdefault(n.id, n.loc)
+        if self.signature is not None:
+            for d in dims:
+                for n in _names_in(d):
+                    if n.id in self.sizes:
+                        self._resolve_size(n.id)
+        shape = tuple(eval_extent(d, self.sizes, self.constants) for d in dims)
+        if is_tensor(ty) and ty.shape is not None and None not in ty.shape and None not in shape:
+            if _product(ty.shape) != _product(shape):
+                raise ZynMLError(f"cannot reshape '{name}' of shape {list(ty.shape)} to "
+                                 f"{list(shape)}: the sizes differ", call.loc)
+        return Step(target, stmt.loc, ty=TensorType(ty.dtype, shape), op="reshape",
+                    operands=[name], params={"dims": dims})
+
+    def _call(self, target: str, call: ast.Call, stmt: ast.Let) -> Step:
+        """`let y = mlp(x, w1, w2)`: a call of another pipeline, checked for these
+        arguments (and compiled as a function of the module)."""
+        callee = self.pipeline_table[call.func.id]
+        if self.depth > 16:
+            raise ZynMLError(f"pipeline calls nest too deep (is '{callee.name}' recursive?)",
+                             call.loc)
+        if len(call.args) != len(callee.params) or call.kwargs:
+            raise ZynMLError(f"pipeline '{callee.name}' takes {len(callee.params)} arguments, "
+                             f"got {len(call.args)}", call.loc)
+        names, signature, scalars = [], {}, {}
+        for arg, param in zip(call.args, callee.params):
+            name, ty = self._value_type(arg, "a pipeline argument")
+            names.append(name)
+            signature[param.name] = ty
+            if name in self.scalar_values:
+                scalars[param.name] = self.scalar_values[name]
+        checked = check_pipeline(callee, self.source,
+                                 signature if self.signature is not None else None, scalars,
+                                 self.records, self.pipeline_table, self.depth + 1)
+        params = [p.name for p in callee.params]
+        for extra, ty in checked.inputs.items():  # records and free inputs of the callee
+            if extra not in params:
+                self.inputs.setdefault(extra, ty)
+                self.input_locs.setdefault(extra, checked.input_locs.get(extra))
+        self.record_roots |= checked.record_roots
+        self.record_values.update(checked.record_values)
+        result = checked.outputs[0]
+        ty = next(s.ty for s in checked.steps if s.target == result)
+        return Step(target, stmt.loc, ty=ty, op="call", operands=names,
+                    params={"callee": checked, "params": params})
+
     # ------------------------------------------------------------------ sizes
 
     def _resolve_sizes(self, kernel) -> None:
@@ -268,7 +482,7 @@ class _ProgramChecker:
     def _unbound_sizes_are_inputs(self) -> None:
         """A size no input dimension or constant binds is an integer input of the program."""
         for size in self.sizes.values():
-            if size.bindings or size.name in self.constants:
+            if size.bindings or size.name in self.constants or size.name in self.inputs:
                 continue
             if self.signature is not None and size.name not in self.scalar_values:
                 raise ZynMLError(
@@ -276,6 +490,57 @@ class _ProgramChecker:
                     f"over 0..{size.name}; pass '{size.name}' as an input", size.loc)
             self.inputs[size.name] = I64
             self.input_locs[size.name] = size.loc
+
+
+def _is_path(e: ast.Expr) -> bool:
+    while isinstance(e, (ast.Attribute, ast.Index)):
+        e = e.base
+    return isinstance(e, ast.Name)
+
+
+def _root(e: ast.Expr) -> ast.Name:
+    while isinstance(e, (ast.Attribute, ast.Index)):
+        e = e.base
+    return e
+
+
+def _resolve(obj: Any, root: ast.Name, segments: list, segment_value) -> Any:
+    """Follow fields (dict keys or attributes) and indices from a record object."""
+    import numpy as np
+    path = root.id
+    for seg in segments:
+        key = segment_value(seg)
+        try:
+            if isinstance(key, int):
+                obj = obj[key]
+            elif isinstance(obj, dict):
+                obj = obj[key]
+            else:
+                obj = getattr(obj, key)
+        except (KeyError, IndexError, AttributeError, TypeError):
+            loc = seg.loc if isinstance(seg, ast.Node) else root.loc
+            what = f"[{key}]" if isinstance(key, int) else f".{key}"
+            raise ZynMLError(f"'{path}' has no member {what}", loc) from None
+        path += f"[{key}]" if isinstance(key, int) else f".{key}"
+    try:
+        return np.asarray(obj)
+    except Exception:
+        raise ZynMLError(f"'{path}' is not an array", root.loc) from None
+
+
+def _names_in(e: ast.Expr) -> list[ast.Name]:
+    if isinstance(e, ast.Name):
+        return [e]
+    if isinstance(e, ast.Binary):
+        return _names_in(e.left) + _names_in(e.right)
+    return []
+
+
+def _product(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
 
 
 def _describe(t: Any) -> str:
@@ -298,7 +563,8 @@ def _first_index_rank(node: ast.Compute, name: str) -> Optional[int]:
     def visit(x, row: bool = False):
         if found:
             return
-        if isinstance(x, ast.Index) and isinstance(x.base, ast.Name) and x.base.id == name:
+        if isinstance(x, ast.Index) and _is_path(x.base) and \
+                BodyChecker._arg_local_name(x.base) == name:
             found.append(len(x.indices) + row)  # a row (dot's argument) drops one index
             return
         if isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "dot":

@@ -305,8 +305,6 @@ class _Lexer:
         * A dedented line that opens no block, followed by a line back at an open block's
           level: keep it in the current block (dedenting would make the next line an
           "unexpected indentation").
-        * A dedented line of invalid width that opens a block whose body (the next line)
-          is deeper than the current block: keep it in the current block.
 
         Each turns one misplaced line into one error instead of a cascade. None of these
         situations occurs in a valid program.
@@ -319,17 +317,12 @@ class _Lexer:
             self.report("expected an indented block", loc)
             self.push_level(next_width, loc)
             return True
-        if width == self.indents[-1]:
+        if width == self.indents[-1] or opens or not self.is_valid_dedent(next_width):
             return False
-        valid = self.is_valid_dedent(width)
-        if opens:
-            stray = next_width > self.indents[-1] and not valid
-        else:
-            stray = self.is_valid_dedent(next_width)
-        if stray:
-            self.report("unindent does not match any outer indentation level" if not valid
-                        else "this line is less indented than the lines around it", loc)
-        return stray
+        self.report("unindent does not match any outer indentation level"
+                    if not self.is_valid_dedent(width)
+                    else "this line is less indented than the lines around it", loc)
+        return True
 
     def is_valid_dedent(self, width: int) -> bool:
         floor = self.frames[-1].depth if self.frames else 1

@@ -176,25 +176,27 @@ class Parser:
             raise _FatalParseError
 
     def synchronize(self) -> None:
-        """Skip the rest of a broken statement, including an indented block or `{ }` body
-        that belongs to it, and stop before the next statement of the current block."""
-        depth = 0
+        """Skip the rest of a broken statement, including the indented blocks that belong
+        to it (a `for` body, a multi-line `{ }` body and what follows its `}`), and stop
+        before the next statement of the current block."""
+        depth = 0  # INDENTs entered while skipping
         while True:
             kind = self.kind
             if kind == "EOF" or (kind == "DEDENT" and depth == 0):
                 return
             self.advance()
-            if kind in ("INDENT", "{"):
+            if kind == "INDENT":
                 depth += 1
-            elif kind in ("DEDENT", "}"):
-                depth = max(depth - 1, 0)
-                if kind == "DEDENT" and depth == 0 and not self.continues_statement():
+            elif kind == "DEDENT":
+                depth -= 1
+                if depth == 0 and not self.continues_statement():
                     return
             elif kind == "NEWLINE" and depth == 0 and not self.continues_statement():
                 return
 
     def continues_statement(self) -> bool:
-        """After a line or block of a broken statement: is this still part of it?"""
+        """After a line or block of a broken statement: is this still part of it? (its
+        indented block, an `else`, or the `}` closing its multi-line `{` body)"""
         return self.kind in ("INDENT", "else", "}")
 
     def block_items(self, parse_item: Callable[[], None]) -> None:

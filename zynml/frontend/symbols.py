@@ -78,7 +78,9 @@ class Kernel:
 
 @dataclass(eq=False)
 class Step:
-    """One top-level binding: `target = kernel` (then `pipes` applied) or a constant."""
+    """One top-level binding: `target = kernel` (then `pipes` applied), a constant, or a
+    builtin on whole values: op "slice" (a part of `split`), "reshape", or "call" (of a
+    pipeline), reading the program values named in `operands`."""
 
     target: str
     loc: SourceLocation
@@ -86,6 +88,9 @@ class Step:
     pipes: list[ast.Call] = field(default_factory=list)
     constant: Any = None
     ty: Any = None
+    op: Optional[str] = None
+    operands: list[str] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -98,6 +103,11 @@ class CheckedProgram:
     constants: dict[str, Any]
     input_locs: dict[str, SourceLocation]
     pipelines: dict[str, "CheckedProgram"] = field(default_factory=dict)
+    # Record inputs (`model.layers[0].qkv_proj`): roots the caller passes, and the arrays
+    # each flattened input name resolved to.
+    record_roots: set = field(default_factory=set)
+    record_values: dict = field(default_factory=dict)
+    name: str = "main"
 
 
 def is_tensor(t: Any) -> bool:

@@ -1,0 +1,38 @@
+// --split-input-file: each chunk is parsed and run on its own, outputs are joined by
+// `// -----`, and diagnostics give lines of the whole file (like mlir-opt).
+// RUN: not zynml-opt %s --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: not zynml-opt %s 2>&1 | filecheck %s --check-prefix=WHOLE
+
+func.func @first() {
+  return
+}
+
+// -----
+
+func.func @second(%a: i32) -> i32 {
+  return %a : i32
+}
+
+// -----
+
+func.func @third() {
+  "cir.launch"() : () -> ()
+  return
+}
+
+// -----
+
+func.func @fourth() {
+  return %missing : i32
+}
+
+// The chunk errors are at lines 19 and 26 of this file, each error once.
+// ERR-NOT: error:
+// ERR: split-input-file.mlir:19:3: error: unregistered operation 'cir.launch' found in dialect ('cir') that does not allow unknown operations
+// ERR-NOT: error:
+// ERR: split-input-file.mlir:26:10: error: use of undeclared SSA value name
+// ERR-NOT: error:
+
+// Without the flag, the marker is a comment: @first and @second parse, and the first
+// error is the same line 19.
+// WHOLE: split-input-file.mlir:19:3: error: unregistered operation 'cir.launch'

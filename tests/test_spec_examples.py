@@ -1,0 +1,461 @@
+"""End to end on the CPU: every kernel example of the language spec
+(/work/shared/spec/compute-system.md), kept as close to the spec's text as possible in
+tests/programs/examples/*.zyn, against independently written float64 numpy references on
+fresh random inputs of odd sizes; then the spec's own mistakes and the common user mistakes
+as located errors (FILE:LINE:COL)."""
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zynml
+from conftest import assert_close
+
+EXAMPLES = Path(__file__).resolve().parent / "programs" / "examples"
+# Files in EXAMPLES that are deliberately not valid programs (tested as located errors).
+INVALID_EXAMPLES = {"rope_spec_verbatim.zyn"}
+
+
+@functools.lru_cache(maxsize=None)
+def program(name: str) -> zynml.Program:
+    """One Program per example file, so that a shape seen twice compiles once."""
+    return zynml.compile(EXAMPLES / name)
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def f64(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+def test_every_valid_example_checks():
+    """Each example parses and checks without inputs; the test list below covers them all."""
+    names = sorted(p.name for p in EXAMPLES.glob("*.zyn"))
+    assert len(names) >= 25
+    for name in names:
+        if name not in INVALID_EXAMPLES:
+            program(name)
+
+
+# ============================================================================ element-wise
+
+@pytest.mark.parametrize("n", [1, 37])
+def test_elementwise_relu(rng, n):
+    x = f32(rng, n)
+    out = program("elementwise_relu.zyn")(x=x)["y"]
+    assert out.dtype == np.float32
+    assert_close(out, np.where(x > 0, f64(x), 0.0))
+
+
+def test_elementwise_two_inputs(rng):
+    x, y = f32(rng, 13), f32(rng, 13)
+    out = program("elementwise_two_inputs.zyn")(x=x, y=y)["z"]
+    assert out.dtype == np.float32
+    assert_close(out, f64(x) * f64(y) + 1.0)
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (7, 13)])
+def test_broadcast(rng, rows, cols):
+    matrix, vector = f32(rng, rows, cols), f32(rng, cols)
+    out = program("broadcast.zyn")(matrix=matrix, vector=vector)["scaled"]
+    expected = np.empty((rows, cols))
+    for i in range(rows):
+        expected[i] = f64(matrix[i]) * f64(vector)
+    assert_close(out, expected)
+
+
+def test_gelu(rng):
+    x = (f32(rng, 19) * 3).astype(np.float32)
+    out = program("gelu.zyn")(x=x)["activated"]
+    v = f64(x)
+    assert_close(out, 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))))
+
+
+@pytest.mark.xfail(strict=True, raises=zynml.ZynMLError,
+                   reason="tanh on f64 does not link: 'iree-compile failed: iree-lld: "
+                          "error: undefined symbol: tanh'")
+def test_gelu_f64(rng):
+    x = rng.standard_normal(5) * 3
+    out = program("gelu.zyn")(x=x)["activated"]
+    assert out.dtype == np.float64
+    assert_close(out, 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+                 rtol=1e-9)  # 0.7978845608 is sqrt(2/pi) to 10 digits
+
+
+# ============================================================================ reductions
+
+@pytest.mark.parametrize("n", [1, 29])
+def test_reduce_sum(rng, n):
+    data = f32(rng, n)
+    out = program("reduce_sum.zyn")(data=data)["sum"]
+    assert np.ndim(out) == 0
+    assert_close(out, sum(float(v) for v in data))
+
+
+@pytest.mark.parametrize("n", [1, 23])
+def test_reduce_max(rng, n):
+    data = f32(rng, n)
+    out = program("reduce_max.zyn")(data=data)["max_val"]
+    assert np.ndim(out) == 0
+    assert_close(out, max(float(v) for v in data))
+
+
+def test_reduce_norm_then_sqrt(rng):
+    data = f32(rng, 17)
+    out = program("reduce_norm.zyn")(data=data)["norm"]
+    assert np.ndim(out) == 0
+    assert_close(out, np.sqrt(np.dot(f64(data), f64(data))))
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (7, 11)])
+def test_row_sums(rng, rows, cols):
+    matrix = f32(rng, rows, cols)
+    out = program("row_sums.zyn")(matrix=matrix)["row_sums"]
+    assert_close(out, f64(matrix) @ np.ones(cols))
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 3), (13, 7)])
+def test_reduce_min_along_axis_0(rng, rows, cols):
+    matrix = f32(rng, rows, cols)
+    out = program("reduce_min_axis.zyn")(matrix=matrix)["col_mins"]
+    assert out.shape == (cols,)
+    np.testing.assert_array_equal(out, [min(matrix[:, j]) for j in range(cols)])
+
+
+@pytest.mark.parametrize("n", [1, 31])
+def test_argmax(rng, n):
+    data = f32(rng, n)
+    prog = program("argmax.zyn")
+    assert int(prog(data=data)["max_idx"]) == max(range(n), key=lambda i: (data[i], -i))
+    ties = rng.integers(0, 3, n).astype(np.float32)  # many equal maxima: the first wins
+    assert int(prog(data=ties)["max_idx"]) == list(ties).index(ties.max())
+
+
+def test_argmin(rng):
+    data = f32(rng, 31)
+    prog = program("argmin.zyn")
+    assert int(prog(data=data)["min_idx"]) == min(range(31), key=lambda i: (data[i], i))
+    ties = rng.integers(0, 3, 31).astype(np.float32)
+    assert int(prog(data=ties)["min_idx"]) == list(ties).index(ties.min())
+
+
+# ============================================================================ matrices
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (17, 31, 13)])
+def test_matmul(rng, m, k, n):
+    a, b = f32(rng, m, k), f32(rng, k, n)
+    out = program("matmul.zyn")(A=a, B=b)["C"]
+    assert_close(out, np.einsum("ik,kj->ij", f64(a), f64(b)))
+
+
+@pytest.mark.parametrize("batch,m,k,n", [(1, 1, 1, 1), (3, 5, 7, 2)])
+def test_batched_matmul(rng, batch, m, k, n):
+    a, b = f32(rng, batch, m, k), f32(rng, batch, k, n)
+    out = program("batched_matmul.zyn")(A=a, B=b)["C"]
+    assert_close(out, np.einsum("bik,bkj->bij", f64(a), f64(b)))
+
+
+# ============================================================================ convolution
+
+def conv2d_reference(x, w, bias, stride, padding):
+    """Direct loops over a zero-padded float64 input."""
+    batch, cin, h, wd = x.shape
+    cout, _, kh, kw = w.shape
+    xp = np.zeros((batch, cin, h + 2 * padding, wd + 2 * padding))
+    xp[:, :, padding:padding + h, padding:padding + wd] = x
+    out_h = (h + 2 * padding - kh) // stride + 1
+    out_w = (wd + 2 * padding - kw) // stride + 1
+    out = np.zeros((batch, cout, out_h, out_w))
+    for oh in range(out_h):
+        for ow in range(out_w):
+            patch = xp[:, :, oh * stride:oh * stride + kh, ow * stride:ow * stride + kw]
+            out[:, :, oh, ow] = np.einsum("bchw,ochw->bo", patch, f64(w)) + bias
+    return out
+
+
+def run_conv(name, rng, stride, padding, batch, cin, h, w, cout, kh, kw):
+    x, k, bias = f32(rng, batch, cin, h, w), f32(rng, cout, cin, kh, kw), f32(rng, cout)
+    expected = conv2d_reference(f64(x), k, f64(bias), stride, padding)
+    _, _, out_h, out_w = expected.shape
+    out = program(name)(input=x, kernel=k, bias=bias,
+                        out_h=out_h, out_w=out_w, in_h=h, in_w=w)["output"]
+    assert_close(out, expected)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 3, 1, 3, 3), (2, 3, 7, 5, 4, 3, 3)])
+def test_conv2d_stride1_padding1(rng, shape):
+    run_conv("conv2d.zyn", rng, 1, 1, *shape)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 5, 5, 1, 2, 2), (2, 3, 9, 8, 5, 3, 3)])
+def test_conv2d_stride2_padding0(rng, shape):
+    run_conv("conv2d_stride2_pad0.zyn", rng, 2, 0, *shape)
+
+
+@pytest.mark.parametrize("batch,channels,h,w,kh,kw", [(1, 1, 1, 1, 1, 1), (2, 3, 7, 6, 2, 3)])
+def test_conv2d_depthwise(rng, batch, channels, h, w, kh, kw):
+    x, k = f32(rng, batch, channels, h, w), f32(rng, channels, kh, kw)
+    out_h, out_w = h - kh + 1, w - kw + 1
+    expected = np.zeros((batch, channels, out_h, out_w))
+    for c in range(channels):
+        for oh in range(out_h):
+            for ow in range(out_w):
+                patch = f64(x[:, c, oh:oh + kh, ow:ow + kw])
+                expected[:, c, oh, ow] = (patch * f64(k[c])).sum(axis=(1, 2))
+    out = program("conv2d_depthwise.zyn")(input=x, kernel=k, out_h=out_h, out_w=out_w)["output"]
+    assert_close(out, expected)
+
+
+# ============================================================================ attention
+
+def attention_reference(q, k, v, mask=None):
+    scores = np.einsum("bhid,bhjd->bhij", f64(q), f64(k)) / np.sqrt(v.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return np.einsum("bhij,bhjd->bhid", weights, f64(v))
+
+
+@pytest.mark.parametrize("batch,heads,seq,dim", [(1, 1, 1, 1), (2, 3, 5, 4)])
+def test_attention_with_mask(rng, batch, heads, seq, dim):
+    q, k, v = (f32(rng, batch, heads, seq, dim) for _ in range(3))
+    mask = rng.random((seq, seq)) < 0.6
+    np.fill_diagonal(mask, True)  # every row attends somewhere
+    out = program("attention.zyn")(Q=q, K=k, V=v, mask=mask)["attn"]
+    assert_close(out, attention_reference(q, k, v, mask))
+
+
+def test_attention_all_true_mask_is_plain_softmax_attention(rng):
+    q, k, v = (f32(rng, 1, 2, 7, 3) for _ in range(3))
+    out = program("attention.zyn")(Q=q, K=k, V=v, mask=np.ones((7, 7), dtype=bool))["attn"]
+    assert_close(out, attention_reference(q, k, v))
+
+
+@pytest.mark.xfail(strict=True, reason="dot() of rows of different lengths is not an error: "
+                   "attention.zyn runs with Q[..., 3] and K[..., 4] and returns a result")
+def test_attention_dot_of_rows_of_different_lengths_is_an_error(rng):
+    q, k = f32(rng, 1, 2, 5, 3), f32(rng, 1, 2, 5, 4)
+    with pytest.raises(zynml.ZynMLError) as err:
+        program("attention.zyn")(Q=q, K=k, V=q, mask=np.ones((5, 5), dtype=bool))
+    assert str(err.value).startswith(f"{EXAMPLES / 'attention.zyn'}:")
+
+
+# ============================================================================ custom kernels
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 3, 5)])
+def test_fused_softmax_over_the_whole_tensor(rng, shape):
+    logits = f32(rng, *shape)
+    out = program("fused_softmax.zyn")(logits=logits)["probs"]
+    e = np.exp(f64(logits) - float(np.max(logits)))
+    assert_close(out, e / e.sum())
+
+
+def layer_norm_reference(x, gamma, beta, eps):
+    mean = x.sum(axis=-1, keepdims=True) / x.shape[-1]
+    var = ((x - mean) ** 2).sum(axis=-1, keepdims=True) / x.shape[-1]
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+@pytest.mark.parametrize("batch,hidden", [(1, 1), (5, 13)])
+def test_layer_norm(rng, batch, hidden):
+    x, gamma, beta = f32(rng, batch, hidden), f32(rng, hidden), f32(rng, hidden)
+    out = program("layer_norm.zyn")(x=x, gamma=gamma, beta=beta, eps=1e-5)["normalized"]
+    assert out.dtype == np.float32
+    assert_close(out, layer_norm_reference(f64(x), f64(gamma), f64(beta), 1e-5))
+
+
+def test_layer_norm_f64(rng):
+    x, gamma, beta = rng.standard_normal((3, 17)), rng.standard_normal(17), rng.standard_normal(17)
+    # A 0-d f64 array: a Python float (and np.float64, a float subclass) binds as f32.
+    eps = np.array(1e-5)
+    out = program("layer_norm.zyn")(x=x, gamma=gamma, beta=beta, eps=eps)["normalized"]
+    assert out.dtype == np.float64
+    assert_close(out, layer_norm_reference(x, gamma, beta, 1e-5), rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch,heads,seq,half", [(1, 1, 1, 1), (2, 3, 5, 4)])
+def test_rope(rng, batch, heads, seq, half):
+    x = f32(rng, batch, heads, seq, 2 * half)
+    cos_cache, sin_cache = f32(rng, seq, half), f32(rng, seq, half)
+    out = program("rope.zyn")(x=x, cos_cache=cos_cache, sin_cache=sin_cache,
+                              head_dim=2 * half)["rotated"]
+    expected = np.empty(x.shape)
+    for s in range(seq):
+        for d in range(half):
+            x0, x1 = f64(x[:, :, s, 2 * d]), f64(x[:, :, s, 2 * d + 1])
+            c, sn = float(cos_cache[s, d]), float(sin_cache[s, d])
+            expected[:, :, s, 2 * d] = x0 * c - x1 * sn
+            expected[:, :, s, 2 * d + 1] = x0 * sn + x1 * c
+    assert_close(out, expected)
+
+
+# ============================================================================ transformer block
+
+def test_transformer_qkv_projection(rng):
+    x, w = f32(rng, 2, 3, 5), f32(rng, 5, 15)
+    out = program("transformer_qkv_proj.zyn")(x=x, qkv_proj=w)["qkv"]
+    assert_close(out, np.einsum("bsi,ih->bsh", f64(x), f64(w)))
+
+
+def test_transformer_output_projection(rng):
+    x, w = f32(rng, 1, 5, 7), f32(rng, 7, 7)
+    out = program("transformer_out_proj.zyn")(attn_out=x, out_proj=w)["projected"]
+    assert_close(out, np.einsum("bsi,ih->bsh", f64(x), f64(w)))
+
+
+@pytest.mark.parametrize("batch,seq,hidden", [(1, 1, 1), (2, 3, 13)])
+def test_transformer_residual_layernorm(rng, batch, seq, hidden):
+    x, projected = f32(rng, batch, seq, hidden), f32(rng, batch, seq, hidden)
+    ln_weight, ln_bias = f32(rng, hidden), f32(rng, hidden)
+    out = program("transformer_residual_layernorm.zyn")(
+        x=x, projected=projected, ln_weight=ln_weight, ln_bias=ln_bias)["normed"]
+    expected = layer_norm_reference(f64(x) + f64(projected), f64(ln_weight), f64(ln_bias), 1e-6)
+    assert_close(out, expected)
+
+
+@pytest.mark.parametrize("batch,seq,hidden,ffn_hidden", [(1, 1, 1, 1), (2, 3, 5, 7)])
+def test_transformer_ffn(rng, batch, seq, hidden, ffn_hidden):
+    normed = f32(rng, batch, seq, hidden)
+    ffn_up, ffn_down = f32(rng, hidden, ffn_hidden), f32(rng, ffn_hidden, hidden)
+    out = program("transformer_ffn.zyn")(normed=normed, ffn_up=ffn_up,
+                                         ffn_down=ffn_down)["ffn_out"]
+    up = np.einsum("bsh,hf->bsf", f64(normed), f64(ffn_up))
+    up = 0.5 * up * (1 + np.tanh(np.sqrt(2 / np.pi) * (up + 0.044715 * up ** 3)))
+    assert_close(out, np.einsum("bsf,fh->bsh", up, f64(ffn_down)))
+
+
+# ============================================================================ located errors
+
+def compile_error(source) -> str:
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile(source)
+    return str(err.value)
+
+
+def test_spec_rope_indexes_with_a_float():
+    """The spec's RoPE rebinds `s` to the sine (a float) and then indexes `out` with it."""
+    path = EXAMPLES / "rope_spec_verbatim.zyn"
+    message = compile_error(path)
+    assert message.startswith(f"{path}:12:19: error: index must be an integer, got f32\n")
+    assert f"{path}:11:9: note: 's' is bound to a f32 value here" in message
+    assert "let s = sin_cache[s, d]" in message
+
+
+ERRORS = {
+    "write_to_input": ("""let y = compute(x) {
+    @kernel elementwise
+    for i in 0..len:
+        x[i] = 1.0
+}""", "4:9", "cannot write to input 'x'"),
+    "read_out_before_write": ("""let y = compute(x) {
+    @kernel elementwise
+    for i in 0..len:
+        out[i] += x[i]
+}""", "4:9", "'out' is read before it is written"),
+    "rank_mismatch": ("""let y = compute(x) {
+    @kernel elementwise
+    for i in 0..len:
+        out[i] = x[i] + x[i, 0]
+}""", "4:25", "rank mismatch: 'x' has rank 1 but is indexed with 2 indices"),
+    "unknown_kernel_parameter": ("""let row_sums = compute(matrix) {
+    @kernel reduce(+, axs=1)
+    for i in 0..rows, j in 0..cols:
+        yield matrix[i, j]
+}""", "2:23", "unknown parameter 'axs' of 'reduce'; expected 'axis'"),
+    "yield_outside_reduction": ("""let y = compute(x) {
+    @kernel elementwise
+    for i in 0..len:
+        yield x[i]
+}""", "4:9", "'yield' outside a reduction"),
+    "broadcast_of_a_non_input": ("""let scaled = compute(matrix, vector) {
+    @kernel elementwise
+    @broadcast(vectr, axis=1)
+    for i in 0..rows, j in 0..cols:
+        out[i, j] = matrix[i, j] * vector[j]
+}""", "3:16", "@broadcast names 'vectr', which is not an input of this compute"),
+    "elided_body": ("""let result = compute(data) {
+    @kernel matmul
+    ...
+}""", "1:14", "compute body is elided ('...')"),
+    "elided_body_with_device": ("""let gpu_result = compute(data) @device("cuda:0") {
+    @kernel matmul
+    ...
+}""", "1:18", "compute body is elided ('...')"),
+    "unknown_annotation": ("""let y = compute(x) {
+    @kernel elementwise
+    @foo
+    for i in 0..len:
+        out[i] = x[i]
+}""", "3:5", "unknown annotation '@foo'"),
+    "unknown_annotation_on_the_head": ("""let y = compute(x) @foo(1) {
+    @kernel elementwise
+    for i in 0..len:
+        out[i] = x[i]
+}""", "1:20", "unknown annotation '@foo'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_located_error(name):
+    source, where, phrase = ERRORS[name]
+    message = compile_error(source)
+    first = message.splitlines()[0]
+    assert first.startswith(f"<string>:{where}: error: "), message
+    assert phrase in first, message
+
+
+@pytest.mark.xfail(strict=True, reason="an inline elided body `compute(x) { ... }` (the spec's "
+                   "async examples) reports \"compute block has no '@kernel' line\" at 1:9, "
+                   "not the elided body")
+def test_inline_elided_body():
+    message = compile_error("let f = compute(batch1) @async { ... }")
+    assert message.startswith("<string>:1:9: error: compute body is elided"), message
+
+
+def test_unknown_annotation_lists_the_known_ones():
+    message = compile_error(ERRORS["unknown_annotation"][0])
+    assert "@broadcast" in message and "@workgroup" in message and "@shared" in message
+
+
+def test_size_bound_two_ways_at_call_time():
+    prog = program("elementwise_two_inputs.zyn")
+    with pytest.raises(zynml.ZynMLError) as err:
+        prog(x=np.ones(3, np.float32), y=np.ones(4, np.float32))
+    path = EXAMPLES / "elementwise_two_inputs.zyn"
+    message = str(err.value)
+    assert message.startswith(f"{path}:6:27: error: size 'len' is bound two ways: "
+                              "4 from dimension 0 of 'y' here, but 3 from dimension 0 of "
+                              "'x' at 6:20\n"), message
+    assert f"{path}:6:20: note: 'len' is first bound here" in message
+
+
+def test_size_bound_two_ways_in_the_attention_mask(rng):
+    q = f32(rng, 1, 2, 5, 3)
+    with pytest.raises(zynml.ZynMLError) as err:
+        program("attention.zyn")(Q=q, K=q, V=q, mask=np.ones((4, 5), dtype=bool))
+    message = str(err.value)
+    assert message.startswith(f"{EXAMPLES / 'attention.zyn'}:12:24: error: size 'seq_len' "
+                              "is bound two ways: 5 from dimension 1 of 'mask' here, but 4 "
+                              "from dimension 0 of 'mask' at 12:21\n"), message
+
+
+def test_size_bound_two_ways_in_conv2d_channels(rng):
+    with pytest.raises(zynml.ZynMLError) as err:
+        program("conv2d.zyn")(input=f32(rng, 1, 2, 3, 3), kernel=f32(rng, 1, 3, 3, 3),
+                              bias=f32(rng, 1), out_h=3, out_w=3, in_h=3, in_w=3)
+    message = str(err.value)
+    assert message.startswith(f"{EXAMPLES / 'conv2d.zyn'}:20:66: error: size 'in_channels' "
+                              "is bound two ways: 3 from dimension 1 of 'kernel' here, but 2 "
+                              "from dimension 1 of 'input' at 20:41\n"), message
+
+
+def test_rank_mismatch_at_call_time(rng):
+    with pytest.raises(zynml.ZynMLError) as err:
+        program("matmul.zyn")(A=f32(rng, 2, 3, 4), B=f32(rng, 4, 5))
+    assert str(err.value).startswith(
+        f"{EXAMPLES / 'matmul.zyn'}:3:17: error: input 'A' has rank 3 but the program "
+        "indexes it with 2 indices"), str(err.value)
