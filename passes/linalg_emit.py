@@ -29,6 +29,7 @@ class Lowering:
         self.out_arg = block.arguments[len(block.arguments) - 1]
         self.ip = ir.InsertionPoint(compute)
         self._outer_memo: dict[ir.Value, ir.Value] = {}
+        self.fixed: dict[ir.Value, ir.Value] = {}  # body loop variable -> value in main
 
     # ------------------------------------------------------------------ values in main
 
@@ -36,6 +37,8 @@ class Lowering:
         """A body value that does not depend on loop variables, rebuilt in main."""
         if value in self.args:
             return self.args[value]
+        if value in self.fixed:  # the variable of a loop being emitted in main
+            return self.fixed[value]
         if value in self._outer_memo:
             return self._outer_memo[value]
         op = defining_op(value)

@@ -23,7 +23,7 @@ import math
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+from mlir.dialects import arith, linalg, scf, tensor
 
 from .cir_ops import constant_int, defining_op
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
@@ -76,16 +76,21 @@ class NestLowering:
         self.named_ops = named_ops
         self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
         self._locals: dict[ir.Value, ir.Value] = {}  # cir.alloc result -> its tensor
+        # carried value of a loop emitted in main -> (its tensor there, its context)
+        self.state: dict[ir.Value, tuple[ir.Value, list[ir.Value]]] = {}
 
     # ------------------------------------------------------------------ contexts
 
     def context(self, op: ir.Operation) -> list[ir.Value]:
-        """Induction variables of the loops around `op`, outermost first."""
+        """Induction variables of the loops around `op`, outermost first (without the
+        loops being emitted as scf.for in main: their variables are fixed values)."""
         ivs = []
         parent = _parent_op(op)
         while parent is not None and parent.name != "func.func":
             if parent.name == "scf.for":
-                ivs.append(parent.regions[0].blocks[0].arguments[0])
+                iv = parent.regions[0].blocks[0].arguments[0]
+                if iv not in self.L.fixed:
+                    ivs.append(iv)
             parent = _parent_op(parent)
         return ivs[::-1]
 
@@ -164,11 +169,14 @@ class NestLowering:
         if iv in self._reductions:
             return self._reductions[iv]
         ctx = self.context(loop)
-        chain, accs, yields = self._chain(loop)
-        n_acc = len(accs[0])
         inits = list(loop.operands[3:])
-        contributions = [self._contribution(yields[k], accs[-1][k], accs, loop.location)
-                         for k in range(n_acc)]
+        try:
+            chain, accs, yields = self._chain(loop)
+            contributions = [self._contribution(yields[k], accs[-1][k], accs, loop.location)
+                             for k in range(len(accs[0]))]
+        except LoweringError:  # not acc = acc op g: run the loop in order
+            self._reductions[iv] = self.sequential(loop)
+            return self._reductions[iv]
         n = len(ctx)
         dims = ctx + [c.regions[0].blocks[0].arguments[0] for c in chain]
         out_map = ir.AffineMap.get(len(dims), 0, [ir.AffineDimExpr.get(d) for d in range(n)])
@@ -188,6 +196,35 @@ class NestLowering:
                                     for c, o, v in zip(contributions, outs, vals)])
         self._reductions[iv] = results
         return results
+
+    def sequential(self, loop: ir.Operation) -> list[ir.Value]:
+        """A loop whose carried values are updated in order (online softmax: m, l, o):
+        an scf.for in main carrying one tensor per value over the loop's context; each
+        iteration computes the new values at every point of the context at once, with the
+        loop variable a fixed value. Memory: the context, not the loop's extent."""
+        ctx = self.context(loop)
+        block = loop.regions[0].blocks[0]
+        carried = list(block.arguments)[1:]
+        yielded = list(list(block.operations)[-1].operands)
+        inits = [self._init(ctx, v) for v in loop.operands[3:]]
+        L = self.L
+        lo, hi, step = (L.outer(v) for v in loop.operands[:3])
+        with L.ip, loop.location:
+            main_loop = scf.ForOp(lo, hi, step, inits)
+        saved = (L.ip, dict(self._reductions), dict(self._locals), dict(L._outer_memo),
+                 dict(self.state))
+        L.ip = ir.InsertionPoint(main_loop.body)
+        L.fixed[block.arguments[0]] = main_loop.induction_variable
+        for arg, tensor_value in zip(carried, main_loop.inner_iter_args):
+            self.state[arg] = (tensor_value, ctx)
+        try:
+            new_values = [self.tensor_over(ctx, v, v.type) for v in yielded]
+            with L.ip, loop.location:
+                scf.YieldOp(new_values)
+        finally:
+            L.ip, self._reductions, self._locals, L._outer_memo, self.state = saved
+            del L.fixed[block.arguments[0]]
+        return list(main_loop.results)
 
     def _chain(self, loop: ir.Operation):
         """Loops threading the accumulators straight through, their accumulator block
@@ -539,6 +576,12 @@ class _Plan:
             return linalg.IndexOp(self.dims[value]).result if self.emitting else None
         if value in L.args:
             return L.args[value]
+        if value in L.fixed:
+            return L.fixed[value] if self.emitting else None
+        if value in owner.state:
+            tensor_value, ctx = owner.state[value]
+            exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in ctx]
+            return self._input(value, tensor_value, ir.AffineMap.get(self.n, 0, exprs))
         if isinstance(value, ir.BlockArgument):
             raise LoweringError("a loop variable or accumulator is used outside the loops "
                                 "it belongs to", self.owner.compute.location)

@@ -31,11 +31,13 @@ def f64(a):
     return np.asarray(a, dtype=np.float64)
 
 
-def test_every_valid_example_checks():
-    """Each example parses and checks without inputs; the test list below covers them all."""
+def test_every_valid_example_checks_and_is_tested():
+    """Each example parses and checks without inputs, and a test below runs it."""
     names = sorted(p.name for p in EXAMPLES.glob("*.zyn"))
     assert len(names) >= 25
+    this_file = Path(__file__).read_text()
     for name in names:
+        assert this_file.count(f'"{name}"') >= 1, f"{name} is not tested"
         if name not in INVALID_EXAMPLES:
             program(name)
 
@@ -230,8 +232,8 @@ def test_attention_with_mask(rng, batch, heads, seq, dim):
 
 
 def test_attention_all_true_mask_is_plain_softmax_attention(rng):
-    q, k, v = (f32(rng, 1, 2, 7, 3) for _ in range(3))
-    out = program("attention.zyn")(Q=q, K=k, V=v, mask=np.ones((7, 7), dtype=bool))["attn"]
+    q, k, v = (f32(rng, 2, 3, 5, 4) for _ in range(3))  # the shape above: no new compile
+    out = program("attention.zyn")(Q=q, K=k, V=v, mask=np.ones((5, 5), dtype=bool))["attn"]
     assert_close(out, attention_reference(q, k, v))
 
 
@@ -246,7 +248,7 @@ def test_attention_dot_of_rows_of_different_lengths_is_an_error(rng):
 
 # ============================================================================ custom kernels
 
-@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 3, 5)])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3, 5)])
 def test_fused_softmax_over_the_whole_tensor(rng, shape):
     logits = f32(rng, *shape)
     out = program("fused_softmax.zyn")(logits=logits)["probs"]
@@ -408,11 +410,11 @@ def test_located_error(name):
     assert phrase in first, message
 
 
-@pytest.mark.xfail(strict=True, reason="an inline elided body `compute(x) { ... }` (the spec's "
-                   "async examples) reports \"compute block has no '@kernel' line\" at 1:9, "
-                   "not the elided body")
+@pytest.mark.xfail(strict=True, reason="an inline elided body `compute(x) { ... }` (as in the "
+                   "spec's async examples) reports \"compute block has no '@kernel' line\" "
+                   "at 1:9, not the elided body")
 def test_inline_elided_body():
-    message = compile_error("let f = compute(batch1) @async { ... }")
+    message = compile_error("let y = compute(x) { ... }")
     assert message.startswith("<string>:1:9: error: compute body is elided"), message
 
 

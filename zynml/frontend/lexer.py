@@ -76,6 +76,7 @@ _SUFFIX = re.compile(r"[A-Za-z0-9_]*")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"'}
 
 TAB_WIDTH = 4
+_LOOKAHEAD_LINES = 200  # how far indentation error recovery looks ahead
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,43 +298,48 @@ class _Lexer:
 
     def recover_misindented_line(self, lineno: int, line: str, start: int, width: int,
                                  loc: SourceLocation) -> bool:
-        """Error recovery for one line (not deeper than the current block) whose indentation
-        disagrees with the line after it. Returns True if it reported and handled it.
+        """Error recovery for one line, not deeper than the current block, whose indentation
+        disagrees with the lines after it. Returns True if it reported and handled it.
 
-        * After a line ending in `:` or `{`, a line that opens no block, with the next line
-          deeper: this line was meant to start that block, at the next line's level.
-        * A dedented line that opens no block, followed by a line back at an open block's
-          level: keep it in the current block (dedenting would make the next line an
-          "unexpected indentation").
+        * Just after a line ending in `:` or `{`, a line that opens no block, followed by
+          a deeper line: it was meant to start that block, at the next line's level.
+        * A dedented line followed by a line back at an open block's level: it is a single
+          misplaced line; keep it in the current block (dedenting would make the next line
+          an "unexpected indentation"). For a line that opens a block, the line that counts
+          is the first one after its body; and the width must be invalid, as a valid
+          dedent followed by a block's body is a valid program.
 
         Each turns one misplaced line into one error instead of a cascade. None of these
-        situations occurs in a valid program.
+        situations occurs in a valid program, so they never change one.
         """
-        next_width = self.next_width(lineno)
+        top = self.indents[-1]
+        opens = _opens_block(line, start)
+        next_width = self.next_width(lineno, top if opens else None)
         if next_width is None or next_width <= width:
             return False
-        opens = _opens_block(line, start)
-        if self.block_expected and next_width > self.indents[-1] and not opens:
+        if self.block_expected and not opens:
             self.report("expected an indented block", loc)
             self.push_level(next_width, loc)
             return True
-        if width == self.indents[-1] or opens or not self.is_valid_dedent(next_width):
+        valid = self.is_valid_dedent(width)
+        if width == top or (opens and valid) or not self.is_valid_dedent(next_width):
             return False
-        self.report("unindent does not match any outer indentation level"
-                    if not self.is_valid_dedent(width)
-                    else "this line is less indented than the lines around it", loc)
+        self.report("this line is less indented than the lines around it" if valid
+                    else "unindent does not match any outer indentation level", loc)
         return True
 
     def is_valid_dedent(self, width: int) -> bool:
         floor = self.frames[-1].depth if self.frames else 1
         return width in self.indents[floor - 1:]
 
-    def next_width(self, lineno: int) -> int | None:
-        """Indentation width of the next non-blank, non-comment line (None at the end)."""
-        for line in self.lines[lineno:]:  # `lineno` is 1-based: this starts at the next
+    def next_width(self, lineno: int, at_most: int | None = None) -> int | None:
+        """Indentation width of the next non-blank, non-comment line (with `at_most`, of
+        the next one no deeper than that), looking a bounded number of lines ahead."""
+        for line in self.lines[lineno:lineno + _LOOKAHEAD_LINES]:  # lineno is 1-based
             start, width, _ = self.measure_indent(line)
             if start < len(line) and not line.startswith("//", start):
-                return width
+                if at_most is None or width <= at_most:
+                    return width
         return None
 
     def drop_unclosed_one_line_bodies(self, lineno: int) -> None:

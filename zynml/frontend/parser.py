@@ -196,8 +196,9 @@ class Parser:
 
     def continues_statement(self) -> bool:
         """After a line or block of a broken statement: is this still part of it? (its
-        indented block, an `else`, or the `}` closing its multi-line `{` body)"""
-        return self.kind in ("INDENT", "else", "}")
+        indented block, an `else`, the `}` closing its multi-line `{` body; and annotation
+        lines, so a run of misplaced ones is reported once)"""
+        return self.kind in ("INDENT", "else", "}", "@")
 
     def block_items(self, parse_item: Callable[[], None]) -> None:
         """Parse items of an indented block (INDENT consumed) up to and including its

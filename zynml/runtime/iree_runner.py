@@ -258,8 +258,13 @@ class _TensorParam:
         """x (large) imported: borrowed as it is, or copied into a staging buffer of `dtype`."""
         if (self.borrow and self.writes is False and x.flags.c_contiguous and x.flags.writeable
                 and x.dtype.isnative and x.ctypes.data % _ALIGNMENT == 0):
-            inputs.push_ref(self.device.from_dlpack_capsule(x.__dlpack__()).ref)
-            return _Borrowed(x)
+            try:
+                view = self.device.from_dlpack_capsule(x.__dlpack__())
+            except (BufferError, ValueError, RuntimeError):
+                pass  # an export numpy or IREE refuses: staged below
+            else:
+                inputs.push_ref(view.ref)
+                return _Borrowed(x)
         nbytes = x.nbytes
         try:
             buffer = self.pool.pop()  # atomic: concurrent calls each get their own

@@ -18,7 +18,7 @@ func.func @bad_load(%t: tensor<4xf32>, %i: i32) -> f32 {
   %v = "cir.load"(%t, %i) : (tensor<4xf32>, i32) -> f32
   return %v : f32
 }
-// VERIFY: invalid-input.mlir:19:8: error: expected 'index' but got 'i32'
+// VERIFY: invalid-input.mlir:18:8: error: expected 'index' but got 'i32'
 // VERIFY-NEXT: {{^}}  %v = "cir.load"(%t, %i) : (tensor<4xf32>, i32) -> f32
 // VERIFY-NEXT: {{^       \^}}
 // VERIFY-NOT: Traceback

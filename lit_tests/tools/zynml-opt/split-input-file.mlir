@@ -26,13 +26,20 @@ func.func @fourth() {
   return %missing : i32
 }
 
-// The chunk errors are at lines 19 and 26 of this file, each error once.
-// ERR-NOT: error:
+// The chunk errors are at lines 19 and 26 of this file, each error once (the verifier
+// adds a note showing the op).
 // ERR: split-input-file.mlir:19:3: error: unregistered operation 'cir.launch' found in dialect ('cir') that does not allow unknown operations
-// ERR-NOT: error:
-// ERR: split-input-file.mlir:26:10: error: use of undeclared SSA value name
+// ERR-NEXT: {{^}}  "cir.launch"() : () -> ()
+// ERR-NEXT: {{^  \^}}
+// ERR-NEXT: split-input-file.mlir:19:3: note: see current operation:
+// ERR-NEXT: {{^}}  "cir.launch"() : () -> ()
+// ERR-NEXT: {{^  \^}}
+// ERR-NEXT: split-input-file.mlir:26:10: error: use of undeclared SSA value name
+// ERR-NEXT: {{^}}  return %missing : i32
+// ERR-NEXT: {{^         \^}}
 // ERR-NOT: error:
 
-// Without the flag, the marker is a comment: @first and @second parse, and the first
-// error is the same line 19.
-// WHOLE: split-input-file.mlir:19:3: error: unregistered operation 'cir.launch'
+// Without the flag, the marker is a comment and the file is one module: parsing stops at
+// the syntax error of line 26, before the verifier would see line 19.
+// WHOLE: split-input-file.mlir:26:10: error: use of undeclared SSA value name
+// WHOLE-NOT: error:
