@@ -17,6 +17,7 @@ from . import compiler
 from .backend.cache import ArtifactCache
 from .backend.targets import CPU, IreeTarget
 from .errors import SourceLocation, ZynMLError
+from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType, from_numpy
@@ -56,7 +57,13 @@ class Program:
             # Check once without shapes so mistakes surface at compile time.
             self.generic = compiler.check_program(self.source, self.ast)
         self._methods = {p.name: p for p in self.ast.pipelines} if _parent is None else {}
-        self.target = _target_for(device, self._first_loc())
+        configured = self.generic.config.get("compute_device") if _parent is None else None
+        if device == "auto" and configured is not None:  # `config { compute_device: .. }`
+            device, device_loc = configured
+        else:
+            device_loc = self._first_loc()
+        self.target = _target_for(device, device_loc)
+        self._check_device_annotations(self.generic)
         self.device = device
         self._executables: dict[tuple, _Executable] = {}
         self._lock = threading.Lock()
@@ -76,6 +83,24 @@ class Program:
 
     def _first_loc(self) -> SourceLocation:
         return SourceLocation(self.source, 1, 1)
+
+    def _check_device_annotations(self, checked: CheckedProgram) -> None:
+        """`@device(...)` on a compute must name devices present (or "auto")."""
+        for step in checked.steps:
+            annotation = step.kernel.annotations.get("device") if step.kernel else None
+            if annotation is None:
+                continue
+            for arg in annotation.args:
+                names = arg.elts if isinstance(arg, ast.ListExpr) else [arg]
+                for name in names:
+                    if not isinstance(name, ast.StringLit):
+                        raise ZynMLError("@device takes a device name or a list of them",
+                                         name.loc)
+                    _target_for(name.value, name.loc)
+            if "parallel" in step.kernel.annotations:
+                ann = step.kernel.annotations["parallel"]
+                raise ZynMLError("@parallel over several devices needs several devices; "
+                                 "this machine has one (cpu)", ann.loc)
 
     def __getattr__(self, name: str):
         methods = self.__dict__.get("_methods", {})
@@ -110,9 +135,10 @@ class Program:
                                                                   records, checked)
         checked = executable.checked
         args = [_argument(values[name], checked.inputs[name]) for name in checked.inputs]
-        results = executable.function(*args)
-        return {name: _output(value, checked, name)
-                for name, value in zip(checked.outputs, results)}
+        results = dict(zip(checked.flat_outputs(), executable.function(*args)))
+        return {name: [_output(results[n], checked, n) for n in checked.list_outputs[name]]
+                if name in checked.list_outputs else _output(results[name], checked, name)
+                for name in checked.outputs}
 
     def _signature(self, inputs: dict[str, Any]):
         """(arrays, signature, integer scalar values, records) of the call's inputs."""
@@ -210,6 +236,8 @@ class _PipelineMethod:
 
 
 def _as_array(name: str, value: Any, loc) -> np.ndarray:
+    if isinstance(value, np.generic):  # numpy scalars keep their dtype (np.float64 is a float)
+        return np.asarray(value)
     if isinstance(value, bool):
         return np.asarray(value, dtype=np.bool_)
     if isinstance(value, int):

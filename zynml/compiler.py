@@ -17,7 +17,7 @@ from mlir import ir
 
 from .backend.cache import ArtifactCache
 from .backend.iree_compile import compile_to_vmfb
-from .backend.targets import IreeTarget
+from .backend.targets import IreeTarget, for_module
 from .cirgen.program import emit_cir
 from .dialects import new_context
 from .errors import SourceFile, SourceLocation, ZynMLError
@@ -79,7 +79,8 @@ def lower(module: ir.Module, src: SourceFile | None = None,
 
 def to_vmfb(linalg_module: ir.Module, target: IreeTarget,
             cache: ArtifactCache | None = None) -> bytes:
-    return compile_to_vmfb(str(linalg_module), target, cache=cache)
+    text = str(linalg_module)
+    return compile_to_vmfb(text, for_module(target, text), cache=cache)
 
 
 def mlir_error_to_zynml(err: "ir.MLIRError", src: SourceFile | None) -> ZynMLError:

@@ -38,6 +38,9 @@ class SourceLocation:
     def __str__(self) -> str:
         return f"{self.file.name}:{self.line}:{self.col}"
 
+    def __repr__(self) -> str:
+        return f"<{self}>"
+
 
 @dataclass(frozen=True)
 class Diagnostic:

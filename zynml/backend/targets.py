@@ -12,9 +12,10 @@ Ukernels gave nothing on top of data tiling, so only data tiling is kept.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["IreeTarget", "CPU", "CUDA", "ROCM", "VULKAN", "METAL", "IREE_TARGETS", "get_target"]
+__all__ = ["IreeTarget", "for_module", "F64_LIBM_OPS", "CPU", "CUDA", "ROCM", "VULKAN", "METAL", "IREE_TARGETS", "get_target"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,18 @@ def get_target(name: str) -> IreeTarget:
     except (KeyError, TypeError):
         known = ", ".join(sorted(IREE_TARGETS))
         raise ValueError(f"unknown IREE target {name!r}; known targets: {known}") from None
+
+
+# IREE's embedded ELF runtime has no f64 versions of these libm functions ("undefined
+# symbol: tanh" at link time, measured with IREE 3.13); a module using them on f64 is
+# linked as a system library instead, which resolves them from the host's libm.
+F64_LIBM_OPS = ("tanh", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "erf")
+_F64_LIBM = re.compile(r"\bmath\.(" + "|".join(F64_LIBM_OPS) + r")\b[^\n]*:\s*f64\s*$",
+                       re.MULTILINE)
+
+
+def for_module(target: IreeTarget, mlir_text: str) -> IreeTarget:
+    """`target`, adjusted to what the module needs (see F64_LIBM_OPS)."""
+    if target.name == "llvm-cpu" and _F64_LIBM.search(mlir_text):
+        return target.with_flags("--iree-llvmcpu-link-embedded=false")
+    return target

@@ -41,6 +41,8 @@ _BOOL_BOUNDARY = ScalarType("i8")
 
 def _boundary_scalar(t: ScalarType) -> ScalarType:
     t = concrete(t)
+    if t == INDEX:  # the ABI has no index type
+        return ScalarType("i64")
     return _BOOL_BOUNDARY if t.is_bool else t
 
 
@@ -49,6 +51,15 @@ def _boundary_type(t: Any) -> ir.Type:
     if is_tensor(t):
         return S.tensor_type(t)
     return ir.RankedTensorType.get([], S.mlir_type(_boundary_scalar(t)))
+
+
+def _annotation_text(annotation: ast.Annotation) -> str:
+    """`@device("cuda:0")` -> "cuda:0"; `@device(["a", "b"])` -> "a,b"; `@parallel(data)`."""
+    parts = []
+    for arg in annotation.args:
+        for item in (arg.elts if isinstance(arg, ast.ListExpr) else [arg]):
+            parts.append(getattr(item, "value", getattr(item, "id", "?")))
+    return ",".join(str(p) for p in parts)
 
 
 def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
@@ -81,14 +92,15 @@ class _ProgramEmitter:
     def emit(self) -> None:
         program = self.program
         input_types = [_boundary_type(t) for t in program.inputs.values()]
-        output_types = [_boundary_type(self._output_type(n)) for n in program.outputs]
+        outputs = program.flat_outputs()
+        output_types = [_boundary_type(self._output_type(n)) for n in outputs]
         self.symbols.add(self.name)
         with ir.InsertionPoint(self.module.body):
             main = func.FuncOp(self.name, (input_types, output_types))
         main.attributes["zynml.inputs"] = ir.ArrayAttr.get(
             [ir.StringAttr.get(n) for n in program.inputs])
         main.attributes["zynml.outputs"] = ir.ArrayAttr.get(
-            [ir.StringAttr.get(n) for n in program.outputs])
+            [ir.StringAttr.get(n) for n in outputs])
         block = main.add_entry_block()
         with ir.InsertionPoint(block):
             for (name, t), arg in zip(program.inputs.items(), block.arguments):
@@ -96,8 +108,12 @@ class _ProgramEmitter:
                     tensor.ExtractOp(arg, []).result, _boundary_scalar(t), concrete(t))
             self.emit_steps()
             results = []
-            for name in program.outputs:
-                value, t = self.values[name], self.types[name]
+            for name in outputs:
+                if name in program.constants:  # `let (r, index) = await any(fs)`
+                    t = concrete(self._output_type(name))
+                    value = S.constant(t, program.constants[name])
+                else:
+                    value, t = self.values[name], self.types[name]
                 if not is_tensor(t):
                     value = S.convert(value, concrete(t), _boundary_scalar(t))
                     value = tensor.FromElementsOp(_boundary_type(t), [value]).result
@@ -178,6 +194,10 @@ class _ProgramEmitter:
     def _builtin(self, step: Step) -> None:
         source = self.values[step.operands[0]] if step.operands else None
         result_type = _boundary_type(step.ty)
+        if step.op == "alias":  # `await f`: f's value
+            self.values[step.target] = source
+            self.types[step.target] = step.ty
+            return
         if step.op == "slice":
             axis, k, parts = (step.params[n] for n in ("axis", "index", "parts"))
             shape = list(self.types[step.operands[0]].shape)
@@ -278,6 +298,15 @@ class _ProgramEmitter:
             attrs["workgroup"] = ir.DenseI64ArrayAttr.get(ann["workgroup"])
         if ann.get("shared") is not None:
             attrs["shared"] = ir.IntegerAttr.get(i64, ann["shared"])
+        for name in ("device", "parallel"):
+            if name in ann and ann[name].args:
+                attrs[name] = ir.StringAttr.get(_annotation_text(ann[name]))
+        if "async" in ann:
+            attrs["async"] = ir.UnitAttr.get()
+        if "tile" in ann:
+            attrs["tile"] = ir.DictAttr.get({
+                kw.name: ir.IntegerAttr.get(i64, kw.value.value) for kw in ann["tile"].kwargs
+                if isinstance(kw.value, ast.IntLit)})
         if "broadcast" in ann:
             attrs["broadcast"] = ir.DictAttr.get({
                 a.args[0].id: ir.IntegerAttr.get(i64, a.kwargs[0].value.value if a.kwargs else 0)

@@ -79,10 +79,10 @@ class BodyChecker:
 
     def check(self) -> Kernel:
         node = self.node
-        if node.kernel is None:
-            raise _err("compute block has no '@kernel' line", node)
         if node.elided:
             raise _err("compute body is elided ('...'); write the body out", node)
+        if node.kernel is None:
+            raise _err("compute block has no '@kernel' line", node)
         kind, reduce_op, axis = self._kernel_spec(node.kernel)
         self.kind, self.reduce_op = kind, reduce_op
         scope = {}
@@ -620,6 +620,9 @@ class BodyChecker:
         if len(e.args) != 2 or e.kwargs:
             raise _err("'dot' takes two rows, e.g. dot(Q[b, h, i], K[b, h, j])", e)
         types = [self._row(a) for a in e.args]
+        lengths = [a.base.sym.ty.shape[-1] if a.base.sym.ty.shape else None for a in e.args]
+        if None not in lengths and lengths[0] != lengths[1]:
+            raise _err(f"'dot' of rows of different lengths: {lengths[0]} and {lengths[1]}", e)
         common = promote(types[0], types[1])
         if common is None or common.is_bool:
             raise _err(f"'dot' cannot combine rows of {types[0]} and {types[1]}", e)

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from . import ast
 from .body_checker import BodyChecker, eval_extent
+from .program_level import ProgramLevel
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from ..errors import SourceFile, ZynMLError
@@ -36,8 +37,11 @@ def check(program: ast.Program, source: SourceFile,
         if pipeline.name in table:
             raise ZynMLError(f"pipeline '{pipeline.name}' is defined twice", pipeline.loc)
         table[pipeline.name] = pipeline
-    checked = _ProgramChecker(program.body, source, signature, scalar_values or {},
-                              records=records, pipelines=table).run()
+    checker = _ProgramChecker(program.body, source, signature, scalar_values or {},
+                              records=records, pipelines=table)
+    settings = checker.check_config(program.configs)
+    checked = checker.run()
+    checked.config = settings
     for pipeline in program.pipelines:
         checked.pipelines[pipeline.name] = check_pipeline(pipeline, source, pipelines=table)
     return checked
@@ -59,7 +63,7 @@ def check_pipeline(pipeline: ast.Pipeline, source: SourceFile,
     return checked
 
 
-class _ProgramChecker:
+class _ProgramChecker(ProgramLevel):
     def __init__(self, body: list[ast.Stmt], source: SourceFile,
                  signature: Optional[Signature], scalar_values: dict[str, Any],
                  pipeline: Optional[ast.Pipeline] = None,
@@ -73,6 +77,7 @@ class _ProgramChecker:
         self.aliases: dict[str, ast.Expr] = {}  # `let weights = model.layers[layer]`
         self.record_roots: set[str] = set()
         self.record_values: dict[str, Any] = {}
+        self._init_program_level()
         self.source = source
         self.signature = signature
         self.scalar_values = scalar_values
@@ -99,7 +104,8 @@ class _ProgramChecker:
         return CheckedProgram(self.source, self.inputs, self.outputs, self.steps, self.sizes,
                               self.constants, self.input_locs,
                               record_roots=self.record_roots,
-                              record_values=self.record_values)
+                              record_values=self.record_values,
+                              list_outputs=self.list_outputs)
 
     # ------------------------------------------------------------------ statements
 
@@ -147,6 +153,8 @@ class _ProgramChecker:
                 raise ZynMLError("'return' takes the name of a value computed in the pipeline",
                                  (stmt.value or stmt).loc)
             self.outputs[:] = [stmt.value.id]
+            return
+        if isinstance(stmt, ast.Let) and self.async_let(stmt):
             return
         if isinstance(stmt, ast.Let) and len(stmt.targets) == 1:
             name = stmt.targets[0]

@@ -108,6 +108,15 @@ class CheckedProgram:
     record_roots: set = field(default_factory=set)
     record_values: dict = field(default_factory=dict)
     name: str = "main"
+    list_outputs: dict = field(default_factory=dict)  # `await all(fs)`: name -> element names
+    config: dict = field(default_factory=dict)  # `config { key: value }`: key -> (value, loc)
+
+    def flat_outputs(self) -> list[str]:
+        """Outputs as the compiled function returns them: lists expanded."""
+        flat = []
+        for name in self.outputs:
+            flat += self.list_outputs.get(name, [name])
+        return flat
 
 
 def is_tensor(t: Any) -> bool:

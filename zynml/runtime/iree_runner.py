@@ -332,15 +332,15 @@ class IreeFunction:
 
     Arguments: numpy arrays (any layout and byte order), numpy scalars, 0-d arrays and
     Python numbers; a scalar given for a tensor parameter becomes an array of the
-    parameter's dtype. Dtypes and shapes are checked by IREE itself. Arrays are never
-    modified, and no result shares memory with an argument.
+    parameter's dtype. Dtypes and shapes are checked by IREE itself. No result shares
+    memory with an argument, and arguments are never modified (but see borrow_inputs).
 
     How arrays get in: below 64 KiB, copied into a fresh IREE buffer. On CPU drivers,
     larger ones are copied (one pass, which also fixes layout and byte order) into a
     64-byte aligned staging buffer of the parameter, which IREE imports without a copy;
     the staging buffer is reused by the next call unless IREE kept it (a result is a view
     of it: it then stays that result's). Copying into warm memory is what saves the time:
-    a fresh 32 MiB buffer costs ~25 ms of page faults on a 2-core VM, the copy ~5 ms.
+    a fresh 32 MiB buffer costs 25-35 ms (page faults) on a 2-core VM, the copy 4-7 ms.
     Why not import the caller's array itself by default: IREE 3.13 writes into input
     buffers in place when the program updates an argument (`tensor.insert_slice` or
     `tensor.insert` into it, even as an intermediate), and IREE's kernels need 64-byte

@@ -10,9 +10,9 @@
 
 // HELP: USAGE: zynml-opt [options] [passes] [input file | -]
 // HELP: --pass-pipeline=PIPELINE
+// HELP: --mlir-pass-pipeline-crash-reproducer=FILE
 // HELP: --split-input-file
 // HELP: --verify-diagnostics
-// HELP: --mlir-pass-pipeline-crash-reproducer=FILE
 // HELP: --cir-verify
 // HELP: --cir-shape-propagation
 // HELP: --cir-to-linalg

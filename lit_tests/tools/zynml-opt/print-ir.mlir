@@ -13,7 +13,7 @@
 // FAILURE-NOT: IR Dump After cir-verify
 // FAILURE: // -----// IR Dump After cir-to-linalg Failed (cir-to-linalg) //----- //
 // FAILURE: "cir.compute"
-// FAILURE: print-ir.mlir:34:3: error: cannot lower this 'elementwise' body to linalg: loops must run from 0 in steps of 1
+// FAILURE: print-ir.mlir:28:3: error: cannot lower this 'elementwise' body to linalg: loops must run from 0 in steps of 1
 func.func @strided(%x: tensor<8xf32>) -> tensor<8xf32> {
   %c8 = arith.constant 8 : index
   %y = "cir.compute"(%x, %c8) {kind = "elementwise", body = @body, out_dims = array<i64: 1>,

@@ -10,11 +10,11 @@
 // RUN: zynml-opt %s --cir-verify --mlir-pass-pipeline-crash-reproducer=%t.none.mlir
 // RUN: not cat %t.none.mlir
 
-// ERR: reproducer.mlir:31:3: error: cannot lower this 'elementwise' body to linalg: reading 'out' is not lowered yet
+// ERR: reproducer.mlir:31:10: error: cannot lower this 'elementwise' body to linalg: reading 'out' is not lowered yet
 // REPRO: // configuration: --pass-pipeline='builtin.module(cir-verify,cir-to-linalg)'
 // REPRO: "builtin.module"() ({
 // REPRO: "cir.compute"
-// REPRO: loc({{.*}}reproducer.mlir":31:3)
+// REPRO: loc({{.*}}reproducer.mlir":31:10)
 
 func.func @reads_out(%x: tensor<8xf32>) -> tensor<8xf32> {
   %c8 = arith.constant 8 : index
@@ -28,7 +28,7 @@ func.func private @body(%x: tensor<8xf32>, %n: index, %out: tensor<8xf32>) attri
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
   scf.for %i = %c0 to %c8 step %c1 {
-  %v = "cir.load"(%out, %i) : (tensor<8xf32>, index) -> f32
+    %v = "cir.load"(%out, %i) : (tensor<8xf32>, index) -> f32
     "cir.store"(%v, %out, %i) : (f32, tensor<8xf32>, index) -> ()
   }
   return
