@@ -471,7 +471,8 @@ def test_error_unterminated_string():
 
 
 def test_error_bad_indentation():
-    err = syntax_error("pipeline p(x: int) -> int:\n        let a = 1\n    let b = 2\n    return b\n")
+    err = syntax_error("pipeline p(x: int) -> int:\n        let a = 1\n    let b = 2\n"
+                       "    return b\n")
     assert str(err).startswith(
         "t.zyn:3:5: error: unindent does not match any outer indentation level")
     assert len(err.errors) == 1
@@ -566,6 +567,60 @@ def test_error_in_block_header_does_not_cascade():
             "    return y\n")
     err = syntax_error(text)
     assert [where(d) for d in err.errors] == [(2, 12), (6, 24)]
+
+
+MATMUL = """let c = compute(a, b) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var sum = 0.0
+        for k in 0..K:
+            sum += a[i, k] * b[k, j]
+            sum += 1.0
+        out[i, j] = sum
+}
+let d = 1
+"""
+
+
+def replace_line(text: str, number: int, new: str) -> str:
+    lines = text.split("\n")
+    lines[number - 1] = new
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("number, new, expected", [
+    # a body line moved to column 0: first of its block, inside it, last of the kernel
+    (6, "sum += a[i, k] * b[k, j]", (6, 1, "expected an indented block")),
+    (7, "sum += 1.0", (7, 1, "this line is less indented than the lines around it")),
+    (8, "out[i, j] = sum", (8, 1, "expected '}' to close the '{' at 1:23")),
+    # two spaces short: inside a block, at its end
+    (7, "          sum += 1.0", (7, 11, "unindent does not match any outer indentation level")),
+    (8, "      out[i, j] = sum", (8, 7, "unindent does not match any outer indentation level")),
+    # a loop body left at the loop's own indentation
+    (6, "        sum += a[i, k] * b[k, j]", (6, 9, "expected an indented block")),
+    # a '}' deeper than the '{' line
+    (9, "    }", (9, 5, "'}' closing a multi-line block must start its own line")),
+])
+def test_one_misplaced_line_is_one_error(number, new, expected):
+    """Indentation recovery: one wrong line gives one error, not a cascade."""
+    err = syntax_error(replace_line(MATMUL, number, new))
+    assert [(d.loc.line, d.loc.col) for d in err.errors] == [expected[:2]]
+    assert err.errors[0].message.startswith(expected[2])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("let fs = [\n    compute(a) @async { ...,\n    compute(b) @async { ... },\n]\nlet z = 1\n",
+     (2, 28, "expected '}' to close the '{' at 2:23, found ','")),
+    ("@kernel matmul\n@workgroup(16)\n@shared(4)\nlet x = 1\n",
+     (1, 1, "annotations are only allowed before the statements of a compute body")),
+    ("let y = compute(x) { @kernel elementwise\n    out = x\n}\nlet z = 1\n",
+     (1, 41, "a multi-line body must start on the line after '{'")),
+    ("let y = compute(x) {\n    out = foo(x,\n}\nlet z = (1 +\n", (2, 14, "'(' was never closed")),
+])
+def test_recovery_without_cascades(text, expected):
+    err = syntax_error(text)
+    assert [(d.loc.line, d.loc.col, d.message) for d in err.errors][:1] == [expected]
+    assert len(err.errors) == (2 if "z = (1" in text else 1)
 
 
 def test_error_rendering_has_source_line_and_caret():

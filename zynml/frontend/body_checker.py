@@ -767,6 +767,8 @@ def concrete_in(t: ScalarType, checker: BodyChecker) -> ScalarType:
     """A literal type made concrete in a kernel: float literals take the kernel's float type."""
     if t == FLOAT_LITERAL:
         return checker.default_float
+    if t.is_any:  # stays unknown until the call gives the inputs' dtypes
+        return t
     return concrete(t)
 
 

@@ -210,7 +210,7 @@ class _ProgramChecker(ProgramLevel):
         if lo != 1 or call.args or call.kwargs:
             raise ZynMLError(f"'{call.func.id}' cannot be applied with '|>': it takes "
                              f"{lo} arguments", call.loc)
-        if is_tensor(ty) or not ty.is_float:
+        if is_tensor(ty) or not (ty.is_float or ty.is_any):
             raise ZynMLError("'|>' applies to a float scalar result (a full reduction)",
                              call.loc)
         return call

@@ -104,7 +104,7 @@ class Token:
 
 
 _DESCRIPTIONS = {
-    "NEWLINE": "end of line", "INDENT": "indented line", "DEDENT": "end of the indented block",
+    "NEWLINE": "end of line", "INDENT": "indented line", "DEDENT": "a less indented line",
     "EOF": "end of file", "ERROR": "invalid token",
 }
 
@@ -313,16 +313,23 @@ class _Lexer:
         situations occurs in a valid program, so they never change one.
         """
         top = self.indents[-1]
-        opens = _opens_block(line, start)
-        next_width = self.next_width(lineno, top if opens else None)
-        if next_width is None or next_width <= width:
-            return False
-        if self.block_expected and not opens:
+        if self.block_expected:
+            if _opens_block(line, start):
+                return False
+            next_width = self.next_width(lineno)
+            if next_width is None or next_width <= top:
+                return False
             self.report("expected an indented block", loc)
             self.push_level(next_width, loc)
             return True
+        if width == top:
+            return False
         valid = self.is_valid_dedent(width)
-        if width == top or (opens and valid) or not self.is_valid_dedent(next_width):
+        opens = _opens_block(line, start)
+        if opens and valid:
+            return False
+        next_width = self.next_width(lineno, at_most=top if opens else None)
+        if next_width is None or next_width <= width or not self.is_valid_dedent(next_width):
             return False
         self.report("this line is less indented than the lines around it" if valid
                     else "unindent does not match any outer indentation level", loc)
@@ -348,7 +355,8 @@ class _Lexer:
         the missing `}`) so the next lines are not taken as its body."""
         while self.frames:
             frame = self.frames[-1]
-            if not frame.is_open_one_line_body(lineno) or frame.token_index == len(self.tokens) - 1:
+            body_is_empty = frame.token_index == len(self.tokens) - 1  # `{` ends the line
+            if body_is_empty or not frame.is_open_one_line_body(lineno):
                 return
             self.pop_frame()
 

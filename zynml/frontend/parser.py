@@ -122,8 +122,9 @@ class Parser:
         self.pos = 0
         self.tok = tokens[0]
         self.depth = 0
-        # True while parsing a one-line `{ ... }` body, where `}` also ends a statement.
-        self.brace_ends_statement = False
+        # The `{` of the one-line body `{ ... }` being parsed, if any: there `}` also ends
+        # a statement.
+        self.inline_brace: Optional[Token] = None
 
     # ================================================================== token helpers
 
@@ -310,8 +311,7 @@ class Parser:
             stmt = ast.Yield(tok.loc, self.parse_expr())
         elif tok.kind == "return":
             self.advance()
-            at_end = self.kind in _STATEMENT_END or (self.kind == "}" and self.brace_ends_statement)
-            stmt = ast.Return(tok.loc, None if at_end else self.parse_expr())
+            stmt = ast.Return(tok.loc, None if self.at_statement_end() else self.parse_expr())
         elif tok.kind == "...":
             self.advance()
             stmt = ast.Ellipsis_(tok.loc)
@@ -326,10 +326,16 @@ class Parser:
         self.end_statement()
         return stmt
 
+    def at_statement_end(self) -> bool:
+        return self.kind in _STATEMENT_END or (self.kind == "}" and self.inline_brace is not None)
+
     def end_statement(self) -> None:
         if self.kind == "NEWLINE":
             self.advance()
-        elif not (self.kind == "EOF" or (self.kind == "}" and self.brace_ends_statement)):
+        elif self.inline_brace is not None:
+            if self.kind != "}":
+                self.expect_closer("}", self.inline_brace)
+        elif self.kind != "EOF":
             self.fail(f"expected the end of the statement, found {self.tok.describe()}")
 
     def parse_let(self) -> ast.Let:
@@ -428,12 +434,12 @@ class Parser:
         self.expect("INDENT", "expected an indented block")
         body: list[ast.Stmt] = []
         self.enter()
-        saved, self.brace_ends_statement = self.brace_ends_statement, False
+        saved, self.inline_brace = self.inline_brace, None
         try:
             self.block_items(lambda: body.append(self.parse_statement()))
         finally:
             self.depth -= 1
-            self.brace_ends_statement = saved
+            self.inline_brace = saved
         return body
 
     # ================================================================== compute
@@ -456,7 +462,7 @@ class Parser:
         if self.accept("NEWLINE"):
             self.parse_compute_block(body)
         else:
-            self.parse_compute_line(body)
+            self.parse_compute_line(body, opener)
         self.expect_closer("}", opener)
         elided = len(body.stmts) == 1 and isinstance(body.stmts[0], ast.Ellipsis_)
         return ast.Compute(kw.loc, inputs, outer, body.kernel, body.inner, body.stmts, elided)
@@ -467,16 +473,16 @@ class Parser:
             return
         self.expect("INDENT", "expected an indented compute body")
         self.enter()
-        saved, self.brace_ends_statement = self.brace_ends_statement, False
+        saved, self.inline_brace = self.inline_brace, None
         try:
             self.block_items(body.parse_line)
         finally:
             self.depth -= 1
-            self.brace_ends_statement = saved
+            self.inline_brace = saved
 
-    def parse_compute_line(self, body: "_ComputeBody") -> None:
+    def parse_compute_line(self, body: "_ComputeBody", opener: Token) -> None:
         """One-line body `{ [annotations] [statement] }`, e.g. `{ ... }`."""
-        saved, self.brace_ends_statement = self.brace_ends_statement, True
+        saved, self.inline_brace = self.inline_brace, opener
         try:
             while self.kind == "@":
                 body.add(self.parse_annotation())
@@ -485,7 +491,7 @@ class Parser:
             if self.kind != "}":
                 body.stmts.append(self.parse_statement())
         finally:
-            self.brace_ends_statement = saved
+            self.inline_brace = saved
 
     def parse_annotation(self) -> ast.Annotation | ast.KernelSpec:
         """`@name`, `@name(args)`, or `@kernel KIND` / `@kernel KIND(params)`."""
@@ -715,7 +721,9 @@ class Parser:
             return False
         if self.kind in _REDUCE_OPERATOR_TOKENS:
             return True
-        return self.kind == "NAME" and (mode == "kernel" or self.tok.text in _REDUCE_OPERATOR_NAMES)
+        if self.kind != "NAME":
+            return False
+        return mode == "kernel" or self.tok.text in _REDUCE_OPERATOR_NAMES
 
     def expect_closer(self, closer: str, opener: Token) -> Token:
         """Consume the bracket closing `opener`. A bracket still open at the end of the
