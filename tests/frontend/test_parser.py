@@ -353,6 +353,12 @@ def test_config_entries():
     assert [e.key for e in multi.entries] == ["a", "b", "c"]
 
 
+def test_empty_and_comment_only_programs():
+    for text in ["", "\n\n", "// only a comment\n   // another\n"]:
+        program = prog(text)
+        assert (program.body, program.pipelines, program.configs) == ([], [], [])
+
+
 def test_top_level_expression_statements():
     body = spec("memory.zyn").body
     free, reset = body[-2:]

@@ -22,6 +22,7 @@ import re
 import sys
 import tempfile
 import textwrap
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -41,6 +42,10 @@ __all__ = ["main", "parse_args", "OptOptions", "UsageError", "process_chunk",
 PROG = "zynml-opt"
 SPLIT_MARKER = "// -----"
 REPRODUCER_DIR_ENV = "ZYNML_REPRODUCER_DIR"
+# MLIR recurses per nesting level (parser, verifier, printer, passes): zynml-opt runs on a
+# thread with a large stack (reserved, not used) and refuses deeper MLIR input.
+MAX_NESTING = 2000
+STACK_BYTES = 512 * 1024 * 1024
 TRACEBACK_ENV = "ZYNML_OPT_TRACEBACK"
 
 # ============================================================================ command line
@@ -280,6 +285,8 @@ def process_chunk(text: str, source: Source, options: OptOptions) -> ChunkResult
             return ChunkResult(None, _with_error(diagnostics, "cannot read the input"))
         except ZynMLError as err:
             return ChunkResult(None, diagnostics + diag.from_zynml(err))
+        except TooDeep as err:
+            return ChunkResult(None, diagnostics + [err.diagnostic])
         if pm is not None:
             snapshot = _print(module, options, generic=True, debuginfo=True, source=source) \
                 if _reproducer_wanted(options) else None
@@ -358,6 +365,7 @@ def _locate_pipeline_error(text: str, err: PipelineError, options: OptOptions,
 
 def _read(text: str, source: Source, options: OptOptions, context: ir.Context) -> ir.Module:
     if source.kind == "mlir":
+        _check_nesting(text, source.name)
         return ir.Module.parse(text, context)  # verifies; the buffer is named "-"
     from .. import compiler
     from ..frontend.parser import parse
@@ -368,6 +376,44 @@ def _read(text: str, source: Source, options: OptOptions, context: ir.Context) -
     if options.verify_each:
         module.operation.verify()
     return module
+
+
+class TooDeep(Exception):
+    """MLIR text nested deeper than MAX_NESTING: MLIR's recursive parser would overflow."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+def _check_nesting(text: str, name: str) -> None:
+    """Refuse brackets nested deeper than MAX_NESTING (outside strings and comments):
+    MLIR parses, verifies and prints recursively, and a deep enough input crashes the
+    process (mlir-opt segfaults on 5000 nested `module {`)."""
+    depth, line, col, i = 0, 1, 0, 0
+    while i < len(text):
+        ch = text[i]
+        col += 1
+        if ch == "\n":
+            line, col = line + 1, 0
+        elif ch == '"':  # a string: skip to its closing quote
+            i += 1
+            while i < len(text) and text[i] not in '"\n':
+                i += 2 if text[i] == "\\" else 1
+                col += 1
+            col += 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif ch in "({[":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise TooDeep(Diagnostic("error", f"nesting too deep (more than {MAX_NESTING} "
+                                                  "levels of brackets)", name, line, col))
+        elif ch in ")}]":
+            depth -= 1
+        i += 1
 
 
 def _zyn_signature(items: list[str]):
@@ -510,6 +556,28 @@ def run(options: OptOptions) -> int:
     return 0
 
 
+def _on_big_stack(fn, *args):
+    """fn(*args) on a thread with STACK_BYTES of stack; its result or exception."""
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["result"] = fn(*args)
+        except BaseException as err:  # re-raised below, in the calling thread
+            outcome["error"] = err
+
+    previous = threading.stack_size(STACK_BYTES)
+    try:
+        worker = threading.Thread(target=target, name=PROG, daemon=True)
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -520,7 +588,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if options.list_passes:
             print(list_passes_text())
             return 0
-        return run(options)
+        return _on_big_stack(run, options)
     except UsageError as err:
         text = str(err)
         prefix = "" if text.startswith("<") or ": error: " in text else f"{PROG}: error: "

@@ -25,7 +25,18 @@ Layout rules (the spec's programs are indentation based, even inside `{ ... }`):
 
 Errors do not stop the lexer: each is reported (at most one per line) and an ERROR token
 takes the place of the bad text, so the parser skips that statement without reporting a
-second, derived error. `tokenize` raises a ZynMLError carrying them all.
+second, derived error. `tokenize` raises a ZynMLError carrying them all. Bad layout is
+repaired so that one mistake gives one error, not a cascade:
+
+* a line that starts with a statement keyword (`let`, `for`, ...) while `(` or `[` is
+  open ends the logical line there (the bracket was never closed);
+* a one-line `{ ...` still open at the end of its line is dropped (never closed);
+* a dedent to a width between two open levels moves the inner level to that width;
+* a single line less indented than the lines around it stays in its block, and a line
+  that should have been indented after a `:` or `{` line starts that block
+  (recover_misindented_line: it looks at the next lines).
+
+None of these repairs applies to a valid program.
 """
 from __future__ import annotations
 

@@ -47,17 +47,18 @@ MAX_NESTING = 200
 # `-(-(...))`, plus margin); parse() makes sure this much recursion is available.
 _FRAMES_PER_LEVEL = 12
 
+# Binding strength, loosest first (`|>` and `await` sit below these, in parse_expr).
+_NOT_PRECEDENCE = 3  # prefix `not`: its operand includes comparisons
+_COMPARISON_PRECEDENCE = 4
+_UNARY_PRECEDENCE = 7  # prefix `-`: tighter than `*`, looser than `^` (-x^2 == -(x^2))
 _BINARY_PRECEDENCE = {
     "or": 1, "and": 2,
-    "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+    "==": _COMPARISON_PRECEDENCE, "!=": _COMPARISON_PRECEDENCE, "<": _COMPARISON_PRECEDENCE,
+    "<=": _COMPARISON_PRECEDENCE, ">": _COMPARISON_PRECEDENCE, ">=": _COMPARISON_PRECEDENCE,
     "+": 5, "-": 5,
     "*": 6, "/": 6, "%": 6, "@": 6,
     "^": 8,
 }
-_NOT_PRECEDENCE = 3
-_COMPARISON_PRECEDENCE = 4
-_UNARY_PRECEDENCE = 7
-_POWER_PRECEDENCE = 8
 
 _ASSIGN_OPS = {"=": None, "+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 # Operator tokens that stand for themselves as the first argument of `reduce(...)`.
@@ -378,8 +379,8 @@ class Parser:
             return ast.ExprStmt(start.loc, target)
         op = self.advance()
         if not isinstance(target, (ast.Name, ast.Index)):
-            self.report(f"cannot assign to this expression (only to a name or an indexed "
-                        f"element)", target.loc)
+            self.report("cannot assign to this expression (only to a name or an indexed "
+                        "element)", target.loc)
         return ast.Assign(start.loc, target, _ASSIGN_OPS[op.kind], self.parse_expr())
 
     def parse_for(self) -> ast.For:
@@ -533,6 +534,7 @@ class Parser:
         return ast.Await(kw.loc, value, timeout, default)
 
     def parse_expr_no_pipe(self) -> ast.Expr:
+        """The awaited value: an expression without a `|>` (that applies to the Await)."""
         self.enter()
         try:
             return self.parse_await() if self.kind == "await" else self.parse_binary(0)
