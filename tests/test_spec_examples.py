@@ -334,16 +334,28 @@ def compile_error(source) -> str:
 
 
 def test_spec_rope_indexes_with_a_float():
-    """The spec's RoPE rebinds `s` to the sine (a float) and then indexes `out` with it."""
+    """The spec's RoPE rebinds `s` to the sine (a float) and then indexes `out` with it.
+    Before the call (dtypes unknown) the checker already sees that `s` is no loop variable;
+    at the call, with the sine's dtype known, an index into an input says it is a float."""
     path = EXAMPLES / "rope_spec_verbatim.zyn"
-    f32_ = np.float32
-    with pytest.raises(zynml.ZynMLError) as err:  # the sine's dtype is known at the call
-        zynml.run(path, x=np.ones((1, 1, 3, 4), f32_), cos_cache=np.ones((3, 2), f32_),
-                  sin_cache=np.ones((3, 2), f32_), head_dim=4)
-    message = str(err.value)
-    assert message.startswith(f"{path}:12:19: error: index must be an integer, got f32\n")
-    assert f"{path}:11:9: note: 's' is bound to a f32 value here" in message
+    message = compile_error(path)
+    assert message.startswith(f"{path}:12:19: error: cannot infer the output shape")
+    assert f"{path}:11:9: note: 's' is bound by 'let' here" in message
     assert "let s = sin_cache[s, d]" in message
+
+
+def test_float_index_into_an_input_names_the_rebinding():
+    source = """let y = compute(x, sin_cache) {
+    @kernel elementwise
+    for s in 0..seq, d in 0..half:
+        let s = sin_cache[s, d]
+        out[d] = x[s, d]
+}"""
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.run(source, x=np.ones((3, 2), np.float32), sin_cache=np.ones((3, 2), np.float32))
+    message = str(err.value)
+    assert message.startswith("<string>:5:20: error: index must be an integer, got f32\n")
+    assert "<string>:4:9: note: 's' is bound to a f32 value here" in message
 
 
 ERRORS = {

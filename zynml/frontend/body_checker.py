@@ -666,8 +666,13 @@ class BodyChecker:
             for dim, idx in enumerate(store.target.indices):
                 extent = _extent_of_index(idx)
                 if extent is None:
+                    notes = None
+                    if isinstance(idx, ast.Name) and idx.sym is not None and \
+                            idx.sym.kind in ("let", "var"):
+                        notes = [(f"'{idx.id}' is bound by '{idx.sym.kind}' here, so it is no "
+                                  "longer the loop variable of that name", idx.sym.loc)]
                     raise _err("cannot infer the output shape: index 'out' with a*i + c, "
-                               "i a loop variable running from 0 in steps of 1", idx)
+                               "i a loop variable running from 0 in steps of 1", idx, notes)
                 if not any(_same_expr(extent, e) for e in extents[dim]):
                     extents[dim].append(extent)
         dims = [e[0] if len(e) == 1 else
