@@ -29,6 +29,8 @@ from .nest_lowering import LoweringError, NestLowering
 from .pipeline import fail
 
 NAME = "cir-to-linalg"
+# Module attribute listing notes for the user (`FILE:LINE:COL: note: ...`).
+NOTES_ATTR = "zynml.notes"
 DESCRIPTION = "Lower cir.compute to linalg on tensors (named ops, generics, gathers)"
 
 
@@ -41,6 +43,7 @@ class Options:
 def run(module: ir.Operation, options: Options) -> None:
     funcs = func_by_name(module)
     bodies = set()
+    notes: list[str] = []
     for compute in compute_ops(module):
         body = body_of(compute, funcs)
         bodies.add(ir.StringAttr(body.attributes["sym_name"]).value)
@@ -55,7 +58,26 @@ def run(module: ir.Operation, options: Options) -> None:
         except LoweringError as err:
             raise fail(err.location or compute.location,
                        f"cannot lower this '{kind}' body to linalg: {err}")
+        note = _kind_note(kind, lowering, options)
+        if note:
+            notes.append(f"{_where(compute.location)}: note: {note}")
         compute.results[0].replace_all_uses_with(result)
         compute.erase()
     for name in bodies:
         funcs[name].erase()
+    if notes:
+        module.attributes[NOTES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
+
+
+def _kind_note(kind: str, lowering: NestLowering, options: Options):
+    """The kind names a strategy; when the body is not what the kind says, the body wins
+    and the user hears about it."""
+    if kind in ("matmul", "batched_matmul") and options.named_ops and not lowering.named_used:
+        return (f"the body of this '{kind}' kernel is not a plain matrix product; it is "
+                "lowered generically from the body")
+    return None
+
+
+def _where(location: ir.Location) -> str:
+    text = str(location)  # loc("file":line:col)
+    return text[len('loc("'):-1].replace('":', ":", 1) if text.startswith('loc("') else "<unknown>"

@@ -74,6 +74,7 @@ class NestLowering:
         self.compute = compute
         self.body = body
         self.named_ops = named_ops
+        self.named_used = False  # a matmul/batch_matmul named op was emitted
         self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
         self._locals: dict[ir.Value, ir.Value] = {}  # cir.alloc result -> its tensor
         # carried value of a loop emitted in main -> (its tensor there, its context)
@@ -348,6 +349,7 @@ class NestLowering:
         element = ir.RankedTensorType(inits[0].type).element_type
         if any(ir.RankedTensorType(s.type).element_type != element for s in sources):
             return None
+        self.named_used = True
         with self.L.ip, self.compute.location:
             return named(*sources, outs=[inits[0]])
 

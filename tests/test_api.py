@@ -345,3 +345,21 @@ let y = compute(x) {
         out[i] = x[(i * i) % n]
 }""", x=x, n=10)["y"]
     assert_close(out, x[(np.arange(10) ** 2) % 10])
+
+
+def test_a_kind_whose_body_does_not_match_is_lowered_generically_with_a_note(rng):
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    source = """
+let C = compute(A, B) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var sum = 0.0
+        for k in 0..K:
+            sum += A[i, k] * B[k, j] * 2.0
+        out[i, j] = sum
+}"""
+    with pytest.warns(zynml.compiler.ZynMLNote, match=r"<string>:2:9: note: the body of this "
+                      r"'matmul' kernel is not a plain matrix product"):
+        out = zynml.run(source, A=a, B=b)["C"]
+    assert_close(out, 2 * a.astype(np.float64) @ b)

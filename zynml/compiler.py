@@ -10,6 +10,7 @@ artifact. `zynml compile --emit STAGE` prints what each arrow produces.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Union
 
@@ -28,7 +29,7 @@ from .frontend.symbols import CheckedProgram
 from .passes.pipeline import PipelineError, build_pass_manager
 
 __all__ = ["STAGES", "CIR_TO_LINALG_PIPELINE", "parse_source", "check_program", "to_cir",
-           "lower", "to_vmfb", "mlir_error_to_zynml"]
+           "lower", "to_vmfb", "mlir_error_to_zynml", "ZynMLNote"]
 
 STAGES = ("ast", "cir", "linalg", "vmfb")
 
@@ -74,7 +75,20 @@ def lower(module: ir.Module, src: SourceFile | None = None,
         raise ZynMLError(str(err)) from None
     except ir.MLIRError as err:
         raise mlir_error_to_zynml(err, src) from None
+    _emit_notes(module)
     return module
+
+
+class ZynMLNote(UserWarning):
+    """A remark about how a program was compiled (e.g. a kind lowered generically)."""
+
+
+def _emit_notes(module: ir.Module) -> None:
+    attrs = module.operation.attributes
+    if "zynml.notes" in attrs:
+        for note in ir.ArrayAttr(attrs["zynml.notes"]):
+            warnings.warn(ir.StringAttr(note).value, ZynMLNote, stacklevel=3)
+        del attrs["zynml.notes"]
 
 
 def to_vmfb(linalg_module: ir.Module, target: IreeTarget,

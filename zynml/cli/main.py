@@ -166,7 +166,13 @@ def _dump_ast(node, indent: int = 0) -> str:
     return out
 
 
+def _show_note(message, category, filename, lineno, file=None, line=None):
+    print(str(message), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+    warnings.showwarning = _show_note  # notes print as compiler notes, not Python warnings
     args = _parser().parse_args(argv)
     try:
         return {"run": _run, "compile": _compile}[args.command](args)
