@@ -52,7 +52,8 @@ def run(module: ir.Operation, options: Options) -> None:
         try:
             if kind == "reduce":
                 result = lowering.lower_yield(string_attr(compute, "reduce"),
-                                              int_attr(compute, "axis"))
+                                              int_attr(compute, "axis"),
+                                              unsigned="unsigned" in compute.attributes)
             else:
                 result = lowering.lower_stores(compute.results[0].type)
         except LoweringError as err:

@@ -61,6 +61,28 @@ class Lowering:
         with self.ip, self.compute.location:
             return tensor.EmptyOp(sizes, element).result
 
+    def sliced(self, source: ir.Value, sizes: list) -> ir.Value:
+        """The leading `sizes` (int, index Value, or None for all) of `source`: a loop
+        that reads an input directly covers only the loop's extent of it."""
+        shape = list(ir.RankedTensorType(source.type).shape)
+        if all(s is None or s == d for s, d in zip(sizes, shape)):
+            return source
+        static, dynamic = [], []
+        for s, d in zip(sizes, shape):
+            if s is None:
+                if ir.ShapedType.is_dynamic_size(d):
+                    raise ValueError("cannot slice a dynamic dimension without its extent")
+                static.append(d)
+            elif isinstance(s, int):
+                static.append(s)
+            else:
+                static.append(ir.ShapedType.get_dynamic_size())
+                dynamic.append(s)
+        result = ir.RankedTensorType.get(static, ir.RankedTensorType(source.type).element_type)
+        with self.ip, self.compute.location:
+            return tensor.ExtractSliceOp(result, source, [], dynamic, [], [0] * len(shape),
+                                         static, [1] * len(shape)).result
+
     def filled(self, bounds: Sequence[ir.Value], element: ir.Type, value: ir.Value) -> ir.Value:
         init = self.empty(bounds, element)
         with self.ip, self.compute.location:
@@ -76,8 +98,11 @@ class Lowering:
 
     @staticmethod
     def affine(value: ir.Value, dims: dict) -> Optional[ir.AffineExpr]:
+        """`value` as an affine expression of the loop variables in `dims` (which maps
+        each to its dimension number, or to the expression that stands for it)."""
         if value in dims:
-            return ir.AffineDimExpr.get(dims[value])
+            d = dims[value]
+            return ir.AffineDimExpr.get(d) if isinstance(d, int) else d
         c = constant_int(value)
         if c is not None:
             return ir.AffineConstantExpr.get(c)

@@ -104,12 +104,63 @@ class NestLowering:
             parent = _parent_op(parent)
         return False
 
-    def bound(self, iv: ir.Value) -> ir.Value:
+    def start_step(self, iv: ir.Value) -> tuple[int, int]:
         loop = loop_of(iv)
-        if constant_int(loop.operands[0]) != 0 or constant_int(loop.operands[2]) != 1:
-            raise LoweringError("loops must run from 0 in steps of 1 (step and offset "
-                                "loops are not lowered yet)", loop.location)
-        return loop.operands[1]
+        lb, step = constant_int(loop.operands[0]), constant_int(loop.operands[2])
+        if lb is None or step is None or step <= 0:
+            raise LoweringError("a loop's start and step must be constants (step > 0)",
+                                loop.location)
+        return lb, step
+
+    def bound(self, iv: ir.Value):
+        """The trip count of `iv`'s loop: its end Value when it runs from 0 in steps of 1,
+        else an int (start and step constants, end constant)."""
+        loop = loop_of(iv)
+        lb, step = self.start_step(iv)
+        if lb == 0 and step == 1:
+            return loop.operands[1]
+        ub = constant_int(loop.operands[1])
+        if ub is None:
+            raise LoweringError("a loop with a start or a step needs a constant end",
+                                loop.location)
+        return max(0, -(-(ub - lb) // step))
+
+    def static_bound(self, iv: ir.Value) -> Optional[int]:
+        b = self.bound(iv)
+        return b if isinstance(b, int) else constant_int(b)
+
+    def unit(self, iv: ir.Value) -> bool:
+        return self.start_step(iv) == (0, 1)
+
+    def loop_expr(self, iv: ir.Value, position: int) -> ir.AffineExpr:
+        """The loop variable as a function of its dimension: start + step * d."""
+        lb, step = self.start_step(iv)
+        return ir.AffineDimExpr.get(position) * step + lb
+
+    def input_for(self, load: ir.Operation, affine_map: ir.AffineMap,
+                  dims: list[ir.Value]) -> ir.Value:
+        """The tensor a load reads through `affine_map`, sliced to the loop extents of the
+        dimensions it indexes directly (linalg takes loop extents from operand shapes)."""
+        source = self.L.outer(load.operands[0])
+        shape = list(ir.RankedTensorType(source.type).shape)
+        sizes = []
+        for k, expr in enumerate(affine_map.results):
+            try:
+                d = ir.AffineDimExpr(expr).position
+            except ValueError:
+                sizes.append(None)
+                continue
+            extent = self.bound(dims[d])
+            static = extent if isinstance(extent, int) else constant_int(extent)
+            if static is not None and not ir.ShapedType.is_dynamic_size(shape[k]) \
+                    and static > shape[k]:
+                raise LoweringError(f"a loop over {static} runs past the end of dimension {k} "
+                                    f"of an input (size {shape[k]})", load.location)
+            if static is not None:
+                sizes.append(static)
+            else:
+                sizes.append(extent if isinstance(extent, int) else self.L.outer(extent))
+        return self.L.sliced(source, sizes)
 
     # ------------------------------------------------------------------ generics
 
@@ -327,6 +378,8 @@ class NestLowering:
         loads = [_op(v) for v in product.operands]
         if any(op is None or op.name != "cir.load" or self.guarded(op) for op in loads):
             return None
+        if not all(self.unit(iv) for iv in dims):
+            return None
         positions = {iv: d for d, iv in enumerate(dims)}
         maps = [self.L.load_map(op, positions, len(dims)) for op in loads]
         n = len(ctx)
@@ -345,7 +398,7 @@ class NestLowering:
                 return None
         if any(op.operands[0] not in self.L.args for op, _ in pairs):
             return None
-        sources = [self.L.outer(op.operands[0]) for op, _ in pairs]
+        sources = [self.input_for(op, m, dims) for op, m in pairs]
         element = ir.RankedTensorType(inits[0].type).element_type
         if any(ir.RankedTensorType(s.type).element_type != element for s in sources):
             return None
@@ -374,7 +427,7 @@ class NestLowering:
                       and op.operands[1] == key]
             if not stores:
                 raise LoweringError("a local array is read but never written", alloc.location)
-            shape = [constant_int(self.bound(iv)) for iv in prefix] + \
+            shape = [self.static_bound(iv) for iv in prefix] + \
                 [constant_int(v) for v in alloc.operands]
             shape = [ir.ShapedType.get_dynamic_size() if d is None else d for d in shape]
             element = ir.RankedTensorType(key.type).element_type
@@ -414,16 +467,17 @@ class NestLowering:
     def _store_layout(self, store: ir.Operation, ctx: list[ir.Value], prefix=()):
         """For out[a*iv + c, ...]: the ivs in index order, offsets c and strides a."""
         positions = {iv: d for d, iv in enumerate(ctx)}
-        dims, offsets, strides = [], [], []
-        for index in list(prefix) + list(store.operands[2:]):
+        dims, offsets, strides = list(prefix), [0] * len(prefix), [1] * len(prefix)
+        for index in list(store.operands[2:]):
             term = _single_term(linear(index, positions))
             if term is None:
                 raise LoweringError("'out' must be indexed by a*i + c with one loop variable "
                                     "i per dimension", store.location)
             d, a, c = term
+            lb, step = self.start_step(ctx[d])  # iv = lb + step * t
             dims.append(ctx[d])
-            offsets.append(c)
-            strides.append(a)
+            offsets.append(a * lb + c)
+            strides.append(a * step)
         if sorted(positions[iv] for iv in dims) != list(range(len(ctx))):
             raise LoweringError("every enclosing loop variable must index 'out' exactly once",
                                 store.location)
@@ -439,7 +493,8 @@ class NestLowering:
 
     # ------------------------------------------------------------------ yields
 
-    def lower_yield(self, op_name: str, axis: Optional[int]) -> ir.Value:
+    def lower_yield(self, op_name: str, axis: Optional[int],
+                    unsigned: bool = False) -> ir.Value:
         yields = [op for op in _walk(self.body) if op.name == "cir.yield"]
         if len(yields) != 1:
             raise LoweringError(f"a reduction body yields once; this one has {len(yields)}",
@@ -468,6 +523,9 @@ class NestLowering:
                                   lambda vals, outs: _arg_select(op_name, vals, outs))[1]
         else:
             combiner = _REDUCE_COMBINER[op_name][0 if isinstance(element, ir.FloatType) else 1]
+            if unsigned:
+                combiner = {"arith.maxsi": "arith.maxui",
+                            "arith.minsi": "arith.minui"}.get(combiner, combiner)
             init = L.filled(bounds, element, _constant_in(L, element, IDENTITY[combiner]))
             result = self._named_reduce(y, ctx, init, combiner, reduced) \
                 if self.named_ops and not guards else None
@@ -509,9 +567,10 @@ class NestLowering:
         if load is None or load.name != "cir.load" or load.operands[0] not in self.L.args:
             return None
         positions = {iv: d for d, iv in enumerate(ctx)}
-        if self.L.load_map(load, positions, len(ctx)) != identity_map(len(ctx)):
+        if not all(self.unit(iv) for iv in ctx) or \
+                self.L.load_map(load, positions, len(ctx)) != identity_map(len(ctx)):
             return None
-        source = self.L.outer(load.operands[0])
+        source = self.input_for(load, identity_map(len(ctx)), ctx)
         element = y.operands[0].type
         with self.L.ip, self.compute.location:
             op = linalg.ReduceOp([init.type], [source], [init], ir.DenseI64ArrayAttr.get(reduced))
@@ -535,7 +594,9 @@ class _Plan:
 
     def __init__(self, owner: NestLowering, dims: list[ir.Value]):
         self.owner = owner
+        self.dim_list = dims
         self.dims = {iv: d for d, iv in enumerate(dims)}
+        self.exprs = {iv: owner.loop_expr(iv, d) for d, iv in enumerate(dims)}
         self.n = len(dims)
         self.inputs: list[tuple[ir.Value, ir.AffineMap]] = []
         self.slot: dict[ir.Value, int] = {}
@@ -575,7 +636,15 @@ class _Plan:
     def _visit(self, value: ir.Value):
         owner, L = self.owner, self.owner.L
         if value in self.dims:
-            return linalg.IndexOp(self.dims[value]).result if self.emitting else None
+            if not self.emitting:
+                return None
+            index = linalg.IndexOp(self.dims[value]).result
+            lb, step = owner.start_step(value)
+            if step != 1:
+                index = arith.MulIOp(index, _constant_like(index.type, step)).result
+            if lb:
+                index = arith.AddIOp(index, _constant_like(index.type, lb)).result
+            return index
         if value in L.args:
             return L.args[value]
         if value in L.fixed:
@@ -616,9 +685,10 @@ class _Plan:
         if source not in L.args:
             raise LoweringError("loads must read a compute input", op.location)
         guarded = self.owner.guarded(op)
-        affine_map = None if guarded else L.load_map(op, self.dims, self.n)
+        affine_map = None if guarded else L.load_map(op, self.exprs, self.n)
         if affine_map is not None:
-            return self._input(value, L.outer(source), affine_map)
+            return self._input(value, self.owner.input_for(op, affine_map, self.dim_list),
+                               affine_map)
         indices = [self.visit(i) for i in op.operands[1:]]
         if not self.emitting:
             return None
@@ -634,7 +704,8 @@ class _Plan:
                                 op.location)
         source = self.owner.local(alloc)
         indices = prefix + list(op.operands[1:])
-        exprs = [self.owner.L.affine(i, self.dims) for i in indices]
+        exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in prefix] + \
+            [self.owner.L.affine(i, self.exprs) for i in op.operands[1:]]
         if not self.owner.guarded(op) and all(e is not None for e in exprs):
             return self._input(value, source, ir.AffineMap.get(self.n, 0, exprs))
         materialized = [self.visit(i) for i in indices]

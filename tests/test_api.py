@@ -363,3 +363,73 @@ let C = compute(A, B) {
                       r"'matmul' kernel is not a plain matrix product"):
         out = zynml.run(source, A=a, B=b)["C"]
     assert_close(out, 2 * a.astype(np.float64) @ b)
+
+
+# Regressions: programs that once gave wrong results or failed (each was found by running
+# the documentation's examples).
+
+@pytest.mark.parametrize("loop,expected", [
+    ("for i in 0..n step 2:", lambda x: x[0::2].sum()),
+    ("for i in 1..n:", lambda x: x[1:].sum()),
+    ("for i in 0..n - 1:", lambda x: x[:-1].sum()),
+])
+def test_reduction_loops_cover_only_their_range(rng, loop, expected):
+    x = rng.standard_normal(11).astype(np.float32)
+    out = zynml.run(f"let s = compute(x) {{\n    @kernel reduce(+)\n    {loop}\n"
+                    "        yield x[i]\n}", x=x, n=11)["s"]
+    assert_close(out, expected(x.astype(np.float64)))
+
+
+def test_elementwise_loop_shorter_than_its_input(rng):
+    x = rng.standard_normal(5).astype(np.float32)
+    out = zynml.run("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..3:\n"
+                    "        out[i] = x[i] * 2.0\n}", x=x)["y"]
+    assert_close(out, 2 * x[:3].astype(np.float64))
+
+
+def test_loop_past_the_end_of_an_input_is_a_located_error():
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..7:\n"
+                  "        out[i] = x[i] * 2.0\n}", x=np.ones(5, np.float32))
+    assert str(info.value).startswith("<string>:4:9: error: cannot lower this 'elementwise' "
+                                      "body to linalg: a loop over 7 runs past the end")
+
+
+def test_script_calls_a_pipeline_and_returns_a_reshape(rng):
+    x = rng.standard_normal(6).astype(np.float32)
+    out = zynml.run("""
+pipeline double(v: tensor[n]) -> tensor[n]:
+    let y = compute(v) {
+        @kernel elementwise
+        for i in 0..n:
+            out[i] = v[i] * 2.0
+    }
+    return y
+let z = double(a)
+let r = reshape(z, [2, 3])
+""", a=x)
+    assert_close(out["z"], 2 * x.astype(np.float64))
+    assert_close(out["r"], 2 * x.astype(np.float64).reshape(2, 3))
+
+
+def test_integer_division_and_remainder_floor_like_python():
+    x = np.array([-5, 5, -4, 7], np.int32)
+    out = zynml.run("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n"
+                    "        out[i] = (x[i] % 3) * 10 + x[i] / 2\n}", x=x)["y"]
+    np.testing.assert_array_equal(out, (x % 3) * 10 + x // 2)
+
+
+def test_unsigned_values_compare_unsigned_and_come_back_unsigned():
+    x = np.array([1, 200, 7], np.uint8)
+    out = zynml.run("let m = compute(x) {\n    @kernel reduce(max)\n    for i in 0..n:\n"
+                    "        yield x[i]\n}\nlet y = compute(x) {\n    @kernel elementwise\n"
+                    "    for i in 0..n:\n        out[i] = x[i]\n}", x=x)
+    assert out["m"] == 200 and out["m"].dtype == np.uint8
+    np.testing.assert_array_equal(out["y"], x)
+    assert out["y"].dtype == np.uint8
+
+
+def test_a_let_of_a_bare_name_is_an_error_not_ignored():
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.compile("let y = x\n")
+    assert str(info.value).startswith("<string>:1:9: error: a top-level 'let' must bind")

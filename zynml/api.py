@@ -20,7 +20,7 @@ from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
-from .frontend.types import TensorType, from_numpy
+from .frontend.types import TensorType, from_numpy, to_numpy
 
 __all__ = ["Program", "compile", "run", "DEVICES"]
 
@@ -264,6 +264,9 @@ def _argument(array: np.ndarray, ty: Any) -> np.ndarray:
 
 def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
     step = next(s for s in checked.steps if s.target == name)
+    dtype = to_numpy(step.ty.dtype if is_tensor(step.ty) else step.ty)
+    if dtype.kind == "u" and value.dtype.kind == "i":  # signless in IREE: same bits
+        value = np.asarray(value).view(dtype)
     if is_tensor(step.ty):
         return value
     scalar = np.asarray(value).reshape(())[()]  # a numpy scalar

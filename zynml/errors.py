@@ -51,9 +51,12 @@ class Diagnostic:
     def render(self) -> str:
         if self.loc is None:
             return f"<unknown>:0:0: {self.severity}: {self.message}"
+        head = f"{self.loc}: {self.severity}: {self.message}"
+        if not self.loc.file.text:  # e.g. a file that could not be read
+            return head
         text = self.loc.file.line(self.loc.line).expandtabs(1)
         caret = " " * (self.loc.col - 1) + "^"
-        return f"{self.loc}: {self.severity}: {self.message}\n{text}\n{caret}"
+        return f"{head}\n{text}\n{caret}"
 
 
 class ZynMLError(Exception):

@@ -42,8 +42,10 @@ class BodyEmitter:
     # ------------------------------------------------------------------ statements
 
     def block(self, stmts: list[ast.Stmt]) -> None:
-        for stmt in stmts:
-            getattr(self, "_" + type(stmt).__name__)(stmt)
+        for stmt in stmts:  # ops carry their statement's location, for later diagnostics
+            loc = stmt.loc
+            with ir.Location.file(loc.file.name, loc.line, loc.col):
+                getattr(self, "_" + type(stmt).__name__)(stmt)
 
     def _Let(self, stmt: ast.Let) -> None:
         if stmt.sym.kind == "tensor":

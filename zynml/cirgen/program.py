@@ -25,7 +25,7 @@ from ..dialects.cir import MAX_COMPUTE_INPUTS
 from ..errors import ZynMLError
 from ..frontend import ast
 from ..frontend.symbols import CheckedProgram, Kernel, Step, is_tensor
-from ..frontend.types import INDEX, ScalarType, TensorType, concrete
+from ..frontend.types import INDEX, ScalarType, concrete
 
 __all__ = ["emit_cir"]
 
@@ -62,6 +62,22 @@ def _annotation_text(annotation: ast.Annotation) -> str:
     return ",".join(str(p) for p in parts)
 
 
+def _yielded_type(kernel: Kernel):
+    """The element type a reduce kernel yields (its value, for argmin/argmax)."""
+    def find(stmts):
+        for stmt in stmts:
+            if isinstance(stmt, ast.Yield):
+                value = stmt.value.elts[0] if isinstance(stmt.value, ast.TupleExpr) else stmt.value
+                return concrete(value.ty) if value.ty is not None else None
+            for child in (getattr(stmt, "body", None), getattr(stmt, "then_body", None),
+                          getattr(stmt, "else_body", None)):
+                found = find(child or [])
+                if found is not None:
+                    return found
+        return None
+    return find(kernel.node.body)
+
+
 def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
     for name, t in program.inputs.items():
         if is_tensor(t) and t.rank is None:
@@ -93,10 +109,9 @@ class _ProgramEmitter:
         program = self.program
         input_types = [_boundary_type(t) for t in program.inputs.values()]
         outputs = program.flat_outputs()
-        output_types = [_boundary_type(self._output_type(n)) for n in outputs]
         self.symbols.add(self.name)
         with ir.InsertionPoint(self.module.body):
-            main = func.FuncOp(self.name, (input_types, output_types))
+            main = func.FuncOp(self.name, (input_types, []))  # results: set once emitted
         main.attributes["zynml.inputs"] = ir.ArrayAttr.get(
             [ir.StringAttr.get(n) for n in program.inputs])
         main.attributes["zynml.outputs"] = ir.ArrayAttr.get(
@@ -110,7 +125,7 @@ class _ProgramEmitter:
             results = []
             for name in outputs:
                 if name in program.constants:  # `let (r, index) = await any(fs)`
-                    t = concrete(self._output_type(name))
+                    t = concrete(next(s.ty for s in program.steps if s.target == name))
                     value = S.constant(t, program.constants[name])
                 else:
                     value, t = self.values[name], self.types[name]
@@ -119,6 +134,8 @@ class _ProgramEmitter:
                     value = tensor.FromElementsOp(_boundary_type(t), [value]).result
                 results.append(value)
             func.ReturnOp(results)
+        main.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(input_types, [v.type for v in results]))
 
     def emit_steps(self) -> None:
         for step in self.program.steps:
@@ -135,12 +152,6 @@ class _ProgramEmitter:
             name += "_"
         self.symbols.add(name)
         return name
-
-    def _output_type(self, name: str) -> Any:
-        step = next(s for s in self.program.steps if s.target == name)
-        if is_tensor(step.ty):
-            return TensorType(step.ty.dtype, (None,) * step.ty.rank)
-        return step.ty
 
     # ------------------------------------------------------------------ values in main
 
@@ -291,6 +302,9 @@ class _ProgramEmitter:
         }
         if kernel.reduce_op is not None:
             attrs["reduce"] = ir.StringAttr.get(kernel.reduce_op)
+            yielded = _yielded_type(kernel)
+            if yielded is not None and yielded.name.startswith("u"):
+                attrs["unsigned"] = ir.UnitAttr.get()  # signless in MLIR: compare unsigned
         if kernel.axis is not None:
             attrs["axis"] = ir.IntegerAttr.get(i64, kernel.axis)
         ann = kernel.annotations

@@ -82,10 +82,23 @@ def binary(op: str, a: ir.Value, b: ir.Value, t: ScalarType) -> ir.Value:
             return mmath.PowFOp(a, b).result
         return ops[op](a, b).result
     unsigned = _unsigned(t)
+    if op == "%" and not unsigned:
+        return _floor_mod(a, b, t)
     ops = {"+": arith.AddIOp, "-": arith.SubIOp, "*": arith.MulIOp,
            "/": arith.DivUIOp if unsigned else arith.FloorDivSIOp,
-           "%": arith.RemUIOp if unsigned else arith.RemSIOp}
+           "%": arith.RemUIOp}
     return ops[op](a, b).result
+
+
+def _floor_mod(a: ir.Value, b: ir.Value, t: ScalarType) -> ir.Value:
+    """a % b with the sign of b, so that a == (a / b) * b + a % b with floor division."""
+    r = arith.RemSIOp(a, b).result
+    zero = constant(t, 0)
+    nonzero = arith.CmpIOp(arith.CmpIPredicate.ne, r, zero).result
+    signs_differ = arith.XOrIOp(arith.CmpIOp(arith.CmpIPredicate.slt, r, zero).result,
+                                arith.CmpIOp(arith.CmpIPredicate.slt, b, zero).result).result
+    adjust = arith.AndIOp(nonzero, signs_differ).result
+    return arith.SelectOp(adjust, arith.AddIOp(r, b).result, r).result
 
 
 _FLOAT_PRED = {"==": arith.CmpFPredicate.OEQ, "!=": arith.CmpFPredicate.UNE,

@@ -11,6 +11,7 @@ checked against it: a size bound two different ways is an error naming both plac
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Optional
 
 from . import ast
@@ -170,7 +171,8 @@ class _ProgramChecker(ProgramLevel):
                 if self.pipeline is None and name not in self.outputs:
                     self.outputs.append(name)
                 return
-            if not pipes and _is_path(value) and _root(value).id not in self.values \
+            if not pipes and isinstance(value, (ast.Attribute, ast.Index)) and \
+                    _is_path(value) and _root(value).id not in self.values \
                     and _root(value).id not in self.inputs:
                 self.aliases[name] = value  # a record (`let weights = model.layers[i]`)
                 return
@@ -362,6 +364,16 @@ class _ProgramChecker(ProgramLevel):
             return expr.id, self.values[expr.id]
         if expr.id in self.inputs:
             return expr.id, self.inputs[expr.id]
+        if self.pipeline is None:  # script mode: a free name is an input of the program
+            if self.signature is None:
+                ty = TensorType(ANY, None)
+            elif expr.id in self.signature:
+                ty = self.signature[expr.id]
+            else:
+                raise ZynMLError(f"missing input '{expr.id}'", expr.loc)
+            self.inputs[expr.id] = ty
+            self.input_locs[expr.id] = expr.loc
+            return expr.id, ty
         raise ZynMLError(f"unknown name '{expr.id}'", expr.loc)
 
     def _split(self, stmt: ast.Let) -> list[Step]:
@@ -427,7 +439,9 @@ class _ProgramChecker(ProgramLevel):
     def _call(self, target: str, call: ast.Call, stmt: ast.Let) -> Step:
         """`let y = mlp(x, w1, w2)`: a call of another pipeline, checked for these
         arguments (and compiled as a function of the module)."""
-        callee = self.pipeline_table[call.func.id]
+        # The checker annotates AST nodes (ty, sym), so each call site checks its own copy:
+        # a pipeline called with two signatures must not share annotations.
+        callee = copy.deepcopy(self.pipeline_table[call.func.id], {id(self.source): self.source})
         if self.depth > 16:
             raise ZynMLError(f"pipeline calls nest too deep (is '{callee.name}' recursive?)",
                              call.loc)

@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import DiagnosticSink, SourceFile, SourceLocation, ZynMLError
+from ..errors import DiagnosticSink, SourceFile, SourceLocation
 
 __all__ = ["Token", "tokenize", "KEYWORDS", "SOFT_KEYWORDS", "UNITS"]
 

@@ -3,6 +3,7 @@
 // RUN: rm -f %t.out.mlir
 // RUN: zynml-opt %s -o %t.out.mlir
 // RUN: cat %t.out.mlir | filecheck %s
+// RUN: zynml-opt %t.out.mlir | filecheck %s
 // RUN: not zynml-opt %s --cir-to-linalg=named-ops=maybe -o %t.out.mlir
 // RUN: cat %t.out.mlir | filecheck %s
 // RUN: rm -f %t.fail.mlir

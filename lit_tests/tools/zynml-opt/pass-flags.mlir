@@ -3,6 +3,7 @@
 // RUN: zynml-opt %s --cir-verify --canonicalize --cse --mlir-print-ir-after-all 2>&1 >/dev/null | filecheck %s --check-prefix=ORDER
 // RUN: zynml-opt %s --cse --cir-verify --mlir-print-ir-before-all 2>&1 >/dev/null | filecheck %s --check-prefix=REVERSED
 // RUN: zynml-opt %s --canonicalize=max-iterations=1 | filecheck %s --check-prefix=CANON
+// RUN: zynml-opt %s | zynml-opt --canonicalize=max-iterations=1 | zynml-opt | filecheck %s --check-prefix=CANON
 // RUN: zynml-opt %s --pass-pipeline='builtin.module(cir-verify,canonicalize{max-iterations=1},func.func(cse))' | filecheck %s --check-prefix=CANON
 
 // ORDER: IR Dump After cir-verify (cir-verify)

@@ -1,5 +1,5 @@
 // .zyn files are ZynML source (or any file with -x=zyn); --zyn-input gives input types.
-// RUN: zynml-opt -x=zyn %S/Inputs/scale.zyn.txt | filecheck %s --check-prefix=DYNAMIC
+// RUN: zynml-opt -x=zyn %S/Inputs/scale.zyn.txt --zyn-input=x=?x? | filecheck %s --check-prefix=DYNAMIC
 // RUN: zynml-opt -x zyn %S/Inputs/scale.zyn.txt --zyn-input=x=3x5:f16 | filecheck %s --check-prefix=STATIC
 // RUN: not zynml-opt -x=zyn %S/Inputs/scale.zyn.txt --zyn-input=x=3x5:f99 2>&1 | filecheck %s --check-prefix=BAD-TYPE
 // RUN: not zynml-opt -x=zyn %S/Inputs/scale.zyn.txt --zyn-input=x=3x5 --zyn-input=n=:f32=4 2>&1 | filecheck %s --check-prefix=BAD-TYPE

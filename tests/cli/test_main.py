@@ -1,0 +1,73 @@
+"""The `zynml` command: run and compile, located errors with exit code 1, nothing
+written on failure, outputs written atomically."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+BAD = "let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n        out[i] = relu(q[i])\n}\n"
+
+
+def zynml(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "zynml.cli.main", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_run_writes_each_output_and_prints_a_summary(tmp_path):
+    x = np.random.default_rng().standard_normal((3, 7)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = zynml("run", EXAMPLES / "softmax.zyn", "--device", "cpu",
+                   "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["row_max", "shifted_exp", "row_sum",
+                                                      "probs"]
+    assert lines[3].startswith("probs: float32[3, 7] min=")
+    probs = np.load(tmp_path / "out" / "probs.npy")
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(probs, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_user_error_exits_1_with_a_located_message_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.zyn"
+    bad.write_text(BAD)
+    result = zynml("run", bad, "--random", "x=5", "--output-dir", tmp_path / "out")
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"{bad}:4:23: error: unknown name 'q'\n")
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+    result = zynml("compile", bad, "--emit", "cir", "-o", tmp_path / "bad.mlir")
+    assert result.returncode == 1 and not (tmp_path / "bad.mlir").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "/nonexistent/x.zyn"], "/nonexistent/x.zyn:1:1: error: cannot read"),
+    (["run", EXAMPLES / "softmax.zyn", "--input", "x=missing.npy"],
+     "zynml: error: cannot read input 'x'"),
+    (["run", EXAMPLES / "softmax.zyn", "--random", "x=4x8", "--device", "cuda:0"],
+     "error: device 'cuda:0' is not available"),
+    (["run", EXAMPLES / "softmax.zyn", "--random", "x=4xq"], "zynml: error: --random expects"),
+])
+def test_bad_invocations_exit_1_without_traceback(args, message):
+    result = zynml(*args)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_compile_emits_every_stage(tmp_path):
+    for stage, marker in [("ast", "Compute @4:15"), ("cir", '"cir.compute"'),
+                          ("linalg", "linalg.reduce")]:
+        result = zynml("compile", EXAMPLES / "softmax.zyn", "--emit", stage, "--random", "x=3x5")
+        assert result.returncode == 0, result.stderr
+        assert marker in result.stdout
+    out = tmp_path / "softmax.vmfb"
+    result = zynml("compile", EXAMPLES / "softmax.zyn", "--emit", "vmfb", "--random", "x=3x5",
+                   "-o", out)
+    assert result.returncode == 0, result.stderr
+    from zynml.runtime.iree_runner import IreeModule
+    assert "main" in IreeModule.from_file(out).function_names
+    assert out.stat().st_mode & 0o044  # readable like any output file, not 0600
