@@ -59,6 +59,8 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
         raise fail(loc, f"'cir.compute' body @{body_name} is not a function of this module")
     if not is_body_function(fn):
         raise fail(loc, f"'cir.compute' body @{body_name} is not marked 'cir.body'")
+    if not len(fn.regions[0].blocks):
+        raise fail(loc, f"'cir.compute' body @{body_name} is a declaration; it needs a body")
     reduce_op = string_attr(op, "reduce")
     if kind == "reduce":
         if reduce_op not in REDUCE_OPS:
@@ -76,6 +78,9 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
             raise fail(loc, f"operand #{i} has type {operand.type} but body @{body_name} "
                             f"takes {arg.type}")
     result_type = op.results[0].type
+    if kind != "reduce" and not isinstance(result_type, ir.RankedTensorType):
+        raise fail(loc, f"a '{kind}' compute has a tensor result; only 'reduce' computes "
+                        f"give a scalar (got {result_type})")
     out_type = args[-1].type
     expected_out = result_type if isinstance(result_type, ir.RankedTensorType) else \
         ir.RankedTensorType.get([], result_type)

@@ -415,7 +415,15 @@ class NestLowering:
         if not stores:
             raise LoweringError("the body never writes 'out'", self.compute.location)
         tensor_type = ir.RankedTensorType(result_type)
-        return self._written(stores, [], list(tensor_type.shape), tensor_type.element_type)
+        written = self._written(stores, [], list(tensor_type.shape), tensor_type.element_type)
+        return self._cast(written, result_type)
+
+    def _cast(self, value: ir.Value, result_type: ir.Type) -> ir.Value:
+        """`value` with the compute's result type (static where the loops were not)."""
+        if value.type == result_type:
+            return value
+        with self.L.ip, self.compute.location:
+            return tensor.CastOp(result_type, value).result
 
     def local(self, alloc: ir.Operation) -> ir.Value:
         """The tensor a `cir.alloc` holds once written: over the alloc's context loops,
@@ -451,10 +459,13 @@ class NestLowering:
                                         "after the loop", store.location)
             dims, offsets, strides = self._store_layout(store, ctx, prefix)
             tile = self.tensor_over(dims, store.operands[0], element)
+            tile_shape = list(ir.RankedTensorType(tile.type).shape)
             full = (len(stores) == 1 and all(o == 0 for o in offsets)
-                    and all(s == 1 for s in strides) and
-                    list(ir.RankedTensorType(tile.type).shape) == shape)
-            if full:
+                    and all(s == 1 for s in strides) and len(tile_shape) == len(shape)
+                    and all(t == d or ir.ShapedType.is_dynamic_size(t)
+                            or ir.ShapedType.is_dynamic_size(d)
+                            for t, d in zip(tile_shape, shape)))
+            if full:  # one write of everything (extents checked where they are known)
                 return tile
             if current is None:  # partial writes: what no store covers reads as 0
                 if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
@@ -536,7 +547,7 @@ class NestLowering:
         if axis is None:
             with L.ip, self.compute.location:
                 return tensor.ExtractOp(result, []).result
-        return result
+        return self._cast(result, self.compute.results[0].type)
 
     def _yield_guards(self, y: ir.Operation):
         guards = []

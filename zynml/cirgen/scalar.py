@@ -43,6 +43,7 @@ def index(value: int) -> ir.Value:
 
 def convert(v: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
     """Convert between scalar types following the promotion rules of types.py."""
+    src, dst = concrete(src), concrete(dst)  # untyped literals and unknown dtypes
     if src == dst or mlir_type(src) == mlir_type(dst) and src.is_float == dst.is_float:
         return v
     dst_ty = mlir_type(dst)

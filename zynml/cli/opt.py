@@ -29,8 +29,11 @@ from typing import Optional
 
 from mlir import ir
 
+from .. import compiler
 from ..dialects import new_context
 from ..errors import SourceFile, ZynMLError
+from ..frontend.parser import parse
+from ..frontend.types import SCALARS, TensorType
 from ..passes import PASSES, get_pass
 from ..passes.pipeline import PipelineError, build_pass_manager, split_pipeline
 from . import diagnostics as diag
@@ -367,8 +370,6 @@ def _read(text: str, source: Source, options: OptOptions, context: ir.Context) -
     if source.kind == "mlir":
         _check_nesting(text, source.name)
         return ir.Module.parse(text, context)  # verifies; the buffer is named "-"
-    from .. import compiler
-    from ..frontend.parser import parse
     src = SourceFile(source.name, text)
     signature, scalars = _zyn_signature(options.zyn_inputs)
     checked = compiler.check_program(src, parse(src), signature, scalars)
@@ -386,34 +387,26 @@ class TooDeep(Exception):
         self.diagnostic = diagnostic
 
 
+# What _check_nesting looks at: strings and comments (skipped whole) and brackets.
+_NESTING_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|[({\[\]})]')
+
+
 def _check_nesting(text: str, name: str) -> None:
     """Refuse brackets nested deeper than MAX_NESTING (outside strings and comments):
-    MLIR parses, verifies and prints recursively, and a deep enough input crashes the
-    process (mlir-opt segfaults on 5000 nested `module {`)."""
-    depth, line, col, i = 0, 1, 0, 0
-    while i < len(text):
-        ch = text[i]
-        col += 1
-        if ch == "\n":
-            line, col = line + 1, 0
-        elif ch == '"':  # a string: skip to its closing quote
-            i += 1
-            while i < len(text) and text[i] not in '"\n':
-                i += 2 if text[i] == "\\" else 1
-                col += 1
-            col += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = len(text) if end < 0 else end
-            continue
-        elif ch in "({[":
+    MLIR parses, verifies and prints recursively, and deep enough input overflows the
+    stack (the bindings' parser segfaults on 5000 nested `module {`)."""
+    depth = 0
+    for token in _NESTING_TOKENS.finditer(text):
+        bracket = token.group()
+        if bracket in "({[":
             depth += 1
             if depth > MAX_NESTING:
+                line = text.count("\n", 0, token.start()) + 1
+                col = token.start() - text.rfind("\n", 0, token.start())
                 raise TooDeep(Diagnostic("error", f"nesting too deep (more than {MAX_NESTING} "
                                                   "levels of brackets)", name, line, col))
-        elif ch in ")}]":
+        elif bracket in ")}]":
             depth -= 1
-        i += 1
 
 
 def _zyn_signature(items: list[str]):
@@ -422,7 +415,6 @@ def _zyn_signature(items: list[str]):
     The spelling is `zynml run --random`'s, NAME=DIMS[:DTYPE], plus `=VALUE` for an integer
     scalar whose value fixes a size: x=4x8, x=?x8:f16, eps=:f32, out_h=:i64=6.
     """
-    from ..frontend.types import SCALARS, TensorType
     if not items:
         return None, None
     signature, scalars = {}, {}
@@ -566,10 +558,15 @@ def _on_big_stack(fn, *args):
         except BaseException as err:  # re-raised below, in the calling thread
             outcome["error"] = err
 
-    previous = threading.stack_size(STACK_BYTES)
+    try:
+        previous = threading.stack_size(STACK_BYTES)
+    except (ValueError, RuntimeError):  # the platform cannot: run with the default stack
+        return fn(*args)
     try:
         worker = threading.Thread(target=target, name=PROG, daemon=True)
         worker.start()
+    except RuntimeError:  # no thread with that much stack (e.g. a tight `ulimit -v`)
+        return fn(*args)
     finally:
         threading.stack_size(previous)
     worker.join()
