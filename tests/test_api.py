@@ -433,3 +433,88 @@ def test_a_let_of_a_bare_name_is_an_error_not_ignored():
     with pytest.raises(zynml.ZynMLError) as info:
         zynml.compile("let y = x\n")
     assert str(info.value).startswith("<string>:1:9: error: a top-level 'let' must bind")
+
+
+# Program level: config, futures, memory.
+
+ASYNC = """
+config {
+    compute_device: "cpu"
+}
+let future = compute(data) @async {
+    @kernel reduce(+)
+    for i in 0..n:
+        yield data[i]
+}
+let result = await future
+let futures = [
+    compute(batch1) @async {
+        @kernel elementwise
+        for i in 0..n1:
+            out[i] = batch1[i] * 2.0
+    },
+    compute(batch2) @async {
+        @kernel elementwise
+        for i in 0..n2:
+            out[i] = batch2[i] + 1.0
+    },
+]
+let results = await all(futures)
+let (first, index) = await any(futures)
+let bounded = await future timeout 1000ms else 0.0
+"""
+
+
+def test_async_await_all_any_timeout(rng):
+    data = rng.standard_normal(7).astype(np.float32)
+    b1, b2 = rng.standard_normal(3).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    out = zynml.run(ASYNC, data=data, batch1=b1, batch2=b2)
+    assert set(out) == {"result", "results", "first", "index", "bounded"}  # futures aren't
+    assert_close(out["result"], data.astype(np.float64).sum())
+    assert_close(out["bounded"], data.astype(np.float64).sum())
+    assert len(out["results"]) == 2
+    assert_close(out["results"][0], 2 * b1.astype(np.float64))
+    assert_close(out["results"][1], b2.astype(np.float64) + 1)
+    assert_close(out["first"], 2 * b1.astype(np.float64)) and out["index"] == 0
+
+
+MEMORY = """
+let zeros = allocate(shape=[4, 3], dtype=float64, device="cpu")
+let on_cpu = data.to_device("cpu")
+let view = data.to_device("cpu", copy=false)
+let pool = memory_pool(device="cpu", size=1MB)
+let tensor1 = pool.allocate(shape=[512, 256])
+let tensor2 = pool.allocate(shape=[256, 256])
+pool.free(tensor1)
+pool.reset()
+let y = compute(on_cpu) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = on_cpu[i] + 1.0
+}
+"""
+
+
+def test_memory_statements_on_the_cpu(rng):
+    data = rng.standard_normal(5).astype(np.float32)
+    out = zynml.run(MEMORY, data=data)
+    assert out["zeros"].shape == (4, 3) and out["zeros"].dtype == np.float64
+    assert not out["zeros"].any()
+    np.testing.assert_array_equal(out["view"], data)
+    assert out["tensor1"].shape == (512, 256)
+    assert_close(out["y"], data.astype(np.float64) + 1)
+
+
+@pytest.mark.parametrize("source,where,message", [
+    ('let p = memory_pool(device="cpu", size=1KB)\nlet t = p.allocate(shape=[512])\n',
+     "2:11", "pool 'p' (1024 bytes) cannot hold 2048 more bytes"),
+    ('let p = memory_pool(device="cpu", size=1MB)\nlet t = p.allocate(shape=[4])\n'
+     'p.free(t)\np.free(t)\n', "4:8", "'t' is not live in pool 'p'"),
+    ('let g = data.to_device("cuda:0")\n', "1:24", "device 'cuda:0' is not available"),
+    ('config {\n    compute_device: "metal:0"\n}\n', "2:21", "device 'metal:0' is not available"),
+    ('let y = await x\n', "1:15", "'await' takes a future"),
+])
+def test_program_level_mistakes(source, where, message):
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.compile(source)
+    assert str(info.value).startswith(f"<string>:{where}: error: {message}")

@@ -85,7 +85,10 @@ class Program:
         return SourceLocation(self.source, 1, 1)
 
     def _check_device_annotations(self, checked: CheckedProgram) -> None:
-        """`@device(...)` on a compute must name devices present (or "auto")."""
+        """`@device(...)` on a compute, and allocate/to_device/memory_pool, must name
+        devices present (or "auto")."""
+        for device, loc in checked.devices_named:
+            _target_for(device, loc)
         for step in checked.steps:
             annotation = step.kernel.annotations.get("device") if step.kernel else None
             if annotation is None:

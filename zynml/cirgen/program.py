@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlir import ir
-from mlir.dialects import func, tensor
+from mlir.dialects import func, linalg, tensor
 
 from . import scalar as S
 from .body import BodyEmitter
@@ -205,7 +205,12 @@ class _ProgramEmitter:
     def _builtin(self, step: Step) -> None:
         source = self.values[step.operands[0]] if step.operands else None
         result_type = _boundary_type(step.ty)
-        if step.op == "alias":  # `await f`: f's value
+        if step.op == "zeros":  # allocate(...): a zero-filled tensor
+            empty = tensor.EmptyOp(list(step.ty.shape), S.mlir_type(step.ty.dtype)).result
+            self.values[step.target] = linalg.fill(S.constant(step.ty.dtype, 0), outs=[empty])
+            self.types[step.target] = step.ty
+            return
+        if step.op == "alias":  # `await f`, `x.to_device(...)`: the value itself
             self.values[step.target] = source
             self.types[step.target] = step.ty
             return

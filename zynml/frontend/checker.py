@@ -106,7 +106,8 @@ class _ProgramChecker(ProgramLevel):
                               self.constants, self.input_locs,
                               record_roots=self.record_roots,
                               record_values=self.record_values,
-                              list_outputs=self.list_outputs)
+                              list_outputs=self.list_outputs,
+                              devices_named=self.devices_named)
 
     # ------------------------------------------------------------------ statements
 
@@ -155,7 +156,9 @@ class _ProgramChecker(ProgramLevel):
                                  (stmt.value or stmt).loc)
             self.outputs[:] = [stmt.value.id]
             return
-        if isinstance(stmt, ast.Let) and self.async_let(stmt):
+        if isinstance(stmt, ast.Let) and (self.async_let(stmt) or self.memory_let(stmt)):
+            return
+        if isinstance(stmt, ast.ExprStmt) and self.memory_statement(stmt):
             return
         if isinstance(stmt, ast.Let) and len(stmt.targets) == 1:
             name = stmt.targets[0]

@@ -15,10 +15,16 @@ from typing import Any
 
 from . import ast
 from .symbols import Step, is_tensor
-from .types import INT_LITERAL
+from .types import ANY, INT_LITERAL, SCALARS, TensorType
 from ..errors import ZynMLError
 
 CONFIG_KEYS = {"compute_device": "a device name such as \"cpu\" or \"auto\""}
+DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+          "uint64": "u64", "bool": "bool", **{n: n for n in ("f16", "f32", "f64", "i8", "i16",
+                                                              "i32", "i64", "u8", "u16", "u32",
+                                                              "u64")}}
+SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 TIME_UNITS = ("us", "ms", "s")
 
 
@@ -33,6 +39,127 @@ class ProgramLevel:
         self.futures = {}
         self.future_lists = {}
         self.list_outputs = {}
+        self.pools: dict[str, dict] = {}  # memory_pool name -> {size, live: {name: bytes}}
+        self.devices_named: list[tuple[str, Any]] = []  # (device, loc) for the API to check
+
+    # ------------------------------------------------------------------ memory
+
+    def memory_let(self, stmt: ast.Let) -> bool:
+        """`allocate(...)`, `x.to_device(...)`, `memory_pool(...)`, `pool.allocate(...)`.
+
+        On the CPU every device is the host: `allocate` gives a zero-filled tensor,
+        `to_device` the value itself (copy or not), and a pool checks that what is live in
+        it fits its size, and that `free` names a live tensor of the pool."""
+        value = stmt.value
+        if len(stmt.targets) != 1 or not isinstance(value, ast.Call):
+            return False
+        name = stmt.targets[0]
+        func = value.func
+        kwargs = {kw.name: kw for kw in value.kwargs}
+        if isinstance(func, ast.Name) and func.id == "allocate":
+            self._allocate(name, value, kwargs, stmt, pool=None)
+            return True
+        if isinstance(func, ast.Name) and func.id == "memory_pool":
+            self._device_kw(kwargs)
+            size = kwargs.get("size")
+            if size is None or not isinstance(size.value, ast.UnitLit) or \
+                    size.value.unit not in SIZE_UNITS:
+                raise ZynMLError("memory_pool takes size=<bytes> such as 1GB", value.loc)
+            self.pools[name] = {"size": int(size.value.value * SIZE_UNITS[size.value.unit]),
+                                "live": {}}
+            return True
+        if isinstance(func, ast.Attribute) and isinstance(func.base, ast.Name):
+            if func.name == "to_device":
+                self._to_device(name, value, func.base, stmt)
+                return True
+            if func.base.id in self.pools and func.name == "allocate":
+                self._allocate(name, value, kwargs, stmt, pool=func.base.id)
+                return True
+        return False
+
+    def memory_statement(self, stmt: ast.ExprStmt) -> bool:
+        """`pool.free(t)` and `pool.reset()`."""
+        call = stmt.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and
+                isinstance(call.func.base, ast.Name) and call.func.base.id in self.pools):
+            return False
+        pool = self.pools[call.func.base.id]
+        if call.func.name == "reset" and not call.args:
+            pool["live"].clear()
+            return True
+        if call.func.name == "free" and len(call.args) == 1 and \
+                isinstance(call.args[0], ast.Name):
+            target = call.args[0].id
+            if target not in pool["live"]:
+                raise ZynMLError(f"'{target}' is not live in pool '{call.func.base.id}' "
+                                 "(never allocated from it, or already freed)",
+                                 call.args[0].loc)
+            del pool["live"][target]
+            return True
+        raise ZynMLError("a memory pool has allocate(shape=[...]), free(tensor) and reset()",
+                         call.loc)
+
+    def _device_kw(self, kwargs) -> None:
+        device = kwargs.get("device")
+        if device is not None:
+            if not isinstance(device.value, ast.StringLit):
+                raise ZynMLError("device= takes a device name", device.value.loc)
+            self.devices_named.append((device.value.value, device.value.loc))
+
+    def _allocate(self, name: str, call: ast.Call, kwargs, stmt: ast.Let, pool) -> None:
+        if call.args or not set(kwargs) <= {"shape", "dtype", "device", "pinned"}:
+            raise ZynMLError("allocate takes shape=[...], dtype=, device= and pinned=",
+                             call.loc)
+        shape_kw = kwargs.get("shape")
+        if shape_kw is None or not isinstance(shape_kw.value, ast.ListExpr):
+            raise ZynMLError("allocate needs shape=[extents]", call.loc)
+        shape = []
+        for extent in shape_kw.value.elts:
+            if not isinstance(extent, ast.IntLit) or extent.value < 0:
+                raise ZynMLError("an extent of allocate's shape must be a non-negative "
+                                 "integer", extent.loc)
+            shape.append(extent.value)
+        dtype_name = "float32"
+        if "dtype" in kwargs:
+            dtype = kwargs["dtype"].value
+            if not isinstance(dtype, ast.Name) or dtype.id not in DTYPES:
+                raise ZynMLError("dtype= takes one of " + ", ".join(sorted(DTYPES)), dtype.loc)
+            dtype_name = dtype.id
+        self._device_kw(kwargs)
+        ty = TensorType(SCALARS[DTYPES[dtype_name]], tuple(shape))
+        if pool is not None:
+            state = self.pools[pool]
+            need = ty.dtype.bits // 8 * _product(shape) if ty.dtype.bits >= 8 else _product(shape)
+            used = sum(state["live"].values())
+            if used + need > state["size"]:
+                raise ZynMLError(f"pool '{pool}' ({state['size']} bytes) cannot hold "
+                                 f"{need} more bytes ({used} in use)", call.loc)
+            state["live"][name] = need
+        self.steps.append(Step(name, stmt.loc, ty=ty, op="zeros"))
+        self.values[name] = ty
+        if self.pipeline is None and name not in self.outputs:
+            self.outputs.append(name)
+
+    def _to_device(self, name: str, call: ast.Call, base: ast.Name, stmt: ast.Let) -> None:
+        if len(call.args) != 1 or not isinstance(call.args[0], ast.StringLit) or any(
+                kw.name != "copy" for kw in call.kwargs):
+            raise ZynMLError('to_device takes a device name and copy=true|false: '
+                             'x.to_device("cpu")', call.loc)
+        self.devices_named.append((call.args[0].value, call.args[0].loc))
+        if base.id not in self.values and base.id not in self.inputs:
+            if self.signature is None:
+                self.inputs[base.id] = TensorType(ANY, None)
+            elif base.id in self.signature:
+                self.inputs[base.id] = self.signature[base.id]
+            else:
+                raise ZynMLError(f"missing input '{base.id}'", base.loc)
+            self.input_locs[base.id] = base.loc
+        source = base.id
+        ty = self.values.get(source, self.inputs.get(source))
+        self.steps.append(Step(name, stmt.loc, ty=ty, op="alias", operands=[source]))
+        self.values[name] = ty
+        if self.pipeline is None and name not in self.outputs:
+            self.outputs.append(name)
 
     # ------------------------------------------------------------------ config
 
@@ -143,6 +270,13 @@ class ProgramLevel:
         if is_tensor(ty) or not isinstance(default, (ast.IntLit, ast.FloatLit)):
             raise ZynMLError("the default of a timeout must be a value of the awaited "
                              "value's kind", default.loc)
+
+
+def _product(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
 
 
 def _is_async(node: ast.Compute) -> bool:

@@ -110,6 +110,7 @@ class CheckedProgram:
     name: str = "main"
     list_outputs: dict = field(default_factory=dict)  # `await all(fs)`: name -> element names
     config: dict = field(default_factory=dict)  # `config { key: value }`: key -> (value, loc)
+    devices_named: list = field(default_factory=list)  # (device, loc) of allocate/to_device
 
     def flat_outputs(self) -> list[str]:
         """Outputs as the compiled function returns them: lists expanded."""
