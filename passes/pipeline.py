@@ -87,6 +87,8 @@ def build_pass_manager(pipeline: str, context: ir.Context | None = None) -> Pass
         for element in split_pipeline(pipeline):
             name, _, rest = element.partition("{")
             name = name.strip()
+            if name in PASSES and rest and not rest.rstrip().endswith("}"):
+                raise PipelineError(f"unexpected text after '}}' in '{element}'")
             if name in PASSES:
                 module = get_pass(name)
                 options = parse_options(name, module.Options, rest.rstrip("}"))

@@ -574,6 +574,63 @@ func.func private @strided_loop_body(%x: tensor<8xf32>, %n_arg: index, %out: ten
 
 // -----
 
+// Loop bounds that are size arguments (not constants) with a static result: the loops run
+// over the compute's operands (here constants), and the result is cast to its type.
+// CHECK-LABEL: func.func @bound_by_argument(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<8xf32>) -> tensor<8xf32>
+// CHECK: [[C8:%[a-z0-9_]+]] = arith.constant 8 : index
+// CHECK: [[XS:%[a-z0-9_]+]] = tensor.extract_slice [[X]][0] {{\[}}[[C8]]] [1] : tensor<8xf32> to tensor<?xf32>
+// CHECK: [[G:%[0-9]+]] = linalg.generic {{.*}} ins([[XS]] : tensor<?xf32>)
+// CHECK: [[Y:%[a-z0-9_]+]] = tensor.cast [[G]] : tensor<?xf32> to tensor<8xf32>
+// CHECK: return [[Y]] : tensor<8xf32>
+func.func @bound_by_argument(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %c8 = arith.constant 8 : index
+  %y = "cir.compute"(%x, %c8) {kind = "elementwise", body = @copy_body, out_dims = array<i64: 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<8xf32>, index) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+func.func private @copy_body(%x: tensor<8xf32>, %n: index, %out: tensor<8xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<8xf32>, index) -> f32
+    "cir.store"(%v, %out, %i) : (f32, tensor<8xf32>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+// The same for an axis reduction: linalg.reduce over the sizes given, cast to the result.
+// CHECK-LABEL: func.func @reduce_bound_by_argument(
+// CHECK: [[R:%[a-z0-9_]+]] = linalg.reduce { arith.addf } ins(%{{.*}} : tensor<?x?xf32>) outs(%{{.*}} : tensor<?xf32>) dimensions = [1]
+// CHECK: [[C:%[a-z0-9_]+]] = tensor.cast [[R]] : tensor<?xf32> to tensor<4xf32>
+// CHECK: return [[C]] : tensor<4xf32>
+func.func @reduce_bound_by_argument(%m: tensor<4x8xf32>) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %r = "cir.compute"(%m, %c4, %c8) {kind = "reduce", reduce = "+", axis = 1 : i64, body = @row_sums_body,
+      out_dims = array<i64: 1>,
+      operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<4x8xf32>, index, index) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+func.func private @row_sums_body(%m: tensor<4x8xf32>, %rows: index, %cols: index, %out: tensor<4xf32>)
+    attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %rows step %c1 {
+    scf.for %j = %c0 to %cols step %c1 {
+      %v = "cir.load"(%m, %i, %j) : (tensor<4x8xf32>, index, index) -> f32
+      "cir.yield"(%v) : (f32) -> ()
+    }
+  }
+  return
+}
+
+// -----
+
 // From here on, bodies the lowering rejects: each error is located at the op it cannot
 // handle. Reading back what the body wrote to out.
 func.func @read_out(%x: tensor<8xf32>) -> tensor<8xf32> {

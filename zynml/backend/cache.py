@@ -57,6 +57,9 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
+        umask = os.umask(0)  # mkstemp makes 0600; give the file the mode open() would
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         try:

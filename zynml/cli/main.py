@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from ..backend.cache import atomic_write_bytes
 from ..errors import ZynMLError
 
 STAGES = ("ast", "cir", "linalg", "vmfb")
@@ -92,20 +92,6 @@ def _summary(name: str, value) -> str:
     return f"{head} true={int(array.sum())}"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def _npy_bytes(value) -> bytes:
     import io
     buffer = io.BytesIO()
@@ -123,7 +109,7 @@ def _run(args) -> int:
         out_dir = Path(args.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
-            _write_atomically(out_dir / f"{name}.npy", data)
+            atomic_write_bytes(out_dir / f"{name}.npy", data)
     for name, value in outputs.items():
         print(_summary(name, value))
     return 0
@@ -141,11 +127,11 @@ def _compile(args) -> int:
             if not args.output:
                 raise _UsageError("--emit vmfb writes binary: give -o FILE.vmfb")
             data = compiler.to_vmfb(module, program.target)
-            _write_atomically(Path(args.output), data)
+            atomic_write_bytes(Path(args.output), data)
             return 0
         text = str(module)
     if args.output:
-        _write_atomically(Path(args.output), text.encode())
+        atomic_write_bytes(Path(args.output), text.encode())
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0

@@ -31,6 +31,7 @@ from mlir import ir
 
 from .. import compiler
 from ..dialects import new_context
+from ..backend.cache import atomic_write_bytes
 from ..errors import SourceFile, ZynMLError
 from ..frontend.parser import parse
 from ..frontend.types import SCALARS, TensorType
@@ -479,17 +480,7 @@ def _write_reproducer(snapshot: str, source: Source, options: OptOptions) -> str
 
 
 def write_atomically(path: str, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it over `path`."""
-    target = Path(path)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                     dir=target.parent if str(target.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _read_input(options: OptOptions) -> Source:

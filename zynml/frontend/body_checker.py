@@ -428,6 +428,8 @@ class BodyChecker:
             raise _err(f"operator '{e.op}' cannot combine {lt} and {rt}", e)
         if e.op in ("==", "!=", "<", "<=", ">", ">="):
             return BOOL
+        if common.is_bool:  # arithmetic on bools, whatever the unknown side turns out to be
+            raise _err(f"operator '{e.op}' cannot combine {lt} and {rt}", e)
         if e.op == "@":
             raise _err("'@' (matrix product) is not supported in this kernel yet", e)
         if e.op == "^":

@@ -1,6 +1,7 @@
 // Every cir op parses, verifies (IRDL, then --cir-verify) and prints back the same:
 // cir.compute (elementwise, reduce, argmax, axis reduction, fused with its optional
-// attributes), cir.load, cir.store, cir.yield with one and two operands, cir.barrier.
+// attributes), cir.load, cir.store, cir.yield with one and two operands, cir.alloc,
+// cir.barrier.
 // RUN: zynml-opt %s | filecheck %s
 // RUN: zynml-opt %s --cir-verify | filecheck %s
 // RUN: zynml-opt %s --mlir-print-op-generic | zynml-opt | filecheck %s
@@ -105,19 +106,26 @@ func.func private @rows_body(%m: tensor<4x8xf32>, %rows: index, %cols: index, %o
 }
 
 // CHECK-LABEL: func.func private @fused_body(
-// CHECK: "cir.load"
+// CHECK: [[VA:%[0-9]+]] = "cir.load"
+// CHECK-NEXT: [[BUF:%[0-9]+]] = "cir.alloc"([[ONE:%[a-z0-9_]+]]) : (index) -> tensor<1xf32>
+// CHECK-NEXT: "cir.store"([[VA]], [[BUF]], [[ZERO:%[a-z0-9_]+]]) : (f32, tensor<1xf32>, index) -> ()
 // CHECK-NEXT: "cir.barrier"() : () -> ()
-// CHECK-NEXT: "cir.load"
-// CHECK: "cir.store"
+// CHECK-NEXT: [[VB:%[0-9]+]] = "cir.load"
+// CHECK-NEXT: [[KEPT:%[0-9]+]] = "cir.load"([[BUF]], [[ZERO]]) : (tensor<1xf32>, index) -> f32
+// CHECK-NEXT: [[SUM:%[0-9]+]] = arith.addf [[KEPT]], [[VB]] : f32
+// CHECK-NEXT: "cir.store"([[SUM]],
 func.func private @fused_body(%a: tensor<8xf32>, %b: tensor<8xf32>, %n: index, %out: tensor<8xf32>)
     attributes {cir.body} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   scf.for %i = %c0 to %n step %c1 {
     %va = "cir.load"(%a, %i) : (tensor<8xf32>, index) -> f32
+    %buf = "cir.alloc"(%c1) : (index) -> tensor<1xf32>
+    "cir.store"(%va, %buf, %c0) : (f32, tensor<1xf32>, index) -> ()
     "cir.barrier"() : () -> ()
     %vb = "cir.load"(%b, %i) : (tensor<8xf32>, index) -> f32
-    %sum = arith.addf %va, %vb : f32
+    %kept = "cir.load"(%buf, %c0) : (tensor<1xf32>, index) -> f32
+    %sum = arith.addf %kept, %vb : f32
     "cir.store"(%sum, %out, %i) : (f32, tensor<8xf32>, index) -> ()
   }
   return

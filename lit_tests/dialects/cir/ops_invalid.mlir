@@ -91,6 +91,22 @@ func.func @barrier_result() {
 
 // -----
 
+func.func @alloc_index_type(%n: i32) {
+  // expected-error@+1 {{expected 'index' but got 'i32'}}
+  %t = "cir.alloc"(%n) : (i32) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @alloc_without_result(%n: index) {
+  // expected-error@+1 {{op expects exactly 1 results, but got 0}}
+  "cir.alloc"(%n) : (index) -> ()
+  return
+}
+
+// -----
+
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %c4 = arith.constant 4 : index
   // expected-error@+1 {{'cir.compute' op attribute "kind" is expected but not provided}}
@@ -186,6 +202,14 @@ func.func @barrier_not_in_body() {
 
 // -----
 
+func.func @alloc_not_in_body(%n: index) {
+  // expected-error@+1 {{'cir.alloc' is only valid in a compute body function (marked cir.body)}}
+  %t = "cir.alloc"(%n) : (index) -> tensor<?xf32>
+  return
+}
+
+// -----
+
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %c4 = arith.constant 4 : index
   // expected-error@+1 {{'cir.compute' needs a non-empty kind}}
@@ -240,6 +264,17 @@ func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) {
   }
   return
 }
+
+// -----
+
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
+  // expected-error@+1 {{'cir.compute' body @body is a declaration; it needs a body}}
+  %y = "cir.compute"(%x, %c4) {kind = "elementwise", body = @body, out_dims = array<i64: 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>, index) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attributes {cir.body}
 
 // -----
 
@@ -332,6 +367,25 @@ func.func private @body(%x: tensor<8xf32>, %n: index, %out: tensor<4xf32>) attri
   scf.for %i = %c0 to %n step %c1 {
     %v = "cir.load"(%x, %i) : (tensor<8xf32>, index) -> f32
     "cir.store"(%v, %out, %i) : (f32, tensor<4xf32>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+func.func @main(%x: tensor<4xf32>) -> f32 {
+  %c4 = arith.constant 4 : index
+  // expected-error@+1 {{a 'fused' compute has a tensor result; only 'reduce' computes give a scalar (got f32)}}
+  %y = "cir.compute"(%x, %c4) {kind = "fused", body = @body, out_dims = array<i64>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>, index) -> f32
+  return %y : f32
+}
+
+func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<f32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<4xf32>, index) -> f32
+    "cir.store"(%v, %out) : (f32, tensor<f32>) -> ()
   }
   return
 }
@@ -446,6 +500,25 @@ func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attri
     %v = "cir.load"(%x, %i) : (tensor<4xf32>, index) -> f32
     // expected-error@+1 {{'cir.store' may only write 'out' (the body's last argument)}}
     "cir.store"(%v, %x, %i) : (f32, tensor<4xf32>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
+  %y = "cir.compute"(%x, %c4) {kind = "elementwise", body = @body, out_dims = array<i64: 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>, index) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<4xf32>, index) -> f32
+    // expected-error@+1 {{'cir.alloc' takes one extent per dimension of its result; got 2 for tensor<?xf32>}}
+    %buf = "cir.alloc"(%n, %n) : (index, index) -> tensor<?xf32>
   }
   return
 }
