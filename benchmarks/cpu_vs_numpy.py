@@ -129,16 +129,26 @@ def main() -> None:
         row(f"matmul {n} f32", lambda: matmul(a, b), lambda: a @ b, 1e-5, 2 * n ** 3,
             "GFLOP/s")
 
+    # Ceilings measured in the same run: memory copy bandwidth (bytes read + written) and
+    # the best matrix-product rate of numpy's BLAS on this machine.
+    src, dst = m.copy(), np.empty_like(m)
+    copy_rate = 2 * m.nbytes / median_time(lambda: np.copyto(dst, src), args.repeat) / 1e9
+    a, b = (rng.standard_normal((1024, 1024)).astype(f32) for _ in range(2))
+    blas_rate = 2 * 1024 ** 3 / median_time(lambda: a @ b, args.repeat) / 1e9
+
     tiny = rng.standard_normal(1024).astype(f32)
     overhead = median_time(lambda: chain(tiny, tiny), max(args.repeat, 200))
 
     print(f"# {time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, numpy {np.__version__}, zynml {zynml.__version__}")
-    print(f"| kernel | ZynML | numpy | speed vs numpy | ZynML achieved |")
-    print(f"|---|---|---|---|---|")
+    print(f"ceilings: copy {copy_rate:.1f} GB/s (read + write), numpy BLAS matmul 1024 "
+          f"{blas_rate:.1f} GFLOP/s")
+    print("| kernel | ZynML | numpy | speed vs numpy | ZynML achieved | of ceiling |")
+    print("|---|---|---|---|---|---|")
     for name, t_zyn, t_np, rate, unit in rows:
+        ceiling = copy_rate if unit == "GB/s" else blas_rate
         print(f"| {name} | {t_zyn * 1e3:.2f} ms | {t_np * 1e3:.2f} ms | {t_np / t_zyn:.2f}x "
-              f"| {rate:.1f} {unit} |")
+              f"| {rate:.1f} {unit} | {100 * rate / ceiling:.0f}% |")
     print(f"\nper-call overhead (1024-element chain, numpy in and out): {overhead * 1e6:.0f} µs")
 
 
