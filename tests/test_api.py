@@ -518,3 +518,20 @@ def test_program_level_mistakes(source, where, message):
     with pytest.raises(zynml.ZynMLError) as info:
         zynml.compile(source)
     assert str(info.value).startswith(f"<string>:{where}: error: {message}")
+
+
+def test_two_dimensional_attention_with_dot_compiles_around_an_iree_crash(rng):
+    """IREE 3.13's data tiling crashes on this contraction; ZynML compiles it without."""
+    q, k = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    v = rng.standard_normal((5, 2)).astype(np.float32)
+    source = """let o = compute(Q, K, V) {
+    @kernel attention
+    for i in 0..sq, d in 0..dv:
+        var acc = 0.0
+        for j in 0..sk:
+            acc += dot(Q[i], K[j]) * V[j, d]
+        out[i, d] = acc
+}"""
+    with pytest.warns(zynml.compiler.ZynMLNote, match="compiled without"):
+        out = zynml.run(source, Q=q, K=k, V=v)["o"]
+    assert_close(out, (q.astype(np.float64) @ k.T) @ v)

@@ -17,7 +17,7 @@ from typing import Union
 from mlir import ir
 
 from .backend.cache import ArtifactCache
-from .backend.iree_compile import compile_to_vmfb
+from .backend.iree_compile import BackendError, compile_to_vmfb
 from .backend.targets import IreeTarget, for_module
 from .cirgen.program import emit_cir
 from .dialects import new_context
@@ -91,10 +91,27 @@ def _emit_notes(module: ir.Module) -> None:
         del attrs["zynml.notes"]
 
 
+# IREE 3.13's data tiling crashes the compiler on some contractions (seen: a generic
+# whose output has a parallel loop no input uses, as `dot` in a per-element attention
+# gives); the same module compiles without it, only slower on matmul-like ops.
+_DATA_TILING = "--iree-opt-data-tiling"
+
+
 def to_vmfb(linalg_module: ir.Module, target: IreeTarget,
             cache: ArtifactCache | None = None) -> bytes:
     text = str(linalg_module)
-    return compile_to_vmfb(text, for_module(target, text), cache=cache)
+    target = for_module(target, text)
+    try:
+        return compile_to_vmfb(text, target, cache=cache)
+    except BackendError as err:
+        crashed = "Please report issues" in err.stderr
+        if not crashed or _DATA_TILING not in target.flags:
+            raise
+        warnings.warn(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it",
+                      ZynMLNote, stacklevel=2)
+        fallback = IreeTarget(target.name, target.device,
+                              tuple(f for f in target.flags if f != _DATA_TILING))
+        return compile_to_vmfb(text, fallback, cache=cache)
 
 
 def mlir_error_to_zynml(err: "ir.MLIRError", src: SourceFile | None) -> ZynMLError:
