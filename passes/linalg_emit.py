@@ -135,7 +135,3 @@ class Lowering:
 
 def identity_map(n: int) -> ir.AffineMap:
     return ir.AffineMap.get_identity(n)
-
-
-def projection(n: int, keep: Sequence[int]) -> ir.AffineMap:
-    return ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(d) for d in keep])

@@ -25,7 +25,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
-from .cir_ops import constant_int, defining_op
+from .cir_ops import constant_int, defining_op, ops_in
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
 
 # combiner op -> identity element (float, int)
@@ -57,13 +57,6 @@ def _parent_op(op: ir.Operation) -> Optional[ir.Operation]:
 def loop_of(iv: ir.Value) -> ir.Operation:
     """The scf.for whose induction variable is `iv`."""
     return iv.owner.owner.operation
-
-
-def is_loop_iv(value: ir.Value) -> bool:
-    if not isinstance(value, ir.BlockArgument) or value.arg_number != 0:
-        return False
-    owner = value.owner.owner
-    return owner is not None and owner.operation.name == "scf.for"
 
 
 class NestLowering:
@@ -410,7 +403,7 @@ class NestLowering:
 
     def lower_stores(self, result_type: ir.Type) -> ir.Value:
         out = self.L.out_arg
-        stores = [op for op in _walk(self.body) if op.name == "cir.store"
+        stores = [op for op in ops_in(self.body) if op.name == "cir.store"
                   and op.operands[1] == out]
         if not stores:
             raise LoweringError("the body never writes 'out'", self.compute.location)
@@ -431,7 +424,7 @@ class NestLowering:
         key = alloc.results[0]
         if key not in self._locals:
             prefix = self.context(alloc)
-            stores = [op for op in _walk(self.body) if op.name == "cir.store"
+            stores = [op for op in ops_in(self.body) if op.name == "cir.store"
                       and op.operands[1] == key]
             if not stores:
                 raise LoweringError("a local array is read but never written", alloc.location)
@@ -506,7 +499,7 @@ class NestLowering:
 
     def lower_yield(self, op_name: str, axis: Optional[int],
                     unsigned: bool = False) -> ir.Value:
-        yields = [op for op in _walk(self.body) if op.name == "cir.yield"]
+        yields = [op for op in ops_in(self.body) if op.name == "cir.yield"]
         if len(yields) != 1:
             raise LoweringError(f"a reduction body yields once; this one has {len(yields)}",
                                 self.compute.location)
@@ -793,15 +786,6 @@ _REDUCE_COMBINER = {"+": ("arith.addf", "arith.addi"), "*": ("arith.mulf", "arit
                     "min": ("arith.minimumf", "arith.minsi"),
                     "max": ("arith.maximumf", "arith.maxsi"),
                     "and": (None, "arith.andi"), "or": (None, "arith.ori")}
-
-
-def _walk(op: ir.Operation):
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                yield child
-                yield from _walk(child)
 
 
 def _region_contains(region: ir.Region, op: ir.Operation) -> bool:

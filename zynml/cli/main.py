@@ -9,7 +9,6 @@ User mistakes print a located error and exit 1; nothing is written on failure.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from ..backend.cache import atomic_write_bytes
 from ..errors import ZynMLError
+from .common import internal_error
 
 STAGES = ("ast", "cir", "linalg", "vmfb")
 
@@ -174,11 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a compiler bug: say so, without a traceback unless asked
-        if os.environ.get("ZYNML_DEBUG"):
-            raise
-        print(f"zynml: internal error: {type(err).__name__}: {err} "
-              "(set ZYNML_DEBUG=1 for a traceback)", file=sys.stderr)
-        return 2
+        return internal_error("zynml", err)
 
 
 if __name__ == "__main__":

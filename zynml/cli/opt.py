@@ -32,6 +32,7 @@ from mlir import ir
 from .. import compiler
 from ..dialects import new_context
 from ..backend.cache import atomic_write_bytes
+from .common import DEBUG_ENV, internal_error
 from ..errors import SourceFile, ZynMLError
 from ..frontend.parser import parse
 from ..frontend.types import SCALARS, TensorType
@@ -50,7 +51,7 @@ REPRODUCER_DIR_ENV = "ZYNML_REPRODUCER_DIR"
 # thread with a large stack (reserved, not used) and refuses deeper MLIR input.
 MAX_NESTING = 2000
 STACK_BYTES = 512 * 1024 * 1024
-TRACEBACK_ENV = "ZYNML_OPT_TRACEBACK"
+TRACEBACK_ENV = DEBUG_ENV  # one switch for every ZynML tool
 
 # ============================================================================ command line
 
@@ -588,11 +589,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a bug in zynml-opt, never a user's mistake
-        if os.environ.get(TRACEBACK_ENV):
-            raise
-        print(f"{PROG}: internal error: {type(err).__name__}: {err} (set {TRACEBACK_ENV}=1 "
-              "for the Python traceback)", file=sys.stderr)
-        return 2
+        return internal_error(PROG, err)
 
 
 if __name__ == "__main__":

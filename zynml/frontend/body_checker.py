@@ -361,7 +361,7 @@ class BodyChecker:
     def _expr(self, e: ast.Expr) -> ScalarType:
         method = getattr(self, "_expr_" + type(e).__name__, None)
         if method is None:
-            raise _err(f"this expression is not supported in a compute body", e)
+            raise _err("this expression is not supported in a compute body", e)
         t = method(e)
         e.ty = t
         return t

@@ -12,6 +12,7 @@ checked against it: a size bound two different ways is an error naming both plac
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Optional
 
 from . import ast
@@ -204,7 +205,7 @@ class _ProgramChecker(ProgramLevel):
         if isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Compute):
             raise ZynMLError("bind the compute block's value with 'let name = compute(...)'",
                              stmt.loc)
-        raise ZynMLError(f"this statement is not supported at the top level yet", stmt.loc)
+        raise ZynMLError("this statement is not supported at the top level yet", stmt.loc)
 
     def _check_pipe(self, call: ast.Call, ty: Any) -> ast.Call:
         from .body_checker import MATH_BUILTINS
@@ -433,7 +434,7 @@ class _ProgramChecker(ProgramLevel):
                         self._resolve_size(n.id)
         shape = tuple(eval_extent(d, self.sizes, self.constants) for d in dims)
         if is_tensor(ty) and ty.shape is not None and None not in ty.shape and None not in shape:
-            if _product(ty.shape) != _product(shape):
+            if math.prod(ty.shape) != math.prod(shape):
                 raise ZynMLError(f"cannot reshape '{name}' of shape {list(ty.shape)} to "
                                  f"{list(shape)}: the sizes differ", call.loc)
         return Step(target, stmt.loc, ty=TensorType(ty.dtype, shape), op="reshape",
@@ -559,13 +560,6 @@ def _names_in(e: ast.Expr) -> list[ast.Name]:
     if isinstance(e, ast.Binary):
         return _names_in(e.left) + _names_in(e.right)
     return []
-
-
-def _product(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def _describe(t: Any) -> str:

@@ -11,6 +11,7 @@ a value of f's kind: f has always completed when the program returns, so d is no
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from . import ast
@@ -129,7 +130,7 @@ class ProgramLevel:
         ty = TensorType(SCALARS[DTYPES[dtype_name]], tuple(shape))
         if pool is not None:
             state = self.pools[pool]
-            need = ty.dtype.bits // 8 * _product(shape) if ty.dtype.bits >= 8 else _product(shape)
+            need = ty.dtype.bits // 8 * math.prod(shape) if ty.dtype.bits >= 8 else math.prod(shape)
             used = sum(state["live"].values())
             if used + need > state["size"]:
                 raise ZynMLError(f"pool '{pool}' ({state['size']} bytes) cannot hold "
@@ -270,13 +271,6 @@ class ProgramLevel:
         if is_tensor(ty) or not isinstance(default, (ast.IntLit, ast.FloatLit)):
             raise ZynMLError("the default of a timeout must be a value of the awaited "
                              "value's kind", default.loc)
-
-
-def _product(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def _is_async(node: ast.Compute) -> bool:
