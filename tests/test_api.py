@@ -535,3 +535,21 @@ def test_two_dimensional_attention_with_dot_compiles_around_an_iree_crash(rng):
     with pytest.warns(zynml.compiler.ZynMLNote, match="compiled without"):
         out = zynml.run(source, Q=q, K=k, V=v)["o"]
     assert_close(out, (q.astype(np.float64) @ k.T) @ v)
+
+
+def test_a_pipeline_method_reuses_its_compiled_executable(rng, monkeypatch):
+    prog = zynml.compile("""
+pipeline double(v: tensor[n]) -> tensor[n]:
+    let y = compute(v) {
+        @kernel elementwise
+        for i in 0..n:
+            out[i] = v[i] * 2.0
+    }
+    return y
+""")
+    x = rng.standard_normal(7).astype(np.float32)
+    assert_close(prog.double(x), 2 * x.astype(np.float64))
+    builds = []
+    monkeypatch.setattr(zynml.compiler, "to_cir", lambda *a: builds.append(a))
+    assert_close(prog.double(x), 2 * x.astype(np.float64))  # same signature: no new build
+    assert builds == []

@@ -108,8 +108,11 @@ class Program:
     def __getattr__(self, name: str):
         methods = self.__dict__.get("_methods", {})
         if name in methods:
-            pipeline = Program("", self.device, _pipeline=methods[name], _parent=self)
-            return _PipelineMethod(pipeline, methods[name])
+            bound = self.__dict__.setdefault("_bound_methods", {})
+            if name not in bound:  # one Program per pipeline: its executables are reused
+                pipeline = Program("", self.device, _pipeline=methods[name], _parent=self)
+                bound[name] = _PipelineMethod(pipeline, methods[name])
+            return bound[name]
         raise AttributeError(f"program has no pipeline '{name}'; pipelines: "
                              + (", ".join(methods) or "(none)"))
 
