@@ -13,9 +13,14 @@ A linalg op computes a value at every point of a context at once:
 * a `yield` of a `reduce` kernel is the contribution of an implicit accumulator;
 * pure scalar ops are recomputed where used; a value of an enclosing context that is a
   loop's result is read from its tensor through a projection map;
-* loads whose indices are affine in the context's loops become indexing maps; other loads
-  become `tensor.extract` gathers; loads inside an `if` are gathers with indices clamped
-  into bounds (the `if` may exist to keep them in bounds: linalg must not read outside).
+* a loop whose carried values are updated otherwise (the online softmax) runs in order:
+  an `scf.for` in main carrying one tensor per value over its context;
+* a local array (`cir.alloc`: `shared var`, whole-tensor statements) is the tensor its
+  stores write, over the loops around its declaration plus its own dimensions;
+* loads whose indices are affine in the context's loops become indexing maps (inputs are
+  sliced to the loops' extents, since linalg takes loop extents from operand shapes);
+  other loads become `tensor.extract` gathers; loads inside an `if` are gathers with
+  indices clamped into bounds (the `if` may exist to keep them in bounds).
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 from .cir_ops import constant_int, defining_op, ops_in
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
 
-# combiner op -> identity element (float, int)
+# combiner op -> identity element; "min", "max", "umax": that integer extreme of the type
 IDENTITY = {
     "arith.addf": 0.0, "arith.addi": 0, "arith.mulf": 1.0, "arith.muli": 1,
     "arith.maximumf": -math.inf, "arith.maxnumf": -math.inf, "arith.minimumf": math.inf,
@@ -344,7 +349,7 @@ class NestLowering:
 
         def build(values):
             value, conds = values[0], values[1:]
-            identity = _constant_like(value.type, IDENTITY[combiner])
+            identity = _constant_like(value.type, identity_of(combiner, value.type))
             for c, (_, taken) in reversed(list(zip(conds, guards))):
                 value = arith.SelectOp(c, value, identity).result if taken else \
                     arith.SelectOp(c, identity, value).result
@@ -530,7 +535,7 @@ class NestLowering:
             if unsigned:
                 combiner = {"arith.maxsi": "arith.maxui",
                             "arith.minsi": "arith.minui"}.get(combiner, combiner)
-            init = L.filled(bounds, element, _constant_in(L, element, IDENTITY[combiner]))
+            init = L.filled(bounds, element, L.constant(element, identity_of(combiner, element)))
             result = self._named_reduce(y, ctx, init, combiner, reduced) \
                 if self.named_ops and not guards else None
             if result is None:
@@ -798,16 +803,13 @@ def _constant_like(t: ir.Type, value) -> ir.Value:
     return arith.ConstantOp(t, ir.IntegerAttr.get(t, int(value))).result
 
 
-def _int_identity(t: ir.Type, value):
-    width = ir.IntegerType(t).width
-    return {"min": -2 ** (width - 1), "max": 2 ** (width - 1) - 1,
-            "umax": -1}.get(value, value) if isinstance(value, str) else value
-
-
-def _constant_in(L: Lowering, t: ir.Type, value) -> ir.Value:
-    if not isinstance(t, ir.FloatType):
-        value = _int_identity(t, value)
-    return L.constant(t, value)
+def identity_of(combiner: str, t: ir.Type):
+    """The identity element of `combiner` on type `t` (IDENTITY names integer extremes)."""
+    value = IDENTITY[combiner]
+    if isinstance(value, str):
+        width = ir.IntegerType(t).width
+        value = {"min": -2 ** (width - 1), "max": 2 ** (width - 1) - 1, "umax": -1}[value]
+    return value
 
 
 def _arg_identity(op: str, element: ir.Type):

@@ -553,3 +553,19 @@ pipeline double(v: tensor[n]) -> tensor[n]:
     monkeypatch.setattr(zynml.compiler, "to_cir", lambda *a: builds.append(a))
     assert_close(prog.double(x), 2 * x.astype(np.float64))  # same signature: no new build
     assert builds == []
+
+
+def test_integer_var_with_a_guarded_max_returns_integers(rng):
+    """`var best = -1000` is an i64 (not an index), so the result crosses to numpy."""
+    x = rng.integers(-20, 20, 13).astype(np.int32)
+    out = zynml.run("""let m = compute(x) {
+    @kernel fused
+    for r in 0..one:
+        var best = -1000
+        for i in 0..n:
+            if x[i] < 5:
+                best = max(best, x[i])
+        out[r] = best
+}""", x=x, one=1)["m"]
+    assert out.dtype == np.int64
+    assert out[0] == max([v for v in x if v < 5], default=-1000)

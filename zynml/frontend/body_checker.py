@@ -472,7 +472,9 @@ class BodyChecker:
         return ty.dtype
 
     def _store_type(self) -> ScalarType:
-        return concrete_in(self.stores[0].target.ty, self)
+        """The element type of `out`: the first written value's (an index as i64)."""
+        t = concrete_in(self.stores[0].target.ty, self)
+        return I64 if t == INDEX else t
 
     def _bind_size(self, tensor: str, dim: int, idx: ast.Expr) -> None:
         """`x[i]` with `for i in 0..len` binds `len` to x's extent in that dimension."""
@@ -709,6 +711,7 @@ class BodyChecker:
             elem = I64
         else:
             elem = concrete_in(value.ty, self)
+            elem = I64 if elem == INDEX else elem
         if axis is None:
             return elem, []
         if not 0 <= axis < len(loops):
@@ -771,9 +774,12 @@ class BodyChecker:
 
 
 def concrete_in(t: ScalarType, checker: BodyChecker) -> ScalarType:
-    """A literal type made concrete in a kernel: float literals take the kernel's float type."""
+    """A literal type made concrete in a kernel: float literals take the kernel's float
+    type, integer literals i64 (index is for loop variables and sizes)."""
     if t == FLOAT_LITERAL:
         return checker.default_float
+    if t == INT_LITERAL:
+        return I64
     if t.is_any:  # stays unknown until the call gives the inputs' dtypes
         return t
     return concrete(t)
