@@ -395,9 +395,7 @@ def test_loop_past_the_end_of_an_input_is_a_located_error():
                                       "body to linalg: a loop over 7 runs past the end")
 
 
-def test_script_calls_a_pipeline_and_returns_a_reshape(rng):
-    x = rng.standard_normal(6).astype(np.float32)
-    out = zynml.run("""
+DOUBLE = """
 pipeline double(v: tensor[n]) -> tensor[n]:
     let y = compute(v) {
         @kernel elementwise
@@ -405,9 +403,12 @@ pipeline double(v: tensor[n]) -> tensor[n]:
             out[i] = v[i] * 2.0
     }
     return y
-let z = double(a)
-let r = reshape(z, [2, 3])
-""", a=x)
+"""
+
+
+def test_script_calls_a_pipeline_and_returns_a_reshape(rng):
+    x = rng.standard_normal(6).astype(np.float32)
+    out = zynml.run(DOUBLE + "let z = double(a)\nlet r = reshape(z, [2, 3])\n", a=x)
     assert_close(out["z"], 2 * x.astype(np.float64))
     assert_close(out["r"], 2 * x.astype(np.float64).reshape(2, 3))
 
@@ -538,15 +539,7 @@ def test_two_dimensional_attention_with_dot_compiles_around_an_iree_crash(rng):
 
 
 def test_a_pipeline_method_reuses_its_compiled_executable(rng, monkeypatch):
-    prog = zynml.compile("""
-pipeline double(v: tensor[n]) -> tensor[n]:
-    let y = compute(v) {
-        @kernel elementwise
-        for i in 0..n:
-            out[i] = v[i] * 2.0
-    }
-    return y
-""")
+    prog = zynml.compile(DOUBLE)
     x = rng.standard_normal(7).astype(np.float32)
     assert_close(prog.double(x), 2 * x.astype(np.float64))
     builds = []

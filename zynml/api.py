@@ -130,7 +130,7 @@ class Program:
         checked = None
         if records:  # record members are inputs too: their shapes are part of the key
             checked = self._check(signature, scalars, records)
-            signature = {n: t for n, t in checked.inputs.items()}
+            signature = dict(checked.inputs)
             values.update(checked.record_values)
         key = tuple(sorted((n, str(t)) for n, t in signature.items())) + \
             tuple(sorted(scalars.items()))
@@ -176,11 +176,10 @@ class Program:
                     scalars[name] = int(array)
             else:
                 signature[name] = TensorType(dtype, tuple(int(d) for d in array.shape))
-                expected = self.generic.inputs[name]
-                if is_tensor(expected) and expected.rank not in (None, array.ndim):
+                if is_tensor(generic) and generic.rank not in (None, array.ndim):
                     raise ZynMLError(f"input '{name}' has rank {array.ndim} but the program "
-                                     f"indexes it with {expected.rank} indices", loc)
-                if not is_tensor(expected):
+                                     f"indexes it with {generic.rank} indices", loc)
+                if not is_tensor(generic):
                     raise ZynMLError(f"input '{name}' is used as a scalar but was given an "
                                      f"array of shape {array.shape}", loc)
         return values, signature, scalars, records
