@@ -20,6 +20,12 @@ PASSES: dict[str, tuple[str, str]] = {
                               "Make compute results and body functions static from input shapes"),
     "cir-to-linalg": ("cir_to_linalg",
                       "Lower cir.compute to linalg on tensors (named ops, generics, gathers)"),
+    "fold-scalar-tensors": ("fold_scalar_tensors",
+                            "Turn scalar islands between 0-d tensors into 0-d "
+                            "linalg.generics"),
+    "linalg-to-gpu-kernels": ("linalg_to_gpu_kernels",
+                              "Outline each linalg.generic on memrefs into a gpu.func chosen "
+                              "by strategy"),
 }
 
 

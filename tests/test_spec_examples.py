@@ -4,12 +4,14 @@ tests/programs/examples/*.zyn, against independently written float64 numpy refer
 fresh random inputs of odd sizes; then the spec's own mistakes and the common user mistakes
 as located errors (FILE:LINE:COL)."""
 import functools
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import zynml
+import conftest
 from conftest import assert_close
 
 EXAMPLES = Path(__file__).resolve().parent / "programs" / "examples"
@@ -17,10 +19,45 @@ EXAMPLES = Path(__file__).resolve().parent / "programs" / "examples"
 INVALID_EXAMPLES = {"rope_spec_verbatim.zyn"}
 
 
+_DEVICE = ["cpu"]
+
+
+@pytest.fixture(autouse=True, params=["cpu", "cuda"])
+def device(request):
+    """Every test runs on the CPU (IREE) and through the native CUDA backend. Without a
+    GPU, the CUDA variant compiles each call's artifact (PTX, checked by ptxas when the
+    toolkit is installed) and skips the run; on the device machine it runs."""
+    _DEVICE[0] = request.param
+    yield request.param
+    _DEVICE[0] = "cpu"
+
+
+def program(name: str):
+    """One Program per example file and device, so that a shape seen twice compiles once."""
+    prog = _program(name, _DEVICE[0])
+    return prog if _DEVICE[0] == "cpu" or conftest.HAS_GPU else _CompileOnly(prog)
+
+
 @functools.lru_cache(maxsize=None)
-def program(name: str) -> zynml.Program:
-    """One Program per example file, so that a shape seen twice compiles once."""
-    return zynml.compile(EXAMPLES / name)
+def _program(name: str, device: str) -> zynml.Program:
+    return zynml.compile(EXAMPLES / name, device=device, require_device=False)
+
+
+class _CompileOnly:
+    """A CUDA program on a machine without a GPU: calling it builds the artifact."""
+
+    def __init__(self, prog: zynml.Program):
+        self._prog = prog
+
+    def __call__(self, **inputs):
+        artifact = self._prog.artifact(**inputs)
+        assert artifact.ptx.startswith("//") and ".entry" in artifact.ptx
+        if shutil.which("ptxas"):
+            assert artifact.cubin, "ptxas is installed but no cubin was made"
+        pytest.skip("compiled for CUDA (PTX and cubin); no GPU here to run it")
+
+    def __getattr__(self, name):
+        return getattr(self._prog, name)
 
 
 def f32(rng, *shape):

@@ -10,8 +10,9 @@ with IREE.
     ... }''', x=np.array([-1.0, 2.0], dtype=np.float32))["y"]
     array([0., 2.], dtype=float32)
 """
-from .api import Program, compile, run
+from .api import Program, compile, load, run
+from .devices import compute_devices
 from .errors import ZynMLError
 
-__all__ = ["run", "compile", "Program", "ZynMLError"]
+__all__ = ["run", "compile", "load", "Program", "ZynMLError", "compute_devices"]
 __version__ = "0.1.0"

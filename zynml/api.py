@@ -15,31 +15,33 @@ import numpy as np
 
 from . import compiler
 from .backend.cache import ArtifactCache
-from .backend.targets import CPU, IreeTarget
+from .backend.targets import CPU, CUDA, METAL, ROCM, VULKAN, IreeTarget
+from .devices import DeviceError, Placement, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType, from_numpy, to_numpy
 
-__all__ = ["Program", "compile", "run", "DEVICES"]
+__all__ = ["Program", "compile", "run", "load", "IREE_DEVICE_TARGETS"]
 
-# device name -> IREE target. More devices arrive with their issues (CUDA, Vulkan, ...).
-DEVICES: dict[str, IreeTarget] = {"cpu": CPU}
+# device kind -> the IREE target that compiles for it (backend "iree").
+IREE_DEVICE_TARGETS: dict[str, IreeTarget] = {"cpu": CPU, "cuda": CUDA, "vulkan": VULKAN,
+                                              "rocm": ROCM, "metal": METAL}
 
 
-def _target_for(device: str, loc: SourceLocation | None) -> IreeTarget:
-    name = "cpu" if device == "auto" else device
-    if name not in DEVICES:
-        raise ZynMLError(f"device '{device}' is not available; available devices: "
-                         + ", ".join(["auto"] + list(DEVICES)), loc)
-    return DEVICES[name]
+def _placement(device: str, backend: str | None, loc: SourceLocation | None,
+               require_present: bool = True) -> Placement:
+    try:
+        return resolve(device, backend, require_present)
+    except DeviceError as err:
+        raise ZynMLError(str(err), loc) from None
 
 
 @dataclass
 class _Executable:
     checked: CheckedProgram
-    function: Any  # zynml.runtime.iree_runner.IreeFunction
+    function: Any  # IreeFunction or CudaFunction: positional arrays in, arrays out
 
 
 class Program:
@@ -47,7 +49,9 @@ class Program:
     Each `pipeline` of the source is a method: `prog.mlp(x, w1, w2)` returns its value."""
 
     def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
-                 _pipeline: Any = None, _parent: "Program | None" = None):
+                 backend: str | None = None, *, target: str | None = None,
+                 require_device: bool = True, _pipeline: Any = None,
+                 _parent: "Program | None" = None):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
             self.generic = _parent.generic.pipelines[_pipeline.name]
@@ -62,9 +66,12 @@ class Program:
             device, device_loc = configured
         else:
             device_loc = self._first_loc()
-        self.target = _target_for(device, device_loc)
+        self.placement = _placement(device, backend, device_loc, require_device)
+        self._require_device = require_device
+        self.cuda_target = _cuda_target(target, None)
         self._check_device_annotations(self.generic)
-        self.device = device
+        self.device = self.placement.device
+        self.backend = self.placement.backend
         self._executables: dict[tuple, _Executable] = {}
         self._lock = threading.Lock()
         self._cache = ArtifactCache()
@@ -88,7 +95,7 @@ class Program:
         """`@device(...)` on a compute, and allocate/to_device/memory_pool, must name
         devices present (or "auto")."""
         for device, loc in checked.devices_named:
-            _target_for(device, loc)
+            _placement(device, None, loc, self._require_device)
         for step in checked.steps:
             annotation = step.kernel.annotations.get("device") if step.kernel else None
             if annotation is None:
@@ -99,7 +106,7 @@ class Program:
                     if not isinstance(name, ast.StringLit):
                         raise ZynMLError("@device takes a device name or a list of them",
                                          name.loc)
-                    _target_for(name.value, name.loc)
+                    _placement(name.value, None, name.loc, self._require_device)
             if "parallel" in step.kernel.annotations:
                 ann = step.kernel.annotations["parallel"]
                 raise ZynMLError("@parallel over several devices needs several devices; "
@@ -110,7 +117,9 @@ class Program:
         if name in methods:
             bound = self.__dict__.setdefault("_bound_methods", {})
             if name not in bound:  # one Program per pipeline: its executables are reused
-                pipeline = Program("", self.device, _pipeline=methods[name], _parent=self)
+                pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
+                                   require_device=self._require_device,
+                                   _pipeline=methods[name], _parent=self)
                 bound[name] = _PipelineMethod(pipeline, methods[name])
             return bound[name]
         raise AttributeError(f"program has no pipeline '{name}'; pipelines: "
@@ -166,7 +175,7 @@ class Program:
         values, signature, scalars = {}, {}, {}
         for name, value in inputs.items():
             loc = self.generic.input_locs.get(name)
-            array = _as_array(name, value, loc)
+            array = _GpuInput(value) if _is_gpu_array(value) else _as_array(name, value, loc)
             values[name] = array
             dtype = from_numpy(array.dtype)
             generic = self.generic.inputs[name]
@@ -204,13 +213,82 @@ class Program:
         return module
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
-        from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
         checked = checked or self._check(signature, scalars, records)
+        if self.backend == "native":
+            from .runtime.cuda.function import CudaFunction
+            artifact = self._cuda_artifact(checked, signature, scalars)
+            try:
+                return _Executable(checked, CudaFunction(artifact, self.placement.ordinal))
+            except Exception as err:  # no driver or GPU, or a CUDA failure at load
+                raise ZynMLError(f"cannot run on '{self.device}': {err}") from None
+        from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
         module = compiler.to_cir(checked)
         compiler.lower(module, self.source)
-        vmfb = compiler.to_vmfb(module, self.target, self._cache)
-        function = IreeModule(vmfb, self.target.device).function("main")
+        target = IREE_DEVICE_TARGETS[self.placement.kind]
+        vmfb = compiler.to_vmfb(module, target, self._cache)
+        function = IreeModule(vmfb, target.device).function("main")
         return _Executable(checked, function)
+
+    def artifact(self, **inputs):
+        """The native CUDA artifact of this program for these inputs' shapes and dtypes
+        (compiled, or from the cache); `.save(path)` writes it for `zynml.load`."""
+        if self.backend != "native":
+            raise ZynMLError(f"artifacts are made by the native CUDA backend; this program "
+                             f"is for '{self.device}' with backend '{self.backend}'")
+        _, signature, scalars, records = self._signature(inputs)
+        checked = self._check(signature, scalars, records)
+        return self._cuda_artifact(checked, dict(checked.inputs), scalars)
+
+    def _cuda_artifact(self, checked: CheckedProgram, signature, scalars):
+        """Compiled through MLIR, or read from the artifact cache. The key is the source
+        and signature (not the IR), so a machine without MLIR can run what another one
+        compiled into a shared cache."""
+        from .runtime.cuda.artifact import CudaArtifact
+        key = self._cache.key("native-cuda", _compiler_fingerprint(), self.source.text,
+                              self._pipeline.name if self._pipeline else "",
+                              repr(sorted((n, str(t)) for n, t in signature.items())),
+                              repr(sorted(scalars.items())), self.cuda_target.cache_key())
+        cached = self._cache.get(key)
+        if cached is not None:
+            return CudaArtifact.from_bytes(cached, "cached artifact")
+        module = compiler.to_cir(checked)
+        compiler.lower(module, self.source)
+        artifact = compiler.to_cuda_artifact(module, self.cuda_target, self.source)
+        self._cache.put(key, artifact.to_bytes())
+        return artifact
+
+
+def _cuda_target(chip: str | None, loc):
+    from .backend.cuda.target import CudaTarget
+    try:
+        return CudaTarget.parse(chip) if chip else CudaTarget()
+    except ValueError as err:
+        raise ZynMLError(str(err), loc) from None
+
+
+_FINGERPRINT: list[str] = []
+
+
+def _compiler_fingerprint() -> str:
+    """A hash of the compiler's source (frontend, cirgen, backend, passes, dialects): a
+    changed compiler never reuses an artifact of the old one; runtime edits keep them."""
+    if not _FINGERPRINT:
+        import hashlib
+        import importlib.util
+        from pathlib import Path
+        package = Path(__file__).parent
+        roots = [package / d for d in ("frontend", "cirgen", "backend")]
+        for sub in ("zynml.passes", "zynml.dialects"):
+            spec = importlib.util.find_spec(sub)
+            if spec is not None and spec.submodule_search_locations:
+                roots.extend(Path(p) for p in spec.submodule_search_locations)
+        files = [package / "compiler.py"] + [f for r in roots for f in sorted(r.rglob("*.py"))]
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+        _FINGERPRINT.append(digest.hexdigest())
+    return _FINGERPRINT[0]
 
 
 def _is_record_member(name: str, roots) -> bool:
@@ -259,7 +337,22 @@ def _as_array(name: str, value: Any, loc) -> np.ndarray:
     return array
 
 
-def _argument(array: np.ndarray, ty: Any) -> np.ndarray:
+def _is_gpu_array(value: Any) -> bool:
+    return hasattr(value, "__cuda_array_interface__")
+
+
+class _GpuInput:
+    """A GPU array argument (torch, cupy, DeviceArray...): its shape and dtype, no copy."""
+
+    def __init__(self, value: Any):
+        iface = value.__cuda_array_interface__
+        self.value, self.shape = value, tuple(iface["shape"])
+        self.dtype, self.ndim = np.dtype(iface["typestr"]), len(self.shape)
+
+
+def _argument(array: Any, ty: Any) -> Any:
+    if isinstance(array, _GpuInput):
+        return array.value
     if is_tensor(ty):
         return np.ascontiguousarray(array)
     if ty.is_bool:  # bool scalars cross as i8 (cirgen/program.py)
@@ -270,20 +363,34 @@ def _argument(array: np.ndarray, ty: Any) -> np.ndarray:
 def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
     step = next(s for s in checked.steps if s.target == name)
     dtype = to_numpy(step.ty.dtype if is_tensor(step.ty) else step.ty)
-    if dtype.kind == "u" and value.dtype.kind == "i":  # signless in IREE: same bits
-        value = np.asarray(value).view(dtype)
+    if dtype.kind == "u" and value.dtype.kind == "i" and isinstance(value, np.ndarray):
+        value = value.view(dtype)  # signless in IREE: same bits
     if is_tensor(step.ty):
         return value
     scalar = np.asarray(value).reshape(())[()]  # a numpy scalar
     return np.bool_(scalar) if step.ty.is_bool else scalar
 
 
-def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto") -> Program:
-    """Parse and check a ZynML program for `device`; calling the result runs it."""
-    return Program(source_or_path, device=device)
+def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
+            backend: str | None = None, target: str | None = None,
+            require_device: bool = True) -> Program:
+    """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
+    "metal:N" or "auto") and `backend` ("native" or "iree"; default: the best for the
+    device); calling the result runs it. `target` picks the CUDA chip of the native
+    backend (default sm_90a). `require_device=False` compiles for a device that is not
+    here (calling then needs it; `Program.artifact` and the CLI's --emit work anywhere)."""
+    return Program(source_or_path, device=device, backend=backend, target=target,
+                   require_device=require_device)
 
 
-def run(source: Union[str, os.PathLike], *, device: str = "auto", **inputs) -> dict[str, Any]:
-    """Compile `source` and run it once on `inputs`; returns {output name: numpy value}."""
-    return Program(source, device=device)(**inputs)
+def run(source: Union[str, os.PathLike], *, device: str = "auto", backend: str | None = None,
+        **inputs) -> dict[str, Any]:
+    """Compile `source` and run it once on `inputs`; returns {output name: value}."""
+    return Program(source, device=device, backend=backend)(**inputs)
 
+
+def load(path: Union[str, os.PathLike], device: str = "cuda:0"):
+    """Load a CUDA artifact (`zynml compile --device cuda --emit artifact`); calling the
+    result with inputs by name returns outputs by name. Needs only numpy and cuda-python."""
+    from .runtime.cuda.loaded import LoadedProgram
+    return LoadedProgram(path, device)

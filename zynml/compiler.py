@@ -14,22 +14,22 @@ import warnings
 from pathlib import Path
 from typing import Union
 
-from mlir import ir
+from typing import TYPE_CHECKING
 
 from .backend.cache import ArtifactCache
 from .backend.iree_compile import BackendError, compile_to_vmfb
 from .backend.targets import IreeTarget, for_module
-from .cirgen.program import emit_cir
-from .dialects import new_context
 from .errors import SourceFile, SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check
 from .frontend.parser import parse
 from .frontend.symbols import CheckedProgram
-from .passes.pipeline import PipelineError, build_pass_manager
+
+if TYPE_CHECKING:  # MLIR loads on the first compilation: running an artifact needs none
+    from mlir import ir
 
 __all__ = ["STAGES", "CIR_TO_LINALG_PIPELINE", "parse_source", "check_program", "to_cir",
-           "lower", "to_vmfb", "mlir_error_to_zynml", "ZynMLNote"]
+           "lower", "to_vmfb", "to_cuda_artifact", "to_cuda_stage", "mlir_error_to_zynml", "ZynMLNote"]
 
 STAGES = ("ast", "cir", "linalg", "vmfb")
 
@@ -61,13 +61,17 @@ def check_program(src: SourceFile, program: ast.Program, signature=None,
     return check(program, src, signature, scalar_values, records)
 
 
-def to_cir(checked: CheckedProgram, context: ir.Context | None = None) -> ir.Module:
+def to_cir(checked: CheckedProgram, context: "ir.Context | None" = None) -> "ir.Module":
+    from .cirgen.program import emit_cir
+    from .dialects import new_context
     return emit_cir(checked, context or new_context())
 
 
 def lower(module: ir.Module, src: SourceFile | None = None,
           pipeline: str = CIR_TO_LINALG_PIPELINE) -> ir.Module:
     """Run `pipeline` on `module` in place; MLIR diagnostics become ZynMLErrors."""
+    from mlir import ir
+    from .passes.pipeline import PipelineError, build_pass_manager
     try:
         pm = build_pass_manager(pipeline, module.context)
         pm.run(module.operation)
@@ -83,7 +87,8 @@ class ZynMLNote(UserWarning):
     """A remark about how a program was compiled (e.g. a kind lowered generically)."""
 
 
-def _emit_notes(module: ir.Module) -> None:
+def _emit_notes(module: "ir.Module") -> None:
+    from mlir import ir
     attrs = module.operation.attributes
     if "zynml.notes" in attrs:
         for note in ir.ArrayAttr(attrs["zynml.notes"]):
@@ -112,6 +117,54 @@ def to_vmfb(linalg_module: ir.Module, target: IreeTarget,
         fallback = IreeTarget(target.name, target.device,
                               tuple(f for f in target.flags if f != _DATA_TILING))
         return compile_to_vmfb(text, fallback, cache=cache)
+
+
+def to_cuda_artifact(linalg_module: "ir.Module", target, src: SourceFile | None = None):
+    """linalg on tensors -> CudaArtifact (PTX, cubin, launch plan) for a CudaTarget."""
+    from .backend.cuda import build_artifact
+    with _native_errors(src):
+        return build_artifact(linalg_module, target)
+
+
+def to_cuda_stage(linalg_module: "ir.Module", stage: str, target,
+                  src: SourceFile | None = None) -> str:
+    """What `--device cuda --emit STAGE` prints: "gpu" (host + gpu.module of kernels),
+    "nvvm" (kernels in the LLVM/NVVM dialects), "llvm" (LLVM IR) or "ptx"."""
+    from .backend.cuda import compile as cuda
+    with _native_errors(src):
+        cuda.lower_to_gpu(linalg_module)
+        if stage == "gpu":
+            return str(linalg_module)
+        cuda.lower_to_nvvm(linalg_module, target)
+        if stage == "nvvm":
+            return str(linalg_module)
+        return cuda.llvm_ir(linalg_module) if stage == "llvm" else cuda.to_ptx(linalg_module)
+
+
+class _native_errors:
+    """MLIR diagnostics and launch-plan limits of the native path -> located ZynMLErrors."""
+
+    def __init__(self, src: SourceFile | None):
+        self.src = src
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        from mlir import ir
+        from .backend.cuda.launch_plan import PlanError
+        from .passes.pipeline import PipelineError
+        if err is None:
+            return False
+        if isinstance(err, PipelineError):
+            raise ZynMLError(str(err)) from None
+        if isinstance(err, ir.MLIRError):
+            raise mlir_error_to_zynml(err, self.src) from None
+        if isinstance(err, PlanError):
+            loc = _source_location(err.location, self.src) if err.location else None
+            raise ZynMLError(f"the native CUDA backend cannot run this yet: {err}",
+                             loc) from None
+        return False
 
 
 def mlir_error_to_zynml(err: "ir.MLIRError", src: SourceFile | None) -> ZynMLError:

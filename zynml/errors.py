@@ -50,7 +50,7 @@ class Diagnostic:
 
     def render(self) -> str:
         if self.loc is None:
-            return f"<unknown>:0:0: {self.severity}: {self.message}"
+            return f"{self.severity}: {self.message}"  # nothing in the source to point at
         head = f"{self.loc}: {self.severity}: {self.message}"
         if not self.loc.file.text:  # e.g. a file that could not be read
             return head

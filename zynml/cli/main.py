@@ -1,8 +1,13 @@
-"""The `zynml` command: run a program, or compile it and show any stage.
+"""The `zynml` command: run a program, compile it and show any stage, list devices.
 
-    zynml run FILE.zyn [--device cpu] [--input NAME=PATH.npy]... [--random NAME=4x8[:f32]]...
-                       [--output-dir DIR]
-    zynml compile FILE.zyn --emit {ast,cir,linalg,vmfb} [--input ...] [--random ...] [-o OUT]
+    zynml run FILE.zyn [--device D] [--backend B] [--input NAME=PATH.npy]...
+                       [--random NAME=4x8[:f32]]... [--output-dir DIR]
+    zynml compile FILE.zyn [--device D] [--backend B] [--target sm_90a]
+                       --emit {ast,cir,linalg,vmfb,gpu,nvvm,llvm,ptx,artifact} [-o OUT]
+    zynml devices
+
+D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto; B: native (ZynML's CUDA path) or
+iree. `compile` needs no hardware: it compiles for the device named, present or not.
 
 User mistakes print a located error and exit 1; nothing is written on failure.
 """
@@ -18,7 +23,9 @@ from ..backend.cache import atomic_write_bytes
 from ..errors import ZynMLError
 from .common import internal_error
 
-STAGES = ("ast", "cir", "linalg", "vmfb")
+STAGES = ("ast", "cir", "linalg", "vmfb", "gpu", "nvvm", "llvm", "ptx", "artifact")
+NATIVE_STAGES = ("gpu", "nvvm", "llvm", "ptx", "artifact")
+BINARY_STAGES = ("vmfb", "artifact")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +34,12 @@ def _parser() -> argparse.ArgumentParser:
 
     def inputs(p):
         p.add_argument("file", help="a .zyn program")
-        p.add_argument("--device", default="auto", help="cpu or auto (default: auto)")
+        p.add_argument("--device", default="auto",
+                       help="cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto "
+                            "(default: auto, the GPU if one is present)")
+        p.add_argument("--backend", choices=("native", "iree"), default=None,
+                       help="native (ZynML's CUDA path) or iree (default: the best for "
+                            "the device)")
         p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
                        help="an input read from a .npy file (repeatable)")
         p.add_argument("--random", action="append", default=[], metavar="NAME=DIMS[:DTYPE]",
@@ -40,7 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compile", help="compile a program and print or write one stage")
     inputs(comp)
     comp.add_argument("--emit", choices=STAGES, default="linalg")
-    comp.add_argument("-o", "--output", help="output file (default: stdout; vmfb needs -o)")
+    comp.add_argument("--target", default=None,
+                      help="CUDA chip of the native backend (default: sm_90a)")
+    comp.add_argument("-o", "--output",
+                      help="output file (default: stdout; vmfb and artifact need -o)")
+    sub.add_parser("devices", help="list the compute devices present")
     return parser
 
 
@@ -102,7 +118,7 @@ def _npy_bytes(value) -> bytes:
 def _run(args) -> int:
     from .. import api
     values = _load_inputs(args)
-    program = api.compile(Path(args.file), device=args.device)
+    program = api.compile(Path(args.file), device=args.device, backend=args.backend)
     outputs = program(**values)
     files = {name: _npy_bytes(v) for name, v in outputs.items()}  # everything before writing
     if args.output_dir:
@@ -118,22 +134,50 @@ def _run(args) -> int:
 def _compile(args) -> int:
     from .. import api, compiler
     values = _load_inputs(args)
-    program = api.compile(Path(args.file), device=args.device)
+    device = args.device
+    if args.emit in NATIVE_STAGES and device == "auto":
+        device = "cuda"  # the native stages only exist for CUDA
+    program = api.compile(Path(args.file), device=device, backend=args.backend,
+                          target=args.target, require_device=False)
+    if args.emit in NATIVE_STAGES and program.backend != "native":
+        raise _UsageError(f"--emit {args.emit} is a stage of the native CUDA backend; "
+                          f"use --device cuda (this program is for '{program.device}' "
+                          f"with backend '{program.backend}')")
+    if args.emit == "vmfb" and program.backend != "iree":
+        raise _UsageError("--emit vmfb is IREE's artifact: add --backend iree "
+                          "(or use --emit artifact for the native CUDA backend)")
+    if args.emit in BINARY_STAGES and not args.output:
+        raise _UsageError(f"--emit {args.emit} writes binary: give -o FILE")
     if args.emit == "ast":
         text = _dump_ast(program.ast)
+    elif args.emit == "artifact":
+        data = program.artifact(**values).to_bytes()
+        atomic_write_bytes(Path(args.output), data)
+        return 0
     else:
         module = program.stage_module(values, upto=args.emit)
         if args.emit == "vmfb":
-            if not args.output:
-                raise _UsageError("--emit vmfb writes binary: give -o FILE.vmfb")
-            data = compiler.to_vmfb(module, program.target)
+            data = compiler.to_vmfb(module, api.IREE_DEVICE_TARGETS[program.placement.kind])
             atomic_write_bytes(Path(args.output), data)
             return 0
-        text = str(module)
+        if args.emit in NATIVE_STAGES:
+            text = compiler.to_cuda_stage(module, args.emit, program.cuda_target,
+                                          program.source)
+        else:
+            text = str(module)
     if args.output:
         atomic_write_bytes(Path(args.output), text.encode())
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _devices(args) -> int:
+    from ..devices import compute_devices
+    for device in compute_devices():
+        size = (f"{device['memory'] / 2 ** 30:.0f} GiB" if "memory" in device
+                else f"{device.get('cores', '?')} cores")
+        print(f"{device['id']:10s} {device['type']:4s} {device['name']} ({size})")
     return 0
 
 
@@ -164,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_note  # notes print as compiler notes, not Python warnings
     args = _parser().parse_args(argv)
     try:
-        return {"run": _run, "compile": _compile}[args.command](args)
+        return {"run": _run, "compile": _compile, "devices": _devices}[args.command](args)
     except ZynMLError as err:
         print(str(err), file=sys.stderr)
         return 1

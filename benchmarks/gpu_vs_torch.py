@@ -1,0 +1,232 @@
+"""ZynML's native CUDA backend against PyTorch on the same GPU, same inputs, one run.
+
+    python benchmarks/gpu_vs_torch.py --compile-only   # here (MLIR): fills the cache
+    python benchmarks/gpu_vs_torch.py                  # on the GPU (carry the cache)
+
+Both halves must see the same ZYNML_CACHE_DIR (tools/gpu_tests.sh uses .gpucache). Each
+row: median time per call of ZynML (torch tensors in, device arrays out: no host copies)
+and of PyTorch, the speed ratio (> 1: ZynML faster), ZynML's achieved GB/s or TFLOP/s,
+and the relative error of ZynML's result against PyTorch's. Ceilings are measured in
+the same run: a device-to-device copy, and PyTorch's own matmul. Results go in
+docs/performance.md with the date, device and command.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import zynml
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "programs" / "examples"
+
+ROW_SOFTMAX = """
+pipeline softmax(x: tensor[rows, cols]) -> tensor[rows, cols]:
+    let row_max = compute(x) {
+        @kernel reduce(max, axis=1)
+        for i in 0..rows, j in 0..cols:
+            yield x[i, j]
+    }
+    let e = compute(x, row_max) {
+        @kernel elementwise
+        for i in 0..rows, j in 0..cols:
+            out[i, j] = exp(x[i, j] - row_max[i])
+    }
+    let total = compute(e) {
+        @kernel reduce(+, axis=1)
+        for i in 0..rows, j in 0..cols:
+            yield e[i, j]
+    }
+    let probs = compute(e, total) {
+        @kernel elementwise
+        for i in 0..rows, j in 0..cols:
+            out[i, j] = e[i, j] / total[i]
+    }
+    return probs
+"""
+
+ADD = """
+let z = compute(x, y) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = x[i] + y[i]
+}
+"""
+
+
+@dataclass
+class Case:
+    name: str
+    source: str            # program text or an examples/ file name
+    output: str            # the output to compare
+    inputs: dict           # name -> (shape, dtype) or a Python scalar
+    torch_fn: Callable     # (torch, tensors by name) -> tensor
+    bytes: int = 0         # fewest bytes moved (for GB/s)
+    flops: int = 0         # for TFLOP/s
+    pipeline: str = ""     # call this pipeline of the program instead of the program
+
+
+def _cases() -> list[Case]:
+    n64m, rows, cols = 64 * 2 ** 20, 16384, 2048
+    f32 = "float32"
+
+    def gelu(t, x):
+        return t.nn.functional.gelu(x["x"], approximate="tanh")
+
+    def layer_norm(t, x):
+        return t.nn.functional.layer_norm(x["x"], x["x"].shape[-1:], x["gamma"], x["beta"],
+                                          1e-5)
+
+    def residual_ln(t, x):
+        s = x["x"] + x["projected"]
+        return t.nn.functional.layer_norm(s, s.shape[-1:], x["ln_weight"], x["ln_bias"], 1e-6)
+
+    def attention(t, x):
+        return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"])
+
+    def conv(t, x):
+        return t.nn.functional.conv2d(x["input"], x["kernel"], x["bias"], padding=1)
+
+    return [
+        Case("add 1024 (per-call overhead)", ADD, "z",
+             {"x": ((1024,), f32), "y": ((1024,), f32)}, lambda t, x: x["x"] + x["y"],
+             bytes=3 * 4 * 1024),
+        Case("GELU (tanh) 64M f32", "gelu.zyn", "activated", {"x": ((n64m,), f32)}, gelu,
+             bytes=2 * 4 * n64m),
+        Case(f"softmax {rows}x{cols} f32", ROW_SOFTMAX, "softmax", {"x": ((rows, cols), f32)},
+             lambda t, x: t.softmax(x["x"], dim=1), bytes=2 * 4 * rows * cols,
+             pipeline="softmax"),
+        Case("layernorm 16384x4096 f32", "layer_norm.zyn", "normalized",
+             {"x": ((16384, 4096), f32), "gamma": ((4096,), f32), "beta": ((4096,), f32),
+              "eps": 1e-5}, layer_norm, bytes=2 * 4 * 16384 * 4096),
+        Case("residual + layernorm 8x2048x4096 f32", "transformer_residual_layernorm.zyn",
+             "normed", {"x": ((8, 2048, 4096), f32), "projected": ((8, 2048, 4096), f32),
+                        "ln_weight": ((4096,), f32), "ln_bias": ((4096,), f32)},
+             residual_ln, bytes=3 * 4 * 8 * 2048 * 4096),
+        Case("matmul 4096 f32 (no TF32)", "matmul.zyn", "C",
+             {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
+             lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
+        Case("matmul 4096 f16", "matmul.zyn", "C",
+             {"A": ((4096, 4096), "float16"), "B": ((4096, 4096), "float16")},
+             lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
+        Case("attention 8x12x512x64 f32", "attention.zyn", "attn",
+             {"Q": ((8, 12, 512, 64), f32), "K": ((8, 12, 512, 64), f32),
+              "V": ((8, 12, 512, 64), f32), "mask": ((512, 512), "bool")}, attention,
+             flops=4 * 8 * 12 * 512 * 512 * 64),
+        Case("conv2d 32x64x56x56 3x3 f32", "conv2d.zyn", "output",
+             {"input": ((32, 64, 56, 56), f32), "kernel": ((64, 64, 3, 3), f32),
+              "bias": ((64,), f32), "in_h": 56, "in_w": 56, "out_h": 56, "out_w": 56},
+             conv, flops=2 * 32 * 64 * 56 * 56 * 64 * 9),
+    ]
+
+
+def _program(case: Case, device: str, require_device: bool):
+    source = EXAMPLES / case.source if case.source.endswith(".zyn") else case.source
+    return zynml.compile(source, device=device, require_device=require_device)
+
+
+def _numpy_inputs(case: Case, rng) -> dict:
+    values = {}
+    for name, spec in case.inputs.items():
+        if not isinstance(spec, tuple):
+            values[name] = spec
+        elif spec[1] == "bool":
+            values[name] = np.ones(spec[0], dtype=bool)  # attend everywhere (SDPA's case)
+        else:
+            values[name] = rng.standard_normal(spec[0]).astype(spec[1])
+    return values
+
+
+def compile_only() -> None:
+    rng = np.random.default_rng(0)
+    for case in _cases():
+        prog = _program(case, "cuda:0", require_device=False)
+        inputs = _numpy_inputs(case, rng)
+        if case.pipeline:
+            prog = getattr(prog, case.pipeline)._program
+        prog.artifact(**inputs)
+        print(f"compiled: {case.name}", flush=True)
+
+
+def _time(fn, repeat: int, torch) -> float:
+    """Median milliseconds of `fn()` over `repeat` calls, timed with CUDA events (3 calls
+    when one takes over 100 ms)."""
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    if start.elapsed_time(end) > 100:
+        repeat = 3
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def run(repeat: int) -> None:
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    big = torch.empty(2 ** 28, dtype=torch.float32, device="cuda")
+    copy_ms = _time(lambda: big.clone(), repeat, torch)
+    copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
+    print(f"# ceiling: device-to-device copy {copy_gbs:.0f} GB/s (read + write)")
+    rng = np.random.default_rng()
+    rows = []
+    for case in _cases():
+        prog = _program(case, "cuda:0", require_device=True)
+        host = _numpy_inputs(case, rng)
+        tensors = {n: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+                   for n, v in host.items()}
+        call = getattr(prog, case.pipeline) if case.pipeline else None
+
+        def zynml_call():
+            if call is not None:
+                return call(**tensors)
+            return prog(**tensors)[case.output]
+
+        result = torch.as_tensor(zynml_call(), device="cuda")
+        reference = case.torch_fn(torch, tensors)
+        ref64 = reference.double()
+        error = ((result.double() - ref64).norm() / ref64.norm()).item()
+        z_ms = _time(zynml_call, repeat, torch)
+        t_ms = _time(lambda: case.torch_fn(torch, tensors), repeat, torch)
+        rate = (f"{case.bytes / z_ms / 1e6:7.0f} GB/s" if case.bytes
+                else f"{case.flops / z_ms / 1e9:7.2f} TFLOP/s")
+        rows.append((case.name, z_ms, t_ms, t_ms / z_ms, rate, error))
+        print(f"{case.name:38s} zynml {z_ms:9.3f} ms  torch {t_ms:9.3f} ms  "
+              f"{t_ms / z_ms:6.2f}x  {rate}  err {error:.1e}", flush=True)
+    print("\n| kernel | ZynML ms | PyTorch ms | ZynML vs PyTorch | ZynML rate | rel. error |")
+    print("|---|---|---|---|---|---|")
+    for name, z_ms, t_ms, ratio, rate, error in rows:
+        print(f"| {name} | {z_ms:.3f} | {t_ms:.3f} | {ratio:.2f}x | {rate.strip()} | "
+              f"{error:.1e} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compile-only", action="store_true",
+                        help="compile every case's artifact into the cache and stop")
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    compile_only() if args.compile_only else run(args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""fold-scalar-tensors: scalar work between 0-d tensors becomes a 0-d linalg.generic.
+
+A 0-d result crosses cir-to-linalg as a scalar: `tensor.extract` of a 0-d tensor, scalar
+arith/math (`|> sqrt()`), and `tensor.from_elements` back. On a GPU that scalar would
+have to visit the host between kernels. This pass rewrites each such island into a
+0-d generic, which the GPU path runs as a one-thread kernel (and folds the plain
+round trip away):
+
+    %s = tensor.extract %t[] : tensor<f32>
+    %r = math.sqrt %s : f32
+    %u = tensor.from_elements %r : tensor<f32>
+  becomes
+    %u = linalg.generic {indexing_maps = [() -> (), () -> ()], iterator_types = []}
+           ins(%t : tensor<f32>) outs(%e : tensor<f32>) {
+         ^bb0(%in: f32, %out: f32):
+           %r = math.sqrt %in : f32
+           linalg.yield %r : f32
+         } -> tensor<f32>
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import linalg, tensor
+
+NAME = "fold-scalar-tensors"
+DESCRIPTION = "Turn scalar islands between 0-d tensors into 0-d linalg.generics"
+
+_SCALAR_DIALECTS = ("arith.", "math.")
+
+
+@dataclass
+class Options:
+    pass
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    for op in _ops(module):
+        if op.name != "tensor.from_elements" or len(op.operands) != 1 or \
+                ir.RankedTensorType(op.results[0].type).rank != 0:
+            continue
+        island = _island(op.operands[0])
+        if island is None:
+            continue
+        chain, leaves = island
+        source = _owner(op.operands[0])
+        if not chain and source is not None and source.name == "tensor.extract" and \
+                source.operands[0].type == op.results[0].type:
+            op.results[0].replace_all_uses_with(source.operands[0])  # a plain round trip
+        else:
+            _replace_with_generic(op, chain, leaves)
+        op.erase()
+    for op in reversed(_ops(module)):  # scalars the rewrites left unused
+        if (op.name == "tensor.extract" or op.name.startswith(_SCALAR_DIALECTS)) and \
+                op.results and all(not any(True for _ in r.uses) for r in op.results) and \
+                not len(op.regions):
+            op.erase()
+
+
+def _owner(value: ir.Value):
+    owner = value.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def _island(root: ir.Value):
+    """(ops computing `root` in order, leaf values) when `root` is arith/math over 0-d
+    extracts, constants and scalar block arguments; else None."""
+    chain: list[ir.Operation] = []
+    leaves: list[ir.Value] = []
+
+    def visit(value: ir.Value) -> bool:
+        op = _owner(value)
+        if op is None:  # a scalar argument of the function
+            if value not in leaves:
+                leaves.append(value)
+            return True
+        if op.name == "tensor.extract" and len(op.operands) == 1:
+            if value not in leaves:
+                leaves.append(value)
+            return True
+        if op.name == "arith.constant" and not isinstance(value.type, ir.ShapedType):
+            return True
+        if not op.name.startswith(_SCALAR_DIALECTS) or len(op.regions) or \
+                any(isinstance(v.type, ir.ShapedType) for v in op.operands):
+            return False
+        if all(visit(v) for v in op.operands):
+            if op not in chain:
+                chain.append(op)
+            return True
+        return False
+
+    return (chain, leaves) if visit(root) else None
+
+
+def _replace_with_generic(op: ir.Operation, chain, leaves) -> None:
+    result_type = ir.RankedTensorType(op.results[0].type)
+    ins = []
+    for leaf in leaves:
+        owner = _owner(leaf)
+        ins.append(owner.operands[0] if owner is not None else leaf)
+    scalar_map = ir.AffineMapAttr.get(ir.AffineMap.get(0, 0, []))
+    with ir.InsertionPoint(op), op.location:
+        empty = tensor.EmptyOp([], result_type.element_type).result
+        generic = linalg.GenericOp([result_type], ins, [empty],
+                                   ir.ArrayAttr.get([scalar_map] * (len(ins) + 1)),
+                                   ir.ArrayAttr.get([]))
+        block = generic.regions[0].blocks.append(
+            *[leaf.type for leaf in leaves], result_type.element_type)
+    mapping = dict(zip(leaves, block.arguments))
+    with ir.InsertionPoint(block), op.location:
+        for inner in chain:
+            for operand in inner.operands:
+                constant = _owner(operand)
+                if operand not in mapping and constant is not None and \
+                        constant.name == "arith.constant":
+                    mapping[operand] = _clone(constant, []).results[0]
+            clone = _clone(inner, [mapping[v] for v in inner.operands])
+            for old, new in zip(inner.results, clone.results):
+                mapping[old] = new
+        linalg.YieldOp([mapping[op.operands[0]]])
+    op.results[0].replace_all_uses_with(generic.results[0])
+
+
+def _clone(op: ir.Operation, operands):
+    return ir.Operation.create(op.name, results=[r.type for r in op.results],
+                               operands=operands,
+                               attributes={k: op.attributes[k] for k in op.attributes},
+                               loc=op.location)
+
+
+def _ops(module: ir.Operation) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(region: ir.Region) -> None:
+        for block in region.blocks:
+            for op in block.operations:
+                op = op.operation
+                found.append(op)
+                if op.name != "linalg.generic":
+                    for inner in op.regions:
+                        visit(inner)
+
+    for region in module.regions:
+        visit(region)
+    return found

@@ -1,0 +1,259 @@
+"""Building blocks for GPU kernels made from one `linalg.generic` on memrefs.
+
+A strategy (gpu_strategies/) decides how the iteration space maps to blocks and threads;
+this module gives what every strategy needs: the kernel's signature (the memrefs and
+scalars the generic reads from outside), the loop ranges, indexing maps applied to loop
+variables, and the generic's scalar body cloned at a given point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref
+
+PARALLEL, REDUCTION = "parallel", "reduction"
+
+
+def index_const(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def iterator_kinds(generic: ir.Operation) -> list[str]:
+    kinds = []
+    for attr in ir.ArrayAttr(generic.attributes["iterator_types"]):
+        kinds.append(REDUCTION if "reduction" in str(attr) else PARALLEL)
+    return kinds
+
+
+def indexing_maps(generic: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+
+
+def generic_operands(generic: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
+    """(ins, outs) of a linalg.generic, split by its operandSegmentSizes."""
+    sizes = list(ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"]))
+    operands = list(generic.operands)
+    return operands[:sizes[0]], operands[sizes[0]:sizes[0] + sizes[1]]
+
+
+def loop_ranges(generic: ir.Operation) -> list[int]:
+    """Static trip count of each loop, read off an operand dimension indexed by it."""
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
+    ranges: list[int | None] = [None] * maps[0].n_dims
+    for value, amap in zip(ins + outs, maps):
+        if not isinstance(value.type, ir.MemRefType):
+            continue
+        shape = ir.MemRefType(value.type).shape
+        for axis, expr in enumerate(amap.results):
+            if isinstance(expr, ir.AffineDimExpr):
+                dim = ir.AffineDimExpr(expr).position
+                if ranges[dim] is None and shape[axis] != ir.ShapedType.get_dynamic_size():
+                    ranges[dim] = shape[axis]
+    if any(r is None for r in ranges):
+        raise ValueError("a loop of the generic has no static extent")
+    return ranges
+
+
+def eval_affine(expr: ir.AffineExpr, dims: Sequence[ir.Value]) -> ir.Value:
+    """An affine expression of the loop variables, as index arithmetic."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return dims[ir.AffineDimExpr(expr).position]
+    if isinstance(expr, ir.AffineConstantExpr):
+        return index_const(ir.AffineConstantExpr(expr).value)
+    for kind, build in ((ir.AffineAddExpr, arith.AddIOp), (ir.AffineMulExpr, arith.MulIOp),
+                        (ir.AffineModExpr, arith.RemUIOp),
+                        (ir.AffineFloorDivExpr, arith.DivUIOp)):
+        if isinstance(expr, kind):
+            binary = kind(expr)
+            return build(eval_affine(binary.lhs, dims), eval_affine(binary.rhs, dims)).result
+    raise ValueError(f"unsupported affine expression {expr}")
+
+
+def apply_map(amap: ir.AffineMap, dims: Sequence[ir.Value]) -> list[ir.Value]:
+    return [eval_affine(e, dims) for e in amap.results]
+
+
+def delinearize(linear: ir.Value, sizes: Sequence[int]) -> list[ir.Value]:
+    """Row-major coordinates of `linear` in a box of `sizes` (last coordinate fastest)."""
+    coords: list[ir.Value] = []
+    rest = linear
+    for i, size in enumerate(reversed(sizes)):
+        if i == len(sizes) - 1:
+            coords.append(rest)
+            break
+        size_v = index_const(size)
+        coords.append(arith.RemUIOp(rest, size_v).result)
+        rest = arith.DivUIOp(rest, size_v).result
+    return list(reversed(coords))
+
+
+@dataclass
+class KernelSignature:
+    """What a kernel made from `generic` takes: memrefs and scalars from outside it.
+
+    Constants defined outside are cloned into the kernel instead of passed."""
+    values: list[ir.Value] = field(default_factory=list)
+    constants: list[ir.Operation] = field(default_factory=list)
+    # scalars the host read from device memory (`memref.load` in the host function):
+    # the kernel takes the memref and reads the element itself, so the host never waits
+    host_loads: list[ir.Operation] = field(default_factory=list)
+
+    @staticmethod
+    def of(generic: ir.Operation) -> "KernelSignature":
+        sig = KernelSignature()
+        seen: set = set()
+
+        def visit(value: ir.Value) -> None:
+            if value in seen:
+                return
+            seen.add(value)
+            owner = value.owner
+            owner = owner.operation if isinstance(owner, ir.OpView) else owner
+            if isinstance(owner, ir.Operation) and owner.name == "arith.constant" \
+                    and not isinstance(value.type, ir.ShapedType):
+                sig.constants.append(owner)
+            elif isinstance(owner, ir.Operation) and owner.name == "memref.load":
+                sig.host_loads.append(owner)
+                for operand in owner.operands:
+                    visit(operand)
+            else:
+                sig.values.append(value)
+
+        for value in generic.operands:
+            visit(value)
+        for captured in _captured_values(generic):
+            visit(captured)
+        return sig
+
+    def types(self) -> list[ir.Type]:
+        return [kernel_type(v.type) for v in self.values]
+
+
+def kernel_type(type_: ir.Type) -> ir.Type:
+    """How a value crosses into a kernel: i1 memrefs as i8 (one byte per bool, as numpy
+    stores them; LLVM cannot address i1 memory)."""
+    if isinstance(type_, ir.MemRefType) and _is_i1(ir.MemRefType(type_).element_type):
+        memref_type = ir.MemRefType(type_)
+        return ir.MemRefType.get(memref_type.shape, ir.IntegerType.get_signless(8),
+                                 memref_type.layout, memref_type.memory_space)
+    return type_
+
+
+def _is_i1(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.IntegerType) and ir.IntegerType(type_).width == 1
+
+
+def _captured_values(generic: ir.Operation) -> list[ir.Value]:
+    """Values the generic's region uses but does not define."""
+    inside: set = set()
+    used: list[ir.Value] = []
+
+    def walk(region: ir.Region) -> None:
+        for block in region.blocks:
+            for arg in block.arguments:
+                inside.add(arg)
+            for op in block.operations:
+                for operand in op.operands:
+                    if operand not in inside and operand not in used:
+                        used.append(operand)
+                for result in op.results:
+                    inside.add(result)
+                for inner in op.regions:
+                    walk(inner)
+
+    walk(generic.regions[0])
+    return [v for v in used if v not in inside]
+
+
+class KernelScope:
+    """Inside a kernel being built: maps outer values to kernel values and clones ops."""
+
+    def __init__(self, signature: KernelSignature, func: ir.Operation):
+        block = func.regions[0].blocks[0]
+        self.mapping: dict = dict(zip(signature.values, block.arguments))
+        for const in signature.constants:
+            self.mapping[const.results[0]] = _clone(const, []).results[0]
+        for host_load in signature.host_loads:
+            memref_value, *indices = host_load.operands
+            self.mapping[host_load.results[0]] = self.load(
+                memref_value, [self.mapping[i] for i in indices])
+
+    def value(self, outer: ir.Value) -> ir.Value:
+        return self.mapping[outer]
+
+    def load(self, outer: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
+        """Element of the outer memref `outer` at `indices`, in the outer element type."""
+        loaded = load(self.mapping[outer], indices)
+        if _is_i1(ir.MemRefType(outer.type).element_type):
+            return arith.TruncIOp(ir.IntegerType.get_signless(1), loaded).result
+        return loaded
+
+    def store(self, value: ir.Value, outer: ir.Value, indices: Sequence[ir.Value]) -> None:
+        if _is_i1(ir.MemRefType(outer.type).element_type):
+            value = arith.ExtUIOp(ir.IntegerType.get_signless(8), value).result
+        store(value, self.mapping[outer], indices)
+
+    def clone_body(self, generic: ir.Operation, block_values: Sequence[ir.Value],
+                   index_of: Callable[[int], ir.Value]) -> list[ir.Value]:
+        """The generic's scalar body at one point: its block arguments bound to
+        `block_values`, `linalg.index d` to `index_of(d)`; returns the yielded values."""
+        local = self.clone_ops(generic, block_values, index_of)
+        yield_op = list(generic.regions[0].blocks[0].operations)[-1].operation
+        return [local[v] for v in yield_op.operands]
+
+    def clone_ops(self, generic: ir.Operation, block_values: Sequence[ir.Value],
+                  index_of: Callable[[int], ir.Value], skip: ir.Operation | None = None,
+                  ) -> dict:
+        """Clone the body's ops (all but `skip` and the yield); returns the value map."""
+        local = dict(self.mapping)
+        block = generic.regions[0].blocks[0]
+        for arg, value in zip(block.arguments, block_values):
+            if value is not None:
+                local[arg] = value
+        for op in block.operations:
+            op = op.operation
+            if op.name == "linalg.yield" or (skip is not None and op == skip):
+                continue
+            if op.name == "linalg.index":
+                dim = ir.IntegerAttr(op.attributes["dim"]).value
+                local[op.results[0]] = index_of(dim)
+                continue
+            if len(op.regions):
+                raise ValueError(f"'{op.name}' with regions in a generic body")
+            if op.name == "memref.load" and op.operands[0] in self.mapping:
+                # a gather from a memref the kernel takes as an argument
+                local[op.results[0]] = self.load(op.operands[0],
+                                                 [local[v] for v in list(op.operands)[1:]])
+                continue
+            clone = _clone(op, [local[v] for v in op.operands])
+            for old, new in zip(op.results, clone.results):
+                local[old] = new
+        return local
+
+
+def _clone(op: ir.Operation, operands: list[ir.Value]) -> ir.Operation:
+    return ir.Operation.create(op.name, results=[r.type for r in op.results], operands=operands,
+                               attributes={k: op.attributes[k] for k in op.attributes},
+                               loc=op.location)
+
+
+def new_kernel(gpu_module: ir.Operation, name: str, arg_types: Sequence[ir.Type],
+               block_size: Sequence[int]) -> ir.Operation:
+    """An empty `gpu.func` kernel (entry block, no terminator yet) in `gpu_module`."""
+    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]):
+        func = gpu.GPUFuncOp(ir.TypeAttr.get(ir.FunctionType.get(list(arg_types), [])),
+                             sym_name=name, kernel=True,
+                             known_block_size=list(block_size) + [1] * (3 - len(block_size)))
+    func.regions[0].blocks.append(*arg_types)
+    return func
+
+
+def load(buffer: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
+    return memref.LoadOp(buffer, list(indices)).result
+
+
+def store(value: ir.Value, buffer: ir.Value, indices: Sequence[ir.Value]) -> None:
+    memref.StoreOp(value, buffer, list(indices))

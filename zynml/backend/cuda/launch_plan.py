@@ -1,0 +1,296 @@
+"""Host function after linalg-to-gpu-kernels -> launch plan (JSON-able data).
+
+After bufferization and kernel outlining, what a host function does is: allocate buffers,
+take views of them, launch kernels, copy, loop, return. The plan records exactly that, so
+that running it needs only a CUDA driver binding (zynml/runtime/cuda/executor.py), not
+MLIR. The format, one dict per op, values named "%N":
+
+    {"op": "alloc",  "result": "%3", "shape": [33, 100], "dtype": "float32"}
+    {"op": "global", "result": "%4", "name": "g0"}                 (constant data)
+    {"op": "view",   "result": "%5", "source": "%3", "offset": X, "sizes": [X..],
+                     "strides": [X..]}                             (elements, X: int | "%N")
+    {"op": "launch", "kernel": "k0_pointwise", "grid": [X, X, X], "block": [X, X, X],
+                     "shared_bytes": 0, "args": ["%3", "%5", "%6"]}
+    {"op": "copy",   "source": "%3", "target": "%7"}
+    {"op": "scalar", "result": "%8", "fn": "addi", "args": [X, X]}
+    {"op": "for",    "lower": X, "upper": X, "step": X, "iv": "%9", "inits": [X..],
+                     "iter_args": ["%10"], "body": [...], "yields": [X..], "results": [..]}
+
+Inputs are "%in0".., outputs a list of values; tensor shapes and dtypes are static.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mlir import ir
+
+PLAN_VERSION = 1
+
+# arith ops on host scalars (index arithmetic of views and loops) -> plan "scalar" fn.
+_SCALAR_FNS = {
+    "arith.addi": "addi", "arith.subi": "subi", "arith.muli": "muli",
+    "arith.divsi": "divsi", "arith.divui": "divui", "arith.remsi": "remsi",
+    "arith.remui": "remui", "arith.floordivsi": "floordivsi", "arith.ceildivsi": "ceildivsi",
+    "arith.maxsi": "maxsi", "arith.minsi": "minsi", "arith.index_cast": "copy",
+    "arith.index_castui": "copy", "arith.extsi": "copy", "arith.extui": "copy",
+    "arith.trunci": "copy", "arith.addf": "addf", "arith.subf": "subf", "arith.mulf": "mulf",
+    "arith.divf": "divf",
+}
+
+
+class PlanError(ValueError):
+    """The host code does something the launch plan cannot express."""
+
+    def __init__(self, message: str, location: ir.Location | None = None):
+        super().__init__(message)
+        self.location = location
+
+
+def element_dtype(type_: ir.Type) -> str:
+    text = str(type_)
+    table = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+             "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+             "index": "int64", "ui8": "uint8", "ui16": "uint16", "ui32": "uint32",
+             "ui64": "uint64"}
+    if text not in table:
+        raise PlanError(f"element type {text} has no plan dtype")
+    return table[text]
+
+
+class _Extractor:
+    def __init__(self, module: ir.Operation):
+        self.names: dict = {}
+        self.globals: dict[str, dict[str, Any]] = {}
+        self.global_data: dict[str, np.ndarray] = {}
+        self._global_ops = {}
+        for op in module.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name == "memref.global":
+                self._global_ops[ir.StringAttr(op.attributes["sym_name"]).value] = op
+
+    def name(self, value: ir.Value) -> Any:
+        if value in self.names:
+            return self.names[value]
+        owner = value.owner
+        owner = owner.operation if isinstance(owner, ir.OpView) else owner
+        if isinstance(owner, ir.Operation) and owner.name == "arith.constant":
+            return _constant(owner)
+        raise PlanError("a host value the plan does not know", getattr(owner, "location", None))
+
+    def define(self, value: ir.Value) -> str:
+        name = f"%{len(self.names)}"
+        self.names[value] = name
+        return name
+
+    def block(self, block: ir.Block) -> list[dict]:
+        ops: list[dict] = []
+        for op in block.operations:
+            op = op.operation
+            step = self.op(op)
+            if step is not None:
+                ops.append(step)
+        return ops
+
+    def op(self, op: ir.Operation) -> dict | None:
+        name = op.name
+        if name in ("arith.constant", "memref.dealloc", "scf.yield", "func.return"):
+            return None
+        if name in ("memref.alloc", "memref.alloca"):
+            memref = ir.MemRefType(op.results[0].type)
+            _require_identity(memref, op)
+            return {"op": "alloc", "result": self.define(op.results[0]),
+                    "shape": list(memref.shape), "dtype": element_dtype(memref.element_type)}
+        if name == "memref.get_global":
+            return self._global(op)
+        if name in ("memref.subview", "memref.expand_shape", "memref.collapse_shape",
+                    "memref.cast", "memref.reinterpret_cast"):
+            return self._view(op)
+        if name == "builtin.unrealized_conversion_cast":  # i1 memref seen as i8: same bytes
+            self.names[op.results[0]] = self.name(op.operands[0])
+            return None
+        if name == "gpu.launch_func":
+            return self._launch(op)
+        if name == "memref.copy":
+            return {"op": "copy", "source": self.name(op.operands[0]),
+                    "target": self.name(op.operands[1])}
+        if name in _SCALAR_FNS:
+            return {"op": "scalar", "result": self.define(op.results[0]),
+                    "fn": _SCALAR_FNS[name], "args": [self.name(v) for v in op.operands]}
+        if name == "scf.for":
+            return self._for(op)
+        raise PlanError(f"'{name}' on the host has no launch-plan equivalent", op.location)
+
+    def _global(self, op: ir.Operation) -> dict:
+        symbol = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+        if symbol not in self.globals:
+            decl = self._global_ops[symbol]
+            memref = ir.MemRefType(ir.TypeAttr(decl.attributes["type"]).value)
+            dtype = element_dtype(memref.element_type)
+            data = _dense_to_numpy(decl.attributes["initial_value"], memref.shape, dtype)
+            key = f"g{len(self.globals)}"
+            self.globals[symbol] = {"name": key, "shape": list(memref.shape), "dtype": dtype}
+            self.global_data[key] = data
+        return {"op": "global", "result": self.define(op.results[0]),
+                "name": self.globals[symbol]["name"]}
+
+    def _view(self, op: ir.Operation) -> dict:
+        result = ir.MemRefType(op.results[0].type)
+        strides, offset = result.get_strides_and_offset()
+        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+        if offset == dynamic or any(s == dynamic for s in strides) or \
+                any(d == ir.ShapedType.get_dynamic_size() for d in result.shape):
+            if op.name != "memref.subview":
+                raise PlanError(f"'{op.name}' with a dynamic layout on the host", op.location)
+            return self._dynamic_subview(op)
+        return {"op": "view", "result": self.define(op.results[0]),
+                "source": self.name(op.operands[0]), "offset": offset,
+                "sizes": list(result.shape), "strides": list(strides), "absolute": True}
+
+    def _dynamic_subview(self, op: ir.Operation) -> dict:
+        """A subview whose offsets are loop variables: offset = source offset +
+        sum(offset_i * source stride_i), computed by the executor."""
+        source = ir.MemRefType(op.operands[0].type)
+        src_strides, _ = source.get_strides_and_offset()
+        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+        static_offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+        static_sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+        static_strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        dyn_offsets = list(op.operands)[1:1 + segments[1]]
+        if segments[2] or segments[3] or dynamic in src_strides:
+            raise PlanError("a subview with dynamic sizes or strides on the host", op.location)
+        offsets = []
+        for value in static_offsets:
+            offsets.append(self.name(dyn_offsets.pop(0)) if value == dynamic else value)
+        result = ir.MemRefType(op.results[0].type)
+        kept = _kept_dims(static_sizes, list(result.shape))
+        return {"op": "view", "result": self.define(op.results[0]),
+                "source": self.name(op.operands[0]), "offsets": offsets,
+                "sizes": list(result.shape),
+                "strides": [src_strides[d] * static_strides[d] for d in kept],
+                "source_strides": src_strides}
+
+    # gpu.launch_func's operand groups, in order (its operandSegmentSizes).
+    _LAUNCH_SEGMENTS = ("async", "gx", "gy", "gz", "bx", "by", "bz", "cx", "cy", "cz",
+                        "shared", "args", "object")
+
+    def _launch(self, op: ir.Operation) -> dict:
+        sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        if len(sizes) != len(self._LAUNCH_SEGMENTS):
+            raise PlanError("unexpected gpu.launch_func operand layout", op.location)
+        groups, operands, start = {}, list(op.operands), 0
+        for key, size in zip(self._LAUNCH_SEGMENTS, sizes):
+            groups[key] = operands[start:start + size]
+            start += size
+        if groups["async"] or groups["object"] or groups["cx"]:
+            raise PlanError("async or clustered gpu.launch_func on the host", op.location)
+        kernel = str(ir.SymbolRefAttr(op.attributes["kernel"])).split("::@")[-1]
+        shared = groups["shared"]
+        return {"op": "launch", "kernel": kernel,
+                "grid": [self.name(groups[k][0]) for k in ("gx", "gy", "gz")],
+                "block": [self.name(groups[k][0]) for k in ("bx", "by", "bz")],
+                "shared_bytes": self.name(shared[0]) if shared else 0,
+                "args": [self.name(v) for v in groups["args"]],
+                "arg_kinds": [_param_kind(v.type) for v in groups["args"]]}
+
+    def _for(self, op: ir.Operation) -> dict:
+        lower, upper, step, *inits = op.operands
+        body = op.regions[0].blocks[0]
+        iv, *iter_args = body.arguments
+        step_dict = {"op": "for", "lower": self.name(lower), "upper": self.name(upper),
+                     "step": self.name(step), "inits": [self.name(v) for v in inits],
+                     "iv": self.define(iv), "iter_args": [self.define(a) for a in iter_args]}
+        step_dict["body"] = self.block(body)
+        terminator = list(body.operations)[-1].operation
+        step_dict["yields"] = [self.name(v) for v in terminator.operands]
+        step_dict["results"] = [self.define(r) for r in op.results]
+        return step_dict
+
+
+def extract_plan(module: ir.Operation, func_name: str = "main") -> tuple[dict, dict]:
+    """(plan, global arrays by name) for the host function `func_name` of `module`."""
+    extractor = _Extractor(module)
+    func = None
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == func_name:
+            func = op
+    if func is None:
+        raise PlanError(f"no host function '{func_name}'")
+    entry = func.regions[0].blocks[0]
+    inputs = []
+    for i, arg in enumerate(entry.arguments):
+        extractor.names[arg] = f"%in{i}"
+        inputs.append(_value_spec(arg.type))
+    body = extractor.block(entry)
+    terminator = list(entry.operations)[-1].operation
+    outputs = [extractor.name(v) for v in terminator.operands]
+    attrs = func.attributes
+    plan = {
+        "version": PLAN_VERSION,
+        "input_names": _string_list(attrs, "zynml.inputs"),
+        "output_names": _string_list(attrs, "zynml.outputs"),
+        "inputs": inputs,
+        "outputs": [dict(_value_spec(v.type), value=name)
+                    for v, name in zip(terminator.operands, outputs)],
+        "globals": list(extractor.globals.values()),
+        "body": body,
+    }
+    return plan, extractor.global_data
+
+
+def _value_spec(type_: ir.Type) -> dict:
+    if isinstance(type_, ir.MemRefType):
+        memref = ir.MemRefType(type_)
+        return {"kind": "tensor", "shape": list(memref.shape),
+                "dtype": element_dtype(memref.element_type)}
+    return {"kind": "scalar", "dtype": element_dtype(type_)}
+
+
+def _param_kind(type_: ir.Type) -> str:
+    """How a kernel argument is passed: "memref:RANK" (a descriptor) or a scalar dtype."""
+    if isinstance(type_, ir.MemRefType):
+        return f"memref:{ir.MemRefType(type_).rank}"
+    return element_dtype(type_)
+
+
+def _string_list(attrs, key: str) -> list[str]:
+    if key not in attrs:
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[key])]
+
+
+def _constant(op: ir.Operation) -> Any:
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.IntegerAttr):
+        return ir.IntegerAttr(attr).value
+    if isinstance(attr, ir.FloatAttr):
+        return ir.FloatAttr(attr).value
+    raise PlanError(f"host constant {attr} is not a scalar", op.location)
+
+
+def _require_identity(memref: ir.MemRefType, op: ir.Operation) -> None:
+    if any(d == ir.ShapedType.get_dynamic_size() for d in memref.shape):
+        raise PlanError("a host allocation of dynamic shape", op.location)
+
+
+def _kept_dims(static_sizes: list[int], result_shape: list[int]) -> list[int]:
+    """Which source dims a (possibly rank-reducing) subview keeps."""
+    kept, r = [], 0
+    for d, size in enumerate(static_sizes):
+        if r < len(result_shape) and size == result_shape[r] and \
+                (size != 1 or len(static_sizes) - d <= len(result_shape) - r):
+            kept.append(d)
+            r += 1
+    return kept
+
+
+def _dense_to_numpy(attr: ir.Attribute, shape: list[int], dtype: str) -> np.ndarray:
+    np_dtype = np.dtype(np.uint16) if dtype == "bfloat16" else np.dtype(dtype)
+    dense = ir.DenseElementsAttr(attr)
+    if dense.is_splat:
+        splat = dense.get_splat_value()
+        value = splat.value if hasattr(splat, "value") else splat
+        return np.full(shape, value, dtype=np_dtype)
+    return np.array(dense, copy=True).astype(np_dtype).reshape(shape)

@@ -1,0 +1,139 @@
+"""DeviceArray: a dense, C-ordered tensor in GPU memory.
+
+It owns its memory (freed, stream-ordered, when the last reference goes) or borrows
+another library's (`from_cuda_array`, zero copy). It speaks `__cuda_array_interface__`
+(version 3), so `torch.as_tensor(a, device="cuda")`, `cupy.asarray(a)` and numba take it
+without a copy, and `numpy()` / `np.asarray(a)` copy it to the host.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Optional
+
+import numpy as np
+
+from .driver import Device, get_device
+
+__all__ = ["DeviceArray", "from_cuda_array", "dtype_name"]
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16" or str(dtype) == "bfloat16":
+        return "bfloat16"
+    return dtype.name
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        try:
+            import ml_dtypes  # numpy has no bfloat16 of its own
+            return np.dtype(ml_dtypes.bfloat16)
+        except ImportError:
+            return np.dtype(np.uint16)
+    return np.dtype(name)
+
+
+class DeviceArray:
+    def __init__(self, device: Device, ptr: int, shape: tuple[int, ...], dtype: str,
+                 owner: Any = None, owned: bool = False):
+        self.device = device
+        self.ptr = ptr
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = _numpy_dtype(dtype)
+        self._dtype_name = dtype
+        self._owner = owner  # keeps borrowed memory alive
+        if owned:
+            self._finalizer = weakref.finalize(self, _free, device, ptr)
+
+    # ------------------------------------------------------------------ construction
+
+    @staticmethod
+    def empty(shape, dtype, device: Optional[Device] = None) -> "DeviceArray":
+        device = device or get_device(0)
+        name = dtype if isinstance(dtype, str) else dtype_name(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * _numpy_dtype(name).itemsize
+        return DeviceArray(device, device.alloc(nbytes), tuple(shape), name, owned=True)
+
+    @staticmethod
+    def from_numpy(array: np.ndarray, device: Optional[Device] = None) -> "DeviceArray":
+        host = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
+        out = DeviceArray.empty(host.shape, dtype_name(host.dtype), device)
+        out.device.copy_to_device(out.ptr, host.ctypes.data, host.nbytes)
+        out.device.synchronize()  # `host` may be a temporary
+        return out
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
+                "version": 3, "strides": None, "stream": None}
+
+    # ------------------------------------------------------------------ copies
+
+    def numpy(self) -> np.ndarray:
+        host = np.empty(self.shape, dtype=self.dtype)
+        self.device.copy_to_host(host.ctypes.data, self.ptr, self.nbytes)
+        self.device.synchronize()
+        return host
+
+    def __array__(self, dtype=None, copy=None):
+        host = self.numpy()
+        return host if dtype is None else host.astype(dtype)
+
+    def to_device(self, device: str = "cpu", copy: bool = True):
+        """`"cpu"` -> a numpy array; `"cuda:N"` -> this array (N = its GPU) or a copy."""
+        from ...devices import parse_device
+        kind, ordinal = parse_device(device)
+        if kind == "cpu":
+            return self.numpy()
+        if kind != "cuda":
+            raise ValueError(f"a CUDA array cannot move to '{device}' directly; "
+                             "move it to 'cpu' first")
+        if ordinal == self.device.ordinal and not copy:
+            return self
+        target = get_device(ordinal)
+        out = DeviceArray.empty(self.shape, self._dtype_name, target)
+        self.device.synchronize()
+        target.copy_on_device(out.ptr, self.ptr, self.nbytes)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"DeviceArray(shape={self.shape}, dtype={self._dtype_name}, "
+                f"device='cuda:{self.device.ordinal}')")
+
+
+def _free(device: Device, ptr: int) -> None:
+    try:
+        device.free(ptr)
+    except Exception:  # interpreter shutdown: the context may be gone already
+        pass
+
+
+def from_cuda_array(obj: Any, device: Device) -> DeviceArray:
+    """Borrow a C-contiguous array of another library through __cuda_array_interface__."""
+    iface = obj.__cuda_array_interface__
+    shape = tuple(iface["shape"])
+    dtype = np.dtype(iface["typestr"])
+    strides = iface.get("strides")
+    if strides is not None:
+        expected, step = [], dtype.itemsize
+        for extent in reversed(shape):
+            expected.append(step)
+            step *= extent
+        if tuple(strides) != tuple(reversed(expected)) and int(np.prod(shape)) > 1:
+            raise ValueError("ZynML takes C-contiguous GPU arrays; call .contiguous() first")
+    return DeviceArray(device, int(iface["data"][0]), shape, dtype_name(dtype), owner=obj)

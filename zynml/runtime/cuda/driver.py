@@ -1,0 +1,221 @@
+"""The few CUDA driver calls ZynML makes, through cuda-python (`cuda.bindings.driver`).
+
+Every call's status is checked: a failure raises `CudaError` naming the call and CUDA's
+error name. One `Device` per GPU ordinal holds the primary context, the stream ZynML
+launches on (the legacy default stream, so that work of PyTorch and CuPy on their default
+streams is ordered with ours) and the stream-ordered memory pool it allocates from.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["CudaError", "Device", "get_device", "device_count", "driver_available",
+           "KernelModule"]
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed, or no driver/GPU is present."""
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError as err:
+        raise CudaError("the native CUDA backend needs cuda-python "
+                        "(pip install 'zynml[cuda]' or cuda-bindings)") from err
+    return driver
+
+
+def check(result, call: str = "CUDA call"):
+    """cuda-python returns (status, *values): raise on a bad status, return the values."""
+    driver = _driver()
+    status, *values = result if isinstance(result, tuple) else (result,)
+    if status != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(status)
+        text = name.decode() if isinstance(name, bytes) else str(status)
+        raise CudaError(f"{call} failed: {text}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def _init() -> None:
+    global _initialized
+    with _init_lock:
+        if _initialized:
+            return
+        driver = _driver()
+        try:
+            check(driver.cuInit(0), "cuInit")
+        except CudaError:
+            raise
+        except Exception as err:  # the driver library itself is missing
+            raise CudaError(f"no CUDA driver: {err}") from None
+        _initialized = True
+
+
+def driver_available() -> bool:
+    try:
+        _init()
+        return True
+    except CudaError:
+        return False
+
+
+def device_count() -> int:
+    if not driver_available():
+        return 0
+    return check(_driver().cuDeviceGetCount(), "cuDeviceGetCount")
+
+
+@dataclass
+class DeviceInfo:
+    ordinal: int
+    name: str
+    memory: int
+    compute_capability: tuple[int, int]
+    multiprocessors: int
+    max_shared_per_block: int
+
+
+class Device:
+    """One GPU: context, stream, memory pool and the modules loaded on it."""
+
+    def __init__(self, ordinal: int):
+        _init()
+        driver = _driver()
+        count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
+        if not 0 <= ordinal < count:
+            raise CudaError(f"no CUDA device {ordinal}: {count} present")
+        self.ordinal = ordinal
+        self.handle = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.context = check(driver.cuDevicePrimaryCtxRetain(self.handle),
+                             "cuDevicePrimaryCtxRetain")
+        self.make_current()
+        self.stream = driver.CUstream(0)
+        pool = check(driver.cuDeviceGetDefaultMemPool(self.handle), "cuDeviceGetDefaultMemPool")
+        # Keep freed memory in the pool: allocation per call then costs no driver trip.
+        threshold = driver.cuuint64_t(2 ** 64 - 1)
+        check(driver.cuMemPoolSetAttribute(
+            pool, driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold),
+            "cuMemPoolSetAttribute")
+        self.info = self._read_info()
+
+    def _read_info(self) -> DeviceInfo:
+        driver = _driver()
+        attr = driver.CUdevice_attribute
+
+        def get(a):
+            return check(driver.cuDeviceGetAttribute(a, self.handle), "cuDeviceGetAttribute")
+
+        name = check(driver.cuDeviceGetName(256, self.handle), "cuDeviceGetName")
+        return DeviceInfo(
+            ordinal=self.ordinal,
+            name=name.split(b"\0", 1)[0].decode(errors="replace"),
+            memory=check(driver.cuDeviceTotalMem(self.handle), "cuDeviceTotalMem"),
+            compute_capability=(get(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                                get(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
+            multiprocessors=get(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            max_shared_per_block=get(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        )
+
+    def make_current(self) -> None:
+        check(_driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    # ------------------------------------------------------------------ memory
+
+    def alloc(self, nbytes: int) -> int:
+        """Device memory from the stream-ordered pool (at least one byte)."""
+        driver = _driver()
+        ptr = check(driver.cuMemAllocAsync(max(nbytes, 1), self.stream), "cuMemAllocAsync")
+        return int(ptr)
+
+    def free(self, ptr: int) -> None:
+        driver = _driver()
+        check(driver.cuMemFreeAsync(driver.CUdeviceptr(ptr), self.stream), "cuMemFreeAsync")
+
+    def copy_to_device(self, dst: int, host_ptr: int, nbytes: int) -> None:
+        if nbytes:
+            check(_driver().cuMemcpyHtoDAsync(dst, host_ptr, nbytes, self.stream),
+                  "cuMemcpyHtoDAsync")
+
+    def copy_to_host(self, host_ptr: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            check(_driver().cuMemcpyDtoHAsync(host_ptr, src, nbytes, self.stream),
+                  "cuMemcpyDtoHAsync")
+
+    def copy_on_device(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            check(_driver().cuMemcpyDtoDAsync(dst, src, nbytes, self.stream),
+                  "cuMemcpyDtoDAsync")
+
+    def fill_bytes(self, ptr: int, byte: int, nbytes: int) -> None:
+        if nbytes:
+            check(_driver().cuMemsetD8Async(ptr, byte, nbytes, self.stream), "cuMemsetD8Async")
+
+    def synchronize(self) -> None:
+        check(_driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    # ------------------------------------------------------------------ kernels
+
+    def load_module(self, image: bytes) -> "KernelModule":
+        return KernelModule(self, image)
+
+
+class KernelModule:
+    """A loaded PTX or cubin image and its kernels, by name."""
+
+    def __init__(self, device: Device, image: bytes):
+        driver = _driver()
+        self.device = device
+        if not image.endswith(b"\0") and image.lstrip().startswith(b"//"):
+            image = image + b"\0"  # PTX text must be NUL-terminated
+        device.make_current()
+        self.handle = check(driver.cuModuleLoadData(image), "cuModuleLoadData")
+        self._functions: dict[str, object] = {}
+
+    def function(self, name: str):
+        if name not in self._functions:
+            self._functions[name] = check(
+                _driver().cuModuleGetFunction(self.handle, name.encode()),
+                f"cuModuleGetFunction({name})")
+        return self._functions[name]
+
+    def launch(self, function, grid, block, shared_bytes: int, params_address: int) -> None:
+        driver = _driver()
+        check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
+                                    block[2], shared_bytes, self.device.stream,
+                                    params_address, 0), "cuLaunchKernel")
+
+    def set_max_shared(self, function, nbytes: int) -> None:
+        driver = _driver()
+        attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        check(driver.cuFuncSetAttribute(function, attribute, nbytes), "cuFuncSetAttribute")
+
+
+_devices: dict[int, Device] = {}
+_devices_lock = threading.Lock()
+
+
+def get_device(ordinal: int = 0) -> Device:
+    with _devices_lock:
+        if ordinal not in _devices:
+            _devices[ordinal] = Device(ordinal)
+        return _devices[ordinal]
+
+
+@lru_cache(maxsize=None)
+def ctype_of(dtype: str):
+    """The ctypes type a kernel parameter of this plan dtype is passed as."""
+    return {"float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16,
+            "float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_uint8,
+            "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
+            "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
+            "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64}[dtype]

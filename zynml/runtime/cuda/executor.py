@@ -1,0 +1,237 @@
+"""Runs a launch plan (zynml/backend/cuda/launch_plan.py) on one GPU.
+
+Values while a plan runs: a tensor is a `View` of a root buffer (an input, an allocation
+of this call, or a constant uploaded once), in elements; a scalar is a Python number.
+A kernel takes each memref as MLIR's descriptor (allocated pointer, aligned pointer,
+offset, sizes, strides; 64-bit each) and each scalar by value. Parameter blocks are built
+once per launch and only their values change from call to call.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .device_array import DeviceArray, _numpy_dtype
+from .driver import Device, ctype_of
+
+__all__ = ["PlanExecutor", "View"]
+
+
+@dataclass(frozen=True)
+class View:
+    root: "Buffer"
+    offset: int
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+
+    def is_whole(self) -> bool:
+        return self.offset == 0 and self.strides == _row_major(self.sizes) and \
+            self.root.elements == _count(self.sizes)
+
+
+class Buffer:
+    """A root allocation; owned ones are freed (stream-ordered) when unreferenced."""
+
+    def __init__(self, device: Device, ptr: int, elements: int, owner: Any = None,
+                 owned: bool = False):
+        self.ptr, self.elements, self._owner = ptr, elements, owner
+        if owned:
+            weakref.finalize(self, _free, device, ptr)
+
+
+def _free(device: Device, ptr: int) -> None:
+    try:
+        device.free(ptr)
+    except Exception:
+        pass
+
+
+def _row_major(sizes: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for extent in reversed(sizes):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def _count(sizes: Sequence[int]) -> int:
+    return int(np.prod(sizes, dtype=np.int64))
+
+
+_SCALAR_FNS = {
+    "addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
+    "divsi": lambda a, b: int(a / b), "divui": lambda a, b: a // b,
+    "remsi": lambda a, b: a - int(a / b) * b, "remui": lambda a, b: a % b,
+    "floordivsi": lambda a, b: a // b, "ceildivsi": lambda a, b: -((-a) // b),
+    "maxsi": max, "minsi": min, "copy": lambda a: a, "addf": lambda a, b: a + b,
+    "subf": lambda a, b: a - b, "mulf": lambda a, b: a * b, "divf": lambda a, b: a / b,
+}
+
+
+class _Params:
+    """One launch's parameter block: ctypes slots and the void** array CUDA reads."""
+
+    def __init__(self, kinds: Sequence[str]):
+        self.slots: list = []
+        for kind in kinds:
+            if kind.startswith("memref:"):
+                rank = int(kind.split(":")[1])
+                self.slots.extend(ctypes.c_uint64() for _ in range(3 + 2 * rank))
+            else:
+                self.slots.append(ctype_of(kind)())
+        self.array = (ctypes.c_void_p * max(len(self.slots), 1))(
+            *[ctypes.addressof(s) for s in self.slots])
+        self.address = ctypes.addressof(self.array)
+
+    def fill(self, values: Sequence[Any]) -> None:
+        i = 0
+        for value in values:
+            if isinstance(value, View):
+                ptr = value.root.ptr
+                fields = (ptr, ptr, value.offset) + value.sizes + value.strides
+                for field in fields:
+                    self.slots[i].value = field
+                    i += 1
+            else:
+                self.slots[i].value = value
+                i += 1
+
+
+class PlanExecutor:
+    def __init__(self, plan: dict, image: bytes, globals_: dict[str, np.ndarray],
+                 device: Device):
+        self.plan, self.device = plan, device
+        self.module = device.load_module(image) if image else None
+        self._globals = {}
+        for spec in plan["globals"]:
+            array = DeviceArray.from_numpy(globals_[spec["name"]], device)
+            self._globals[spec["name"]] = Buffer(device, array.ptr, array.size, owner=array)
+        self._params: dict[int, _Params] = {}
+        self._functions: dict[str, Any] = {}
+        # Tests set ZYNML_CUDA_POISON=1: every allocation starts as 0xFF bytes (NaN, -1),
+        # so an element no kernel wrote cannot pass for a result.
+        self.poison = os.environ.get("ZYNML_CUDA_POISON") == "1"
+
+    # ------------------------------------------------------------------ calls
+
+    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+        """`inputs`: a DeviceArray per tensor input (C-contiguous, the plan's dtype and
+        shape), a number per scalar. Returns DeviceArrays and numbers."""
+        self.device.make_current()
+        env: dict[str, Any] = {}
+        for i, (spec, value) in enumerate(zip(self.plan["inputs"], inputs)):
+            if spec["kind"] == "tensor":
+                root = Buffer(self.device, value.ptr, value.size, owner=value)
+                env[f"%in{i}"] = View(root, 0, tuple(value.shape), _row_major(value.shape),
+                                      spec["dtype"])
+            else:
+                env[f"%in{i}"] = value
+        self._run(self.plan["body"], env)
+        return [self._output(env, spec) for spec in self.plan["outputs"]]
+
+    def _output(self, env: dict, spec: dict) -> Any:
+        value = self._value(env, spec["value"])
+        if not isinstance(value, View):
+            return value
+        inputs_and_globals = {id(v.root) for k, v in env.items()
+                              if k.startswith("%in") and isinstance(v, View)}
+        inputs_and_globals |= {id(b) for b in self._globals.values()}
+        if value.is_whole() and id(value.root) not in inputs_and_globals:
+            return DeviceArray(self.device, value.root.ptr, value.sizes, value.dtype,
+                               owner=value.root)
+        # A view of an input, a constant, or part of a buffer: the caller gets a copy.
+        out = DeviceArray.empty(value.sizes, value.dtype, self.device)
+        self._copy(value, View(Buffer(self.device, out.ptr, out.size), 0, value.sizes,
+                               _row_major(value.sizes), value.dtype))
+        return out
+
+    # ------------------------------------------------------------------ interpretation
+
+    def _value(self, env: dict, ref: Any) -> Any:
+        return env[ref] if isinstance(ref, str) else ref
+
+    def _run(self, body: list[dict], env: dict) -> None:
+        for step in body:
+            getattr(self, "_op_" + step["op"])(step, env)
+
+    def _op_alloc(self, step: dict, env: dict) -> None:
+        sizes = tuple(step["shape"])
+        elements = _count(sizes)
+        nbytes = elements * _numpy_dtype(step["dtype"]).itemsize
+        root = Buffer(self.device, self.device.alloc(nbytes), elements, owned=True)
+        if self.poison:
+            self.device.fill_bytes(root.ptr, 0xFF, nbytes)
+        env[step["result"]] = View(root, 0, sizes, _row_major(sizes), step["dtype"])
+
+    def _op_global(self, step: dict, env: dict) -> None:
+        spec = next(g for g in self.plan["globals"] if g["name"] == step["name"])
+        sizes = tuple(spec["shape"])
+        env[step["result"]] = View(self._globals[step["name"]], 0, sizes, _row_major(sizes),
+                                   spec["dtype"])
+
+    def _op_view(self, step: dict, env: dict) -> None:
+        source = env[step["source"]]
+        if "offsets" in step:  # a subview at loop-dependent offsets
+            offset = source.offset + sum(int(self._value(env, o)) * s for o, s in
+                                         zip(step["offsets"], step["source_strides"]))
+        elif step.get("absolute"):
+            offset = int(step["offset"])
+        else:
+            offset = source.offset + int(step["offset"])
+        env[step["result"]] = View(source.root, offset, tuple(step["sizes"]),
+                                   tuple(step["strides"]), source.dtype)
+
+    def _op_scalar(self, step: dict, env: dict) -> None:
+        args = [self._value(env, a) for a in step["args"]]
+        env[step["result"]] = _SCALAR_FNS[step["fn"]](*args)
+
+    def _op_launch(self, step: dict, env: dict) -> None:
+        key = id(step)
+        if key not in self._params:
+            self._params[key] = _Params(step["arg_kinds"])
+        params = self._params[key]
+        params.fill([self._value(env, a) for a in step["args"]])
+        name = step["kernel"]
+        if name not in self._functions:
+            self._functions[name] = self.module.function(name)
+            if step["shared_bytes"] > 48 * 1024:
+                self.module.set_max_shared(self._functions[name], step["shared_bytes"])
+        grid = [int(self._value(env, g)) for g in step["grid"]]
+        block = [int(self._value(env, b)) for b in step["block"]]
+        if min(grid) <= 0:
+            return  # an empty iteration space
+        self.module.launch(self._functions[name], grid, block,
+                           int(self._value(env, step["shared_bytes"])), params.address)
+
+    def _op_copy(self, step: dict, env: dict) -> None:
+        self._copy(env[step["source"]], env[step["target"]])
+
+    def _copy(self, source: View, target: View) -> None:
+        itemsize = _numpy_dtype(source.dtype).itemsize
+        contiguous = source.strides == _row_major(source.sizes) and \
+            target.strides == _row_major(target.sizes)
+        if not contiguous:
+            raise RuntimeError("strided copy on the host: the compiler should have made "
+                               "it a kernel (linalg.copy)")
+        self.device.copy_on_device(target.root.ptr + target.offset * itemsize,
+                                   source.root.ptr + source.offset * itemsize,
+                                   _count(source.sizes) * itemsize)
+
+    def _op_for(self, step: dict, env: dict) -> None:
+        lower, upper, stride = (int(self._value(env, step[k]))
+                                for k in ("lower", "upper", "step"))
+        carried = [self._value(env, v) for v in step["inits"]]
+        for iv in range(lower, upper, stride):
+            env[step["iv"]] = iv
+            for name, value in zip(step["iter_args"], carried):
+                env[name] = value
+            self._run(step["body"], env)
+            carried = [self._value(env, v) for v in step["yields"]]
+        for name, value in zip(step["results"], carried):
+            env[name] = value
