@@ -73,6 +73,8 @@ class Program:
         self.device = self.placement.device
         self.backend = self.placement.backend
         self._executables: dict[tuple, _Executable] = {}
+        # GPU-array calls seen before (key: names, shapes, dtypes): straight to the kernels
+        self._fast_calls: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._cache = ArtifactCache()
 
@@ -135,6 +137,10 @@ class Program:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, **inputs) -> dict[str, Any]:
+        fast_key = _gpu_call_key(inputs) if self.backend == "native" else None
+        fast = self._fast_calls.get(fast_key) if fast_key is not None else None
+        if fast is not None:
+            return fast(inputs)
         values, signature, scalars, records = self._signature(inputs)
         checked = None
         if records:  # record members are inputs too: their shapes are part of the key
@@ -149,6 +155,8 @@ class Program:
                 executable = self._executables[key] = self._build(signature, scalars,
                                                                   records, checked)
         checked = executable.checked
+        if fast_key is not None and not checked.list_outputs and not records:
+            self._fast_calls[fast_key] = _fast_call(executable)
         args = [_argument(values[name], checked.inputs[name]) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
         return {name: [_output(results[n], checked, n) for n in checked.list_outputs[name]]
@@ -335,6 +343,47 @@ def _as_array(name: str, value: Any, loc) -> np.ndarray:
         raise ZynMLError(f"input '{name}' has dtype {array.dtype}, which ZynML does not "
                          "support (f16, f32, f64, i8..i64, u8..u64, bool)", loc)
     return array
+
+
+def _gpu_call_key(inputs: dict[str, Any]) -> tuple | None:
+    """A cheap key for a call whose tensors are all C-contiguous GPU arrays (or None):
+    names, shapes and dtypes, and the value of integer scalars (programs specialize on
+    them). A call with this key skips signature checking (Program._fast_calls)."""
+    key = []
+    for name, value in inputs.items():
+        kind = type(value)
+        if kind is float:
+            key.append((name, kind))
+        elif kind is int:
+            key.append((name, kind, value))
+        elif hasattr(value, "is_contiguous") and hasattr(value, "data_ptr"):  # torch
+            if not value.is_cuda or not value.is_contiguous():
+                return None
+            key.append((name, tuple(value.shape), str(value.dtype)))
+        elif hasattr(value, "__cuda_array_interface__"):
+            iface = value.__cuda_array_interface__
+            if iface.get("strides") is not None:
+                return None
+            key.append((name, tuple(iface["shape"]), iface["typestr"]))
+        else:
+            return None
+    key.sort(key=lambda part: part[0])
+    return tuple(key)
+
+
+def _fast_call(executable: _Executable):
+    checked = executable.checked
+    names, outputs = list(checked.inputs), checked.flat_outputs()
+    scalar_outputs = {n for n in outputs
+                      if not is_tensor(next(s for s in checked.steps if s.target == n).ty)}
+    call = executable.function.call_checked
+
+    def run(inputs: dict[str, Any]) -> dict[str, Any]:
+        results = dict(zip(outputs, call([inputs[n] for n in names])))
+        for name in scalar_outputs:
+            results[name] = _output(results[name], checked, name)
+        return results
+    return run
 
 
 def _is_gpu_array(value: Any) -> bool:

@@ -16,7 +16,7 @@ from mlir import ir
 __all__ = ["Launch", "STRATEGIES", "choose", "get_strategy"]
 
 # Most specific first.
-STRATEGIES = ("row_reduce", "pointwise")
+STRATEGIES = ("matmul", "row_reduce", "pointwise")
 
 
 @dataclass

@@ -22,7 +22,9 @@ NAME = "pointwise"
 
 @dataclass(frozen=True)
 class Params:
-    block: int = 256  # threads per block
+    block: int = 256            # threads per block
+    items: int = 4              # points per thread on large loop nests without reductions
+    items_from: int = 1 << 20   # "large": at least this many points
 
 
 def matches(generic: ir.Operation) -> bool:
@@ -39,6 +41,10 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     total = 1
     for d in parallel:
         total *= ranges[d]
+    items = params.items if not reduction and total >= params.items_from else 1
+    if items > 1:
+        return _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel,
+                            total, params.block, items)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [params.block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
@@ -56,6 +62,48 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
         gpu.ReturnOp([])
     grid = (total + params.block - 1) // params.block
     return Launch(kernel_name, signature.values, (grid, 1, 1), (params.block, 1, 1))
+
+
+def _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel, total,
+                 block, items) -> Launch:
+    """`items` points per thread, `threads` apart (each load instruction of a warp stays
+    coalesced): every input of every point is loaded first, then each point's body runs
+    and stores, so a thread has `items` loads in flight instead of one."""
+    threads = -(-total // items)
+    grid = -(-threads // block)
+    threads = grid * block
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
+    block_args = list(generic.regions[0].blocks[0].arguments)
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        first = arith.AddIOp(arith.MulIOp(gpu.block_id(gpu.Dimension.x),
+                                          index_const(block)).result,
+                             gpu.thread_id(gpu.Dimension.x)).result
+        points = []
+        for k in range(items):
+            linear = arith.AddIOp(first, index_const(k * threads)).result if k else first
+            in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_const(total)).result
+            ivs: list = [None] * len(ranges)
+            # out-of-range points read index 0 instead (loads stay unconditional)
+            safe = arith.SelectOp(in_range, linear, index_const(0)).result
+            for d, coord in zip(parallel, delinearize(safe, [ranges[d] for d in parallel])):
+                ivs[d] = coord
+            loaded = [scope.load(v, apply_map(m, ivs)) if isinstance(v.type, ir.MemRefType)
+                      else scope.value(v) for v, m in zip(ins, maps)]
+            outs_read = [scope.load(o, apply_map(m, ivs)) if _used(a) else _undef(a.type)
+                         for o, m, a in zip(outs, maps[len(ins):], block_args[len(ins):])]
+            points.append((in_range, ivs, loaded + outs_read))
+        for in_range, ivs, values in points:
+            results = scope.clone_body(generic, values, lambda d, ivs=ivs: ivs[d])
+            guard = scf.IfOp(in_range)
+            with ir.InsertionPoint(guard.then_block):
+                for value, out, amap in zip(results, outs, maps[len(ins):]):
+                    scope.store(value, out, apply_map(amap, ivs))
+                scf.YieldOp([])
+        gpu.ReturnOp([])
+    return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1))
 
 
 def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: list[int],

@@ -70,3 +70,73 @@ def test_auto_picks_the_gpu():
         pytest.skip("compile-only: no GPU to pick")
     assert zynml.compile(SOFTMAX).device == "cuda:0"
     assert any(d["id"] == "cuda:0" and d["memory"] > 0 for d in zynml.compute_devices())
+
+
+# ------------------------------------------------------------------ each strategy, at
+# sizes that take it (the spec examples' small sizes stay pointwise)
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] \
+    / "programs" / "examples"
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def run_example(name, **inputs):
+    return zynml.compile(EXAMPLES / name, device="cuda:0")(**inputs)
+
+
+@pytest.mark.parametrize("m,k,n", [(300, 200, 129), (128, 16, 128), (257, 31, 33)])
+def test_matmul_strategy(rng, m, k, n):
+    a, b = f32(rng, m, k), f32(rng, k, n)
+    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_matmul_strategy_f16_inputs(rng):
+    a, b = (f32(rng, 130, 70) * 0.5).astype(np.float16), (f32(rng, 70, 90)).astype(np.float16)
+    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
+
+
+def test_batched_matmul_strategy(rng):
+    a, b = f32(rng, 3, 130, 70), f32(rng, 3, 70, 90)
+    out = run_example("batched_matmul.zyn", A=a, B=b)["C"]
+    assert_close(out, np.einsum("bik,bkj->bij", a.astype(np.float64), b.astype(np.float64)))
+
+
+@pytest.mark.parametrize("rows,cols", [(37, 1000), (1, 4099), (5, 33)])
+def test_row_reduce_strategy(rng, rows, cols):
+    x = f32(rng, rows, cols)
+    out = zynml.run(SOFTMAX, device="cuda:0", x=x)
+    assert_close(out["row_max"], x.max(axis=1))
+    assert_close(out["probs"], np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True)))
+
+
+def test_layer_norm_rows(rng):
+    x, gamma, beta = f32(rng, 33, 4097), f32(rng, 4097), f32(rng, 4097)
+    out = run_example("layer_norm.zyn", x=x, gamma=gamma, beta=beta, eps=1e-5)["normalized"]
+    v = x.astype(np.float64)
+    mean = v.mean(axis=1, keepdims=True)
+    ref = (v - mean) / np.sqrt(((v - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    assert_close(out, ref * gamma + beta, rtol=1e-4)
+
+
+def test_elementwise_many_points_per_thread(rng):
+    x = f32(rng, (1 << 20) + 3) * 3
+    out = run_example("gelu.zyn", x=x)["activated"]
+    v = x.astype(np.float64)
+    assert_close(out, 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))))
+
+
+def test_full_reduction(rng):
+    data = f32(rng, 100003)
+    assert_close(run_example("reduce_sum.zyn", data=data)["sum"], data.astype(np.float64).sum(),
+                 rtol=1e-4)
+
+
+def test_argmax_long(rng):
+    data = f32(rng, 100003)
+    out = run_example("argmax.zyn", data=data)
+    assert int(np.asarray(next(iter(out.values())))) == int(np.argmax(data))

@@ -8,6 +8,7 @@ without a copy, and `numpy()` / `np.asarray(a)` copy it to the host.
 from __future__ import annotations
 
 import weakref
+from functools import lru_cache
 from typing import Any, Optional
 
 import numpy as np
@@ -24,6 +25,7 @@ def dtype_name(dtype: np.dtype) -> str:
     return dtype.name
 
 
+@lru_cache(maxsize=None)
 def _numpy_dtype(name: str) -> np.dtype:
     if name == "bfloat16":
         try:

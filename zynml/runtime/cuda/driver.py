@@ -20,13 +20,18 @@ class CudaError(RuntimeError):
     """A CUDA driver call failed, or no driver/GPU is present."""
 
 
+_DRIVER: list = []
+
+
 def _driver():
-    try:
-        from cuda.bindings import driver
-    except ImportError as err:
-        raise CudaError("the native CUDA backend needs cuda-python "
-                        "(pip install 'zynml[cuda]' or cuda-bindings)") from err
-    return driver
+    if not _DRIVER:
+        try:
+            from cuda.bindings import driver
+        except ImportError as err:
+            raise CudaError("the native CUDA backend needs cuda-python "
+                            "(pip install 'zynml[cuda]' or cuda-bindings)") from err
+        _DRIVER.append(driver)
+    return _DRIVER[0]
 
 
 def check(result, call: str = "CUDA call"):

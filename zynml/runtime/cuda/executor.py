@@ -120,9 +120,17 @@ class PlanExecutor:
 
     # ------------------------------------------------------------------ calls
 
+        self.flat = _FlatPlan.build(self) if not self.poison else None
+
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         """`inputs`: a DeviceArray per tensor input (C-contiguous, the plan's dtype and
         shape), a number per scalar. Returns DeviceArrays and numbers."""
+        if self.flat is not None:
+            return self.flat.run([getattr(v, "ptr", v) for v in inputs])
+        return self.run_plan(inputs)
+
+    def run_plan(self, inputs: Sequence[Any]) -> list[Any]:
+        """Interpret the plan step by step (loops, dynamic views, poisoned allocations)."""
         self.device.make_current()
         env: dict[str, Any] = {}
         for i, (spec, value) in enumerate(zip(self.plan["inputs"], inputs)):
@@ -235,3 +243,157 @@ class PlanExecutor:
             carried = [self._value(env, v) for v in step["yields"]]
         for name, value in zip(step["results"], carried):
             env[name] = value
+
+
+class _FlatPlan:
+    """A plan without loops, compiled once into pointer patches: per call it allocates
+    (one arena for temporaries, one buffer per output), writes the buffers' addresses
+    into the prepared parameter blocks, launches, and frees the arena (stream-ordered).
+    This is the per-call fast path; the interpreter above handles everything else."""
+
+    ALIGN = 256
+
+    @staticmethod
+    def build(executor: "PlanExecutor") -> "_FlatPlan | None":
+        plan = executor.plan
+        if any(step["op"] not in ("alloc", "global", "view", "launch", "copy")
+               for step in plan["body"]):
+            return None
+        try:
+            return _FlatPlan(executor)
+        except _NotFlat:
+            return None
+
+    def __init__(self, executor: "PlanExecutor"):
+        plan, self.device = executor.plan, executor.device
+        self.module, self._executor = executor.module, executor
+        n_inputs = len(plan["inputs"])
+        # roots: inputs, then globals, then allocations; a view is (root, offset, sizes,
+        # strides, dtype) with everything static
+        env: dict[str, tuple] = {}
+        for i, spec in enumerate(plan["inputs"]):
+            if spec["kind"] == "tensor":
+                sizes = tuple(spec["shape"])
+                env[f"%in{i}"] = (i, 0, sizes, _row_major(sizes), spec["dtype"])
+            else:
+                env[f"%in{i}"] = ("scalar", i)
+        self.global_ptrs = [executor._globals[g["name"]].ptr for g in plan["globals"]]
+        global_index = {g["name"]: n_inputs + k for k, g in enumerate(plan["globals"])}
+        first_alloc = n_inputs + len(self.global_ptrs)
+        allocs: list[tuple[int, str]] = []  # (nbytes, result)
+        self.launches: list[tuple] = []
+        self.copies: list[tuple] = []
+        self._order: list[tuple] = []  # ("launch", i) / ("copy", i) in plan order
+        for step in plan["body"]:
+            op = step["op"]
+            if op == "alloc":
+                sizes = tuple(step["shape"])
+                root = first_alloc + len(allocs)
+                allocs.append((_count(sizes) * _numpy_dtype(step["dtype"]).itemsize,
+                               step["result"]))
+                env[step["result"]] = (root, 0, sizes, _row_major(sizes), step["dtype"])
+            elif op == "global":
+                spec = next(g for g in plan["globals"] if g["name"] == step["name"])
+                sizes = tuple(spec["shape"])
+                env[step["result"]] = (global_index[step["name"]], 0, sizes,
+                                       _row_major(sizes), spec["dtype"])
+            elif op == "view":
+                if "offsets" in step:
+                    raise _NotFlat()
+                source = env[step["source"]]
+                offset = step["offset"] if step.get("absolute") else source[1] + step["offset"]
+                env[step["result"]] = (source[0], offset, tuple(step["sizes"]),
+                                       tuple(step["strides"]), source[4])
+            elif op == "launch":
+                self._order.append(("launch", len(self.launches)))
+                self.launches.append(self._launch(step, env))
+            else:
+                source, target = env[step["source"]], env[step["target"]]
+                itemsize = _numpy_dtype(source[4]).itemsize
+                self._order.append(("copy", len(self.copies)))
+                self.copies.append((source[0], source[1] * itemsize, target[0],
+                                    target[1] * itemsize, _count(source[2]) * itemsize))
+        # outputs that are whole allocations get their own buffer; the rest share an arena
+        self.outputs: list[tuple] = []
+        owned = set()
+        for spec in plan["outputs"]:
+            value = env.get(spec["value"]) if isinstance(spec["value"], str) else None
+            if value is None or value[0] == "scalar":
+                raise _NotFlat()  # scalar outputs: the interpreter returns them
+            root, offset, sizes, strides, dtype = value
+            whole = (root >= first_alloc and offset == 0 and strides == _row_major(sizes)
+                     and allocs[root - first_alloc][0] == _count(sizes) *
+                     _numpy_dtype(dtype).itemsize and root not in owned)
+            if not whole:
+                raise _NotFlat()  # views and aliases of inputs: the interpreter copies
+            owned.add(root)
+            self.outputs.append((root, sizes, dtype))
+        self.n_roots = first_alloc + len(allocs)
+        self.arena_offsets: list[tuple[int, int]] = []  # (root, byte offset in arena)
+        self.output_allocs: list[tuple[int, int]] = []  # (root, nbytes)
+        arena = 0
+        for k, (nbytes, _) in enumerate(allocs):
+            root = first_alloc + k
+            if root in owned:
+                self.output_allocs.append((root, nbytes))
+            else:
+                self.arena_offsets.append((root, arena))
+                arena += -(-max(nbytes, 1) // self.ALIGN) * self.ALIGN
+        self.arena_bytes = arena
+        self.n_inputs = n_inputs
+
+    def _launch(self, step: dict, env: dict) -> tuple:
+        params = _Params(step["arg_kinds"])
+        patches: list[tuple[Any, int]] = []  # (ctypes slot, root index)
+        i = 0
+        for arg, kind in zip(step["args"], step["arg_kinds"]):
+            value = env[arg] if isinstance(arg, str) else arg
+            if kind.startswith("memref:"):
+                root, offset, sizes, strides, _ = value
+                patches += [(params.slots[i], root), (params.slots[i + 1], root)]
+                for k, field in enumerate((offset,) + sizes + strides):
+                    params.slots[i + 2 + k].value = field
+                i += 3 + 2 * len(sizes)
+            elif isinstance(value, tuple):  # a scalar input
+                patches.append((params.slots[i], value[1]))
+                i += 1
+            else:
+                params.slots[i].value = value
+                i += 1
+        grid, block = tuple(step["grid"]), tuple(step["block"])
+        if not all(isinstance(v, int) for v in grid + block) or \
+                not isinstance(step["shared_bytes"], int):
+            raise _NotFlat()
+        function = self.module.function(step["kernel"])
+        if step["shared_bytes"] > 48 * 1024:
+            self.module.set_max_shared(function, step["shared_bytes"])
+        return (function, grid, block, step["shared_bytes"], params, patches)
+
+    def run(self, inputs: list) -> list:
+        device = self.device
+        ptrs = inputs + self.global_ptrs + [0] * (self.n_roots - len(inputs) -
+                                                len(self.global_ptrs))
+        arena = device.alloc(self.arena_bytes) if self.arena_bytes else 0
+        for root, offset in self.arena_offsets:
+            ptrs[root] = arena + offset
+        for root, nbytes in self.output_allocs:
+            ptrs[root] = device.alloc(nbytes)
+        launch = self.module.launch
+        for kind, index in self._order:
+            if kind == "launch":
+                function, grid, block, shared, params, patches = self.launches[index]
+                for slot, root in patches:
+                    slot.value = ptrs[root]
+                if grid[0] and grid[1] and grid[2]:
+                    launch(function, grid, block, shared, params.address)
+            else:
+                src, src_off, dst, dst_off, nbytes = self.copies[index]
+                device.copy_on_device(ptrs[dst] + dst_off, ptrs[src] + src_off, nbytes)
+        if arena:
+            device.free(arena)
+        return [DeviceArray(device, ptrs[root], sizes, dtype, owned=True)
+                for root, sizes, dtype in self.outputs]
+
+
+class _NotFlat(Exception):
+    """The plan needs the interpreter."""
