@@ -36,6 +36,7 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
+    orphans: list[ir.Operation] = []  # scalar ops the rewrites may leave unused
     for op in _ops(module):
         if op.name != "tensor.from_elements" or len(op.operands) != 1 or \
                 ir.RankedTensorType(op.results[0].type).rank != 0:
@@ -44,6 +45,12 @@ def run(module: ir.Operation, options: Options) -> None:
         if island is None:
             continue
         chain, leaves = island
+        orphans.extend(chain + [o for o in map(_owner, leaves) if o is not None])
+        orphans.extend(o for c in chain for o in map(_owner, c.operands)
+                       if o is not None and o.name == "arith.constant")
+        root = _owner(op.operands[0])
+        if root is not None and root.name == "arith.constant":
+            orphans.append(root)
         source = _owner(op.operands[0])
         if not chain and source is not None and source.name == "tensor.extract" and \
                 source.operands[0].type == op.results[0].type:
@@ -51,11 +58,18 @@ def run(module: ir.Operation, options: Options) -> None:
         else:
             _replace_with_generic(op, chain, leaves)
         op.erase()
-    for op in reversed(_ops(module)):  # scalars the rewrites left unused
-        if (op.name == "tensor.extract" or op.name.startswith(_SCALAR_DIALECTS)) and \
-                op.results and all(not any(True for _ in r.uses) for r in op.results) and \
-                not len(op.regions):
-            op.erase()
+    unique: list[ir.Operation] = []
+    for op in orphans:
+        if not any(op == u for u in unique):
+            unique.append(op)
+    changed = True
+    while changed:  # erase users before the values they use
+        changed = False
+        for op in list(unique):
+            if all(not any(True for _ in r.uses) for r in op.results):
+                unique.remove(op)
+                op.erase()
+                changed = True
 
 
 def _owner(value: ir.Value):
@@ -119,7 +133,10 @@ def _replace_with_generic(op: ir.Operation, chain, leaves) -> None:
             clone = _clone(inner, [mapping[v] for v in inner.operands])
             for old, new in zip(inner.results, clone.results):
                 mapping[old] = new
-        linalg.YieldOp([mapping[op.operands[0]]])
+        root = op.operands[0]
+        if root not in mapping:  # the island is a lone constant
+            mapping[root] = _clone(_owner(root), []).results[0]
+        linalg.YieldOp([mapping[root]])
     op.results[0].replace_all_uses_with(generic.results[0])
 
 

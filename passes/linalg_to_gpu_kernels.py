@@ -51,17 +51,24 @@ def run(module: ir.Operation, options: Options) -> None:
                    "(run linalg-generalize-named-ops) before linalg-to-gpu-kernels")
     if not generics:
         return
+    forced = None
+    if options.strategy:
+        try:
+            forced = get_strategy(options.strategy)
+        except KeyError as err:
+            raise fail(module.location, str(err.args[0]))
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
-    with ir.InsertionPoint(module.regions[0].blocks[0]):
-        kernels = gpu.GPUModuleOp(KERNEL_MODULE)
-    kernels.regions[0].blocks.append()
-    for number, generic in enumerate(generics):
+    kernels, first = _kernel_module(module)
+    for number, generic in enumerate(generics, start=first):
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
             raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
-        strategy = get_strategy(options.strategy) if options.strategy else choose(generic)
+        strategy = forced or choose(generic)
+        if forced is not None and not forced.matches(generic):
+            raise fail(generic.location, f"GPU strategy '{forced.NAME}' does not fit this "
+                       "loop nest")
         try:
-            launch = strategy.build(generic, kernels.operation, f"k{number}_{strategy.NAME}")
+            launch = strategy.build(generic, kernels, f"k{number}_{strategy.NAME}")
         except ValueError as err:
             raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
         with ir.InsertionPoint(generic), generic.location:
@@ -76,6 +83,21 @@ def run(module: ir.Operation, options: Options) -> None:
     for op in list(_walk(module)):
         if op.name == "memref.load" and not any(True for _ in op.results[0].uses):
             op.erase()
+
+
+def _kernel_module(module: ir.Operation):
+    """`gpu.module @zynml_kernels` (made if absent) and the number of its next kernel."""
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "gpu.module" and \
+                ir.StringAttr(op.attributes["sym_name"]).value == KERNEL_MODULE:
+            count = sum(1 for k in op.regions[0].blocks[0].operations
+                        if k.operation.name == "gpu.func")
+            return op, count
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        kernels = gpu.GPUModuleOp(KERNEL_MODULE)
+    kernels.regions[0].blocks.append()
+    return kernels.operation, 0
 
 
 def _contiguous(type_: ir.Type) -> bool:

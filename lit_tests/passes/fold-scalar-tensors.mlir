@@ -188,3 +188,19 @@ func.func @from_1d(%t: tensor<4xf32>) -> tensor<f32> {
   %u = tensor.from_elements %r : tensor<f32>
   return %u : tensor<f32>
 }
+
+// -----
+
+// A lone constant is an island too: it moves into the generic's body.
+// CHECK-LABEL: func.func @lone_constant(
+// CHECK-NOT: arith.constant
+// CHECK: linalg.generic {indexing_maps = [{{.*}}], iterator_types = []} outs(
+// CHECK-NEXT: ^bb0({{%[a-z0-9_]+}}: f32):
+// CHECK-NEXT: [[C:%[a-z0-9_]+]] = arith.constant 3.000000e+00 : f32
+// CHECK-NEXT: linalg.yield [[C]] : f32
+// CHECK-NOT: tensor.from_elements
+func.func @lone_constant() -> tensor<f32> {
+  %c = arith.constant 3.0 : f32
+  %t = tensor.from_elements %c : tensor<f32>
+  return %t : tensor<f32>
+}
