@@ -13,6 +13,8 @@ with IREE.
 from .api import Program, compile, load, run
 from .devices import compute_devices
 from .errors import ZynMLError
+from .memory import allocate, memory_pool
 
-__all__ = ["run", "compile", "load", "Program", "ZynMLError", "compute_devices"]
+__all__ = ["run", "compile", "load", "Program", "ZynMLError", "compute_devices", "allocate",
+           "memory_pool"]
 __version__ = "0.1.0"

@@ -140,3 +140,24 @@ def test_argmax_long(rng):
     data = f32(rng, 100003)
     out = run_example("argmax.zyn", data=data)
     assert int(np.asarray(next(iter(out.values())))) == int(np.argmax(data))
+
+
+def test_memory_api_on_the_gpu(rng):
+    a = zynml.allocate((7, 5), "float32", device="cuda:0")
+    assert a.shape == (7, 5) and not np.asarray(a).any()
+    host = zynml.allocate((7, 5), "float32")
+    host[...] = rng.standard_normal((7, 5))
+    on_gpu = host.to_device("cuda:0")
+    np.testing.assert_array_equal(on_gpu.to_device("cpu"), host)
+    pool = zynml.memory_pool("cuda:0", 1 << 20)
+    x = pool.allocate((3, 17), "float32")
+    y = pool.allocate((3, 17), "float32")
+    assert y.ptr - x.ptr == 256 and pool.used == 512
+    pinned = zynml.allocate((3, 17), "float32", pinned=True)
+    pinned[...] = rng.standard_normal((3, 17))
+    out = zynml.run(SOFTMAX, device="cuda:0", x=pinned.to_device("cuda:0"))
+    assert_close(np.asarray(out["probs"]),
+                 np.exp(pinned - pinned.max(axis=1, keepdims=True)).astype(np.float64))
+    pool.free(x)
+    pool.reset()
+    assert pool.used == 0
