@@ -102,7 +102,9 @@ class KernelSignature:
     host_loads: list[ir.Operation] = field(default_factory=list)
 
     @staticmethod
-    def of(generic: ir.Operation) -> "KernelSignature":
+    def of(generic) -> "KernelSignature":
+        """The signature of a kernel running `generic` (or a list of generics, fused)."""
+        generics = generic if isinstance(generic, (list, tuple)) else [generic]
         sig = KernelSignature()
         seen: set = set()
 
@@ -122,10 +124,11 @@ class KernelSignature:
             else:
                 sig.values.append(value)
 
-        for value in generic.operands:
-            visit(value)
-        for captured in _captured_values(generic):
-            visit(captured)
+        for member in generics:
+            for value in member.operands:
+                visit(value)
+            for captured in _captured_values(member):
+                visit(captured)
         return sig
 
     def types(self) -> list[ir.Type]:
@@ -205,9 +208,10 @@ class KernelScope:
         return [local[v] for v in yield_op.operands]
 
     def clone_ops(self, generic: ir.Operation, block_values: Sequence[ir.Value],
-                  index_of: Callable[[int], ir.Value], skip: ir.Operation | None = None,
+                  index_of: Callable[[int], ir.Value], skip: Sequence[ir.Operation] = (),
                   ) -> dict:
-        """Clone the body's ops (all but `skip` and the yield); returns the value map."""
+        """Clone the body's ops (all but those in `skip`, and the yield); returns the
+        value map."""
         local = dict(self.mapping)
         block = generic.regions[0].blocks[0]
         for arg, value in zip(block.arguments, block_values):
@@ -215,7 +219,7 @@ class KernelScope:
                 local[arg] = value
         for op in block.operations:
             op = op.operation
-            if op.name == "linalg.yield" or (skip is not None and op == skip):
+            if op.name == "linalg.yield" or any(op == other for other in skip):
                 continue
             if op.name == "linalg.index":
                 dim = ir.IntegerAttr(op.attributes["dim"]).value

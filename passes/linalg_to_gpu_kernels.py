@@ -21,7 +21,7 @@ from mlir import ir
 from mlir.dialects import builtin, gpu, linalg
 
 from .gpu_kernel_builder import index_const, kernel_type
-from .gpu_strategies import choose, get_strategy
+from .gpu_strategies import choose, get_strategy, row_fused
 from .pipeline import fail
 
 NAME = "linalg-to-gpu-kernels"
@@ -58,8 +58,14 @@ def run(module: ir.Operation, options: Options) -> None:
         except KeyError as err:
             raise fail(module.location, str(err.args[0]))
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
-    kernels, first = _kernel_module(module)
-    for number, generic in enumerate(generics, start=first):
+    kernels, number = _kernel_module(module)
+    if forced is None:  # runs of generics over the same rows: one kernel each
+        for group in row_fused.find_groups(generics):
+            launch = row_fused.build(group, kernels, f"k{number}_{row_fused.NAME}")
+            _replace_with_launch(group, launch, row_fused.NAME)
+            number += 1
+        generics = [op for op in _walk(module) if op.name == "linalg.generic"]
+    for number, generic in enumerate(generics, start=number):
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
             raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
@@ -71,18 +77,25 @@ def run(module: ir.Operation, options: Options) -> None:
             launch = strategy.build(generic, kernels, f"k{number}_{strategy.NAME}")
         except ValueError as err:
             raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
-        with ir.InsertionPoint(generic), generic.location:
-            grid = [index_const(n) for n in launch.grid]
-            block = [index_const(n) for n in launch.block]
-            operands = [_as_kernel_type(v) for v in launch.operands]
-            op = gpu.LaunchFuncOp([KERNEL_MODULE, launch.kernel], grid, block,
-                                  kernel_operands=operands)
-            op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy.NAME)
-        generic.erase()
+        _replace_with_launch([generic], launch, strategy.NAME)
     # Host reads of device memory that kernels now do themselves.
     for op in list(_walk(module)):
         if op.name == "memref.load" and not any(True for _ in op.results[0].uses):
             op.erase()
+
+
+def _replace_with_launch(generics: list, launch, strategy: str) -> None:
+    """Launch `launch` where the last of `generics` was; erase them."""
+    last = generics[-1]
+    with ir.InsertionPoint(last), last.location:
+        grid = [index_const(n) for n in launch.grid]
+        block = [index_const(n) for n in launch.block]
+        operands = [_as_kernel_type(v) for v in launch.operands]
+        op = gpu.LaunchFuncOp([KERNEL_MODULE, launch.kernel], grid, block,
+                              kernel_operands=operands)
+        op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy)
+    for generic in generics:
+        generic.erase()
 
 
 def _kernel_module(module: ir.Operation):

@@ -69,20 +69,20 @@ func.func @softmax_exp(%x: memref<33x100xf32>, %m: memref<33xf32>, %y: memref<33
 // CHECK-DAG: [[BX:%[a-z0-9_]+]] = arith.constant 128 : index
 // CHECK: gpu.launch_func @zynml_kernels::@k0_row_reduce blocks in ([[GX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in ([[BX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[X]] : memref<33x100xf32>, [[S]] : memref<33xf32>) {zynml.strategy = "row_reduce"}
 // CHECK: gpu.module @zynml_kernels {
-// CHECK-NEXT: memref.global "private" @k0_row_reduce_partials : memref<4xf32, #gpu.address_space<workgroup>>
+// CHECK-NEXT: memref.global "private" @k0_row_reduce_partials0 : memref<4xf32, #gpu.address_space<workgroup>>
 // CHECK-NEXT: gpu.func @k0_row_reduce([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
-// CHECK-NEXT: [[ZERO:%[a-z0-9_]+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT: [[BID:%[a-z0-9_]+]] = gpu.block_id x
-// CHECK-NEXT: [[TID:%[a-z0-9_]+]] = gpu.thread_id x
-// CHECK-NEXT: [[ROW:%[a-z0-9_]+]] = arith.constant 100 : index
-// CHECK-NEXT: [[STEP:%[a-z0-9_]+]] = arith.constant 128 : index
-// CHECK-NEXT: [[ACC:%[0-9]+]] = scf.for [[R:%[a-z0-9_]+]] = [[TID]] to [[ROW]] step [[STEP]] iter_args([[PART:%[a-z0-9_]+]] = [[ZERO]]) -> (f32) {
+// CHECK-DAG: [[ZERO:%[a-z0-9_]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: [[BID:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK-DAG: [[TID:%[a-z0-9_]+]] = gpu.thread_id x
+// CHECK-DAG: [[ROW:%[a-z0-9_]+]] = arith.constant 100 : index
+// CHECK-DAG: [[STEP:%[a-z0-9_]+]] = arith.constant 128 : index
+// CHECK: [[ACC:%[0-9]+]] = scf.for [[R:%[a-z0-9_]+]] = [[TID]] to [[ROW]] step [[STEP]] iter_args([[PART:%[a-z0-9_]+]] = [[ZERO]]) -> (f32) {
 // CHECK-NEXT: [[V:%[0-9]+]] = memref.load [[KX]]{{\[}}[[BID]], [[R]]] : memref<33x100xf32>
 // CHECK-NEXT: [[SUM:%[0-9]+]] = arith.addf [[PART]], [[V]] : f32
 // CHECK-NEXT: scf.yield [[SUM]] : f32
 // CHECK-COUNT-5: gpu.shuffle xor
 // CHECK-NOT: gpu.shuffle
-// CHECK: [[SHARED:%[0-9]+]] = memref.get_global @k0_row_reduce_partials : memref<4xf32, #gpu.address_space<workgroup>>
+// CHECK: [[SHARED:%[0-9]+]] = memref.get_global @k0_row_reduce_partials0 : memref<4xf32, #gpu.address_space<workgroup>>
 // CHECK: [[LANE:%[0-9]+]] = arith.remui [[TID]], %c32{{(_[0-9]+)?}} : index
 // CHECK: [[WARP:%[0-9]+]] = arith.divui [[TID]], %c32{{(_[0-9]+)?}} : index
 // CHECK: memref.store %{{.*}}, [[SHARED]]{{\[}}[[WARP]]] : memref<4xf32, #gpu.address_space<workgroup>>
@@ -232,23 +232,28 @@ func.func @copies(%src: memref<4x4xf32>, %dst: memref<4x8xf32>, %a: memref<8xf32
 
 // -----
 
-// Two generics are two kernels, numbered in order. A scalar the host read from device
-// memory (memref.load) is read by the kernel itself: the kernel takes the memref and the
-// host load goes away.
+// Two generics over the same 33 rows (a scale, then a row sum of its result) fuse into
+// one row_fused kernel: a block per row, the map, a barrier, the block reduction. A
+// scalar the host read from device memory (memref.load) is read by the kernel itself:
+// the kernel takes the memref and the host load goes away.
 // CHECK-LABEL: func.func @scale_then_sum(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<33x100xf32>, [[S:%[a-z0-9_]+]]: memref<33xf32>, [[K:%[a-z0-9_]+]]: memref<f32>, [[Y:%[a-z0-9_]+]]: memref<33x100xf32>)
 // CHECK-NOT: memref.load
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>) {zynml.strategy = "pointwise"}
-// CHECK-NOT: memref.load
-// CHECK: gpu.launch_func @zynml_kernels::@k1_row_reduce {{.*}} args([[Y]] : memref<33x100xf32>, [[S]] : memref<33xf32>) {zynml.strategy = "row_reduce"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c33, {{.*}}) threads in (%c128, {{.*}}) args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>, [[S]] : memref<33xf32>) {zynml.strategy = "row_fused"}
 // CHECK-NEXT: return
-// CHECK: gpu.func @k0_pointwise([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KY:%[a-z0-9_]+]]: memref<33x100xf32>, [[KK:%[a-z0-9_]+]]: memref<f32>) kernel
+// CHECK: memref.global "private" @k0_row_fused_partials10 : memref<4xf32, #gpu.address_space<workgroup>>
+// CHECK-NEXT: gpu.func @k0_row_fused([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KY:%[a-z0-9_]+]]: memref<33x100xf32>, [[KK:%[a-z0-9_]+]]: memref<f32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel
 // CHECK-NEXT: [[F:%[0-9]+]] = memref.load [[KK]][] : memref<f32>
-// CHECK: [[V:%[0-9]+]] = memref.load [[KX]]
+// CHECK: [[ROW:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK: scf.for
+// CHECK: [[V:%[0-9]+]] = memref.load [[KX]]{{\[}}[[ROW]],
 // CHECK-NEXT: [[P:%[0-9]+]] = arith.mulf [[V]], [[F]] : f32
-// CHECK-NEXT: memref.store [[P]], [[KY]]
-// CHECK: memref.global "private" @k1_row_reduce_partials : memref<4xf32, #gpu.address_space<workgroup>>
-// CHECK-NEXT: gpu.func @k1_row_reduce(
+// CHECK-NEXT: memref.store [[P]], [[KY]]{{\[}}[[ROW]],
+// CHECK: gpu.barrier
+// CHECK: memref.load [[KY]]{{\[}}[[ROW]],
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: memref.store {{.*}}, [[KS]]{{\[}}[[ROW]]]
+// CHECK: gpu.return
 // The next chunk's module has no gpu.container_module.
 // CHECK: // -----
 // CHECK-NEXT: module {

@@ -47,27 +47,33 @@ _IDENTITY = {
 }
 
 
-def _combine(generic: ir.Operation):
-    """(combine op, operand index of f(ins)) when the body is yield combine(out, f)."""
+def _combines(generic: ir.Operation):
+    """[(combine op, operand index of f(ins))] for each output when the body yields
+    combine_k(out_k, f_k(ins)) (each output used only there), else None."""
     ins, outs = generic_operands(generic)
-    if len(outs) != 1:
-        return None
     block = generic.regions[0].blocks[0]
-    out_arg = block.arguments[len(ins)]
     yield_op = list(block.operations)[-1].operation
-    producer = yield_op.operands[0].owner
-    producer = producer.operation if isinstance(producer, ir.OpView) else producer
-    if not isinstance(producer, ir.Operation) or producer.name not in _IDENTITY:
-        return None
-    if str(producer.results[0].type) not in _IDENTITY[producer.name]:
-        return None
-    uses = list(out_arg.uses)
-    if len(uses) != 1 or uses[0].owner.operation != producer:
-        return None
-    operands = list(producer.operands)
-    if operands.count(out_arg) != 1:
-        return None
-    return producer, 1 - operands.index(out_arg)
+    found = []
+    for k, value in enumerate(yield_op.operands):
+        out_arg = block.arguments[len(ins) + k]
+        producer = value.owner
+        producer = producer.operation if isinstance(producer, ir.OpView) else producer
+        if not isinstance(producer, ir.Operation) or producer.name not in _IDENTITY or \
+                str(producer.results[0].type) not in _IDENTITY[producer.name]:
+            return None
+        uses = list(out_arg.uses)
+        if len(uses) != 1 or uses[0].owner.operation != producer:
+            return None
+        operands = list(producer.operands)
+        if operands.count(out_arg) != 1 or len(list(producer.results[0].uses)) != 1:
+            return None
+        found.append((producer, 1 - operands.index(out_arg)))
+    return found or None
+
+
+def _combine(generic: ir.Operation):
+    """Whether every output is a combinable reduction (see _combines)."""
+    return _combines(generic)
 
 
 def matches(generic: ir.Operation, params: Params = Params()) -> bool:
@@ -90,88 +96,124 @@ def matches(generic: ir.Operation, params: Params = Params()) -> bool:
     return isinstance(last, ir.AffineDimExpr) and kinds[last.position] == REDUCTION
 
 
+def row_length(generic: ir.Operation) -> int:
+    ranges, kinds = loop_ranges(generic), iterator_kinds(generic)
+    length = 1
+    for d, kind in enumerate(kinds):
+        if kind == REDUCTION:
+            length *= ranges[d]
+    return length
+
+
+def block_size(row: int, params: Params = Params()) -> int:
+    return min(params.max_block, max(WARP, 1 << (row - 1).bit_length()))
+
+
+def shared_partials(gpu_module: ir.Operation, generic: ir.Operation, name: str,
+                    block: int) -> list[tuple[ir.Type, str]]:
+    """Workgroup buffers of one partial per warp, one per output of `generic`."""
+    buffers = []
+    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
+        for k, (combine, _) in enumerate(_combines(generic)):
+            shared_type = ir.MemRefType.get(
+                [block // WARP], combine.results[0].type,
+                memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
+            memref.GlobalOp(f"{name}{k}", ir.TypeAttr.get(shared_type),
+                            sym_visibility="private")
+            buffers.append((shared_type, f"{name}{k}"))
+    return buffers
+
+
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           params: Params = Params()) -> Launch:
-    combine, operand_index = _combine(generic)
-    element = combine.results[0].type
-    identity_text = _IDENTITY[combine.name][str(element)]
     signature = KernelSignature.of(generic)
     kinds = iterator_kinds(generic)
     ranges = loop_ranges(generic)
     parallel = [d for d, k in enumerate(kinds) if k == PARALLEL]
-    reduction = [d for d, k in enumerate(kinds) if k == REDUCTION]
-    points, row = 1, 1
+    points = 1
     for d in parallel:
         points *= ranges[d]
-    for d in reduction:
-        row *= ranges[d]
-    block = min(params.max_block, max(WARP, 1 << (row - 1).bit_length()))
-    warps = block // WARP
-    ins, outs = generic_operands(generic)
-    maps = indexing_maps(generic)
-
-    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
-        shared_type = ir.MemRefType.get([warps], element, memory_space=ir.Attribute.parse(
-            "#gpu.address_space<workgroup>"))
-        memref.GlobalOp(f"{kernel_name}_partials", ir.TypeAttr.get(shared_type),
-                        sym_visibility="private")
+    block = block_size(row_length(generic), params)
+    partials = shared_partials(gpu_module, generic, f"{kernel_name}_partials", block)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        identity = arith.ConstantOp(element, ir.Attribute.parse(
-            f"{identity_text} : {element}")).result
-        point = gpu.block_id(gpu.Dimension.x)
-        tid = gpu.thread_id(gpu.Dimension.x)
         ivs: list = [None] * len(kinds)
-        for d, coord in zip(parallel, delinearize(point, [ranges[d] for d in parallel])):
+        row = gpu.block_id(gpu.Dimension.x)
+        for d, coord in zip(parallel, delinearize(row, [ranges[d] for d in parallel])):
             ivs[d] = coord
-
-        def combine_values(a, b):
-            return _clone(combine, [a, b] if operand_index == 1 else [b, a]).results[0]
-
-        # each thread: acc over r = tid, tid + block, ...
-        loop = scf.ForOp(tid, index_const(row), index_const(block), [identity])
-        with ir.InsertionPoint(loop.body):
-            here = list(ivs)
-            for d, coord in zip(reduction, delinearize(loop.induction_variable,
-                                                       [ranges[d] for d in reduction])):
-                here[d] = coord
-            loaded = [scope.load(v, apply_map(m, here)) if isinstance(v.type, ir.MemRefType)
-                      else scope.value(v) for v, m in zip(ins, maps)]
-            local = scope.clone_ops(generic, loaded + [None], lambda d: here[d], skip=combine)
-            term = local[combine.operands[operand_index]]
-            scf.YieldOp([combine_values(loop.inner_iter_args[0], term)])
-        acc = _warp_reduce(loop.results[0], combine_values)
-
-        partials = memref.get_global(shared_type, f"{kernel_name}_partials")
-        lane = arith.RemUIOp(tid, index_const(WARP)).result
-        warp = arith.DivUIOp(tid, index_const(WARP)).result
-        zero = index_const(0)
-        first_lane = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, lane, zero).result)
-        with ir.InsertionPoint(first_lane.then_block):
-            memref.StoreOp(acc, partials, [warp])
-            scf.YieldOp([])
-        gpu.BarrierOp()
-        first_warp = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, warp, zero).result)
-        with ir.InsertionPoint(first_warp.then_block):
-            has_partial = arith.CmpIOp(arith.CmpIPredicate.ult, lane,
-                                       index_const(warps)).result
-            read = scf.IfOp(has_partial, [element], has_else=True)
-            with ir.InsertionPoint(read.then_block):
-                scf.YieldOp([memref.LoadOp(partials, [lane]).result])
-            with ir.InsertionPoint(read.else_block):
-                scf.YieldOp([identity])
-            total = _warp_reduce(read.results[0], combine_values)
-            writer = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, zero).result)
-            with ir.InsertionPoint(writer.then_block):
-                out_index = apply_map(maps[len(ins)], [iv if iv is not None else zero
-                                                       for iv in ivs])
-                initial = scope.load(outs[0], out_index)
-                scope.store(combine_values(initial, total), outs[0], out_index)
-                scf.YieldOp([])
-            scf.YieldOp([])
+        emit_block_reduce(generic, scope, ivs, block, partials)
         gpu.ReturnOp([])
     return Launch(kernel_name, signature.values, (points, 1, 1), (block, 1, 1))
+
+
+def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, block: int,
+                      partials: list[tuple[ir.Type, str]]) -> None:
+    """The block's threads reduce one output point of `generic` (its parallel loop
+    variables `ivs` fixed); thread 0 combines the totals into the outputs."""
+    combines = _combines(generic)
+    identities = []
+    for combine, _ in combines:
+        element = combine.results[0].type
+        identities.append(arith.ConstantOp(element, ir.Attribute.parse(
+            f"{_IDENTITY[combine.name][str(element)]} : {element}")).result)
+    kinds, ranges = iterator_kinds(generic), loop_ranges(generic)
+    reduction = [d for d, k in enumerate(kinds) if k == REDUCTION]
+    row = row_length(generic)
+    warps = block // WARP
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
+    tid = gpu.thread_id(gpu.Dimension.x)
+    combiners = [_combiner(op, index) for op, index in combines]
+
+    # each thread: its accumulators over r = tid, tid + block, ...
+    loop = scf.ForOp(tid, index_const(row), index_const(block), identities)
+    with ir.InsertionPoint(loop.body):
+        here = list(ivs)
+        for d, coord in zip(reduction, delinearize(loop.induction_variable,
+                                                   [ranges[d] for d in reduction])):
+            here[d] = coord
+        loaded = [scope.load(v, apply_map(m, here)) if isinstance(v.type, ir.MemRefType)
+                  else scope.value(v) for v, m in zip(ins, maps)]
+        local = scope.clone_ops(generic, loaded + [None] * len(outs), lambda d: here[d],
+                                skip=[op for op, _ in combines])
+        scf.YieldOp([combiner(acc, local[op.operands[index]]) for combiner, acc, (op, index)
+                     in zip(combiners, loop.inner_iter_args, combines)])
+    accs = [_warp_reduce(acc, combiner) for acc, combiner in zip(loop.results, combiners)]
+
+    buffers = [memref.get_global(type_, name) for type_, name in partials]
+    lane = arith.RemUIOp(tid, index_const(WARP)).result
+    warp = arith.DivUIOp(tid, index_const(WARP)).result
+    zero = index_const(0)
+    first_lane = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, lane, zero).result)
+    with ir.InsertionPoint(first_lane.then_block):
+        for acc, buffer in zip(accs, buffers):
+            memref.StoreOp(acc, buffer, [warp])
+        scf.YieldOp([])
+    gpu.BarrierOp()
+    first_warp = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, warp, zero).result)
+    with ir.InsertionPoint(first_warp.then_block):
+        has_partial = arith.CmpIOp(arith.CmpIPredicate.ult, lane, index_const(warps)).result
+        read = scf.IfOp(has_partial, [i.type for i in identities], has_else=True)
+        with ir.InsertionPoint(read.then_block):
+            scf.YieldOp([memref.LoadOp(buffer, [lane]).result for buffer in buffers])
+        with ir.InsertionPoint(read.else_block):
+            scf.YieldOp(identities)
+        totals = [_warp_reduce(v, c) for v, c in zip(read.results, combiners)]
+        writer = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, zero).result)
+        with ir.InsertionPoint(writer.then_block):
+            point = [iv if iv is not None else zero for iv in ivs]
+            for out, amap, total, combiner in zip(outs, maps[len(ins):], totals, combiners):
+                out_index = apply_map(amap, point)
+                scope.store(combiner(scope.load(out, out_index), total), out, out_index)
+            scf.YieldOp([])
+        scf.YieldOp([])
+
+
+def _combiner(combine: ir.Operation, operand_index: int):
+    def combine_values(a, b):
+        return _clone(combine, [a, b] if operand_index == 1 else [b, a]).results[0]
+    return combine_values
 
 
 def _warp_reduce(value: ir.Value, combine_values) -> ir.Value:

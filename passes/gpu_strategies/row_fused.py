@@ -1,0 +1,228 @@
+"""Row fused: consecutive generics over the same rows become one kernel, a block per row.
+
+Softmax, layer norm and RMSNorm arrive as a few generics over the same rows: reductions
+(row max, row sum, mean, variance) and elementwise maps that use their results. Run one
+by one they pass over memory once each; fused, a block takes one row through every
+generic in order, with a barrier between them, so a row's later passes hit the L1/L2
+caches instead of DRAM:
+
+    block b = row (the leading parallel loops):
+      reduction generic:   block reduce over the row (row_reduce.emit_block_reduce)
+      map over the row:    for r = tid, tid + B, ...: the generic's body at (b, r)
+      map over rows only:  thread 0 (an init, a fill)
+      barrier
+
+A run of generics is fused when: they follow each other in one host block (only
+allocations and constants between them), at least one is a reduction that row_reduce can
+do with a row of `min_row` or more, all share the leading parallel extents of the first
+reduction, and every buffer one of them writes is written and read by all of them at the
+block's own row (so blocks never touch each other's data). Anything else splits the run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, scf
+
+from ..gpu_kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
+                                  delinearize, generic_operands, index_const,
+                                  indexing_maps, iterator_kinds, loop_ranges, new_kernel)
+from . import Launch
+from .pointwise import emit_point
+from .row_reduce import _combine, block_size, emit_block_reduce, shared_partials
+
+NAME = "row_fused"
+
+
+@dataclass(frozen=True)
+class Params:
+    min_row: int = 32          # shorter rows: a block per row wastes threads
+    min_rows: int = 64         # fewer rows leave most multiprocessors idle...
+    small: int = 1 << 20       # ...which matters only above this many elements
+
+
+
+def _reduction_prefix(generic: ir.Operation):
+    """Leading parallel extents of a reduction row_reduce can do (reductions trailing)."""
+    kinds = iterator_kinds(generic)
+    if REDUCTION not in kinds or _combine(generic) is None:
+        return None
+    lead = kinds.index(REDUCTION)
+    if PARALLEL in kinds[lead:]:
+        return None
+    return tuple(loop_ranges(generic)[:lead])
+
+
+def _row_length(generic: ir.Operation, rank: int) -> int:
+    length = 1
+    for extent in loop_ranges(generic)[rank:]:
+        length *= extent
+    return length
+
+
+def find_groups(generics: list[ir.Operation], params: Params = Params()) -> list[list]:
+    """Maximal runs of `generics` (consecutive in their host block) that fuse."""
+    groups: list[list] = []
+    for run in _consecutive_runs(generics):
+        groups.extend(_split(run, params))
+    return groups
+
+
+def _consecutive_runs(generics: list[ir.Operation]) -> list[list]:
+    runs: list[list] = []
+    for generic in generics:
+        if runs and _follows(runs[-1][-1], generic):
+            runs[-1].append(generic)
+        else:
+            runs.append([generic])
+    return runs
+
+
+def _follows(first: ir.Operation, second: ir.Operation) -> bool:
+    """Only allocations and constants between two ops of one block."""
+    current = first.operation
+    while True:
+        current = _next(current)
+        if current is None:
+            return False
+        if current == second.operation:
+            return True
+        if current.name not in ("memref.alloc", "arith.constant"):
+            return False
+
+
+def _next(op: ir.Operation):
+    block = op.block
+    found = False
+    for candidate in block.operations:
+        candidate = candidate.operation
+        if found:
+            return candidate
+        found = candidate == op
+    return None
+
+
+def _split(run: list[ir.Operation], params: Params) -> list[list]:
+    groups, current, prefix = [], [], None
+    for generic in run:
+        candidate_prefix = _reduction_prefix(generic)
+        trial = current + [generic]
+        trial_prefix = prefix or candidate_prefix
+        if _fits(trial, trial_prefix):
+            current, prefix = trial, trial_prefix
+            continue
+        if _worth_it(current, prefix, params):
+            groups.append(current)
+        current, prefix = [generic], candidate_prefix
+        if not _fits(current, prefix):
+            current, prefix = [], None
+    if _worth_it(current, prefix, params):
+        groups.append(current)
+    return groups
+
+
+def _worth_it(group: list, prefix, params: Params) -> bool:
+    if len(group) < 2 or prefix is None:
+        return False
+    rows = 1
+    for extent in prefix:
+        rows *= extent
+    largest = max(rows * _row_length(g, len(prefix)) for g in group)
+    if rows < params.min_rows and largest >= params.small:
+        return False
+    return any(_reduction_prefix(g) == prefix and _row_length(g, len(prefix)) >= params.min_row
+               for g in group)
+
+
+def _fits(group: list, prefix) -> bool:
+    if prefix is None:  # no reduction yet: only check shapes later
+        return all(REDUCTION not in iterator_kinds(g) for g in group)
+    rank = len(prefix)
+    for generic in group:
+        kinds = iterator_kinds(generic)
+        if REDUCTION in kinds:
+            if _reduction_prefix(generic) != prefix:
+                return False
+        elif tuple(loop_ranges(generic)[:rank]) != prefix:
+            return False
+    return _rows_private(group, rank)
+
+
+def _rows_private(group: list, rank: int) -> bool:
+    """Every buffer written in the group is written and read at the block's own row."""
+    written: dict = {}
+    for generic in group:
+        ins, outs = generic_operands(generic)
+        for value, amap in zip(outs, indexing_maps(generic)[len(ins):]):
+            owner = value.owner
+            owner = owner.operation if isinstance(owner, ir.OpView) else owner
+            if isinstance(owner, ir.Operation) and owner.name != "memref.alloc":
+                return False  # a view: aliasing we do not track
+            if not _row_map(amap, rank, covers=True):
+                return False
+            written[value] = True
+    for generic in group:
+        ins, outs = generic_operands(generic)
+        for value, amap in zip(ins + outs, indexing_maps(generic)):
+            if value in written and not _row_map(amap, rank, covers=False):
+                return False
+        for op in generic.regions[0].blocks[0].operations:  # gathers of written buffers
+            if any(v in written for v in op.operation.operands):
+                return False
+    return True
+
+
+def _row_map(amap: ir.AffineMap, rank: int, covers: bool) -> bool:
+    """The row loops (d0..d{rank-1}) appear as themselves, in order, as the leading
+    results; `covers`: all of them do (a writer touches only its own row)."""
+    leading = list(amap.results)[:rank]
+    if len(leading) < rank:
+        return False
+    return all(isinstance(e, ir.AffineDimExpr) and e.position == k
+               for k, e in enumerate(leading))
+
+
+def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
+          params: Params = Params()) -> Launch:
+    prefix = next(_reduction_prefix(g) for g in group if _reduction_prefix(g) is not None)
+    rank = len(prefix)
+    rows = 1
+    for extent in prefix:
+        rows *= extent
+    block = block_size(max(_row_length(g, rank) for g in group))
+    partials = {}
+    for index, generic in enumerate(group):
+        if REDUCTION in iterator_kinds(generic):
+            name = f"{kernel_name}_partials{index}"
+            partials[index] = shared_partials(gpu_module, generic, name, block)
+    signature = KernelSignature.of(group)
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), group[0].location:
+        scope = KernelScope(signature, func)
+        row_ivs = delinearize(gpu.block_id(gpu.Dimension.x), list(prefix))
+        tid = gpu.thread_id(gpu.Dimension.x)
+        for index, generic in enumerate(group):
+            ranges = loop_ranges(generic)
+            ivs: list = list(row_ivs) + [None] * (len(ranges) - rank)
+            if index in partials:
+                emit_block_reduce(generic, scope, ivs, block, partials[index])
+            elif len(ranges) == rank:  # one point per row
+                first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid,
+                                              index_const(0)).result)
+                with ir.InsertionPoint(first.then_block):
+                    emit_point(generic, scope, ivs, [], ranges)
+                    scf.YieldOp([])
+            else:
+                loop = scf.ForOp(tid, index_const(_row_length(generic, rank)),
+                                 index_const(block))
+                with ir.InsertionPoint(loop.body):
+                    for k, coord in enumerate(delinearize(loop.induction_variable,
+                                                          ranges[rank:])):
+                        ivs[rank + k] = coord
+                    emit_point(generic, scope, ivs, [], ranges)
+                    scf.YieldOp([])
+            if index + 1 < len(group):
+                gpu.BarrierOp()
+        gpu.ReturnOp([])
+    return Launch(kernel_name, signature.values, (rows, 1, 1), (block, 1, 1))
