@@ -47,8 +47,9 @@ def test_parse_device(name, expected):
 
 # "gpu" gets an id of its own: conftest skips any test with a keyword "gpu" on a machine
 # without one, and a parameter's id is a keyword.
-@pytest.mark.parametrize("name", [pytest.param("gpu", id="word-gpu"), "cuda:x", "cuda:", "cuda:-1", "cuda:1:2", "CUDA",
-                                  "", "tpu:0", "cuda0", "cuda 1"])
+@pytest.mark.parametrize("name", [pytest.param("gpu", id="word-gpu"), "cuda:x", "cuda:",
+                                  "cuda:-1", "cuda:1:2", "CUDA", "", "tpu:0", "cuda0",
+                                  "cuda 1"])
 def test_parse_device_rejects_unknown_or_malformed_names(name):
     with pytest.raises(DeviceError) as err:
         parse_device(name)

@@ -254,9 +254,7 @@ func.func @copies(%src: memref<4x4xf32>, %dst: memref<4x8xf32>, %a: memref<8xf32
 // CHECK-COUNT-5: gpu.shuffle xor
 // CHECK: memref.store {{.*}}, [[KS]]{{\[}}[[ROW]]]
 // CHECK: gpu.return
-// The next chunk's module has no gpu.container_module.
 // CHECK: // -----
-// CHECK-NEXT: module {
 // FORCE-LABEL: func.func @scale_then_sum(
 // FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.strategy = "pointwise"}
 // FORCE: gpu.launch_func @zynml_kernels::@k1_pointwise {{.*}} {zynml.strategy = "pointwise"}
@@ -277,6 +275,44 @@ func.func @scale_then_sum(%x: memref<33x100xf32>, %s: memref<33xf32>, %scale: me
   ^bb0(%in: f32, %out: f32):
     %r = arith.addf %out, %in : f32
     linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A fill, then a matrix product: the product takes the matmul strategy (one 128x128
+// tile per block, shared-memory stages, 16-byte shared reads, FMAs), never row_fused.
+// CHECK-LABEL: func.func @fill_then_matmul(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise
+// CHECK: gpu.launch_func @zynml_kernels::@k1_matmul blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul"}
+// CHECK-NOT: row_fused
+// CHECK: memref.global "private" @k1_matmul_a : memref<8x128xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @k1_matmul(
+// CHECK: scf.for
+// CHECK: gpu.barrier
+// CHECK: vector.load {{.*}} : memref<8x128xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: math.fma
+// FORCE-LABEL: func.func @fill_then_matmul(
+// FORCE: @k1_pointwise
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#all = affine_map<(d0, d1) -> (d0, d1)>
+#scalar = affine_map<(d0, d1) -> ()>
+func.func @fill_then_matmul(%x: memref<64x64xf32>, %y: memref<64x64xf32>, %z: memref<64x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#scalar, #all], iterator_types = ["parallel", "parallel"]}
+      ins(%zero : f32) outs(%z : memref<64x64xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %y : memref<64x64xf32>, memref<64x64xf32>) outs(%z : memref<64x64xf32>) {
+  ^bb0(%l: f32, %r: f32, %o: f32):
+    %p = arith.mulf %l, %r : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
   }
   return
 }

@@ -30,7 +30,8 @@ from ..gpu_kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignat
                                   indexing_maps, iterator_kinds, loop_ranges, new_kernel)
 from . import Launch
 from .pointwise import emit_point
-from .row_reduce import _combine, block_size, emit_block_reduce, shared_partials
+from . import matmul, row_reduce
+from .row_reduce import block_size, emit_block_reduce, shared_partials
 
 NAME = "row_fused"
 
@@ -44,9 +45,11 @@ class Params:
 
 
 def _reduction_prefix(generic: ir.Operation):
-    """Leading parallel extents of a reduction row_reduce can do (reductions trailing)."""
+    """Leading parallel extents of a reduction row_reduce can do (reductions trailing);
+    contractions stay with the matmul strategy."""
     kinds = iterator_kinds(generic)
-    if REDUCTION not in kinds or _combine(generic) is None:
+    if not row_reduce.matches(generic, row_reduce.Params(min_row=1)) or \
+            matmul.matches(generic):
         return None
     lead = kinds.index(REDUCTION)
     if PARALLEL in kinds[lead:]:

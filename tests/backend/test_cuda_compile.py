@@ -299,11 +299,8 @@ def kernel_names(artifact):
     return [s["kernel"] for s in launches(artifact.plan["body"])]
 
 
-@pytest.mark.xfail(strict=True, reason="row_fused (passes/gpu_strategies/row_fused.py, "
-                   "uncommitted) groups the fill and the matmul contraction into one "
-                   "k0_row_fused kernel, a block per output element, so the tiled matmul "
-                   "strategy is never chosen")
 def test_large_matmul_uses_the_matmul_strategy():
+    """Not row_fused: a contraction's fill and matmul stay apart, the matmul tiled."""
     artifact = compiled_source(EXAMPLES / "matmul.zyn", A=(300, 200), B=(200, 129))
     assert artifact.plan["outputs"][0]["shape"] == [300, 129]
     names = kernel_names(artifact)

@@ -602,7 +602,8 @@ def test_real_plan_fast_and_interpreted(fake, rng, name):
     assert [(i.kernel, i.grid, i.block, i.shared) for i in fast.launches] == expected
     assert canonical(fast.launches) == canonical(slow.launches)
     assert len(fast.copies) == len(slow.copies) == sum(s["op"] == "copy" for s in plan["body"])
-    for out, spec in zip(fast_out, plan["outputs"]):
+    assert len(fast_out) == len(slow_out) == len(plan["outputs"])
+    for out, spec in zip(fast_out + slow_out, plan["outputs"] * 2):
         assert isinstance(out, DeviceArray)
         assert list(out.shape) == spec["shape"] and out.dtype == np.dtype(spec["dtype"])
 
@@ -780,6 +781,34 @@ def test_contiguous_copy_is_one_memcpy(fake, rng, path):
     assert log.launches == []
     assert log.copies == [(out.ptr, array.ptr + 40, 80)]
     np.testing.assert_array_equal(out.numpy(), x[1:3])
+
+
+@pytest.mark.parametrize("path", ["fast", "interpreter"])
+def test_copies_between_views_at_offsets(fake, rng, path):
+    """out[1] = x[2] through a view of a view (its offset relative to its source's);
+    out[0] = x[0]."""
+    row = {"sizes": [1, 10], "strides": [10, 1]}
+    plan = plan_of(
+        [tensor((3, 10))],
+        [{"op": "alloc", "result": "%0", "shape": [2, 10], "dtype": "float32"},
+         {"op": "view", "result": "%1", "source": "%in0", "offset": 10, "sizes": [2, 10],
+          "strides": [10, 1], "absolute": True},
+         dict(op="view", result="%2", source="%1", offset=10, **row),
+         dict(op="view", result="%3", source="%0", offset=10, absolute=True, **row),
+         {"op": "copy", "source": "%2", "target": "%3"},
+         dict(op="view", result="%4", source="%in0", offset=0, absolute=True, **row),
+         dict(op="view", result="%5", source="%0", offset=0, absolute=True, **row),
+         {"op": "copy", "source": "%4", "target": "%5"}],
+        [dict(tensor((2, 10)), value="%0")])
+    executor = executor_for(fake, plan)
+    assert executor.flat is not None
+    x = f32(rng, 3, 10)
+    array = upload(x)
+    mark = fake.mark()
+    out, = executor([array]) if path == "fast" else executor.run_plan([array])
+    assert fake.since(mark).copies == [(out.ptr + 40, array.ptr + 80, 40),
+                                       (out.ptr, array.ptr, 40)]
+    np.testing.assert_array_equal(out.numpy(), x[[0, 2]])
 
 
 def test_strided_copy_raises_in_the_interpreter(fake, rng):
