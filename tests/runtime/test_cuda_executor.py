@@ -750,8 +750,6 @@ def test_scalar_steps(fake, rng):
     assert fake.launches == []
 
 
-@pytest.mark.xfail(strict=True, reason="executor._SCALAR_FNS computes divsi and remsi as "
-                   "int(a / b), through a float: wrong for |a| > 2**53 (i64 index math)")
 def test_scalar_division_is_exact_for_large_values(fake):
     executor = executor_for(fake, scalar_plan())
     for a, b in [(2 ** 53 + 1, 1), (2 ** 60 + 3, 7), (-(2 ** 62) - 5, 3)]:
@@ -817,9 +815,6 @@ def test_strided_copy_raises_in_the_interpreter(fake, rng):
         executor.run_plan([upload(f32(rng, 3, 10))])
 
 
-@pytest.mark.xfail(strict=True, reason="_FlatPlan records copies without checking that "
-                   "both views are contiguous: a strided copy silently copies the wrong "
-                   "bytes on the fast path (the interpreter raises)")
 def test_strided_copy_raises_on_the_fast_path_too(fake, rng):
     executor = executor_for(fake, copy_plan((3, 5), (10, 1), 0))
     x = f32(rng, 3, 10)
@@ -922,9 +917,6 @@ def test_large_shared_memory_is_opted_into_once(fake, rng, path):
     assert [i.shared for i in fake.launches] == [100 * 1024, 1024] * 2
 
 
-@pytest.mark.xfail(strict=True, reason="PlanExecutor._op_launch compares step['shared_bytes'] "
-                   "with 48 KiB before resolving it: a shared size that is a plan value "
-                   "('%N', allowed by the format) raises TypeError")
 def test_shared_bytes_may_be_a_plan_value(fake, rng):
     body = [{"op": "scalar", "result": "%2", "fn": "muli", "args": ["%1", 1024]},
             launch("k_dyn", ["%in0"], ["memref:1"], shared="%2")]

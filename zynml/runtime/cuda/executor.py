@@ -64,10 +64,16 @@ def _count(sizes: Sequence[int]) -> int:
     return int(np.prod(sizes, dtype=np.int64))
 
 
+def _divsi(a: int, b: int) -> int:
+    """Integer division rounding toward zero, exact for any size (arith.divsi)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
 _SCALAR_FNS = {
     "addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
-    "divsi": lambda a, b: int(a / b), "divui": lambda a, b: a // b,
-    "remsi": lambda a, b: a - int(a / b) * b, "remui": lambda a, b: a % b,
+    "divsi": _divsi, "divui": lambda a, b: a // b,
+    "remsi": lambda a, b: a - _divsi(a, b) * b, "remui": lambda a, b: a % b,
     "floordivsi": lambda a, b: a // b, "ceildivsi": lambda a, b: -((-a) // b),
     "maxsi": max, "minsi": min, "copy": lambda a: a, "addf": lambda a, b: a + b,
     "subf": lambda a, b: a - b, "mulf": lambda a, b: a * b, "divf": lambda a, b: a / b,
@@ -114,6 +120,7 @@ class PlanExecutor:
             self._globals[spec["name"]] = Buffer(device, array.ptr, array.size, owner=array)
         self._params: dict[int, _Params] = {}
         self._functions: dict[str, Any] = {}
+        self._shared_limit: dict[str, int] = {}  # kernel -> dynamic shared bytes opted into
         # Tests set ZYNML_CUDA_POISON=1: every allocation starts as 0xFF bytes (NaN, -1),
         # so an element no kernel wrote cannot pass for a result.
         self.poison = os.environ.get("ZYNML_CUDA_POISON") == "1"
@@ -206,16 +213,17 @@ class PlanExecutor:
         params = self._params[key]
         params.fill([self._value(env, a) for a in step["args"]])
         name = step["kernel"]
+        shared = int(self._value(env, step["shared_bytes"]))
         if name not in self._functions:
             self._functions[name] = self.module.function(name)
-            if step["shared_bytes"] > 48 * 1024:
-                self.module.set_max_shared(self._functions[name], step["shared_bytes"])
+        if shared > 48 * 1024 and self._shared_limit.get(name, 0) < shared:
+            self.module.set_max_shared(self._functions[name], shared)
+            self._shared_limit[name] = shared
         grid = [int(self._value(env, g)) for g in step["grid"]]
         block = [int(self._value(env, b)) for b in step["block"]]
         if min(grid) <= 0:
             return  # an empty iteration space
-        self.module.launch(self._functions[name], grid, block,
-                           int(self._value(env, step["shared_bytes"])), params.address)
+        self.module.launch(self._functions[name], grid, block, shared, params.address)
 
     def _op_copy(self, step: dict, env: dict) -> None:
         self._copy(env[step["source"]], env[step["target"]])
@@ -309,6 +317,8 @@ class _FlatPlan:
                 self.launches.append(self._launch(step, env))
             else:
                 source, target = env[step["source"]], env[step["target"]]
+                if source[3] != _row_major(source[2]) or target[3] != _row_major(target[2]):
+                    raise _NotFlat()  # strided: the interpreter reports it
                 itemsize = _numpy_dtype(source[4]).itemsize
                 self._order.append(("copy", len(self.copies)))
                 self.copies.append((source[0], source[1] * itemsize, target[0],
