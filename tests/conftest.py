@@ -91,7 +91,16 @@ def _gpu_compile_only(monkeypatch):
     def no_gpu(*args, **kwargs):
         pytest.skip("compile-only: the artifact is in the cache; no GPU here")
 
+    import zynml.runtime.iree_runner as iree_runner
+    iree_init = iree_runner.IreeModule.__init__
+
+    def iree_on_cpu_only(self, vmfb, driver=iree_runner.DEFAULT_DRIVER, **kwargs):
+        if driver not in ("local-task", "local-sync"):
+            no_gpu()
+        iree_init(self, vmfb, driver, **kwargs)
+
     monkeypatch.setattr(zynml.devices, "_gpu_count", lambda kind: 1 if kind == "cuda" else 0)
+    monkeypatch.setattr(iree_runner.IreeModule, "__init__", iree_on_cpu_only)
     monkeypatch.setattr(function.CudaFunction, "__init__", no_gpu)
     for module in (driver, device_array, function):
         monkeypatch.setattr(module, "get_device", no_gpu)

@@ -4,6 +4,7 @@ tests/programs/examples/*.zyn, against independently written float64 numpy refer
 fresh random inputs of odd sizes; then the spec's own mistakes and the common user mistakes
 as located errors (FILE:LINE:COL)."""
 import functools
+import os
 import shutil
 from pathlib import Path
 
@@ -22,11 +23,13 @@ INVALID_EXAMPLES = {"rope_spec_verbatim.zyn"}
 _DEVICE = ["cpu"]
 
 
-@pytest.fixture(autouse=True, params=["cpu", "cuda"])
+@pytest.fixture(autouse=True, params=["cpu", "cuda"] + (
+    ["cuda-iree"] if os.environ.get("ZYNML_TEST_IREE_GPU") == "1" else []))
 def device(request):
     """Every test runs on the CPU (IREE) and through the native CUDA backend. Without a
     GPU, the CUDA variant compiles each call's artifact (PTX, checked by ptxas when the
-    toolkit is installed) and skips the run; on the device machine it runs."""
+    toolkit is installed) and skips the run; on the device machine it runs.
+    ZYNML_TEST_IREE_GPU=1 (tools/gpu_tests.sh) adds IREE's CUDA target on the GPU."""
     _DEVICE[0] = request.param
     yield request.param
     _DEVICE[0] = "cpu"
@@ -40,6 +43,9 @@ def program(name: str):
 
 @functools.lru_cache(maxsize=None)
 def _program(name: str, device: str) -> zynml.Program:
+    if device == "cuda-iree":
+        return zynml.compile(EXAMPLES / name, device="cuda:0", backend="iree",
+                             require_device=False)
     return zynml.compile(EXAMPLES / name, device=device, require_device=False)
 
 

@@ -229,13 +229,30 @@ class Program:
                 return _Executable(checked, CudaFunction(artifact, self.placement.ordinal))
             except Exception as err:  # no driver or GPU, or a CUDA failure at load
                 raise ZynMLError(f"cannot run on '{self.device}': {err}") from None
-        from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
-        module = compiler.to_cir(checked)
-        compiler.lower(module, self.source)
         target = IREE_DEVICE_TARGETS[self.placement.kind]
-        vmfb = compiler.to_vmfb(module, target, self._cache)
+        vmfb = self._vmfb(checked, signature, scalars, target)
+        from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
         function = IreeModule(vmfb, target.device).function("main")
         return _Executable(checked, function)
+
+    def _vmfb(self, checked: CheckedProgram, signature, scalars, target: IreeTarget) -> bytes:
+        """IREE's module for this signature, compiled or from the cache; keyed by source
+        and signature like the CUDA artifacts, so a machine without MLIR can run it."""
+        key = self._source_key("iree", signature, scalars, repr(target))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        module = compiler.to_cir(checked)
+        compiler.lower(module, self.source)
+        vmfb = compiler.to_vmfb(module, target, self._cache)
+        self._cache.put(key, vmfb)
+        return vmfb
+
+    def _source_key(self, backend: str, signature, scalars, target: str) -> str:
+        return self._cache.key(backend, _compiler_fingerprint(), self.source.text,
+                               self._pipeline.name if self._pipeline else "",
+                               repr(sorted((n, str(t)) for n, t in signature.items())),
+                               repr(sorted(scalars.items())), target)
 
     def artifact(self, **inputs):
         """The native CUDA artifact of this program for these inputs' shapes and dtypes
@@ -252,10 +269,8 @@ class Program:
         and signature (not the IR), so a machine without MLIR can run what another one
         compiled into a shared cache."""
         from .runtime.cuda.artifact import CudaArtifact
-        key = self._cache.key("native-cuda", _compiler_fingerprint(), self.source.text,
-                              self._pipeline.name if self._pipeline else "",
-                              repr(sorted((n, str(t)) for n, t in signature.items())),
-                              repr(sorted(scalars.items())), self.cuda_target.cache_key())
+        key = self._source_key("native-cuda", signature, scalars,
+                               self.cuda_target.cache_key())
         cached = self._cache.get(key)
         if cached is not None:
             return CudaArtifact.from_bytes(cached, "cached artifact")
