@@ -90,6 +90,37 @@ class DeviceInfo:
     max_shared_per_block: int
 
 
+class _HotCalls:
+    """libcuda's per-call entry points (allocate, free, launch) through ctypes: a ctypes
+    call costs about a microsecond, cuda-python's wrappers several. Everything else, and
+    any machine where libcuda cannot be opened this way, goes through cuda-python."""
+
+    def __init__(self):
+        lib = ctypes.CDLL("libcuda.so.1")  # the library cuda-python already loaded
+        self.alloc = lib.cuMemAllocAsync
+        self.alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                               ctypes.c_void_p]
+        self.free = lib.cuMemFreeAsync
+        self.free.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+        self.launch = lib.cuLaunchKernel
+        self.launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + \
+            [ctypes.c_void_p] * 3
+        for function in (self.alloc, self.free, self.launch):
+            function.restype = ctypes.c_int
+
+
+def _hot_calls():
+    try:
+        return _HotCalls()
+    except (OSError, AttributeError):
+        return None
+
+
+def _raise_status(status: int, call: str):
+    driver = _driver()
+    check((driver.CUresult(status),), call)
+
+
 class Device:
     """One GPU: context, stream, memory pool and the modules loaded on it."""
 
@@ -112,6 +143,9 @@ class Device:
             pool, driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold),
             "cuMemPoolSetAttribute")
         self.info = self._read_info()
+        # the legacy default stream is the null handle for libcuda
+        self._hot = _hot_calls() if int(self.stream) == 0 else None
+        self._slot = ctypes.c_uint64()
 
     def _read_info(self) -> DeviceInfo:
         driver = _driver()
@@ -138,11 +172,21 @@ class Device:
 
     def alloc(self, nbytes: int) -> int:
         """Device memory from the stream-ordered pool (at least one byte)."""
+        if self._hot is not None:
+            status = self._hot.alloc(ctypes.byref(self._slot), max(nbytes, 1), None)
+            if status:
+                _raise_status(status, "cuMemAllocAsync")
+            return self._slot.value
         driver = _driver()
         ptr = check(driver.cuMemAllocAsync(max(nbytes, 1), self.stream), "cuMemAllocAsync")
         return int(ptr)
 
     def free(self, ptr: int) -> None:
+        if self._hot is not None:
+            status = self._hot.free(ptr, None)
+            if status:
+                _raise_status(status, "cuMemFreeAsync")
+            return
         driver = _driver()
         check(driver.cuMemFreeAsync(driver.CUdeviceptr(ptr), self.stream), "cuMemFreeAsync")
 
@@ -185,15 +229,26 @@ class KernelModule:
         device.make_current()
         self.handle = check(driver.cuModuleLoadData(image), "cuModuleLoadData")
         self._functions: dict[str, object] = {}
+        self._handles: dict[int, int] = {}  # id(CUfunction) -> its raw pointer, for ctypes
 
     def function(self, name: str):
         if name not in self._functions:
-            self._functions[name] = check(
-                _driver().cuModuleGetFunction(self.handle, name.encode()),
-                f"cuModuleGetFunction({name})")
+            function = check(_driver().cuModuleGetFunction(self.handle, name.encode()),
+                             f"cuModuleGetFunction({name})")
+            self._functions[name] = function
+            if self.device._hot is not None:
+                self._handles[id(function)] = int(function)
         return self._functions[name]
 
     def launch(self, function, grid, block, shared_bytes: int, params_address: int) -> None:
+        hot = self.device._hot
+        if hot is not None:
+            status = hot.launch(self._handles[id(function)], grid[0], grid[1], grid[2],
+                                block[0], block[1], block[2], shared_bytes, None,
+                                params_address, None)
+            if status:
+                _raise_status(status, "cuLaunchKernel")
+            return
         driver = _driver()
         check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
                                     block[2], shared_bytes, self.device.stream,

@@ -50,9 +50,10 @@ class CudaFunction:
         checks, results stay on the GPU."""
         if self.executor.flat is None:
             return self(*args)
+        # (not is_gpu_array: torch computes __cuda_array_interface__ on every access)
         return self.executor([
             a if spec["kind"] != "tensor" else
-            _pointer(a) if is_gpu_array(a) else self._argument(i, spec, a)  # 0-d from a number
+            self._argument(i, spec, a) if isinstance(a, (int, float)) else _pointer(a)
             for i, (a, spec) in enumerate(zip(args, self.specs))])
 
     def _argument(self, index: int, spec: dict, arg: Any) -> Any:
