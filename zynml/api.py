@@ -70,6 +70,8 @@ class Program:
         self._require_device = require_device
         self.cuda_target = _cuda_target(target, None)
         self._check_device_annotations(self.generic)
+        if self.placement.backend == "native":
+            _check_launch_limits(self.generic, self.cuda_target)
         self.device = self.placement.device
         self.backend = self.placement.backend
         self._executables: dict[tuple, _Executable] = {}
@@ -279,6 +281,29 @@ class Program:
         artifact = compiler.to_cuda_artifact(module, self.cuda_target, self.source)
         self._cache.put(key, artifact.to_bytes())
         return artifact
+
+
+def _check_launch_limits(checked: CheckedProgram, target) -> None:
+    """`@workgroup` and `@shared` must fit one block of the CUDA target."""
+    from .backend.cuda.target import MAX_THREADS_PER_BLOCK
+    for step in checked.steps:
+        kernel = step.kernel
+        if kernel is None:
+            continue
+        nodes = {a.name: a for a in kernel.node.outer + kernel.node.inner}
+        sizes = kernel.annotations.get("workgroup") or []
+        if sizes and all(isinstance(v, int) for v in sizes):
+            threads = 1
+            for v in sizes:
+                threads *= v
+            if threads > MAX_THREADS_PER_BLOCK:
+                raise ZynMLError(f"@workgroup asks for {threads} threads per block; a CUDA "
+                                 f"block has at most {MAX_THREADS_PER_BLOCK}",
+                                 nodes["workgroup"].loc)
+        shared = kernel.annotations.get("shared")
+        if isinstance(shared, int) and shared > target.max_shared_per_block:
+            raise ZynMLError(f"@shared asks for {shared} bytes; a block on {target.chip} has at "
+                             f"most {target.max_shared_per_block}", nodes["shared"].loc)
 
 
 def _cuda_target(chip: str | None, loc):

@@ -533,3 +533,18 @@ def test_load_of_a_missing_file_is_an_artifact_error(tmp_path):
 
 def test_artifact_error_is_a_value_error():
     assert issubclass(ArtifactError, ValueError)
+
+
+@pytest.mark.parametrize("annotation,target,where,message", [
+    ("@workgroup(64, 32)", None, "3:5", "@workgroup asks for 2048 threads per block"),
+    ("@shared(200 * 1024)", "sm_80", "3:5", "@shared asks for 204800 bytes; a block on sm_80 has at most 166912"),
+])
+def test_launch_annotations_are_checked_against_the_target(annotation, target, where, message):
+    source = ("let y = compute(x) {\n    @kernel elementwise\n    " + annotation +
+              "\n    for i in 0..n:\n        out[i] = x[i] * 2.0\n}\n")
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile(source, device="cuda", target=target, require_device=False)
+    assert f"<string>:{where}: error: {message}" in str(err.value)
+    # the same program is fine where the limit allows it
+    zynml.compile(source, device="cuda", target="sm_90a", require_device=False) \
+        if target else zynml.compile(source, device="cpu")

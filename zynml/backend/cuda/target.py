@@ -23,6 +23,16 @@ PTX_ISA = {
 }
 
 
+# chip -> the most shared memory one block may opt into, bytes (CUDA programming guide,
+# "Technical Specifications per Compute Capability").
+MAX_SHARED_PER_BLOCK = {
+    "sm_70": 98304, "sm_75": 65536, "sm_80": 166912, "sm_86": 101376, "sm_87": 166912,
+    "sm_89": 101376, "sm_90": 232448, "sm_90a": 232448, "sm_100": 232448,
+    "sm_100a": 232448, "sm_120": 101376, "sm_120a": 101376,
+}
+MAX_THREADS_PER_BLOCK = 1024
+
+
 @dataclass(frozen=True)
 class CudaTarget:
     """chip: an NVIDIA architecture (`sm_90a`); opt_level: LLVM's -O for the kernels."""
@@ -51,6 +61,10 @@ class CudaTarget:
     def compute_capability(self) -> tuple[int, int]:
         digits = re.sub(r"\D", "", self.chip)
         return int(digits[:-1]), int(digits[-1])
+
+    @property
+    def max_shared_per_block(self) -> int:
+        return MAX_SHARED_PER_BLOCK[self.chip]
 
     def cache_key(self) -> str:
         return f"cuda:{self.chip}:O{self.opt_level}"
