@@ -99,7 +99,8 @@ def _gpu_compile_only(monkeypatch):
             no_gpu()
         iree_init(self, vmfb, driver, **kwargs)
 
-    monkeypatch.setattr(zynml.devices, "_gpu_count", lambda kind: 1 if kind == "cuda" else 0)
+    monkeypatch.setattr(zynml.devices, "_gpu_count",
+                        lambda kind: 1 if kind in ("cuda", "vulkan") else 0)
     monkeypatch.setattr(iree_runner.IreeModule, "__init__", iree_on_cpu_only)
     monkeypatch.setattr(function.CudaFunction, "__init__", no_gpu)
     for module in (driver, device_array, function):

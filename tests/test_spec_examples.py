@@ -22,15 +22,30 @@ INVALID_EXAMPLES = {"rope_spec_verbatim.zyn"}
 
 _DEVICE = ["cpu"]
 
+# Measured on an H100 through IREE 3.13's vulkan-spirv target (docs/devices.md).
+_BOOL_INPUTS = "IREE's Vulkan target returns wrong rows for bool (i1) tensor inputs"
+_NO_F64 = "no f64 on IREE's Vulkan target: ZynML refuses it with a clear error"
+VULKAN_KNOWN_FAILURES = {
+    "test_attention_with_mask": _BOOL_INPUTS,
+    "test_attention_all_true_mask_is_plain_softmax_attention": _BOOL_INPUTS,
+    "test_gelu_f64": _NO_F64,
+    "test_layer_norm_f64": _NO_F64,
+}
+
 
 @pytest.fixture(autouse=True, params=["cpu", "cuda"] + (
-    ["cuda-iree"] if os.environ.get("ZYNML_TEST_IREE_GPU") == "1" else []))
+    ["cuda-iree"] if os.environ.get("ZYNML_TEST_IREE_GPU") == "1" else []) + (
+    ["vulkan-iree"] if os.environ.get("ZYNML_TEST_VULKAN") == "1" else []))
 def device(request):
     """Every test runs on the CPU (IREE) and through the native CUDA backend. Without a
     GPU, the CUDA variant compiles each call's artifact (PTX, checked by ptxas when the
     toolkit is installed) and skips the run; on the device machine it runs.
-    ZYNML_TEST_IREE_GPU=1 (tools/gpu_tests.sh) adds IREE's CUDA target on the GPU."""
+    ZYNML_TEST_IREE_GPU=1 (tools/gpu_tests.sh) adds IREE's CUDA target on the GPU, and
+    ZYNML_TEST_VULKAN=1 IREE's Vulkan target."""
     _DEVICE[0] = request.param
+    known = VULKAN_KNOWN_FAILURES.get(request.node.originalname)
+    if request.param == "vulkan-iree" and known:
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=known))
     yield request.param
     _DEVICE[0] = "cpu"
 
@@ -43,9 +58,9 @@ def program(name: str):
 
 @functools.lru_cache(maxsize=None)
 def _program(name: str, device: str) -> zynml.Program:
-    if device == "cuda-iree":
-        return zynml.compile(EXAMPLES / name, device="cuda:0", backend="iree",
-                             require_device=False)
+    if device.endswith("-iree"):
+        return zynml.compile(EXAMPLES / name, device=device.split("-")[0] + ":0",
+                             backend="iree", require_device=False)
     return zynml.compile(EXAMPLES / name, device=device, require_device=False)
 
 

@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
 # GPU tests, in two halves (the device machine has no MLIR; see tools/README.md):
-#   here:        bash tools/gpu_tests.sh compile   -> .gpucache/ (CUDA artifacts)
-#   device run:  bash tools/gpu_tests.sh run       (carry .gpucache)
+#   here:        bash tools/gpu_tests.sh compile    -> .gpucache/ (CUDA artifacts, vmfbs)
+#   device run:  bash tools/gpu_tests.sh run        (carry .gpucache, .whl, .gl)
+#                bash tools/gpu_tests.sh sanitize   (compute-sanitizer memcheck, racecheck)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py)
+SELECT="cuda or gpu or native or iree"
 export ZYNML_TEST_CACHE_DIR="$PWD/.gpucache"
-export ZYNML_TEST_IREE_GPU=1  # also IREE's CUDA target (needs iree-base-runtime there:
-                              # carry its cp312 wheel in .whl/, see tools/README.md)
+export ZYNML_TEST_IREE_GPU=1  # IREE's CUDA target too (iree-base-runtime's cp312 wheel in .whl/)
+
+device_setup() {
+  python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null
+  if ls .whl/iree_base_runtime-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-deps --no-index --target /tmp/iree-site \
+      .whl/iree_base_runtime-*.whl
+    export PYTHONPATH=/tmp/iree-site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  if ls .gl/*.deb >/dev/null 2>&1; then  # the Vulkan loader (device README)
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  fi
+  if ldconfig -p | grep -q libvulkan.so.1; then export ZYNML_TEST_VULKAN=1; fi
+}
+
 case "${1:-}" in
   compile)
     mkdir -p .gpucache
-    ZYNML_GPU_COMPILE_ONLY=1 python3 -m pytest -q -k "cuda or gpu or native or iree" "${TESTS[@]}" ;;
+    ZYNML_TEST_VULKAN=1 ZYNML_GPU_COMPILE_ONLY=1 python3 -m pytest -q -k "$SELECT" "${TESTS[@]}" ;;
   run)
-    python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null
-    if ls .whl/iree_base_runtime-*.whl >/dev/null 2>&1; then
-      python3 -m pip install -q --no-deps --no-index --target /tmp/iree-site .whl/iree_base_runtime-*.whl
-      export PYTHONPATH=/tmp/iree-site${PYTHONPATH:+:$PYTHONPATH}
-    fi
-    python3 -m pytest -q -rfE -k "cuda or gpu or native or iree" "${TESTS[@]}" "${@:2}" ;;
-  *) echo "usage: tools/gpu_tests.sh compile|run [pytest args]" >&2; exit 2 ;;
+    device_setup
+    python3 -m pytest -q -rfE -k "$SELECT" "${TESTS[@]}" "${@:2}" ;;
+  sanitize)
+    device_setup
+    for tool in memcheck racecheck; do
+      echo "== compute-sanitizer --tool $tool"
+      compute-sanitizer --tool "$tool" --error-exitcode 3 --print-limit 20 \
+        python3 -m pytest -q -p no:cacheprovider tests/runtime/test_cuda_native.py \
+        -k "not torch" "${@:2}"
+    done ;;
+  *) echo "usage: tools/gpu_tests.sh compile|run|sanitize [pytest args]" >&2; exit 2 ;;
 esac

@@ -232,6 +232,12 @@ class Program:
             except Exception as err:  # no driver or GPU, or a CUDA failure at load
                 raise ZynMLError(f"cannot run on '{self.device}': {err}") from None
         target = IREE_DEVICE_TARGETS[self.placement.kind]
+        if self.placement.kind in _NO_F64 and any(
+                "f64" in str(t) for t in list(signature.values()) +
+                [s.ty for s in checked.steps]):
+            raise ZynMLError(f"IREE's {self.placement.kind} target has no f64 (it would "
+                             f"compute in f32); give '{self.device}' f32 inputs",
+                             self._first_loc())
         vmfb = self._vmfb(checked, signature, scalars, target)
         from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
         function = IreeModule(vmfb, target.device).function("main")
@@ -281,6 +287,10 @@ class Program:
         artifact = compiler.to_cuda_artifact(module, self.cuda_target, self.source)
         self._cache.put(key, artifact.to_bytes())
         return artifact
+
+
+# IREE's SPIR-V targets demote f64 to f32; ZynML refuses rather than change precision.
+_NO_F64 = ("vulkan", "metal")
 
 
 def _check_launch_limits(checked: CheckedProgram, target) -> None:

@@ -32,3 +32,11 @@ def test_every_iree_target_compiles(device, name):
     vmfb = compiler.to_vmfb(module, IREE_DEVICE_TARGETS[prog.placement.kind])
     assert vmfb[:2] == b"PK" and b"IREE" in vmfb[:256]  # a zip holding the FlatBuffer
     assert len(vmfb) > 1000
+
+
+@pytest.mark.parametrize("device", ["vulkan:0", "metal:0"])
+def test_f64_on_spirv_targets_is_a_clear_error(device):
+    prog = zynml.compile(EXAMPLES / "gelu.zyn", device=device, backend="iree",
+                         require_device=False)
+    with pytest.raises(zynml.ZynMLError, match=f"IREE's {device[:-2]} target has no f64"):
+        prog(x=np.ones(5))
