@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -51,7 +52,7 @@ class Program:
     def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
                  backend: str | None = None, *, target: str | None = None,
                  require_device: bool = True, _pipeline: Any = None,
-                 _parent: "Program | None" = None):
+                 _parent: "Program | None" = None, _part: bool = False):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
             self.generic = _parent.generic.pipelines[_pipeline.name]
@@ -69,6 +70,9 @@ class Program:
         self.placement = _placement(device, backend, device_loc, require_device)
         self._require_device = require_device
         self.cuda_target = _cuda_target(target, None)
+        self._is_part = _part  # one device's share of a @parallel(data) program
+        self._data_parallel = None
+        self._parts: list = []
         self._check_device_annotations(self.generic)
         if self.placement.backend == "native":
             _check_launch_limits(self.generic, self.cuda_target)
@@ -111,10 +115,12 @@ class Program:
                         raise ZynMLError("@device takes a device name or a list of them",
                                          name.loc)
                     _placement(name.value, None, name.loc, self._require_device)
-            if "parallel" in step.kernel.annotations:
-                ann = step.kernel.annotations["parallel"]
-                raise ZynMLError("@parallel over several devices needs several devices; "
-                                 "this machine has one (cpu)", ann.loc)
+        for step in checked.steps:
+            if step.kernel is not None and "parallel" in step.kernel.annotations \
+                    and not self._is_part:
+                from .parallel import plan_data_parallel
+                self._data_parallel = plan_data_parallel(
+                    checked, step, step.kernel.annotations["parallel"])
 
     def __getattr__(self, name: str):
         methods = self.__dict__.get("_methods", {})
@@ -139,6 +145,8 @@ class Program:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, **inputs) -> dict[str, Any]:
+        if self._data_parallel is not None:
+            return self._data_parallel.run(self._device_parts(), inputs)
         fast_key = _gpu_call_key(inputs) if self.backend == "native" else None
         fast = self._fast_calls.get(fast_key) if fast_key is not None else None
         if fast is not None:
@@ -164,6 +172,16 @@ class Program:
         return {name: [_output(results[n], checked, n) for n in checked.list_outputs[name]]
                 if name in checked.list_outputs else _output(results[name], checked, name)
                 for name in checked.outputs}
+
+    def _device_parts(self) -> list["Program"]:
+        """One Program per device of @parallel(data), compiled per chunk shape."""
+        if not self._parts:
+            source = self.source.text if self.source.name == "<string>" else \
+                Path(self.source.name)
+            self._parts = [Program(source, device, self.backend if device != "cpu" else None,
+                                   require_device=self._require_device, _part=True)
+                           for device in self._data_parallel.devices]
+        return self._parts
 
     def _signature(self, inputs: dict[str, Any]):
         """(arrays, signature, integer scalar values, records) of the call's inputs."""

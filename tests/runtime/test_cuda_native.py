@@ -161,3 +161,24 @@ def test_memory_api_on_the_gpu(rng):
     pool.free(x)
     pool.reset()
     assert pool.used == 0
+
+
+DATA_PARALLEL = """
+let y = compute(x, w) @device(["cuda:0", "cuda:1"]) @parallel(data) {
+    @kernel elementwise
+    for b in 0..batch, i in 0..n:
+        out[b, i] = tanh(x[b, i]) * w[i]
+}
+"""
+
+
+def test_data_parallel_over_two_gpus(rng):
+    x, w = f32(rng, 8, 33), f32(rng, 33)
+    one_gpu = zynml.compile(DATA_PARALLEL, require_device=False)._device_parts()[0]
+    one_gpu.artifact(x=x[:4], w=w)  # each GPU's half (compile-only runs stop at the skip)
+    one_gpu.artifact(x=x, w=w)      # the whole batch on one GPU
+    if sum(d["id"].startswith("cuda:") for d in zynml.compute_devices()) < 2:
+        pytest.skip("needs two GPUs (nvidia-h200-x2)")
+    out = zynml.compile(DATA_PARALLEL)(x=x, w=w)["y"]
+    assert_close(out, np.tanh(x.astype(np.float64)) * w)
+    np.testing.assert_array_equal(out, np.asarray(one_gpu(x=x, w=w)["y"]))

@@ -1,0 +1,64 @@
+"""@device([...]) @parallel(data) (zynml/parallel.py): which blocks split, the located
+reasons others do not, and the split-and-gather logic (with stand-in devices; the real
+multi-GPU run is in tests/runtime/test_cuda_native.py)."""
+import re
+
+import numpy as np
+import pytest
+
+import zynml
+from conftest import assert_close
+from zynml.parallel import DataParallel
+
+HEAD = 'let y = compute(x, w) @device(["cuda:0", "cuda:1"]) @parallel(data) {\n'
+GOOD = HEAD + ("    @kernel elementwise\n    for b in 0..batch, i in 0..n:\n"
+               "        out[b, i] = x[b, i] * w[i]\n}\n")
+
+
+def plan(source):
+    return zynml.compile(source, require_device=False)._data_parallel
+
+
+def test_a_batch_loop_splits_the_inputs_it_indexes_first():
+    dp = plan(GOOD)
+    assert dp.devices == ["cuda:0", "cuda:1"] and dp.split == ["x"] and dp.output == "y"
+
+
+@pytest.mark.parametrize("body,where,message", [
+    ("        out[b, i] = x[b, i] * b\n", "4:31", "may only be the first index"),
+    ("        out[i, b] = x[b, i]\n", "4:16", "may only be the first index"),
+    ("        out[b, i] = x[i, b]\n", "4:26", "may only be the first index"),
+])
+def test_a_batch_variable_used_otherwise_is_refused(body, where, message):
+    source = HEAD + "    @kernel elementwise\n    for b in 0..batch, i in 0..n:\n" + body + "}\n"
+    with pytest.raises(zynml.ZynMLError) as err:
+        plan(source)
+    assert f"<string>:{where}: error:" in str(err.value) and message in str(err.value)
+
+
+@pytest.mark.parametrize("source,message", [
+    (GOOD.replace("@parallel(data)", "@parallel(model)"), "only @parallel(data)"),
+    (GOOD.replace('@device(["cuda:0", "cuda:1"]) ', ""), "needs @device(["),
+    (GOOD.replace('"cuda:1"', '"cuda:0"'), "two or more different devices"),
+    (GOOD + "let z = compute(y) {\n    @kernel elementwise\n    for b in 0..m, i in 0..k:\n"
+     "        out[b, i] = y[b, i]\n}\n", "one compute block"),
+])
+def test_blocks_that_cannot_split_say_why(source, message):
+    with pytest.raises(zynml.ZynMLError, match=re.escape(message)):
+        plan(source)
+
+
+@pytest.mark.parametrize("batch,devices", [(7, 3), (1, 2), (2, 2), (13, 4)])
+def test_split_and_gather_equal_one_run(rng, batch, devices):
+    x, w = rng.standard_normal((batch, 5)), rng.standard_normal(5)
+    seen = []
+
+    def part(**inputs):
+        seen.append(inputs["x"].shape[0])
+        assert inputs["w"] is w  # not split: every device gets all of it
+        return {"y": inputs["x"] * inputs["w"]}
+
+    dp = DataParallel(["d"] * devices, ["x"], "y", None)
+    out = dp.run([part] * devices, {"x": x, "w": w})["y"]
+    assert_close(out, x * w)
+    assert sum(seen) == batch and max(seen) - min(seen) <= 1 and len(seen) == min(batch, devices)

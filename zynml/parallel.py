@@ -1,0 +1,137 @@
+"""`@device(["cuda:0", "cuda:1"]) @parallel(data)`: one compute block split over devices.
+
+The spec's data parallelism splits the leading (batch) dimension. ZynML does it when the
+split cannot change the result, which it checks on the block's text:
+
+    let y = compute(x, w) @device(["cuda:0", "cuda:1"]) @parallel(data) {
+        @kernel elementwise
+        for b in 0..batch, i in 0..n:          # b: the first loop, from 0, step 1
+            out[b, i] = x[b, i] * w[i]          # b only as the first index of out and x
+    }
+
+`x` (indexed by `b` first) is split in contiguous chunks along axis 0, one per device;
+`w` (never indexed by `b`) goes whole to each device; `out` comes back as the chunks'
+results concatenated along axis 0. Each device runs the same program, compiled once per
+chunk shape. Anything else is a located error saying why. Model parallelism
+(`@parallel(model)`) would be another `Split` kind: a plan of what each device gets and
+how the results combine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import SourceLocation, ZynMLError
+from .frontend import ast
+
+__all__ = ["DataParallel", "plan_data_parallel"]
+
+
+@dataclass
+class DataParallel:
+    devices: list[str]
+    split: list[str]       # inputs split along axis 0
+    output: str            # the block's result, concatenated along axis 0
+    loc: SourceLocation
+
+    def run(self, parts: list, inputs: dict[str, Any]) -> dict[str, Any]:
+        """`parts`: one Program per device (same source); returns {output: numpy}."""
+        batch = {int(np.shape(inputs[name])[0]) for name in self.split}
+        if len(batch) != 1:
+            raise ZynMLError("inputs split by @parallel(data) must share their first "
+                             f"extent; got {sorted(batch)}", self.loc)
+        bounds = np.linspace(0, batch.pop(), len(parts) + 1).round().astype(int)
+        results = []
+        for part, start, stop in zip(parts, bounds[:-1], bounds[1:]):
+            if stop == start:
+                continue
+            chunk = {name: (value[start:stop] if name in self.split else value)
+                     for name, value in inputs.items()}
+            results.append(np.asarray(part(**chunk)[self.output]))
+        return {self.output: np.concatenate(results, axis=0)}
+
+
+def plan_data_parallel(checked, step, annotation: ast.Annotation) -> DataParallel:
+    kernel = step.kernel
+    loc = annotation.loc
+    if [a for a in annotation.args if not (isinstance(a, ast.Name) and a.id == "data")]:
+        raise ZynMLError("only @parallel(data) is supported; model parallelism is not yet",
+                         loc)
+    devices = _devices(kernel, loc)
+    if len([s for s in checked.steps if s.kernel is not None]) != 1:
+        raise ZynMLError("@parallel(data) works on a program of one compute block", loc)
+    node = kernel.node
+    names = []
+    for expr in node.inputs:
+        if not isinstance(expr, ast.Name) or expr.id not in checked.inputs:
+            raise ZynMLError("@parallel(data) splits program inputs: pass them to the "
+                             "block by name", expr.loc)
+        names.append(expr.id)
+    if not node.body or not isinstance(node.body[0], ast.For) or len(node.body) != 1:
+        raise ZynMLError("@parallel(data) needs the block to be one loop nest whose first "
+                         "loop runs over the batch", loc)
+    first = node.body[0].ranges[0]
+    if not (isinstance(first.lo, ast.IntLit) and first.lo.value == 0) or first.step:
+        raise ZynMLError(f"the batch loop '{first.var}' must run from 0 in steps of 1",
+                         first.lo.loc)
+    indexed_first, other_uses = set(), []
+    _scan(node.body[0], first.var, set(names) | {"out"}, indexed_first, other_uses)
+    if other_uses:
+        raise ZynMLError(f"the batch variable '{first.var}' may only be the first index of "
+                         "the inputs it splits and of `out`; here it is used otherwise",
+                         other_uses[0].loc)
+    if "out" not in indexed_first:
+        raise ZynMLError(f"`out` must be written at `out[{first.var}, ...]` to split the "
+                         "batch", loc)
+    split = [n for n in names if n in indexed_first]
+    return DataParallel(devices, split, step.target, loc)
+
+
+def _devices(kernel, loc) -> list[str]:
+    device = kernel.annotations.get("device")
+    if device is None or len(device.args) != 1 or not isinstance(device.args[0], ast.ListExpr):
+        raise ZynMLError('@parallel(data) needs @device(["cuda:0", "cuda:1", ...])', loc)
+    names = []
+    for item in device.args[0].elts:
+        if not isinstance(item, ast.StringLit):
+            raise ZynMLError("@device takes device names", item.loc)
+        names.append(item.value)
+    if len(set(names)) < 2:
+        raise ZynMLError("@parallel(data) needs two or more different devices", loc)
+    return names
+
+
+def _scan(node: Any, var: str, arrays: set[str], indexed_first: set[str],
+          other_uses: list) -> None:
+    """Record arrays indexed by `var` first; any other use of `var` goes to other_uses."""
+    if isinstance(node, ast.Index) and isinstance(node.base, ast.Name) and \
+            node.base.id in arrays:
+        head, *rest = node.indices
+        if isinstance(head, ast.Name) and head.id == var:
+            indexed_first.add(node.base.id)
+        else:
+            _scan(head, var, arrays, indexed_first, other_uses)
+        for index in rest:
+            _scan(index, var, arrays, indexed_first, other_uses)
+        return
+    if isinstance(node, ast.Name) and node.id == var:
+        other_uses.append(node)
+        return
+    if isinstance(node, ast.Name) and node.id in arrays and node.id != "out":
+        other_uses.append(node)  # a whole-array use (reduce(+, x)): not splittable
+        return
+    if isinstance(node, ast.Range):
+        for part in (node.lo, node.hi, node.step):
+            if part is not None:
+                _scan(part, var, arrays, indexed_first, other_uses)
+        return
+    if isinstance(node, list):
+        for item in node:
+            _scan(item, var, arrays, indexed_first, other_uses)
+        return
+    if isinstance(node, ast.Node):
+        for key, value in vars(node).items():
+            if key not in ("loc", "ty", "sym") and isinstance(value, (ast.Node, list)):
+                _scan(value, var, arrays, indexed_first, other_uses)
