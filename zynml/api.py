@@ -73,11 +73,14 @@ class Program:
         self._is_part = _part  # one device's share of a @parallel(data) program
         self._data_parallel = None
         self._parts: list = []
+        self._segments: list = []  # Programs, one per run of blocks on one device
         self._check_device_annotations(self.generic)
         if self.placement.backend == "native":
             _check_launch_limits(self.generic, self.cuda_target)
         self.device = self.placement.device
         self.backend = self.placement.backend
+        if not _part and _parent is None and self._data_parallel is None:
+            self._segments = self._plan_segments()
         self._executables: dict[tuple, _Executable] = {}
         # GPU-array calls seen before (key: names, shapes, dtypes): straight to the kernels
         self._fast_calls: dict[tuple, Any] = {}
@@ -147,6 +150,9 @@ class Program:
     def __call__(self, **inputs) -> dict[str, Any]:
         if self._data_parallel is not None:
             return self._data_parallel.run(self._device_parts(), inputs)
+        if self._segments:
+            from .segments import run_segments
+            return run_segments(self._segments, inputs, self.outputs)
         fast_key = _gpu_call_key(inputs) if self.backend == "native" else None
         fast = self._fast_calls.get(fast_key) if fast_key is not None else None
         if fast is not None:
@@ -172,6 +178,22 @@ class Program:
         return {name: [_output(results[n], checked, n) for n in checked.list_outputs[name]]
                 if name in checked.list_outputs else _output(results[name], checked, name)
                 for name in checked.outputs}
+
+    def _plan_segments(self) -> list["Program"]:
+        """`@device("...")` blocks off the program's device: one Program per segment."""
+        from .segments import plan_segments
+
+        def canonical(name, loc):
+            return _placement(name, None, loc, self._require_device).device
+
+        plan = plan_segments(self, canonical)
+        if plan is None:
+            return []
+        kind = self.placement.kind
+        return [Program(seg.source, seg.device,
+                        self.backend if seg.device.split(":")[0] == kind else None,
+                        target=self.cuda_target.chip, require_device=self._require_device,
+                        _part=True) for seg in plan]
 
     def _device_parts(self) -> list["Program"]:
         """One Program per device of @parallel(data), compiled per chunk shape."""

@@ -182,3 +182,17 @@ def test_data_parallel_over_two_gpus(rng):
     out = zynml.compile(DATA_PARALLEL)(x=x, w=w)["y"]
     assert_close(out, np.tanh(x.astype(np.float64)) * w)
     np.testing.assert_array_equal(out, np.asarray(one_gpu(x=x, w=w)["y"]))
+
+
+def test_blocks_on_the_cpu_and_the_gpu_in_one_program(rng):
+    from test_segments import THREE
+    x = f32(rng, 37)
+    prog = zynml.compile(THREE.replace("DEVICE", "cuda:0"), device="cpu",
+                         require_device=False)
+    cpu_a, gpu_b, cpu_c = prog._segments
+    a = cpu_a(x=x)["a"]
+    cpu_c(b=a + 1.0, x=x)  # compiled here before the GPU segment (compile-only stops there)
+    b = gpu_b(a=a)["b"]
+    assert_close(b, 2.0 * x.astype(np.float64) + 1.0)
+    out = zynml.compile(THREE.replace("DEVICE", "cuda:0"), device="cpu")(x=x)
+    assert_close(out["c"], (2.0 * x.astype(np.float64) + 1.0) * x)
