@@ -22,7 +22,6 @@ def test_allocate_on_the_cpu_is_zeroed_and_movable(rng):
 
 @pytest.mark.parametrize("call,message", [
     (lambda: zynml.allocate((2, -1)), "non-negative"),
-    (lambda: zynml.allocate((2,), device="vulkan:0"), "allocates on 'cpu' and 'cuda:N'"),
     (lambda: zynml.allocate((2,), device="gpu"), "unknown device"),
     (lambda: zynml.allocate((2,), device="cuda:0", pinned=True), "pinned=True is for host"),
     (lambda: zynml.allocate((2,)).to_device("cuda:0", copy=False), "copy=False"),
@@ -33,6 +32,12 @@ def test_memory_mistakes_are_clear(call, message):
     with pytest.raises((ValueError, DeviceError)) as err:
         call()
     assert message in str(err.value)
+
+
+def test_an_iree_gpu_that_is_not_here_is_a_clear_error():
+    from zynml.backend.iree_compile import BackendError
+    with pytest.raises(BackendError, match="cannot create an IREE device for driver 'vulkan'"):
+        zynml.allocate((2,), device="vulkan:0")
 
 
 def test_pool_accounting_reuses_memory():

@@ -37,15 +37,60 @@ class HostArray(np.ndarray):
         kind, ordinal = parse_device(device)
         if kind == "cpu":
             return np.array(self, copy=True).view(HostArray) if copy else self
-        if kind != "cuda":
-            raise DeviceError(f"to_device('{device}'): host memory moves to 'cpu' or "
-                              "'cuda:N' (other GPUs take arrays through their programs)")
         if not copy:
             raise DeviceError(f"to_device('{device}', copy=False): host memory cannot be "
                               "used by a CUDA kernel in place; use copy=True")
+        if kind in IREE_DRIVERS:
+            return IreeArray.from_numpy(np.asarray(self), kind)
+        if kind != "cuda":
+            raise DeviceError(f"to_device('{device}'): arrays move to 'cpu', 'cuda:N' and "
+                              f"the IREE GPUs ({', '.join(IREE_DRIVERS)})")
         from .runtime.cuda.device_array import DeviceArray
         from .runtime.cuda.driver import get_device
         return DeviceArray.from_numpy(np.asarray(self), get_device(ordinal))
+
+
+# device kind -> IREE runtime driver, for arrays on GPUs that only IREE drives
+IREE_DRIVERS = {"vulkan": "vulkan", "rocm": "hip", "metal": "metal"}
+
+
+class IreeArray:
+    """An array in the memory of an IREE device (Vulkan, ROCm, Metal). IREE programs on
+    that device read it; `to_device("cpu")` / `np.asarray` copy it to the host. IREE's own
+    device arrays have no DLPack: this wrapper is what ZynML hands out."""
+
+    def __init__(self, array: Any, kind: str):
+        self._array, self.kind = array, kind
+        self.shape, self.dtype = tuple(array.shape), np.dtype(array.dtype)
+
+    @staticmethod
+    def from_numpy(host: np.ndarray, kind: str) -> "IreeArray":
+        import iree.runtime as ireert
+        from .runtime.iree_runner import runtime_config
+        device = runtime_config(IREE_DRIVERS[kind]).device
+        return IreeArray(ireert.asdevicearray(device, np.ascontiguousarray(host)), kind)
+
+    @property
+    def device(self) -> str:
+        return f"{self.kind}:0"
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self._array.to_host()).copy()
+
+    def __array__(self, dtype=None, copy=None):
+        host = self.numpy()
+        return host if dtype is None else host.astype(dtype)
+
+    def to_device(self, device: str = "cpu", copy: bool = True):
+        kind, _ = parse_device(device)
+        if kind == self.kind and not copy:
+            return self
+        if kind == "cpu":
+            return self.numpy().view(HostArray)
+        return self.numpy().view(HostArray).to_device(device, copy=True)
+
+    def __repr__(self) -> str:
+        return f"IreeArray(shape={self.shape}, dtype={self.dtype}, device='{self.device}')"
 
 
 def _cuda_device(ordinal: int):
@@ -65,9 +110,11 @@ def allocate(shape, dtype="float32", device: str = "cpu", pinned: bool = False) 
         return np.zeros(shape, dtype=dtype).view(HostArray)
     if pinned:
         raise DeviceError("pinned=True is for host memory (device='cpu')")
+    if kind in IREE_DRIVERS:
+        return IreeArray.from_numpy(np.zeros(shape, dtype=dtype), kind)
     if kind != "cuda":
-        raise DeviceError(f"allocate on '{device}': ZynML allocates on 'cpu' and 'cuda:N'; "
-                          "IREE devices allocate inside their programs")
+        raise DeviceError(f"allocate on '{device}': ZynML allocates on 'cpu', 'cuda:N' and "
+                          f"the IREE GPUs ({', '.join(IREE_DRIVERS)})")
     from .runtime.cuda.device_array import DeviceArray
     array = DeviceArray.empty(shape, dtype, _cuda_device(ordinal))
     array.device.fill_bytes(array.ptr, 0, array.nbytes)

@@ -196,3 +196,31 @@ def test_blocks_on_the_cpu_and_the_gpu_in_one_program(rng):
     assert_close(b, 2.0 * x.astype(np.float64) + 1.0)
     out = zynml.compile(THREE.replace("DEVICE", "cuda:0"), device="cpu")(x=x)
     assert_close(out["c"], (2.0 * x.astype(np.float64) + 1.0) * x)
+
+
+def test_dlpack_export_to_torch(rng):
+    torch = pytest.importorskip("torch")
+    from zynml.runtime.cuda.device_array import DeviceArray
+    host = f32(rng, 5, 7)
+    array = DeviceArray.from_numpy(host)
+    tensor = torch.from_dlpack(array)
+    assert tensor.device.type == "cuda" and tuple(tensor.shape) == (5, 7)
+    assert tensor.data_ptr() == array.ptr  # no copy
+    np.testing.assert_array_equal(tensor.cpu().numpy(), host)
+    del array  # the tensor keeps the memory alive
+    np.testing.assert_array_equal(tensor.cpu().numpy(), host)
+
+
+def test_memory_api_on_vulkan(rng):
+    import zynml.memory as memory
+    host = zynml.allocate((3, 17), "float32")
+    host[...] = rng.standard_normal((3, 17))
+    try:
+        on_vulkan = host.to_device("vulkan:0")
+    except Exception as err:  # no Vulkan loader on this machine (tools/gpu_tests.sh has it)
+        pytest.skip(f"no Vulkan device: {err}")
+    assert isinstance(on_vulkan, memory.IreeArray) and on_vulkan.shape == (3, 17)
+    np.testing.assert_array_equal(on_vulkan.to_device("cpu"), host)
+    zeros = zynml.allocate((4,), "float32", device="vulkan:0")
+    assert not np.asarray(zeros).any()
+    np.testing.assert_array_equal(np.asarray(on_vulkan.to_device("cuda:0")), host)

@@ -84,6 +84,18 @@ class DeviceArray:
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "version": 3, "strides": None, "stream": None}
 
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        from .dlpack import to_dlpack_capsule
+        if copy:
+            raise BufferError("DeviceArray exports its own memory (copy=True is not done)")
+        # ZynML's work is on the legacy default stream, which orders itself with the
+        # consumer's stream on the same device: nothing to wait for here
+        return to_dlpack_capsule(self)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .dlpack import CUDA_DEVICE_TYPE
+        return (CUDA_DEVICE_TYPE, self.device.ordinal)
+
     # ------------------------------------------------------------------ copies
 
     def numpy(self) -> np.ndarray:
