@@ -13,8 +13,8 @@ export ZYNML_TEST_IREE_GPU=1  # IREE's CUDA target too (iree-base-runtime's cp31
 device_setup() {
   python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null
   if ls .whl/iree_base_runtime-*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-deps --no-index --target /tmp/iree-site \
-      .whl/iree_base_runtime-*.whl
+    [ -d /tmp/iree-site/iree ] || python3 -m pip install -q --no-deps --no-index \
+      --target /tmp/iree-site .whl/iree_base_runtime-*.whl
     export PYTHONPATH=/tmp/iree-site${PYTHONPATH:+:$PYTHONPATH}
   fi
   if ls .gl/*.deb >/dev/null 2>&1; then  # the Vulkan loader (device README)
