@@ -562,3 +562,14 @@ def test_integer_var_with_a_guarded_max_returns_integers(rng):
 }""", x=x, one=1)["m"]
     assert out.dtype == np.int64
     assert out[0] == max([v for v in x if v < 5], default=-1000)
+
+
+def test_scalar_arithmetic_on_whole_tensor_reductions(rng):
+    """`reduce(max, x) - 1.0` in a fused block is a scalar (the fuzzer found it crashing)."""
+    source = ("let probs = compute(logits) {\n    @kernel fused\n"
+              "    let max_val = reduce(max, logits) - 1.0\n"
+              "    let e = exp(logits - max_val)\n"
+              "    out = e / reduce(+, e)\n}\n")
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    e = np.exp(x.astype(np.float64) - (x.max() - 1.0))
+    assert_close(zynml.run(source, logits=x)["probs"], e / e.sum())

@@ -546,6 +546,9 @@ class BodyChecker:
             dtype = promote(lt.dtype if is_tensor(lt) else lt, rt.dtype if is_tensor(rt) else rt)
             if dtype is None or dtype.is_bool:
                 raise _err(f"operator '{e.op}' cannot combine these operands", e)
+            if not tensors:  # whole-tensor reductions on both sides: a scalar
+                e.ty = concrete_in(dtype, self)
+                return e.ty
             e.ty = TensorType(concrete_in(dtype, self), tensors[0].shape)
             return e.ty
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
