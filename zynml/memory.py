@@ -147,16 +147,24 @@ def _pinned(shape, dtype) -> "HostArray":
 
 
 class MemoryPool:
-    """`size` bytes of one device, handed out in aligned pieces."""
+    """`size` bytes of one device, handed out in aligned pieces. On the CPU and CUDA the
+    pool takes its memory once and pieces are views into it; on IREE's GPUs (whose
+    runtime allocates each array itself) the pool does the same accounting, and each
+    piece is an IreeArray of its own."""
 
     def __init__(self, device: str, size: int):
         kind, ordinal = parse_device(device)
-        if kind not in ("cpu", "cuda"):
-            raise DeviceError(f"memory_pool on '{device}': pools live on 'cpu' or 'cuda:N'")
+        if kind not in ("cpu", "cuda") and kind not in IREE_DRIVERS:
+            raise DeviceError(f"memory_pool on '{device}': pools live on 'cpu', 'cuda:N' "
+                              f"and the IREE GPUs ({', '.join(IREE_DRIVERS)})")
         if not isinstance(size, int) or size <= 0:
             raise ValueError(f"a pool's size is a positive number of bytes, not {size!r}")
-        self.device, self.size = ("cpu" if kind == "cpu" else f"cuda:{ordinal}"), size
-        if kind == "cpu":
+        self.device, self.size = ("cpu" if kind == "cpu" else f"{kind}:{ordinal}"), size
+        self._iree = kind if kind in IREE_DRIVERS else None
+        self._gpu = None
+        if self._iree:
+            self._base = 0
+        elif kind == "cpu":
             self._host = np.zeros(size + ALIGN, dtype=np.uint8)
             base = self._host.ctypes.data
             self._base = base + (-base % ALIGN)
@@ -191,6 +199,8 @@ class MemoryPool:
                         f"cannot hold {nbytes} more bytes")
 
     def _view(self, offset: int, shape, dtype) -> Any:
+        if self._iree:
+            return IreeArray.from_numpy(np.zeros(shape, dtype=dtype), self._iree)
         if self._gpu is None:
             start = self._base - self._host.ctypes.data + offset
             count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize

@@ -224,3 +224,20 @@ def test_memory_api_on_vulkan(rng):
     zeros = zynml.allocate((4,), "float32", device="vulkan:0")
     assert not np.asarray(zeros).any()
     np.testing.assert_array_equal(np.asarray(on_vulkan.to_device("cuda:0")), host)
+
+
+def test_memory_pool_on_vulkan():
+    try:
+        pool = zynml.memory_pool("vulkan:0", 4096)
+        a = pool.allocate((100,), "float32")
+    except Exception as err:  # no Vulkan loader on this machine (tools/gpu_tests.sh has it)
+        pytest.skip(f"no Vulkan device: {err}")
+    b = pool.allocate((10, 10), "float64")
+    assert pool.used == 512 + 1024 and not np.asarray(a).any() and b.shape == (10, 10)
+    pool.free(a)
+    with pytest.raises(zynml.memory.PoolError):
+        pool.free(a)
+    with pytest.raises(zynml.memory.PoolError, match="cannot hold"):
+        pool.allocate((4096,), "uint8")
+    pool.reset()
+    assert pool.used == 0
