@@ -3,7 +3,6 @@ reasons others do not, and the split-and-gather logic (with stand-in devices; th
 multi-GPU run is in tests/runtime/test_cuda_native.py)."""
 import re
 
-import numpy as np
 import pytest
 
 import zynml

@@ -15,7 +15,7 @@ allocate, is an error, and `reset` frees everything at once.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
