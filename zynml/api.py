@@ -70,7 +70,7 @@ class Program:
         self.placement = _placement(device, backend, device_loc, require_device)
         self._require_device = require_device
         self.cuda_target = _cuda_target(target, None)
-        self._is_part = _part  # one device's share of a @parallel(data) program
+        self._is_part = _part  # a segment, or one device's share of @parallel(data)
         self._data_parallel = None
         self._parts: list = []
         self._segments: list = []  # Programs, one per run of blocks on one device

@@ -4,7 +4,8 @@ Values while a plan runs: a tensor is a `View` of a root buffer (an input, an al
 of this call, or a constant uploaded once), in elements; a scalar is a Python number.
 A kernel takes each memref as MLIR's descriptor (allocated pointer, aligned pointer,
 offset, sizes, strides; 64-bit each) and each scalar by value. Parameter blocks are built
-once per launch and only their values change from call to call.
+once per launch and only their values change from call to call, so one executor serves
+one thread at a time (compile a Program per thread to call from several).
 """
 from __future__ import annotations
 
