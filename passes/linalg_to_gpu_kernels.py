@@ -1,8 +1,10 @@
 """linalg-to-gpu-kernels: outline each linalg.generic on memrefs into a GPU kernel.
 
-Runs after bufferization. Every `linalg.generic` in a host function becomes one
-`gpu.func` in `gpu.module @zynml_kernels`, built by the first strategy that matches it
-(gpu_strategies/), and the generic is replaced by the `gpu.launch_func` that runs it:
+Runs after bufferization. First, runs of consecutive generics over the same rows become
+one `row_fused` kernel each; then every other `linalg.generic` in a host function becomes
+one `gpu.func` in `gpu.module @zynml_kernels`, built by the first strategy that matches
+it (gpu_strategies/). Strided `memref.copy`s become copy generics first. Each generic (or
+run) is replaced by the `gpu.launch_func` that runs it:
 
     linalg.generic {...} ins(%x : memref<33x100xf32>) outs(%y : memref<33xf32>) {...}
   becomes

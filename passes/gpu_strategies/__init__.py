@@ -3,7 +3,8 @@
 Each strategy is a module with `NAME`, a frozen `Params` dataclass (its tunable numbers,
 as data), `matches(generic)` and `build(generic, gpu_module, kernel_name, params)`, which
 adds one `gpu.func` and returns the `Launch` that runs it. `choose` tries them in order;
-`pointwise` matches everything, so it comes last.
+`pointwise` matches everything, so it comes last. `row_fused` works on runs of generics
+(`find_groups`, then `build(group, ...)`); linalg-to-gpu-kernels applies it first.
 """
 from __future__ import annotations
 
