@@ -69,6 +69,14 @@ def defining_op(value: ir.Value) -> Optional[ir.Operation]:
         else None
 
 
+def clone_op(op: ir.Operation, operands: list[ir.Value]) -> ir.Operation:
+    """A copy of region-free `op` at the current insertion point, on new `operands`."""
+    return ir.Operation.create(op.name, results=[r.type for r in op.results],
+                               operands=operands,
+                               attributes={k: op.attributes[k] for k in op.attributes},
+                               loc=op.location)
+
+
 def constant_int(value: ir.Value) -> Optional[int]:
     """The integer `value` always holds, folding constants, tensor.dim of static tensors
     and index arithmetic on those; None when it is not known."""

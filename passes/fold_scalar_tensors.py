@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
+from .cir_ops import clone_op, defining_op
+
 NAME = "fold-scalar-tensors"
 DESCRIPTION = "Turn scalar islands between 0-d tensors into 0-d linalg.generics"
 
@@ -45,13 +47,13 @@ def run(module: ir.Operation, options: Options) -> None:
         if island is None:
             continue
         chain, leaves = island
-        orphans.extend(chain + [o for o in map(_owner, leaves) if o is not None])
-        orphans.extend(o for c in chain for o in map(_owner, c.operands)
+        orphans.extend(chain + [o for o in map(defining_op, leaves) if o is not None])
+        orphans.extend(o for c in chain for o in map(defining_op, c.operands)
                        if o is not None and o.name == "arith.constant")
-        root = _owner(op.operands[0])
+        root = defining_op(op.operands[0])
         if root is not None and root.name == "arith.constant":
             orphans.append(root)
-        source = _owner(op.operands[0])
+        source = defining_op(op.operands[0])
         if not chain and source is not None and source.name == "tensor.extract" and \
                 source.operands[0].type == op.results[0].type:
             op.results[0].replace_all_uses_with(source.operands[0])  # a plain round trip
@@ -72,12 +74,6 @@ def run(module: ir.Operation, options: Options) -> None:
                 changed = True
 
 
-def _owner(value: ir.Value):
-    owner = value.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner if isinstance(owner, ir.Operation) else None
-
-
 def _island(root: ir.Value):
     """(ops computing `root` in order, leaf values) when `root` is arith/math over 0-d
     extracts, constants and scalar block arguments; else None."""
@@ -85,7 +81,7 @@ def _island(root: ir.Value):
     leaves: list[ir.Value] = []
 
     def visit(value: ir.Value) -> bool:
-        op = _owner(value)
+        op = defining_op(value)
         if op is None:  # a scalar argument of the function
             if value not in leaves:
                 leaves.append(value)
@@ -112,7 +108,7 @@ def _replace_with_generic(op: ir.Operation, chain, leaves) -> None:
     result_type = ir.RankedTensorType(op.results[0].type)
     ins = []
     for leaf in leaves:
-        owner = _owner(leaf)
+        owner = defining_op(leaf)
         ins.append(owner.operands[0] if owner is not None else leaf)
     scalar_map = ir.AffineMapAttr.get(ir.AffineMap.get(0, 0, []))
     with ir.InsertionPoint(op), op.location:
@@ -126,25 +122,18 @@ def _replace_with_generic(op: ir.Operation, chain, leaves) -> None:
     with ir.InsertionPoint(block), op.location:
         for inner in chain:
             for operand in inner.operands:
-                constant = _owner(operand)
+                constant = defining_op(operand)
                 if operand not in mapping and constant is not None and \
                         constant.name == "arith.constant":
-                    mapping[operand] = _clone(constant, []).results[0]
-            clone = _clone(inner, [mapping[v] for v in inner.operands])
+                    mapping[operand] = clone_op(constant, []).results[0]
+            clone = clone_op(inner, [mapping[v] for v in inner.operands])
             for old, new in zip(inner.results, clone.results):
                 mapping[old] = new
         root = op.operands[0]
         if root not in mapping:  # the island is a lone constant
-            mapping[root] = _clone(_owner(root), []).results[0]
+            mapping[root] = clone_op(defining_op(root), []).results[0]
         linalg.YieldOp([mapping[root]])
     op.results[0].replace_all_uses_with(generic.results[0])
-
-
-def _clone(op: ir.Operation, operands):
-    return ir.Operation.create(op.name, results=[r.type for r in op.results],
-                               operands=operands,
-                               attributes={k: op.attributes[k] for k in op.attributes},
-                               loc=op.location)
 
 
 def _ops(module: ir.Operation) -> list[ir.Operation]:

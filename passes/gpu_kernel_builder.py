@@ -13,6 +13,8 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith, gpu, memref
 
+from .cir_ops import clone_op, defining_op
+
 PARALLEL, REDUCTION = "parallel", "reduction"
 
 
@@ -36,6 +38,14 @@ def generic_operands(generic: ir.Operation) -> tuple[list[ir.Value], list[ir.Val
     sizes = list(ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"]))
     operands = list(generic.operands)
     return operands[:sizes[0]], operands[sizes[0]:sizes[0] + sizes[1]]
+
+
+def loop_dims(generic: ir.Operation) -> tuple[list[int], list[int], list[int]]:
+    """(trip count of each loop, the parallel loops, the reduction loops), in loop order."""
+    kinds = iterator_kinds(generic)
+    parallel = [d for d, k in enumerate(kinds) if k == PARALLEL]
+    reduction = [d for d, k in enumerate(kinds) if k == REDUCTION]
+    return loop_ranges(generic), parallel, reduction
 
 
 def loop_ranges(generic: ir.Operation) -> list[int]:
@@ -112,12 +122,11 @@ class KernelSignature:
             if value in seen:
                 return
             seen.add(value)
-            owner = value.owner
-            owner = owner.operation if isinstance(owner, ir.OpView) else owner
-            if isinstance(owner, ir.Operation) and owner.name == "arith.constant" \
+            owner = defining_op(value)
+            if owner is not None and owner.name == "arith.constant" \
                     and not isinstance(value.type, ir.ShapedType):
                 sig.constants.append(owner)
-            elif isinstance(owner, ir.Operation) and owner.name == "memref.load":
+            elif owner is not None and owner.name == "memref.load":
                 sig.host_loads.append(owner)
                 for operand in owner.operands:
                     visit(operand)
@@ -178,7 +187,7 @@ class KernelScope:
         block = func.regions[0].blocks[0]
         self.mapping: dict = dict(zip(signature.values, block.arguments))
         for const in signature.constants:
-            self.mapping[const.results[0]] = _clone(const, []).results[0]
+            self.mapping[const.results[0]] = clone_op(const, []).results[0]
         for host_load in signature.host_loads:
             memref_value, *indices = host_load.operands
             self.mapping[host_load.results[0]] = self.load(
@@ -232,16 +241,10 @@ class KernelScope:
                 local[op.results[0]] = self.load(op.operands[0],
                                                  [local[v] for v in list(op.operands)[1:]])
                 continue
-            clone = _clone(op, [local[v] for v in op.operands])
+            clone = clone_op(op, [local[v] for v in op.operands])
             for old, new in zip(op.results, clone.results):
                 local[old] = new
         return local
-
-
-def _clone(op: ir.Operation, operands: list[ir.Value]) -> ir.Operation:
-    return ir.Operation.create(op.name, results=[r.type for r in op.results], operands=operands,
-                               attributes={k: op.attributes[k] for k in op.attributes},
-                               loc=op.location)
 
 
 def new_kernel(gpu_module: ir.Operation, name: str, arg_types: Sequence[ir.Type],

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from .cir_ops import constant_int, defining_op
+from .cir_ops import clone_op, constant_int, defining_op
 
 PARALLEL, REDUCTION = "parallel", "reduction"
 
@@ -47,9 +47,7 @@ class Lowering:
             raise ValueError("value depends on the loops")
         operands = [self.outer(v) for v in op.operands]
         with self.ip, op.location:
-            clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                        operands=operands,
-                                        attributes={k: op.attributes[k] for k in op.attributes})
+            clone = clone_op(op, operands)
         self._outer_memo[value] = clone.results[0]
         return clone.results[0]
 

@@ -15,6 +15,7 @@ f16/bf16, multi-stage copies (cp.async / TMA), fused epilogues.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlir import ir
@@ -96,9 +97,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     batch, dim_i, dim_j, dim_k = _roles(generic)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
-    batches = 1
-    for d in batch:
-        batches *= ranges[d]
+    batches = math.prod(ranges[d] for d in batch)
     threads_n = p.tile_n // p.thread_n
     threads = (p.tile_m // p.thread_m) * threads_n
     f32 = ir.F32Type.get()

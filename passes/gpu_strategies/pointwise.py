@@ -7,14 +7,15 @@ strategy; the others are faster on the kernels they match.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, gpu, scf
 
-from ..gpu_kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
-                                  delinearize, generic_operands, index_const, indexing_maps,
-                                  iterator_kinds, loop_ranges, new_kernel)
+from ..gpu_kernel_builder import (KernelScope, KernelSignature, apply_map, delinearize,
+                                  generic_operands, index_const, indexing_maps, loop_dims,
+                                  new_kernel)
 from . import Launch
 
 NAME = "pointwise"
@@ -34,13 +35,8 @@ def matches(generic: ir.Operation) -> bool:
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           params: Params = Params()) -> Launch:
     signature = KernelSignature.of(generic)
-    kinds = iterator_kinds(generic)
-    ranges = loop_ranges(generic)
-    parallel = [d for d, k in enumerate(kinds) if k == PARALLEL]
-    reduction = [d for d, k in enumerate(kinds) if k != PARALLEL]
-    total = 1
-    for d in parallel:
-        total *= ranges[d]
+    ranges, parallel, reduction = loop_dims(generic)
+    total = math.prod(ranges[d] for d in parallel)
     items = params.items if not reduction and total >= params.items_from else 1
     if items > 1:
         return _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel,
@@ -54,7 +50,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
         in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_const(total)).result
         guard = scf.IfOp(in_range)
         with ir.InsertionPoint(guard.then_block):
-            ivs: list = [None] * len(kinds)
+            ivs: list = [None] * len(ranges)
             for d, coord in zip(parallel, delinearize(linear, [ranges[d] for d in parallel])):
                 ivs[d] = coord
             emit_point(generic, scope, ivs, reduction, ranges)

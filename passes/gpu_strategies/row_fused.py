@@ -20,11 +20,13 @@ block's own row (so blocks never touch each other's data). Anything else splits 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, gpu, scf
 
+from ..cir_ops import defining_op
 from ..gpu_kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
                                   delinearize, generic_operands, index_const,
                                   indexing_maps, iterator_kinds, loop_ranges, new_kernel)
@@ -58,10 +60,7 @@ def _reduction_prefix(generic: ir.Operation):
 
 
 def _row_length(generic: ir.Operation, rank: int) -> int:
-    length = 1
-    for extent in loop_ranges(generic)[rank:]:
-        length *= extent
-    return length
+    return math.prod(loop_ranges(generic)[rank:])
 
 
 def find_groups(generics: list[ir.Operation], params: Params = Params()) -> list[list]:
@@ -128,9 +127,7 @@ def _split(run: list[ir.Operation], params: Params) -> list[list]:
 def _worth_it(group: list, prefix, params: Params) -> bool:
     if len(group) < 2 or prefix is None:
         return False
-    rows = 1
-    for extent in prefix:
-        rows *= extent
+    rows = math.prod(prefix)
     largest = max(rows * _row_length(g, len(prefix)) for g in group)
     if rows < params.min_rows and largest >= params.small:
         return False
@@ -158,9 +155,8 @@ def _rows_private(group: list, rank: int) -> bool:
     for generic in group:
         ins, outs = generic_operands(generic)
         for value, amap in zip(outs, indexing_maps(generic)[len(ins):]):
-            owner = value.owner
-            owner = owner.operation if isinstance(owner, ir.OpView) else owner
-            if isinstance(owner, ir.Operation) and owner.name != "memref.alloc":
+            owner = defining_op(value)
+            if owner is not None and owner.name != "memref.alloc":
                 return False  # a view: aliasing we do not track
             if not _row_map(amap, rank, covers=True):
                 return False
@@ -190,9 +186,7 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
           params: Params = Params()) -> Launch:
     prefix = next(_reduction_prefix(g) for g in group if _reduction_prefix(g) is not None)
     rank = len(prefix)
-    rows = 1
-    for extent in prefix:
-        rows *= extent
+    rows = math.prod(prefix)
     block = block_size(max(_row_length(g, rank) for g in group))
     partials = {}
     for index, generic in enumerate(group):

@@ -14,14 +14,16 @@ with the output's initial value:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from ..gpu_kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
-                                  apply_map, delinearize, generic_operands, index_const,
-                                  indexing_maps, iterator_kinds, loop_ranges, new_kernel)
+from ..cir_ops import clone_op, defining_op
+from ..gpu_kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
+                                  delinearize, generic_operands, index_const, indexing_maps,
+                                  iterator_kinds, loop_dims, new_kernel)
 from . import Launch
 
 NAME = "row_reduce"
@@ -56,9 +58,8 @@ def _combines(generic: ir.Operation):
     found = []
     for k, value in enumerate(yield_op.operands):
         out_arg = block.arguments[len(ins) + k]
-        producer = value.owner
-        producer = producer.operation if isinstance(producer, ir.OpView) else producer
-        if not isinstance(producer, ir.Operation) or producer.name not in _IDENTITY or \
+        producer = defining_op(value)
+        if producer is None or producer.name not in _IDENTITY or \
                 str(producer.results[0].type) not in _IDENTITY[producer.name]:
             return None
         uses = list(out_arg.uses)
@@ -80,12 +81,7 @@ def matches(generic: ir.Operation, params: Params = Params()) -> bool:
     kinds = iterator_kinds(generic)
     if REDUCTION not in kinds or _combine(generic) is None:
         return False
-    ranges = loop_ranges(generic)
-    row = 1
-    for d, kind in enumerate(kinds):
-        if kind == REDUCTION:
-            row *= ranges[d]
-    if row < params.min_row:
+    if row_length(generic) < params.min_row:
         return False
     ins, _ = generic_operands(generic)
     memref_maps = [m for v, m in zip(ins, indexing_maps(generic))
@@ -97,12 +93,8 @@ def matches(generic: ir.Operation, params: Params = Params()) -> bool:
 
 
 def row_length(generic: ir.Operation) -> int:
-    ranges, kinds = loop_ranges(generic), iterator_kinds(generic)
-    length = 1
-    for d, kind in enumerate(kinds):
-        if kind == REDUCTION:
-            length *= ranges[d]
-    return length
+    ranges, _, reduction = loop_dims(generic)
+    return math.prod(ranges[d] for d in reduction)
 
 
 def block_size(row: int, params: Params = Params()) -> int:
@@ -127,18 +119,14 @@ def shared_partials(gpu_module: ir.Operation, generic: ir.Operation, name: str,
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           params: Params = Params()) -> Launch:
     signature = KernelSignature.of(generic)
-    kinds = iterator_kinds(generic)
-    ranges = loop_ranges(generic)
-    parallel = [d for d, k in enumerate(kinds) if k == PARALLEL]
-    points = 1
-    for d in parallel:
-        points *= ranges[d]
+    ranges, parallel, _ = loop_dims(generic)
+    points = math.prod(ranges[d] for d in parallel)
     block = block_size(row_length(generic), params)
     partials = shared_partials(gpu_module, generic, f"{kernel_name}_partials", block)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        ivs: list = [None] * len(kinds)
+        ivs: list = [None] * len(ranges)
         row = gpu.block_id(gpu.Dimension.x)
         for d, coord in zip(parallel, delinearize(row, [ranges[d] for d in parallel])):
             ivs[d] = coord
@@ -157,9 +145,8 @@ def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, bloc
         element = combine.results[0].type
         identities.append(arith.ConstantOp(element, ir.Attribute.parse(
             f"{_IDENTITY[combine.name][str(element)]} : {element}")).result)
-    kinds, ranges = iterator_kinds(generic), loop_ranges(generic)
-    reduction = [d for d, k in enumerate(kinds) if k == REDUCTION]
-    row = row_length(generic)
+    ranges, _, reduction = loop_dims(generic)
+    row = math.prod(ranges[d] for d in reduction)
     warps = block // WARP
     ins, outs = generic_operands(generic)
     maps = indexing_maps(generic)
@@ -212,7 +199,7 @@ def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, bloc
 
 def _combiner(combine: ir.Operation, operand_index: int):
     def combine_values(a, b):
-        return _clone(combine, [a, b] if operand_index == 1 else [b, a]).results[0]
+        return clone_op(combine, [a, b] if operand_index == 1 else [b, a]).results[0]
     return combine_values
 
 
@@ -229,8 +216,3 @@ def _warp_reduce(value: ir.Value, combine_values) -> ir.Value:
     return value
 
 
-def _clone(op: ir.Operation, operands):
-    return ir.Operation.create(op.name, results=[r.type for r in op.results],
-                               operands=operands,
-                               attributes={k: op.attributes[k] for k in op.attributes},
-                               loc=op.location)

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from mlir import ir
 
+from ...passes.cir_ops import defining_op
+
 PLAN_VERSION = 1
 
 # arith ops on host scalars (index arithmetic of views and loops) -> plan "scalar" fn.
@@ -72,11 +74,11 @@ class _Extractor:
     def name(self, value: ir.Value) -> Any:
         if value in self.names:
             return self.names[value]
-        owner = value.owner
-        owner = owner.operation if isinstance(owner, ir.OpView) else owner
-        if isinstance(owner, ir.Operation) and owner.name == "arith.constant":
+        owner = defining_op(value)
+        if owner is not None and owner.name == "arith.constant":
             return _constant(owner)
-        raise PlanError("a host value the plan does not know", getattr(owner, "location", None))
+        raise PlanError("a host value the plan does not know",
+                        owner.location if owner is not None else None)
 
     def define(self, value: ir.Value) -> str:
         name = f"%{len(self.names)}"
