@@ -18,7 +18,8 @@ import zynml
 from zynml.backend.cuda import CudaTarget, build_artifact
 from zynml.backend.cuda.compile import compile_for_cuda
 from zynml.backend.cuda.target import DEFAULT_CHIP, PTX_ISA
-from zynml.runtime.cuda.artifact import FORMAT, VERSION, ArtifactError, CudaArtifact, describe
+from zynml.runtime.cuda.artifact import (FORMAT, VERSION, ArtifactError, CudaArtifact, describe,
+                                         launches)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tests" / "programs" / "examples"
@@ -154,14 +155,6 @@ def compiled_source(path, target=None, **shapes):
     inputs = {name: f32(*shape) for name, shape in shapes.items()}
     prog = zynml.compile(path, device="cuda", target=target, require_device=False)
     return prog.artifact(**inputs)
-
-
-def launches(body):
-    for step in body:
-        if step["op"] == "launch":
-            yield step
-        elif step["op"] == "for":
-            yield from launches(step["body"])
 
 
 def entries(ptx):

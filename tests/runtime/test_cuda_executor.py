@@ -21,6 +21,7 @@ from conftest import assert_close
 from zynml.runtime.cuda import driver
 from zynml.runtime.cuda.device_array import DeviceArray
 from zynml.runtime.cuda.driver import CudaError, ctype_of, get_device
+from zynml.runtime.cuda.artifact import launches
 from zynml.runtime.cuda.executor import PlanExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -274,17 +275,9 @@ def fake(monkeypatch):
 
 
 def executor_for(fake, plan, globals_=None, image=b"//ptx"):
-    for step in _launches(plan["body"]):
+    for step in launches(plan["body"]):
         fake.kinds[step["kernel"]] = step["arg_kinds"]
     return PlanExecutor(plan, image, globals_ or {}, get_device(0))
-
-
-def _launches(body):
-    for step in body:
-        if step["op"] == "launch":
-            yield step
-        elif step["op"] == "for":
-            yield from _launches(step["body"])
 
 
 def upload(array):
@@ -455,7 +448,7 @@ def test_flat_plan_takes_the_fast_path_and_computes(flat, fake):
     assert log.frees == [arena]  # the arena, right after the launches
 
 
-def test_fast_path_and_interpreter_issue_the_same_launches(flat, fake, rng):
+def test_fast_path_and_interpreter_issue_the_samelaunches(flat, fake, rng):
     mark = fake.mark()
     fast_out, = flat.executor(flat.inputs)
     fast = fake.since(mark)
@@ -596,7 +589,7 @@ def test_real_plan_fast_and_interpreted(fake, rng, name):
     mark = fake.mark()
     slow_out = executor.run_plan(inputs)
     slow = fake.since(mark)
-    steps = list(_launches(plan["body"]))
+    steps = list(launches(plan["body"]))
     expected = [(s["kernel"], tuple(s["grid"]), tuple(s["block"]), s["shared_bytes"])
                 for s in steps]
     assert [(i.kernel, i.grid, i.block, i.shared) for i in fast.launches] == expected

@@ -110,12 +110,13 @@ def describe(artifact: CudaArtifact) -> dict[str, Any]:
     plan = artifact.plan
     return {"chip": artifact.chip, "inputs": plan["input_names"],
             "outputs": plan["output_names"],
-            "kernels": sorted({s["kernel"] for s in _launches(plan["body"])})}
+            "kernels": sorted({s["kernel"] for s in launches(plan["body"])})}
 
 
-def _launches(body):
+def launches(body: list[dict]):
+    """Every "launch" step of a launch plan's body, loop bodies included, in order."""
     for step in body:
         if step["op"] == "launch":
             yield step
         elif step["op"] == "for":
-            yield from _launches(step["body"])
+            yield from launches(step["body"])
