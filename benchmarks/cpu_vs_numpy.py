@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 import zynml
+from programs import SOFTMAX  # benchmarks/programs.py: shared with gpu_vs_torch.py
 
 ELEMENTWISE_CHAIN = """
 pipeline chain(x: tensor[n], y: tensor[n]) -> tensor[n]:
@@ -37,31 +38,6 @@ pipeline row_sum(m: tensor[rows, cols]) -> tensor[rows]:
             yield m[i, j]
     }
     return s
-"""
-
-SOFTMAX = """
-pipeline softmax(x: tensor[rows, cols]) -> tensor[rows, cols]:
-    let row_max = compute(x) {
-        @kernel reduce(max, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield x[i, j]
-    }
-    let shifted_exp = compute(x, row_max) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = exp(x[i, j] - row_max[i])
-    }
-    let row_sum = compute(shifted_exp) {
-        @kernel reduce(+, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield shifted_exp[i, j]
-    }
-    let probs = compute(shifted_exp, row_sum) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = shifted_exp[i, j] / row_sum[i]
-    }
-    return probs
 """
 
 MATMUL = """

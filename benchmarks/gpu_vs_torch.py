@@ -22,33 +22,9 @@ from typing import Callable
 import numpy as np
 
 import zynml
+from programs import SOFTMAX  # benchmarks/programs.py
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "programs" / "examples"
-
-ROW_SOFTMAX = """
-pipeline softmax(x: tensor[rows, cols]) -> tensor[rows, cols]:
-    let row_max = compute(x) {
-        @kernel reduce(max, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield x[i, j]
-    }
-    let e = compute(x, row_max) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = exp(x[i, j] - row_max[i])
-    }
-    let total = compute(e) {
-        @kernel reduce(+, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield e[i, j]
-    }
-    let probs = compute(e, total) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = e[i, j] / total[i]
-    }
-    return probs
-"""
 
 ADD = """
 let z = compute(x, y) {
@@ -98,7 +74,7 @@ def _cases() -> list[Case]:
              bytes=3 * 4 * 1024),
         Case("GELU (tanh) 64M f32", "gelu.zyn", "activated", {"x": ((n64m,), f32)}, gelu,
              bytes=2 * 4 * n64m),
-        Case(f"softmax {rows}x{cols} f32", ROW_SOFTMAX, "softmax", {"x": ((rows, cols), f32)},
+        Case(f"softmax {rows}x{cols} f32", SOFTMAX, "softmax", {"x": ((rows, cols), f32)},
              lambda t, x: t.softmax(x["x"], dim=1), bytes=2 * 4 * rows * cols,
              pipeline="softmax"),
         Case("layernorm 16384x4096 f32", "layer_norm.zyn", "normalized",
