@@ -16,7 +16,7 @@ import numpy as np
 
 from . import compiler
 from .backend.cache import ArtifactCache
-from .backend.targets import CPU, CUDA, METAL, ROCM, VULKAN, IreeTarget
+from .backend.targets import IREE_TARGETS, IreeTarget
 from .devices import DeviceError, Placement, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
@@ -24,11 +24,8 @@ from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType, from_numpy, to_numpy
 
-__all__ = ["Program", "compile", "run", "load", "IREE_DEVICE_TARGETS"]
+__all__ = ["Program", "compile", "run", "load"]
 
-# device kind -> the IREE target that compiles for it (backend "iree").
-IREE_DEVICE_TARGETS: dict[str, IreeTarget] = {"cpu": CPU, "cuda": CUDA, "vulkan": VULKAN,
-                                              "rocm": ROCM, "metal": METAL}
 
 
 def _placement(device: str, backend: str | None, loc: SourceLocation | None,
@@ -271,8 +268,8 @@ class Program:
                 return _Executable(checked, CudaFunction(artifact, self.placement.ordinal))
             except Exception as err:  # no driver or GPU, or a CUDA failure at load
                 raise ZynMLError(f"cannot run on '{self.device}': {err}") from None
-        target = IREE_DEVICE_TARGETS[self.placement.kind]
-        if self.placement.kind in _NO_F64 and any(
+        target = IREE_TARGETS[self.placement.kind]
+        if not target.f64 and any(
                 "f64" in str(t) for t in list(signature.values()) +
                 [s.ty for s in checked.steps]):
             raise ZynMLError(f"IREE's {self.placement.kind} target has no f64 (it would "
@@ -327,10 +324,6 @@ class Program:
         artifact = compiler.to_cuda_artifact(module, self.cuda_target, self.source)
         self._cache.put(key, artifact.to_bytes())
         return artifact
-
-
-# IREE's SPIR-V targets demote f64 to f32; ZynML refuses rather than change precision.
-_NO_F64 = ("vulkan", "metal")
 
 
 def _check_launch_limits(checked: CheckedProgram, target) -> None:

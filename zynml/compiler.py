@@ -9,6 +9,7 @@ artifact. `zynml compile --emit STAGE` prints what each arrow produces.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -114,8 +115,8 @@ def to_vmfb(linalg_module: ir.Module, target: IreeTarget,
             raise
         warnings.warn(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it",
                       ZynMLNote, stacklevel=2)
-        fallback = IreeTarget(target.name, target.device,
-                              tuple(f for f in target.flags if f != _DATA_TILING))
+        fallback = dataclasses.replace(
+            target, flags=tuple(f for f in target.flags if f != _DATA_TILING))
         return compile_to_vmfb(text, fallback, cache=cache)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import zynml
 from zynml import compiler
-from zynml.api import IREE_DEVICE_TARGETS
+from zynml.backend.targets import IREE_TARGETS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "programs" / "examples"
 ROOT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -29,7 +29,7 @@ def test_every_iree_target_compiles(device, name):
     prog = zynml.compile(path, device=device, backend="iree", require_device=False)
     assert prog.backend == "iree"
     module = prog.stage_module(inputs)
-    vmfb = compiler.to_vmfb(module, IREE_DEVICE_TARGETS[prog.placement.kind])
+    vmfb = compiler.to_vmfb(module, IREE_TARGETS[prog.placement.kind])
     assert vmfb[:2] == b"PK" and b"IREE" in vmfb[:256]  # a zip holding the FlatBuffer
     assert len(vmfb) > 1000
 

@@ -12,6 +12,7 @@ Ukernels gave nothing on top of data tiling, so only data tiling is kept.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -25,11 +26,14 @@ class IreeTarget:
     name:   the target's name as IREE spells it (e.g. "llvm-cpu"), for messages.
     device: the IREE runtime driver that runs its vmfb (e.g. "local-task", "cuda").
     flags:  the `iree-compile` flags selecting and tuning it, each `--name[=value]`.
+    f64:    whether it computes f64 as f64 (IREE's SPIR-V targets demote it to f32, so
+            ZynML refuses f64 programs there rather than change their precision).
     """
 
     name: str
     device: str
     flags: tuple[str, ...] = ()
+    f64: bool = True
 
     def __post_init__(self) -> None:
         for field_name in ("name", "device"):
@@ -47,7 +51,7 @@ class IreeTarget:
 
     def with_flags(self, *extra: str) -> "IreeTarget":
         """This target with `extra` flags appended (validated like the others)."""
-        return IreeTarget(self.name, self.device, self.flags + tuple(extra))
+        return dataclasses.replace(self, flags=self.flags + tuple(extra))
 
 
 CPU = IreeTarget("llvm-cpu", "local-task", (
@@ -69,8 +73,8 @@ CUDA = IreeTarget("cuda", "cuda", ("--iree-hal-target-device=cuda", "--iree-cuda
                                    "--iree-input-demote-f64-to-f32=false"))
 ROCM = IreeTarget("rocm", "hip", ("--iree-hal-target-device=hip", "--iree-rocm-target=gfx942",
                                   "--iree-input-demote-f64-to-f32=false"))
-VULKAN = IreeTarget("vulkan-spirv", "vulkan", ("--iree-hal-target-device=vulkan",))
-METAL = IreeTarget("metal-spirv", "metal", ("--iree-hal-target-device=metal",))
+VULKAN = IreeTarget("vulkan-spirv", "vulkan", ("--iree-hal-target-device=vulkan",), f64=False)
+METAL = IreeTarget("metal-spirv", "metal", ("--iree-hal-target-device=metal",), f64=False)
 
 IREE_TARGETS: dict[str, IreeTarget] = {
     "cpu": CPU,

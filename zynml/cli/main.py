@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backend.cache import atomic_write_bytes
+from ..backend.targets import IREE_TARGETS
 from ..errors import ZynMLError
 from .common import internal_error
 
@@ -157,7 +158,7 @@ def _compile(args) -> int:
     else:
         module = program.stage_module(values, upto=args.emit)
         if args.emit == "vmfb":
-            data = compiler.to_vmfb(module, api.IREE_DEVICE_TARGETS[program.placement.kind])
+            data = compiler.to_vmfb(module, IREE_TARGETS[program.placement.kind])
             atomic_write_bytes(Path(args.output), data)
             return 0
         if args.emit in NATIVE_STAGES:
