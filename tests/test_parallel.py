@@ -35,16 +35,17 @@ def test_a_batch_variable_used_otherwise_is_refused(body, where, message):
     assert f"<string>:{where}: error:" in str(err.value) and message in str(err.value)
 
 
-@pytest.mark.parametrize("source,message", [
-    (GOOD.replace("@parallel(data)", "@parallel(model)"), "only @parallel(data)"),
-    (GOOD.replace('@device(["cuda:0", "cuda:1"]) ', ""), "needs @device(["),
-    (GOOD.replace('"cuda:1"', '"cuda:0"'), "two or more different devices"),
+@pytest.mark.parametrize("source,where,message", [
+    (GOOD.replace("@parallel(data)", "@parallel(model)"), "1:53", "only @parallel(data)"),
+    (GOOD.replace('@device(["cuda:0", "cuda:1"]) ', ""), "1:23", "needs @device(["),
+    (GOOD.replace('"cuda:1"', '"cuda:0"'), "1:53", "two or more different devices"),
     (GOOD + "let z = compute(y) {\n    @kernel elementwise\n    for b in 0..m, i in 0..k:\n"
-     "        out[b, i] = y[b, i]\n}\n", "one compute block"),
+     "        out[b, i] = y[b, i]\n}\n", "1:53", "one compute block"),
 ])
-def test_blocks_that_cannot_split_say_why(source, message):
-    with pytest.raises(zynml.ZynMLError, match=re.escape(message)):
+def test_blocks_that_cannot_split_say_why(source, where, message):
+    with pytest.raises(zynml.ZynMLError, match=re.escape(message)) as err:
         plan(source)
+    assert str(err.value).startswith(f"<string>:{where}: error:")
 
 
 @pytest.mark.parametrize("batch,devices", [(7, 3), (1, 2), (2, 2), (13, 4)])
