@@ -42,6 +42,10 @@ CASES = {
     "assignment to a let": (_kernel("    for i in 0..len:\n        let a = x[i]\n"
                                     "        a = 2.0\n        out[i] = a\n"),
                             "5:9", "cannot assign to 'a'"),
+    "assignment to a whole shared array": (
+        _kernel("    for i in 0..len:\n        shared var up[4]\n        up = x[i]\n"
+                "        out[i] = x[i]\n"),
+        "5:9", "cannot assign to 'up': it is a shared array (write one element"),
     "syntax: missing colon": (_kernel("    for i in 0..len\n        out[i] = x[i]\n"),
                               "3:20", "expected ':'"),
     "tensor not passed to compute": ("let a = compute(x) {\n    @kernel elementwise\n"

@@ -272,7 +272,8 @@ class BodyChecker:
             if sym.kind != "var":
                 what = {"arg": "an input", "let": "a 'let' (use 'var' for a mutable local)",
                         "loop": "a loop variable", "size": "a size",
-                        "capture": "a program constant"}[sym.kind]
+                        "capture": "a program constant",
+                        "shared": "a shared array (write one element: name[i] = ...)"}[sym.kind]
                 raise _err(f"cannot assign to '{target.id}': it is {what}", target)
             target.sym, target.ty = sym, sym.ty
             self._check_assignable(sym.ty, value_t, stmt.value)
