@@ -299,6 +299,32 @@ def test_attention_dot_of_rows_of_different_lengths_is_an_error(rng):
     assert str(err.value).startswith(f"{EXAMPLES / 'attention.zyn'}:")
 
 
+@pytest.mark.parametrize("batch,heads,seq,dim", [(1, 1, 1, 1), (1, 2, 64, 5), (2, 3, 131, 7)])
+def test_flash_attention_spec_tiles(rng, batch, heads, seq, dim):
+    """The spec's tile-level flash attention, verbatim: 64-row tiles, so 131 rows end in
+    a partial tile of 3 (for the queries and for the keys)."""
+    q, k, v = (f32(rng, batch, heads, seq, dim) for _ in range(3))
+    out = program("flash_attention.zyn")(Q=q, K=k, V=v)["attn"]
+    assert out.shape == (batch, heads, seq, dim)
+    assert_close(out, attention_reference(q, k, v))
+
+
+@pytest.mark.parametrize("seq", [1, 23])
+def test_flash_attention_block_causal_tiles(rng, seq):
+    q, k, v = (f32(rng, 2, 3, seq, 7) for _ in range(3))
+    out = program("flash_attention_block_causal.zyn")(Q=q, K=k, V=v)["attn"]
+    i, j = np.arange(seq)[:, None], np.arange(seq)[None, :]
+    allowed = (j // 8) * 8 < (i // 16) * 16 + 16  # key tiles starting before the query tile ends
+    assert_close(out, attention_reference(q, k, v, allowed))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (37, 11, 5)])
+def test_tiled_matmul_with_epilogue(rng, m, k, n):
+    a, b, scale = f32(rng, m, k), f32(rng, k, n), f32(rng, m)
+    out = program("tiled_matmul.zyn")(A=a, B=b, scale=scale)["y"]
+    assert_close(out, np.maximum(f64(a) @ f64(b), 0.0) * f64(scale)[:, None])
+
+
 # ============================================================================ custom kernels
 
 @pytest.mark.parametrize("shape", [(1, 1), (2, 3, 5)])

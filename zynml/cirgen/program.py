@@ -75,7 +75,7 @@ def _yielded_type(kernel: Kernel):
                 if found is not None:
                     return found
         return None
-    return find(kernel.node.body)
+    return find(kernel.body)
 
 
 def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
@@ -345,7 +345,7 @@ class _ProgramEmitter:
         for sym, arg in zip(syms, block.arguments):
             env[sym] = arg
         with ir.InsertionPoint(block):
-            BodyEmitter(kernel, env, block.arguments[-1]).block(kernel.node.body)
+            BodyEmitter(kernel, env, block.arguments[-1]).block(kernel.body)
             func.ReturnOp([])
         return name
 

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 
 from . import ast
 from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
+from .tiles import TileInput, rewrite_tiles, uses_tiles
 from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
                     concrete, promote)
 from ..errors import ZynMLError
@@ -96,7 +97,8 @@ class BodyChecker:
         scope["out"] = self.out_sym
         self.scopes.append(scope)
         annotations = self._annotations(node)
-        self._block(node.body)
+        self.body = self._element_body(node.body, scope)
+        self._block(self.body)
         result, out_dims = self._result(kind, reduce_op, axis)
         if "broadcast" in annotations:
             self._check_broadcast(annotations["broadcast"])
@@ -104,7 +106,25 @@ class BodyChecker:
             name=self.name, node=node, kind=kind, reduce_op=reduce_op, axis=axis,
             arg_syms=self.arg_syms, capture_syms=list(self.captures.values()),
             size_syms=list(self.used_sizes.values()), result=result, out_dims=out_dims,
-            default_float=self.default_float, annotations=annotations, out_sym=self.out_sym)
+            default_float=self.default_float, annotations=annotations, out_sym=self.out_sym,
+            body=self.body)
+
+    def _element_body(self, body: list[ast.Stmt], scope: dict[str, Symbol]) -> list[ast.Stmt]:
+        """The body with its tile statements (slices, '@', row_max, ...) rewritten into
+        element form (tiles.py); the extents those use bind like sizes."""
+        if not uses_tiles(body):
+            return body
+        inputs = {local: TileInput(sym.name, sym.ty.rank) for local, sym in scope.items()
+                  if sym.kind == "arg" and is_tensor(sym.ty)}
+        body, uses = rewrite_tiles(body, inputs)
+        for use in uses:
+            tensor = scope[use.local].name
+            size = self.sizes.setdefault(use.name, Size(use.name, use.loc))
+            if not any(b.tensor == tensor and b.dim == use.dim for b in size.bindings):
+                size.bindings.append(SizeBinding(tensor, use.dim, use.loc))
+            self.bound_names.add(use.name)
+        self.bound_names |= self._names_in_bounds(body)
+        return body
 
     @staticmethod
     def _arg_local_name(expr: ast.Expr) -> str:
@@ -745,7 +765,7 @@ class BodyChecker:
                     if found is not None:
                         return found
             return None
-        return walk(self.node.body, []) or []
+        return walk(self.body, []) or []
 
     @staticmethod
     def _names_in_bounds(stmts: list[ast.Stmt]) -> set[str]:

@@ -583,7 +583,9 @@ def _first_index_rank(node: ast.Compute, name: str) -> Optional[int]:
         if found:
             return
         if isinstance(x, ast.Index) and _is_path(x.base) and \
-                BodyChecker._arg_local_name(x.base) == name:
+                BodyChecker._arg_local_name(x.base) == name and \
+                not any(isinstance(i, ast.Slice) for i in x.indices):  # a slice keeps whole
+            # trailing dimensions: its index count is not the rank
             found.append(len(x.indices) + row)  # a row (dot's argument) drops one index
             return
         if isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "dot":

@@ -70,6 +70,8 @@ class Kernel:
     default_float: ScalarType
     annotations: dict[str, Any]
     out_sym: Symbol
+    # the statements to compile: the body as written, or in element form (tiles.py)
+    body: list = field(default_factory=list)
 
     @property
     def sizes(self) -> list[str]:

@@ -27,9 +27,11 @@ __all__ = ["KERNEL_PIPELINE", "CudaKernels", "compile_for_cuda", "lower_to_gpu",
 
 CUDA_STAGES = ("gpu", "nvvm", "llvm", "ptx")
 
+# allow-return-allocs-from-loops: a loop run in order (the online softmax over key tiles)
+# yields new tensors each iteration; without it one-shot-bufferize refuses the loop.
 KERNEL_PIPELINE = (
     "builtin.module(fold-scalar-tensors,linalg-generalize-named-ops,linalg-fuse-elementwise-ops,"
-    "one-shot-bufferize{bufferize-function-boundaries "
+    "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
     "function-boundary-type-conversion=identity-layout-map},"
     "canonicalize,cse,linalg-to-gpu-kernels,canonicalize,cse)")
 
