@@ -34,7 +34,10 @@ REPLACEMENTS = ["x", "out", "i", "j", "len", "0", "1", "1.5", "-inf", "true", "+
                 "var", "if", "else", "and", "not", "reduce", "dot", "max", "exp", "@kernel",
                 "matmul", "elementwise", "reduce(+)", "reduce(argmax)", "axis=1", "step 2",
                 "shared var", "barrier()", "compute", "await", "model.layers[0]", "x[i]",
-                "out[i, j]", "sqrt(n)", "inf", "  ", "\n", "    "]
+                "out[i, j]", "sqrt(n)", "inf", "  ", "\n", "    ",
+                # tile statements (frontend/tiles.py)
+                "x[0:4]", "x[i:i+4]", "out[i:i+4]", "@", "transpose", "row_max", "row_sum",
+                "zeros(4, 2)", "step 4", "a:b", ":"]
 
 REGRESSIONS = [
     # whole-tensor `out = ...` with a scalar value
@@ -50,6 +53,9 @@ REGRESSIONS = [
     # await of a non-future, any of a non-list
     "let y = await x\n",
     "let (a, b) = await any(x)\n",
+    # a call without arguments next to a tile var (frontend/tiles.py)
+    "let y = compute(x) {\n    @kernel fused\n    for i in 0..n step 4:\n"
+    "        var l = x[i:i+4]\n        l = l + f()\n        out[i:i+4] = l\n}\n",
     # split of an unknown value
     "pipeline p(x: tensor[n]) -> tensor[n]:\n    let (a, b) = split(q, 2)\n    return a\n",
 ]

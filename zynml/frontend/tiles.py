@@ -192,7 +192,8 @@ class _Rewriter:
 
     def extent_name(self, local: str, dim: int, loc) -> ast.Name:
         name = f"{self.inputs[local].program_name}.shape[{dim}]"
-        if not any(u.name == name and u.local == local for u in self.size_uses):
+        if not any(u.name == name and u.local == local and u.dim == dim
+                   for u in self.size_uses):
             self.size_uses.append(SizeUse(name, local, dim, loc))
         return ast.Name(loc, name)
 
@@ -223,7 +224,7 @@ class _Rewriter:
             for bound in (rng.lo, rng.hi, rng.step):
                 if bound is not None and self.is_tile(bound):
                     raise _err("a loop bound must be a number, not a tile", bound)
-        self.scopes.append({rng.var: _Local("loop") for rng in s.ranges})
+        self.scopes.append({rng.var: _Local("loop", decl=rng) for rng in s.ranges})
         self.loops.append(s)
         try:
             body = self.block(s.body, in_region)
@@ -257,7 +258,7 @@ class _Rewriter:
         region = _Region(loop, write)
         self.region = region
         region.scope_depth = len(self.scopes)
-        loop_scope = {rng.var: _Local("loop") for rng in loop.ranges}
+        loop_scope = {rng.var: _Local("loop", decl=rng) for rng in loop.ranges}
         self.scopes.append(loop_scope)
         try:
             self._learn_var_shapes(loop.body)
@@ -355,18 +356,27 @@ class _Rewriter:
                 else "a loop that writes a tile of 'out' runs once per element of the tile: " \
                 "it cannot write other arrays"
             raise _err(what, target)
+        if not isinstance(target, ast.Name):
+            return self._assign_var(s, None)
         local = self.lookup(target.id)
         if local is not None and local.kind == "var" and \
                 not self._declared_in_region(target.id):
             raise _err(f"'{target.id}' is declared outside the loop that writes a tile of "
                        "'out', which runs once per element of the tile: declare it inside",
                        target)
-        if local is not None and local.kind == "var":
-            self.var_version[id(local.decl)] = self.var_version.get(id(local.decl), 0) + 1
+        try:  # the var's version changes once its new value has been read
+            return self._assign_var(s, local)
+        finally:
+            if local is not None and local.kind == "var":
+                self.var_version[id(local.decl)] = self.var_version.get(id(local.decl), 0) + 1
+
+    def _assign_var(self, s: ast.Assign, local: Optional[_Local]) -> list[ast.Stmt]:
+        target = s.target
         if not self.is_tile(s.value):
             return [s]
-        if local is None or local.kind != "var":
-            raise _err(f"'{target.id}' must be a 'var' to hold a tile", target)
+        if not isinstance(target, ast.Name) or local is None or local.kind != "var":
+            raise _err("a tile can only be assigned to a 'var' declared in the loop, or "
+                       "written to a tile of 'out'", target)
         shape = self.shape(s.value)
         if shape.rank > self.var_shapes.get(id(local.decl), SCALAR).rank:
             if not self.dry:
@@ -498,7 +508,7 @@ class _Rewriter:
         """Elementwise: the shape of the highest-rank operand; a rank-1 tile next to a
         rank-2 one is one value per row."""
         shapes = [self.shape(o) for o in operands]
-        result = max(shapes, key=lambda s: s.rank)
+        result = max(shapes, key=lambda s: s.rank, default=SCALAR)
         dims = list(result.dims)
         for o, s in zip(operands, shapes):
             for k, dim in enumerate(s.dims):
@@ -540,6 +550,18 @@ class _Rewriter:
             return Shape([], whole)
         return Shape([whole(k) for k in range(info.rank)])
 
+    def bind_loop_bound(self, start: ast.Expr, local: str, d: int) -> None:
+        """`for j in 0..m step 4: ... k[j:j+4]`: the loop runs over k's dimension d, so m
+        is its extent (as `for i in 0..n: x[i]` binds n)."""
+        loop = self.lookup(start.id) if isinstance(start, ast.Name) else None
+        if loop is None or loop.kind != "loop" or loop.decl is None:
+            return
+        rng = loop.decl
+        if _is_zero(rng.lo) and isinstance(rng.hi, ast.Name) and \
+                not any(u.name == rng.hi.id and u.local == local and u.dim == d
+                        for u in self.size_uses):
+            self.size_uses.append(SizeUse(rng.hi.id, local, d, start.loc))
+
     def input_of(self, e: ast.Index) -> str:
         if not isinstance(e.base, ast.Name) or e.base.id not in self.inputs or \
                 self.lookup(e.base.id) is not None:
@@ -553,6 +575,7 @@ class _Rewriter:
                 raise _err("a slice bound must be a number, not a tile", bound)
         lo = item.lo if item.lo is not None else ast.IntLit(item.loc, 0)
         extent = self.extent_name(local, d, item.loc)
+        self.bind_loop_bound(lo, local, d)
         if item.hi is None:
             nominal = _minus(extent, lo) if not _is_zero(lo) else extent
             return Dim(nominal)
