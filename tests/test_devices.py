@@ -2,8 +2,10 @@
 the GPUs of a machine with some are simulated by patching `_cuda_devices`."""
 import os
 
+import numpy as np
 import pytest
 
+import zynml
 import zynml.devices as devices
 from zynml.devices import DeviceError, Placement, compute_devices, parse_device, resolve
 
@@ -188,3 +190,23 @@ def test_cache_is_cleared_after_simulation(fresh_devices):
     ids = [d["id"] for d in compute_devices()]
     assert "Fake" not in " ".join(d["name"] for d in compute_devices())
     assert ids[-1] == "cpu"
+
+
+def test_compute_devices_in_the_language_is_a_host_value(rng):
+    """The spec's `let devices = compute_devices()`: the list zynml.compute_devices() gives,
+    returned with the outputs; a body cannot read it."""
+    prog = zynml.compile("let devices = compute_devices()\nlet y = compute(x) {\n"
+                         "    @kernel elementwise\n    for i in 0..n:\n"
+                         "        out[i] = x[i] * 2.0\n}\n")
+    x = rng.standard_normal(5).astype(np.float32)
+    result = prog(x=x)
+    assert result["devices"] == zynml.compute_devices()
+    np.testing.assert_array_equal(result["y"], x * 2)
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile("let devices = compute_devices()\nlet y = compute(x) {\n"
+                      "    @kernel elementwise\n    for i in 0..n:\n"
+                      "        out[i] = x[i] * devices\n}\n")
+    assert str(err.value).startswith("<string>:5:25: error: 'devices' is the list of devices")
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile("let d = compute_devices(1)\n")
+    assert str(err.value).startswith("<string>:1:9: error: compute_devices() takes no arguments")

@@ -145,6 +145,10 @@ class Program:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, **inputs) -> dict[str, Any]:
+        results = self._run(inputs) if self.generic.outputs else {}
+        return results | _host_values(self.generic.host_values)
+
+    def _run(self, inputs: dict[str, Any]) -> dict[str, Any]:
         if self._data_parallel is not None:
             return self._data_parallel.run(self._device_parts(), inputs)
         if self._segments:
@@ -452,6 +456,14 @@ def _gpu_call_key(inputs: dict[str, Any]) -> tuple | None:
             return None
     key.sort(key=lambda part: part[0])
     return tuple(key)
+
+
+def _host_values(queries: dict[str, str]) -> dict[str, Any]:
+    """Values of the host a program asks for (`let devices = compute_devices()`)."""
+    if not queries:
+        return {}
+    from .devices import compute_devices
+    return {name: compute_devices() for name in queries}
 
 
 def _fast_call(executable: _Executable):

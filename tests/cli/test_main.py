@@ -1,5 +1,6 @@
 """The `zynml` command: run and compile, located errors with exit code 1, nothing
 written on failure, outputs written atomically."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,17 @@ def test_run_writes_each_output_and_prints_a_summary(tmp_path):
     probs = np.load(tmp_path / "out" / "probs.npy")
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(probs, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_run_writes_a_device_list_as_json(tmp_path):
+    """`let devices = compute_devices()` is a host value: the devices present, at the call."""
+    prog = tmp_path / "devices.zyn"
+    prog.write_text("let devices = compute_devices()\n")
+    result = zynml("run", prog, "--output-dir", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    devices = json.loads((tmp_path / "out" / "devices.json").read_text())
+    assert devices[-1]["id"] == "cpu" and devices[-1]["cores"] >= 1
+    assert result.stdout.startswith("devices: ") and "cpu" in result.stdout
 
 
 def test_user_error_exits_1_with_a_located_message_and_writes_nothing(tmp_path):

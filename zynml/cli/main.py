@@ -14,6 +14,7 @@ User mistakes print a located error and exit 1; nothing is written on failure.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a program and print a summary of each output")
     inputs(run)
-    run.add_argument("--output-dir", help="write each output as DIR/NAME.npy")
+    run.add_argument("--output-dir", help="write each output as DIR/NAME.npy (a device "
+                     "list as DIR/NAME.json)")
     comp = sub.add_parser("compile", help="compile a program and print or write one stage")
     inputs(comp)
     comp.add_argument("--emit", choices=STAGES, default="linalg")
@@ -121,14 +123,22 @@ def _run(args) -> int:
     values = _load_inputs(args)
     program = api.compile(Path(args.file), device=args.device, backend=args.backend)
     outputs = program(**values)
-    files = {name: _npy_bytes(v) for name, v in outputs.items()}  # everything before writing
+    files = {}  # everything before writing: arrays as .npy, host values (device lists) as JSON
+    for name, value in outputs.items():
+        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            files[f"{name}.json"] = json.dumps(value, indent=1).encode()
+        else:
+            files[f"{name}.npy"] = _npy_bytes(value)
     if args.output_dir:
         out_dir = Path(args.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            atomic_write_bytes(out_dir / f"{name}.npy", data)
+        for filename, data in files.items():
+            atomic_write_bytes(out_dir / filename, data)
     for name, value in outputs.items():
-        print(_summary(name, value))
+        if f"{name}.json" in files:
+            print(f"{name}: " + ", ".join(d["id"] for d in value))
+        else:
+            print(_summary(name, value))
     return 0
 
 

@@ -108,7 +108,8 @@ class _ProgramChecker(ProgramLevel):
                               record_roots=self.record_roots,
                               record_values=self.record_values,
                               list_outputs=self.list_outputs,
-                              devices_named=self.devices_named)
+                              devices_named=self.devices_named,
+                              host_values=self.host_values)
 
     # ------------------------------------------------------------------ statements
 
@@ -179,6 +180,8 @@ class _ProgramChecker(ProgramLevel):
                     _is_path(value) and _root(value).id not in self.values \
                     and _root(value).id not in self.inputs:
                 self.aliases[name] = value  # a record (`let weights = model.layers[i]`)
+                return
+            if not pipes and self.host_value_let(name, value):
                 return
             if not pipes and isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
                 if value.func.id == "reshape":
@@ -271,6 +274,9 @@ class _ProgramChecker(ProgramLevel):
         A free name a body reads as a value (not a size) is a scalar input of the program
         (`eps`); with a signature it must be among the inputs given.
         """
+        if name in self.host_values:
+            raise ZynMLError(f"'{name}' is the list of devices compute_devices() returns; a "
+                             "compute body reads numbers and tensors", loc)
         if name in self.values or name in self.inputs:
             ty = self.values.get(name, self.inputs.get(name))
             if isinstance(ty, ScalarType) and ty.is_literal:

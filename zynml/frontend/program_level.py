@@ -42,6 +42,19 @@ class ProgramLevel:
         self.list_outputs = {}
         self.pools: dict[str, dict] = {}  # memory_pool name -> {size, live: {name: bytes}}
         self.devices_named: list[tuple[str, Any]] = []  # (device, loc) for the API to check
+        self.host_values: dict[str, str] = {}  # `let d = compute_devices()`: name -> query
+
+    def host_value_let(self, name: str, value: ast.Expr) -> bool:
+        """`let devices = compute_devices()`: a value of the host, not of a kernel (the
+        list of devices present, as zynml.compute_devices() gives it), computed at the call
+        and returned with the outputs."""
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id == "compute_devices"):
+            return False
+        if value.args or value.kwargs:
+            raise ZynMLError("compute_devices() takes no arguments", value.loc)
+        self.host_values[name] = "compute_devices"
+        return True
 
     # ------------------------------------------------------------------ memory
 

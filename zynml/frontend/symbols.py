@@ -113,6 +113,7 @@ class CheckedProgram:
     list_outputs: dict = field(default_factory=dict)  # `await all(fs)`: name -> element names
     config: dict = field(default_factory=dict)  # `config { key: value }`: key -> (value, loc)
     devices_named: list = field(default_factory=list)  # (device, loc) of allocate/to_device
+    host_values: dict = field(default_factory=dict)  # name -> host query (compute_devices)
 
     def flat_outputs(self) -> list[str]:
         """Outputs as the compiled function returns them: lists expanded."""
