@@ -319,6 +319,39 @@ func.func @fill_then_matmul(%x: memref<64x64xf32>, %y: memref<64x64xf32>, %z: me
 
 // -----
 
+// An f16 product whose sizes tile exactly takes the tensor cores: 4 warps per 64x64 tile
+// of C, 2x2 wmma fragments per warp, f32 accumulation, staged through shared memory to
+// add C's initial value and round once. (64x48 @ 48x128: grid 2x1.)
+// CHECK-LABEL: func.func @f16_matmul_tensor_cores(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_tensor_core blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul_tensor_core"}
+// CHECK: memref.global "private" @k0_matmul_tensor_core_stage : memref<4x32x32xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @k0_matmul_tensor_core(
+// CHECK: gpu.subgroup_mma_constant_matrix {{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
+// CHECK: scf.for
+// CHECK: gpu.subgroup_mma_load_matrix {{.*}} {leadDimension = 48 : index} : memref<64x48xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// CHECK: gpu.subgroup_mma_load_matrix {{.*}} {leadDimension = 128 : index} : memref<48x128xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
+// CHECK-COUNT-4: gpu.subgroup_mma_compute
+// CHECK: gpu.subgroup_mma_store_matrix
+// CHECK: gpu.barrier
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// FORCE-LABEL: func.func @f16_matmul_tensor_cores(
+// FORCE: @k0_pointwise
+#a16 = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b16 = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c16 = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>, %z: memref<64x128xf16>) {
+  linalg.generic {indexing_maps = [#a16, #b16, #c16], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %y : memref<64x48xf16>, memref<48x128xf16>) outs(%z : memref<64x128xf16>) {
+  ^bb0(%l: f16, %r: f16, %o: f16):
+    %p = arith.mulf %l, %r : f16
+    %s = arith.addf %o, %p : f16
+    linalg.yield %s : f16
+  }
+  return
+}
+
+// -----
+
 // No generic: the module is left as it is (no gpu.container_module, no gpu.module). The
 // rejected chunks after this one print nothing, so this is the end of the output.
 // CHECK-LABEL: func.func @only_contiguous_copy(

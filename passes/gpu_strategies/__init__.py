@@ -17,7 +17,7 @@ from mlir import ir
 __all__ = ["Launch", "STRATEGIES", "choose", "get_strategy"]
 
 # Most specific first.
-STRATEGIES = ("matmul", "row_reduce", "pointwise")
+STRATEGIES = ("matmul_tensor_core", "matmul", "row_reduce", "pointwise")
 
 
 @dataclass

@@ -303,6 +303,19 @@ def test_large_matmul_uses_the_matmul_strategy():
     assert matmul["args"][:2] == ["%in0", "%in1"]
 
 
+@pytest.mark.parametrize("m,k,n,tensor_cores", [(192, 48, 320, True), (200, 48, 320, False),
+                                                 (192, 40, 320, False)])
+def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_cores):
+    """64x64 tiles of C and k in steps of 16: wmma instructions; other sizes stay SIMT."""
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
+    artifact = prog.artifact(A=np.ones((m, k), np.float16), B=np.ones((k, n), np.float16))
+    names = kernel_names(artifact)
+    assert any(n.endswith("_matmul_tensor_core") for n in names) == tensor_cores, names
+    assert ("wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32" in artifact.ptx) == tensor_cores
+    if not tensor_cores:
+        assert any(n.endswith("_matmul") for n in names), names
+
+
 def test_small_matmul_is_pointwise():
     _, artifact = compiled("matmul")  # 17x31x13
     names = kernel_names(artifact)

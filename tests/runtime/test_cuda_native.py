@@ -100,6 +100,22 @@ def test_matmul_strategy_f16_inputs(rng):
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
 
 
+@pytest.mark.parametrize("m,k,n", [(64, 16, 64), (192, 48, 320)])
+def test_matmul_tensor_cores_f16(rng, m, k, n):
+    """Sizes that tile exactly take the tensor cores (wmma, f32 accumulation)."""
+    a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
+    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    assert out.dtype == np.float16
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
+
+
+def test_batched_matmul_tensor_cores_f16(rng):
+    a, b = (f32(rng, 3, 64, 32) * 0.5).astype(np.float16), f32(rng, 3, 32, 128).astype(np.float16)
+    out = run_example("batched_matmul.zyn", A=a, B=b)["C"]
+    assert_close(out, np.einsum("bik,bkj->bij", a.astype(np.float64), b.astype(np.float64)),
+                 rtol=1e-2)
+
+
 def test_batched_matmul_strategy(rng):
     a, b = f32(rng, 3, 130, 70), f32(rng, 3, 70, 90)
     out = run_example("batched_matmul.zyn", A=a, B=b)["C"]

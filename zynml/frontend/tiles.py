@@ -174,7 +174,7 @@ class _Rewriter:
         self.analysis = False  # a pass that learns which lets are read across the tile
         self.read_across: set[int] = set()  # ids of tile lets read off the point
         self.var_version: dict[int, int] = {}  # id(Var statement) -> assignments so far
-        self.loops: list[ast.For] = []  # source loops inside the region, outermost first
+        self.loops: list[ast.For] = []  # source loops around the statement, outermost first
 
     # ------------------------------------------------------------------ names
 
@@ -396,7 +396,7 @@ class _Rewriter:
         return [s]
 
     def _declared_in_region(self, name: str) -> bool:
-        # scopes[0] is the kernel's, scopes[1] the region loop's block opener
+        """Declared in the region loop's scope or in a block inside it?"""
         depth = self.region.scope_depth
         return any(name in scope for scope in self.scopes[depth:])
 

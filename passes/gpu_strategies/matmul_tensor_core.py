@@ -1,0 +1,156 @@
+"""Matmul on tensor cores: f16 inputs, f32 accumulation, warp-level MMA (gpu.subgroup_mma_*,
+which convert-gpu-to-nvvm lowers to the wmma instructions of sm_70 and later).
+
+Matches what `matmul` matches when A and B are f16, the maps are plain row-major
+A[.., i, k] @ B[.., k, j] -> C[.., i, j], and the sizes tile exactly (M and N multiples of
+the block tile, K of the fragment). A block of 4 warps computes a 64 x 64 tile of C; each
+warp a 32 x 32 tile as 2 x 2 fragments of 16 x 16, loading its A and B fragments straight
+from global memory (L1/L2 serve the reuse). The epilogue stages each warp's f32 tile in
+shared memory, then adds C's initial value and rounds to C's type once, per element.
+
+Not here yet: shared-memory staging with cp.async / TMA, wgmma on sm_90a, bf16, partial
+tiles (other sizes use the SIMT `matmul` strategy).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf
+
+from ..gpu_kernel_builder import (KernelScope, KernelSignature, generic_operands,
+                                  index_const, indexing_maps, loop_ranges, new_kernel)
+from . import Launch
+from .matmul import _body_is_multiply_add, _delinearize_batch, _roles
+
+NAME = "matmul_tensor_core"
+FRAGMENT = 16  # wmma m16n16k16
+
+
+@dataclass(frozen=True)
+class Params:
+    warps_m: int = 2    # warps per block along M
+    warps_n: int = 2    # warps per block along N
+    frags_m: int = 2    # 16-row fragments per warp along M
+    frags_n: int = 2    # 16-column fragments per warp along N
+    min_mn: int = 4096  # smaller products stay on the SIMT strategies
+
+    @property
+    def tile_m(self) -> int:
+        return self.warps_m * self.frags_m * FRAGMENT
+
+    @property
+    def tile_n(self) -> int:
+        return self.warps_n * self.frags_n * FRAGMENT
+
+
+def _layout(generic: ir.Operation):
+    """(batch dims, i, j, k) when A, B, C are row-major [batch.., i, k], [batch.., k, j],
+    [batch.., i, j] (what subgroup_mma_load_matrix reads with a leading dimension)."""
+    roles = _roles(generic)
+    if roles is None:
+        return None
+    batch, i, j, k = roles
+    maps = indexing_maps(generic)
+    wanted = (batch + [i, k], batch + [k, j], batch + [i, j])
+    for amap, dims in zip(maps, wanted):
+        if [ir.AffineDimExpr(e).position for e in amap.results] != dims:
+            return None
+    return roles
+
+
+def matches(generic: ir.Operation, params: Params = Params()) -> bool:
+    roles = _layout(generic)
+    if roles is None or not _body_is_multiply_add(generic):
+        return False
+    ins, outs = generic_operands(generic)
+    if any(str(ir.MemRefType(v.type).element_type) != "f16" for v in ins) or \
+            str(ir.MemRefType(outs[0].type).element_type) != "f16":
+        return False
+    _, i, j, k = roles
+    ranges = loop_ranges(generic)
+    m, n, kk = ranges[i], ranges[j], ranges[k]
+    return (m % params.tile_m == 0 and n % params.tile_n == 0 and kk % FRAGMENT == 0
+            and m * n >= params.min_mn)
+
+
+def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
+          params: Params = Params()) -> Launch:
+    p = params
+    batch, dim_i, dim_j, dim_k = _layout(generic)
+    ranges = loop_ranges(generic)
+    m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
+    batches = math.prod(ranges[d] for d in batch)
+    warps = p.warps_m * p.warps_n
+    threads = 32 * warps
+    warp_m, warp_n = p.frags_m * FRAGMENT, p.frags_n * FRAGMENT
+    f32 = ir.F32Type.get()
+    signature = KernelSignature.of(generic)
+    ins, outs = generic_operands(generic)
+    a_frag = ir.Type.parse('!gpu.mma_matrix<16x16xf16, "AOp">')
+    b_frag = ir.Type.parse('!gpu.mma_matrix<16x16xf16, "BOp">')
+    c_frag = ir.Type.parse('!gpu.mma_matrix<16x16xf32, "COp">')
+    shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    stage_type = ir.MemRefType.get([warps, warp_m, warp_n], f32, memory_space=shared)
+    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
+        memref.GlobalOp(f"{kernel_name}_stage", ir.TypeAttr.get(stage_type),
+                        sym_visibility="private", alignment=16)
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [threads])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        a, b, c = (scope.value(v) for v in (ins[0], ins[1], outs[0]))
+        tid = gpu.thread_id(gpu.Dimension.x)
+        lane = arith.RemUIOp(tid, index_const(32)).result
+        warp = arith.DivUIOp(tid, index_const(32)).result
+        wm = arith.DivUIOp(warp, index_const(p.warps_n)).result
+        wn = arith.RemUIOp(warp, index_const(p.warps_n)).result
+        row0 = arith.AddIOp(
+            arith.MulIOp(gpu.block_id(gpu.Dimension.y), index_const(p.tile_m)).result,
+            arith.MulIOp(wm, index_const(warp_m)).result).result
+        col0 = arith.AddIOp(
+            arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.tile_n)).result,
+            arith.MulIOp(wn, index_const(warp_n)).result).result
+        batch_ivs = _delinearize_batch(gpu.block_id(gpu.Dimension.z),
+                                       [ranges[d] for d in batch])
+
+        def offset(base, fragment):
+            return arith.AddIOp(base, index_const(fragment * FRAGMENT)).result
+
+        zero = gpu.subgroup_mma_constant_matrix(c_frag, arith.ConstantOp(f32, 0.0).result)
+        count = p.frags_m * p.frags_n
+        loop = scf.ForOp(index_const(0), index_const(kk), index_const(FRAGMENT), [zero] * count)
+        with ir.InsertionPoint(loop.body):
+            k0 = loop.induction_variable
+            a_frags = [gpu.subgroup_mma_load_matrix(
+                a_frag, a, batch_ivs + [offset(row0, fm), k0], kk) for fm in range(p.frags_m)]
+            b_frags = [gpu.subgroup_mma_load_matrix(
+                b_frag, b, batch_ivs + [k0, offset(col0, fn)], n) for fn in range(p.frags_n)]
+            acc = list(loop.inner_iter_args)
+            results = [gpu.subgroup_mma_compute(a_frags[fm], b_frags[fn],
+                                                acc[fm * p.frags_n + fn])
+                       for fm in range(p.frags_m) for fn in range(p.frags_n)]
+            scf.YieldOp(results)
+        stage = memref.get_global(stage_type, f"{kernel_name}_stage")
+        for fm in range(p.frags_m):
+            for fn in range(p.frags_n):
+                gpu.subgroup_mma_store_matrix(
+                    loop.results[fm * p.frags_n + fn], stage,
+                    [warp, index_const(fm * FRAGMENT), index_const(fn * FRAGMENT)], warp_n)
+        gpu.BarrierOp()
+        out_type = ir.MemRefType(outs[0].type).element_type
+        for e in range(warp_m * warp_n // 32):  # lanes take consecutive columns: coalesced
+            flat = arith.AddIOp(lane, index_const(e * 32)).result
+            r = arith.DivUIOp(flat, index_const(warp_n)).result
+            col = arith.RemUIOp(flat, index_const(warp_n)).result
+            where = batch_ivs + [arith.AddIOp(row0, r).result, arith.AddIOp(col0, col).result]
+            initial = memref.LoadOp(c, where).result
+            if str(initial.type) != "f32":
+                initial = arith.ExtFOp(f32, initial).result
+            total = arith.AddFOp(initial, memref.LoadOp(stage, [warp, r, col]).result).result
+            if total.type != out_type:
+                total = arith.TruncFOp(out_type, total).result
+            memref.StoreOp(total, c, where)
+        gpu.ReturnOp([])
+    grid = (n // p.tile_n, m // p.tile_m, batches)
+    return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
