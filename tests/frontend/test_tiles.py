@@ -180,3 +180,28 @@ def test_an_unequal_inner_dimension_is_found_at_the_call(rng, tmp_path):
     with pytest.raises(zynml.ZynMLError) as err:
         zynml.compile(path)(q=f32(rng, 8, 3), k=f32(rng, 4, 5))
     assert "is bound two ways" in str(err.value) and str(err.value).startswith(f"{path}:")
+
+
+def test_extents_named_differently_are_compared_at_the_call(rng, tmp_path):
+    """x[:, 0:2] has x's rows; the written tile has 2: equal only when x has 2 rows."""
+    path = tmp_path / "rows.zyn"
+    path.write_text(kernel("out[0:2] = row_sum(x[:, 0:2])"))
+    x = f32(rng, 2, 3)
+    assert_close(zynml.compile(path)(x=x)["y"], x[:, :2].astype(np.float64).sum(axis=1))
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile(path)(x=f32(rng, 3, 3))
+    assert str(err.value).startswith(
+        f"{path}:3:16: error: the written value and the tile of 'out' (dimension 0) differ: "
+        "2 and x.shape[0] = 3")
+
+
+def test_a_written_tile_that_reads_past_its_input_is_an_error(rng, tmp_path):
+    path = tmp_path / "past.zyn"
+    path.write_text(kernel("out[0:4] = x[0:4] * 2.0"))
+    x = f32(rng, 4)
+    assert_close(zynml.compile(path)(x=x)["y"], x.astype(np.float64) * 2)
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile(path)(x=f32(rng, 3))
+    assert str(err.value).startswith(
+        f"{path}:3:16: error: the written tile (dimension 0) reads past the end of an input: "
+        "index 3 is not below x.shape[0] = 3")

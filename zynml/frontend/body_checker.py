@@ -75,6 +75,7 @@ class BodyChecker:
         floats += [t for _, t in args if isinstance(t, ScalarType) and t.is_float]
         self.default_float = max(floats, key=lambda t: t.bits) if floats else F32
         self.bound_names = self._names_in_bounds(node.body)
+        self.tile_checks: list = []  # tiles.ExtentCheck, for the call
 
     # ------------------------------------------------------------------ entry point
 
@@ -107,7 +108,7 @@ class BodyChecker:
             arg_syms=self.arg_syms, capture_syms=list(self.captures.values()),
             size_syms=list(self.used_sizes.values()), result=result, out_dims=out_dims,
             default_float=self.default_float, annotations=annotations, out_sym=self.out_sym,
-            body=self.body)
+            body=self.body, tile_checks=self.tile_checks)
 
     def _element_body(self, body: list[ast.Stmt], scope: dict[str, Symbol]) -> list[ast.Stmt]:
         """The body with its tile statements (slices, '@', row_max, ...) rewritten into
@@ -116,7 +117,7 @@ class BodyChecker:
             return body
         inputs = {local: TileInput(sym.name, sym.ty.rank) for local, sym in scope.items()
                   if sym.kind == "arg" and is_tensor(sym.ty)}
-        body, uses = rewrite_tiles(body, inputs)
+        body, uses, self.tile_checks = rewrite_tiles(body, inputs)
         for use in uses:
             tensor = scope[use.local].name
             size = self.sizes.setdefault(use.name, Size(use.name, use.loc))

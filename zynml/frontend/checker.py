@@ -241,6 +241,7 @@ class _ProgramChecker(ProgramLevel):
         kernel = checker.check()
         if self.signature is not None:
             self._resolve_sizes(kernel)
+            self._check_tile_extents(kernel)
         result = kernel.result
         if is_tensor(result):
             dims = tuple(eval_extent(d, self.sizes, self.constants) for d in kernel.out_dims)
@@ -482,6 +483,25 @@ class _ProgramChecker(ProgramLevel):
 
     # ------------------------------------------------------------------ sizes
 
+    def _check_tile_extents(self, kernel) -> None:
+        """Extents of tiles that the rewriting could only compare by name (frontend/tiles.py)."""
+        for check in kernel.tile_checks:
+            for name in _names_in(check.left) + _names_in(check.right):
+                if name.id in self.sizes:
+                    self._resolve_size(name.id)
+            left, right = (eval_extent(e, self.sizes, self.constants)
+                           for e in (check.left, check.right))
+            shown = [_shown(e, v) for e, v in ((check.left, left), (check.right, right))]
+            if check.inside:
+                if left is None or right is None:
+                    raise ZynMLError(f"{check.what}: cannot tell before running whether "
+                                     f"index {shown[0]} < {shown[1]}", check.loc)
+                if not left < right:
+                    raise ZynMLError(f"{check.what}: index {shown[0]} is not below "
+                                     f"{shown[1]}", check.loc)
+            elif left is not None and right is not None and left != right:
+                raise ZynMLError(f"{check.what} differ: {shown[0]} and {shown[1]}", check.loc)
+
     def _resolve_sizes(self, kernel) -> None:
         """Give every size this kernel uses a value, checking all its bindings agree."""
         for name in kernel.sizes:
@@ -566,6 +586,26 @@ def _names_in(e: ast.Expr) -> list[ast.Name]:
     if isinstance(e, ast.Binary):
         return _names_in(e.left) + _names_in(e.right)
     return []
+
+
+def _shown(e: ast.Expr, value: Optional[int]) -> str:
+    """`x.shape[0] = 3`, or just `3` for an extent written as a number."""
+    if eval_extent(e, {}, {}) is not None or value is None:
+        return str(eval_extent(e, {}, {})) if value is not None else _text(e)
+    return f"{_text(e)} = {value}"
+
+
+def _text(e: ast.Expr) -> str:
+    """An extent expression as the program would write it."""
+    if isinstance(e, ast.Name):
+        return e.id
+    if isinstance(e, ast.IntLit):
+        return str(e.value)
+    if isinstance(e, ast.Binary):
+        return f"{_text(e.left)} {e.op} {_text(e.right)}"
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+        return f"{e.func.id}({', '.join(_text(a) for a in e.args)})"
+    return "?"
 
 
 def _describe(t: Any) -> str:

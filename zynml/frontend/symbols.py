@@ -72,6 +72,7 @@ class Kernel:
     out_sym: Symbol
     # the statements to compile: the body as written, or in element form (tiles.py)
     body: list = field(default_factory=list)
+    tile_checks: list = field(default_factory=list)  # tiles.ExtentCheck, once sizes are known
 
     @property
     def sizes(self) -> list[str]:

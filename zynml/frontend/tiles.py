@@ -41,8 +41,12 @@ _ELEMENTWISE_OPS = {"+", "-", "*", "/", "^", "%"}
 
 
 def _err(message: str, node: ast.Node) -> ZynMLError:
+    return ZynMLError(message, leftmost_loc(node))
+
+
+def leftmost_loc(node: ast.Node):
     from .body_checker import leftmost
-    return ZynMLError(message, leftmost(node).loc)
+    return leftmost(node).loc
 
 
 # ---------------------------------------------------------------------------- shapes
@@ -122,6 +126,18 @@ class SizeUse:
     loc: object
 
 
+@dataclass
+class ExtentCheck:
+    """Checked once sizes are known (at the call): two extents that must be equal, or an
+    index that must be inside an extent (`index < extent`)."""
+
+    left: ast.Expr
+    right: ast.Expr
+    loc: object
+    what: str
+    inside: bool = False  # left < right, instead of left == right
+
+
 # ---------------------------------------------------------------------------- entry point
 
 
@@ -150,16 +166,19 @@ def uses_tiles(body: list[ast.Stmt]) -> bool:
 
 
 def rewrite_tiles(body: list[ast.Stmt], inputs: dict[str, TileInput]
-                  ) -> tuple[list[ast.Stmt], list[SizeUse]]:
-    """The body with every tile region in element form, and the input extents the new
-    loops use. `inputs` maps each tensor input's name in the body to what is known of it.
-    The body itself is not changed (it is checked again per input signature)."""
+                  ) -> tuple[list[ast.Stmt], list[SizeUse], list[ExtentCheck]]:
+    """The body with every tile region in element form, the input extents the new loops
+    use, and the extents to compare once sizes are known. `inputs` maps each tensor
+    input's name in the body to what is known of it. The body itself is not changed (it
+    is checked again per input signature)."""
     rewriter = _Rewriter(inputs)
     write = _tile_write_in(body)
     if write is not None:  # the kernel's own body writes the tile: it is the region
         loc = body[0].loc
-        return rewriter.region_loop(ast.For(loc, [], body), write), rewriter.size_uses
-    return rewriter.block(body, in_region=False), rewriter.size_uses
+        new_body = rewriter.region_loop(ast.For(loc, [], body), write)
+    else:
+        new_body = rewriter.block(body, in_region=False)
+    return new_body, rewriter.size_uses, rewriter.checks
 
 
 class _Rewriter:
@@ -175,6 +194,13 @@ class _Rewriter:
         self.read_across: set[int] = set()  # ids of tile lets read off the point
         self.var_version: dict[int, int] = {}  # id(Var statement) -> assignments so far
         self.loops: list[ast.For] = []  # source loops around the statement, outermost first
+        self.checks: list[ExtentCheck] = []
+
+    def same(self, a: Dim, b: Dim, node: ast.Node, what: str) -> None:
+        """Equal lengths: now when both are numbers, else once sizes are known."""
+        _check_same(a, b, node, what)
+        if not self.dry and not self.analysis and not _same(a.nominal, b.nominal):
+            self.checks.append(ExtentCheck(a.nominal, b.nominal, leftmost_loc(node), what))
 
     # ------------------------------------------------------------------ names
 
@@ -468,7 +494,7 @@ class _Rewriter:
                     if s.rank != 2:
                         raise _err(f"the {side} operand of '@' must be a tile of rank 2, "
                                    f"got rank {s.rank}", e.left if side == "left" else e.right)
-                _check_same(a.dims[1], b.dims[0], e, "the inner dimensions of '@'")
+                self.same(a.dims[1], b.dims[0], e, "the inner dimensions of '@'")
                 return Shape([a.dims[0], b.dims[1]])
             return self.broadcast([e.left, e.right], e)
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
@@ -512,7 +538,7 @@ class _Rewriter:
         dims = list(result.dims)
         for o, s in zip(operands, shapes):
             for k, dim in enumerate(s.dims):
-                _check_same(result.dims[k], dim, node, f"dimension {k} of the operands")
+                self.same(result.dims[k], dim, node, f"dimension {k} of the operands")
                 if dim is not dims[k]:
                     dims[k] = Dim(dims[k].nominal, dims[k].guards + dim.guards)
         result = Shape(dims, result.trailing)
@@ -765,9 +791,18 @@ class _Region:
             self.store.append(ast.Name(loc, name))
             self.dims.append(dim)
         self.rank = len(self.points)
-        for k, dim in enumerate(value.dims[:len(slices)]):
-            _check_same(self.dims[k], dim, self.write.value,
-                        f"the written value and the tile of 'out' (dimension {k})")
+        for k, dim in enumerate(value.dims[:self.rank]):
+            rw.same(self.dims[k], dim, self.write.value,
+                    f"the written value and the tile of 'out' (dimension {k})")
+            if self.points[k].fused_start is None:  # its reads are not guarded: in bounds?
+                last = ast.Binary(dim.nominal.loc, "-", dim.nominal,
+                                  ast.IntLit(dim.nominal.loc, 1))
+                for guard in dim.guards:
+                    cond = guard(last)
+                    rw.checks.append(ExtentCheck(
+                        cond.left, cond.right, leftmost_loc(self.write.value),
+                        f"the written tile (dimension {k}) reads past the end of an input",
+                        inside=True))
 
     def _slice_point(self, rw: _Rewriter, k: int, d: int, item: ast.Slice,
                      last: Optional[ast.Range]) -> None:
