@@ -319,12 +319,13 @@ func.func @fill_then_matmul(%x: memref<64x64xf32>, %y: memref<64x64xf32>, %z: me
 
 // -----
 
-// An f16 product whose sizes tile exactly takes the tensor cores: 4 warps per 64x64 tile
-// of C, 2x2 wmma fragments per warp, f32 accumulation, staged through shared memory to
-// add C's initial value and round once. (64x48 @ 48x128: grid 2x1.)
+// An f16 product whose sizes tile exactly takes the tensor cores: 4 warps per tile of C
+// (128x128, or 64x64 as here: 64x48 @ 48x128, grid 2x1), 2x2 wmma fragments per warp,
+// f32 accumulation, each fragment staged through shared memory to add C's initial value
+// and round once.
 // CHECK-LABEL: func.func @f16_matmul_tensor_cores(
 // CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_tensor_core blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul_tensor_core"}
-// CHECK: memref.global "private" @k0_matmul_tensor_core_stage : memref<4x32x32xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.global "private" @k0_matmul_tensor_core_stage : memref<4x16x16xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_matmul_tensor_core(
 // CHECK: gpu.subgroup_mma_constant_matrix {{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
 // CHECK: scf.for

@@ -3,10 +3,11 @@ which convert-gpu-to-nvvm lowers to the wmma instructions of sm_70 and later).
 
 Matches what `matmul` matches when A and B are f16, the maps are plain row-major
 A[.., i, k] @ B[.., k, j] -> C[.., i, j], and the sizes tile exactly (M and N multiples of
-the block tile, K of the fragment). A block of 4 warps computes a 64 x 64 tile of C; each
-warp a 32 x 32 tile as 2 x 2 fragments of 16 x 16, loading its A and B fragments straight
-from global memory (L1/L2 serve the reuse). The epilogue stages each warp's f32 tile in
-shared memory, then adds C's initial value and rounds to C's type once, per element.
+the block tile, K of the fragment). A block of 4 warps computes a 128 x 128 tile of C
+(64 x 64 when the sizes only tile that way); each warp a 64 x 64 tile as 4 x 4 fragments
+of 16 x 16 (or 32 x 32 as 2 x 2), loading its A and B fragments straight from global
+memory (L1/L2 serve the reuse). The epilogue stages each f32 fragment in shared memory,
+then adds C's initial value and rounds to C's type once, per element.
 
 Not here yet: shared-memory staging with cp.async / TMA, wgmma on sm_90a, bf16, partial
 tiles (other sizes use the SIMT `matmul` strategy).
@@ -60,24 +61,36 @@ def _layout(generic: ir.Operation):
     return roles
 
 
-def matches(generic: ir.Operation, params: Params = Params()) -> bool:
+# Largest first: a warp's 4 x 4 fragments load 8 fragments per 16 MMAs (2 x 2: 4 per 4).
+CONFIGS = (Params(frags_m=4, frags_n=4), Params())
+
+
+def _params_for(generic: ir.Operation):
+    """The first configuration whose tiles cover the product exactly, or None."""
     roles = _layout(generic)
     if roles is None or not _body_is_multiply_add(generic):
-        return False
+        return None
     ins, outs = generic_operands(generic)
     if any(str(ir.MemRefType(v.type).element_type) != "f16" for v in ins) or \
             str(ir.MemRefType(outs[0].type).element_type) != "f16":
-        return False
+        return None
     _, i, j, k = roles
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
-    return (m % params.tile_m == 0 and n % params.tile_n == 0 and kk % FRAGMENT == 0
-            and m * n >= params.min_mn)
+    for params in CONFIGS:
+        if m % params.tile_m == 0 and n % params.tile_n == 0 and kk % FRAGMENT == 0 \
+                and m * n >= params.min_mn:
+            return params
+    return None
+
+
+def matches(generic: ir.Operation) -> bool:
+    return _params_for(generic) is not None
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          params: Params = Params()) -> Launch:
-    p = params
+          params: Params | None = None) -> Launch:
+    p = params or _params_for(generic)
     batch, dim_i, dim_j, dim_k = _layout(generic)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
@@ -92,7 +105,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     b_frag = ir.Type.parse('!gpu.mma_matrix<16x16xf16, "BOp">')
     c_frag = ir.Type.parse('!gpu.mma_matrix<16x16xf32, "COp">')
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
-    stage_type = ir.MemRefType.get([warps, warp_m, warp_n], f32, memory_space=shared)
+    stage_type = ir.MemRefType.get([warps, FRAGMENT, FRAGMENT], f32, memory_space=shared)
     with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
         memref.GlobalOp(f"{kernel_name}_stage", ir.TypeAttr.get(stage_type),
                         sym_visibility="private", alignment=16)
@@ -132,25 +145,28 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
                        for fm in range(p.frags_m) for fn in range(p.frags_n)]
             scf.YieldOp(results)
         stage = memref.get_global(stage_type, f"{kernel_name}_stage")
-        for fm in range(p.frags_m):
-            for fn in range(p.frags_n):
-                gpu.subgroup_mma_store_matrix(
-                    loop.results[fm * p.frags_n + fn], stage,
-                    [warp, index_const(fm * FRAGMENT), index_const(fn * FRAGMENT)], warp_n)
-        gpu.BarrierOp()
         out_type = ir.MemRefType(outs[0].type).element_type
-        for e in range(warp_m * warp_n // 32):  # lanes take consecutive columns: coalesced
-            flat = arith.AddIOp(lane, index_const(e * 32)).result
-            r = arith.DivUIOp(flat, index_const(warp_n)).result
-            col = arith.RemUIOp(flat, index_const(warp_n)).result
-            where = batch_ivs + [arith.AddIOp(row0, r).result, arith.AddIOp(col0, col).result]
-            initial = memref.LoadOp(c, where).result
-            if str(initial.type) != "f32":
-                initial = arith.ExtFOp(f32, initial).result
-            total = arith.AddFOp(initial, memref.LoadOp(stage, [warp, r, col]).result).result
-            if total.type != out_type:
-                total = arith.TruncFOp(out_type, total).result
-            memref.StoreOp(total, c, where)
+        for fm in range(p.frags_m):  # one fragment at a time through 1 KB of shared memory
+            for fn in range(p.frags_n):
+                gpu.subgroup_mma_store_matrix(loop.results[fm * p.frags_n + fn], stage,
+                                              [warp, index_const(0), index_const(0)],
+                                              FRAGMENT)
+                gpu.BarrierOp()
+                for e in range(FRAGMENT * FRAGMENT // 32):  # 2 rows of 16 per step
+                    flat = arith.AddIOp(lane, index_const(e * 32)).result
+                    r = arith.DivUIOp(flat, index_const(FRAGMENT)).result
+                    col = arith.RemUIOp(flat, index_const(FRAGMENT)).result
+                    where = batch_ivs + [arith.AddIOp(offset(row0, fm), r).result,
+                                         arith.AddIOp(offset(col0, fn), col).result]
+                    initial = memref.LoadOp(c, where).result
+                    if str(initial.type) != "f32":
+                        initial = arith.ExtFOp(f32, initial).result
+                    staged = memref.LoadOp(stage, [warp, r, col]).result
+                    total = arith.AddFOp(initial, staged).result
+                    if total.type != out_type:
+                        total = arith.TruncFOp(out_type, total).result
+                    memref.StoreOp(total, c, where)
+                gpu.BarrierOp()  # before the next fragment overwrites the stage
         gpu.ReturnOp([])
     grid = (n // p.tile_n, m // p.tile_m, batches)
     return Launch(kernel_name, signature.values, grid, (threads, 1, 1))

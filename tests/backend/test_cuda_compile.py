@@ -303,8 +303,8 @@ def test_large_matmul_uses_the_matmul_strategy():
     assert matmul["args"][:2] == ["%in0", "%in1"]
 
 
-@pytest.mark.parametrize("m,k,n,tensor_cores", [(192, 48, 320, True), (200, 48, 320, False),
-                                                 (192, 40, 320, False)])
+@pytest.mark.parametrize("m,k,n,tensor_cores", [(192, 48, 320, True), (256, 32, 384, True),
+                                                 (200, 48, 320, False), (192, 40, 320, False)])
 def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_cores):
     """64x64 tiles of C and k in steps of 16: wmma instructions; other sizes stay SIMT."""
     prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
