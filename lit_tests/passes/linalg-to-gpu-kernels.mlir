@@ -353,6 +353,35 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 
 // -----
 
+// At 128x128 tiles the block stages A and B in shared memory (16-byte copies, rows padded
+// by 8 halves) and each warp multiplies 4x4 fragments read from there.
+// CHECK-LABEL: func.func @f16_matmul_staged(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_tensor_core blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul_tensor_core"}
+// CHECK-DAG: memref.global "private" @k0_matmul_tensor_core_a : memref<128x40xf16, #gpu.address_space<workgroup>>
+// CHECK-DAG: memref.global "private" @k0_matmul_tensor_core_b : memref<32x136xf16, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @k0_matmul_tensor_core(
+// CHECK: scf.for
+// CHECK: vector.load {{.*}} : memref<128x32xf16>, vector<8xf16>
+// CHECK: vector.store {{.*}} : memref<128x40xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK: gpu.barrier
+// CHECK: gpu.subgroup_mma_load_matrix {{.*}} {leadDimension = 40 : index} : memref<128x40xf16, #gpu.address_space<workgroup>> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// CHECK-COUNT-16: gpu.subgroup_mma_compute
+#as = affine_map<(d0, d1, d2) -> (d0, d2)>
+#bs = affine_map<(d0, d1, d2) -> (d2, d1)>
+#cs = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @f16_matmul_staged(%x: memref<128x32xf16>, %y: memref<32x128xf16>, %z: memref<128x128xf16>) {
+  linalg.generic {indexing_maps = [#as, #bs, #cs], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %y : memref<128x32xf16>, memref<32x128xf16>) outs(%z : memref<128x128xf16>) {
+  ^bb0(%l: f16, %r: f16, %o: f16):
+    %p = arith.mulf %l, %r : f16
+    %s = arith.addf %o, %p : f16
+    linalg.yield %s : f16
+  }
+  return
+}
+
+// -----
+
 // No generic: the module is left as it is (no gpu.container_module, no gpu.module). The
 // rejected chunks after this one print nothing, so this is the end of the output.
 // CHECK-LABEL: func.func @only_contiguous_copy(
