@@ -64,7 +64,8 @@ def _layout(generic: ir.Operation):
 
 
 # Largest first: a warp's 4 x 4 fragments load 8 fragments per 16 MMAs (2 x 2: 4 per 4).
-CONFIGS = (Params(frags_m=4, frags_n=4, stage_k=32), Params())
+CONFIGS = (Params(frags_m=4, frags_n=4, stage_k=64), Params(frags_m=4, frags_n=4, stage_k=32),
+           Params())
 _PAD = 8  # f16 elements after each shared row: 16 bytes, against bank conflicts
 
 

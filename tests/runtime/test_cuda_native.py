@@ -100,10 +100,12 @@ def test_matmul_strategy_f16_inputs(rng):
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
 
 
-@pytest.mark.parametrize("m,k,n", [(64, 16, 64), (192, 48, 320), (256, 32, 384)])
+@pytest.mark.parametrize("m,k,n", [(64, 16, 64), (192, 48, 320), (256, 32, 384),
+                                   (128, 192, 256)])
 def test_matmul_tensor_cores_f16(rng, m, k, n):
     """Sizes that tile exactly take the tensor cores (wmma, f32 accumulation): 64x64
-    block tiles for the first two, 128x128 for the last."""
+    block tiles straight from global memory for the first two; 128x128 tiles staged in
+    shared memory 32 wide (K = 32) and 64 wide (K = 192, three stages) for the others."""
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
     assert out.dtype == np.float16
