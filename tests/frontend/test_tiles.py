@@ -1,6 +1,8 @@
 """Tile statements (zynml/frontend/tiles.py): the rewriting into element form, the values
 it computes on the CPU against float64 numpy, and every misuse as a located error.
 The spec's flash attention and its variants are run in tests/test_spec_examples.py."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,8 @@ import zynml
 from conftest import assert_close
 from zynml.compiler import check_program, parse_source
 from zynml.frontend import ast
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "programs" / "examples"
 
 
 def kernel(body: str, inputs: str = "x") -> str:
@@ -84,8 +88,7 @@ def test_a_tile_let_is_substituted_where_a_var_it_reads_is_still_current(rng):
 def test_the_rewritten_body_has_no_tiles_and_keeps_one_state_per_point():
     """O(n) memory: the online softmax's m, l and o are scalars per point, carried through
     the key loop; nothing of size seq x seq is allocated."""
-    src, program = parse_source(zynml.__path__[0] + "/../tests/programs/examples/"
-                                "flash_attention.zyn")
+    src, program = parse_source(EXAMPLES / "flash_attention.zyn")
     checked = check_program(src, program)
     body = checked.steps[0].kernel.body
 

@@ -333,3 +333,16 @@ class Program(Node):
     body: list[Stmt]
     pipelines: list[Pipeline]
     configs: list[Config]
+
+
+def same_extent(a: Expr, b: Expr) -> bool:
+    """Do two extent expressions (names, integers, arithmetic of them) read the same?"""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Name):
+        return a.id == b.id
+    if isinstance(a, IntLit):
+        return a.value == b.value
+    if isinstance(a, Binary):
+        return a.op == b.op and same_extent(a.left, b.left) and same_extent(a.right, b.right)
+    return False

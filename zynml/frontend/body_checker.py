@@ -702,7 +702,7 @@ class BodyChecker:
                                   "longer the loop variable of that name", idx.sym.loc)]
                     raise _err("cannot infer the output shape: index 'out' with a*i + c, "
                                "i a loop variable running from 0 in steps of 1", idx, notes)
-                if not any(_same_expr(extent, e) for e in extents[dim]):
+                if not any(ast.same_extent(extent, e) for e in extents[dim]):
                     extents[dim].append(extent)
         dims = [e[0] if len(e) == 1 else
                 ast.Call(e[0].loc, ast.Name(e[0].loc, "max"), e) for e in extents]
@@ -832,18 +832,6 @@ def _extent_of_index(idx: ast.Expr) -> Optional[ast.Expr]:
     last = ast.Binary(loc, "-", rng.hi, ast.IntLit(loc, 1))
     return ast.Binary(loc, "+", ast.Binary(loc, "*", ast.IntLit(loc, a), last),
                       ast.IntLit(loc, c + 1))
-
-
-def _same_expr(a: ast.Expr, b: ast.Expr) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, ast.Name):
-        return a.id == b.id
-    if isinstance(a, ast.IntLit):
-        return a.value == b.value
-    if isinstance(a, ast.Binary):
-        return a.op == b.op and _same_expr(a.left, b.left) and _same_expr(a.right, b.right)
-    return False
 
 
 def _is_zero(e: ast.Expr) -> bool:

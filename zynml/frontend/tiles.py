@@ -24,145 +24,27 @@ statement computes its value at that point.
 
 The flash attention then carries one m, l and o per point through the sequential loop
 over key blocks: O(n) memory, as the spec asks.
+
+The pieces: tile_types.py (shapes, indices, helpers on the syntax), tile_shapes.py (names
+and the shape of each tile expression), this file (statements, values at a point, the
+region's loops).
 """
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 from . import ast
+from .tile_shapes import TileShapes
+from .tile_types import (ROW_REDUCTIONS, SCALAR, Dim, ExtentCheck, Ix, Local, Shape, SizeUse,
+                         TileInput, assigns, decl_name, first_tile_node, is_zero, leftmost_loc,
+                         names, slice_length, tile_error, tile_write_in)
 from ..errors import ZynMLError
-
-TILE_FUNCTIONS = {"zeros", "transpose", "row_max", "row_min", "row_sum"}
-_ROW_REDUCTIONS = {"row_max": "max", "row_min": "min", "row_sum": "+"}
-_ELEMENTWISE_OPS = {"+", "-", "*", "/", "^", "%"}
-
-
-def _err(message: str, node: ast.Node) -> ZynMLError:
-    return ZynMLError(message, leftmost_loc(node))
-
-
-def leftmost_loc(node: ast.Node):
-    from .body_checker import leftmost
-    return leftmost(node).loc
-
-
-# ---------------------------------------------------------------------------- shapes
-
-
-@dataclass
-class Dim:
-    """One dimension of a tile: its length as written (`64`, `head_dim`: the loops over
-    it, static checks), and for a slice that may run past its input's end, guards: each
-    maps an index into the tile to the condition that it is inside the input. Loops keep
-    the written length (static extents, which the GPU strategies need); guarded
-    contributions are skipped."""
-
-    nominal: ast.Expr
-    guards: tuple = ()
-
-
-@dataclass
-class Shape:
-    dims: list[Dim]
-    # A slice of an input whose rank is known only at the call: its whole trailing
-    # dimensions, made on demand (the check at the call sees the real rank).
-    trailing: Optional[Callable[[int], Dim]] = None
-
-    @property
-    def rank(self) -> int:
-        return len(self.dims)
-
-    def widened(self, rank: int) -> "Shape":
-        if self.trailing is None or self.rank >= rank:
-            return self
-        extra = [self.trailing(k) for k in range(rank - self.rank)]
-        return Shape(self.dims + extra, None)
-
-
-SCALAR = Shape([])
-
-
-@dataclass(frozen=True)
-class Ix:
-    """An index into a tile dimension: `rel` counts from the tile's start. `point` is k
-    when this is the k-th coordinate of the point being computed; `absolute` is the index
-    into the input when the dimension is the fused loop's (`q`, for a slice `q:q+64`)."""
-
-    rel: ast.Expr
-    point: Optional[int] = None
-    fused_start: Optional[str] = None
-    absolute: Optional[ast.Expr] = None
-
-
-@dataclass
-class _Local:
-    """A name declared in the kernel body, as the rewriting sees it."""
-
-    kind: str  # "var", "let", "loop", "tile-let" (substituted), "point" (one per point)
-    shape: Shape = field(default_factory=lambda: SCALAR)
-    value: Optional[ast.Expr] = None  # a substituted tile let's expression
-    decl: Optional[ast.Node] = None
-    reads: dict = field(default_factory=dict)  # substituted let: name -> _Local at definition
-    var_versions: dict = field(default_factory=dict)  # the vars it reads -> their version
-    loop_depth: int = 0  # source loops around its definition
-
-
-@dataclass
-class TileInput:
-    program_name: str  # the name sizes are keyed by (`K.shape[2]`)
-    rank: Optional[int]
-
-
-@dataclass
-class SizeUse:
-    """`K.shape[2]` used as a tile extent: the checker binds it to that input dimension."""
-
-    name: str
-    local: str
-    dim: int
-    loc: object
-
-
-@dataclass
-class ExtentCheck:
-    """Checked once sizes are known (at the call): two extents that must be equal, or an
-    index that must be inside an extent (`index < extent`)."""
-
-    left: ast.Expr
-    right: ast.Expr
-    loc: object
-    what: str
-    inside: bool = False  # left < right, instead of left == right
-
-
-# ---------------------------------------------------------------------------- entry point
 
 
 def uses_tiles(body: list[ast.Stmt]) -> bool:
     """Does the body use any tile syntax (the fast path for every other kernel)?"""
-    found = False
-
-    def visit(x):
-        nonlocal found
-        if found:
-            return
-        if isinstance(x, ast.Slice) or (isinstance(x, ast.Binary) and x.op == "@") or (
-                isinstance(x, ast.Call) and isinstance(x.func, ast.Name)
-                and x.func.id in TILE_FUNCTIONS):
-            found = True
-            return
-        if isinstance(x, list):
-            for item in x:
-                visit(item)
-        elif isinstance(x, ast.Node):
-            for value in vars(x).values():
-                if isinstance(value, (ast.Node, list)):
-                    visit(value)
-    visit(body)
-    return found
+    return first_tile_node(body) is not None
 
 
 def rewrite_tiles(body: list[ast.Stmt], inputs: dict[str, TileInput]
@@ -172,7 +54,7 @@ def rewrite_tiles(body: list[ast.Stmt], inputs: dict[str, TileInput]
     input's name in the body to what is known of it. The body itself is not changed (it
     is checked again per input signature)."""
     rewriter = _Rewriter(inputs)
-    write = _tile_write_in(body)
+    write = tile_write_in(body)
     if write is not None:  # the kernel's own body writes the tile: it is the region
         loc = body[0].loc
         new_body = rewriter.region_loop(ast.For(loc, [], body), write)
@@ -180,48 +62,8 @@ def rewrite_tiles(body: list[ast.Stmt], inputs: dict[str, TileInput]
         new_body = rewriter.block(body, in_region=False)
     return new_body, rewriter.size_uses, rewriter.checks
 
-
-class _Rewriter:
-    def __init__(self, inputs: dict[str, TileInput]):
-        self.inputs = inputs
-        self.size_uses: list[SizeUse] = []
-        self.scopes: list[dict[str, _Local]] = [{}]
-        self.counter = itertools.count()
-        self.region: Optional[_Region] = None
-        self.dry = False  # a pass that only learns the shapes of tile vars
-        self.var_shapes: dict[int, Shape] = {}  # id(Var statement) -> its shape
-        self.analysis = False  # a pass that learns which lets are read across the tile
-        self.read_across: set[int] = set()  # ids of tile lets read off the point
-        self.var_version: dict[int, int] = {}  # id(Var statement) -> assignments so far
-        self.loops: list[ast.For] = []  # source loops around the statement, outermost first
-        self.checks: list[ExtentCheck] = []
-
-    def same(self, a: Dim, b: Dim, node: ast.Node, what: str) -> None:
-        """Equal lengths: now when both are numbers, else once sizes are known."""
-        _check_same(a, b, node, what)
-        if not self.dry and not self.analysis and not _same(a.nominal, b.nominal):
-            self.checks.append(ExtentCheck(a.nominal, b.nominal, leftmost_loc(node), what))
-
-    # ------------------------------------------------------------------ names
-
-    def fresh(self, stem: str) -> str:
-        return f"__{stem}{next(self.counter)}"  # not a ZynML identifier: never clashes
-
-    def lookup(self, name: str) -> Optional[_Local]:
-        for scope in reversed(self.scopes):
-            if name in scope:
-                return scope[name]
-        return None
-
-    def declare(self, name: str, local: _Local) -> None:
-        self.scopes[-1][name] = local
-
-    def extent_name(self, local: str, dim: int, loc) -> ast.Name:
-        name = f"{self.inputs[local].program_name}.shape[{dim}]"
-        if not any(u.name == name and u.local == local and u.dim == dim
-                   for u in self.size_uses):
-            self.size_uses.append(SizeUse(name, local, dim, loc))
-        return ast.Name(loc, name)
+class _Rewriter(TileShapes):
+    """Rewrites one kernel body (see the module's docstring)."""
 
     # ------------------------------------------------------------------ statements
 
@@ -237,7 +79,7 @@ class _Rewriter:
 
     def stmt(self, s: ast.Stmt, in_region: bool) -> list[ast.Stmt]:
         if isinstance(s, ast.For):
-            write = _tile_write_in(s.body)
+            write = tile_write_in(s.body)
             if write is not None and not in_region:
                 return self.region_loop(s, write)
             return [self.plain_for(s, in_region)]
@@ -249,8 +91,8 @@ class _Rewriter:
         for rng in s.ranges:
             for bound in (rng.lo, rng.hi, rng.step):
                 if bound is not None and self.is_tile(bound):
-                    raise _err("a loop bound must be a number, not a tile", bound)
-        self.scopes.append({rng.var: _Local("loop", decl=rng) for rng in s.ranges})
+                    raise tile_error("a loop bound must be a number, not a tile", bound)
+        self.scopes.append({rng.var: Local("loop", decl=rng) for rng in s.ranges})
         self.loops.append(s)
         try:
             body = self.block(s.body, in_region)
@@ -265,15 +107,15 @@ class _Rewriter:
         if isinstance(s, ast.If):
             return [ast.If(s.loc, s.cond, self.block(s.then_body, False),
                            self.block(s.else_body, False))]
-        tile = _first_tile_node(s)
+        tile = first_tile_node(s)
         if tile is not None:
-            raise _err("tiles (slices, '@', zeros, transpose, row_max, row_sum) are used in a "
+            raise tile_error("tiles (slices, '@', zeros, transpose, row_max, row_sum) are used in a "
                        "loop whose body writes a tile of 'out' (out[i:i+n] = ...); this one "
                        "writes none", tile)
         if isinstance(s, (ast.Let, ast.Var)):
             names = s.targets if isinstance(s, ast.Let) else [s.name]
             for name in names:
-                self.declare(name, _Local("var" if isinstance(s, ast.Var) else "let"))
+                self.declare(name, Local("var" if isinstance(s, ast.Var) else "let"))
         return [s]
 
     # ------------------------------------------------------------------ regions
@@ -284,7 +126,7 @@ class _Rewriter:
         region = _Region(loop, write)
         self.region = region
         region.scope_depth = len(self.scopes)
-        loop_scope = {rng.var: _Local("loop", decl=rng) for rng in loop.ranges}
+        loop_scope = {rng.var: Local("loop", decl=rng) for rng in loop.ranges}
         self.scopes.append(loop_scope)
         try:
             self._learn_var_shapes(loop.body)
@@ -326,9 +168,9 @@ class _Rewriter:
     def region_stmt(self, s: ast.Stmt) -> list[ast.Stmt]:
         method = getattr(self, "_region_" + type(s).__name__, None)
         if method is None:
-            tile = _first_tile_node(s)
+            tile = first_tile_node(s)
             if tile is not None:
-                raise _err(f"a tile cannot be used in a '{type(s).__name__.lower()}' "
+                raise tile_error(f"a tile cannot be used in a '{type(s).__name__.lower()}' "
                            "statement", tile)
             return [s]
         return method(s)
@@ -341,7 +183,7 @@ class _Rewriter:
     def _region_Let(self, s: ast.Let) -> list[ast.Stmt]:
         if len(s.targets) != 1 or not self.is_tile(s.value):
             for name in s.targets:
-                self.declare(name, _Local("let", decl=s))
+                self.declare(name, Local("let", decl=s))
             return [s]
         name = s.targets[0]
         shape = self.shape(s.value)
@@ -349,10 +191,10 @@ class _Rewriter:
         if var_reads and not self.analysis and id(s) not in self.read_across:
             # it reads a var and is only read at the point: computed once, there
             prelude, value = self.at_point(s.value)
-            self.declare(name, _Local("point", shape, decl=s))
+            self.declare(name, Local("point", shape, decl=s))
             return prelude + [ast.Let(s.loc, [name], value, s.target_locs)]
-        reads = {n: self.lookup(n) for n in _names(s.value)}
-        self.declare(name, _Local("tile-let", shape, value=s.value, decl=s, reads=reads,
+        reads = {n: self.lookup(n) for n in names(s.value)}
+        self.declare(name, Local("tile-let", shape, value=s.value, decl=s, reads=reads,
                                   var_versions={v: self.var_version.get(v, 0)
                                                 for v in var_reads},
                                   loop_depth=len(self.loops)))
@@ -364,7 +206,7 @@ class _Rewriter:
             self.var_shapes[id(s)] = shape
         self.check_fits_point(self.var_shapes.get(id(s), SCALAR).rank, s.value)
         prelude, value = self.at_point(s.value)
-        self.declare(s.name, _Local("var", decl=s))
+        self.declare(s.name, Local("var", decl=s))
         return prelude + [ast.Var(s.loc, s.name, value)]
 
     def _region_Assign(self, s: ast.Assign) -> list[ast.Stmt]:
@@ -381,13 +223,13 @@ class _Rewriter:
                 "one way" if isinstance(target.base, ast.Name) and target.base.id == "out" \
                 else "a loop that writes a tile of 'out' runs once per element of the tile: " \
                 "it cannot write other arrays"
-            raise _err(what, target)
+            raise tile_error(what, target)
         if not isinstance(target, ast.Name):
             return self._assign_var(s, None)
         local = self.lookup(target.id)
         if local is not None and local.kind == "var" and \
                 not self._declared_in_region(target.id):
-            raise _err(f"'{target.id}' is declared outside the loop that writes a tile of "
+            raise tile_error(f"'{target.id}' is declared outside the loop that writes a tile of "
                        "'out', which runs once per element of the tile: declare it inside",
                        target)
         try:  # the var's version changes once its new value has been read
@@ -396,12 +238,12 @@ class _Rewriter:
             if local is not None and local.kind == "var":
                 self.var_version[id(local.decl)] = self.var_version.get(id(local.decl), 0) + 1
 
-    def _assign_var(self, s: ast.Assign, local: Optional[_Local]) -> list[ast.Stmt]:
+    def _assign_var(self, s: ast.Assign, local: Optional[Local]) -> list[ast.Stmt]:
         target = s.target
         if not self.is_tile(s.value):
             return [s]
         if not isinstance(target, ast.Name) or local is None or local.kind != "var":
-            raise _err("a tile can only be assigned to a 'var' declared in the loop, or "
+            raise tile_error("a tile can only be assigned to a 'var' declared in the loop, or "
                        "written to a tile of 'out'", target)
         shape = self.shape(s.value)
         if shape.rank > self.var_shapes.get(id(local.decl), SCALAR).rank:
@@ -416,9 +258,9 @@ class _Rewriter:
         return [self.plain_for(s, True)]
 
     def _region_Yield(self, s: ast.Yield) -> list[ast.Stmt]:
-        tile = _first_tile_node(s)
+        tile = first_tile_node(s)
         if tile is not None:
-            raise _err("a reduction cannot yield a tile", tile)
+            raise tile_error("a reduction cannot yield a tile", tile)
         return [s]
 
     def _declared_in_region(self, name: str) -> bool:
@@ -428,191 +270,8 @@ class _Rewriter:
 
     def check_fits_point(self, rank: int, node: ast.Node) -> None:
         if self.region.rank is not None and rank > self.region.rank:
-            raise _err(f"a tile of rank {rank} does not fit the written tile of 'out', of "
+            raise tile_error(f"a tile of rank {rank} does not fit the written tile of 'out', of "
                        f"rank {self.region.rank}", node)
-
-    # ------------------------------------------------------------------ what an expression is
-
-    def is_tile(self, e: ast.Expr) -> bool:
-        if isinstance(e, ast.Name):
-            local = self.lookup(e.id)
-            if local is not None:
-                return local.kind in ("tile-let", "point") or (
-                    local.kind == "var" and self.var_shapes.get(id(local.decl), SCALAR).rank > 0)
-            return e.id in self.inputs and self.region is not None
-        if isinstance(e, ast.Index):
-            return any(isinstance(i, ast.Slice) for i in e.indices)
-        if isinstance(e, ast.Binary):
-            return e.op == "@" or self.is_tile(e.left) or self.is_tile(e.right)
-        if isinstance(e, ast.Unary):
-            return self.is_tile(e.operand)
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
-            return e.func.id in TILE_FUNCTIONS or any(self.is_tile(a) for a in e.args)
-        return False
-
-    def var_reads(self, e: ast.Expr) -> set[int]:
-        """The vars (ids of their declarations) `e` reads, directly or through the tile
-        lets it substitutes: its value depends on when it is computed."""
-        found: set[int] = set()
-        for name in _names(e):
-            local = self.lookup(name)
-            if local is None:
-                continue
-            if local.kind == "var":
-                found.add(id(local.decl))
-            elif local.kind == "tile-let":
-                found |= set(local.var_versions)
-        return found
-
-    def shape(self, e: ast.Expr) -> Shape:
-        if isinstance(e, ast.Name):
-            local = self.lookup(e.id)
-            if local is not None:
-                if local.kind == "var":
-                    return self.var_shapes.get(id(local.decl), SCALAR)
-                return local.shape
-            if e.id in self.inputs and self.region is not None:
-                return self.whole_input_shape(e)
-            return SCALAR
-        if isinstance(e, ast.Index):
-            if any(isinstance(i, ast.Slice) for i in e.indices):
-                return self.slice_shape(e)
-            for i in e.indices:
-                if self.is_tile(i):
-                    raise _err("an index must be a number, not a tile", i)
-            if isinstance(e.base, ast.Name) and self.lookup(e.base.id) is not None and \
-                    self.is_tile(e.base):
-                raise _err("a tile cannot be indexed; use a slice of the input, or "
-                           "row_max / row_sum", e)
-            return SCALAR
-        if isinstance(e, ast.Unary):
-            return self.shape(e.operand)
-        if isinstance(e, ast.Binary):
-            if e.op == "@":
-                a, b = self.shape(e.left).widened(2), self.shape(e.right).widened(2)
-                for side, s in (("left", a), ("right", b)):
-                    if s.rank != 2:
-                        raise _err(f"the {side} operand of '@' must be a tile of rank 2, "
-                                   f"got rank {s.rank}", e.left if side == "left" else e.right)
-                self.same(a.dims[1], b.dims[0], e, "the inner dimensions of '@'")
-                return Shape([a.dims[0], b.dims[1]])
-            return self.broadcast([e.left, e.right], e)
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
-            return self.call_shape(e)
-        return SCALAR
-
-    def call_shape(self, e: ast.Call) -> Shape:
-        name = e.func.id
-        if name == "zeros":
-            if not 1 <= len(e.args) <= 2 or e.kwargs:
-                raise _err("'zeros' takes one or two extents: zeros(rows) or "
-                           "zeros(rows, cols)", e)
-            for a in e.args:
-                if self.is_tile(a):
-                    raise _err("an extent must be a number, not a tile", a)
-            return Shape([Dim(a) for a in e.args])
-        if name == "transpose":
-            (arg,) = self._args(e, 1)
-            s = self.shape(arg).widened(2)
-            if s.rank != 2:
-                raise _err(f"'transpose' needs a tile of rank 2, got rank {s.rank}", arg)
-            return Shape(s.dims[::-1])
-        if name in _ROW_REDUCTIONS:
-            (arg,) = self._args(e, 1)
-            s = self.shape(arg).widened(2)
-            if s.rank == 0:
-                raise _err(f"'{name}' needs a tile, got a scalar", arg)
-            return Shape(s.dims[:-1])
-        return self.broadcast(e.args, e)
-
-    def _args(self, e: ast.Call, n: int) -> list[ast.Expr]:
-        if len(e.args) != n or e.kwargs:
-            raise _err(f"'{e.func.id}' takes {n} argument{'s' if n > 1 else ''}", e)
-        return e.args
-
-    def broadcast(self, operands: list[ast.Expr], node: ast.Expr) -> Shape:
-        """Elementwise: the shape of the highest-rank operand; a rank-1 tile next to a
-        rank-2 one is one value per row."""
-        shapes = [self.shape(o) for o in operands]
-        result = max(shapes, key=lambda s: s.rank, default=SCALAR)
-        dims = list(result.dims)
-        for o, s in zip(operands, shapes):
-            for k, dim in enumerate(s.dims):
-                self.same(result.dims[k], dim, node, f"dimension {k} of the operands")
-                if dim is not dims[k]:
-                    dims[k] = Dim(dims[k].nominal, dims[k].guards + dim.guards)
-        result = Shape(dims, result.trailing)
-        if isinstance(node, ast.Binary) and result.rank and node.op not in _ELEMENTWISE_OPS:
-            raise _err(f"operator '{node.op}' is not supported on tiles", node)
-        return result
-
-    def slice_shape(self, e: ast.Index) -> Shape:
-        local = self.input_of(e)
-        info = self.inputs[local]
-        if info.rank is not None and len(e.indices) > info.rank:
-            raise _err(f"rank mismatch: '{local}' has rank {info.rank} but is indexed with "
-                       f"{len(e.indices)} indices", e)
-        dims = []
-        for d, item in enumerate(e.indices):
-            if isinstance(item, ast.Slice):
-                dims.append(self.slice_dim(local, d, item))
-            elif self.is_tile(item):
-                raise _err("an index must be a number, not a tile", item)
-
-        def whole(k: int, start=len(e.indices)) -> Dim:
-            extent = self.extent_name(local, start + k, e.loc)
-            return Dim(extent)
-        if info.rank is None:
-            return Shape(dims, whole)
-        return Shape(dims + [whole(k) for k in range(info.rank - len(e.indices))])
-
-    def whole_input_shape(self, e: ast.Name) -> Shape:
-        info = self.inputs[e.id]
-
-        def whole(k: int) -> Dim:
-            extent = self.extent_name(e.id, k, e.loc)
-            return Dim(extent)
-        if info.rank is None:
-            return Shape([], whole)
-        return Shape([whole(k) for k in range(info.rank)])
-
-    def bind_loop_bound(self, start: ast.Expr, local: str, d: int) -> None:
-        """`for j in 0..m step 4: ... k[j:j+4]`: the loop runs over k's dimension d, so m
-        is its extent (as `for i in 0..n: x[i]` binds n)."""
-        loop = self.lookup(start.id) if isinstance(start, ast.Name) else None
-        if loop is None or loop.kind != "loop" or loop.decl is None:
-            return
-        rng = loop.decl
-        if _is_zero(rng.lo) and isinstance(rng.hi, ast.Name) and \
-                not any(u.name == rng.hi.id and u.local == local and u.dim == d
-                        for u in self.size_uses):
-            self.size_uses.append(SizeUse(rng.hi.id, local, d, start.loc))
-
-    def input_of(self, e: ast.Index) -> str:
-        if not isinstance(e.base, ast.Name) or e.base.id not in self.inputs or \
-                self.lookup(e.base.id) is not None:
-            what = e.base.id if isinstance(e.base, ast.Name) else "this"
-            raise _err(f"only a tensor input can be sliced; '{what}' is not one", e.base)
-        return e.base.id
-
-    def slice_dim(self, local: str, d: int, item: ast.Slice) -> Dim:
-        for bound in (item.lo, item.hi):
-            if bound is not None and self.is_tile(bound):
-                raise _err("a slice bound must be a number, not a tile", bound)
-        lo = item.lo if item.lo is not None else ast.IntLit(item.loc, 0)
-        extent = self.extent_name(local, d, item.loc)
-        self.bind_loop_bound(lo, local, d)
-        if item.hi is None:
-            nominal = _minus(extent, lo) if not _is_zero(lo) else extent
-            return Dim(nominal)
-        nominal = _length(lo, item.hi)
-        if isinstance(nominal, ast.IntLit) and nominal.value <= 0:
-            raise _err(f"an empty slice: its length is {nominal.value}", item)
-
-        def inside(rel: ast.Expr) -> ast.Expr:
-            index = rel if _is_zero(lo) else ast.Binary(item.loc, "+", lo, rel)
-            return ast.Binary(item.loc, "<", index, extent)
-        return Dim(nominal, (inside,))
 
     # ------------------------------------------------------------------ values at a point
 
@@ -645,7 +304,7 @@ class _Rewriter:
             return [], ast.FloatLit(e.loc, 0.0)
         if name == "transpose":
             return self.at(e.args[0], idx[::-1])
-        if name in _ROW_REDUCTIONS:
+        if name in ROW_REDUCTIONS:
             return self.row_reduction_at(e, idx)
         prelude, args = [], []
         for a in e.args:
@@ -669,27 +328,27 @@ class _Rewriter:
             return self.at(local.value, idx)
         if any(ix.point != k for k, ix in enumerate(idx)):
             what = "a 'var'" if local.kind == "var" else "a tile computed from a 'var'"
-            raise _err(f"'{e.id}' is {what}: it holds one element per element of the written "
+            raise tile_error(f"'{e.id}' is {what}: it holds one element per element of the written "
                        "tile, and can only be read there (not across rows or columns, as "
                        "'@', transpose and row reductions read)", e)
         return [], ast.Name(e.loc, e.id)
 
-    def check_substitution(self, e: ast.Name, local: _Local) -> None:
+    def check_substitution(self, e: ast.Name, local: Local) -> None:
         """A tile let is substituted where it is read: that must give the value it had
         where it was written."""
         where = f"{local.decl.loc.line}:{local.decl.loc.col}"
         for name, seen in local.reads.items():
             if self.lookup(name) is not seen:
-                raise _err(f"'{name}' is declared again after the tile '{e.id}' (at {where}) "
+                raise tile_error(f"'{name}' is declared again after the tile '{e.id}' (at {where}) "
                            "that reads it; rename one of them", e)
         for decl, version in local.var_versions.items():
             if self.analysis:  # the analysis substitutes every let; the real pass checks
                 break
             var = decl_name(local, decl)
             changed = self.var_version.get(decl, 0) != version or any(
-                _assigns(loop.body, var) for loop in self.loops[local.loop_depth:])
+                assigns(loop.body, var) for loop in self.loops[local.loop_depth:])
             if changed:
-                raise _err(f"the tile '{e.id}' (at {where}) reads the var '{var}', which "
+                raise tile_error(f"the tile '{e.id}' (at {where}) reads the var '{var}', which "
                            f"changes before this use, and '{e.id}' is read across its rows "
                            "or columns, so it is not kept per element: compute what needs "
                            "the old value before assigning the var", e)
@@ -706,7 +365,7 @@ class _Rewriter:
             if ix.fused_start is not None and isinstance(lo, ast.Name) and \
                     lo.id == ix.fused_start and self.lookup(lo.id) is self.region.fused_local:
                 indices.append(ix.absolute)
-            elif lo is None or _is_zero(lo):
+            elif lo is None or is_zero(lo):
                 indices.append(ix.rel)
             else:
                 indices.append(ast.Binary(item.loc, "+", lo, ix.rel))
@@ -727,7 +386,7 @@ class _Rewriter:
         s = self.shape(arg).widened(2)
         c = self.fresh("c")
         prelude, v = self.at(arg, idx + [Ix(ast.Name(e.loc, c))])
-        return self.reduction_loop(_ROW_REDUCTIONS[e.func.id], c, s.dims[-1], prelude, v,
+        return self.reduction_loop(ROW_REDUCTIONS[e.func.id], c, s.dims[-1], prelude, v,
                                    e.loc)
 
     def reduction_loop(self, op: str, var: str, dim: Dim, body: list[ast.Stmt],
@@ -769,9 +428,9 @@ class _Region:
         self.ranges: list[ast.Range] = []
         self.store: list[ast.Expr] = list(write.target.indices)
         self.fused: Optional[ast.Range] = None
-        self.fused_local: Optional[_Local] = None
+        self.fused_local: Optional[Local] = None
 
-    def setup(self, rw: _Rewriter, loop_scope: dict[str, _Local]) -> None:
+    def setup(self, rw: _Rewriter, loop_scope: dict[str, Local]) -> None:
         """One point loop per dimension of the written tile: its slices, then the
         dimensions of the written value beyond them (out's trailing dimensions)."""
         value = self.value_shape or SCALAR
@@ -809,16 +468,16 @@ class _Region:
         loc = item.loc
         lo = item.lo if item.lo is not None else ast.IntLit(loc, 0)
         if item.hi is None:
-            raise _err("a tile write of 'out' needs both bounds (out[a:b]): they give "
+            raise tile_error("a tile write of 'out' needs both bounds (out[a:b]): they give "
                        "out's extent", item)
-        length = _length(lo, item.hi)
+        length = slice_length(lo, item.hi)
         name = rw.fresh("p")
         fuse = (last is not None and isinstance(lo, ast.Name) and lo.id == last.var
                 and self.fused is None and isinstance(last.step, ast.IntLit)
                 and isinstance(length, ast.IntLit))
         if fuse:
             if last.step.value != length.value:
-                raise _err(f"the loop over '{last.var}' steps by {last.step.value} but the "
+                raise tile_error(f"the loop over '{last.var}' steps by {last.step.value} but the "
                            f"tile of 'out' it writes has {length.value} rows: make them equal",
                            item)
             self.fused = last
@@ -829,7 +488,7 @@ class _Region:
             self.store[d] = ast.Name(loc, name)
         elif isinstance(lo, ast.IntLit) and lo.value >= 0:
             if not isinstance(length, ast.IntLit) and not isinstance(length, ast.Name):
-                raise _err("a tile write of 'out' at a constant start needs a constant "
+                raise tile_error("a tile write of 'out' at a constant start needs a constant "
                            "length or a size (out[0:n])", item)
             self.ranges.append(ast.Range(loc, name, ast.IntLit(loc, 0), length))
             self.points.append(Ix(ast.Name(loc, name), point=k))
@@ -837,7 +496,7 @@ class _Region:
                 ast.Binary(loc, "+", ast.Name(loc, name), lo)
         else:
             var = last.var if last is not None else "i"
-            raise _err(
+            raise tile_error(
                 "a tile write of 'out' starts at a constant, or at the variable of the loop "
                 f"around it stepping by the tile's length (for {var} in 0..n step L: "
                 f"out[{var}:{var}+L] = ...)", item)
@@ -861,121 +520,3 @@ class _Region:
         inner = ast.For(loc, self.ranges, body) if self.ranges else None
         inner_body = [inner] if inner is not None else body
         return [ast.For(loc, outer, inner_body)] if outer else inner_body
-
-
-# ---------------------------------------------------------------------------- helpers
-
-
-def _tile_write_in(stmts: list[ast.Stmt]) -> Optional[ast.Assign]:
-    """The tile write of `out` directly in `stmts` (or in their ifs), if any; a second
-    one is an error."""
-    found: list[ast.Assign] = []
-
-    def walk(ss):
-        for s in ss:
-            if isinstance(s, ast.Assign) and _is_out_tile_write(s):
-                found.append(s)
-            elif isinstance(s, ast.If):
-                walk(s.then_body)
-                walk(s.else_body)
-    walk(stmts)
-    if len(found) > 1:
-        raise _err("a loop writes two tiles of 'out'; write one tile per loop", found[1])
-    return found[0] if found else None
-
-
-def _is_out_tile_write(s: ast.Assign) -> bool:
-    t = s.target
-    return isinstance(t, ast.Index) and isinstance(t.base, ast.Name) and t.base.id == "out" \
-        and any(isinstance(i, ast.Slice) for i in t.indices)
-
-
-def _first_tile_node(x) -> Optional[ast.Node]:
-    if isinstance(x, ast.Slice) or (isinstance(x, ast.Binary) and x.op == "@") or (
-            isinstance(x, ast.Call) and isinstance(x.func, ast.Name)
-            and x.func.id in TILE_FUNCTIONS):
-        return x
-    children = x if isinstance(x, list) else (
-        [v for v in vars(x).values() if isinstance(v, (ast.Node, list))]
-        if isinstance(x, ast.Node) else [])
-    for child in children:
-        found = _first_tile_node(child)
-        if found is not None:
-            return found
-    return None
-
-
-def _names(e) -> list[str]:
-    found = []
-
-    def visit(x):
-        if isinstance(x, ast.Name):
-            found.append(x.id)
-        elif isinstance(x, list):
-            for item in x:
-                visit(item)
-        elif isinstance(x, ast.Call):
-            visit(x.args)
-        elif isinstance(x, ast.Node):
-            for value in vars(x).values():
-                if isinstance(value, (ast.Node, list)):
-                    visit(value)
-    visit(e)
-    return found
-
-
-def decl_name(local: _Local, decl: int) -> str:
-    """The name of a var (by the id of its declaration) that a tile let reads."""
-    for name, seen in local.reads.items():
-        if seen is not None and id(seen.decl) == decl:
-            return name
-        if seen is not None and seen.kind == "tile-let" and decl in seen.var_versions:
-            return decl_name(seen, decl)
-    return "?"
-
-
-def _assigns(stmts: list[ast.Stmt], name: str) -> bool:
-    """Is `name` assigned anywhere in `stmts`?"""
-    for s in stmts:
-        if isinstance(s, ast.Assign) and isinstance(s.target, ast.Name) and s.target.id == name:
-            return True
-        for body in (getattr(s, "body", None), getattr(s, "then_body", None),
-                     getattr(s, "else_body", None)):
-            if body and _assigns(body, name):
-                return True
-    return False
-
-
-def _is_zero(e: ast.Expr) -> bool:
-    return isinstance(e, ast.IntLit) and e.value == 0
-
-
-def _minus(a: ast.Expr, b: ast.Expr) -> ast.Expr:
-    return a if _is_zero(b) else ast.Binary(a.loc, "-", a, b)
-
-
-def _length(lo: ast.Expr, hi: ast.Expr) -> ast.Expr:
-    """hi - lo, folded for `a:a+L` and for constants."""
-    if isinstance(lo, ast.IntLit) and isinstance(hi, ast.IntLit):
-        return ast.IntLit(hi.loc, hi.value - lo.value)
-    if isinstance(hi, ast.Binary) and hi.op == "+" and _same(hi.left, lo):
-        return hi.right
-    return _minus(hi, lo)
-
-
-def _same(a: ast.Expr, b: ast.Expr) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, ast.Name):
-        return a.id == b.id
-    if isinstance(a, ast.IntLit):
-        return a.value == b.value
-    if isinstance(a, ast.Binary):
-        return a.op == b.op and _same(a.left, b.left) and _same(a.right, b.right)
-    return False
-
-
-def _check_same(a: Dim, b: Dim, node: ast.Node, what: str) -> None:
-    x, y = a.nominal, b.nominal
-    if isinstance(x, ast.IntLit) and isinstance(y, ast.IntLit) and x.value != y.value:
-        raise _err(f"{what} differ: {x.value} and {y.value}", node)
