@@ -145,6 +145,8 @@ class Program:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, **inputs) -> dict[str, Any]:
+        if not self.generic.host_values:  # the usual case: nothing added to the hot path
+            return self._run(inputs)
         results = self._run(inputs) if self.generic.outputs else {}
         return results | _host_values(self.generic.host_values)
 

@@ -46,6 +46,9 @@ CASES = {
         _kernel("    for i in 0..len:\n        shared var up[4]\n        up = x[i]\n"
                 "        out[i] = x[i]\n"),
         "5:9", "cannot assign to 'up': it is a shared array (write one element"),
+    "assignment to a whole-tensor let": (
+        _kernel("    let t = x - 1.0\n    t = x - 2.0\n    out = t\n"),
+        "4:5", "cannot assign to 't': it is a whole-tensor 'let'"),
     "syntax: missing colon": (_kernel("    for i in 0..len\n        out[i] = x[i]\n"),
                               "3:20", "expected ':'"),
     "tensor not passed to compute": ("let a = compute(x) {\n    @kernel elementwise\n"

@@ -56,6 +56,9 @@ REGRESSIONS = [
     # a call without arguments next to a tile var (frontend/tiles.py)
     "let y = compute(x) {\n    @kernel fused\n    for i in 0..n step 4:\n"
     "        var l = x[i:i+4]\n        l = l + f()\n        out[i:i+4] = l\n}\n",
+    # assigning a whole-tensor let (found by this fuzzer in CI)
+    "let y = compute(x) {\n    @kernel fused\n    let t = x - 1.0\n    t = x - 2.0\n"
+    "    out = t\n}\n",
     # split of an unknown value
     "pipeline p(x: tensor[n]) -> tensor[n]:\n    let (a, b) = split(q, 2)\n    return a\n",
 ]

@@ -294,6 +294,7 @@ class BodyChecker:
                 what = {"arg": "an input", "let": "a 'let' (use 'var' for a mutable local)",
                         "loop": "a loop variable", "size": "a size",
                         "capture": "a program constant",
+                        "tensor": "a whole-tensor 'let' (compute a new one instead)",
                         "shared": "a shared array (write one element: name[i] = ...)"}[sym.kind]
                 raise _err(f"cannot assign to '{target.id}': it is {what}", target)
             target.sym, target.ty = sym, sym.ty
