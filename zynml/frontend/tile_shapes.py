@@ -111,17 +111,17 @@ class TileShapes:
             if isinstance(e.base, ast.Name) and self.lookup(e.base.id) is not None and \
                     self.is_tile(e.base):
                 raise tile_error("a tile cannot be indexed; use a slice of the input, or "
-                           "row_max / row_sum", e)
+                                 "row_max / row_sum", e)
             return SCALAR
         if isinstance(e, ast.Unary):
             return self.shape(e.operand)
         if isinstance(e, ast.Binary):
             if e.op == "@":
                 a, b = self.shape(e.left).widened(2), self.shape(e.right).widened(2)
-                for side, s in (("left", a), ("right", b)):
+                for side, s, operand in (("left", a, e.left), ("right", b, e.right)):
                     if s.rank != 2:
                         raise tile_error(f"the {side} operand of '@' must be a tile of rank 2, "
-                                   f"got rank {s.rank}", e.left if side == "left" else e.right)
+                                         f"got rank {s.rank}", operand)
                 self.same(a.dims[1], b.dims[0], e, "the inner dimensions of '@'")
                 return Shape([a.dims[0], b.dims[1]])
             return self.broadcast([e.left, e.right], e)
@@ -134,7 +134,7 @@ class TileShapes:
         if name == "zeros":
             if not 1 <= len(e.args) <= 2 or e.kwargs:
                 raise tile_error("'zeros' takes one or two extents: zeros(rows) or "
-                           "zeros(rows, cols)", e)
+                                 "zeros(rows, cols)", e)
             for a in e.args:
                 if self.is_tile(a):
                     raise tile_error("an extent must be a number, not a tile", a)
@@ -179,7 +179,7 @@ class TileShapes:
         info = self.inputs[local]
         if info.rank is not None and len(e.indices) > info.rank:
             raise tile_error(f"rank mismatch: '{local}' has rank {info.rank} but is indexed with "
-                       f"{len(e.indices)} indices", e)
+                             f"{len(e.indices)} indices", e)
         dims = []
         for d, item in enumerate(e.indices):
             if isinstance(item, ast.Slice):

@@ -62,6 +62,7 @@ def rewrite_tiles(body: list[ast.Stmt], inputs: dict[str, TileInput]
         new_body = rewriter.block(body, in_region=False)
     return new_body, rewriter.size_uses, rewriter.checks
 
+
 class _Rewriter(TileShapes):
     """Rewrites one kernel body (see the module's docstring)."""
 
@@ -109,9 +110,9 @@ class _Rewriter(TileShapes):
                            self.block(s.else_body, False))]
         tile = first_tile_node(s)
         if tile is not None:
-            raise tile_error("tiles (slices, '@', zeros, transpose, row_max, row_sum) are used in a "
-                       "loop whose body writes a tile of 'out' (out[i:i+n] = ...); this one "
-                       "writes none", tile)
+            raise tile_error("tiles (slices, '@', zeros, transpose, row_max, row_sum) are used "
+                             "in a loop whose body writes a tile of 'out' (out[i:i+n] = ...); "
+                             "this one writes none", tile)
         if isinstance(s, (ast.Let, ast.Var)):
             names = s.targets if isinstance(s, ast.Let) else [s.name]
             for name in names:
@@ -171,7 +172,7 @@ class _Rewriter(TileShapes):
             tile = first_tile_node(s)
             if tile is not None:
                 raise tile_error(f"a tile cannot be used in a '{type(s).__name__.lower()}' "
-                           "statement", tile)
+                                 "statement", tile)
             return [s]
         return method(s)
 
@@ -230,8 +231,8 @@ class _Rewriter(TileShapes):
         if local is not None and local.kind == "var" and \
                 not self._declared_in_region(target.id):
             raise tile_error(f"'{target.id}' is declared outside the loop that writes a tile of "
-                       "'out', which runs once per element of the tile: declare it inside",
-                       target)
+                             "'out', which runs once per element of the tile: declare it inside",
+                             target)
         try:  # the var's version changes once its new value has been read
             return self._assign_var(s, local)
         finally:
@@ -244,7 +245,7 @@ class _Rewriter(TileShapes):
             return [s]
         if not isinstance(target, ast.Name) or local is None or local.kind != "var":
             raise tile_error("a tile can only be assigned to a 'var' declared in the loop, or "
-                       "written to a tile of 'out'", target)
+                             "written to a tile of 'out'", target)
         shape = self.shape(s.value)
         if shape.rank > self.var_shapes.get(id(local.decl), SCALAR).rank:
             if not self.dry:
@@ -271,7 +272,7 @@ class _Rewriter(TileShapes):
     def check_fits_point(self, rank: int, node: ast.Node) -> None:
         if self.region.rank is not None and rank > self.region.rank:
             raise tile_error(f"a tile of rank {rank} does not fit the written tile of 'out', of "
-                       f"rank {self.region.rank}", node)
+                             f"rank {self.region.rank}", node)
 
     # ------------------------------------------------------------------ values at a point
 
@@ -329,8 +330,8 @@ class _Rewriter(TileShapes):
         if any(ix.point != k for k, ix in enumerate(idx)):
             what = "a 'var'" if local.kind == "var" else "a tile computed from a 'var'"
             raise tile_error(f"'{e.id}' is {what}: it holds one element per element of the written "
-                       "tile, and can only be read there (not across rows or columns, as "
-                       "'@', transpose and row reductions read)", e)
+                             "tile, and can only be read there (not across rows or columns, as "
+                             "'@', transpose and row reductions read)", e)
         return [], ast.Name(e.loc, e.id)
 
     def check_substitution(self, e: ast.Name, local: Local) -> None:
@@ -340,7 +341,7 @@ class _Rewriter(TileShapes):
         for name, seen in local.reads.items():
             if self.lookup(name) is not seen:
                 raise tile_error(f"'{name}' is declared again after the tile '{e.id}' (at {where}) "
-                           "that reads it; rename one of them", e)
+                                 "that reads it; rename one of them", e)
         for decl, version in local.var_versions.items():
             if self.analysis:  # the analysis substitutes every let; the real pass checks
                 break
@@ -349,9 +350,9 @@ class _Rewriter(TileShapes):
                 assigns(loop.body, var) for loop in self.loops[local.loop_depth:])
             if changed:
                 raise tile_error(f"the tile '{e.id}' (at {where}) reads the var '{var}', which "
-                           f"changes before this use, and '{e.id}' is read across its rows "
-                           "or columns, so it is not kept per element: compute what needs "
-                           "the old value before assigning the var", e)
+                                 f"changes before this use, and '{e.id}' is read across its rows "
+                                 "or columns, so it is not kept per element: compute what needs "
+                                 "the old value before assigning the var", e)
 
     def slice_at(self, e: ast.Index, idx: list[Ix]) -> ast.Expr:
         indices, k = [], 0
@@ -469,7 +470,7 @@ class _Region:
         lo = item.lo if item.lo is not None else ast.IntLit(loc, 0)
         if item.hi is None:
             raise tile_error("a tile write of 'out' needs both bounds (out[a:b]): they give "
-                       "out's extent", item)
+                             "out's extent", item)
         length = slice_length(lo, item.hi)
         name = rw.fresh("p")
         fuse = (last is not None and isinstance(lo, ast.Name) and lo.id == last.var
@@ -477,9 +478,9 @@ class _Region:
                 and isinstance(length, ast.IntLit))
         if fuse:
             if last.step.value != length.value:
-                raise tile_error(f"the loop over '{last.var}' steps by {last.step.value} but the "
-                           f"tile of 'out' it writes has {length.value} rows: make them equal",
-                           item)
+                raise tile_error(f"the loop over '{last.var}' steps by {last.step.value} but "
+                                 f"the tile of 'out' it writes has {length.value} rows: make "
+                                 "them equal", item)
             self.fused = last
             self.ranges.append(ast.Range(loc, name, last.lo, last.hi))
             rel = ast.Binary(loc, "-", ast.Name(loc, name), ast.Name(loc, last.var))
@@ -489,7 +490,7 @@ class _Region:
         elif isinstance(lo, ast.IntLit) and lo.value >= 0:
             if not isinstance(length, ast.IntLit) and not isinstance(length, ast.Name):
                 raise tile_error("a tile write of 'out' at a constant start needs a constant "
-                           "length or a size (out[0:n])", item)
+                                 "length or a size (out[0:n])", item)
             self.ranges.append(ast.Range(loc, name, ast.IntLit(loc, 0), length))
             self.points.append(Ix(ast.Name(loc, name), point=k))
             self.store[d] = ast.Name(loc, name) if lo.value == 0 else \
@@ -497,9 +498,9 @@ class _Region:
         else:
             var = last.var if last is not None else "i"
             raise tile_error(
-                "a tile write of 'out' starts at a constant, or at the variable of the loop "
-                f"around it stepping by the tile's length (for {var} in 0..n step L: "
-                f"out[{var}:{var}+L] = ...)", item)
+                      "a tile write of 'out' starts at a constant, or at the variable of the loop "
+                      f"around it stepping by the tile's length (for {var} in 0..n step L: "
+                      f"out[{var}:{var}+L] = ...)", item)
         self.dims.append(Dim(length))
 
     def store_target(self) -> ast.Index:
