@@ -208,3 +208,14 @@ def test_a_written_tile_that_reads_past_its_input_is_an_error(rng, tmp_path):
     assert str(err.value).startswith(
         f"{path}:3:16: error: the written tile (dimension 0) reads past the end of an input: "
         "index 3 is not below x.shape[0] = 3")
+
+
+def test_a_written_tile_at_a_loop_dependent_start_is_refused(rng, tmp_path):
+    """Whether x[j:j+4] stays inside x depends on j: refused before running."""
+    path = tmp_path / "loop.zyn"
+    path.write_text(kernel("for j in 0..3:\n    out[0:4] = x[j:j+4]"))
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile(path)(x=f32(rng, 8))
+    assert str(err.value).startswith(
+        f"{path}:4:20: error: the written tile (dimension 0) reads past the end of an input: "
+        "cannot tell before running whether index j + 4 - 1 < x.shape[0] = 8")

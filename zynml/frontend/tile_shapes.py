@@ -25,10 +25,10 @@ class TileShapes:
         self.counter = itertools.count()
         self.region = None  # the tiles._Region being rewritten
         self.dry = False  # a pass that only learns the shapes of tile vars
-        self.var_shapes: dict[int, Shape] = {}  # id(Var statement) -> its shape
+        self.var_shapes: dict[ast.Var, Shape] = {}  # a var's declaration -> its shape
         self.analysis = False  # a pass that learns which lets are read across the tile
-        self.read_across: set[int] = set()  # ids of tile lets read off the point
-        self.var_version: dict[int, int] = {}  # id(Var statement) -> assignments so far
+        self.read_across: set[ast.Let] = set()  # tile lets read off the point
+        self.var_version: dict[ast.Var, int] = {}  # a var's declaration -> assignments so far
         self.loops: list[ast.For] = []  # source loops around the statement, outermost first
         self.checks: list[ExtentCheck] = []
 
@@ -54,10 +54,14 @@ class TileShapes:
 
     def extent_name(self, local: str, dim: int, loc) -> ast.Name:
         name = f"{self.inputs[local].program_name}.shape[{dim}]"
+        self.use_size(name, local, dim, loc)
+        return ast.Name(loc, name)
+
+    def use_size(self, name: str, local: str, dim: int, loc) -> None:
+        """Size `name` is the extent of input `local` in dimension `dim` (once each)."""
         if not any(u.name == name and u.local == local and u.dim == dim
                    for u in self.size_uses):
             self.size_uses.append(SizeUse(name, local, dim, loc))
-        return ast.Name(loc, name)
 
     # ------------------------------------------------------------------ what an expression is
 
@@ -66,7 +70,7 @@ class TileShapes:
             local = self.lookup(e.id)
             if local is not None:
                 return local.kind in ("tile-let", "point") or (
-                    local.kind == "var" and self.var_shapes.get(id(local.decl), SCALAR).rank > 0)
+                    local.kind == "var" and self.var_shapes.get(local.decl, SCALAR).rank > 0)
             return e.id in self.inputs and self.region is not None
         if isinstance(e, ast.Index):
             return any(isinstance(i, ast.Slice) for i in e.indices)
@@ -78,16 +82,16 @@ class TileShapes:
             return e.func.id in TILE_FUNCTIONS or any(self.is_tile(a) for a in e.args)
         return False
 
-    def var_reads(self, e: ast.Expr) -> set[int]:
-        """The vars (ids of their declarations) `e` reads, directly or through the tile
-        lets it substitutes: its value depends on when it is computed."""
-        found: set[int] = set()
+    def var_reads(self, e: ast.Expr) -> set[ast.Var]:
+        """The vars (their declarations) `e` reads, directly or through the tile lets it
+        substitutes: its value depends on when it is computed."""
+        found: set[ast.Var] = set()
         for name in names(e):
             local = self.lookup(name)
             if local is None:
                 continue
             if local.kind == "var":
-                found.add(id(local.decl))
+                found.add(local.decl)
             elif local.kind == "tile-let":
                 found |= set(local.var_versions)
         return found
@@ -97,7 +101,7 @@ class TileShapes:
             local = self.lookup(e.id)
             if local is not None:
                 if local.kind == "var":
-                    return self.var_shapes.get(id(local.decl), SCALAR)
+                    return self.var_shapes.get(local.decl, SCALAR)
                 return local.shape
             if e.id in self.inputs and self.region is not None:
                 return self.whole_input_shape(e)
@@ -211,10 +215,8 @@ class TileShapes:
         if loop is None or loop.kind != "loop" or loop.decl is None:
             return
         rng = loop.decl
-        if is_zero(rng.lo) and isinstance(rng.hi, ast.Name) and \
-                not any(u.name == rng.hi.id and u.local == local and u.dim == d
-                        for u in self.size_uses):
-            self.size_uses.append(SizeUse(rng.hi.id, local, d, start.loc))
+        if is_zero(rng.lo) and isinstance(rng.hi, ast.Name):
+            self.use_size(rng.hi.id, local, d, start.loc)
 
     def input_of(self, e: ast.Index) -> str:
         if not isinstance(e.base, ast.Name) or e.base.id not in self.inputs or \

@@ -79,7 +79,7 @@ class Local:
     value: Optional[ast.Expr] = None  # a substituted tile let's expression
     decl: Optional[ast.Node] = None
     reads: dict = field(default_factory=dict)  # substituted let: name -> Local at definition
-    var_versions: dict = field(default_factory=dict)  # the vars it reads -> their version
+    var_versions: dict = field(default_factory=dict)  # the Var statements it reads -> version
     loop_depth: int = 0  # source loops around its definition
 
 
@@ -170,16 +170,6 @@ def names(e) -> list[str]:
                     visit(value)
     visit(e)
     return found
-
-
-def decl_name(local: Local, decl: int) -> str:
-    """The name of a var (by the id of its declaration) that a tile let reads."""
-    for name, seen in local.reads.items():
-        if seen is not None and id(seen.decl) == decl:
-            return name
-        if seen is not None and seen.kind == "tile-let" and decl in seen.var_versions:
-            return decl_name(seen, decl)
-    return "?"
 
 
 def assigns(stmts: list[ast.Stmt], name: str) -> bool:

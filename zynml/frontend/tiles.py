@@ -37,7 +37,7 @@ from typing import Optional
 from . import ast
 from .tile_shapes import TileShapes
 from .tile_types import (ROW_REDUCTIONS, SCALAR, Dim, ExtentCheck, Ix, Local, Shape, SizeUse,
-                         TileInput, assigns, decl_name, first_tile_node, is_zero, leftmost_loc,
+                         TileInput, assigns, first_tile_node, is_zero, leftmost_loc,
                          names, slice_length, tile_error, tile_write_in)
 from ..errors import ZynMLError
 
@@ -189,7 +189,7 @@ class _Rewriter(TileShapes):
         name = s.targets[0]
         shape = self.shape(s.value)
         var_reads = self.var_reads(s.value)
-        if var_reads and not self.analysis and id(s) not in self.read_across:
+        if var_reads and not self.analysis and s not in self.read_across:
             # it reads a var and is only read at the point: computed once, there
             prelude, value = self.at_point(s.value)
             self.declare(name, Local("point", shape, decl=s))
@@ -203,9 +203,9 @@ class _Rewriter(TileShapes):
 
     def _region_Var(self, s: ast.Var) -> list[ast.Stmt]:
         shape = self.shape(s.value) if self.is_tile(s.value) else SCALAR
-        if shape.rank > self.var_shapes.get(id(s), SCALAR).rank:
-            self.var_shapes[id(s)] = shape
-        self.check_fits_point(self.var_shapes.get(id(s), SCALAR).rank, s.value)
+        if shape.rank > self.var_shapes.get(s, SCALAR).rank:
+            self.var_shapes[s] = shape
+        self.check_fits_point(self.var_shapes.get(s, SCALAR).rank, s.value)
         prelude, value = self.at_point(s.value)
         self.declare(s.name, Local("var", decl=s))
         return prelude + [ast.Var(s.loc, s.name, value)]
@@ -237,7 +237,7 @@ class _Rewriter(TileShapes):
             return self._assign_var(s, local)
         finally:
             if local is not None and local.kind == "var":
-                self.var_version[id(local.decl)] = self.var_version.get(id(local.decl), 0) + 1
+                self.var_version[local.decl] = self.var_version.get(local.decl, 0) + 1
 
     def _assign_var(self, s: ast.Assign, local: Optional[Local]) -> list[ast.Stmt]:
         target = s.target
@@ -247,10 +247,10 @@ class _Rewriter(TileShapes):
             raise tile_error("a tile can only be assigned to a 'var' declared in the loop, or "
                              "written to a tile of 'out'", target)
         shape = self.shape(s.value)
-        if shape.rank > self.var_shapes.get(id(local.decl), SCALAR).rank:
+        if shape.rank > self.var_shapes.get(local.decl, SCALAR).rank:
             if not self.dry:
                 raise AssertionError("tile var shapes are settled by the dry passes")
-            self.var_shapes[id(local.decl)] = shape
+            self.var_shapes[local.decl] = shape
         self.check_fits_point(shape.rank, s.value)
         prelude, value = self.at_point(s.value)
         return prelude + [ast.Assign(s.loc, ast.Name(target.loc, target.id), s.op, value)]
@@ -325,7 +325,7 @@ class _Rewriter(TileShapes):
         if local.kind == "tile-let":
             self.check_substitution(e, local)
             if any(ix.point != k for k, ix in enumerate(idx)):
-                self.read_across.add(id(local.decl))
+                self.read_across.add(local.decl)
             return self.at(local.value, idx)
         if any(ix.point != k for k, ix in enumerate(idx)):
             what = "a 'var'" if local.kind == "var" else "a tile computed from a 'var'"
@@ -345,7 +345,7 @@ class _Rewriter(TileShapes):
         for decl, version in local.var_versions.items():
             if self.analysis:  # the analysis substitutes every let; the real pass checks
                 break
-            var = decl_name(local, decl)
+            var = decl.name
             changed = self.var_version.get(decl, 0) != version or any(
                 assigns(loop.body, var) for loop in self.loops[local.loop_depth:])
             if changed:
