@@ -94,6 +94,14 @@ def _cases() -> list[Case]:
              {"Q": ((8, 12, 512, 64), f32), "K": ((8, 12, 512, 64), f32),
               "V": ((8, 12, 512, 64), f32), "mask": ((512, 512), "bool")}, attention,
              flops=4 * 8 * 12 * 512 * 512 * 64),
+        Case("attention 8x12x512x64 f16", "attention.zyn", "attn",
+             {"Q": ((8, 12, 512, 64), "float16"), "K": ((8, 12, 512, 64), "float16"),
+              "V": ((8, 12, 512, 64), "float16"), "mask": ((512, 512), "bool")}, attention,
+             flops=4 * 8 * 12 * 512 * 512 * 64),
+        Case("attention seq 4096 head_dim 128 f16 (1x16 heads)", "attention.zyn", "attn",
+             {"Q": ((1, 16, 4096, 128), "float16"), "K": ((1, 16, 4096, 128), "float16"),
+              "V": ((1, 16, 4096, 128), "float16"), "mask": ((4096, 4096), "bool")},
+             attention, flops=4 * 16 * 4096 * 4096 * 128),
         Case("conv2d 32x64x56x56 3x3 f32", "conv2d.zyn", "output",
              {"input": ((32, 64, 56, 56), f32), "kernel": ((64, 64, 3, 3), f32),
               "bias": ((64,), f32), "in_h": 56, "in_w": 56, "out_h": 56, "out_w": 56},
@@ -118,9 +126,9 @@ def _numpy_inputs(case: Case, rng) -> dict:
     return values
 
 
-def compile_only() -> None:
+def compile_only(only: str) -> None:
     rng = np.random.default_rng(0)
-    for case in _cases():
+    for case in _selected(only):
         prog = _program(case, "cuda:0", require_device=False)
         inputs = _numpy_inputs(case, rng)
         if case.pipeline:
@@ -153,7 +161,11 @@ def _time(fn, repeat: int, torch) -> float:
     return statistics.median(times)
 
 
-def run(repeat: int) -> None:
+def _selected(only: str) -> list[Case]:
+    return [case for case in _cases() if only in case.name]
+
+
+def run(repeat: int, only: str) -> None:
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -164,7 +176,7 @@ def run(repeat: int) -> None:
     print(f"# ceiling: device-to-device copy {copy_gbs:.0f} GB/s (read + write)")
     rng = np.random.default_rng()
     rows = []
-    for case in _cases():
+    for case in _selected(only):
         prog = _program(case, "cuda:0", require_device=True)
         host = _numpy_inputs(case, rng)
         tensors = {n: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
@@ -199,8 +211,10 @@ def main() -> int:
     parser.add_argument("--compile-only", action="store_true",
                         help="compile every case's artifact into the cache and stop")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--only", default="", metavar="TEXT",
+                        help="only the cases whose name contains TEXT")
     args = parser.parse_args()
-    compile_only() if args.compile_only else run(args.repeat)
+    compile_only(args.only) if args.compile_only else run(args.repeat, args.only)
     return 0
 
 

@@ -124,6 +124,35 @@ with `cir.store` and read with `cir.load`, and it holds what was stored before a
 
     %up = "cir.alloc"(%n) : (index) -> tensor<?xf32>
 """),
+    ("attention", """
+    %query = irdl.any
+    %key = irdl.any
+    %value = irdl.any
+    %scale = irdl.any
+    %mask = irdl.any
+    %result = irdl.any
+    irdl.operands(query: %query, key: %key, value: %value, scale: %scale, mask: optional %mask)
+    irdl.results(result: %result)
+    """, """\
+cir.attention — scaled dot-product attention, what `cir-raise-attention` makes of a compute
+body that is attention written out element by element (the spec's form).
+
+Operands: `query` [P.., Sq, D], `key` [P.., Sk, D], `value` [P.., Sk, E] (P: any leading
+dims, the same for the three), `scale` (a float of their element type), and an optional
+boolean `mask`; `operandSegmentSizes` says whether it is there. Result [P.., Sq, E]:
+
+    out[p.., i, e] = sum_j w[p.., i, j] * value[p.., j, e]
+    w[p.., i, :]   = softmax over the allowed j of scale * sum_d query[p.., i, d] * key[p.., j, d]
+
+where j is allowed when `mask` holds there (all j without a mask); a row with no allowed
+j is 0. Attribute `mask_dims` (array<i64>): for each mask axis, the loop it follows,
+numbering the loops (p.., i, j) from 0.
+
+    %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 2, 3>,
+           operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>}
+         : (tensor<2x3x17x5xf32>, tensor<2x3x17x5xf32>, tensor<2x3x17x5xf32>, f32,
+            tensor<17x17xi1>) -> tensor<2x3x17x5xf32>
+"""),
     ("barrier", """
     irdl.operands()
     irdl.results()

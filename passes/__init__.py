@@ -18,6 +18,9 @@ PASSES: dict[str, tuple[str, str]] = {
                    "Check cir invariants IRDL cannot express (ranks, body signatures, kinds)"),
     "cir-shape-propagation": ("cir_shape_propagation",
                               "Make compute results and body functions static from input shapes"),
+    "cir-raise-attention": ("cir_raise_attention",
+                            "Replace compute bodies that are attention written out with "
+                            "cir.attention"),
     "cir-to-linalg": ("cir_to_linalg",
                       "Lower cir.compute to linalg on tensors (named ops, generics, gathers)"),
     "fold-scalar-tensors": ("fold_scalar_tensors",

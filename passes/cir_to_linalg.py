@@ -9,6 +9,7 @@ The body decides the lowering (nest_lowering.py); the kind only names intent:
   a guarded update `if c: acc += g` becomes `select(c, g, 0)`
 * `yield g` in a `reduce` kernel         -> `linalg.reduce` when g is a plain load, else a
   reduction generic; argmin/argmax as a two-result generic (value, first index)
+* `cir.attention` (cir-raise-attention)  -> four generics (attention_lowering.py)
 
 Loads with affine indices become indexing maps; other loads become `tensor.extract`
 gathers (clamped into bounds when they sit under an `if`). Body functions are erased.
@@ -24,7 +25,9 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .cir_ops import body_of, compute_ops, func_by_name, int_attr, string_attr
+from .attention_lowering import lower_attention
+from .cir_ops import (body_of, compute_ops, func_by_name, int_attr, ops_in, string_attr,
+                      top_level_funcs)
 from .nest_lowering import LoweringError, NestLowering
 from .pipeline import fail
 
@@ -66,6 +69,9 @@ def run(module: ir.Operation, options: Options) -> None:
         compute.erase()
     for name in bodies:
         funcs[name].erase()
+    for attention in [op for f in top_level_funcs(module) for op in ops_in(f, "cir.attention")]:
+        attention.results[0].replace_all_uses_with(lower_attention(attention))
+        attention.erase()
     if notes:
         module.attributes[NOTES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
 

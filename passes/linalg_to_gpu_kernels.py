@@ -1,6 +1,7 @@
 """linalg-to-gpu-kernels: outline each linalg.generic on memrefs into a GPU kernel.
 
-Runs after bufferization. First, runs of consecutive generics over the same rows become
+Runs after bufferization. First, the generics of each attention (attention_lowering.py)
+become one flash-attention kernel; runs of consecutive generics over the same rows become
 one `row_fused` kernel each; then every other `linalg.generic` in a host function becomes
 one `gpu.func` in `gpu.module @zynml_kernels`, built by the first strategy that matches
 it (gpu_strategies/). Strided `memref.copy`s become copy generics first. Each generic (or
@@ -23,7 +24,8 @@ from mlir import ir
 from mlir.dialects import builtin, gpu, linalg
 
 from .gpu_kernel_builder import index_const, kernel_type
-from .gpu_strategies import choose, get_strategy, row_fused
+from .cir_ops import defining_op
+from .gpu_strategies import attention, choose, get_strategy, row_fused
 from .pipeline import fail
 
 NAME = "linalg-to-gpu-kernels"
@@ -61,6 +63,16 @@ def run(module: ir.Operation, options: Options) -> None:
             raise fail(module.location, str(err.args[0]))
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
     kernels, number = _kernel_module(module)
+    if forced is None:  # the generics of one attention: one flash-attention kernel
+        for group in attention.find_groups(generics):
+            if not attention.matches(group):
+                continue
+            launch = attention.build(group, kernels, f"k{number}_{attention.NAME}")
+            _replace_with_launch(group.ops, launch, attention.NAME)
+            for buffer in group.buffers:
+                defining_op(buffer).erase()
+            number += 1
+        generics = [op for op in _walk(module) if op.name == "linalg.generic"]
     if forced is None:  # runs of generics over the same rows: one kernel each
         for group in row_fused.find_groups(generics):
             launch = row_fused.build(group, kernels, f"k{number}_{row_fused.NAME}")

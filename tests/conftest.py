@@ -45,6 +45,20 @@ def assert_close(actual, expected, rtol=1e-5, floor=0.0):
     assert err < rtol, f"relative error {err:.3e} >= {rtol:.0e}"
 
 
+def attention_reference(q, k, v, mask=None, scale=None):
+    """softmax(q k^T * scale, over the keys `mask` allows) v in float64; a row with no
+    allowed key is 0 (what the spec's loops give)."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    allowed = np.ones(s.shape, bool) if mask is None else np.broadcast_to(mask, s.shape)
+    s = np.where(allowed, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.where(allowed, np.exp(s - np.where(np.isfinite(m), m, 0)), 0)
+    total = e.sum(-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0) @ v
+
+
 def _has_gpu() -> bool:
     if shutil.which("nvidia-smi") is None:
         return False

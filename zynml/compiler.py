@@ -36,7 +36,8 @@ STAGES = ("ast", "cir", "linalg", "vmfb")
 
 # cir -> linalg on tensors. No canonicalize before cir-to-linalg: it would fold loops of
 # one trip away and hide the loop structure the lowering reads.
-CIR_TO_LINALG_PIPELINE = ("builtin.module(cir-verify,cir-shape-propagation,cir-to-linalg,"
+CIR_TO_LINALG_PIPELINE = ("builtin.module(cir-verify,cir-shape-propagation,cir-raise-attention,"
+                          "cir-to-linalg,"
                           "canonicalize,cse)")
 
 

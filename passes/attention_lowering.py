@@ -1,0 +1,124 @@
+"""cir.attention -> linalg on tensors: four generics a backend can also take as one.
+
+    S[p.., i, j] = sum_d (q[p.., i, d] * scale) * k[p.., j, d]          "scores"
+    M[p.., i]    = max_j  (allowed ? S : -inf)                          "max"
+    L[p.., i]    = sum_j  (allowed ? exp(S - M) : 0)                    "sum"
+    O[p.., i, e] = sum_j  (allowed ? exp(S - M) / L * v[p.., j, e] : 0) "out"
+
+computed in f32 (f64 for f64 inputs), then O is rounded to the element type ("round",
+for f16 and bf16). A row with no allowed key sums nothing: 0, as the spec's loops give.
+Each generic carries `library_call = "zynml_attention_<part>"`: linalg's way of saying
+"a library may run this". IREE and the CPU run the generics; the CUDA backend finds the
+run of them (passes/gpu_strategies/attention.py) and launches one flash-attention kernel,
+so S, M and L never reach memory there.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, linalg, math, tensor
+
+from .linalg_emit import iterator_attr
+
+__all__ = ["LIBRARY_CALL_PREFIX", "lower_attention"]
+
+LIBRARY_CALL_PREFIX = "zynml_attention_"
+
+
+def lower_attention(op: ir.Operation) -> ir.Value:
+    """Emit the generics before `op`; return the value that replaces its result."""
+    query, key, value, scale, *rest = op.operands
+    mask = rest[0] if rest else None
+    mask_dims = list(ir.DenseI64ArrayAttr(op.attributes["mask_dims"])) if mask else []
+    q_shape = list(ir.RankedTensorType(query.type).shape)
+    k_shape = list(ir.RankedTensorType(key.type).shape)
+    v_shape = list(ir.RankedTensorType(value.type).shape)
+    element = ir.RankedTensorType(query.type).element_type
+    acc = ir.F64Type.get() if str(element) == "f64" else ir.F32Type.get()
+    lead, rows, keys = q_shape[:-2], q_shape[-2], k_shape[-2]
+    n = len(lead)
+    with ir.InsertionPoint(op), op.location:
+        scale_acc = _convert(scale, acc)
+        scores = _generic(
+            "scores", [query, key], _filled(lead + [rows, keys], acc, 0.0), n + 3,
+            [_dims(*range(n), n, n + 2), _dims(*range(n), n + 1, n + 2),
+             _dims(*range(n + 2))], n + 2,
+            lambda q, k, s: arith.AddFOp(s, arith.MulFOp(
+                arith.MulFOp(_convert(q, acc), scale_acc).result,
+                _convert(k, acc)).result).result)
+        row = _dims(*range(n + 1))
+        scores_map, mask_map = _dims(*range(n + 2)), _dims(*mask_dims)
+        inputs, maps = [scores], [scores_map]
+        if mask is not None:
+            inputs, maps = inputs + [mask], maps + [mask_map]
+
+        def allowed(block_args, value, otherwise):
+            if mask is None:
+                return value
+            return arith.SelectOp(block_args[1], value, otherwise).result
+
+        row_max = _generic(
+            "max", inputs, _filled(lead + [rows], acc, float("-inf")), n + 2,
+            maps + [row], n + 1,
+            lambda *a: arith.MaximumFOp(a[-1], allowed(a, a[0], _const(acc, "-inf"))).result)
+        shifted = lambda s, m: math.ExpOp(arith.SubFOp(s, m).result).result  # noqa: E731
+        row_sum = _generic(
+            "sum", [scores, row_max] + inputs[1:], _filled(lead + [rows], acc, 0.0), n + 2,
+            [scores_map, row] + maps[1:] + [row], n + 1,
+            lambda *a: arith.AddFOp(a[-1], allowed(a[1:], shifted(a[0], a[1]),
+                                                   _const(acc, 0.0))).result)
+        # (p.., i, e, j): j innermost, the reduction
+        p_i_j, p_i = _dims(*range(n + 1), n + 2), _dims(*range(n + 1))
+        out_inputs = [scores, row_max, row_sum, value] + inputs[1:]
+        out_maps = [p_i_j, p_i, p_i, _dims(*range(n), n + 2, n + 1)]
+        if mask is not None:
+            out_maps.append(_dims(*[(n + 2 if d == n + 1 else d) for d in mask_dims]))
+        out_maps.append(_dims(*range(n + 2)))
+
+        def weighted(s, m, l, v, *rest):
+            term = arith.MulFOp(arith.DivFOp(shifted(s, m), l).result, _convert(v, acc)).result
+            if mask is not None:
+                term = arith.SelectOp(rest[0], term, _const(acc, 0.0)).result
+            return arith.AddFOp(rest[-1], term).result
+
+        out = _generic("out", out_inputs, _filled(lead + [rows, v_shape[-1]], acc, 0.0),
+                       n + 3, out_maps, n + 2, weighted)
+        if acc != element:
+            out = _generic("round", [out], tensor.EmptyOp(lead + [rows, v_shape[-1]],
+                                                          element).result,
+                           n + 2, [_dims(*range(n + 2))] * 2, n + 2,
+                           lambda o, _: arith.TruncFOp(element, o).result)
+    return out
+
+
+def _generic(part: str, inputs: list, init: ir.Value, n_dims: int, maps: list,
+             n_parallel: int, body) -> ir.Value:
+    kinds = ["parallel"] * n_parallel + ["reduction"] * (n_dims - n_parallel)
+    generic = linalg.GenericOp([init.type], inputs, [init],
+                               ir.ArrayAttr.get([ir.AffineMapAttr.get(
+                                   ir.AffineMap.get(n_dims, 0, m)) for m in maps]),
+                               ir.ArrayAttr.get([iterator_attr(k) for k in kinds]))
+    generic.attributes["library_call"] = ir.StringAttr.get(LIBRARY_CALL_PREFIX + part)
+    types = [ir.RankedTensorType(v.type).element_type for v in inputs + [init]]
+    block = generic.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(*block.arguments)])
+    return generic.results[0]
+
+
+def _dims(*positions: int) -> list:
+    return [ir.AffineDimExpr.get(p) for p in positions]
+
+
+def _filled(shape: list[int], element: ir.Type, value: float) -> ir.Value:
+    empty = tensor.EmptyOp(shape, element).result
+    return linalg.fill(_const(element, value), outs=[empty])
+
+
+def _const(element: ir.Type, value) -> ir.Value:
+    return arith.ConstantOp(element, float(value)).result
+
+
+def _convert(value: ir.Value, to: ir.Type) -> ir.Value:
+    if value.type == to:
+        return value
+    return arith.ExtFOp(to, value).result

@@ -1,0 +1,315 @@
+"""cir-raise-attention: a compute body that is attention written out becomes cir.attention.
+
+The spec writes attention one output element at a time (tests/programs/examples/
+attention.zyn): for each row, a loop for the row max of the scores, a loop for the sum of
+their exponentials, and for each output column a loop that weighs values by
+exp(score - max) / sum, each loop recomputing `score = dot(Q[.., i], K[.., j]) * scale`
+under an optional `if mask[i, j]`. Lowered as written, that costs O(Sk * D) per output
+element. When the body is exactly that (checked on `Terms` trees: the three scores,
+masks, max and sum must be the same computations), the compute becomes one
+`cir.attention`, which the backends run as attention (the CUDA backend as one
+flash-attention kernel). Anything else is left alone and lowered from its body.
+
+Runs after cir-shape-propagation: loop bounds and shapes must be static, so that the
+raised op's shapes can be checked against the loops.
+
+    %o = "cir.compute"(%q, %k, %v, %mask, ...) {kind = "attention", body = @o_body, ...}
+  becomes
+    %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 2, 3>, ...}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from mlir import ir
+from mlir.dialects import arith
+
+from .cir_ops import body_of, compute_ops, func_by_name, ops_in
+from .cir_terms import Terms, evaluate, float_const
+
+NAME = "cir-raise-attention"
+DESCRIPTION = "Replace compute bodies that are attention written out with cir.attention"
+
+
+@dataclass
+class Options:
+    pass
+
+
+@dataclass
+class _Attention:
+    query: ir.Value
+    key: ir.Value
+    value: ir.Value
+    mask: Optional[ir.Value]
+    mask_dims: list[int]
+    scale: float | ir.Value  # a number, or a scalar input the scores are multiplied by
+    divide: bool             # the scores are divided by `scale` (it is a scalar input)
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    funcs = func_by_name(module)
+    for compute in compute_ops(module):
+        body = body_of(compute, funcs)
+        if body is None:
+            continue
+        found = _match(compute, body)
+        if found is not None:
+            _replace(compute, body, found)
+            body.erase()
+
+
+# ---------------------------------------------------------------- matching
+
+def _match(compute: ir.Operation, body: ir.Operation) -> Optional[_Attention]:
+    block = body.regions[0].blocks[0]
+    out = block.arguments[len(block.arguments) - 1]
+    if not _static(out.type) or ir.RankedTensorType(out.type).rank < 2:
+        return None
+    if any(True for _ in ops_in(body, "cir.yield")) or \
+            any(True for _ in ops_in(body, "cir.alloc")) or \
+            any(True for _ in ops_in(body, "cir.barrier")):
+        return None
+    stores = list(ops_in(body, "cir.store"))
+    if len(stores) != 1 or stores[0].operands[1] != out:
+        return None
+    store = stores[0]
+    out_shape = list(ir.RankedTensorType(out.type).shape)
+    loops = _enclosing_loops(store, body)
+    rank = len(out_shape)
+    if len(loops) != rank:
+        return None
+    terms = Terms()
+    for axis, (loop, index) in enumerate(zip(loops, list(store.operands)[2:])):
+        if not _plain_loop(terms, loop, out_shape[axis]) or \
+                loop.regions[0].blocks[0].arguments[0] != index:
+            return None
+        terms.name(index, ("E",) if axis == rank - 1 else ("P", axis))
+    rows = [("P", axis) for axis in range(rank - 1)]
+    return _match_output(terms, terms.of(store.operands[0]), rows, block, out_shape)
+
+
+def _match_output(terms: Terms, tree: tuple, rows: list, block: ir.Block,
+                  out_shape: list[int]) -> Optional[_Attention]:
+    """`tree` = sum over j of [allowed] exp(score - max) / sum * V[.., j, e]."""
+    loop = _reduction(tree, 0.0)
+    if loop is None:
+        return None
+    keys, update = loop
+    cond, step = _guarded(update)
+    added = _sum_with_acc(step)
+    if added is None:
+        return None
+    for weight, value_load in _either(added, "arith.mulf"):
+        value = _load_of(terms, value_load, rows[:-1] + [("iv", 0), ("E",)])
+        weights = _match_weight(weight)
+        if value is None or weights is None:
+            continue
+        score, row_max, row_sum = weights
+        if not _is_max_loop(row_max, keys, cond, score) or \
+                not _is_sum_loop(row_sum, keys, cond, score, row_max):
+            continue
+        found = _match_score(terms, score, rows)
+        mask = _match_mask(terms, cond, rows)
+        if found is None or mask is None:
+            continue
+        query, key, scale, divide = found
+        mask_value, mask_dims = mask
+        attention = _Attention(query, key, value, mask_value, mask_dims, scale, divide)
+        if _shapes_agree(attention, keys, out_shape, block):
+            return attention
+    return None
+
+
+def _match_weight(tree: tuple):
+    """exp(score - max) / sum -> (score, max, sum)."""
+    if tree[0] != "arith.divf" or tree[2][0] != "math.exp" or \
+            tree[2][2][0] != "arith.subf":
+        return None
+    return tree[2][2][2], tree[2][2][3], tree[3]
+
+
+def _is_max_loop(tree: tuple, keys: int, cond, score: tuple) -> bool:
+    loop = _reduction(tree, float("-inf"))
+    if loop is None or loop[0] != keys:
+        return False
+    loop_cond, step = _guarded(loop[1])
+    return loop_cond == cond and (score, ("acc", 0, 0)) in _either(step, "arith.maximumf")
+
+
+def _is_sum_loop(tree: tuple, keys: int, cond, score: tuple, row_max: tuple) -> bool:
+    loop = _reduction(tree, 0.0)
+    if loop is None or loop[0] != keys:
+        return False
+    loop_cond, step = _guarded(loop[1])
+    added = _sum_with_acc(step)
+    return loop_cond == cond and added is not None and added[0] == "math.exp" and \
+        added[2][0] == "arith.subf" and added[2][2:] == (score, row_max)
+
+
+def _match_score(terms: Terms, tree: tuple, rows: list):
+    """dot(Q[.., i, :], K[.., j, :]) [* or / scale] -> (Q, K, scale, divide)."""
+    candidates = [(tree, 1.0, False)]
+    if tree[0] in ("arith.mulf", "arith.divf"):
+        for dot, factor in (_either(tree, tree[0]) if tree[0] == "arith.mulf"
+                            else [(tree[2], tree[3])]):
+            number = evaluate(factor)
+            if number is not None and number != 0:
+                scale = number if tree[0] == "arith.mulf" else 1.0 / number
+                candidates.append((dot, scale, False))
+            elif factor[0] == "free" and _is_input(terms.free[factor[1]]) and \
+                    isinstance(terms.free[factor[1]].type, ir.FloatType):
+                candidates.append((dot, terms.free[factor[1]], tree[0] == "arith.divf"))
+    for dot, scale, divide in candidates:
+        loop = _reduction(dot, 0.0)
+        if loop is None:
+            continue
+        added = _sum_with_acc(loop[1])
+        if added is None or added[0] != "arith.mulf":
+            continue
+        for q_load, k_load in _either(added, "arith.mulf"):
+            query = _load_of(terms, q_load, rows + [("iv", 0)])
+            key = _load_of(terms, k_load, rows[:-1] + [("iv", 1), ("iv", 0)])
+            if query is not None and key is not None and \
+                    _dim(query, -1) == loop[0] == _dim(key, -1):
+                return query, key, scale, divide
+    return None
+
+
+def _match_mask(terms: Terms, cond, rows: list):
+    """No condition, or a bool load indexed by the row loops and j -> (mask, mask_dims)."""
+    if cond is None:
+        return None, []
+    if cond[0] != "cir.load" or cond[2][0] != "free":
+        return None
+    mask = terms.free[cond[2][1]]
+    loops = rows + [("iv", 0)]
+    if not _is_input(mask) or str(ir.RankedTensorType(mask.type).element_type) != "i1" \
+            or any(i not in loops for i in cond[3:]):
+        return None
+    return mask, [loops.index(i) for i in cond[3:]]
+
+
+def _shapes_agree(found: _Attention, keys: int, out_shape: list[int],
+                  block: ir.Block) -> bool:
+    """The loops cover exactly the tensors cir.attention reads and writes."""
+    shape = {name: list(ir.RankedTensorType(v.type).shape)
+             for name, v in (("q", found.query), ("k", found.key), ("v", found.value))}
+    lead = out_shape[:-2]
+    ok = shape["q"][:-1] == out_shape[:-1] and shape["k"][:-2] == lead and \
+        shape["v"][:-2] == lead and shape["k"][-2] == keys == shape["v"][-2] and \
+        shape["v"][-1] == out_shape[-1]
+    types = {str(ir.RankedTensorType(v.type).element_type)
+             for v in (found.query, found.key, found.value)}
+    element = ir.RankedTensorType(found.query.type).element_type
+    ok = ok and len(types) == 1 and str(element) in ("f16", "bf16", "f32", "f64") and \
+        (isinstance(found.scale, float) or found.scale.type == element)
+    if ok and found.mask is not None:
+        extents = out_shape[:-1] + [keys]
+        mask_shape = list(ir.RankedTensorType(found.mask.type).shape)
+        ok = mask_shape == [extents[d] for d in found.mask_dims]
+    return ok
+
+
+# ---------------------------------------------------------------- tree shapes
+
+def _reduction(tree: tuple, init: float):
+    """A loop 0..n step 1 with one accumulator starting at `init` -> (n, its update)."""
+    if tree[0] != "for" or tree[1] != ("const", 0, "index") or \
+            tree[3] != ("const", 1, "index") or len(tree[4]) != 1 or \
+            not float_const(tree[4][0], init) or tree[5] != 0 or tree[2][0] != "const":
+        return None
+    return tree[2][1], tree[6][0]
+
+
+def _guarded(update: tuple):
+    """`if c: acc = f` (acc unchanged otherwise) -> (c, f); an unguarded f -> (None, f)."""
+    if update[0] == "if" and update[3] == ("acc", 0, 0):
+        return update[1], update[2]
+    return None, update
+
+
+def _sum_with_acc(tree: tuple):
+    """acc + x (either order) -> x."""
+    if tree[0] != "arith.addf":
+        return None
+    for acc, other in ((tree[2], tree[3]), (tree[3], tree[2])):
+        if acc == ("acc", 0, 0):
+            return other
+    return None
+
+
+def _either(tree: tuple, name: str):
+    """Both operand orders of a commutative binary op."""
+    if tree[0] != name:
+        return []
+    return [(tree[2], tree[3]), (tree[3], tree[2])]
+
+
+def _load_of(terms: Terms, tree: tuple, indices: list) -> Optional[ir.Value]:
+    """The input that `tree` loads at exactly `indices`, or None."""
+    if tree[0] != "cir.load" or tree[2][0] != "free" or list(tree[3:]) != indices:
+        return None
+    tensor = terms.free[tree[2][1]]
+    return tensor if _is_input(tensor) and _static(tensor.type) else None
+
+
+# ---------------------------------------------------------------- IR helpers
+
+def _enclosing_loops(op: ir.Operation, body: ir.Operation) -> list[ir.Operation]:
+    loops = []
+    parent = op.parent
+    while parent is not None and parent.operation != body.operation:
+        if parent.operation.name != "scf.for":
+            return []
+        loops.append(parent.operation)
+        parent = parent.operation.parent
+    return list(reversed(loops))
+
+
+def _plain_loop(terms: Terms, loop: ir.Operation, extent: int) -> bool:
+    lower, upper, step = (terms.of(v) for v in list(loop.operands)[:3])
+    return len(loop.operands) == 3 and lower == ("const", 0, "index") and \
+        step == ("const", 1, "index") and upper == ("const", extent, "index")
+
+
+def _is_input(value: ir.Value) -> bool:
+    """An argument of the body function (what the compute's operands bind)."""
+    return isinstance(value, ir.BlockArgument) and \
+        value.owner.owner.operation.name == "func.func"
+
+
+def _static(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.RankedTensorType) and ir.RankedTensorType(type_).has_static_shape
+
+
+def _dim(tensor: ir.Value, axis: int) -> int:
+    return list(ir.RankedTensorType(tensor.type).shape)[axis]
+
+
+# ---------------------------------------------------------------- rewriting
+
+def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> None:
+    outer = dict(zip(body.regions[0].blocks[0].arguments, compute.operands))
+    element = ir.RankedTensorType(found.query.type).element_type
+    with ir.InsertionPoint(compute), compute.location:
+        if isinstance(found.scale, float):
+            scale = arith.ConstantOp(element, found.scale).result
+        else:
+            scale = outer[found.scale]
+            if found.divide:
+                scale = arith.DivFOp(arith.ConstantOp(element, 1.0).result, scale).result
+        operands = [outer[found.query], outer[found.key], outer[found.value], scale]
+        attributes = {"operandSegmentSizes": ir.DenseI32ArrayAttr.get(
+            [1, 1, 1, 1, 1 if found.mask is not None else 0])}
+        if found.mask is not None:
+            operands.append(outer[found.mask])
+            attributes["mask_dims"] = ir.DenseI64ArrayAttr.get(found.mask_dims)
+        for name in ("names", "workgroup", "shared", "device"):
+            if name in compute.attributes:
+                attributes[name] = compute.attributes[name]
+        attention = ir.Operation.create("cir.attention", results=[compute.results[0].type],
+                                        operands=operands, attributes=attributes)
+    compute.results[0].replace_all_uses_with(attention.results[0])
+    compute.erase()
