@@ -138,7 +138,8 @@ cir.attention — scaled dot-product attention, what `cir-raise-attention` makes
 body that is attention written out element by element (the spec's form).
 
 Operands: `query` [P.., Sq, D], `key` [P.., Sk, D], `value` [P.., Sk, E] (P: any leading
-dims, the same for the three), `scale` (a float of their element type), and an optional
+dims, the same for the three), `scale` (a float; the scores are computed in f32, f64 for
+f64 inputs), and an optional
 boolean `mask`; `operandSegmentSizes` says whether it is there. Result [P.., Sq, E]:
 
     out[p.., i, e] = sum_j w[p.., i, j] * value[p.., j, e]

@@ -294,8 +294,9 @@ def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> No
     outer = dict(zip(body.regions[0].blocks[0].arguments, compute.operands))
     element = ir.RankedTensorType(found.query.type).element_type
     with ir.InsertionPoint(compute), compute.location:
-        if isinstance(found.scale, float):
-            scale = arith.ConstantOp(element, found.scale).result
+        if isinstance(found.scale, float):  # kept in the precision the scores are summed in
+            wide = element if str(element) == "f64" else ir.F32Type.get()
+            scale = arith.ConstantOp(wide, found.scale).result
         else:
             scale = outer[found.scale]
             if found.divide:

@@ -4,7 +4,9 @@ IRDL checks operand counts and attribute kinds. This pass checks the rest: every
 `cir.compute` names a private body function whose arguments are its operands then `out`;
 `reduce` computes name a known operator; `out_dims` points at index operands, one per
 result dimension; `cir.load`/`cir.store` use one index per dimension and the element type;
-`cir.store` writes only `out`; `cir.yield` appears only in the body of a reduction.
+`cir.store` writes only `out`; `cir.yield` appears only in the body of a reduction;
+`cir.attention`'s shapes agree (query [P.., Sq, D], key [P.., Sk, D], value [P.., Sk, E],
+result [P.., Sq, E], a bool mask whose `mask_dims` name its loops).
 
     // error: 'cir.compute' body @missing is not a function of this module
     %y = "cir.compute"(%x) {kind = "elementwise", body = @missing, ...}
@@ -40,6 +42,8 @@ def run(module: ir.Operation, options: Options) -> None:
             string_attr(compute, "kind")
     for fn in top_level_funcs(module):
         name = ir.StringAttr(fn.attributes["sym_name"]).value
+        for op in ops_in(fn, "cir.attention"):
+            _check_attention(op)
         for op in ops_in(fn):
             if op.name in ("cir.load", "cir.store", "cir.yield", "cir.barrier", "cir.alloc"):
                 if not is_body_function(fn):
@@ -132,3 +136,36 @@ def _check_indexing(op: ir.Operation, source: ir.Value, indices: list, element: 
     if tensor_type.element_type != element:
         raise fail(op.location, f"'{op.name}' element type {element} does not match "
                                 f"{tensor_type.element_type}")
+
+
+def _check_attention(op: ir.Operation) -> None:
+    query, key, value, scale, *mask = op.operands
+    types = [v.type for v in (query, key, value)] + [op.results[0].type]
+    if not all(isinstance(t, ir.RankedTensorType) for t in types):
+        raise fail(op.location, "'cir.attention' takes and gives ranked tensors")
+    q, k, v, o = (list(ir.RankedTensorType(t).shape) for t in types)
+    rank = len(q)
+    elements = {str(ir.RankedTensorType(t).element_type) for t in types}
+    if rank < 2 or any(len(s) != rank for s in (k, v, o)):
+        raise fail(op.location, "'cir.attention' query, key, value and result need one rank, "
+                                "2 or more")
+    if len(elements) != 1 or not isinstance(ir.RankedTensorType(types[0]).element_type,
+                                            ir.FloatType):
+        raise fail(op.location, "'cir.attention' needs one float element type")
+    if k[:-2] != q[:-2] or v[:-2] != q[:-2] or k[-1] != q[-1] or v[-2] != k[-2] or \
+            o != q[:-1] + v[-1:]:
+        raise fail(op.location, f"'cir.attention' shapes do not agree: query {q}, key {k}, "
+                                f"value {v}, result {o}")
+    if not isinstance(scale.type, ir.FloatType):
+        raise fail(op.location, "'cir.attention' scale must be a float")
+    if mask:
+        dims = i64_array(op, "mask_dims")
+        mask_type = mask[0].type
+        loops = q[:-1] + [k[-2]]
+        if dims is None or not isinstance(mask_type, ir.RankedTensorType) or \
+                str(ir.RankedTensorType(mask_type).element_type) != "i1" or \
+                any(not 0 <= d < len(loops) for d in dims) or \
+                list(ir.RankedTensorType(mask_type).shape) != [loops[d] for d in dims]:
+            raise fail(op.location, "'cir.attention' mask must be a bool tensor whose "
+                                    "'mask_dims' name, per axis, a loop of (p.., i, j) of "
+                                    "the same extent")

@@ -631,6 +631,28 @@ func.func private @row_sums_body(%m: tensor<4x8xf32>, %rows: index, %cols: index
 
 // -----
 
+// cir.attention (from cir-raise-attention) becomes four generics a library may take as one
+// (library_call): scores (queries pre-scaled), row max, row sum of exponentials, and the
+// weighted values, all in f32; f16 results get one rounding generic. No mask: no select.
+// CHECK-LABEL: func.func @attention_f16(
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_scores"} ins(%arg0, %arg1 : tensor<2x3x4xf16>, tensor<2x5x4xf16>) outs(%{{.*}} : tensor<2x3x5xf32>)
+// CHECK: arith.extf
+// CHECK: library_call = "zynml_attention_max"} ins(%{{.*}} : tensor<2x3x5xf32>) outs(%{{.*}} : tensor<2x3xf32>)
+// CHECK-NOT: arith.select
+// CHECK: library_call = "zynml_attention_sum"}
+// CHECK: math.exp
+// CHECK: library_call = "zynml_attention_out"} ins(%{{.*}}, %{{.*}}, %{{.*}}, %arg2 : tensor<2x3x5xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x5x6xf16>) outs(%{{.*}} : tensor<2x3x6xf32>)
+// CHECK: [[R:%[0-9]+]] = linalg.generic {{.*}}library_call = "zynml_attention_round"} ins(%{{.*}} : tensor<2x3x6xf32>) outs(%{{.*}} : tensor<2x3x6xf16>)
+// CHECK: arith.truncf
+// CHECK: return [[R]]
+func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tensor<2x5x6xf16>) -> tensor<2x3x6xf16> {
+  %scale = arith.constant 0.5 : f16
+  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf16>, tensor<2x5x4xf16>, tensor<2x5x6xf16>, f16) -> tensor<2x3x6xf16>
+  return %o : tensor<2x3x6xf16>
+}
+
+// -----
+
 // From here on, bodies the lowering rejects: each error is located at the op it cannot
 // handle. Reading back what the body wrote to out.
 func.func @read_out(%x: tensor<8xf32>) -> tensor<8xf32> {

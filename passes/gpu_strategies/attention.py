@@ -43,6 +43,10 @@ class Params:
     max_per_lane: int = 32     # query / output values one thread keeps in registers
 
 
+# What linalg-to-gpu-kernels builds with; benchmarks/tune_attention.py swaps it to time others.
+DEFAULT_PARAMS = Params()
+
+
 @dataclass
 class Group:
     ops: list                  # the generics to replace, in order (fills included)
@@ -176,13 +180,15 @@ def _chunk_and_lanes(d: int, e: int, params: Params):
     return chunk, None
 
 
-def matches(group: Group, params: Params = Params()) -> bool:
+def matches(group: Group, params: Optional[Params] = None) -> bool:
+    params = params or DEFAULT_PARAMS
     d, e = _shape(group.query)[-1], _shape(group.value)[-1]
     return _chunk_and_lanes(d, e, params)[1] is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
-          params: Params = Params()) -> Launch:
+          params: Optional[Params] = None) -> Launch:
+    params = params or DEFAULT_PARAMS
     q_shape = _shape(group.query)
     lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
     keys, e = _shape(group.key)[-2], _shape(group.value)[-1]
