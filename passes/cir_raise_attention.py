@@ -26,7 +26,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .cir_ops import body_of, compute_ops, func_by_name, ops_in
-from .cir_terms import Terms, evaluate, float_const
+from .cir_terms import Terms, evaluate, float_const, shifted
 
 NAME = "cir-raise-attention"
 DESCRIPTION = "Replace compute bodies that are attention written out with cir.attention"
@@ -87,10 +87,12 @@ def _match(compute: ir.Operation, body: ir.Operation) -> Optional[_Attention]:
             return None
         terms.name(index, ("E",) if axis == rank - 1 else ("P", axis))
     rows = [("P", axis) for axis in range(rank - 1)]
-    return _match_output(terms, terms.of(store.operands[0]), rows, block, out_shape)
+    stored = terms.of(store.operands[0])
+    return _match_output(terms, stored, rows, out_shape) or \
+        _match_flash(terms, stored, rows, out_shape)
 
 
-def _match_output(terms: Terms, tree: tuple, rows: list, block: ir.Block,
+def _match_output(terms: Terms, tree: tuple, rows: list,
                   out_shape: list[int]) -> Optional[_Attention]:
     """`tree` = sum over j of [allowed] exp(score - max) / sum * V[.., j, e]."""
     loop = _reduction(tree, 0.0)
@@ -117,9 +119,112 @@ def _match_output(terms: Terms, tree: tuple, rows: list, block: ir.Block,
         query, key, scale, divide = found
         mask_value, mask_dims = mask
         attention = _Attention(query, key, value, mask_value, mask_dims, scale, divide)
-        if _shapes_agree(attention, keys, out_shape, block):
+        if _shapes_agree(attention, keys, out_shape):
             return attention
     return None
+
+
+def _match_flash(terms: Terms, tree: tuple, rows: list,
+                 out_shape: list[int]) -> Optional[_Attention]:
+    """`tree` = o / l after the spec's flash attention (its tile form, rewritten per
+    point): a loop over key blocks kv0 = 0, B, .. carrying o, m, l, whose body is
+
+        m_new = max(m, max_jj [key < n] score(key))          key = kv0 + jj, jj in 0..B
+        l     = exp(m - m_new) * l + sum_jj [key < n] exp(score(key) - m_new)
+        o     = exp(m - m_new) * o + sum_jj [key < n'] exp(score(key) - m_new) * V[.., key, e]
+
+    the online softmax, which is attention exactly. The keys visited must be all of K's."""
+    if tree[0] != "arith.divf" or tree[2][0] != "for" or tree[3][0] != "for" or \
+            tree[2][:5] != tree[3][:5] or tree[2][6] != tree[3][6]:
+        return None
+    _, lower, upper, step, inits, o_k, yields = tree[2]
+    l_k = tree[3][5]
+    if lower != ("const", 0, "index") or upper[0] != "const" or step[0] != "const" or \
+            len(inits) != 3 or o_k == l_k:
+        return None
+    m_k = ({0, 1, 2} - {o_k, l_k}).pop()
+    if not (float_const(inits[o_k], 0.0) and float_const(inits[l_k], 0.0) and
+            float_const(inits[m_k], float("-inf"))):
+        return None
+    m_acc, l_acc, o_acc = ("acc", 0, m_k), ("acc", 0, l_k), ("acc", 0, o_k)
+    m_new = yields[m_k]
+    block_max = next((b for m, b in _either(m_new, "arith.maximumf") if m == m_acc), None)
+    loop = _reduction(block_max, float("-inf")) if block_max else None
+    if loop is None or loop[0] != step[1]:
+        return None
+    cond, update = _guarded(loop[1])
+    guard = _key_guard(cond)
+    if guard is None:
+        return None
+    key, bounds = guard
+    score = next((x for acc, x in _either(update, "arith.maximumf") if acc == ("acc", 0, 0)),
+                 None)
+    found = _match_score(terms, score, rows, key) if score else None
+    if found is None:
+        return None
+    alpha = ("math.exp", ("arith.subf", m_acc, _strip(m_new)))  # attributes stripped
+    weight = ("math.exp", ("arith.subf", _strip(score), _strip(shifted(m_new))))
+    block_sum = _rescaled(yields[l_k], alpha, l_acc)
+    block_pv = _rescaled(yields[o_k], alpha, o_acc)
+    if block_sum is None or block_pv is None:
+        return None
+    sums = _reduction(block_sum, 0.0)
+    if sums is None or sums[0] != step[1] or _guarded(sums[1])[0] != cond or \
+            _strip(_sum_with_acc(_guarded(sums[1])[1])) != weight:
+        return None
+    pv = _reduction(block_pv, 0.0)
+    pv_guard = _key_guard(_guarded(pv[1])[0]) if pv and pv[0] == step[1] else None
+    if pv_guard is None or pv_guard[0] != key:
+        return None
+    value = None
+    for w, value_load in _either(_sum_with_acc(_guarded(pv[1])[1]) or (), "arith.mulf"):
+        if _strip(w) == weight:
+            value = _load_of(terms, value_load, rows[:-1] + [key, ("E",)])
+    if value is None:
+        return None
+    query, keys, scale, divide = found
+    visited = min([-(-upper[1] // step[1]) * step[1]] + bounds + pv_guard[1])
+    attention = _Attention(query, keys, value, None, [], scale, divide)
+    return attention if _shapes_agree(attention, visited, out_shape) else None
+
+
+def _rescaled(tree: tuple, alpha: tuple, acc: tuple):
+    """exp(m - m_new) * acc + x (operands in either order) -> x."""
+    if tree[0] != "arith.addf":
+        return None
+    for product, rest in _either(tree, "arith.addf"):
+        for a, b in _either(product, "arith.mulf"):
+            if _strip(a) == alpha and b == acc:
+                return rest
+    return None
+
+
+def _key_guard(cond):
+    """`key < n` (several, joined by `and`) with key = kv0 + jj -> (key, [n..])."""
+    if cond is None:
+        return None
+    if cond[0] == "arith.andi":
+        parts = [_key_guard(c) for c in cond[2:]]
+        if any(p is None for p in parts) or parts[0][0] != parts[1][0]:
+            return None
+        return parts[0][0], parts[0][1] + parts[1][1]
+    predicate = dict(cond[1]).get("predicate") if cond[0] == "arith.cmpi" else None
+    if predicate not in ("2 : i64", "6 : i64") or cond[3][0] != "const":  # slt, ult
+        return None
+    key = cond[2]
+    if key[0] != "arith.addi" or sorted(map(repr, key[2:])) != sorted(
+            map(repr, [("iv", 1), ("iv", 0)])):
+        return None
+    return key, [cond[3][1]]
+
+
+def _strip(tree):
+    """`tree` without op attributes: ("math.exp", x) for ("math.exp", attrs, x)."""
+    if not isinstance(tree, tuple) or not tree or not isinstance(tree[0], str) or \
+            tree[0] in ("const", "iv", "acc", "free", "P", "E", "for", "if") or \
+            len(tree) < 2 or not isinstance(tree[1], tuple):
+        return tree
+    return (tree[0],) + tuple(_strip(t) for t in tree[2:])
 
 
 def _match_weight(tree: tuple):
@@ -148,8 +253,9 @@ def _is_sum_loop(tree: tuple, keys: int, cond, score: tuple, row_max: tuple) -> 
         added[2][0] == "arith.subf" and added[2][2:] == (score, row_max)
 
 
-def _match_score(terms: Terms, tree: tuple, rows: list):
-    """dot(Q[.., i, :], K[.., j, :]) [* or / scale] -> (Q, K, scale, divide)."""
+def _match_score(terms: Terms, tree: tuple, rows: list, key: tuple = ("iv", 0)):
+    """dot(Q[.., i, :], K[.., key, :]) [* or / scale] -> (Q, K, scale, divide); `key` as
+    read where the score is computed."""
     candidates = [(tree, 1.0, False)]
     if tree[0] in ("arith.mulf", "arith.divf"):
         for dot, factor in (_either(tree, tree[0]) if tree[0] == "arith.mulf"
@@ -170,10 +276,10 @@ def _match_score(terms: Terms, tree: tuple, rows: list):
             continue
         for q_load, k_load in _either(added, "arith.mulf"):
             query = _load_of(terms, q_load, rows + [("iv", 0)])
-            key = _load_of(terms, k_load, rows[:-1] + [("iv", 1), ("iv", 0)])
-            if query is not None and key is not None and \
-                    _dim(query, -1) == loop[0] == _dim(key, -1):
-                return query, key, scale, divide
+            keys = _load_of(terms, k_load, rows[:-1] + [shifted(key), ("iv", 0)])
+            if query is not None and keys is not None and \
+                    _dim(query, -1) == loop[0] == _dim(keys, -1):
+                return query, keys, scale, divide
     return None
 
 
@@ -191,8 +297,7 @@ def _match_mask(terms: Terms, cond, rows: list):
     return mask, [loops.index(i) for i in cond[3:]]
 
 
-def _shapes_agree(found: _Attention, keys: int, out_shape: list[int],
-                  block: ir.Block) -> bool:
+def _shapes_agree(found: _Attention, keys: int, out_shape: list[int]) -> bool:
     """The loops cover exactly the tensors cir.attention reads and writes."""
     shape = {name: list(ir.RankedTensorType(v.type).shape)
              for name, v in (("q", found.query), ("k", found.key), ("v", found.value))}

@@ -25,7 +25,7 @@ from mlir import ir
 
 from .cir_ops import constant_int, defining_op
 
-__all__ = ["Terms", "evaluate", "float_const"]
+__all__ = ["Terms", "evaluate", "float_const", "shifted"]
 
 
 class Terms:
@@ -147,3 +147,23 @@ def evaluate(tree: tuple):
     if any(v is None for v in operands):
         return None
     return fold(*operands)
+
+
+def shifted(tree: tuple, by: int = 1) -> tuple:
+    """`tree` as read from `by` loops further in: its references to enclosing loops
+    ("iv" / "acc") count `by` more loops out. (A tree with loops of its own keeps their
+    references, which stay below `depth`.)"""
+    return _shift(tree, by, 0)
+
+
+def _shift(tree, by: int, depth: int):
+    if not isinstance(tree, tuple) or not tree:
+        return tree
+    if tree[0] in ("iv", "acc") and len(tree) >= 2 and isinstance(tree[1], int):
+        return tree if tree[1] < depth else (tree[0], tree[1] + by, *tree[2:])
+    if tree[0] == "for":  # ("for", lb, ub, step, inits, k, yields): yields are one loop in
+        lower, upper, step, inits, k, yields = tree[1:]
+        return ("for", _shift(lower, by, depth), _shift(upper, by, depth),
+                _shift(step, by, depth), tuple(_shift(t, by, depth) for t in inits), k,
+                tuple(_shift(t, by, depth + 1) for t in yields))
+    return tuple(_shift(t, by, depth) for t in tree)

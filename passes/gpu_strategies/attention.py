@@ -9,6 +9,7 @@ summed across the row's lanes with shuffles), then the online softmax of the spe
 attention:
 
     m_new = max(m, max_j s_j);  alpha = exp(m - m_new);  p_j = exp(s_j - m_new)
+    (scores kept in base 2, log2(e) folded into the query's scale: exp2 is one instruction)
     l = l * alpha + sum_j p_j;  o = o * alpha + sum_j p_j * v_j
     out = o / l  (0 for a row with no allowed key)
 
@@ -216,9 +217,12 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
         scale = clone_op(scale_const, []).results[0] if scale_const is not None \
             else args[group.scale]
         kernel = _Kernel(params, acc, chunk, lanes, threads, d, e, keys, rows)
+        # scores in base 2: exp(x) = exp2(x * log2(e)), one ex2 instruction each
+        log2e = _const(acc, math.log2(math.e))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None,
-                    group.mask_dims, args[group.out], _convert(scale, acc), lead,
+                    group.mask_dims, args[group.out],
+                    arith.MulFOp(_convert(scale, acc), log2e).result, lead,
                     {name: memref.get_global(t, f"{kernel_name}_{name}")
                      for name, t in tiles.items()})
         gpu.ReturnOp([])
@@ -286,8 +290,8 @@ class _Kernel:
             # a row with no allowed key yet: m_new = -inf; shift by 0 so exp gives 0, not NaN
             empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, m_new, neg_inf).result
             shift = arith.SelectOp(empty, zero, m_new).result
-            alpha = mmath.ExpOp(arith.SubFOp(m, shift).result).result
-            weights = [mmath.ExpOp(arith.SubFOp(s, shift).result).result for s in scores]
+            alpha = mmath.Exp2Op(arith.SubFOp(m, shift).result).result
+            weights = [mmath.Exp2Op(arith.SubFOp(s, shift).result).result for s in scores]
             l_new = arith.MulFOp(l, alpha).result
             for w in weights:
                 l_new = arith.AddFOp(l_new, w).result
