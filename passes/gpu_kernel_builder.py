@@ -230,21 +230,34 @@ class KernelScope:
             op = op.operation
             if op.name == "linalg.yield" or any(op == other for other in skip):
                 continue
-            if op.name == "linalg.index":
-                dim = ir.IntegerAttr(op.attributes["dim"]).value
-                local[op.results[0]] = index_of(dim)
-                continue
-            if len(op.regions):
-                raise ValueError(f"'{op.name}' with regions in a generic body")
-            if op.name == "memref.load" and op.operands[0] in self.mapping:
-                # a gather from a memref the kernel takes as an argument
-                local[op.results[0]] = self.load(op.operands[0],
-                                                 [local[v] for v in list(op.operands)[1:]])
-                continue
-            clone = clone_op(op, [local[v] for v in op.operands])
-            for old, new in zip(op.results, clone.results):
-                local[old] = new
+            self._clone(op, local, index_of)
         return local
+
+    def clone_slice(self, ops: Sequence[ir.Operation], bound: dict,
+                    index_of: Callable[[int], ir.Value], known: dict | None = None) -> dict:
+        """Clone `ops` (part of a body, in body order, e.g. a `backward_slice`) on the
+        values of `known` (a map an earlier clone returned, else the kernel's) and `bound`
+        (block arguments -> values); returns the extended value map."""
+        local = dict(self.mapping if known is None else known)
+        local.update(bound)
+        for op in ops:
+            self._clone(op, local, index_of)
+        return local
+
+    def _clone(self, op: ir.Operation, local: dict, index_of: Callable[[int], ir.Value]):
+        if op.name == "linalg.index":
+            local[op.results[0]] = index_of(ir.IntegerAttr(op.attributes["dim"]).value)
+            return
+        if len(op.regions):
+            raise ValueError(f"'{op.name}' with regions in a generic body")
+        if op.name == "memref.load" and op.operands[0] in self.mapping:
+            # a gather from a memref the kernel takes as an argument
+            local[op.results[0]] = self.load(op.operands[0],
+                                             [local[v] for v in list(op.operands)[1:]])
+            return
+        clone = clone_op(op, [local[v] for v in op.operands])
+        for old, new in zip(op.results, clone.results):
+            local[old] = new
 
 
 def new_kernel(gpu_module: ir.Operation, name: str, arg_types: Sequence[ir.Type],

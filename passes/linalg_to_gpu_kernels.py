@@ -76,7 +76,9 @@ def run(module: ir.Operation, options: Options) -> None:
     if forced is None:  # runs of generics over the same rows: one kernel each
         for group in row_fused.find_groups(generics):
             launch = row_fused.build(group, kernels, f"k{number}_{row_fused.NAME}")
+            buffers = {v for generic in group for v in generic.operands}
             _replace_with_launch(group, launch, row_fused.NAME)
+            _erase_unused_allocs(buffers)  # temporaries the kernel kept in registers
             number += 1
         generics = [op for op in _walk(module) if op.name == "linalg.generic"]
     for number, generic in enumerate(generics, start=number):
@@ -110,6 +112,14 @@ def _replace_with_launch(generics: list, launch, strategy: str) -> None:
         op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy)
     for generic in generics:
         generic.erase()
+
+
+def _erase_unused_allocs(values) -> None:
+    for value in values:
+        if isinstance(value, ir.OpResult) and \
+                value.owner.operation.name == "memref.alloc" and \
+                not any(True for _ in value.uses):
+            value.owner.operation.erase()
 
 
 def _kernel_module(module: ir.Operation):

@@ -233,26 +233,45 @@ func.func @copies(%src: memref<4x4xf32>, %dst: memref<4x8xf32>, %a: memref<8xf32
 // -----
 
 // Two generics over the same 33 rows (a scale, then a row sum of its result) fuse into
-// one row_fused kernel: a block per row, the map, a barrier, the block reduction. A
-// scalar the host read from device memory (memref.load) is read by the kernel itself:
-// the kernel takes the memref and the host load goes away.
+// one row_fused kernel, a block per row. The row of 100 fits in registers: 32 threads
+// take 4 neighbouring columns each (one 16-byte load of x where x is aligned, else four
+// scalar loads), y is stored once, and the sum folds the scaled values where the scale
+// left them, reading no y. A scalar the host read from device memory (memref.load) is
+// read by the kernel itself: the kernel takes the memref and the host load goes away.
 // CHECK-LABEL: func.func @scale_then_sum(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<33x100xf32>, [[S:%[a-z0-9_]+]]: memref<33xf32>, [[K:%[a-z0-9_]+]]: memref<f32>, [[Y:%[a-z0-9_]+]]: memref<33x100xf32>)
 // CHECK-NOT: memref.load
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c33, {{.*}}) threads in (%c128, {{.*}}) args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>, [[S]] : memref<33xf32>) {zynml.strategy = "row_fused"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c33, {{.*}}) threads in (%c32, {{.*}}) args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>, [[S]] : memref<33xf32>) {zynml.strategy = "row_fused"}
 // CHECK-NEXT: return
-// CHECK: memref.global "private" @k0_row_fused_partials10 : memref<4xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.global "private" @k0_row_fused_partials10 : memref<1xf32, #gpu.address_space<workgroup>>
 // CHECK-NEXT: gpu.func @k0_row_fused([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KY:%[a-z0-9_]+]]: memref<33x100xf32>, [[KK:%[a-z0-9_]+]]: memref<f32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel
 // CHECK-NEXT: [[F:%[0-9]+]] = memref.load [[KK]][] : memref<f32>
 // CHECK: [[ROW:%[a-z0-9_]+]] = gpu.block_id x
-// CHECK: scf.for
-// CHECK: [[V:%[0-9]+]] = memref.load [[KX]]{{\[}}[[ROW]],
-// CHECK-NEXT: [[P:%[0-9]+]] = arith.mulf [[V]], [[F]] : f32
-// CHECK-NEXT: memref.store [[P]], [[KY]]{{\[}}[[ROW]],
+// CHECK: [[TID:%[a-z0-9_]+]] = gpu.thread_id x
+// CHECK: [[COL:%[0-9]+]] = arith.muli [[TID]], %c4{{(_[0-9]+)?}} : index
+// CHECK: [[IN:%[0-9]+]] = arith.cmpi ult, [[COL]], %c100{{(_[0-9]+)?}} : index
+// CHECK: [[C:%[0-9]+]] = arith.select [[IN]], [[COL]], %c0{{(_[0-9]+)?}} : index
+// CHECK: memref.extract_aligned_pointer_as_index [[KX]]
+// CHECK: [[XV:%[0-9]+]]:4 = scf.if
+// CHECK-NEXT: [[GX:%[a-z0-9_]+]] = memref.memory_space_cast [[KX]]
+// CHECK-NEXT: vector.load [[GX]]{{\[}}[[ROW]], [[C]]] {alignment = 16 : i64} : memref<33x100xf32, #gpu.address_space<global>>, vector<4xf32>
+// CHECK: } else {
+// CHECK-COUNT-4: memref.load [[KX]]{{\[}}[[ROW]],
+// CHECK: [[P0:%[0-9]+]] = arith.mulf [[XV]]#0, [[F]] : f32
+// CHECK: [[P3:%[0-9]+]] = arith.mulf [[XV]]#3, [[F]] : f32
+// CHECK: memref.extract_aligned_pointer_as_index [[KY]]
+// CHECK: vector.from_elements [[P0]], {{.*}}, [[P3]] : vector<4xf32>
+// CHECK-NEXT: vector.store {{.*}}{{\[}}[[ROW]], [[C]]]
+// CHECK: memref.store [[P3]], [[KY]]{{\[}}[[ROW]],
 // CHECK: gpu.barrier
-// CHECK: memref.load [[KY]]{{\[}}[[ROW]],
+// CHECK-NEXT: [[ZERO:%[a-z0-9_]+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: [[A0:%[0-9]+]] = arith.addf [[ZERO]], [[P0]] : f32
+// CHECK-NEXT: arith.select [[IN]], [[A0]], [[ZERO]] : f32
+// CHECK-NOT: [[KY]]
 // CHECK-COUNT-5: gpu.shuffle xor
+// CHECK-NOT: [[KY]]
 // CHECK: memref.store {{.*}}, [[KS]]{{\[}}[[ROW]]]
+// CHECK-NOT: [[KY]]
 // CHECK: gpu.return
 // CHECK: // -----
 // FORCE-LABEL: func.func @scale_then_sum(
@@ -279,6 +298,222 @@ func.func @scale_then_sum(%x: memref<33x100xf32>, %s: memref<33xf32>, %scale: me
   return
 }
 
+// -----
+
+// A softmax as max, exp, sum and divide over rows of 2048, the exp values in a temporary
+// nothing else uses: one row_fused kernel whose 256 threads hold 8 points of a row each,
+// two chunks of 4 columns. x is read once (two 16-byte loads per thread where x is
+// aligned, else eight scalar ones); max, exp, sum and divide run on those values where
+// they are; the temporary is neither passed, stored nor allocated; y is stored once.
+// CHECK-LABEL: func.func @softmax_in_registers(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<64x2048xf32>, [[Y:%[a-z0-9_]+]]: memref<64x2048xf32>)
+// CHECK-NOT: memref.alloc() : memref<64x2048xf32>
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c64, {{.*}}) threads in (%c256, {{.*}}) args([[MAX:%[a-z0-9_]+]] : memref<64xf32>, [[X]] : memref<64x2048xf32>, [[SUM:%[a-z0-9_]+]] : memref<64xf32>, [[Y]] : memref<64x2048xf32>) {zynml.strategy = "row_fused"}
+// CHECK-NEXT: return
+// CHECK: gpu.func @k0_row_fused([[KMAX:%[a-z0-9_]+]]: memref<64xf32>, [[KX:%[a-z0-9_]+]]: memref<64x2048xf32>, [[KSUM:%[a-z0-9_]+]]: memref<64xf32>, [[KY:%[a-z0-9_]+]]: memref<64x2048xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: [[XV:%[0-9]+]]:8 = scf.if
+// CHECK-NEXT: [[GX:%[a-z0-9_]+]] = memref.memory_space_cast [[KX]]
+// CHECK-COUNT-2: vector.load [[GX]]
+// CHECK-NOT: vector.load
+// CHECK: } else {
+// CHECK-COUNT-8: memref.load [[KX]]
+// CHECK-NOT: [[KX]]
+// CHECK: arith.maximumf %{{.*}}, [[XV]]#7 : f32
+// CHECK-NOT: [[KX]]
+// CHECK: memref.store {{.*}}, [[KMAX]]
+// CHECK-NOT: [[KX]]
+// CHECK: gpu.barrier
+// CHECK-NEXT: [[M:%[0-9]+]] = memref.load [[KMAX]]
+// CHECK-NOT: [[KX]]
+// CHECK: [[D:%[0-9]+]] = arith.subf [[XV]]#7, [[M]] : f32
+// CHECK-NEXT: [[E:%[0-9]+]] = math.exp [[D]] : f32
+// CHECK-NEXT: gpu.barrier
+// CHECK-NOT: [[KX]]
+// CHECK: arith.addf %{{.*}}, [[E]] : f32
+// CHECK-NOT: [[KX]]
+// CHECK-NOT: [[KY]]
+// CHECK: memref.store {{.*}}, [[KSUM]]
+// CHECK-NOT: [[KX]]
+// CHECK-NOT: [[KY]]
+// CHECK: gpu.barrier
+// CHECK-NEXT: [[S:%[0-9]+]] = memref.load [[KSUM]]
+// CHECK-NOT: [[KX]]
+// CHECK-NOT: [[KY]]
+// CHECK: arith.divf [[E]], [[S]] : f32
+// CHECK: memref.memory_space_cast [[KY]]
+// CHECK-COUNT-2: vector.store
+// CHECK: } else {
+// CHECK-COUNT-8: memref.store {{.*}}, [[KY]]
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.return
+// FORCE-LABEL: func.func @softmax_in_registers(
+// FORCE-COUNT-6: {zynml.strategy = "pointwise"}
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#rows = affine_map<(d0) -> (d0)>
+func.func @softmax_in_registers(%x: memref<64x2048xf32>, %y: memref<64x2048xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %max = memref.alloc() : memref<64xf32>
+  linalg.generic {indexing_maps = [#rows], iterator_types = ["parallel"]}
+      outs(%max : memref<64xf32>) {
+  ^bb0(%o: f32):
+    linalg.yield %ninf : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x2048xf32>) outs(%max : memref<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %out, %in : f32
+    linalg.yield %m : f32
+  }
+  %e = memref.alloc() : memref<64x2048xf32>
+  linalg.generic {indexing_maps = [#id2, #row, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max : memref<64x2048xf32>, memref<64xf32>) outs(%e : memref<64x2048xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    %v = math.exp %d : f32
+    linalg.yield %v : f32
+  }
+  %sum = memref.alloc() : memref<64xf32>
+  linalg.generic {indexing_maps = [#rows], iterator_types = ["parallel"]}
+      outs(%sum : memref<64xf32>) {
+  ^bb0(%o: f32):
+    linalg.yield %zero : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%e : memref<64x2048xf32>) outs(%sum : memref<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %out, %in : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #row, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%e, %sum : memref<64x2048xf32>, memref<64xf32>) outs(%y : memref<64x2048xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %q = arith.divf %a, %b : f32
+    linalg.yield %q : f32
+  }
+  return
+}
+// -----
+
+// Layer norm over rows of 4099 (mean, variance, normalize; gamma and beta broadcast over
+// the rows). 4099 is no multiple of 4: a column at a time, 17 per thread of 256, the 17th
+// only for the first 3 threads (the others load column 0 instead, their sums skip it,
+// their store does not happen). x is loaded once for the three passes, gamma and beta
+// once in the last, y stored once.
+// CHECK-LABEL: func.func @layer_norm_in_registers(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c64, {{.*}}) threads in (%c256, {{.*}})
+// CHECK: gpu.func @k0_row_fused([[KSUM:%[a-z0-9_]+]]: memref<64xf32>, [[KSQ:%[a-z0-9_]+]]: memref<64xf32>, [[KX:%[a-z0-9_]+]]: memref<64x4099xf32>, [[KG:%[a-z0-9_]+]]: memref<4099xf32>, [[KB:%[a-z0-9_]+]]: memref<4099xf32>, [[KY:%[a-z0-9_]+]]: memref<64x4099xf32>) kernel
+// CHECK: [[ROW:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK: [[TID:%[a-z0-9_]+]] = gpu.thread_id x
+// CHECK: [[LAST:%[0-9]+]] = arith.addi [[TID]], %c4096{{(_[0-9]+)?}} : index
+// CHECK: [[IN:%[0-9]+]] = arith.cmpi ult, [[LAST]], %c4099{{(_[0-9]+)?}} : index
+// CHECK: [[SAFE:%[0-9]+]] = arith.select [[IN]], [[LAST]], %c0{{(_[0-9]+)?}} : index
+// CHECK: gpu.barrier
+// CHECK-COUNT-16: memref.load [[KX]]
+// CHECK-NEXT: [[XL:%[0-9]+]] = memref.load [[KX]]{{\[}}[[ROW]], [[SAFE]]]
+// CHECK-NOT: [[KX]]
+// CHECK: [[ALL:%[0-9]+]] = arith.addf %{{.*}}, [[XL]] : f32
+// CHECK-NEXT: arith.select [[IN]], [[ALL]], %{{.*}} : f32
+// CHECK-NOT: [[KX]]
+// CHECK: memref.store {{.*}}, [[KSUM]]
+// CHECK-NOT: [[KX]]
+// CHECK: arith.subf [[XL]],
+// CHECK: [[SQ:%[0-9]+]] = arith.addf %{{.*}} : f32
+// CHECK-NEXT: arith.select [[IN]], [[SQ]], %{{.*}} : f32
+// CHECK-NOT: [[KX]]
+// CHECK: memref.store {{.*}}, [[KSQ]]
+// CHECK-NOT: [[KX]]
+// CHECK-COUNT-17: memref.load [[KG]]
+// CHECK-COUNT-17: memref.load [[KB]]
+// CHECK-NOT: [[KX]]
+// CHECK: math.rsqrt
+// CHECK-NOT: [[KX]]
+// CHECK-COUNT-16: memref.store {{.*}}, [[KY]]
+// CHECK-NEXT: scf.if [[IN]] {
+// CHECK-NEXT: memref.store {{.*}}, [[KY]]{{\[}}[[ROW]], [[SAFE]]]
+// CHECK: gpu.return
+// FORCE-LABEL: func.func @layer_norm_in_registers(
+// FORCE-COUNT-4: {zynml.strategy = "pointwise"}
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+#rows = affine_map<(d0) -> (d0)>
+func.func @layer_norm_in_registers(%x: memref<64x4099xf32>, %gamma: memref<4099xf32>, %beta: memref<4099xf32>, %y: memref<64x4099xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 4099.0 : f32
+  %eps = arith.constant 1.0e-5 : f32
+  %sum = memref.alloc() : memref<64xf32>
+  %sq = memref.alloc() : memref<64xf32>
+  linalg.generic {indexing_maps = [#rows, #rows], iterator_types = ["parallel"]}
+      outs(%sum, %sq : memref<64xf32>, memref<64xf32>) {
+  ^bb0(%o: f32, %p: f32):
+    linalg.yield %zero, %zero : f32, f32
+  }
+  linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x4099xf32>) outs(%sum : memref<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %out, %in : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %sum : memref<64x4099xf32>, memref<64xf32>) outs(%sq : memref<64xf32>) {
+  ^bb0(%in: f32, %s: f32, %out: f32):
+    %mean = arith.divf %s, %n : f32
+    %d = arith.subf %in, %mean : f32
+    %dd = arith.mulf %d, %d : f32
+    %r = arith.addf %out, %dd : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #row, #row, #col, #col, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum, %sq, %gamma, %beta : memref<64x4099xf32>, memref<64xf32>, memref<64xf32>, memref<4099xf32>, memref<4099xf32>)
+      outs(%y : memref<64x4099xf32>) {
+  ^bb0(%in: f32, %s: f32, %q: f32, %g: f32, %b: f32, %o: f32):
+    %mean = arith.divf %s, %n : f32
+    %d = arith.subf %in, %mean : f32
+    %var = arith.divf %q, %n : f32
+    %ve = arith.addf %var, %eps : f32
+    %inv = math.rsqrt %ve : f32
+    %t = arith.mulf %d, %inv : f32
+    %u = arith.mulf %t, %g : f32
+    %v = arith.addf %u, %b : f32
+    linalg.yield %v : f32
+  }
+  return
+}
+// -----
+
+// Rows too long for registers (65536: 64 values a thread even at 1024 threads) keep the
+// strided loops through memory, a pass over the row per generic.
+// CHECK-LABEL: func.func @long_rows_in_memory(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c8, {{.*}}) threads in (%c256, {{.*}})
+// CHECK: gpu.func @k0_row_fused(
+// CHECK-NOT: vector.load
+// CHECK: scf.for {{.*}} to %c65536{{(_[0-9]+)?}} step %c256{{(_[0-9]+)?}} iter_args
+// CHECK: gpu.barrier
+// CHECK: scf.for {{.*}} to %c65536{{(_[0-9]+)?}} step %c256{{(_[0-9]+)?}} {
+// CHECK: math.exp
+// CHECK: gpu.return
+// FORCE-LABEL: func.func @long_rows_in_memory(
+// FORCE-COUNT-2: {zynml.strategy = "pointwise"}
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @long_rows_in_memory(%x: memref<8x65536xf32>, %m: memref<8xf32>, %y: memref<8x65536xf32>) {
+  linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x65536xf32>) outs(%m : memref<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.maximumf %out, %in : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #row, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : memref<8x65536xf32>, memref<8xf32>) outs(%y : memref<8x65536xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    %e = math.exp %d : f32
+    linalg.yield %e : f32
+  }
+  return
+}
 // -----
 
 // A fill, then a matrix product: the product takes the matmul strategy (one 128x128
@@ -376,6 +611,116 @@ func.func @f16_matmul_staged(%x: memref<128x32xf16>, %y: memref<32x128xf16>, %z:
     %p = arith.mulf %l, %r : f16
     %s = arith.addf %o, %p : f16
     linalg.yield %s : f16
+  }
+  return
+}
+
+// -----
+
+// A convolution as the spec's conv2d arrives (conv2d.zyn: gathers at clamped indices, a
+// bounds predicate) takes implicit_gemm: C[oc, (b, oh, ow)] += A'[oc, k] * B'[k, (b, oh, ow)]
+// over k = (ic, kh, kw), 40 x 30 x 18, one 64x64 tile of C. Per step of 8 along k, the
+// block stages A' (the kernel) and B' (the input, 0 where the predicate fails) in shared
+// memory by cloning the body's gathers; a column's (oh, ow) are computed once, before the
+// loop. Each thread does 4x4 FMAs per k; the epilogue adds the output's initial value
+// (the bias) at the points inside 40 x 30.
+// CHECK-LABEL: func.func @conv2d_gathers(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "implicit_gemm"}
+// CHECK: memref.global "private" @k0_implicit_gemm_a : memref<8x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.global "private" @k0_implicit_gemm_b : memref<8x64xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @k0_implicit_gemm({{%[a-z0-9_]+}}: memref<2x3x3xi8>, [[OUT:%[a-z0-9_]+]]: memref<1x40x6x5xf32>, [[IN:%[a-z0-9_]+]]: memref<1x2x6x5xf32>, [[W:%[a-z0-9_]+]]: memref<40x2x3x3xf32>)
+// CHECK: {{%[0-9]+}} = arith.remui [[N:%[0-9]+]], %c5{{(_[0-9]+)?}} : index
+// CHECK-NEXT: [[R:%[0-9]+]] = arith.divui [[N]], %c5{{(_[0-9]+)?}} : index
+// CHECK-NOT: scf.for
+// CHECK: [[OH:%[0-9]+]] = arith.remui [[R]], %c6{{(_[0-9]+)?}} : index
+// CHECK: scf.for [[K0:%[a-z0-9_]+]] = %c0{{(_[0-9]+)?}} to %c18{{(_[0-9]+)?}} step %c8{{(_[0-9]+)?}} iter_args(
+// CHECK: arith.addi [[K0]], {{%[0-9]+}} : index
+// CHECK: memref.load [[W]][
+// CHECK: memref.store {{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>
+// CHECK: arith.addi [[OH]], {{%[0-9]+}} : index
+// CHECK: memref.load [[IN]][
+// CHECK: arith.cmpi slt
+// CHECK: arith.select
+// CHECK: memref.store {{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK: vector.load {{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-COUNT-16: math.fma
+// CHECK: gpu.barrier
+// CHECK-NEXT: scf.yield
+// CHECK: arith.cmpi ult, {{%[0-9]+}}, %c40{{(_[0-9]+)?}} : index
+// CHECK-NEXT: %c30{{(_[0-9]+)?}} = arith.constant 30 : index
+// CHECK-NEXT: arith.cmpi ult, {{%[0-9]+}}, %c30{{(_[0-9]+)?}} : index
+// CHECK: scf.if
+// CHECK-NEXT: [[INIT:%[0-9]+]] = memref.load [[OUT]]
+// CHECK-NEXT: [[SUM:%[0-9]+]] = arith.addf [[INIT]], {{%[0-9]+#0}} : f32
+// CHECK-NEXT: memref.store [[SUM]], [[OUT]]
+// FORCE-LABEL: func.func @conv2d_gathers(
+// FORCE: @k0_pointwise
+#extents = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d4, d5, d6)>
+#conv_out = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>
+func.func @conv2d_gathers(%input: memref<1x2x6x5xf32>, %kernel: memref<40x2x3x3xf32>, %extents: memref<2x3x3xi8>, %output: memref<1x40x6x5xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c5 = arith.constant 5 : index
+  %c6 = arith.constant 6 : index
+  %c39 = arith.constant 39 : index
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#extents, #conv_out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%extents : memref<2x3x3xi8>) outs(%output : memref<1x40x6x5xf32>) {
+  ^bb0(%e: i8, %o: f32):
+    %ic = linalg.index 4 : index
+    %oh = linalg.index 2 : index
+    %kh = linalg.index 5 : index
+    %ih0 = arith.addi %oh, %kh : index
+    %ih = arith.subi %ih0, %c1 : index
+    %ow = linalg.index 3 : index
+    %kw = linalg.index 6 : index
+    %iw0 = arith.addi %ow, %kw : index
+    %iw = arith.subi %iw0, %c1 : index
+    %ih1 = arith.maxsi %ih, %c0 : index
+    %ih2 = arith.minsi %ih1, %c5 : index
+    %iw1 = arith.maxsi %iw, %c0 : index
+    %iw2 = arith.minsi %iw1, %c4 : index
+    %x = memref.load %input[%c0, %ic, %ih2, %iw2] : memref<1x2x6x5xf32>
+    %oc = linalg.index 1 : index
+    %oc1 = arith.minsi %oc, %c39 : index
+    %w = memref.load %kernel[%oc1, %ic, %kh, %kw] : memref<40x2x3x3xf32>
+    %p = arith.mulf %x, %w : f32
+    %h0 = arith.cmpi sge, %ih, %c0 : index
+    %h1 = arith.cmpi slt, %ih, %c6 : index
+    %w0 = arith.cmpi sge, %iw, %c0 : index
+    %w1 = arith.cmpi slt, %iw, %c5 : index
+    %hh = arith.andi %h0, %h1 : i1
+    %ww = arith.andi %w0, %w1 : i1
+    %inside = arith.andi %hh, %ww : i1
+    %term = arith.select %inside, %p, %zero : f32
+    %s = arith.addf %o, %term : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A depthwise convolution (conv2d_depthwise.zyn) reads its channel c on both sides,
+// input[b, c, oh + kh, ow + kw] * kernel[c, kh, kw]: no parallel loop is the kernel's
+// alone, so it is no matrix product and implicit_gemm leaves it (to pointwise here).
+// CHECK-LABEL: func.func @depthwise_conv2d(
+// CHECK-NOT: implicit_gemm
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.strategy = "pointwise"}
+// CHECK-NOT: implicit_gemm
+// CHECK: gpu.func @k0_pointwise(
+#dw_in = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 + d4, d3 + d5)>
+#dw_kernel = affine_map<(d0, d1, d2, d3, d4, d5) -> (d1, d4, d5)>
+#dw_out = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>
+func.func @depthwise_conv2d(%input: memref<2x64x34x34xf32>, %kernel: memref<64x3x3xf32>, %output: memref<2x64x32x32xf32>) {
+  linalg.generic {indexing_maps = [#dw_in, #dw_kernel, #dw_out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%input, %kernel : memref<2x64x34x34xf32>, memref<64x3x3xf32>) outs(%output : memref<2x64x32x32xf32>) {
+  ^bb0(%x: f32, %w: f32, %o: f32):
+    %p = arith.mulf %x, %w : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
   }
   return
 }

@@ -17,7 +17,8 @@ from mlir import ir
 __all__ = ["Launch", "STRATEGIES", "choose", "get_strategy"]
 
 # Most specific first.
-STRATEGIES = ("matmul_tensor_core", "matmul", "row_reduce", "pointwise")
+# implicit_gemm before row_reduce: a convolution's reduction loops make it a row too.
+STRATEGIES = ("matmul_tensor_core", "matmul", "implicit_gemm", "row_reduce", "pointwise")
 
 
 @dataclass

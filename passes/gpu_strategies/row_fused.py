@@ -17,6 +17,11 @@ allocations and constants between them), at least one is a reduction that row_re
 do with a row of `min_row` or more, all share the leading parallel extents of the first
 reduction, and every buffer one of them writes is written and read by all of them at the
 block's own row (so blocks never touch each other's data). Anything else splits the run.
+
+Where the row fits (row_points.py), every generic gives each thread the same points of
+the row and their values stay in its registers (row_registers.py): an input row is read
+from memory once, a temporary the group alone uses is never written, and the loops above
+become straight-line code. Longer rows take the loops, each generic reading memory.
 """
 from __future__ import annotations
 
@@ -32,8 +37,10 @@ from ..gpu_kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignat
                                   indexing_maps, iterator_kinds, loop_ranges, new_kernel)
 from . import Launch
 from .pointwise import emit_point
-from . import matmul, row_reduce
+from . import implicit_gemm, matmul, row_reduce
 from .row_reduce import block_size, emit_block_reduce, shared_partials
+from .row_points import plan as plan_registers
+from .row_registers import RowRegisters
 
 NAME = "row_fused"
 
@@ -43,15 +50,19 @@ class Params:
     min_row: int = 32          # shorter rows: a block per row wastes threads
     min_rows: int = 64         # fewer rows leave most multiprocessors idle...
     small: int = 1 << 20       # ...which matters only above this many elements
+    # Rows held in registers (row_points.py, row_registers.py):
+    max_points: int = 32       # values per buffer and thread; longer rows go through memory
+    max_block: int = 1024      # threads a block may grow to so a row fits in registers
+    vector: int = 4            # columns per 16-byte access (f32)
 
 
 
 def _reduction_prefix(generic: ir.Operation):
     """Leading parallel extents of a reduction row_reduce can do (reductions trailing);
-    contractions stay with the matmul strategy."""
+    contractions stay with the matmul strategies (convolutions with implicit_gemm)."""
     kinds = iterator_kinds(generic)
     if not row_reduce.matches(generic, row_reduce.Params(min_row=1)) or \
-            matmul.matches(generic):
+            matmul.matches(generic) or implicit_gemm.matches(generic):
         return None
     lead = kinds.index(REDUCTION)
     if PARALLEL in kinds[lead:]:
@@ -187,22 +198,29 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
     prefix = next(_reduction_prefix(g) for g in group if _reduction_prefix(g) is not None)
     rank = len(prefix)
     rows = math.prod(prefix)
-    block = block_size(max(_row_length(g, rank) for g in group))
+    registers = plan_registers(group, rank, params)  # None: every pass reads memory
+    block = registers.block if registers else \
+        block_size(max(_row_length(g, rank) for g in group))
     partials = {}
     for index, generic in enumerate(group):
         if REDUCTION in iterator_kinds(generic):
             name = f"{kernel_name}_partials{index}"
             partials[index] = shared_partials(gpu_module, generic, name, block)
     signature = KernelSignature.of(group)
+    if registers:  # temporaries that live in registers only take no argument
+        signature.values = [v for v in signature.values if v not in registers.private]
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group[0].location:
         scope = KernelScope(signature, func)
         row_ivs = delinearize(gpu.block_id(gpu.Dimension.x), list(prefix))
         tid = gpu.thread_id(gpu.Dimension.x)
+        held = RowRegisters(registers, scope, row_ivs, tid) if registers else None
         for index, generic in enumerate(group):
             ranges = loop_ranges(generic)
             ivs: list = list(row_ivs) + [None] * (len(ranges) - rank)
-            if index in partials:
+            if held and len(ranges) > rank:
+                held.emit(index, generic, partials.get(index))
+            elif index in partials:
                 emit_block_reduce(generic, scope, ivs, block, partials[index])
             elif len(ranges) == rank:  # one point per row
                 first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid,

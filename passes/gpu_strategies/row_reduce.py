@@ -139,22 +139,15 @@ def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, bloc
                       partials: list[tuple[ir.Type, str]]) -> None:
     """The block's threads reduce one output point of `generic` (its parallel loop
     variables `ivs` fixed); thread 0 combines the totals into the outputs."""
-    combines = _combines(generic)
-    identities = []
-    for combine, _ in combines:
-        element = combine.results[0].type
-        identities.append(arith.ConstantOp(element, ir.Attribute.parse(
-            f"{_IDENTITY[combine.name][str(element)]} : {element}")).result)
     ranges, _, reduction = loop_dims(generic)
     row = math.prod(ranges[d] for d in reduction)
-    warps = block // WARP
-    ins, outs = generic_operands(generic)
+    ins, _ = generic_operands(generic)
     maps = indexing_maps(generic)
     tid = gpu.thread_id(gpu.Dimension.x)
-    combiners = [_combiner(op, index) for op, index in combines]
 
+    start = identities(generic)
     # each thread: its accumulators over r = tid, tid + block, ...
-    loop = scf.ForOp(tid, index_const(row), index_const(block), identities)
+    loop = scf.ForOp(tid, index_const(row), index_const(block), start)
     with ir.InsertionPoint(loop.body):
         here = list(ivs)
         for d, coord in zip(reduction, delinearize(loop.induction_variable,
@@ -162,12 +155,43 @@ def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, bloc
             here[d] = coord
         loaded = [scope.load(v, apply_map(m, here)) if isinstance(v.type, ir.MemRefType)
                   else scope.value(v) for v, m in zip(ins, maps)]
-        local = scope.clone_ops(generic, loaded + [None] * len(outs), lambda d: here[d],
-                                skip=[op for op, _ in combines])
-        scf.YieldOp([combiner(acc, local[op.operands[index]]) for combiner, acc, (op, index)
-                     in zip(combiners, loop.inner_iter_args, combines)])
-    accs = [_warp_reduce(acc, combiner) for acc, combiner in zip(loop.results, combiners)]
+        scf.YieldOp(fold_point(generic, scope, list(loop.inner_iter_args), loaded,
+                               lambda d: here[d]))
+    combine_across_block(generic, scope, ivs, block, partials, list(loop.results), tid, start)
 
+
+def identities(generic: ir.Operation) -> list[ir.Value]:
+    """Each output's combine identity (a thread's accumulators before its first point)."""
+    values = []
+    for combine, _ in _combines(generic):
+        element = combine.results[0].type
+        values.append(arith.ConstantOp(element, ir.Attribute.parse(
+            f"{_IDENTITY[combine.name][str(element)]} : {element}")).result)
+    return values
+
+
+def fold_point(generic: ir.Operation, scope: KernelScope, accs: list[ir.Value],
+               in_values: list[ir.Value], index_of) -> list[ir.Value]:
+    """The accumulators after one point: combine_k(acc_k, f_k(ins at the point))."""
+    combines = _combines(generic)
+    _, outs = generic_operands(generic)
+    local = scope.clone_ops(generic, list(in_values) + [None] * len(outs), index_of,
+                            skip=[op for op, _ in combines])
+    return [_combiner(op, index)(acc, local[op.operands[index]])
+            for acc, (op, index) in zip(accs, combines)]
+
+
+def combine_across_block(generic: ir.Operation, scope: KernelScope, ivs: list, block: int,
+                         partials: list[tuple[ir.Type, str]], accs: list[ir.Value],
+                         tid: ir.Value, start: list[ir.Value]) -> None:
+    """Each thread's accumulators `accs` -> the block's totals (shuffles within warps,
+    warp results through shared memory); thread 0 combines them into the outputs.
+    `tid`: the thread id; `start`: the identities (see `identities`)."""
+    combiners = [_combiner(op, index) for op, index in _combines(generic)]
+    accs = [_warp_reduce(acc, combiner) for acc, combiner in zip(accs, combiners)]
+    warps = block // WARP
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
     buffers = [memref.get_global(type_, name) for type_, name in partials]
     lane = arith.RemUIOp(tid, index_const(WARP)).result
     warp = arith.DivUIOp(tid, index_const(WARP)).result
@@ -181,11 +205,11 @@ def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, bloc
     first_warp = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, warp, zero).result)
     with ir.InsertionPoint(first_warp.then_block):
         has_partial = arith.CmpIOp(arith.CmpIPredicate.ult, lane, index_const(warps)).result
-        read = scf.IfOp(has_partial, [i.type for i in identities], has_else=True)
+        read = scf.IfOp(has_partial, [i.type for i in start], has_else=True)
         with ir.InsertionPoint(read.then_block):
             scf.YieldOp([memref.LoadOp(buffer, [lane]).result for buffer in buffers])
         with ir.InsertionPoint(read.else_block):
-            scf.YieldOp(identities)
+            scf.YieldOp(start)
         totals = [_warp_reduce(v, c) for v, c in zip(read.results, combiners)]
         writer = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, zero).result)
         with ir.InsertionPoint(writer.then_block):

@@ -316,10 +316,64 @@ def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_c
         assert any(n.endswith("_matmul") for n in names), names
 
 
+@pytest.mark.parametrize("shape,lanes", [((2, 3, 17, 5), 1), ((2, 3, 40, 64), 2),
+                                         ((1, 2, 33, 128), 4)])
+def test_attention_is_one_flash_kernel(shape, lanes):
+    """The spec's attention: one launch, no S/M/L buffers; wide rows share lanes (their
+    partial scores meet through shuffles)."""
+    prog = zynml.compile(EXAMPLES / "attention.zyn", device="cuda", require_device=False)
+    inputs = {n: np.ones(shape, np.float32) for n in "QKV"}
+    artifact = prog.artifact(mask=np.ones(shape[2:3] * 2, bool), **inputs)
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention"), launch
+    assert launch["block"] == [64 * lanes, 1, 1]
+    assert not any(step["op"] == "alloc" and step["shape"] != list(shape)
+                   for step in artifact.plan["body"])
+    assert ("shfl.sync.bfly" in artifact.ptx) == (lanes > 1)
+
+
 def test_small_matmul_is_pointwise():
     _, artifact = compiled("matmul")  # 17x31x13
     names = kernel_names(artifact)
     assert names and all(n.endswith("_pointwise") for n in names), names
+
+
+# Convolutions (conv2d.zyn: stride 1, padding 1; conv2d_stride2_pad0.zyn) run as an
+# implicit GEMM: C[oc, (b, oh, ow)] over k = (ic, kh, kw), the gathers staged in shared
+# memory (passes/gpu_strategies/implicit_gemm.py).
+@pytest.mark.parametrize("source,image,out_hw", [("conv2d", (20, 17), (20, 17)),
+                                                 ("conv2d_stride2_pad0", (20, 17), (9, 8))])
+def test_convolutions_take_implicit_gemm(source, image, out_hw):
+    from zynml.passes.gpu_strategies import implicit_gemm
+    (h, w), (oh, ow) = image, out_hw
+    prog = zynml.compile(EXAMPLES / f"{source}.zyn", device="cuda", require_device=False)
+    artifact = prog.artifact(input=f32(2, 3, h, w), kernel=f32(16, 3, 3, 3), bias=f32(16),
+                             in_h=h, in_w=w, out_h=oh, out_w=ow)
+    steps = list(launches(artifact.plan["body"]))
+    assert [s["kernel"].split("_", 1)[1] for s in steps] == ["pointwise", "implicit_gemm"]
+    conv = steps[1]
+    assert {"%in0", "%in1"} <= set(conv["args"])  # input and kernel, read in the kernel
+    tiles = implicit_gemm.choose_params(16, 2 * oh * ow)  # C: 16 channels by b * oh * ow
+    assert conv["grid"] == [-(-2 * oh * ow // tiles.tile_n), 1, 1]
+    assert conv["block"] == [256, 1, 1]
+    assert ".shared" in artifact.ptx and "fma.rn.f32" in artifact.ptx
+    assert artifact.cubin[:4] == b"\x7fELF"  # ptxas accepted it
+    assert artifact.plan["outputs"][0]["shape"] == [2, 16, oh, ow]
+
+
+def test_small_and_depthwise_convolutions_and_plain_products_are_not_implicit_gemm():
+    """Below 1024 points of C a convolution stays with the other strategies; a depthwise
+    one (its channel on both sides) is no matrix product; plain products follow matmul's
+    sizes, never implicit_gemm."""
+    _, small = compiled("conv2d")  # 4 output channels by 2 * 7 * 5 points
+    depthwise = zynml.compile(EXAMPLES / "conv2d_depthwise.zyn", device="cuda",
+                              require_device=False)
+    wide = depthwise.artifact(input=f32(2, 64, 30, 30), kernel=f32(64, 3, 3), out_h=28,
+                              out_w=28)
+    plain = compiled_source(EXAMPLES / "matmul.zyn", A=(40, 40), B=(40, 40))
+    for artifact in (small, wide, plain):
+        names = kernel_names(artifact)
+        assert names and not any(n.endswith("_implicit_gemm") for n in names), names
 
 
 ROW_MAX = """
@@ -351,6 +405,108 @@ def test_small_rows_are_pointwise_only(source):
     artifact = compiled_source(ROW_MAX if source == "row max" else SOFTMAX, x=(7, 13))
     names = kernel_names(artifact)
     assert names and all(n.endswith("_pointwise") for n in names), names
+
+
+# Softmax as a user writes it first (benchmarks/programs.py): the exp values are a
+# temporary of the pipeline, not an output.
+SOFTMAX_PIPELINE = """
+pipeline softmax(x: tensor[rows, cols]) -> tensor[rows, cols]:
+    let row_max = compute(x) {
+        @kernel reduce(max, axis=1)
+        for i in 0..rows, j in 0..cols:
+            yield x[i, j]
+    }
+    let shifted_exp = compute(x, row_max) {
+        @kernel elementwise
+        for i in 0..rows, j in 0..cols:
+            out[i, j] = exp(x[i, j] - row_max[i])
+    }
+    let row_sum = compute(shifted_exp) {
+        @kernel reduce(+, axis=1)
+        for i in 0..rows, j in 0..cols:
+            yield shifted_exp[i, j]
+    }
+    let probs = compute(shifted_exp, row_sum) {
+        @kernel elementwise
+        for i in 0..rows, j in 0..cols:
+            out[i, j] = shifted_exp[i, j] / row_sum[i]
+    }
+    return probs
+"""
+
+
+def row_fused_ptx(artifact):
+    """The PTX of the one row_fused kernel of `artifact`, from its .entry to the next."""
+    names = [n for n in kernel_names(artifact) if n.endswith("_row_fused")]
+    assert len(names) == 1, kernel_names(artifact)
+    start = artifact.ptx.index(f".entry {names[0]}(")
+    end = artifact.ptx.find(".entry", start + 1)
+    return artifact.ptx[start:end if end > 0 else None]
+
+
+def backward_branches(ptx):
+    """Branches to a label above them: the loops of a kernel."""
+    seen, count = set(), 0
+    for line in ptx.splitlines():
+        label = re.match(r"\s*(\$\w+):", line)
+        if label:
+            seen.add(label.group(1))
+        target = re.search(r"\bbra(?:\.uni)?\s+(\$\w+);", line)
+        count += bool(target and target.group(1) in seen)
+    return count
+
+
+def count(ptx, pattern):
+    return len(re.findall(pattern, ptx))
+
+
+V4_LOAD, V4_STORE = r"\bld\.global(?:\.\w+)*\.v4\.[bf]32\b", r"\bst\.global(?:\.\w+)*\.v4\.[bf]32\b"
+
+
+@pytest.mark.parametrize("source,shape,loads,stores", [
+    ("softmax", (64, 2048), 2, 2),        # x; probs (the exp values stay in registers)
+    ("layer_norm", (64, 4096), 12, 4),    # x, gamma, beta: 4 chunks of 4 each; y
+    ("residual", (64, 4096), 16, 4),      # x, projected, weight, bias; normed
+])
+def test_fused_rows_are_read_and_written_once_16_bytes_at_a_time(source, shape, loads, stores):
+    """row_fused keeps a row's values in registers (a thread per 4 columns, 256 threads):
+    no loop, each input chunk loaded by one 16-byte load where the buffer is aligned (the
+    other branch loads the same columns one by one), each output chunk stored once; ptxas
+    takes it without spilling."""
+    rows, cols = shape
+    if source == "softmax":
+        prog = zynml.compile(SOFTMAX_PIPELINE, device="cuda", require_device=False)
+        artifact = prog.softmax._program.artifact(x=f32(rows, cols))
+    elif source == "layer_norm":
+        prog = zynml.compile(EXAMPLES / "layer_norm.zyn", device="cuda", require_device=False)
+        artifact = prog.artifact(x=f32(rows, cols), gamma=f32(cols), beta=f32(cols), eps=1e-5)
+    else:
+        artifact = compiled_source(EXAMPLES / "transformer_residual_layernorm.zyn",
+                                   x=(1, rows, cols), projected=(1, rows, cols),
+                                   ln_weight=(cols,), ln_bias=(cols,))
+    ptx = row_fused_ptx(artifact)
+    assert ".maxntid 256, 1, 1" in ptx
+    assert backward_branches(ptx) == 0
+    assert (count(ptx, V4_LOAD), count(ptx, V4_STORE)) == (loads, stores)
+    assert ".local" not in ptx
+    assert artifact.cubin[:4] == b"\x7fELF"
+
+
+def test_fused_rows_no_multiple_of_4_load_each_column_once():
+    """Rows of 4099: a column at a time, 17 per thread of 256 (the last chunk guarded): 17
+    loads of x and the 4 row values (max and sum, read by thread 0 and by all), no loop."""
+    prog = zynml.compile(SOFTMAX_PIPELINE, device="cuda", require_device=False)
+    ptx = row_fused_ptx(prog.softmax._program.artifact(x=f32(3, 4099)))
+    assert backward_branches(ptx) == 0
+    assert count(ptx, V4_LOAD) == 0
+    assert count(ptx, r"\bld\.global\.") <= 17 + 4
+    assert count(ptx, r"\bst\.global\.") <= 17 + 4  # probs, and max and sum (init, total)
+
+
+def test_rows_too_long_for_registers_loop_through_memory():
+    prog = zynml.compile(SOFTMAX_PIPELINE, device="cuda", require_device=False)
+    ptx = row_fused_ptx(prog.softmax._program.artifact(x=f32(2, 65536)))
+    assert backward_branches(ptx) >= 4 and count(ptx, V4_LOAD) == 0
 
 
 # ============================================================================ other chips

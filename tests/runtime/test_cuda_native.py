@@ -125,6 +125,80 @@ def test_batched_matmul_strategy(rng):
     assert_close(out, np.einsum("bik,bkj->bij", a.astype(np.float64), b.astype(np.float64)))
 
 
+# Convolutions as an implicit GEMM (passes/gpu_strategies/implicit_gemm.py) at odd sizes:
+# partial tiles of C in both directions, one to 130 output channels, 1x1 / 3x3 / 5x5
+# kernels, strides 1 and 2, padding 0 and 1, every tile configuration; the smallest one
+# and the one with a single output channel (a matrix-vector product) stay with others.
+def conv2d_program(stride, padding):
+    source = (EXAMPLES / "conv2d.zyn").read_text()
+    return zynml.compile(source.replace("let stride = 1", f"let stride = {stride}")
+                         .replace("let padding = 1", f"let padding = {padding}"),
+                         device="cuda:0")
+
+
+def implicit_gemm_taken(prog, **inputs):
+    from zynml.runtime.cuda.artifact import launches
+    kernels = [s["kernel"] for s in launches(prog.artifact(**inputs).plan["body"])]
+    return any(n.endswith("_implicit_gemm") for n in kernels)
+
+
+def conv2d_reference(x, kernel, bias, stride, padding):
+    """float64 NCHW convolution with an OIHW kernel."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    pad = ((0, 0), (0, 0), (padding, padding), (padding, padding))
+    windows = sliding_window_view(np.pad(x.astype(np.float64), pad), kernel.shape[2:],
+                                  axis=(2, 3))[:, :, ::stride, ::stride]
+    out = np.einsum("bchwij,ocij->bohw", windows, kernel.astype(np.float64), optimize=True)
+    return out + bias.astype(np.float64)[:, None, None]
+
+
+@pytest.mark.parametrize("batch,in_ch,out_ch,size,k,stride,padding,gemm", [
+    (1, 1, 64, 13, 3, 1, 1, True),    # 64x64 tiles, 169 columns
+    (3, 3, 5, 13, 3, 1, 1, True),     # 32x128 tiles, 5 of 32 rows
+    (1, 5, 3, 56, 5, 2, 1, True),     # 5x5, stride 2
+    (3, 64, 64, 7, 1, 1, 0, True),    # 1x1
+    (3, 64, 64, 56, 3, 1, 1, True),   # K = 576
+    (1, 5, 128, 16, 3, 1, 1, True),   # 128x128 tiles
+    (2, 3, 64, 16, 3, 1, 1, True),    # 64x128 tiles
+    (3, 5, 1, 56, 3, 2, 0, False),    # one output channel: its loop folds away, no N
+    (1, 3, 130, 13, 3, 2, 0, True),   # 130 rows: a partial third tile
+    (1, 1, 1, 7, 3, 1, 1, False),     # 49 points: not worth a GEMM
+])
+def test_conv2d_implicit_gemm(rng, batch, in_ch, out_ch, size, k, stride, padding, gemm):
+    out_size = (size + 2 * padding - k) // stride + 1
+    x, kernel, bias = (f32(rng, batch, in_ch, size, size), f32(rng, out_ch, in_ch, k, k),
+                       f32(rng, out_ch))
+    inputs = dict(input=x, kernel=kernel, bias=bias, in_h=size, in_w=size, out_h=out_size,
+                  out_w=out_size)
+    prog = conv2d_program(stride, padding)
+    assert implicit_gemm_taken(prog, **inputs) == gemm
+    out = prog(**inputs)["output"]
+    assert_close(out, conv2d_reference(x, kernel, bias, stride, padding))
+
+
+def test_conv2d_implicit_gemm_f16(rng):
+    """f16 input, kernel and bias: f32 sums, rounded once."""
+    x, kernel, bias = (f32(rng, 2, 8, 15, 15).astype(np.float16),
+                       (f32(rng, 24, 8, 3, 3) * 0.5).astype(np.float16),
+                       f32(rng, 24).astype(np.float16))
+    inputs = dict(input=x, kernel=kernel, bias=bias, in_h=15, in_w=15, out_h=15, out_w=15)
+    prog = conv2d_program(1, 1)
+    assert implicit_gemm_taken(prog, **inputs)
+    out = prog(**inputs)["output"]
+    assert out.dtype == np.float16
+    assert_close(out, conv2d_reference(x, kernel, bias, 1, 1), rtol=1e-2)
+
+
+def test_projection_implicit_gemm(rng):
+    """x[b, s, i] @ w[i, h], not matmul's shape (two loops on A's rows): implicit_gemm
+    on the inputs' maps, M = (b, s), N = h."""
+    x, w = f32(rng, 3, 37, 40), f32(rng, 40, 120)
+    prog = zynml.compile(EXAMPLES / "transformer_qkv_proj.zyn", device="cuda:0")
+    assert implicit_gemm_taken(prog, x=x, qkv_proj=w)
+    assert_close(prog(x=x, qkv_proj=w)["qkv"],
+                 np.einsum("bsi,ih->bsh", x.astype(np.float64), w.astype(np.float64)))
+
+
 @pytest.mark.parametrize("rows,cols", [(37, 1000), (1, 4099), (5, 33)])
 def test_row_reduce_strategy(rng, rows, cols):
     x = f32(rng, rows, cols)
@@ -140,6 +214,103 @@ def test_layer_norm_rows(rng):
     mean = v.mean(axis=1, keepdims=True)
     ref = (v - mean) / np.sqrt(((v - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
     assert_close(out, ref * gamma + beta, rtol=1e-4)
+
+
+# ------------------------------------------------------------------ rows in registers
+# row_fused keeps a row in its threads' registers (passes/gpu_strategies/row_registers.py):
+# each input row read once, the softmax's exp values never stored. Rows of 1 and 7 stay
+# pointwise; 2048 takes 16-byte loads; 4099 a column at a time, the last chunk guarded.
+
+SOFTMAX_PIPELINE = """
+pipeline softmax(x: tensor[rows, cols]) -> tensor[rows, cols]:
+    let row_max = compute(x) {
+        @kernel reduce(max, axis=1)
+        for i in 0..rows, j in 0..cols:
+            yield x[i, j]
+    }
+    let shifted_exp = compute(x, row_max) {
+        @kernel elementwise
+        for i in 0..rows, j in 0..cols:
+            out[i, j] = exp(x[i, j] - row_max[i])
+    }
+    let row_sum = compute(shifted_exp) {
+        @kernel reduce(+, axis=1)
+        for i in 0..rows, j in 0..cols:
+            yield shifted_exp[i, j]
+    }
+    let probs = compute(shifted_exp, row_sum) {
+        @kernel elementwise
+        for i in 0..rows, j in 0..cols:
+            out[i, j] = shifted_exp[i, j] / row_sum[i]
+    }
+    return probs
+"""
+ROWS, COLS = (1, 3, 333), (1, 7, 2048, 4099)
+
+
+def softmax_ref(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layer_norm_ref(x, weight, bias, eps):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("cols", COLS)
+def test_softmax_rows_in_registers(rng, rows, cols):
+    x = f32(rng, rows, cols) * 3
+    probs = zynml.compile(SOFTMAX_PIPELINE, device="cuda:0").softmax(x=x)
+    assert_close(np.asarray(probs), softmax_ref(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("cols", COLS)
+def test_layer_norm_rows_in_registers(rng, rows, cols):
+    x, gamma, beta = f32(rng, rows, cols), f32(rng, cols), f32(rng, cols)
+    out = run_example("layer_norm.zyn", x=x, gamma=gamma, beta=beta, eps=1e-5)["normalized"]
+    assert_close(out, layer_norm_ref(x.astype(np.float64), gamma, beta, 1e-5))
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("cols", COLS)
+def test_residual_layer_norm_rows_in_registers(rng, rows, cols):
+    x, projected = f32(rng, 1, rows, cols), f32(rng, 1, rows, cols)
+    weight, bias = f32(rng, cols), f32(rng, cols)
+    out = run_example("transformer_residual_layernorm.zyn", x=x, projected=projected,
+                      ln_weight=weight, ln_bias=bias)["normed"]
+    assert_close(out, layer_norm_ref(x.astype(np.float64) + projected, weight, bias, 1e-6))
+
+
+@pytest.mark.parametrize("cols", [100, 2048])
+def test_rows_in_registers_from_unaligned_torch_views(rng, cols):
+    """Inputs 4 bytes past a 16-byte boundary: the kernels check at run time and read
+    them a column at a time instead of 16 bytes at a time."""
+    x, gamma, beta = f32(rng, 333, cols), f32(rng, cols), f32(rng, cols)
+    softmax = zynml.compile(SOFTMAX_PIPELINE, device="cuda:0").softmax
+    layer_norm = zynml.compile(EXAMPLES / "layer_norm.zyn", device="cuda:0")
+    softmax._program.artifact(x=x)  # compile-only runs stop at the skip below
+    layer_norm.artifact(x=x, gamma=gamma, beta=beta, eps=1e-5)
+    if conftest.COMPILE_ONLY:
+        pytest.skip("compile-only: no GPU for torch")
+    torch = pytest.importorskip("torch")
+
+    def unaligned(array):
+        view = torch.empty(array.size + 1, device="cuda")[1:].view(array.shape)
+        view.copy_(torch.from_numpy(array))
+        assert view.data_ptr() % 16 == 4
+        return view
+
+    def host(result):
+        return torch.as_tensor(result, device="cuda").cpu().numpy()
+
+    probs = softmax(x=unaligned(x))
+    assert_close(host(probs), softmax_ref(x.astype(np.float64)))
+    out = layer_norm(x=unaligned(x), gamma=unaligned(gamma), beta=unaligned(beta), eps=1e-5)
+    assert_close(host(out["normalized"]), layer_norm_ref(x.astype(np.float64), gamma, beta, 1e-5))
 
 
 def test_elementwise_many_points_per_thread(rng):
@@ -260,3 +431,26 @@ def test_memory_pool_on_vulkan():
         pool.allocate((4096,), "uint8")
     pool.reset()
     assert pool.used == 0
+
+
+# Attention raised to cir.attention (passes/cir_raise_attention.py) runs as one
+# flash-attention kernel (passes/gpu_strategies/attention.py): partial key tiles, rows
+# past the last block, fully masked rows, one or several lanes per row, scalar and
+# 4-wide tile copies.
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 3, 17, 5), (1, 2, 131, 64),
+                                   (2, 12, 128, 64), (1, 2, 70, 128)])
+def test_attention_flash_kernel(rng, shape):
+    q, k, v = (f32(rng, *shape) for _ in range(3))
+    mask = rng.random(shape[2:3] * 2) < 0.7
+    mask[0, :] = False
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, mask))
+
+
+def test_attention_flash_kernel_f16(rng):
+    q, k, v = ((f32(rng, 1, 2, 67, 64) * 0.5).astype(np.float16) for _ in range(3))
+    mask = rng.random((67, 67)) < 0.9
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    assert out.dtype == np.float16
+    assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
+

@@ -1,0 +1,303 @@
+"""Implicit GEMM: a contraction whose operands its body computes (a convolution's
+gathers) as a tiled matrix product, the operands never stored.
+
+Matches a body `out + select(c, a * b, 0)` or `out + a * b` where, by the loops each body
+value depends on (body_slices.py), `a` reads parallel loops M and reduction loops K only,
+`b` parallel loops N and K, and `c` the loops of one of them; loops both read are batch
+loops (the grid's z). With M, N, K linearized row-major it is C[m, n] += A'[m, k] *
+B'[k, n], A' and B' being `a` and `b` (0 where `c` fails), run on simt_gemm's block GEMM:
+each staged element clones `a`'s (or `b`'s) backward slice at the coordinates m (n) and k
+delinearize to, the part without reduction loops once, before the loop over k. The side
+with the output's innermost loop is N (neighbouring threads store neighbouring outputs).
+
+conv2d.zyn, out[b, oc, oh, ow] = bias[oc] + sum over (ic, kh, kw) of select(in_bounds,
+input[b, ic, oh * s + kh - p, ow * s + kw - p] * kernel[oc, ic, kh, kw], 0):
+M = (oc), N = (b, oh, ow), K = (ic, kh, kw), the bounds predicate with N.
+
+Left to other strategies: plain matrix products (matmul's), an empty M or N (a depthwise
+convolution reads its channel on both sides), small products (Params.min_mn, min_k).
+A masked-out element is 0 on its side, so an inf on the other side gives NaN where the
+loop nest gives 0. Not here yet: tensor cores, 16-byte gathers, fused epilogues.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref
+
+from ..body_slices import RUNNING, backward_slice, body_dims
+from ..cir_ops import defining_op
+from ..gpu_kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
+                                  delinearize, generic_operands, index_const, indexing_maps,
+                                  iterator_kinds, loop_ranges, new_kernel)
+from . import Launch, matmul
+from .simt_gemm import BlockGemm, add_and_round, clamp, declare_tiles, threads_of, widen
+
+NAME = "implicit_gemm"
+_FLOATS = ("f32", "f16", "bf16")
+_MAX_GRID_Z = 65535
+
+
+@dataclass(frozen=True)
+class Params:
+    tile_m: int = 64    # BM: rows of C (points of M) per block
+    tile_n: int = 128   # BN: columns of C (points of N) per block
+    tile_k: int = 8     # BK: k per shared-memory stage
+    thread_m: int = 4   # TM: rows of C per thread
+    thread_n: int = 8   # TN: columns of C per thread
+    min_mn: int = 1024  # smaller products (M * N) are left to other strategies
+    min_k: int = 8      # as are shorter reductions (less than one stage)
+
+    def __post_init__(self):
+        threads = threads_of(self)
+        assert self.thread_m % 4 == 0 and self.thread_n % 4 == 0  # 16-byte shared reads
+        assert (self.tile_m * self.tile_k) % threads == 0
+        assert (self.tile_n * self.tile_k) % threads == 0
+
+
+# 256 threads each. choose_params takes the one that pads M x N least, then the one with
+# the most FMAs per shared read (conv2d's M, the output channels, is often 64 or less).
+CONFIGS = (Params(128, 128, 8, 8, 8), Params(64, 128, 8, 4, 8), Params(32, 128, 8, 4, 4),
+           Params(64, 64, 8, 4, 4))
+
+
+@dataclass(frozen=True)
+class Roles:
+    m: list[int]       # parallel loops of A' rows, loop order
+    n: list[int]       # parallel loops of B' columns
+    k: list[int]       # the reduction loops
+    batch: list[int]   # parallel loops both sides read
+    a: ir.Value        # body value of the M side
+    b: ir.Value        # body value of the N side
+    a_mask: ir.Value | None  # c, on the side whose loops it reads
+    b_mask: ir.Value | None
+
+
+def matches(generic: ir.Operation, params: Params = Params()) -> bool:
+    roles = _roles(generic)
+    try:
+        m, n, kk, batches = _sizes(generic, roles) if roles else (0, 0, 0, 0)
+    except ValueError:  # a dynamic extent: the strategy that takes it reports it
+        return False
+    return m * n >= params.min_mn and kk >= params.min_k and batches <= _MAX_GRID_Z
+
+
+def choose_params(m: int, n: int) -> Params:
+    def cost(indexed):
+        index, p = indexed
+        padded = -(-m // p.tile_m) * p.tile_m * -(-n // p.tile_n) * p.tile_n
+        return padded, -p.thread_m * p.thread_n / (p.thread_m + p.thread_n), index
+    return min(enumerate(CONFIGS), key=cost)[1]
+
+
+def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
+          params: Params | None = None) -> Launch:
+    roles = _roles(generic)
+    m, n, kk, batches = _sizes(generic, roles)
+    p = params or choose_params(m, n)
+    threads = threads_of(p)
+    signature = KernelSignature.of(generic)
+    _, outs = generic_operands(generic)
+    out_map = indexing_maps(generic)[-1]
+    ranges = loop_ranges(generic)
+    with generic.location:
+        declare_tiles(gpu_module, kernel_name, p)
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [threads])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        gemm = BlockGemm.start(p, kernel_name, [ranges[d] for d in roles.batch])
+        batch = dict(zip(roles.batch, gemm.batch_ivs))
+        side_a = _Side(generic, scope, gemm.zero, roles.a, roles.a_mask, roles.m, roles, batch)
+        side_b = _Side(generic, scope, gemm.zero, roles.b, roles.b_mask, roles.n, roles, batch)
+        # Per staged element: its place in the tile, the hoisted part of its side and the
+        # key of its k part (elements with equal keys share k, see simt_gemm's slots).
+        a_slots, b_slots, hoisted = [], [], {}
+        for r in range(p.tile_m * p.tile_k // threads):
+            row, kcol = gemm.a_slot(r)
+            a_slots.append((row, kcol, side_a.hoist(arith.AddIOp(gemm.row0, row).result),
+                            (r * threads) % p.tile_k))
+        for r in range(p.tile_n * p.tile_k // threads):
+            krow, col = gemm.b_slot(r)
+            key = (r * threads) % p.tile_n
+            if key not in hoisted:
+                hoisted[key] = side_b.hoist(arith.AddIOp(gemm.col0, col).result)
+            b_slots.append((krow, col, hoisted[key], r))
+
+        def stage(k0):
+            k_parts: dict = {}
+            for row, kcol, here, key in a_slots:
+                if ("a", key) not in k_parts:
+                    k_parts["a", key] = side_a.k_part(arith.AddIOp(k0, kcol).result)
+                memref.StoreOp(side_a.at(here, k_parts["a", key]), gemm.tile_a, [kcol, row])
+            for krow, col, here, key in b_slots:
+                part = side_b.k_part(arith.AddIOp(k0, krow).result)
+                memref.StoreOp(side_b.at(here, part), gemm.tile_b, [krow, col])
+
+        sums = gemm.k_loop(kk, stage)
+        rows = [_coordinates(gemm.row(ii), roles.m, ranges) for ii in range(p.thread_m)]
+        cols = [_coordinates(gemm.column(jj), roles.n, ranges) for jj in range(p.thread_n)]
+
+        def store(ii, jj, gi, gj, total):
+            ivs = [None] * len(ranges)
+            for coords in (batch, rows[ii], cols[jj]):
+                for d, v in coords.items():
+                    ivs[d] = v
+            where = apply_map(out_map, ivs)
+            scope.store(add_and_round(scope.load(outs[0], where), total,
+                                      outs[0].type.element_type), outs[0], where)
+
+        gemm.epilogue(m, n, sums, store)
+        gpu.ReturnOp([])
+    grid = (-(-n // p.tile_n), -(-m // p.tile_m), batches)
+    return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
+
+
+@dataclass
+class _Part:
+    ivs: dict          # loop -> coordinate
+    values: dict       # body value -> kernel value
+    inside: ir.Value | None = None  # k < K (k parts)
+
+
+class _Side:
+    """`value` (and `mask`) of one side of the product, cloned from the body in parts:
+    ops on batch loops only (once per kernel), on this side's and batch loops (`hoist`,
+    once per staged element, before the loop over k), on reduction and batch loops
+    (`k_part`, per k), and the rest (`at`)."""
+
+    def __init__(self, generic, scope, zero, value, mask, loops, roles: Roles, batch: dict):
+        self.scope, self.zero, self.value, self.mask = scope, zero, value, mask
+        self.loops, self.k_loops = loops, roles.k
+        self.ranges = loop_ranges(generic)
+        ins, _ = generic_operands(generic)
+        self.reads = dict(zip(generic.regions[0].blocks[0].arguments,
+                              zip(ins, indexing_maps(generic))))
+        dims = body_dims(generic)
+        ops, args = backward_slice(generic, [value] + ([mask] if mask is not None else []))
+        remaining, self.parts = ops + args, []
+        for within in (set(batch), set(loops) | set(batch), set(roles.k) | set(batch), None):
+            def fits(x, within=within):
+                values = x.results if isinstance(x, ir.Operation) else [x]
+                return within is None or all(dims[v] <= within for v in values)
+            self.parts.append([x for x in remaining if fits(x)])
+            remaining = [x for x in remaining if not fits(x)]
+        self.common = _Part(dict(batch), self._clone(self.parts[0], batch, None))
+
+    def hoist(self, index: ir.Value) -> _Part:
+        ivs = dict(self.common.ivs)
+        ivs.update(_coordinates(clamp(index, self._extent(self.loops)), self.loops,
+                                self.ranges))
+        return _Part(ivs, self._clone(self.parts[1], ivs, self.common.values))
+
+    def k_part(self, k: ir.Value) -> _Part:
+        extent = self._extent(self.k_loops)
+        ivs = dict(self.common.ivs)
+        ivs.update(_coordinates(clamp(k, extent), self.k_loops, self.ranges))
+        inside = arith.CmpIOp(arith.CmpIPredicate.ult, k, index_const(extent)).result
+        return _Part(ivs, self._clone(self.parts[2], ivs, self.common.values), inside)
+
+    def at(self, hoisted: _Part, k_part: _Part) -> ir.Value:
+        """The side's element at (hoisted's point, k_part's k), f32, 0 where masked."""
+        ivs = {**hoisted.ivs, **k_part.ivs}
+        values = self._clone(self.parts[3], ivs, {**hoisted.values, **k_part.values})
+        inside = k_part.inside
+        if self.mask is not None:
+            inside = arith.AndIOp(inside, values[self.mask]).result
+        return arith.SelectOp(inside, widen(values[self.value]), self.zero).result
+
+    def _clone(self, part, ivs: dict, known: dict | None) -> dict:
+        ops = [x for x in part if isinstance(x, ir.Operation)]
+        bound = {}
+        for arg in (x for x in part if not isinstance(x, ir.Operation)):
+            operand, amap = self.reads[arg]
+            ivs_list = [ivs.get(d) for d in range(len(self.ranges))]
+            bound[arg] = self.scope.load(operand, apply_map(amap, ivs_list)) \
+                if isinstance(operand.type, ir.MemRefType) else self.scope.value(operand)
+        return self.scope.clone_slice(ops, bound, lambda d: ivs[d], known)
+
+    def _extent(self, loops) -> int:
+        return math.prod(self.ranges[d] for d in loops)
+
+
+def _coordinates(linear: ir.Value, loops: list[int], ranges: list[int]) -> dict:
+    return dict(zip(loops, delinearize(linear, [ranges[d] for d in loops])))
+
+
+def _sizes(generic: ir.Operation, roles: Roles) -> tuple[int, int, int, int]:
+    ranges = loop_ranges(generic)
+    return tuple(math.prod(ranges[d] for d in dims)
+                 for dims in (roles.m, roles.n, roles.k, roles.batch))
+
+
+def _roles(generic: ir.Operation) -> Roles | None:
+    ins, outs = generic_operands(generic)
+    if len(outs) != 1 or not isinstance(outs[0].type, ir.MemRefType) or \
+            (matmul._roles(generic) is not None and matmul._body_is_multiply_add(generic)):
+        return None
+    product, dims = _product(generic), body_dims(generic)
+    if product is None or dims is None:
+        return None
+    a, b, c = product
+    kinds = iterator_kinds(generic)
+    parallel = {d for d, kind in enumerate(kinds) if kind == PARALLEL}
+    reduction = [d for d, kind in enumerate(kinds) if kind != PARALLEL]
+    out_loops = _loops_of(indexing_maps(generic)[-1])
+    dims_a, dims_b, mask_dims = (dims.get(v, frozenset()) if v is not None else frozenset()
+                                 for v in (a, b, c))
+    if not reduction or out_loops is None or sorted(out_loops) != sorted(parallel) or \
+            RUNNING in dims_a | dims_b | mask_dims:
+        return None
+    on_a, on_b = dims_a & parallel, dims_b & parallel
+    batch = on_a & on_b
+    mask_on_a = mask_dims & parallel <= on_a
+    if not mask_on_a and not mask_dims & parallel <= on_b:
+        return None
+    # loops neither side reads go with a (its values broadcast along them)
+    side_m, side_n = sorted(parallel - on_b), sorted(on_b - batch)
+    if not side_m or not side_n:
+        return None
+    masks = (c, None) if mask_on_a else (None, c)
+    if out_loops[-1] in side_m:  # the output's innermost loop goes to N
+        side_m, side_n, a, b, masks = side_n, side_m, b, a, masks[::-1]
+    return Roles(side_m, side_n, reduction, sorted(batch), a, b, *masks)
+
+
+def _product(generic: ir.Operation):
+    """(a, b, c) of a body `out + select(c, a * b, 0)`, c None for `out + a * b`."""
+    block = generic.regions[0].blocks[0]
+    ins, _ = generic_operands(generic)
+    out = block.arguments[len(ins)]
+    yielded = list(list(block.operations)[-1].operation.operands)
+    add = defining_op(yielded[0]) if len(yielded) == 1 else None
+    if add is None or add.name != "arith.addf" or str(out.type) not in _FLOATS or \
+            sum(1 for _ in out.uses) != 1 or out not in list(add.operands):
+        return None
+    term = [v for v in add.operands if v != out]
+    op = defining_op(term[0]) if len(term) == 1 else None
+    c = None
+    if op is not None and op.name == "arith.select":
+        c, term[0], zero = op.operands
+        if not _is_zero(zero):
+            return None
+        op = defining_op(term[0])
+    if op is None or op.name != "arith.mulf" or str(op.results[0].type) not in _FLOATS:
+        return None
+    a, b = op.operands
+    return a, b, c
+
+
+def _is_zero(value: ir.Value) -> bool:
+    op = defining_op(value)
+    return op is not None and op.name == "arith.constant" and \
+        isinstance(op.attributes["value"], ir.FloatAttr) and \
+        ir.FloatAttr(op.attributes["value"]).value == 0.0
+
+
+def _loops_of(amap: ir.AffineMap) -> list[int] | None:
+    """The loops of a map's results when each is a distinct loop, else None."""
+    if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
+        return None
+    loops = [ir.AffineDimExpr(e).position for e in amap.results]
+    return loops if len(set(loops)) == len(loops) else None

@@ -1,0 +1,222 @@
+"""Row registers: a row_fused group's generics on the points of the row each thread owns.
+
+With a plan (row_points.py), thread t of block B takes the same points in every generic
+of the group, K chunks of W neighbouring columns:
+
+    chunk k of thread t: columns (k * B + t) * W + lane, lane < W   (coalesced)
+
+so each generic's values at the thread's points are SSA values the later generics use
+directly. A buffer is loaded once per thread at its first read (16-byte loads of a
+chunk when the buffer is aligned, checked at run time; scalar loads otherwise) and
+stored once, by its last writer, unless it is private to the group. For the softmax
+over rows of 2048 (B = 256, W = 4):
+
+    x: 2 vector loads -> 8 values per thread     (read once from DRAM)
+    max: fold the 8, block reduce; exp: 8 values, kept; sum: fold them, block reduce
+    divide: 8 values -> 2 vector stores          (the exp values never reach memory)
+
+The last chunk of a row whose length is no multiple of B * W is guarded: its loads read
+column 0 instead, reductions skip it, stores do not happen.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf, ub, vector
+
+from ..gpu_kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
+                                  generic_operands, index_const, indexing_maps,
+                                  iterator_kinds, kernel_type)
+from . import row_reduce
+from .row_points import Plan, dims, row_only
+
+
+class RowRegisters:
+    """Emits generics of a planned group at the thread's points; holds their values."""
+
+    def __init__(self, plan: Plan, scope: KernelScope, row_ivs: list[ir.Value], tid: ir.Value):
+        self.plan, self.scope, self.row_ivs, self.tid = plan, scope, list(row_ivs), tid
+        width, block = plan.width, plan.block
+        first = arith.MulIOp(tid, index_const(width)).result if width > 1 else tid
+        self.chunks: list[tuple] = []  # (valid, or None when always; ivs of lane 0)
+        for k in range(plan.chunks):
+            start = arith.AddIOp(first, index_const(k * block * width)).result if k else first
+            valid = None
+            if (k + 1) * block * width > plan.length:
+                valid = arith.CmpIOp(arith.CmpIPredicate.ult, start,
+                                     index_const(plan.length)).result
+                start = arith.SelectOp(valid, start, index_const(0)).result
+            self.chunks.append((valid, self.row_ivs + delinearize(start, plan.row_shape)))
+        self.points: list[tuple] = []  # (valid, ivs), chunk by chunk
+        for valid, ivs in self.chunks:
+            for lane in range(width):
+                last = arith.AddIOp(ivs[-1], index_const(lane)).result if lane else ivs[-1]
+                self.points.append((valid, ivs[:-1] + [last]))
+        self.values: dict = {}  # (buffer, map text) -> its value at each point
+
+    def emit(self, index: int, generic: ir.Operation, partials) -> None:
+        if REDUCTION in iterator_kinds(generic):
+            self._reduce(generic, partials)
+        else:
+            self._map(index, generic)
+
+    def _reduce(self, generic: ir.Operation, partials) -> None:
+        ins, _ = generic_operands(generic)
+        at_points = self._operands(ins, indexing_maps(generic))
+        start = row_reduce.identities(generic)
+        accs = start
+        for p, (valid, ivs) in enumerate(self.points):
+            folded = row_reduce.fold_point(generic, self.scope, accs,
+                                           [values[p] for values in at_points],
+                                           lambda d, ivs=ivs: ivs[d])
+            accs = folded if valid is None else \
+                [arith.SelectOp(valid, new, old).result for new, old in zip(folded, accs)]
+        ivs = self.row_ivs + [None] * len(self.plan.row_shape)
+        row_reduce.combine_across_block(generic, self.scope, ivs, self.plan.block, partials,
+                                        accs, self.tid, start)
+
+    def _map(self, index: int, generic: ir.Operation) -> None:
+        ins, outs = generic_operands(generic)
+        maps = indexing_maps(generic)
+        out_maps = maps[len(ins):]
+        args = generic.regions[0].blocks[0].arguments[len(ins):]
+        at_points = self._operands(ins, maps)
+        for out, amap, arg in zip(outs, out_maps, args):
+            used = any(True for _ in arg.uses)
+            at_points.append(self._at_points(out, amap) if used
+                             else [ub.PoisonOp(arg.type).result] * len(self.points))
+        results = [self.scope.clone_body(generic, [values[p] for values in at_points],
+                                         lambda d, ivs=ivs: ivs[d])
+                   for p, (_, ivs) in enumerate(self.points)]
+        for k, (out, amap) in enumerate(zip(outs, out_maps)):
+            values = [result[k] for result in results]
+            self.values[(out, str(amap))] = values
+            if (index, k) in self.plan.stores:
+                self._store(out, amap, values)
+
+    def _operands(self, values: list[ir.Value], maps: list[ir.AffineMap]) -> list[list]:
+        """Each operand's value at each point: held, loaded, or the same for the row."""
+        found = []
+        count = len(self.points)
+        for value, amap in zip(values, maps):
+            if not isinstance(value.type, ir.MemRefType):
+                found.append([self.scope.value(value)] * count)
+            elif row_only(amap, self.plan.rank):  # loaded once, not at every point
+                found.append([self.scope.load(value, apply_map(amap, self.points[0][1]))]
+                             * count)
+            else:
+                found.append(self._at_points(value, amap))
+        return found
+
+    def _at_points(self, buffer: ir.Value, amap: ir.AffineMap) -> list[ir.Value]:
+        key = (buffer, str(amap))
+        if key not in self.values:
+            self.values[key] = self._load(buffer, amap)
+        return self.values[key]
+
+    def _load(self, buffer: ir.Value, amap: ir.AffineMap) -> list[ir.Value]:
+        def scalars():
+            return [self.scope.load(buffer, apply_map(amap, ivs)) for _, ivs in self.points]
+        vec = self._vector_type(buffer, amap)
+        if vec is None:
+            return scalars()
+        element = ir.MemRefType(buffer.type).element_type
+        branch = scf.IfOp(self._aligned(buffer, vec), [element] * len(self.points),
+                          has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            aligned = _global(self.scope.value(buffer))
+            values = []
+            for _, ivs in self.chunks:
+                loaded = vector.LoadOp(vec, aligned, apply_map(amap, ivs),
+                                       alignment=_bytes(vec)).result
+                values += [vector.ExtractOp(loaded, [], [lane]).result
+                           for lane in range(self.plan.width)]
+            scf.YieldOp(values)
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp(scalars())
+        return list(branch.results)
+
+    def _store(self, buffer: ir.Value, amap: ir.AffineMap, values: list[ir.Value]) -> None:
+        width = self.plan.width
+
+        def scalars():
+            for k, (valid, _) in enumerate(self.chunks):
+                with _only_if(valid):
+                    for p in range(k * width, (k + 1) * width):
+                        self.scope.store(values[p], buffer, apply_map(amap, self.points[p][1]))
+        vec = self._vector_type(buffer, amap)
+        if vec is None:
+            scalars()
+            return
+        branch = scf.IfOp(self._aligned(buffer, vec), [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            aligned = _global(self.scope.value(buffer))
+            for k, (valid, ivs) in enumerate(self.chunks):
+                with _only_if(valid):
+                    chunk = vector.FromElementsOp(vec, values[k * width:(k + 1) * width])
+                    vector.StoreOp(chunk.result, aligned, apply_map(amap, ivs),
+                                   alignment=_bytes(vec))
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            scalars()
+            scf.YieldOp([])
+
+    def _vector_type(self, buffer: ir.Value, amap: ir.AffineMap):
+        """vector<W x element> when a chunk of `buffer` under `amap` is W contiguous
+        elements at a multiple of W (the last loop indexes the last dimension, alone;
+        static strides); None otherwise."""
+        width = self.plan.width
+        memref_type = ir.MemRefType(buffer.type)
+        element = memref_type.element_type
+        if width == 1 or kernel_type(buffer.type) != buffer.type or \
+                memref_type.memory_space is not None or \
+                not isinstance(element, (ir.FloatType, ir.IntegerType)):
+            return None
+        bits = element.width
+        results = list(amap.results)
+        last = amap.n_dims - 1
+        if bits < 8 or width * bits > 128 or not results or \
+                not isinstance(results[-1], ir.AffineDimExpr) or \
+                ir.AffineDimExpr(results[-1]).position != last or \
+                any(last in dims(e) for e in results[:-1]):
+            return None
+        strides, offset = memref_type.get_strides_and_offset()
+        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+        if strides[-1] != 1 or any(s == dynamic or s % width for s in strides[:-1] + [offset]):
+            return None
+        return ir.VectorType.get([width], element)
+
+    def _aligned(self, buffer: ir.Value, vec: ir.Type) -> ir.Value:
+        """Whether the kernel's `buffer` starts at a multiple of a chunk's bytes (a view
+        or a borrowed array need not)."""
+        pointer = memref.ExtractAlignedPointerAsIndexOp(self.scope.value(buffer)).result
+        rest = arith.RemUIOp(pointer, index_const(_bytes(vec))).result
+        return arith.CmpIOp(arith.CmpIPredicate.eq, rest, index_const(0)).result
+
+
+def _global(buffer: ir.Value) -> ir.Value:
+    """`buffer` in the global address space: LLVM splits a vector load read lane by
+    lane into scalar loads, and would then merge them with the unaligned branch's, losing
+    their alignment; loads from another address space stay apart (and 16 bytes wide)."""
+    memref_type = ir.MemRefType(buffer.type)
+    space = ir.Attribute.parse("#gpu.address_space<global>")
+    cast_type = ir.MemRefType.get(memref_type.shape, memref_type.element_type,
+                                  memref_type.layout, space)
+    return memref.MemorySpaceCastOp(cast_type, buffer).result
+
+
+def _bytes(vec: ir.Type) -> int:
+    vec = ir.VectorType(vec)
+    return vec.shape[0] * vec.element_type.width // 8
+
+
+@contextmanager
+def _only_if(condition):
+    if condition is None:
+        yield
+        return
+    branch = scf.IfOp(condition)
+    with ir.InsertionPoint(branch.then_block):
+        yield
+        scf.YieldOp([])
