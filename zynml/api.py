@@ -79,8 +79,11 @@ class Program:
         if not _part and _parent is None and self._data_parallel is None:
             self._segments = self._plan_segments()
         self._executables: dict[tuple, _Executable] = {}
-        # GPU-array calls seen before (key: names, shapes, dtypes): straight to the kernels
-        self._fast_calls: dict[tuple, Any] = {}
+        self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
+        if self.backend == "native" and not (self._segments or self._data_parallel or
+                                             self.generic.host_values):
+            from .runtime.cuda.function import FastCalls
+            self._fast_calls = FastCalls()
         self._lock = threading.Lock()
         self._cache = ArtifactCache()
 
@@ -145,6 +148,10 @@ class Program:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, **inputs) -> dict[str, Any]:
+        if self._fast_calls is not None:
+            outputs = self._fast_calls.call(inputs)
+            if outputs is not None:
+                return outputs
         if not self.generic.host_values:  # the usual case: nothing added to the hot path
             return self._run(inputs)
         results = self._run(inputs) if self.generic.outputs else {}
@@ -156,10 +163,6 @@ class Program:
         if self._segments:
             from .segments import run_segments
             return run_segments(self._segments, inputs, self.outputs)
-        fast_key = _gpu_call_key(inputs) if self.backend == "native" else None
-        fast = self._fast_calls.get(fast_key) if fast_key is not None else None
-        if fast is not None:
-            return fast(inputs)
         values, signature, scalars, records = self._signature(inputs)
         checked = None
         if records:  # record members are inputs too: their shapes are part of the key
@@ -174,10 +177,11 @@ class Program:
                 executable = self._executables[key] = self._build(signature, scalars,
                                                                   records, checked)
         checked = executable.checked
-        if fast_key is not None and not checked.list_outputs and not records:
-            self._fast_calls[fast_key] = _fast_call(executable)
         args = [_argument(values[name], checked.inputs[name]) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
+        if self._fast_calls is not None and not checked.list_outputs and not records:
+            self._fast_calls.add(inputs, executable.function, list(checked.inputs),
+                                 checked.flat_outputs(), _scalar_outputs(checked))
         return {name: [_output(results[n], checked, n) for n in checked.list_outputs[name]]
                 if name in checked.list_outputs else _output(results[name], checked, name)
                 for name in checked.outputs}
@@ -403,6 +407,8 @@ class _PipelineMethod:
         self._pipeline = pipeline
 
     def __call__(self, *args, **kwargs):
+        if not args:
+            return next(iter(self._program(**kwargs).values()))
         if len(args) > len(self._params):
             raise ZynMLError(f"pipeline '{self._pipeline.name}' takes {len(self._params)} "
                              f"arguments, got {len(args)}", self._pipeline.loc)
@@ -411,8 +417,7 @@ class _PipelineMethod:
             if name in inputs:
                 raise ZynMLError(f"argument '{name}' given twice", self._pipeline.loc)
             inputs[name] = value
-        result = self._program(**inputs)
-        return next(iter(result.values()))
+        return next(iter(self._program(**inputs).values()))
 
 
 def _as_array(name: str, value: Any, loc) -> np.ndarray:
@@ -434,32 +439,6 @@ def _as_array(name: str, value: Any, loc) -> np.ndarray:
     return array
 
 
-def _gpu_call_key(inputs: dict[str, Any]) -> tuple | None:
-    """A cheap key for a call whose tensors are all C-contiguous GPU arrays (or None):
-    names, shapes and dtypes, and the value of integer scalars (programs specialize on
-    them). A call with this key skips signature checking (Program._fast_calls)."""
-    key = []
-    for name, value in inputs.items():
-        kind = type(value)
-        if kind is float:
-            key.append((name, kind))
-        elif kind is int:
-            key.append((name, kind, value))
-        elif hasattr(value, "is_contiguous") and hasattr(value, "data_ptr"):  # torch
-            if not value.is_cuda or not value.is_contiguous():
-                return None
-            key.append((name, tuple(value.shape), str(value.dtype)))
-        elif hasattr(value, "__cuda_array_interface__"):
-            iface = value.__cuda_array_interface__
-            if iface.get("strides") is not None:
-                return None
-            key.append((name, tuple(iface["shape"]), iface["typestr"]))
-        else:
-            return None
-    key.sort(key=lambda part: part[0])
-    return tuple(key)
-
-
 def _host_values(queries: dict[str, str]) -> dict[str, Any]:
     """Values of the host a program asks for (`let devices = compute_devices()`)."""
     if not queries:
@@ -468,19 +447,19 @@ def _host_values(queries: dict[str, str]) -> dict[str, Any]:
     return {name: compute_devices() for name in queries}
 
 
-def _fast_call(executable: _Executable):
-    checked = executable.checked
-    names, outputs = list(checked.inputs), checked.flat_outputs()
-    scalar_outputs = {n for n in outputs
-                      if not is_tensor(next(s for s in checked.steps if s.target == n).ty)}
-    call = executable.function.call_checked
+def _scalar_outputs(checked: CheckedProgram):
+    """For the fast calls of `checked`: outputs by name -> with scalars as numpy scalars
+    (None when all outputs are tensors, which pass as they are)."""
+    scalars = [n for n in checked.flat_outputs()
+               if not is_tensor(next(s for s in checked.steps if s.target == n).ty)]
+    if not scalars:
+        return None
 
-    def run(inputs: dict[str, Any]) -> dict[str, Any]:
-        results = dict(zip(outputs, call([inputs[n] for n in names])))
-        for name in scalar_outputs:
+    def finish(results: dict[str, Any]) -> dict[str, Any]:
+        for name in scalars:
             results[name] = _output(results[name], checked, name)
         return results
-    return run
+    return finish
 
 
 def _is_gpu_array(value: Any) -> bool:

@@ -3,7 +3,9 @@ driver.py): a fake `cuda.bindings.driver` records every call, keeps device memor
 bytes, and runs the kernels of hand-written plans as numpy code on the memref
 descriptors it is given. The plans' fast path (`_FlatPlan`) and interpreter (`run_plan`)
 must issue the same launches; descriptors, allocations, frees, copies, loops, scalar
-arithmetic, poisoning and error reporting are checked call by call."""
+arithmetic, poisoning and error reporting are checked call by call. Every test runs twice:
+with the hot calls (allocate, free, launch) through cuda-python, and through ctypes into C
+function pointers that lead to the same fake (`fake_libcuda`), as they reach libcuda."""
 import ctypes
 import functools
 import gc
@@ -40,6 +42,9 @@ _ADDRESSES = itertools.count()
 class FakeFunction:
     def __init__(self, module, name):
         self.module, self.name = module, name
+
+    def __int__(self):  # the raw CUfunction handle the ctypes path passes
+        return id(self)
 
     def __repr__(self):
         return f"<fake CUfunction {self.name}>"
@@ -80,9 +85,10 @@ class FakeCuda:
                  "cuStreamSynchronize", "cuModuleLoadData", "cuModuleGetFunction",
                  "cuLaunchKernel", "cuFuncSetAttribute"]
         calls = {name: self._recorded(name, getattr(self, "_" + name)) for name in names}
+        self.functions = {}   # handle -> FakeFunction
         identity = lambda value: value  # noqa: E731
         self.driver = types.SimpleNamespace(
-            CUresult=types.SimpleNamespace(CUDA_SUCCESS=0),
+            CUresult=_CUresult,
             CUdevice_attribute=_names_namespace(list(self.ATTRIBUTES)),
             CUmemPool_attribute=_names_namespace(["CU_MEMPOOL_ATTR_RELEASE_THRESHOLD"]),
             CUfunction_attribute=_names_namespace(
@@ -217,7 +223,9 @@ class FakeCuda:
 
     def _cuModuleGetFunction(self, module, name):
         assert isinstance(name, bytes)
-        return FakeFunction(module, name.decode())
+        function = FakeFunction(module, name.decode())
+        self.functions[int(function)] = function
+        return function
 
     def _cuFuncSetAttribute(self, function, attribute, value):
         self.attributes.append((function.name, attribute, value))
@@ -237,8 +245,64 @@ class FakeCuda:
             self.kernels[function.name](self, args)
 
 
+class _CUresult(int):
+    CUDA_SUCCESS = 0
+
+
 def _names_namespace(names):
     return types.SimpleNamespace(**{name: name for name in names})
+
+
+def fake_libcuda(fake, with_ex=True):
+    """libcuda's hot entry points (driver._HotCalls) as C function pointers into `fake`'s
+    recorded calls: ZynML's ctypes calls cross a real C ABI, each argument as libcuda
+    would get it. An exception in the fake becomes a failed call and an error."""
+    keep = []
+
+    def c_function(fn, *argtypes):
+        def guarded(*args):
+            try:
+                return fn(*args)
+            except Exception as err:  # ctypes would print it and return garbage
+                fake.errors.append(f"{fn.__name__}: {err!r}")
+                return 999
+        callback = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(guarded)
+        keep.append(callback)
+        function = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(callback, ctypes.c_void_p).value)
+        function.argtypes = None  # as ctypes.CDLL gives them
+        return function
+
+    def alloc(slot, nbytes, stream):
+        status, *address = fake.driver.cuMemAllocAsync(nbytes, stream or 0)
+        if status == 0:
+            slot[0] = address[0]
+        return status
+
+    def free(ptr, stream):
+        return fake.driver.cuMemFreeAsync(ptr, stream or 0)[0]
+
+    def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        if stream is not None:
+            fake.errors.append(f"launch on stream {stream:#x}, not the legacy default")
+        return fake.driver.cuLaunchKernel(fake.functions[function], gx, gy, gz, bx, by, bz,
+                                          shared, 0, params, extra or 0)[0]
+
+    def launch_ex(config, function, params, extra):
+        c = config.contents
+        if c.attrs is not None or c.num_attrs:
+            fake.errors.append("launch attributes")
+        return launch(function, *c.grid, *c.block, c.shared_bytes, c.stream, params, extra)
+
+    void, uint = ctypes.c_void_p, ctypes.c_uint
+    lib = types.SimpleNamespace(
+        cuMemAllocAsync=c_function(alloc, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                                   void),
+        cuMemFreeAsync=c_function(free, ctypes.c_uint64, void),
+        cuLaunchKernel=c_function(launch, void, *[uint] * 7, void, void, void), keep=keep)
+    if with_ex:
+        lib.cuLaunchKernelEx = c_function(launch_ex, ctypes.POINTER(driver._LaunchConfig),
+                                          void, void, void)
+    return lib
 
 
 def decode_params(address, kinds):
@@ -261,14 +325,19 @@ def decode_params(address, kinds):
     return out
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    """The fake driver in place of cuda-python, and no device or init state cached."""
+@pytest.fixture(params=["bindings", "ctypes"])
+def fake(monkeypatch, request):
+    """The fake driver in place of cuda-python and libcuda, and no device or init state
+    cached; the hot calls through cuda-python, or through ctypes (cuLaunchKernelEx)."""
     monkeypatch.delenv("ZYNML_CUDA_POISON", raising=False)  # conftest sets it on GPU hosts
     cuda = FakeCuda()
+    cuda.path = request.param
     monkeypatch.setattr(driver, "_DRIVER", [cuda.driver])
     monkeypatch.setattr(driver, "_initialized", False)
     monkeypatch.setattr(driver, "_devices", {})
+    lib = fake_libcuda(cuda) if request.param == "ctypes" else None
+    monkeypatch.setattr(driver, "_hot_calls",
+                        lambda: driver._HotCalls(lib) if lib is not None else None)
     yield cuda
     gc.collect()  # this test's buffers free into the fake, not into the real driver
     assert cuda.errors == []
@@ -928,7 +997,8 @@ def test_a_failing_launch_is_a_cuda_error_naming_call_and_error(flat, fake, path
     fake.fail["cuLaunchKernel"] = 700
     with pytest.raises(CudaError) as err:
         flat.executor(flat.inputs) if path == "fast" else flat.executor.run_plan(flat.inputs)
-    assert str(err.value) == "cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS"
+    call = "cuLaunchKernelEx" if fake.path == "ctypes" else "cuLaunchKernel"
+    assert str(err.value) == f"{call} failed: CUDA_ERROR_ILLEGAL_ADDRESS"
 
 
 def test_a_missing_kernel_is_a_cuda_error(fake):
@@ -942,3 +1012,395 @@ def test_out_of_memory_is_a_cuda_error(flat, fake):
     fake.fail["cuMemAllocAsync"] = 2
     with pytest.raises(CudaError, match="cuMemAllocAsync failed: CUDA_ERROR_OUT_OF_MEMORY"):
         flat.executor(flat.inputs)
+
+
+# ============================================================================ the hot calls
+
+def test_the_hot_calls_take_the_path_asked_for(flat, fake):
+    hot = get_device(0)._hot
+    assert (hot is not None) == (fake.path == "ctypes")
+    assert hot is None or hot.launch_name == "cuLaunchKernelEx"
+    flat.executor(flat.inputs)
+    assert fake.count("cuLaunchKernel") == 2
+
+
+def test_cuLaunchKernel_where_the_driver_has_no_Ex(fake, rng, monkeypatch):
+    lib = fake_libcuda(fake, with_ex=False)
+    monkeypatch.setattr(driver, "_hot_calls", lambda: driver._HotCalls(lib))
+    fake.kernels.update(k_add_row=k_add_row, k_scale=k_scale)
+    executor = executor_for(fake, flat_plan())
+    assert get_device(0)._hot.launch_name == "cuLaunchKernel"
+    x, v = f32(rng, 5, 7), f32(rng, 7)
+    out, = executor([upload(x), upload(v)])
+    assert_close(out.numpy(), flat_reference(x, v))
+    fake.fail["cuLaunchKernel"] = 700
+    with pytest.raises(CudaError, match="^cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS"):
+        executor([upload(x), upload(v)])
+
+
+# ============================================================================ result buffers
+
+def test_live_results_never_share_memory(flat, fake, rng):
+    """Results dropped along the way are reused; the live ones keep their contents."""
+    live = []
+    for k in range(12):
+        x, v = f32(rng, 5, 7), f32(rng, 7)
+        out, = flat.executor([upload(x), upload(v)])
+        live.append((out, flat_reference(x, v)))
+        if k % 3 == 2:
+            del live[k % 2]
+    assert len({out.ptr for out, _ in live}) == len(live)
+    for out, expected in live:
+        assert_close(out.numpy(), expected)
+
+
+def test_a_dropped_result_is_reused_without_the_driver(flat, fake):
+    out, = flat.executor(flat.inputs)
+    ptr = out.ptr
+    del out
+    mark = fake.mark()
+    again, = flat.executor(flat.inputs)
+    log = fake.since(mark)
+    assert again.ptr == ptr
+    arena, = log.allocs  # no allocation for the output
+    assert arena[1] == 256 and log.frees == [arena[0]]
+    assert_close(again.numpy(), flat_reference(flat.x, flat.v))
+
+
+def test_results_live_while_a_cycle_holds_them(flat, fake):
+    out, = flat.executor(flat.inputs)
+    ptr = out.ptr
+    cycle = [out]
+    cycle.append(cycle)
+    del out
+    for _ in range(3):
+        other, = flat.executor(flat.inputs)
+        assert other.ptr != ptr
+    del cycle, other
+    gc.collect()
+    again, = flat.executor(flat.inputs)
+    assert again.ptr == ptr  # collected with its cycle, then reused
+
+
+def test_few_buffers_are_kept_per_size(flat, fake):
+    keep = driver.Device.KEEP_PER_SIZE
+    results = [flat.executor(flat.inputs)[0] for _ in range(keep + 2)]
+    ptrs = {out.ptr for out in results}
+    mark = fake.mark()
+    del results
+    freed = fake.since(mark).frees
+    assert len(freed) == 2 and set(freed) <= ptrs
+    mark = fake.mark()
+    again = [flat.executor(flat.inputs)[0] for _ in range(keep + 1)]
+    outputs = [a for a, n in fake.since(mark).allocs if n == 140]
+    assert {a.ptr for a in again[:keep]} == ptrs - set(freed)
+    assert outputs == [again[keep].ptr]  # the kept ones used up: the driver again
+
+
+def test_big_results_go_back_to_the_driver(fake, rng, monkeypatch):
+    monkeypatch.setattr(driver.Device, "KEEP_MAX_BYTES", 139)  # the output has 140
+    fake.kernels.update(k_add_row=k_add_row, k_scale=k_scale)
+    executor = executor_for(fake, flat_plan())
+    out, = executor([upload(f32(rng, 5, 7)), upload(f32(rng, 7))])
+    ptr = out.ptr
+    del out
+    assert fake.frees[-1] == ptr
+
+
+def test_out_of_memory_frees_the_kept_buffers_and_tries_again(flat, fake, monkeypatch):
+    results = [flat.executor(flat.inputs)[0] for _ in range(2)]
+    kept = {out.ptr for out in results}
+    del results
+    allocate = fake.driver.cuMemAllocAsync
+    failures = []
+
+    def once(nbytes, stream):
+        if not failures:
+            failures.append(nbytes)
+            return (2,)
+        return allocate(nbytes, stream)
+    monkeypatch.setattr(fake.driver, "cuMemAllocAsync", once)
+    device = get_device(0)
+    mark = fake.mark()
+    ptr = device.buffers(4096).take()
+    log = fake.since(mark)
+    assert failures == [4096] and set(log.frees) == kept and log.allocs == [(ptr, 4096)]
+    assert not any(found.kept for found in device._bins.values())
+
+
+def test_a_failed_call_keeps_its_output_buffer_for_reuse(flat, fake):
+    fake.fail["cuLaunchKernel"] = 700
+    mark = fake.mark()
+    with pytest.raises(CudaError):
+        flat.executor(flat.inputs)
+    arena, output = (a for a, _ in fake.since(mark).allocs)
+    assert fake.since(mark).frees == [arena]
+    del fake.fail["cuLaunchKernel"]
+    out, = flat.executor(flat.inputs)
+    assert out.ptr == output
+    assert_close(out.numpy(), flat_reference(flat.x, flat.v))
+
+
+# ============================================================================ Program calls
+
+SUB_SCALED = """
+let z = compute(x, y) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = (x[i] - y[i]) * scale
+}
+"""
+
+DIFF_PIPELINE = """
+pipeline diff(x: tensor[n], y: tensor[n]) -> tensor[n]:
+    let d = compute(x, y) {
+        @kernel elementwise
+        for i in 0..n:
+            out[i] = x[i] - y[i]
+    }
+    return d
+"""
+
+SECOND_HALF = """
+let z = compute(x) {
+    @kernel elementwise
+    for i in 0..half:
+        out[i] = x[i + half]
+}
+"""
+
+
+def k_sub_scaled(x, y, out, scale):
+    out[...] = (x - y) * scale
+
+
+def k_diff(x, y, out):
+    out[...] = x - y
+
+
+def k_second_half(x, out):
+    out[...] = x[len(out):2 * len(out)]
+
+
+def program_on_fake(fake, source, kernel, pipeline=None, **example):
+    """A Program for cuda:0 that `fake` runs: each kernel of its plan for `example`'s
+    signature is `kernel` on numpy views of its (float32) arguments."""
+    prog = zynml.compile(source, device="cuda:0", require_device=False)
+    target = getattr(prog, pipeline)._program if pipeline else prog
+    for step in launches(target.artifact(**example).plan["body"]):
+        fake.kinds[step["kernel"]] = step["arg_kinds"]
+        fake.kernels[step["kernel"]] = \
+            lambda fake, args: kernel(*[fake.array(d, np.float32) for d in args])
+    return prog
+
+
+class TorchLike:
+    """What ZynML reads of a CUDA torch.Tensor, over a DeviceArray of the fake."""
+    is_cuda = True
+
+    def __init__(self, array, contiguous=True):
+        self.array, self.contiguous = array, contiguous
+        self.shape, self.dtype = array.shape, ("torch", array.dtype.name)
+
+    def data_ptr(self):
+        return self.array.ptr
+
+    def is_contiguous(self):
+        return self.contiguous
+
+    @property
+    def __cuda_array_interface__(self):
+        iface = dict(self.array.__cuda_array_interface__)
+        if not self.contiguous:
+            iface["strides"] = (2 * self.array.dtype.itemsize,) * self.array.ndim
+        return iface
+
+
+class InterfaceOnly:
+    """A CuPy-like array: only __cuda_array_interface__."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.array.__cuda_array_interface__
+
+
+class Checked(Exception):
+    """A call went through Program's checks (not the fast path)."""
+
+
+@pytest.fixture
+def checked_calls(monkeypatch):
+    """The names of each call that went through Program's checks."""
+    calls = []
+    run = zynml.api.Program._run
+
+    def spy(self, inputs):
+        calls.append(list(inputs))
+        return run(self, inputs)
+    monkeypatch.setattr(zynml.api.Program, "_run", spy)
+    return calls
+
+
+def sub_scaled(fake, n=100):
+    example = dict(x=np.zeros(n, np.float32), y=np.zeros(n, np.float32), scale=0.5)
+    return program_on_fake(fake, SUB_SCALED, k_sub_scaled, **example)
+
+
+def test_program_calls_skip_the_checks_after_the_first(fake, rng, checked_calls):
+    prog = sub_scaled(fake)
+    results = []
+    for _ in range(4):
+        x, y = f32(rng, 100), f32(rng, 100)
+        xs, ys = upload(x), upload(y)
+        before = fake.read(xs.ptr, 400), fake.read(ys.ptr, 400)
+        out = prog(x=TorchLike(xs), y=TorchLike(ys), scale=0.5)["z"]
+        assert isinstance(out, DeviceArray) and out.shape == (100,)
+        assert out.dtype == np.float32
+        assert (fake.read(xs.ptr, 400), fake.read(ys.ptr, 400)) == before  # not written
+        results.append((out, (x.astype(np.float64) - y) * 0.5))
+    assert checked_calls == [["x", "y", "scale"]]
+    assert len({out.ptr for out, _ in results}) == 4
+    for out, expected in results:
+        assert_close(out.numpy(), expected)
+
+
+def test_a_call_of_another_signature_is_checked(fake, rng, checked_calls, monkeypatch):
+    prog = sub_scaled(fake)
+    x, y = upload(f32(rng, 100)), upload(f32(rng, 100))
+    prog(x=TorchLike(x), y=TorchLike(y), scale=0.5)
+
+    def checked(self, inputs):
+        raise Checked()
+    monkeypatch.setattr(zynml.api.Program, "_run", checked)
+    prog(x=TorchLike(x), y=TorchLike(y), scale=0.25)  # the same signature: no checks
+    others = [
+        dict(x=TorchLike(x), y=TorchLike(upload(f32(rng, 50))), scale=0.5),         # shape
+        dict(x=TorchLike(x), y=TorchLike(upload(f32(rng, 10, 10))), scale=0.5),     # rank
+        dict(x=TorchLike(x), y=TorchLike(upload(rng.standard_normal(100))),
+             scale=0.5),                                                             # dtype
+        dict(x=TorchLike(x), y=TorchLike(y, contiguous=False), scale=0.5),
+        dict(x=TorchLike(x), y=np.zeros(100, np.float32), scale=0.5),                # host
+        dict(x=TorchLike(x), y=TorchLike(y), scale=1),                               # int
+        dict(x=TorchLike(x), y=TorchLike(y), scale=np.float64(0.5)),
+        dict(x=TorchLike(x), y=TorchLike(y)),                                        # missing
+        dict(x=TorchLike(x), y=TorchLike(y), scale=0.5, w=TorchLike(y)),             # unknown
+        dict(x=TorchLike(x), w=TorchLike(y), scale=0.5),                             # renamed
+    ]
+    for inputs in others:
+        with pytest.raises(Checked):
+            prog(**inputs)
+
+
+def test_a_non_contiguous_tensor_is_still_an_error(fake, rng):
+    prog = sub_scaled(fake)
+    x, y = upload(f32(rng, 100)), upload(f32(rng, 100))
+    prog(x=TorchLike(x), y=TorchLike(y), scale=0.5)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        prog(x=TorchLike(x), y=TorchLike(y, contiguous=False), scale=0.5)
+
+
+def test_integer_inputs_are_part_of_the_signature(fake, rng, checked_calls):
+    prog = program_on_fake(fake, SECOND_HALF, k_second_half,
+                           x=np.zeros(100, np.float32), half=50)
+    program_on_fake(fake, SECOND_HALF, k_second_half, x=np.zeros(100, np.float32), half=20)
+    x = f32(rng, 100)
+    xs = upload(x)
+    for half in (50, 20, 50, 20):
+        out = prog(x=TorchLike(xs), half=half)["z"]
+        np.testing.assert_array_equal(out.numpy(), x[half:2 * half])
+    assert checked_calls == [["x", "half"]] * 2
+
+
+def test_inputs_by_name_in_any_order(fake, rng, checked_calls):
+    prog = sub_scaled(fake)
+    for _ in range(2):
+        for order in (("x", "y", "scale"), ("scale", "y", "x")):
+            x, y = f32(rng, 100), f32(rng, 100)
+            values = dict(x=TorchLike(upload(x)), y=TorchLike(upload(y)), scale=2.0)
+            out = prog(**{name: values[name] for name in order})["z"]
+            assert_close(out.numpy(), (x.astype(np.float64) - y) * 2)
+    assert checked_calls == [["x", "y", "scale"], ["scale", "y", "x"]]
+
+
+def test_float_inputs_are_uploaded_when_they_change(fake, rng):
+    prog = sub_scaled(fake)
+    x, y = f32(rng, 100), f32(rng, 100)
+    xs, ys = TorchLike(upload(x)), TorchLike(upload(y))
+    scale = 0.75
+    prog(x=xs, y=ys, scale=scale)
+    uploads = len(fake.uploads)
+    out = prog(x=xs, y=ys, scale=scale)["z"]
+    assert len(fake.uploads) == uploads + 1  # the fast path's own copy of 0.75, once
+    out = prog(x=xs, y=ys, scale=scale)["z"]
+    assert len(fake.uploads) == uploads + 1
+    assert_close(out.numpy(), (x.astype(np.float64) - y) * 0.75)
+    for scale in (3.0, -0.0, 0.0, -1.5):
+        out = prog(x=xs, y=ys, scale=scale)["z"].numpy()
+        expected = (x - y) * np.float32(scale)
+        assert_close(out, expected)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(expected))
+
+
+def test_pipelines_take_the_fast_path(fake, rng, checked_calls):
+    prog = program_on_fake(fake, DIFF_PIPELINE, k_diff, pipeline="diff",
+                           x=np.zeros(64, np.float32), y=np.zeros(64, np.float32))
+    for call in range(4):
+        x, y = f32(rng, 64), f32(rng, 64)
+        xs, ys = TorchLike(upload(x)), TorchLike(upload(y))
+        out = prog.diff(x=xs, y=ys) if call % 2 else prog.diff(xs, ys)
+        assert isinstance(out, DeviceArray)
+        assert_close(out.numpy(), x.astype(np.float64) - y)
+    assert checked_calls == [["x", "y"]]
+
+
+def test_device_arrays_and_interface_arrays_take_the_fast_path(fake, rng, checked_calls):
+    prog = sub_scaled(fake)
+    x, y = f32(rng, 100), f32(rng, 100)
+    xs, ys = upload(x), upload(y)
+    expected = x.astype(np.float64)
+    for _ in range(2):
+        out = prog(x=InterfaceOnly(xs), y=InterfaceOnly(ys), scale=1.0)["z"]
+        chained = prog(x=out, y=ys, scale=1.0)["z"]  # a result as the next input
+        assert_close(chained.numpy(), expected - 2 * y)
+    assert [len(names) for names in checked_calls] == [3, 3]
+
+
+def test_without_the_flat_plan_calls_still_skip_the_checks(fake, rng, checked_calls,
+                                                           monkeypatch):
+    monkeypatch.setenv("ZYNML_CUDA_POISON", "1")  # the interpreter runs every plan
+    prog = sub_scaled(fake)
+    for _ in range(3):
+        x, y = f32(rng, 100), f32(rng, 100)
+        out = prog(x=TorchLike(upload(x)), y=TorchLike(upload(y)), scale=0.5)["z"]
+        assert_close(out.numpy(), (x.astype(np.float64) - y) * 0.5)
+    assert len(checked_calls) == 1
+    executable, = prog._executables.values()
+    assert executable.function.executor.flat is None
+
+
+@pytest.mark.gpu
+def test_the_fast_path_on_the_gpu(rng, monkeypatch):
+    """With the real driver (tools/gpu_tests.sh runs the interpreter only, poisoned):
+    cuLaunchKernelEx with a prebuilt config, results from the bins, live ones apart, a
+    dropped one reused, float inputs uploaded as they change."""
+    monkeypatch.delenv("ZYNML_CUDA_POISON", raising=False)  # it turns the fast path off
+    prog = zynml.compile(SUB_SCALED, device="cuda:0")
+    x, y = f32(rng, 1000), f32(rng, 1000)
+    prog.artifact(x=x, y=y, scale=0.5)  # compile-only runs stop at the next line
+    xs, ys = DeviceArray.from_numpy(x), DeviceArray.from_numpy(y)
+    scales = [0.5, 2.0, -1.0, 2.0]
+    results = [prog(x=xs, y=InterfaceOnly(ys), scale=s)["z"] for s in scales]
+    executable, = prog._executables.values()
+    assert executable.function.executor.flat is not None
+    assert executable.function.device._hot.launch_name == "cuLaunchKernelEx"
+    assert len({out.ptr for out in results}) == len(results)
+    for out, scale in zip(results, scales):
+        assert_close(out.numpy(), (x.astype(np.float64) - y) * scale)
+    ptr = results.pop(0).ptr
+    again = prog(x=xs, y=InterfaceOnly(ys), scale=3.0)["z"]
+    assert again.ptr == ptr
+    assert_close(again.numpy(), (x.astype(np.float64) - y) * 3)
+    assert_close(results[0].numpy(), (x.astype(np.float64) - y) * 2)

@@ -7,9 +7,8 @@ without a copy, and `numpy()` / `np.asarray(a)` copy it to the host.
 """
 from __future__ import annotations
 
-import weakref
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -37,6 +36,10 @@ def _numpy_dtype(name: str) -> np.dtype:
 
 
 class DeviceArray:
+    # Called with `ptr` when an owning array goes (__del__: far cheaper per array than
+    # weakref.finalize, and a cycle holding one is still collected, PEP 442).
+    _release: Optional[Callable[[int], None]] = None
+
     def __init__(self, device: Device, ptr: int, shape: tuple[int, ...], dtype: str,
                  owner: Any = None, owned: bool = False):
         self.device = device
@@ -46,7 +49,26 @@ class DeviceArray:
         self._dtype_name = dtype
         self._owner = owner  # keeps borrowed memory alive
         if owned:
-            self._finalizer = weakref.finalize(self, _free, device, ptr)
+            self._release = device.free
+
+    @classmethod
+    def owning(cls, device: Device, ptr: int, shape: tuple[int, ...], dtype: np.dtype,
+               dtype_name: str, release: Callable[[int], None]) -> "DeviceArray":
+        """An array of `ptr` that calls `release(ptr)` when it goes; `shape` a tuple of
+        ints and `dtype` its numpy dtype already (the per-call fast path's results)."""
+        array = cls.__new__(cls)
+        array.device, array.ptr, array.shape = device, ptr, shape
+        array.dtype, array._dtype_name, array._owner = dtype, dtype_name, None
+        array._release = release
+        return array
+
+    def __del__(self):
+        release = self._release
+        if release is not None:
+            try:
+                release(self.ptr)
+            except Exception:  # interpreter shutdown: the context may be gone already
+                pass
 
     # ------------------------------------------------------------------ construction
 
@@ -128,13 +150,6 @@ class DeviceArray:
     def __repr__(self) -> str:
         return (f"DeviceArray(shape={self.shape}, dtype={self._dtype_name}, "
                 f"device='cuda:{self.device.ordinal}')")
-
-
-def _free(device: Device, ptr: int) -> None:
-    try:
-        device.free(ptr)
-    except Exception:  # interpreter shutdown: the context may be gone already
-        pass
 
 
 def from_cuda_array(obj: Any, device: Device) -> DeviceArray:

@@ -3,7 +3,8 @@
 Every call's status is checked: a failure raises `CudaError` naming the call and CUDA's
 error name. One `Device` per GPU ordinal holds the primary context, the stream ZynML
 launches on (the legacy default stream, so that work of PyTorch and CuPy on their default
-streams is ordered with ours) and the stream-ordered memory pool it allocates from.
+streams is ordered with ours), the stream-ordered memory pool it allocates from, and bins
+of freed result buffers kept for reuse (`Device.buffers`).
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["CudaError", "Device", "get_device", "device_count", "driver_available",
-           "KernelModule"]
+__all__ = ["CudaError", "Device", "BufferBin", "get_device", "device_count",
+           "driver_available", "KernelModule"]
 
 
 class CudaError(RuntimeError):
@@ -90,28 +91,49 @@ class DeviceInfo:
     max_shared_per_block: int
 
 
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h), without launch attributes."""
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared_bytes", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+
 class _HotCalls:
     """libcuda's per-call entry points (allocate, free, launch) through ctypes: a ctypes
     call costs about a microsecond, cuda-python's wrappers several. Everything else, and
-    any machine where libcuda cannot be opened this way, goes through cuda-python."""
+    any machine where libcuda cannot be opened this way, goes through cuda-python.
 
-    def __init__(self):
-        lib = ctypes.CDLL("libcuda.so.1")  # the library cuda-python already loaded
+    A launch takes arguments converted once (`launch_args`) and no argtypes: ctypes then
+    passes them as they are, where argtypes would convert eleven Python ints per call
+    (about twice the cost). cuLaunchKernelEx (CUDA 12) takes four of them."""
+
+    def __init__(self, lib):
         self.alloc = lib.cuMemAllocAsync
         self.alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                                ctypes.c_void_p]
         self.free = lib.cuMemFreeAsync
         self.free.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
-        self.launch = lib.cuLaunchKernel
-        self.launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + \
-            [ctypes.c_void_p] * 3
+        launch_ex = getattr(lib, "cuLaunchKernelEx", None)
+        self.launch = launch_ex if launch_ex is not None else lib.cuLaunchKernel
+        self.launch_name = "cuLaunchKernelEx" if launch_ex is not None else "cuLaunchKernel"
         for function in (self.alloc, self.free, self.launch):
             function.restype = ctypes.c_int
+
+    def launch_args(self, handle: int, grid, block, shared_bytes: int,
+                    params_address: int) -> tuple:
+        """The arguments of `self.launch` on the legacy default stream, as ctypes values."""
+        function, params = ctypes.c_void_p(handle), ctypes.c_void_p(params_address)
+        if self.launch_name == "cuLaunchKernelEx":
+            config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
+                                   shared_bytes, None, None, 0)
+            return (ctypes.byref(config), function, params, None)  # byref keeps config
+        dims = [ctypes.c_uint(v) for v in (*grid, *block, shared_bytes)]
+        return (function, *dims, None, params, None)
 
 
 def _hot_calls():
     try:
-        return _HotCalls()
+        return _HotCalls(ctypes.CDLL("libcuda.so.1"))  # the library cuda-python loaded
     except (OSError, AttributeError):
         return None
 
@@ -145,7 +167,7 @@ class Device:
         self.info = self._read_info()
         # the legacy default stream is the null handle for libcuda
         self._hot = _hot_calls() if int(self.stream) == 0 else None
-        self._slot = ctypes.c_uint64()
+        self._bins: dict[int, BufferBin] = {}  # by size in bytes
 
     def _read_info(self) -> DeviceInfo:
         driver = _driver()
@@ -173,10 +195,11 @@ class Device:
     def alloc(self, nbytes: int) -> int:
         """Device memory from the stream-ordered pool (at least one byte)."""
         if self._hot is not None:
-            status = self._hot.alloc(ctypes.byref(self._slot), max(nbytes, 1), None)
+            slot = ctypes.c_uint64()  # one per call: the call releases the GIL
+            status = self._hot.alloc(ctypes.byref(slot), max(nbytes, 1), None)
             if status:
                 _raise_status(status, "cuMemAllocAsync")
-            return self._slot.value
+            return slot.value
         driver = _driver()
         ptr = check(driver.cuMemAllocAsync(max(nbytes, 1), self.stream), "cuMemAllocAsync")
         return int(ptr)
@@ -189,6 +212,23 @@ class Device:
             return
         driver = _driver()
         check(driver.cuMemFreeAsync(driver.CUdeviceptr(ptr), self.stream), "cuMemFreeAsync")
+
+    # The per-call fast path's results take their buffers from a bin of their size and
+    # give them back when their arrays go: no driver call in a steady loop. Reuse is
+    # stream-ordered as cuMemFreeAsync is, since all of ZynML's work is on
+    # `self.stream`. A few small buffers per size; `release_kept` frees them all.
+    KEEP_PER_SIZE = 4
+    KEEP_MAX_BYTES = 16 << 20
+
+    def buffers(self, nbytes: int) -> "BufferBin":
+        found = self._bins.get(nbytes)
+        if found is None:
+            found = self._bins.setdefault(nbytes, BufferBin(self, nbytes))
+        return found
+
+    def release_kept(self) -> None:
+        for found in list(self._bins.values()):
+            found.release()
 
     def copy_to_device(self, dst: int, host_ptr: int, nbytes: int) -> None:
         if nbytes:
@@ -218,6 +258,45 @@ class Device:
         return KernelModule(self, image)
 
 
+class BufferBin:
+    """Freed buffers of one size (`Device.buffers`), kept for the next allocation of it."""
+
+    def __init__(self, device: Device, nbytes: int):
+        self.device, self.nbytes = device, nbytes
+        self.limit = device.KEEP_PER_SIZE if nbytes <= device.KEEP_MAX_BYTES else 0
+        self.kept: list[int] = []
+
+    def take(self) -> int:
+        if self.kept:
+            try:
+                return self.kept.pop()
+            except IndexError:  # another thread took the last one
+                pass
+        device = self.device
+        try:
+            return device.alloc(self.nbytes)
+        except CudaError:
+            if not any(found.kept for found in device._bins.values()):
+                raise
+            device.release_kept()  # out of memory, maybe: again without the kept ones
+            return device.alloc(self.nbytes)
+
+    def give(self, ptr: int) -> None:
+        """`ptr`, from `take`, is free."""
+        if len(self.kept) < self.limit:
+            self.kept.append(ptr)
+        else:
+            self.device.free(ptr)
+
+    def release(self) -> None:
+        while self.kept:
+            try:
+                ptr = self.kept.pop()
+            except IndexError:
+                break
+            self.device.free(ptr)
+
+
 class KernelModule:
     """A loaded PTX or cubin image and its kernels, by name."""
 
@@ -240,19 +319,34 @@ class KernelModule:
                 self._handles[id(function)] = int(function)
         return self._functions[name]
 
-    def launch(self, function, grid, block, shared_bytes: int, params_address: int) -> None:
+    def launcher(self, function, grid, block, shared_bytes: int,
+                 params_address: int) -> tuple:
+        """(call, args): `call(*args)` launches `function` with the parameter block at
+        `params_address` and returns CUDA's status (0: success); `raise_launch_error`
+        turns another into a CudaError. For launches repeated with the same block."""
         hot = self.device._hot
-        if hot is not None:
-            status = hot.launch(self._handles[id(function)], grid[0], grid[1], grid[2],
-                                block[0], block[1], block[2], shared_bytes, None,
-                                params_address, None)
-            if status:
-                _raise_status(status, "cuLaunchKernel")
-            return
-        driver = _driver()
-        check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
-                                    block[2], shared_bytes, self.device.stream,
-                                    params_address, 0), "cuLaunchKernel")
+        if hot is None:
+            return self._launch_through_bindings, (function, tuple(grid), tuple(block),
+                                                   shared_bytes, params_address)
+        return hot.launch, hot.launch_args(self._handles[id(function)], grid, block,
+                                           shared_bytes, params_address)
+
+    def raise_launch_error(self, status: int):
+        hot = self.device._hot
+        _raise_status(status, hot.launch_name if hot is not None else "cuLaunchKernel")
+
+    def launch(self, function, grid, block, shared_bytes: int, params_address: int) -> None:
+        call, args = self.launcher(function, grid, block, shared_bytes, params_address)
+        status = call(*args)
+        if status:
+            self.raise_launch_error(status)
+
+    def _launch_through_bindings(self, function, grid, block, shared_bytes: int,
+                                 params_address: int) -> int:
+        check(_driver().cuLaunchKernel(function, *grid, *block, shared_bytes,
+                                       self.device.stream, params_address, 0),
+              "cuLaunchKernel")
+        return 0
 
     def set_max_shared(self, function, nbytes: int) -> None:
         driver = _driver()

@@ -256,9 +256,11 @@ class PlanExecutor:
 
 class _FlatPlan:
     """A plan without loops, compiled once into pointer patches: per call it allocates
-    (one arena for temporaries, one buffer per output), writes the buffers' addresses
-    into the prepared parameter blocks, launches, and frees the arena (stream-ordered).
-    This is the per-call fast path; the interpreter above handles everything else."""
+    (one arena for temporaries; a buffer per output from the device's bin of its size,
+    given back when the output's DeviceArray goes), writes the buffers' addresses into
+    the prepared parameter blocks, launches through ctypes with arguments converted
+    once, and frees the arena (stream-ordered). This is the per-call fast path; the
+    interpreter above handles everything else."""
 
     ALIGN = 256
 
@@ -325,33 +327,47 @@ class _FlatPlan:
                 self.copies.append((source[0], source[1] * itemsize, target[0],
                                     target[1] * itemsize, _count(source[2]) * itemsize))
         # outputs that are whole allocations get their own buffer; the rest share an arena
-        self.outputs: list[tuple] = []
+        self.outputs: list[tuple] = []  # (root, shape, numpy dtype, dtype name, release)
         owned = set()
         for spec in plan["outputs"]:
             value = env.get(spec["value"]) if isinstance(spec["value"], str) else None
             if value is None or value[0] == "scalar":
                 raise _NotFlat()  # scalar outputs: the interpreter returns them
             root, offset, sizes, strides, dtype = value
-            whole = (root >= first_alloc and offset == 0 and strides == _row_major(sizes)
-                     and allocs[root - first_alloc][0] == _count(sizes) *
-                     _numpy_dtype(dtype).itemsize and root not in owned)
+            nbytes = allocs[root - first_alloc][0] if root >= first_alloc else -1
+            whole = (offset == 0 and strides == _row_major(sizes) and root not in owned
+                     and nbytes == _count(sizes) * _numpy_dtype(dtype).itemsize)
             if not whole:
                 raise _NotFlat()  # views and aliases of inputs: the interpreter copies
             owned.add(root)
-            self.outputs.append((root, sizes, dtype))
-        self.n_roots = first_alloc + len(allocs)
+            self.outputs.append((root, tuple(int(s) for s in sizes), _numpy_dtype(dtype),
+                                 dtype, self.device.buffers(nbytes).give))
         self.arena_offsets: list[tuple[int, int]] = []  # (root, byte offset in arena)
-        self.output_allocs: list[tuple[int, int]] = []  # (root, nbytes)
+        self.output_allocs: list[tuple[int, Any]] = []  # (root, BufferBin of its size)
         arena = 0
         for k, (nbytes, _) in enumerate(allocs):
             root = first_alloc + k
             if root in owned:
-                self.output_allocs.append((root, nbytes))
+                self.output_allocs.append((root, self.device.buffers(nbytes)))
             else:
                 self.arena_offsets.append((root, arena))
                 arena += -(-max(nbytes, 1) // self.ALIGN) * self.ALIGN
         self.arena_bytes = arena
-        self.n_inputs = n_inputs
+        # the roots after the inputs: globals, then a place for each allocation
+        self._more_roots = self.global_ptrs + [0] * len(allocs)
+        # What a call does, in plan order: (call, args) launches with their parameter
+        # blocks (the blocks' pointer slots are patched first), or (None, copy).
+        self.steps: list[tuple] = []
+        self.patches: list[tuple[Any, int]] = []  # (ctypes slot, root or scalar input)
+        for kind, index in self._order:
+            if kind == "copy":
+                self.steps.append((None, self.copies[index]))
+                continue
+            function, grid, block, shared, params, patches = self.launches[index]
+            self.patches += patches
+            if grid[0] and grid[1] and grid[2]:  # else an empty iteration space
+                self.steps.append(self.module.launcher(function, grid, block, shared,
+                                                       params.address))
 
     def _launch(self, step: dict, env: dict) -> tuple:
         params = _Params(step["arg_kinds"])
@@ -381,29 +397,40 @@ class _FlatPlan:
         return (function, grid, block, step["shared_bytes"], params, patches)
 
     def run(self, inputs: list) -> list:
+        """`inputs`: a device pointer per tensor input, a number per scalar, in plan
+        order. Returns the outputs as DeviceArrays."""
         device = self.device
-        ptrs = inputs + self.global_ptrs + [0] * (self.n_roots - len(inputs) -
-                                                len(self.global_ptrs))
-        arena = device.alloc(self.arena_bytes) if self.arena_bytes else 0
-        for root, offset in self.arena_offsets:
-            ptrs[root] = arena + offset
-        for root, nbytes in self.output_allocs:
-            ptrs[root] = device.alloc(nbytes)
-        launch = self.module.launch
-        for kind, index in self._order:
-            if kind == "launch":
-                function, grid, block, shared, params, patches = self.launches[index]
-                for slot, root in patches:
-                    slot.value = ptrs[root]
-                if grid[0] and grid[1] and grid[2]:
-                    launch(function, grid, block, shared, params.address)
-            else:
-                src, src_off, dst, dst_off, nbytes = self.copies[index]
-                device.copy_on_device(ptrs[dst] + dst_off, ptrs[src] + src_off, nbytes)
-        if arena:
-            device.free(arena)
-        return [DeviceArray(device, ptrs[root], sizes, dtype, owned=True)
-                for root, sizes, dtype in self.outputs]
+        ptrs = inputs + self._more_roots
+        arena = 0
+        try:
+            if self.arena_bytes:
+                arena = device.alloc(self.arena_bytes)
+                for root, offset in self.arena_offsets:
+                    ptrs[root] = arena + offset
+            for root, buffers in self.output_allocs:
+                ptrs[root] = buffers.take()
+            for slot, root in self.patches:
+                slot.value = ptrs[root]
+            for call, args in self.steps:
+                if call is None:
+                    src, src_off, dst, dst_off, nbytes = args
+                    device.copy_on_device(ptrs[dst] + dst_off, ptrs[src] + src_off, nbytes)
+                    continue
+                status = call(*args)
+                if status:
+                    self.module.raise_launch_error(status)
+        except BaseException:
+            for root, buffers in self.output_allocs:
+                if ptrs[root]:
+                    buffers.give(ptrs[root])
+            raise
+        finally:
+            if arena:
+                device.free(arena)
+        owning, results = DeviceArray.owning, []
+        for root, shape, dtype, name, release in self.outputs:  # no comprehension's frame
+            results.append(owning(device, ptrs[root], shape, dtype, name, release))
+        return results
 
 
 class _NotFlat(Exception):
