@@ -407,32 +407,9 @@ def test_small_rows_are_pointwise_only(source):
     assert names and all(n.endswith("_pointwise") for n in names), names
 
 
-# Softmax as a user writes it first (benchmarks/programs.py): the exp values are a
+# Softmax as a user writes it first (also benchmarked): the exp values are a
 # temporary of the pipeline, not an output.
-SOFTMAX_PIPELINE = """
-pipeline softmax(x: tensor[rows, cols]) -> tensor[rows, cols]:
-    let row_max = compute(x) {
-        @kernel reduce(max, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield x[i, j]
-    }
-    let shifted_exp = compute(x, row_max) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = exp(x[i, j] - row_max[i])
-    }
-    let row_sum = compute(shifted_exp) {
-        @kernel reduce(+, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield shifted_exp[i, j]
-    }
-    let probs = compute(shifted_exp, row_sum) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = shifted_exp[i, j] / row_sum[i]
-    }
-    return probs
-"""
+SOFTMAX_PIPELINE = (ROOT / "tests" / "programs" / "softmax_pipeline.zyn").read_text()
 
 
 def row_fused_ptx(artifact):

@@ -221,30 +221,7 @@ def test_layer_norm_rows(rng):
 # each input row read once, the softmax's exp values never stored. Rows of 1 and 7 stay
 # pointwise; 2048 takes 16-byte loads; 4099 a column at a time, the last chunk guarded.
 
-SOFTMAX_PIPELINE = """
-pipeline softmax(x: tensor[rows, cols]) -> tensor[rows, cols]:
-    let row_max = compute(x) {
-        @kernel reduce(max, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield x[i, j]
-    }
-    let shifted_exp = compute(x, row_max) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = exp(x[i, j] - row_max[i])
-    }
-    let row_sum = compute(shifted_exp) {
-        @kernel reduce(+, axis=1)
-        for i in 0..rows, j in 0..cols:
-            yield shifted_exp[i, j]
-    }
-    let probs = compute(shifted_exp, row_sum) {
-        @kernel elementwise
-        for i in 0..rows, j in 0..cols:
-            out[i, j] = shifted_exp[i, j] / row_sum[i]
-    }
-    return probs
-"""
+SOFTMAX_PIPELINE = (EXAMPLES.parent / "softmax_pipeline.zyn").read_text()
 ROWS, COLS = (1, 3, 333), (1, 7, 2048, 4099)
 
 
