@@ -138,7 +138,7 @@ def compile_only(only: str) -> None:
         print(f"compiled: {case.name}", flush=True)
 
 
-def _time(fn, repeat: int, torch) -> float:
+def median_ms(fn, repeat: int, torch) -> float:
     """Median milliseconds of `fn()` over `repeat` calls, timed with CUDA events (3 calls
     when one takes over 100 ms)."""
     for _ in range(2):
@@ -172,7 +172,7 @@ def run(repeat: int, only: str) -> None:
     torch.backends.cudnn.allow_tf32 = False
     print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     big = torch.empty(2 ** 28, dtype=torch.float32, device="cuda")
-    copy_ms = _time(lambda: big.clone(), repeat, torch)
+    copy_ms = median_ms(lambda: big.clone(), repeat, torch)
     copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
     print(f"# ceiling: device-to-device copy {copy_gbs:.0f} GB/s (read + write)")
     rng = np.random.default_rng()
@@ -193,8 +193,8 @@ def run(repeat: int, only: str) -> None:
         reference = case.torch_fn(torch, tensors)
         ref64 = reference.double()
         error = ((result.double() - ref64).norm() / ref64.norm()).item()
-        z_ms = _time(zynml_call, repeat, torch)
-        t_ms = _time(lambda: case.torch_fn(torch, tensors), repeat, torch)
+        z_ms = median_ms(zynml_call, repeat, torch)
+        t_ms = median_ms(lambda: case.torch_fn(torch, tensors), repeat, torch)
         rate = (f"{case.bytes / z_ms / 1e6:7.0f} GB/s" if case.bytes
                 else f"{case.flops / z_ms / 1e9:7.2f} TFLOP/s")
         rows.append((case.name, z_ms, t_ms, t_ms / z_ms, rate, error))

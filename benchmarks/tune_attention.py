@@ -4,7 +4,7 @@
     python benchmarks/tune_attention.py                  # on the GPU (carry .tune)
 
 Each case is compiled once per `Params` of the grid into an artifact; on the GPU each
-artifact runs on the same torch inputs (median of 20 calls, CUDA events) and the fastest
+artifact runs on the same torch inputs (median of 20 calls, CUDA events, as gpu_vs_torch.py times) and the fastest
 comes first. The winner belongs in `Params`' defaults, with the figures in
 docs/performance.md.
 """
@@ -14,11 +14,12 @@ import argparse
 import itertools
 import json
 import os
-import statistics
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from gpu_vs_torch import median_ms  # benchmarks/gpu_vs_torch.py: the same timing
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / ".tune" / "attention"
@@ -62,26 +63,12 @@ def run() -> None:
         tensors["mask"] = torch.ones(shape[2:3] * 2, dtype=torch.bool, device="cuda")
         for entry in (e for e in index if e["case"] == case):
             program = zynml.load(OUT / entry["path"])
-            results.append((case, _median_ms(lambda: program(**tensors), torch),
+            results.append((case, median_ms(lambda: program(**tensors), 20, torch),
                             entry["params"]))
     for case in CASES:
         rows = sorted((r for r in results if r[0] == case), key=lambda r: r[1])
         for _, ms, params in rows:
             print(f"{case:18s} {ms:8.3f} ms  {params}")
-
-
-def _median_ms(fn, torch, repeat: int = 20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def main() -> int:
