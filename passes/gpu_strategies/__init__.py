@@ -3,8 +3,9 @@
 Each strategy is a module with `NAME`, a frozen `Params` dataclass (its tunable numbers,
 as data), `matches(generic)` and `build(generic, gpu_module, kernel_name, params)`, which
 adds one `gpu.func` and returns the `Launch` that runs it. `choose` tries them in order;
-`pointwise` matches everything, so it comes last. `row_fused` works on runs of generics
-(`find_groups`, then `build(group, ...)`); linalg-to-gpu-kernels applies it first.
+`pointwise` matches everything, so it comes last. `attention` and `row_fused` work on
+runs of generics (`find_groups`, then `build(group, ...)`); linalg-to-gpu-kernels applies
+them first, in that order.
 """
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
         writers[part] = writer
     query, key = generic_operands(writers["scores"])[0]
     ops, buffers, out = [], [scores, row_max, row_sum], outs[0]
-    rounding = _single_user(out, generics, "round")
+    rounding = _reader(out, generics, "round")
     if rounding is not None:
         buffers.append(out)
         out = generic_operands(rounding)[1][0]
@@ -133,7 +133,8 @@ def _writer(buffer: ir.Value, part: str, generics: list):
     return None
 
 
-def _single_user(buffer: ir.Value, generics: list, part: str):
+def _reader(buffer: ir.Value, generics: list, part: str):
+    """The generic of `part` whose first input is `buffer`."""
     for op in generics:
         if _part(op) == part and generic_operands(op)[0][0] == buffer:
             return op
