@@ -19,7 +19,7 @@ from mlir.dialects import arith, linalg, math, tensor
 
 from .linalg_emit import iterator_attr
 
-__all__ = ["LIBRARY_CALL_PREFIX", "lower_attention"]
+__all__ = ["LIBRARY_CALL_PREFIX", "float_constant", "lower_attention", "widened"]
 
 LIBRARY_CALL_PREFIX = "zynml_attention_"
 
@@ -37,14 +37,14 @@ def lower_attention(op: ir.Operation) -> ir.Value:
     lead, rows, keys = q_shape[:-2], q_shape[-2], k_shape[-2]
     n = len(lead)
     with ir.InsertionPoint(op), op.location:
-        scale_acc = _convert(scale, acc)
+        scale_acc = widened(scale, acc)
         scores = _generic(
             "scores", [query, key], _filled(lead + [rows, keys], acc, 0.0), n + 3,
             [_dims(*range(n), n, n + 2), _dims(*range(n), n + 1, n + 2),
              _dims(*range(n + 2))], n + 2,
             lambda q, k, s: arith.AddFOp(s, arith.MulFOp(
-                arith.MulFOp(_convert(q, acc), scale_acc).result,
-                _convert(k, acc)).result).result)
+                arith.MulFOp(widened(q, acc), scale_acc).result,
+                widened(k, acc)).result).result)
         row = _dims(*range(n + 1))
         scores_map, mask_map = _dims(*range(n + 2)), _dims(*mask_dims)
         inputs, maps = [scores], [scores_map]
@@ -59,13 +59,14 @@ def lower_attention(op: ir.Operation) -> ir.Value:
         row_max = _generic(
             "max", inputs, _filled(lead + [rows], acc, float("-inf")), n + 2,
             maps + [row], n + 1,
-            lambda *a: arith.MaximumFOp(a[-1], allowed(a, a[0], _const(acc, "-inf"))).result)
+            lambda *a: arith.MaximumFOp(
+                a[-1], allowed(a, a[0], float_constant(acc, "-inf"))).result)
         shifted = lambda s, m: math.ExpOp(arith.SubFOp(s, m).result).result  # noqa: E731
         row_sum = _generic(
             "sum", [scores, row_max] + inputs[1:], _filled(lead + [rows], acc, 0.0), n + 2,
             [scores_map, row] + maps[1:] + [row], n + 1,
             lambda *a: arith.AddFOp(a[-1], allowed(a[1:], shifted(a[0], a[1]),
-                                                   _const(acc, 0.0))).result)
+                                                   float_constant(acc, 0.0))).result)
         # (p.., i, e, j): j innermost, the reduction
         p_i_j, p_i = _dims(*range(n + 1), n + 2), _dims(*range(n + 1))
         out_inputs = [scores, row_max, row_sum, value] + inputs[1:]
@@ -75,9 +76,9 @@ def lower_attention(op: ir.Operation) -> ir.Value:
         out_maps.append(_dims(*range(n + 2)))
 
         def weighted(s, m, l, v, *rest):
-            term = arith.MulFOp(arith.DivFOp(shifted(s, m), l).result, _convert(v, acc)).result
+            term = arith.MulFOp(arith.DivFOp(shifted(s, m), l).result, widened(v, acc)).result
             if mask is not None:
-                term = arith.SelectOp(rest[0], term, _const(acc, 0.0)).result
+                term = arith.SelectOp(rest[0], term, float_constant(acc, 0.0)).result
             return arith.AddFOp(rest[-1], term).result
 
         out = _generic("out", out_inputs, _filled(lead + [rows, v_shape[-1]], acc, 0.0),
@@ -111,14 +112,16 @@ def _dims(*positions: int) -> list:
 
 def _filled(shape: list[int], element: ir.Type, value: float) -> ir.Value:
     empty = tensor.EmptyOp(shape, element).result
-    return linalg.fill(_const(element, value), outs=[empty])
+    return linalg.fill(float_constant(element, value), outs=[empty])
 
 
-def _const(element: ir.Type, value) -> ir.Value:
+def float_constant(element: ir.Type, value) -> ir.Value:
+    """A constant of the float type `element` (value: a number, or "-inf")."""
     return arith.ConstantOp(element, float(value)).result
 
 
-def _convert(value: ir.Value, to: ir.Type) -> ir.Value:
+def widened(value: ir.Value, to: ir.Type) -> ir.Value:
+    """`value` extended to the float type `to` (itself when it has that type)."""
     if value.type == to:
         return value
     return arith.ExtFOp(to, value).result

@@ -24,7 +24,6 @@ from mlir import ir
 from mlir.dialects import builtin, gpu, linalg
 
 from .gpu_kernel_builder import index_const, kernel_type
-from .cir_ops import defining_op
 from .gpu_strategies import attention, choose, get_strategy, row_fused
 from .pipeline import fail
 
@@ -63,24 +62,14 @@ def run(module: ir.Operation, options: Options) -> None:
             raise fail(module.location, str(err.args[0]))
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
     kernels, number = _kernel_module(module)
-    if forced is None:  # the generics of one attention: one flash-attention kernel
-        for group in attention.find_groups(generics):
-            if not attention.matches(group):
-                continue
-            launch = attention.build(group, kernels, f"k{number}_{attention.NAME}")
-            _replace_with_launch(group.ops, launch, attention.NAME)
-            for buffer in group.buffers:
-                defining_op(buffer).erase()
-            number += 1
-        generics = [op for op in _walk(module) if op.name == "linalg.generic"]
-    if forced is None:  # runs of generics over the same rows: one kernel each
-        for group in row_fused.find_groups(generics):
-            launch = row_fused.build(group, kernels, f"k{number}_{row_fused.NAME}")
-            buffers = {v for generic in group for v in generic.operands}
-            _replace_with_launch(group, launch, row_fused.NAME)
-            _erase_unused_allocs(buffers)  # temporaries the kernel kept in registers
-            number += 1
-        generics = [op for op in _walk(module) if op.name == "linalg.generic"]
+    if forced is None:  # runs of generics one kernel takes: an attention's, then rows'
+        for group_strategy in (attention, row_fused):
+            for group in group_strategy.find_groups(generics):
+                launch = group_strategy.build(group, kernels,
+                                              f"k{number}_{group_strategy.NAME}")
+                _replace_with_launch(list(group), launch, group_strategy.NAME)
+                number += 1
+            generics = [op for op in _walk(module) if op.name == "linalg.generic"]
     for number, generic in enumerate(generics, start=number):
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
@@ -101,7 +90,8 @@ def run(module: ir.Operation, options: Options) -> None:
 
 
 def _replace_with_launch(generics: list, launch, strategy: str) -> None:
-    """Launch `launch` where the last of `generics` was; erase them."""
+    """Launch `launch` where the last of `generics` was; erase them, and the buffers only
+    they used (temporaries a fused kernel keeps on chip)."""
     last = generics[-1]
     with ir.InsertionPoint(last), last.location:
         grid = [index_const(n) for n in launch.grid]
@@ -110,12 +100,10 @@ def _replace_with_launch(generics: list, launch, strategy: str) -> None:
         op = gpu.LaunchFuncOp([KERNEL_MODULE, launch.kernel], grid, block,
                               kernel_operands=operands)
         op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy)
+    buffers = {v for generic in generics for v in generic.operands}
     for generic in generics:
         generic.erase()
-
-
-def _erase_unused_allocs(values) -> None:
-    for value in values:
+    for value in buffers:
         if isinstance(value, ir.OpResult) and \
                 value.owner.operation.name == "memref.alloc" and \
                 not any(True for _ in value.uses):

@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 from mlir.dialects import math as mmath
 
-from ..attention_lowering import LIBRARY_CALL_PREFIX
+from ..attention_lowering import LIBRARY_CALL_PREFIX, float_constant, widened
 from ..cir_ops import clone_op, defining_op
 from ..gpu_kernel_builder import delinearize, generic_operands, index_const, kernel_type, \
     new_kernel
@@ -51,7 +51,6 @@ DEFAULT_PARAMS = Params()
 @dataclass
 class Group:
     ops: list                  # the generics to replace, in order (fills included)
-    buffers: list              # S, M, L (and O before rounding): dead once replaced
     query: ir.Value
     key: ir.Value
     value: ir.Value
@@ -60,13 +59,17 @@ class Group:
     scale: ir.Value = None
     out: ir.Value = None
 
+    def __iter__(self):  # a run of generics, like row_fused's groups
+        return iter(self.ops)
 
-def find_groups(generics: list) -> list[Group]:
+
+def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
+    """The runs of generics of one attention each that the kernel can take."""
     groups = []
     for generic in generics:
         if _part(generic) == "out":
             group = _group(generic, generics)
-            if group is not None:
+            if group is not None and matches(group, params):
                 groups.append(group)
     return groups
 
@@ -123,7 +126,7 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
         mask_dims = [ir.AffineDimExpr(e).position for e in maps[1].results]
     order = {op: n for n, op in enumerate(generics)}
     ops.sort(key=lambda op: order[op])
-    return Group(ops, buffers, query, key, value, mask, mask_dims, scale, out)
+    return Group(ops, query, key, value, mask, mask_dims, scale, out)
 
 
 def _writer(buffer: ir.Value, part: str, generics: list):
@@ -219,11 +222,11 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
             else args[group.scale]
         kernel = _Kernel(params, acc, chunk, lanes, threads, d, e, keys, rows)
         # scores in base 2: exp(x) = exp2(x * log2(e)), one ex2 instruction each
-        log2e = _const(acc, math.log2(math.e))
+        log2e = float_constant(acc, math.log2(math.e))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None,
                     group.mask_dims, args[group.out],
-                    arith.MulFOp(_convert(scale, acc), log2e).result, lead,
+                    arith.MulFOp(widened(scale, acc), log2e).result, lead,
                     {name: memref.get_global(t, f"{kernel_name}_{name}")
                      for name, t in tiles.items()})
         gpu.ReturnOp([])
@@ -253,11 +256,11 @@ class _Kernel:
         row_in = arith.MinUIOp(row, index_const(self.rows - 1)).result
         slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), lead) if lead else []
         lane_base = arith.MulIOp(lane, index_const(self.chunk)).result
-        q_regs = [arith.MulFOp(_convert(memref.LoadOp(query, slice_ivs + [row_in, col]).result,
+        q_regs = [arith.MulFOp(widened(memref.LoadOp(query, slice_ivs + [row_in, col]).result,
                                         self.acc), scale).result
                   for col in self._lane_columns(lane_base, self.d)]
-        neg_inf = _const(self.acc, float("-inf"))
-        zero = _const(self.acc, 0.0)
+        neg_inf = float_constant(self.acc, float("-inf"))
+        zero = float_constant(self.acc, 0.0)
         out_count = self.e // self.lanes
         loop = scf.ForOp(index_const(0), index_const(self.keys), index_const(p.block_k),
                          [neg_inf, zero] + [zero] * out_count)
@@ -306,7 +309,7 @@ class _Kernel:
         store = scf.IfOp(inside)
         with ir.InsertionPoint(store.then_block):
             some = arith.CmpFOp(arith.CmpFPredicate.OGT, l_final, zero).result
-            inverse = arith.DivFOp(_const(self.acc, 1.0), l_final).result
+            inverse = arith.DivFOp(float_constant(self.acc, 1.0), l_final).result
             out_type = ir.MemRefType(out.type).element_type
             for n, col in enumerate(self._lane_columns(lane_base, self.e)):
                 result = arith.SelectOp(some, arith.MulFOp(o_final[n], inverse).result,
@@ -350,42 +353,33 @@ class _Kernel:
         chunks = self.params.block_k * width // self.chunk
         for first in range(0, chunks, self.threads):
             flat = arith.AddIOp(tid, index_const(first)).result
-            guard = None
-            if first + self.threads > chunks:
-                guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, flat,
-                                              index_const(chunks)).result)
-                ip = ir.InsertionPoint(guard.then_block)
-                ip.__enter__()
-            j = arith.DivUIOp(flat, index_const(width // self.chunk)).result
-            col = arith.MulIOp(arith.RemUIOp(flat, index_const(width // self.chunk)).result,
-                               index_const(self.chunk)).result
-            key_at = arith.AddIOp(kv0, j).result
-            key_in = arith.MinUIOp(key_at, index_const(self.keys - 1)).result
-            real = arith.CmpIOp(arith.CmpIPredicate.ult, key_at,
-                                index_const(self.keys)).result
-            where = slice_ivs + [key_in, col]
-            if self.chunk == 1:
-                loaded = _convert(memref.LoadOp(source, where).result, self.acc)
-                memref.StoreOp(arith.SelectOp(real, loaded, _const(self.acc, 0.0)).result,
-                               tile, [j, col])
-            else:
-                element = ir.MemRefType(source.type).element_type
-                loaded = vector.LoadOp(ir.VectorType.get([self.chunk], element), source,
-                                       where).result
-                wide = ir.VectorType.get([self.chunk], self.acc)
-                if element != self.acc:
-                    loaded = arith.ExtFOp(wide, loaded).result
-                zeros = arith.ConstantOp(wide, ir.DenseElementsAttr.get_splat(
-                    wide, ir.FloatAttr.get(self.acc, 0.0))).result
-                vector.StoreOp(arith.SelectOp(real, loaded, zeros).result, tile, [j, col])
-            if guard is not None:
+            if first + self.threads <= chunks:
+                self._copy_chunk(source, tile, slice_ivs, kv0, width, flat)
+                continue
+            guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, flat,
+                                          index_const(chunks)).result)
+            with ir.InsertionPoint(guard.then_block):
+                self._copy_chunk(source, tile, slice_ivs, kv0, width, flat)
                 scf.YieldOp([])
-                ip.__exit__(None, None, None)
 
-
-def _const(type_: ir.Type, value: float) -> ir.Value:
-    return arith.ConstantOp(type_, value).result
-
-
-def _convert(value: ir.Value, to: ir.Type) -> ir.Value:
-    return value if value.type == to else arith.ExtFOp(to, value).result
+    def _copy_chunk(self, source, tile, slice_ivs, kv0, width, flat):
+        j = arith.DivUIOp(flat, index_const(width // self.chunk)).result
+        col = arith.MulIOp(arith.RemUIOp(flat, index_const(width // self.chunk)).result,
+                           index_const(self.chunk)).result
+        key_at = arith.AddIOp(kv0, j).result
+        key_in = arith.MinUIOp(key_at, index_const(self.keys - 1)).result
+        real = arith.CmpIOp(arith.CmpIPredicate.ult, key_at, index_const(self.keys)).result
+        where = slice_ivs + [key_in, col]
+        if self.chunk == 1:
+            loaded = widened(memref.LoadOp(source, where).result, self.acc)
+            memref.StoreOp(arith.SelectOp(real, loaded, float_constant(self.acc, 0.0)).result,
+                           tile, [j, col])
+            return
+        element = ir.MemRefType(source.type).element_type
+        loaded = vector.LoadOp(ir.VectorType.get([self.chunk], element), source, where).result
+        wide = ir.VectorType.get([self.chunk], self.acc)
+        if element != self.acc:
+            loaded = arith.ExtFOp(wide, loaded).result
+        zeros = arith.ConstantOp(wide, ir.DenseElementsAttr.get_splat(
+            wide, ir.FloatAttr.get(self.acc, 0.0))).result
+        vector.StoreOp(arith.SelectOp(real, loaded, zeros).result, tile, [j, col])
