@@ -1,7 +1,7 @@
 // Every cir op parses, verifies (IRDL, then --cir-verify) and prints back the same:
 // cir.compute (elementwise, reduce, argmax, axis reduction, fused with its optional
 // attributes), cir.load, cir.store, cir.yield with one and two operands, cir.alloc,
-// cir.barrier.
+// cir.barrier, cir.attention with and without a mask.
 // RUN: zynml-opt %s | filecheck %s
 // RUN: zynml-opt %s --cir-verify | filecheck %s
 // RUN: zynml-opt %s --mlir-print-op-generic | zynml-opt | filecheck %s
@@ -129,4 +129,14 @@ func.func private @fused_body(%a: tensor<8xf32>, %b: tensor<8xf32>, %n: index, %
     "cir.store"(%sum, %out, %i) : (f32, tensor<8xf32>, index) -> ()
   }
   return
+}
+
+// CHECK-LABEL: func.func @attention(
+// CHECK: "cir.attention"(%arg0, %arg1, %arg2, %{{.*}}, %arg3) {mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+// CHECK: "cir.attention"(%arg0, %arg1, %arg2, %{{.*}}) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x6xf32>
+func.func @attention(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %mask: tensor<3x5xi1>) -> (tensor<2x3x6xf32>, tensor<2x3x6xf32>) {
+  %scale = arith.constant 0.5 : f32
+  %masked = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+  %all = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x6xf32>
+  return %masked, %all : tensor<2x3x6xf32>, tensor<2x3x6xf32>
 }
