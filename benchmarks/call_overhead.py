@@ -314,7 +314,7 @@ def real(calls: int, rounds: int, profile: bool) -> None:
     else:
         kept = prog(x=x, y=y)
         (call, args), = flat.steps
-        function, grid, block, shared, params, _ = flat.launches[0]
+        function, grid, block, shared, params = flat.launches[0][:5]
         module = flat.module
         bare = [("bare launch: the fast path's ctypes call", lambda: call(*args)),
                 ("bare launch: KernelModule.launch", lambda: module.launch(

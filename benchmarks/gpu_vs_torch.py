@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 import zynml
 from programs import SOFTMAX  # benchmarks/programs.py
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "programs" / "examples"
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 ADD = """
 let z = compute(x, y) {
@@ -90,6 +92,9 @@ def _cases() -> list[Case]:
         Case("matmul 4096 f16", "matmul.zyn", "C",
              {"A": ((4096, 4096), "float16"), "B": ((4096, 4096), "float16")},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
+        Case("matmul 4096 bf16", "matmul.zyn", "C",
+             {"A": ((4096, 4096), "bfloat16"), "B": ((4096, 4096), "bfloat16")},
+             lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
         Case("attention 8x12x512x64 f32", "attention.zyn", "attn",
              {"Q": ((8, 12, 512, 64), f32), "K": ((8, 12, 512, 64), f32),
               "V": ((8, 12, 512, 64), f32), "mask": ((512, 512), "bool")}, attention,
@@ -138,6 +143,14 @@ def compile_only(only: str) -> None:
         print(f"compiled: {case.name}", flush=True)
 
 
+def _to_torch(torch, array: np.ndarray):
+    """A CUDA tensor of `array`; bf16 (ml_dtypes, which torch.from_numpy does not take)
+    through its bits."""
+    if array.dtype == BF16:
+        return torch.from_numpy(array.view(np.int16)).cuda().view(torch.bfloat16)
+    return torch.from_numpy(array).cuda()
+
+
 def median_ms(fn, repeat: int, torch) -> float:
     """Median milliseconds of `fn()` over `repeat` calls, timed with CUDA events (3 calls
     when one takes over 100 ms)."""
@@ -180,7 +193,7 @@ def run(repeat: int, only: str) -> None:
     for case in _selected(only):
         prog = _program(case, "cuda:0", require_device=True)
         host = _numpy_inputs(case, rng)
-        tensors = {n: torch.from_numpy(v).cuda() if isinstance(v, np.ndarray) else v
+        tensors = {n: _to_torch(torch, v) if isinstance(v, np.ndarray) else v
                    for n, v in host.items()}
         call = getattr(prog, case.pipeline) if case.pipeline else None
 
@@ -189,7 +202,9 @@ def run(repeat: int, only: str) -> None:
                 return call(**tensors)
             return prog(**tensors)[case.output]
 
-        result = torch.as_tensor(zynml_call(), device="cuda")
+        result = zynml_call()
+        result = torch.from_dlpack(result) if result.dtype == BF16 else \
+            torch.as_tensor(result, device="cuda")  # (bf16 has no __cuda_array_interface__)
         reference = case.torch_fn(torch, tensors)
         ref64 = reference.double()
         error = ((result.double() - ref64).norm() / ref64.norm()).item()

@@ -29,6 +29,10 @@ PASSES: dict[str, tuple[str, str]] = {
     "linalg-to-gpu-kernels": ("linalg_to_gpu_kernels",
                               "Outline each linalg.generic on memrefs into a gpu.func chosen "
                               "by strategy"),
+    "convert-nvgpu-kernels-to-nvvm": ("nvgpu_kernels_to_nvvm",
+                                      "Lower nvgpu ops in the kernels that use them "
+                                      "(convert-nvgpu-to-nvvm), leaving the other kernels "
+                                      "as they are"),
 }
 
 

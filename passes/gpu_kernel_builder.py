@@ -271,6 +271,30 @@ def new_kernel(gpu_module: ir.Operation, name: str, arg_types: Sequence[ir.Type]
     return func
 
 
+def follows(first: ir.Operation, second: ir.Operation) -> bool:
+    """`second` comes after `first` in one block with only allocations and constants
+    between them (nothing else can see the memory in between)."""
+    current = first.operation
+    while True:
+        current = _next(current)
+        if current is None:
+            return False
+        if current == second.operation:
+            return True
+        if current.name not in ("memref.alloc", "arith.constant"):
+            return False
+
+
+def _next(op: ir.Operation):
+    found = False
+    for candidate in op.block.operations:
+        candidate = candidate.operation
+        if found:
+            return candidate
+        found = candidate == op
+    return None
+
+
 def load(buffer: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
     return memref.LoadOp(buffer, list(indices)).result
 

@@ -1,8 +1,10 @@
 """linalg-to-gpu-kernels: outline each linalg.generic on memrefs into a GPU kernel.
 
 Runs after bufferization. First, the generics of each attention (attention_lowering.py)
-become one flash-attention kernel; runs of consecutive generics over the same rows become
-one `row_fused` kernel each; then every other `linalg.generic` in a host function becomes
+become one flash-attention kernel (on tensor cores for f16: attention_tensor_core); on
+sm_90a a constant fill of C and the product that accumulates into it become one
+`matmul_wgmma` kernel; runs of consecutive generics over
+the same rows become one `row_fused` kernel each; then every other `linalg.generic` in a host function becomes
 one `gpu.func` in `gpu.module @zynml_kernels`, built by the first strategy that matches
 it (gpu_strategies/). Strided `memref.copy`s become copy generics first. Each generic (or
 run) is replaced by the `gpu.launch_func` that runs it:
@@ -21,10 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import builtin, gpu, linalg
+from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 
 from .gpu_kernel_builder import index_const, kernel_type
-from .gpu_strategies import attention, choose, get_strategy, row_fused
+from .gpu_strategies import (TensorMap, attention, attention_tensor_core, available, choose,
+                              get_strategy, matmul_wgmma, row_fused)
 from .pipeline import fail
 
 NAME = "linalg-to-gpu-kernels"
@@ -37,6 +40,8 @@ STRATEGY_ATTR = "zynml.strategy"
 class Options:
     # Use only this strategy (e.g. "pointwise"); empty: the best that matches.
     strategy: str = ""
+    # The GPU the kernels are for: strategies that need its instructions (wgmma) ask.
+    chip: str = "sm_90a"
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -60,10 +65,15 @@ def run(module: ir.Operation, options: Options) -> None:
             forced = get_strategy(options.strategy)
         except KeyError as err:
             raise fail(module.location, str(err.args[0]))
+        if not available(forced, options.chip):
+            raise fail(module.location, f"GPU strategy '{forced.NAME}' needs "
+                       f"{' or '.join(forced.REQUIRES_CHIPS)}; the target is {options.chip}")
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
     kernels, number = _kernel_module(module)
     if forced is None:  # runs of generics one kernel takes: an attention's, then rows'
-        for group_strategy in (attention, row_fused):
+        for group_strategy in (attention_tensor_core, attention, matmul_wgmma, row_fused):
+            if not available(group_strategy, options.chip):
+                continue
             for group in group_strategy.find_groups(generics):
                 launch = group_strategy.build(group, kernels,
                                               f"k{number}_{group_strategy.NAME}")
@@ -74,7 +84,7 @@ def run(module: ir.Operation, options: Options) -> None:
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
             raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
-        strategy = forced or choose(generic)
+        strategy = forced or choose(generic, options.chip)
         if forced is not None and not forced.matches(generic):
             raise fail(generic.location, f"GPU strategy '{forced.NAME}' does not fit this "
                        "loop nest")
@@ -97,8 +107,10 @@ def _replace_with_launch(generics: list, launch, strategy: str) -> None:
         grid = [index_const(n) for n in launch.grid]
         block = [index_const(n) for n in launch.block]
         operands = [_as_kernel_type(v) for v in launch.operands]
+        shared = arith.ConstantOp(ir.IntegerType.get_signless(32),
+                                  launch.shared_bytes).result if launch.shared_bytes else None
         op = gpu.LaunchFuncOp([KERNEL_MODULE, launch.kernel], grid, block,
-                              kernel_operands=operands)
+                              kernel_operands=operands, dynamic_shared_memory_size=shared)
         op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy)
     buffers = {v for generic in generics for v in generic.operands}
     for generic in generics:
@@ -152,9 +164,20 @@ def _copy_as_generic(copy: ir.Operation) -> None:
     copy.erase()
 
 
-def _as_kernel_type(value: ir.Value) -> ir.Value:
+def _as_kernel_type(value) -> ir.Value:
     """Host values whose kernel type differs (i1 memrefs as i8) get a host-side cast; the
-    launch plan reads it as a view of the same bytes."""
+    launch plan reads it as a view of the same bytes. A TensorMap becomes the host's
+    nvgpu.tma.create_descriptor of its buffer (the launch plan's "tensor_map"), passed as
+    the pointer kernels take it as."""
+    if isinstance(value, TensorMap):
+        source = ir.MemRefType(value.source.type)
+        unranked = memref.CastOp(ir.UnrankedMemRefType.get(source.element_type,
+                                                           source.memory_space),
+                                 value.source).result
+        descriptor = nvgpu.TmaCreateDescriptorOp(value.type, unranked,
+                                                 [index_const(b) for b in value.box]).result
+        return builtin.UnrealizedConversionCastOp([ir.Type.parse("!llvm.ptr")],
+                                                  [descriptor]).results[0]
     wanted = kernel_type(value.type)
     if wanted == value.type:
         return value

@@ -435,7 +435,7 @@ def _as_array(name: str, value: Any, loc) -> np.ndarray:
         raise ZynMLError(f"input '{name}' is not an array: {err}", loc) from None
     if from_numpy(array.dtype) is None:
         raise ZynMLError(f"input '{name}' has dtype {array.dtype}, which ZynML does not "
-                         "support (f16, f32, f64, i8..i64, u8..u64, bool)", loc)
+                         "support (f16, bf16, f32, f64, i8..i64, u8..u64, bool)", loc)
     return array
 
 
@@ -463,16 +463,18 @@ def _scalar_outputs(checked: CheckedProgram):
 
 
 def _is_gpu_array(value: Any) -> bool:
-    return hasattr(value, "__cuda_array_interface__")
+    from .runtime.cuda.device_array import is_gpu_array  # numpy only: no driver loaded
+    return is_gpu_array(value)
 
 
 class _GpuInput:
     """A GPU array argument (torch, cupy, DeviceArray...): its shape and dtype, no copy."""
 
     def __init__(self, value: Any):
-        iface = value.__cuda_array_interface__
-        self.value, self.shape = value, tuple(iface["shape"])
-        self.dtype, self.ndim = np.dtype(iface["typestr"]), len(self.shape)
+        from .runtime.cuda.device_array import gpu_array_spec
+        self.value = value
+        self.shape, self.dtype = gpu_array_spec(value)
+        self.ndim = len(self.shape)
 
 
 def _argument(array: Any, ty: Any) -> Any:
@@ -482,7 +484,8 @@ def _argument(array: Any, ty: Any) -> Any:
         return np.ascontiguousarray(array)
     if ty.is_bool:  # bool scalars cross as i8 (cirgen/program.py)
         return np.asarray(array, dtype=np.int8).reshape(())
-    return np.asarray(array, dtype=array.dtype).reshape(())
+    # a float parameter declared f16/bf16 takes the number given (a Python float is f32)
+    return np.asarray(array, dtype=to_numpy(ty) if ty.is_float else array.dtype).reshape(())
 
 
 def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:

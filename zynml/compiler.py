@@ -134,7 +134,7 @@ def to_cuda_stage(linalg_module: "ir.Module", stage: str, target,
     "nvvm" (kernels in the LLVM/NVVM dialects), "llvm" (LLVM IR) or "ptx"."""
     from .backend.cuda import compile as cuda
     with _native_errors(src):
-        cuda.lower_to_gpu(linalg_module)
+        cuda.lower_to_gpu(linalg_module, target)
         if stage == "gpu":
             return str(linalg_module)
         cuda.lower_to_nvvm(linalg_module, target)

@@ -10,6 +10,8 @@
 // RUN: zynml-opt %s --split-input-file --verify-diagnostics --linalg-to-gpu-kernels | zynml-opt --split-input-file | filecheck %s
 // RUN: zynml-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(linalg-to-gpu-kernels{strategy=pointwise})' | filecheck %s --check-prefix=FORCE
 // RUN: zynml-opt %s --split-input-file --verify-diagnostics --linalg-to-gpu-kernels=strategy=pointwise | filecheck %s --check-prefix=FORCE
+// RUN: zynml-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(linalg-to-gpu-kernels{chip=sm_80})' | filecheck %s --check-prefix=SM80
+// RUN: not zynml-opt %s --split-input-file --pass-pipeline='builtin.module(linalg-to-gpu-kernels{strategy=matmul_wgmma chip=sm_80})' 2>&1 | filecheck %s --check-prefix=NOWGMMA
 
 // Elementwise, 2-d, with a broadcast row input: pointwise. The 33 * 100 = 3300 points are
 // flattened row-major (the column is linear % 100, the row linear / 100) and cut into
@@ -588,6 +590,85 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 
 // -----
 
+// On sm_90a (the default chip) an f16 product whose sizes tile by 128 x 256 (or 128) x 64
+// takes matmul_wgmma: the host makes a TMA descriptor of A (128x64 boxes) and of B (64x64
+// boxes), passed as pointers; 288 threads (two warpgroups and a copying warp) and a
+// 4-stage ring in dynamic shared memory; full/empty mbarriers per slot; wgmma through
+// descriptors. On sm_80 the same product stays on the wmma strategy, and forcing
+// matmul_wgmma there is an error.
+// CHECK-LABEL: func.func @f16_matmul_wgmma(
+// CHECK: [[A:%[a-z0-9_]+]] = memref.cast %arg0 : memref<128x64xf16> to memref<*xf16>
+// CHECK: nvgpu.tma.create.descriptor [[A]] box[%c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK: [[B:%[a-z0-9_]+]] = memref.cast %arg1 : memref<64x256xf16> to memref<*xf16>
+// CHECK: nvgpu.tma.create.descriptor [[B]] box[%c64{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}]
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c288, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.strategy = "matmul_wgmma"}
+// CHECK: gpu.func @k0_matmul_wgmma({{.*}}, %arg3: !llvm.ptr, %arg4: !llvm.ptr) kernel attributes {known_block_size = array<i32: 288, 1, 1>}
+// CHECK: gpu.dynamic_shared_memory
+// CHECK-COUNT-2: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+// CHECK: nvgpu.mbarrier.arrive.expect_tx {{.*}}, %c49152
+// CHECK-COUNT-5: nvgpu.tma.async.load
+// CHECK: gpu.shuffle idx
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.warpgroup.mma {{.*}} {transposeB} : <tensor = memref<64x64xf16, #gpu.address_space<workgroup>>>, <tensor = memref<64x256xf16, #gpu.address_space<workgroup>>>, <fragmented = vector<64x256xf32>>
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: nvgpu.mbarrier.arrive
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: nvgpu.warpgroup.mma.store {{.*}} : <fragmented = vector<64x256xf32>> to memref<64x256xf32, strided<[264, 1]>, #gpu.address_space<workgroup>>
+// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf16>
+// SM80-LABEL: func.func @f16_matmul_wgmma(
+// SM80-NOT: nvgpu.tma
+// SM80: {zynml.strategy = "matmul_tensor_core"}
+// NOWGMMA: error: GPU strategy 'matmul_wgmma' needs sm_90a; the target is sm_80
+#aw = affine_map<(d0, d1, d2) -> (d0, d2)>
+#bw = affine_map<(d0, d1, d2) -> (d2, d1)>
+#cw = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @f16_matmul_wgmma(%x: memref<128x64xf16>, %y: memref<64x256xf16>, %z: memref<128x256xf16>) {
+  linalg.generic {indexing_maps = [#aw, #bw, #cw], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %y : memref<128x64xf16>, memref<64x256xf16>) outs(%z : memref<128x256xf16>) {
+  ^bb0(%l: f16, %r: f16, %o: f16):
+    %p = arith.mulf %l, %r : f16
+    %s = arith.addf %o, %p : f16
+    linalg.yield %s : f16
+  }
+  return
+}
+
+// -----
+
+// A product into C just filled with a constant: one matmul_wgmma kernel (the fill goes),
+// whose epilogue never reads C (only stores it).
+// CHECK-LABEL: func.func @f16_matmul_wgmma_from_zero(
+// CHECK-NOT: @k1_
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.func @k0_matmul_wgmma(
+// CHECK-NOT: vector.load {{.*}} : memref<128x128xf16>
+// CHECK: vector.store {{.*}} : memref<128x128xf16>, vector<8xf16>
+// CHECK-NOT: vector.load {{.*}} : memref<128x128xf16>
+// CHECK: gpu.return
+#af = affine_map<(d0, d1, d2) -> (d0, d2)>
+#bf = affine_map<(d0, d1, d2) -> (d2, d1)>
+#cf = affine_map<(d0, d1, d2) -> (d0, d1)>
+#fill = affine_map<(d0, d1) -> (d0, d1)>
+func.func @f16_matmul_wgmma_from_zero(%x: memref<128x64xf16>, %y: memref<64x128xf16>) -> memref<128x128xf16> {
+  %zero = arith.constant 0.0 : f16
+  %z = memref.alloc() : memref<128x128xf16>
+  linalg.generic {indexing_maps = [#fill], iterator_types = ["parallel", "parallel"]} outs(%z : memref<128x128xf16>) {
+  ^bb0(%o: f16):
+    linalg.yield %zero : f16
+  }
+  linalg.generic {indexing_maps = [#af, #bf, #cf], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %y : memref<128x64xf16>, memref<64x128xf16>) outs(%z : memref<128x128xf16>) {
+  ^bb0(%l: f16, %r: f16, %o: f16):
+    %p = arith.mulf %l, %r : f16
+    %s = arith.addf %o, %p : f16
+    linalg.yield %s : f16
+  }
+  return %z : memref<128x128xf16>
+}
+
+// -----
+
 // At 128x128 tiles the block stages A and B in shared memory (16-byte copies, rows padded
 // by 8 halves) and each warp multiplies 4x4 fragments read from there.
 // CHECK-LABEL: func.func @f16_matmul_staged(
@@ -723,6 +804,144 @@ func.func @depthwise_conv2d(%input: memref<2x64x34x34xf32>, %kernel: memref<64x3
     linalg.yield %s : f32
   }
   return
+}
+
+// -----
+
+// An f16 attention's generics (attention_lowering.py's scores, max, sum, out, round; 2
+// heads of 20 queries and keys, head dim 16, a bool mask) take attention_tensor_core:
+// one kernel of 2 warps (64 threads) per 64 query rows and head, each warp 2 tiles of 16
+// rows. Q's rows go to shared memory once; K and V tiles of 32 keys follow by cp.async
+// (16 bytes, zero-filled past key 20), K tile j + 1 in flight during P V of tile j, V
+// tile j during its scores. S = Q K^T and O += P V on mma.sync m16n8k16 (f16 in, f32
+// accumulators), fragments by ldmatrix (V's transposed); each row's max and sum across
+// the lanes of a quad by shuffles; the mask read two keys (2 bytes) at a time; O / l
+// stored 2 f16 at a time in the rows that exist. S, M, L and the f32 O are gone.
+// CHECK-LABEL: func.func @attention_f16(
+// CHECK-SAME: [[Q:%[a-z0-9_]+]]: memref<1x2x20x16xf16>, [[K:%[a-z0-9_]+]]: memref<1x2x20x16xf16>, [[V:%[a-z0-9_]+]]: memref<1x2x20x16xf16>, [[M:%[a-z0-9_]+]]: memref<20x20xi1>)
+// CHECK-NOT: memref.alloc() {{.*}} : memref<1x2x20x20xf32>
+// CHECK-NOT: memref.alloc() {{.*}} : memref<1x2x20xf32>
+// CHECK-DAG: [[M8:%[0-9]+]] = builtin.unrealized_conversion_cast [[M]] : memref<20x20xi1> to memref<20x20xi8>
+// CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x16xf16>
+// CHECK-NOT: linalg.generic
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_tensor_core blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c64, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[Q]] : memref<1x2x20x16xf16>, [[K]] : memref<1x2x20x16xf16>, [[V]] : memref<1x2x20x16xf16>, [[M8]] : memref<20x20xi8>, [[O]] : memref<1x2x20x16xf16>) {zynml.strategy = "attention_tensor_core"}
+// CHECK-NEXT: return [[O]]
+// CHECK: memref.global "private" @k0_attention_tensor_core_k : memref<32x24xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// CHECK-NEXT: memref.global "private" @k0_attention_tensor_core_v : memref<32x24xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// CHECK-NEXT: memref.global "private" @k0_attention_tensor_core_q : memref<64x24xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
+// CHECK-NEXT: gpu.func @k0_attention_tensor_core([[KQ:%[a-z0-9_]+]]: memref<1x2x20x16xf16>, [[KK:%[a-z0-9_]+]]: memref<1x2x20x16xf16>, [[KV:%[a-z0-9_]+]]: memref<1x2x20x16xf16>, [[KM:%[a-z0-9_]+]]: memref<20x20xi8>, [[KO:%[a-z0-9_]+]]: memref<1x2x20x16xf16>) kernel attributes {known_block_size = array<i32: 64, 1, 1>}
+// CHECK-DAG: [[KT:%[0-9]+]] = memref.get_global @k0_attention_tensor_core_k
+// CHECK-DAG: [[VT:%[0-9]+]] = memref.get_global @k0_attention_tensor_core_v
+// CHECK-DAG: [[QT:%[0-9]+]] = memref.get_global @k0_attention_tensor_core_q
+// CHECK-COUNT-2: nvgpu.device_async_copy [[KQ]][{{.*}}], [[QT]][{{.*}}], 8 {bypassL1}
+// CHECK: nvgpu.device_async_copy [[KK]][{{.*}}], [[KT]][{{.*}}], 8, {{%[0-9]+}} {bypassL1}
+// CHECK-NEXT: [[FIRST:%[0-9]+]] = nvgpu.device_async_create_group
+// CHECK: scf.for {{.*}} iter_args([[TOKEN:%[a-z0-9_]+]] = [[FIRST]], {{.*}}) -> (!nvgpu.device.async.token, f32, f32, f32, f32, f32, f32, f32, f32, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>)
+// CHECK: nvgpu.device_async_wait [[TOKEN]] {numGroups = 0 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvgpu.device_async_copy [[KV]][{{.*}}], [[VT]][{{.*}}], 8, {{%[0-9]+}} {bypassL1}
+// CHECK-NEXT: [[VTOKEN:%[0-9]+]] = nvgpu.device_async_create_group
+// CHECK: nvgpu.ldmatrix [[QT]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<64x24xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// CHECK: nvgpu.ldmatrix [[KT]][{{.*}}] {numTiles = 4 : i32, transpose = false}
+// CHECK-COUNT-4: nvgpu.mma.sync({{.*}}) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
+// CHECK: vector.load [[KM]][{{.*}}] {alignment = 2 : i64} : memref<20x20xi8>, vector<2xi8>
+// CHECK: arith.maximumf
+// CHECK: gpu.shuffle xor {{.*}}, %c1_i32{{.*}}, %c32_i32
+// CHECK: gpu.shuffle xor {{.*}}, %c2_i32{{.*}}, %c32_i32
+// CHECK: math.fma
+// CHECK-NEXT: math.exp2
+// CHECK: nvgpu.device_async_wait [[VTOKEN]] {numGroups = 0 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.if {{.*}} -> (!nvgpu.device.async.token) {
+// CHECK: nvgpu.device_async_copy [[KK]][{{.*}}], [[KT]][{{.*}}]
+// CHECK: } else {
+// CHECK-NEXT: scf.yield [[VTOKEN]] : !nvgpu.device.async.token
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK: nvgpu.ldmatrix [[VT]][{{.*}}] {numTiles = 4 : i32, transpose = true}
+// CHECK-COUNT-4: nvgpu.mma.sync
+// CHECK: scf.yield
+// CHECK: nvgpu.device_async_wait
+// CHECK-COUNT-8: gpu.shuffle xor
+// CHECK: scf.if
+// CHECK-COUNT-2: vector.store {{.*}}, [[KO]][{{.*}}] {alignment = 4 : i64} : memref<1x2x20x16xf16>, vector<2xf16>
+// CHECK: gpu.return
+// FORCE-LABEL: func.func @attention_f16(
+// FORCE-COUNT-9: {zynml.strategy = "pointwise"}
+#map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+#map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
+#map3 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+#map4 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map5 = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+#map6 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#map7 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#map8 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+#map9 = affine_map<(d0, d1, d2, d3, d4) -> (d2, d4)>
+func.func @attention_f16(%arg0: memref<1x2x20x16xf16>, %arg1: memref<1x2x20x16xf16>, %arg2: memref<1x2x20x16xf16>, %arg3: memref<20x20xi1>) -> memref<1x2x20x16xf16> {
+  %cst = arith.constant 0xFF800000 : f32
+  %cst_0 = arith.constant 0.000000e+00 : f32
+  %cst_1 = arith.constant 2.500000e-01 : f32
+  %alloc = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x20xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc : memref<1x2x20x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map2, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_scores"} ins(%arg0, %arg1 : memref<1x2x20x16xf16>, memref<1x2x20x16xf16>) outs(%alloc : memref<1x2x20x20xf32>) {
+  ^bb0(%in: f16, %in_6: f16, %out: f32):
+    %0 = arith.extf %in : f16 to f32
+    %1 = arith.mulf %0, %cst_1 : f32
+    %2 = arith.extf %in_6 : f16 to f32
+    %3 = arith.mulf %1, %2 : f32
+    %4 = arith.addf %out, %3 : f32
+    linalg.yield %4 : f32
+  }
+  %alloc_2 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20xf32>
+  %alloc_3 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20xf32>
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_3 : memref<1x2x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map5, #map6], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_max"} ins(%alloc, %arg3 : memref<1x2x20x20xf32>, memref<20x20xi1>) outs(%alloc_3 : memref<1x2x20xf32>) {
+  ^bb0(%in: f32, %in_6: i1, %out: f32):
+    %0 = arith.select %in_6, %in, %cst : f32
+    %1 = arith.maximumf %out, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_2 : memref<1x2x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map6, #map5, #map6], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_sum"} ins(%alloc, %alloc_3, %arg3 : memref<1x2x20x20xf32>, memref<1x2x20xf32>, memref<20x20xi1>) outs(%alloc_2 : memref<1x2x20xf32>) {
+  ^bb0(%in: f32, %in_6: f32, %in_7: i1, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.select %in_7, %1, %cst_0 : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  %alloc_4 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x16xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc_4 : memref<1x2x20x16xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map7, #map7, #map8, #map9, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_out"} ins(%alloc, %alloc_3, %alloc_2, %arg2, %arg3 : memref<1x2x20x20xf32>, memref<1x2x20xf32>, memref<1x2x20xf32>, memref<1x2x20x16xf16>, memref<20x20xi1>) outs(%alloc_4 : memref<1x2x20x16xf32>) {
+  ^bb0(%in: f32, %in_6: f32, %in_7: f32, %in_8: f16, %in_9: i1, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.divf %1, %in_7 : f32
+    %3 = arith.extf %in_8 : f16 to f32
+    %4 = arith.mulf %2, %3 : f32
+    %5 = arith.select %in_9, %4, %cst_0 : f32
+    %6 = arith.addf %out, %5 : f32
+    linalg.yield %6 : f32
+  }
+  %alloc_5 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x16xf16>
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"], library_call = "zynml_attention_round"} ins(%alloc_4 : memref<1x2x20x16xf32>) outs(%alloc_5 : memref<1x2x20x16xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %0 = arith.truncf %in : f32 to f16
+    linalg.yield %0 : f16
+  }
+  return %alloc_5 : memref<1x2x20x16xf16>
 }
 
 // -----

@@ -3,7 +3,8 @@
 Each strategy is a module with `NAME`, a frozen `Params` dataclass (its tunable numbers,
 as data), `matches(generic)` and `build(generic, gpu_module, kernel_name, params)`, which
 adds one `gpu.func` and returns the `Launch` that runs it. `choose` tries them in order;
-`pointwise` matches everything, so it comes last. `attention` and `row_fused` work on
+`pointwise` matches everything, so it comes last. A strategy that needs one
+architecture's instructions lists the chips that have them in `REQUIRES_CHIPS`. `attention_tensor_core`, `attention` and `row_fused` work on
 runs of generics (`find_groups`, then `build(group, ...)`); linalg-to-gpu-kernels applies
 them first, in that order.
 """
@@ -15,20 +16,30 @@ from types import ModuleType
 
 from mlir import ir
 
-__all__ = ["Launch", "STRATEGIES", "choose", "get_strategy"]
+__all__ = ["Launch", "STRATEGIES", "TensorMap", "available", "choose", "get_strategy"]
 
 # Most specific first.
 # implicit_gemm before row_reduce: a convolution's reduction loops make it a row too.
-STRATEGIES = ("matmul_tensor_core", "matmul", "implicit_gemm", "row_reduce", "pointwise")
+STRATEGIES = ("matmul_wgmma", "matmul_tensor_core", "matmul", "implicit_gemm", "row_reduce", "pointwise")
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A kernel argument the host makes: the TMA descriptor of `source` (an outer memref)
+    that copies `box`-shaped tiles; `type` is its !nvgpu.tensormap.descriptor. The kernel
+    takes it as an !llvm.ptr and casts it to `type`."""
+    source: ir.Value
+    type: ir.Type
+    box: tuple[int, ...]
 
 
 @dataclass
 class Launch:
     kernel: str
-    operands: list  # outer values, in the kernel's argument order
+    operands: list  # outer values (or TensorMaps of them), in the kernel's argument order
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    shared_bytes: int = 0
+    shared_bytes: int = 0  # dynamic shared memory per block
 
 
 def get_strategy(name: str) -> ModuleType:
@@ -37,9 +48,15 @@ def get_strategy(name: str) -> ModuleType:
     return importlib.import_module(f".{name}", __name__)
 
 
-def choose(generic: ir.Operation) -> ModuleType:
+def available(strategy: ModuleType, chip: str) -> bool:
+    """Whether `chip` has what the strategy's kernels need (`REQUIRES_CHIPS`: the chips
+    with its instructions; absent: every chip)."""
+    return chip in getattr(strategy, "REQUIRES_CHIPS", (chip,))
+
+
+def choose(generic: ir.Operation, chip: str = "sm_90a") -> ModuleType:
     for name in STRATEGIES:
         strategy = get_strategy(name)
-        if strategy.matches(generic):
+        if available(strategy, chip) and strategy.matches(generic):
             return strategy
     raise AssertionError("pointwise matches every generic")

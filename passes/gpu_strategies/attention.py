@@ -15,7 +15,9 @@ attention:
 
 Matches the run fill/scores, fill/max, fill/sum, fill/out[, round] that the lowering
 emits (`library_call = "zynml_attention_*"`) when nothing else reads S, M or L.
-Not here yet: tensor cores (f16/bf16 run on this SIMT kernel), causal tile skipping.
+f16 with head dims that are multiples of 16 up to 128 runs on tensor cores instead
+(attention_tensor_core.py); here: f32, f64, bf16 and other head dims.
+Not here yet: causal tile skipping.
 """
 from __future__ import annotations
 
@@ -65,11 +67,17 @@ class Group:
 
 def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
     """The runs of generics of one attention each that the kernel can take."""
+    return [group for group in attention_groups(generics) if matches(group, params)]
+
+
+def attention_groups(generics: list) -> list[Group]:
+    """The runs of generics of one attention each, whichever kernel takes them
+    (attention_tensor_core.py asks too)."""
     groups = []
     for generic in generics:
         if _part(generic) == "out":
             group = _group(generic, generics)
-            if group is not None and matches(group, params):
+            if group is not None:
                 groups.append(group)
     return groups
 

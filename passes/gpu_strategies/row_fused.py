@@ -33,7 +33,7 @@ from mlir.dialects import arith, gpu, scf
 
 from ..cir_ops import defining_op
 from ..gpu_kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
-                                  delinearize, generic_operands, index_const,
+                                  delinearize, follows, generic_operands, index_const,
                                   indexing_maps, iterator_kinds, loop_ranges, new_kernel)
 from . import Launch
 from .pointwise import emit_point
@@ -85,35 +85,11 @@ def find_groups(generics: list[ir.Operation], params: Params = Params()) -> list
 def _consecutive_runs(generics: list[ir.Operation]) -> list[list]:
     runs: list[list] = []
     for generic in generics:
-        if runs and _follows(runs[-1][-1], generic):
+        if runs and follows(runs[-1][-1], generic):
             runs[-1].append(generic)
         else:
             runs.append([generic])
     return runs
-
-
-def _follows(first: ir.Operation, second: ir.Operation) -> bool:
-    """Only allocations and constants between two ops of one block."""
-    current = first.operation
-    while True:
-        current = _next(current)
-        if current is None:
-            return False
-        if current == second.operation:
-            return True
-        if current.name not in ("memref.alloc", "arith.constant"):
-            return False
-
-
-def _next(op: ir.Operation):
-    block = op.block
-    found = False
-    for candidate in block.operations:
-        candidate = candidate.operation
-        if found:
-            return candidate
-        found = candidate == op
-    return None
 
 
 def _split(run: list[ir.Operation], params: Params) -> list[list]:

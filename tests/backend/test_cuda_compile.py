@@ -8,9 +8,11 @@ import json
 import re
 import secrets
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -316,6 +318,45 @@ def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_c
         assert any(n.endswith("_matmul") for n in names), names
 
 
+@pytest.mark.parametrize("m,k,n,tile_n", [(128, 64, 256, 256), (256, 192, 384, 128)])
+def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n):
+    """sm_90a: the copy engine fills a ring of shared-memory stages (the host makes a TMA
+    descriptor of A and of B), and warpgroups multiply with wgmma m64 n{tile_n}."""
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
+    artifact = prog.artifact(A=np.ones((m, k), np.float16), B=np.ones((k, n), np.float16))
+    [matmul] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_wgmma")]
+    maps = [s for s in artifact.plan["body"] if s["op"] == "tensor_map"]
+    assert [(s["source"], s["box"], s["swizzle"]) for s in maps] == \
+        [("%in0", [128, 64], 128), ("%in1", [64, 64], 128)]
+    assert matmul["args"][-2:] == [s["result"] for s in maps]
+    assert matmul["arg_kinds"][-2:] == ["pointer", "pointer"]
+    assert matmul["block"] == [288, 1, 1]  # two warpgroups and the copying warp
+    assert matmul["grid"] == [n // tile_n, m // 128, 1]
+    assert matmul["shared_bytes"] > 48 * 1024
+    assert f"wgmma.mma_async.sync.aligned.m64n{tile_n}k16.f32.f16.f16" in artifact.ptx
+    assert "cp.async.bulk.tensor.2d" in artifact.ptx
+    assert "wmma.mma" not in artifact.ptx
+
+
+def test_bf16_matmul_on_sm90a_takes_wgmma():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
+    artifact = prog.artifact(A=np.ones((128, 64), ml_dtypes.bfloat16),
+                             B=np.ones((64, 128), ml_dtypes.bfloat16))
+    assert any(n.endswith("_matmul_wgmma") for n in kernel_names(artifact))
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in artifact.ptx
+
+
+@pytest.mark.parametrize("target,strategy", [("sm_90", "matmul_tensor_core"),
+                                             ("sm_80", "matmul_tensor_core")])
+def test_f16_matmul_without_wgmma_keeps_wmma(target, strategy):
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", target=target,
+                         require_device=False)
+    artifact = prog.artifact(A=np.ones((128, 64), np.float16), B=np.ones((64, 256), np.float16))
+    assert any(n.endswith("_" + strategy) for n in kernel_names(artifact))
+    assert "wgmma" not in artifact.ptx and "tensor_map" not in str(artifact.plan)
+
+
 @pytest.mark.parametrize("shape,lanes", [((2, 3, 17, 5), 1), ((2, 3, 40, 64), 2),
                                          ((1, 2, 33, 128), 4)])
 def test_attention_is_one_flash_kernel(shape, lanes):
@@ -330,6 +371,89 @@ def test_attention_is_one_flash_kernel(shape, lanes):
     assert not any(step["op"] == "alloc" and step["shape"] != list(shape)
                    for step in artifact.plan["body"])
     assert ("shfl.sync.bfly" in artifact.ptx) == (lanes > 1)
+
+
+MMA_F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+
+
+def attention_artifact(shape, dtype, target=None, e=None, source="attention.zyn"):
+    """The attention example (or another of EXAMPLES) compiled for Q, K of `shape` and V
+    of head dim `e` (default: Q's)."""
+    prog = zynml.compile(EXAMPLES / source, device="cuda", target=target,
+                         require_device=False)
+    v_shape = shape[:-1] + (e or shape[-1],)
+    inputs = dict(Q=np.ones(shape, dtype), K=np.ones(shape, dtype), V=np.ones(v_shape, dtype))
+    if source == "attention.zyn":
+        inputs["mask"] = np.ones(shape[2:3] * 2, bool)
+    return prog.artifact(**inputs)
+
+
+@pytest.mark.parametrize("shape,e", [((1, 1, 1, 16), None), ((2, 3, 17, 64), None),
+                                     ((1, 2, 70, 128), None), ((2, 2, 33, 48), 80)])
+def test_f16_attention_takes_the_tensor_cores(shape, e):
+    """f16 attention with head dims that are multiples of 16 up to 128: one
+    attention_tensor_core launch per block_m query rows and head, S = Q K^T and P V on
+    mma.sync m16n8k16 (f32 accumulators), K and V tiles by cp.async, their fragments by
+    ldmatrix (transposed for V), row maxima and sums across each quad by shuffles."""
+    from zynml.passes.gpu_strategies.attention_tensor_core import params_for
+    e = e or shape[3]
+    params = params_for(shape[3], e)
+    artifact = attention_artifact(shape, np.float16, e=e)
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_tensor_core"), launch
+    assert launch["block"] == [32 * params.warps, 1, 1]
+    assert launch["grid"] == [-(-shape[2] // params.block_m), shape[0] * shape[1], 1]
+    ptx = artifact.ptx
+    for instruction in (MMA_F16, "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+                        "cp.async.cg.shared.global", "cp.async.wait_group",
+                        "shfl.sync.bfly", "ex2.approx"):
+        assert instruction in ptx, instruction
+    assert artifact.cubin[:4] == b"\x7fELF"  # ptxas accepted it
+    if shape[2] >= params.block_n:  # (fewer keys: LLVM drops products of keys past the end)
+        # per key tile: an mma per 16 rows, 16 keys and 8 of d (S) or of e (P V)
+        assert ptx.count(MMA_F16) == \
+            params.m_tiles * params.block_n // 16 * (shape[3] + e) // 8
+
+
+@pytest.mark.parametrize("shape,dtype,target", [
+    ((2, 3, 40, 64), np.float32, None),       # f32 keeps the SIMT kernel
+    ((1, 2, 33, 40), np.float16, None),       # head dim no multiple of 16
+    ((1, 2, 33, 160), np.float16, None),      # head dim over 128 (O stays in registers)
+    ((1, 2, 33, 64), np.float16, "sm_75"),    # no m16n8k16 f16 mma.sync, no cp.async
+])
+def test_attention_without_tensor_cores(shape, dtype, target):
+    artifact = attention_artifact(shape, dtype, target)
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention") and "tensor" not in launch["kernel"]
+    assert "mma.sync" not in artifact.ptx and "ldmatrix" not in artifact.ptx
+
+
+def test_f16_attention_on_sm_80_takes_the_tensor_cores():
+    artifact = attention_artifact((1, 2, 33, 64), np.float16, "sm_80")
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_tensor_core")
+    assert MMA_F16 in artifact.ptx and artifact.cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_f16_flash_attention_fits_in_registers(d, tmp_path):
+    """The spec's tile-form flash attention at the benchmark's sizes: tensor cores, no
+    key bounds or mask (4096 keys, tiles of 64), and ptxas keeps every fragment in
+    registers (no local memory)."""
+    artifact = attention_artifact((1, 16, 4096, d), np.float16,
+                                  source="flash_attention.zyn")
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_tensor_core")
+    assert "ld.global.v2.u8" not in artifact.ptx and "ld.global.u8" not in artifact.ptx
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(artifact.ptx)
+    report = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(ptx), "-o",
+                             str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                            check=True).stderr
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
+    registers = int(re.search(r"Used (\d+) registers", report).group(1))
+    assert registers <= 255
 
 
 def test_small_matmul_is_pointwise():
@@ -687,3 +811,121 @@ def test_launch_annotations_are_checked_against_the_target(annotation, target, w
     # the same program is fine where the limit allows it
     zynml.compile(source, device="cuda", target="sm_90a", require_device=False) \
         if target else zynml.compile(source, device="cpu")
+
+
+# ============================================================================ bf16
+# bf16 programs compile to PTX (sm_90a has bf16 add/mul/fma; LLVM widens elsewhere); a
+# bf16 matmul takes the SIMT `matmul` strategy (f32 accumulation), never wmma.
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def bf16(*shape):
+    return _RNG.standard_normal(shape).astype(BF16)
+
+
+BF16_CASES = {  # name -> (example, inputs, {output: dtype}, strategy of the last kernel)
+    "elementwise": ("elementwise_relu", lambda: dict(x=bf16(37)), {"y": "bfloat16"},
+                    "pointwise"),
+    "reduce": ("reduce_sum", lambda: dict(data=bf16(1009)), {"sum": "bfloat16"},
+               "pointwise"),
+    "argmax": ("argmax", lambda: dict(data=bf16(31)), {"max_idx": "int64"}, "pointwise"),
+    "matmul": ("matmul", lambda: dict(A=bf16(300, 200), B=bf16(200, 129)), {"C": "bfloat16"},
+               "matmul"),
+    "layer_norm": ("layer_norm", lambda: dict(x=bf16(5, 13), gamma=bf16(13), beta=bf16(13),
+                                              eps=BF16.type(1e-5)),
+                   {"normalized": "bfloat16"}, "pointwise"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BF16_CASES))
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_bf16_programs_compile_to_ptx_and_cubin(case, target):
+    example, make_inputs, outputs, strategy = BF16_CASES[case]
+    prog = zynml.compile(EXAMPLES / f"{example}.zyn", device="cuda", target=target,
+                         require_device=False)
+    artifact = prog.artifact(**make_inputs())
+    assert re.search(rf"^\.target {target}\b", artifact.ptx, re.M)
+    assert artifact.cubin[:4] == b"\x7fELF"  # ptxas took it
+    assert [i["dtype"] for i in artifact.plan["inputs"] if i["kind"] == "tensor"][0] == \
+        "bfloat16"
+    assert {n: o["dtype"] for n, o in zip(artifact.plan["output_names"],
+                                          artifact.plan["outputs"])} == outputs
+    if target == "sm_90a":
+        assert ".bf16" in artifact.ptx  # bf16 instructions (sm_80 may shift bits instead)
+    assert kernel_names(artifact)[-1].endswith("_" + strategy)
+
+
+def test_bf16_arithmetic_is_native_on_sm_90a():
+    source = ("let y = compute(x, w) {\n    @kernel elementwise\n    for i in 0..n:\n"
+              "        out[i] = x[i] * w[i] + x[i]\n}\n")
+    ptx = {target: zynml.compile(source, device="cuda", target=target, require_device=False)
+           .artifact(x=bf16(37), w=bf16(37)).ptx for target in ("sm_90a", "sm_80")}
+    assert re.search(r"\b(fma|mul|add)\.rn\.bf16\b", ptx["sm_90a"])
+    assert "mul.rn.bf16 " not in ptx["sm_80"]  # sm_80 has bf16 fma only
+
+
+@pytest.mark.parametrize("m,k,n,target", [(192, 48, 320, "sm_90"), (256, 32, 384, "sm_90"),
+                                          (300, 200, 129, "sm_90a"), (257, 31, 33, "sm_90a")])
+def test_bf16_matmul_takes_the_simt_strategy(m, k, n, target):
+    """Sizes that take the f16 tensor cores (wmma) on sm_90, and others: bf16 stays SIMT."""
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", target=target,
+                         require_device=False)
+    artifact = prog.artifact(A=bf16(m, k), B=bf16(k, n))
+    names = kernel_names(artifact)
+    assert any(n.endswith("_matmul") for n in names), names
+    assert not any("tensor_core" in n or "wgmma" in n for n in names), names
+    assert "wmma" not in artifact.ptx and "mma.sync" not in artifact.ptx
+    output = artifact.plan["outputs"][0]
+    assert (output["shape"], output["dtype"]) == ([m, n], "bfloat16")
+
+
+def bf16_constant_artifact(constant):
+    """x * constant over tensor<5xbf16>, hand-written (the front end folds no tensor)."""
+    from mlir import ir
+    from zynml.dialects import new_context
+    text = """
+#map = affine_map<(d0) -> (d0)>
+func.func @main(%x: tensor<5xbf16>) -> tensor<5xbf16> {
+  %c = arith.constant CONSTANT : tensor<5xbf16>
+  %e = tensor.empty() : tensor<5xbf16>
+  %r = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]}
+      ins(%x, %c : tensor<5xbf16>, tensor<5xbf16>) outs(%e : tensor<5xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %o: bf16):
+    %m = arith.mulf %a, %b : bf16
+    linalg.yield %m : bf16
+  } -> tensor<5xbf16>
+  return %r : tensor<5xbf16>
+}
+""".replace("CONSTANT", constant)
+    with new_context() as ctx, ir.Location.unknown(ctx):
+        return build_artifact(ir.Module.parse(text), CudaTarget())
+
+
+def test_bf16_constant_tensors_become_globals_of_their_bits(tmp_path):
+    """.npy has no bfloat16: a bf16 global is stored as its uint16 bits, which the kernels
+    read as bf16 (-2.0 is 0xC000, not the integer -2)."""
+    values = [1.5, -2.0, 3.25, 4.0, 0.5]
+    artifact = bf16_constant_artifact(f"dense<{values}>")
+    assert artifact.plan["globals"] == [{"name": "g0", "shape": [5], "dtype": "bfloat16"}]
+    bits = artifact.globals["g0"]
+    assert bits.dtype == np.uint16
+    np.testing.assert_array_equal(bits, np.array(values, BF16).view(np.uint16))
+    artifact.save(tmp_path / "c.zynart")
+    assert_same_artifact(artifact, CudaArtifact.load(tmp_path / "c.zynart"))
+
+
+@pytest.mark.parametrize("text,shape", [("dense<-2.5> : tensor<2x3xbf16>", [2, 3]),
+                                        ("dense<[[1.0, -0.375], [65280.0, -1.0e-3]]> : "
+                                         "tensor<2x2xbf16>", [2, 2])])
+def test_bf16_dense_attributes_read_as_bits(text, shape):
+    from mlir import ir
+    from zynml.backend.cuda.launch_plan import _dense_to_numpy
+    from zynml.dialects import new_context
+    with new_context():
+        attr = ir.Attribute.parse(text)
+        bits = _dense_to_numpy(attr, shape, "bfloat16")
+    assert bits.dtype == np.uint16 and list(bits.shape) == shape
+    expected = np.full(shape, -2.5) if "<-2.5>" in text else \
+        np.array([[1.0, -0.375], [65280.0, -1.0e-3]])
+    np.testing.assert_array_equal(bits, expected.astype(BF16).view(np.uint16))

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -83,3 +84,19 @@ def test_compile_emits_every_stage(tmp_path):
     from zynml.runtime.iree_runner import IreeModule
     assert "main" in IreeModule.from_file(out).function_names
     assert out.stat().st_mode & 0o044  # readable like any output file, not 0600
+
+
+def test_run_takes_random_bf16_inputs_and_writes_bf16_outputs_as_float32(tmp_path):
+    """.npy has no bfloat16 ('<V2' reads back as void): bf16 outputs are written as
+    float32, which holds them exactly."""
+    prog = tmp_path / "double.zyn"
+    prog.write_text("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n"
+                    "        out[i] = x[i] * 2.0\n}\n")
+    result = zynml("run", prog, "--device", "cpu", "--random", "x=37:bf16",
+                   "--output-dir", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("y: bfloat16[37] min=")
+    y = np.load(tmp_path / "out" / "y.npy")
+    assert y.dtype == np.float32 and y.shape == (37,)
+    assert np.array_equal(y, y.astype(ml_dtypes.bfloat16).astype(np.float32))  # bf16 values
+    assert np.abs(y).max() > 0

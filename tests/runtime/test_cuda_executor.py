@@ -11,10 +11,12 @@ import functools
 import gc
 import itertools
 import secrets
+import struct
 import types
 from collections import namedtuple
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -83,7 +85,7 @@ class FakeCuda:
                  "cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync",
                  "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
                  "cuStreamSynchronize", "cuModuleLoadData", "cuModuleGetFunction",
-                 "cuLaunchKernel", "cuFuncSetAttribute"]
+                 "cuLaunchKernel", "cuFuncSetAttribute", "cuTensorMapEncodeTiled"]
         calls = {name: self._recorded(name, getattr(self, "_" + name)) for name in names}
         self.functions = {}   # handle -> FakeFunction
         identity = lambda value: value  # noqa: E731
@@ -93,7 +95,14 @@ class FakeCuda:
             CUmemPool_attribute=_names_namespace(["CU_MEMPOOL_ATTR_RELEASE_THRESHOLD"]),
             CUfunction_attribute=_names_namespace(
                 ["CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"]),
-            CUstream=identity, CUdeviceptr=identity, cuuint64_t=identity,
+            CUtensorMapDataType=_names_namespace(
+                [f"CU_TENSOR_MAP_DATA_TYPE_{t}" for t in ("FLOAT16", "BFLOAT16", "FLOAT32")]),
+            CUtensorMapInterleave=_names_namespace(["CU_TENSOR_MAP_INTERLEAVE_NONE"]),
+            CUtensorMapSwizzle=_names_namespace(
+                [f"CU_TENSOR_MAP_SWIZZLE_{s}" for s in ("NONE", "32B", "64B", "128B")]),
+            CUtensorMapL2promotion=_names_namespace(["CU_TENSOR_MAP_L2_PROMOTION_L2_256B"]),
+            CUtensorMapFloatOOBfill=_names_namespace(["CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"]),
+            CUstream=identity, CUdeviceptr=identity, cuuint64_t=identity, cuuint32_t=identity,
             cuGetErrorName=lambda status: (0, self.ERRORS.get(int(status), b"CUDA_ERROR_UNKNOWN")),
             **calls)
 
@@ -243,6 +252,28 @@ class FakeCuda:
         self.launches.append(launch)
         if function.name in self.kernels:
             self.kernels[function.name](self, args)
+
+
+    def _cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box,
+                                element_strides, interleave, swizzle, l2, oob):
+        """A descriptor whose 16 words say what it was made from (tensor_map_fields
+        reads them back), as the kernel would find it in device memory."""
+        assert rank == len(dims) == len(box) == len(strides) + 1 <= 5
+        assert list(element_strides) == [1] * rank
+        code = {"CU_TENSOR_MAP_SWIZZLE_NONE": 0, "CU_TENSOR_MAP_SWIZZLE_128B": 128}[swizzle]
+        words = [address, rank, code, len(self.allocs)] + list(dims) + list(strides) + list(box)
+        return types.SimpleNamespace(opaque=words + [0] * (16 - len(words)))
+
+
+def tensor_map_fields(fake, address):
+    """(tensor address, sizes, byte strides, box, swizzle) of the descriptor at `address`,
+    in CUDA's innermost-first order."""
+    words = struct.unpack("<16Q", fake.read(address, 128))
+    base, rank, swizzle = words[0], words[1], words[2]
+    dims = words[4:4 + rank]
+    strides = words[4 + rank:4 + 2 * rank - 1]
+    box = words[4 + 2 * rank - 1:4 + 3 * rank - 1]
+    return base, dims, strides, box, swizzle
 
 
 class _CUresult(int):
@@ -990,6 +1021,82 @@ def test_shared_bytes_may_be_a_plan_value(fake, rng):
     assert [i.shared for i in fake.launches] == [1024, 2048, 3072]
 
 
+def tensor_map_plan():
+    """k_tma(map of x, map of x's rows 2.., out): descriptors of an input and of a view
+    of it at an offset, passed as pointers."""
+    return plan_of(
+        [tensor((6, 8), "float16")],
+        [{"op": "alloc", "result": "%0", "shape": [6, 8], "dtype": "float16"},
+         {"op": "view", "result": "%1", "source": "%in0", "offset": 16, "sizes": [4, 8],
+          "strides": [8, 1], "absolute": True},
+         {"op": "tensor_map", "result": "%2", "source": "%in0", "box": [2, 8], "swizzle": 128},
+         {"op": "tensor_map", "result": "%3", "source": "%1", "box": [4, 8], "swizzle": 0},
+         launch("k_tma", ["%2", "%3", "%0"], ["pointer", "pointer", "memref:2"])],
+        [dict(tensor((6, 8), "float16"), value="%0")])
+
+
+@pytest.mark.parametrize("path", ["fast", "interpreter"])
+def test_tensor_maps_are_encoded_once_per_buffer(fake, rng, path):
+    executor = executor_for(fake, tensor_map_plan())
+    assert executor.flat is not None  # tensor maps keep a plan on the fast path
+    run = executor.__call__ if path == "fast" else executor.run_plan
+    x, y = (upload(f32(rng, 6, 8).astype(np.float16)) for _ in range(2))
+    run([x])
+    first = fake.launches[-1].args[:2]
+    assert tensor_map_fields(fake, first[0]) == (x.ptr, (8, 6), (16,), (8, 2), 128)
+    assert tensor_map_fields(fake, first[1]) == (x.ptr + 32, (8, 4), (16,), (8, 4), 0)
+    encodes = fake.count("cuTensorMapEncodeTiled")
+    assert encodes == 2
+    run([x])  # the same buffer: the same descriptors, not encoded or uploaded again
+    assert fake.launches[-1].args[:2] == first
+    assert fake.count("cuTensorMapEncodeTiled") == encodes
+    run([y])  # another buffer: its own descriptors
+    second = fake.launches[-1].args[:2]
+    assert set(second).isdisjoint(first)
+    assert tensor_map_fields(fake, second[0])[0] == y.ptr
+    assert tensor_map_fields(fake, second[1])[0] == y.ptr + 32
+    assert fake.count("cuTensorMapEncodeTiled") == encodes + 2
+
+
+def test_fast_path_and_interpreter_share_the_descriptors(fake, rng):
+    executor = executor_for(fake, tensor_map_plan())
+    x = upload(f32(rng, 6, 8).astype(np.float16))
+    executor([x])
+    executor.run_plan([x])
+    fast, slow = fake.launches[-2:]
+    assert fast.args[:2] == slow.args[:2]
+    assert fake.count("cuTensorMapEncodeTiled") == 2
+
+
+def test_a_step_this_runtime_does_not_know_is_a_clear_error(fake, rng):
+    plan = plan_of([tensor((4,))], [{"op": "from_the_future", "result": "%0"}], [])
+    executor = executor_for(fake, plan)
+    with pytest.raises(RuntimeError, match="cannot run launch-plan steps 'from_the_future'"):
+        executor([upload(f32(rng, 4))])
+
+
+def test_a_tensor_map_of_an_unaligned_view_is_a_clear_error(fake, rng):
+    plan = tensor_map_plan()
+    plan["body"][1]["offset"] = 3  # rows from element 3: 6 bytes in
+    executor = executor_for(fake, plan)
+    with pytest.raises(CudaError, match="16-byte aligned rows"):
+        executor([upload(f32(rng, 6, 8).astype(np.float16))])
+    assert fake.count("cuTensorMapEncodeTiled") == 1  # the aligned one only
+
+
+def test_past_the_limit_kept_descriptors_are_freed(fake, rng, monkeypatch):
+    from zynml.runtime.cuda.tensor_maps import TensorMaps
+    monkeypatch.setattr(TensorMaps, "LIMIT", 2)
+    executor = executor_for(fake, tensor_map_plan())
+    x, y = (upload(f32(rng, 6, 8).astype(np.float16)) for _ in range(2))
+    executor([x])
+    kept = set(fake.launches[-1].args[:2])
+    executor([y])  # two more would make four: the first two go (stream-ordered frees)
+    assert kept <= set(fake.frees)
+    executor([x])  # made again, and correct
+    assert tensor_map_fields(fake, fake.launches[-1].args[0])[0] == x.ptr
+
+
 # ============================================================================ errors
 
 @pytest.mark.parametrize("path", ["fast", "interpreter"])
@@ -1267,6 +1374,25 @@ def test_program_calls_skip_the_checks_after_the_first(fake, rng, checked_calls)
         assert_close(out.numpy(), expected)
 
 
+def test_inputs_off_16_bytes_are_copied_to_aligned_buffers(fake, rng, checked_calls):
+    """Kernels may read 16 bytes at a time (cp.async, TMA): an input view that starts
+    elsewhere goes through the checks, which copy it; aligned inputs are used in place."""
+    prog = sub_scaled(fake)
+    x, y = f32(rng, 101), f32(rng, 100)
+    xs, ys = upload(x), upload(y)
+    shifted = DeviceArray(get_device(0), xs.ptr + 4, (100,), "float32", owner=xs)
+    for _ in range(2):
+        mark = fake.mark()
+        out = prog(x=TorchLike(shifted), y=TorchLike(ys), scale=0.5)["z"]
+        log = fake.since(mark)
+        [launch_] = log.launches
+        assert launch_.args[0].aligned % 16 == 0 and launch_.args[0].aligned != shifted.ptr
+        assert launch_.args[1].aligned == ys.ptr
+        assert (launch_.args[0].aligned, shifted.ptr, 400) in log.copies
+        assert_close(out.numpy(), (x[1:].astype(np.float64) - y) * 0.5)
+    assert len(checked_calls) == 2  # never on the fast path
+
+
 def test_a_call_of_another_signature_is_checked(fake, rng, checked_calls, monkeypatch):
     prog = sub_scaled(fake)
     x, y = upload(f32(rng, 100)), upload(f32(rng, 100))
@@ -1404,3 +1530,170 @@ def test_the_fast_path_on_the_gpu(rng, monkeypatch):
     assert again.ptr == ptr
     assert_close(again.numpy(), (x.astype(np.float64) - y) * 3)
     assert_close(results[0].numpy(), (x.astype(np.float64) - y) * 2)
+
+
+# ============================================================================ bfloat16
+# numpy bf16 (ml_dtypes) in and out; GPU bf16 tensors through DLPack, since
+# __cuda_array_interface__ cannot name bfloat16 (PyTorch < 2.5 raises, 2.5 says "<f2",
+# later "<V2").
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+DOUBLE_MINUS = """
+let z = compute(x, y) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = x[i] * 2.0 - y[i]
+}
+"""
+
+
+def k_double_minus(fake, args):
+    x, y, out = (fake.array(d, BF16) for d in args)
+    out[...] = (x.astype(np.float32) * 2 - y.astype(np.float32)).astype(BF16)
+
+
+def bf16_program(fake, n=37):
+    example = dict(x=np.zeros(n, BF16), y=np.zeros(n, BF16))
+    prog = zynml.compile(DOUBLE_MINUS, device="cuda:0", require_device=False)
+    for step in launches(prog.artifact(**example).plan["body"]):
+        fake.kinds[step["kernel"]] = step["arg_kinds"]
+        fake.kernels[step["kernel"]] = k_double_minus
+    return prog
+
+
+def bf16(rng, n):
+    return (rng.uniform(0.5, 2, n) * rng.choice([-1, 1], n)).astype(BF16)
+
+
+def expected_double_minus(x, y):
+    return (x.astype(np.float32) * 2 - y.astype(np.float32)).astype(BF16)
+
+
+_capsule_pointer = ctypes.PyDLL(None).PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+class TorchBf16Like:
+    """What ZynML reads of a CUDA torch.bfloat16 tensor over a DeviceArray of the fake:
+    its __cuda_array_interface__ as PyTorch `version` gives it, and DLPack."""
+    is_cuda = True
+    dtype = "torch.bfloat16"
+
+    def __init__(self, array, version, device_id=0, contiguous=True):
+        self.array, self.version = array, version
+        self.device_id, self.contiguous = device_id, contiguous
+        self.shape = array.shape
+        self.streams = []  # the `stream` of each __dlpack__ call
+
+    def data_ptr(self):
+        return self.array.ptr
+
+    def is_contiguous(self):
+        return self.contiguous
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.version < (2, 5):
+            raise KeyError("torch.bfloat16")  # not an AttributeError: hasattr() raises too
+        typestr = "<f2" if self.version < (2, 6) else "<V2"
+        return {"shape": self.shape, "typestr": typestr, "data": (self.array.ptr, False),
+                "version": 2, "strides": None}
+
+    def __dlpack__(self, stream=None):
+        from zynml.runtime.cuda import dlpack
+        self.streams.append(stream)
+        capsule = dlpack.to_dlpack_capsule(self.array)
+        tensor = dlpack._DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+        tensor.dl_tensor.device.device_id = self.device_id
+        if not self.contiguous:
+            self._strides = (ctypes.c_int64 * 1)(2)
+            tensor.dl_tensor.strides = ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
+        return capsule
+
+    def __dlpack_device__(self):
+        return (2, self.device_id)
+
+
+def test_bf16_numpy_in_and_out(fake, rng):
+    prog = bf16_program(fake)
+    for _ in range(2):
+        x, y = bf16(rng, 37), bf16(rng, 37)
+        z = prog(x=x, y=y)["z"]
+        assert type(z) is np.ndarray and z.dtype == BF16
+        np.testing.assert_array_equal(z.view(np.uint16),
+                                      expected_double_minus(x, y).view(np.uint16))
+
+
+def test_bf16_device_arrays_speak_dlpack_only(fake, rng):
+    from zynml.runtime.cuda.device_array import gpu_array_spec, is_gpu_array
+    x = bf16(rng, 5)
+    array = upload(x)
+    assert array.dtype == BF16 and array._dtype_name == "bfloat16"
+    assert not hasattr(array, "__cuda_array_interface__")
+    with pytest.raises(AttributeError, match="DLPack"):
+        array.__cuda_array_interface__
+    assert is_gpu_array(array) and gpu_array_spec(array) == ((5,), BF16)
+    np.testing.assert_array_equal(array.numpy().view(np.uint16), x.view(np.uint16))
+
+
+@pytest.mark.parametrize("version", [(2, 4), (2, 5), (2, 6)])
+def test_bf16_torch_tensors_come_in_through_dlpack(fake, rng, checked_calls, version):
+    """Whatever the interface says (nothing, float16's "<f2", "<V2"), the data is read as
+    bf16 through DLPack, ordered on the legacy default stream (stream=1); the second call
+    takes the fast path."""
+    prog = bf16_program(fake)
+    x, y = bf16(rng, 37), bf16(rng, 37)
+    xs, ys = TorchBf16Like(upload(x), version), TorchBf16Like(upload(y), version)
+    for _ in range(2):
+        z = prog(x=xs, y=ys)["z"]
+        assert isinstance(z, DeviceArray) and z.dtype == BF16
+        np.testing.assert_array_equal(z.numpy().view(np.uint16),
+                                      expected_double_minus(x, y).view(np.uint16))
+    assert checked_calls == [["x", "y"]]
+    assert xs.streams and set(xs.streams) == {1}
+
+
+class InterfaceBf16Like:
+    """A bf16 array of a library that is not torch (no data_ptr): its interface says
+    float16's "<f2" as PyTorch 2.5 does, its `dtype` says bfloat16."""
+    dtype = "bfloat16"
+
+    def __init__(self, array):
+        self.inner = TorchBf16Like(array, (2, 5))
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.inner.__cuda_array_interface__
+
+    def __dlpack__(self, stream=None):
+        return self.inner.__dlpack__(stream)
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
+
+
+def test_a_bf16_call_leaves_no_fast_path_for_float16_arrays(fake, rng, checked_calls):
+    """Were a bf16 array keyed by its interface's "<f2", a float16 array of the same shape
+    would take the bf16 call's fast path: it is checked (and compiled) instead."""
+    prog = bf16_program(fake)
+    x, y = bf16(rng, 37), bf16(rng, 37)
+    z = prog(x=InterfaceBf16Like(upload(x)), y=InterfaceBf16Like(upload(y)))["z"]
+    np.testing.assert_array_equal(z.numpy().view(np.uint16),
+                                  expected_double_minus(x, y).view(np.uint16))
+    halves = [InterfaceOnly(upload(v.astype(np.float16))) for v in (x, y)]
+    z = prog(x=halves[0], y=halves[1])["z"]  # (the fake runs its bf16 kernel on it: values
+    assert z.dtype == np.float16              # are not the point, the signature is)
+    assert len(checked_calls) == 2
+
+
+@pytest.mark.parametrize("device_id,contiguous,message", [
+    (1, True, "on cuda:1 given to a program on cuda:0"), (0, False, "C-contiguous")])
+def test_bf16_dlpack_tensors_must_be_on_the_device_and_contiguous(fake, rng, device_id,
+                                                                   contiguous, message):
+    prog = bf16_program(fake)
+    x, y = bf16(rng, 37), bf16(rng, 37)
+    bad = TorchBf16Like(upload(x), (2, 6), device_id=device_id, contiguous=contiguous)
+    with pytest.raises(ValueError, match=message):
+        prog(x=bad, y=TorchBf16Like(upload(y), (2, 6)))

@@ -2,6 +2,8 @@
 machine): device arrays, zero-copy interop, saved artifacts, and programs against float64
 numpy on fresh random inputs with poisoned allocations (conftest sets
 ZYNML_CUDA_POISON=1)."""
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -83,8 +85,8 @@ def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def run_example(name, **inputs):
-    return zynml.compile(EXAMPLES / name, device="cuda:0")(**inputs)
+def run_example(name, target=None, **inputs):
+    return zynml.compile(EXAMPLES / name, device="cuda:0", target=target)(**inputs)
 
 
 @pytest.mark.parametrize("m,k,n", [(300, 200, 129), (128, 16, 128), (257, 31, 33)])
@@ -105,11 +107,74 @@ def test_matmul_strategy_f16_inputs(rng):
 def test_matmul_tensor_cores_f16(rng, m, k, n):
     """Sizes that tile exactly take the tensor cores (wmma, f32 accumulation): 64x64
     block tiles straight from global memory for the first two; 128x128 tiles staged in
-    shared memory 32 wide (K = 32) and 64 wide (K = 192, three stages) for the others."""
+    shared memory 32 wide (K = 32) and 64 wide (K = 192, three stages) for the others.
+    Compiled for sm_90 (no wgmma there), so sm_90a's matmul_wgmma does not take them."""
+    a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
+    out = run_example("matmul.zyn", target="sm_90", A=a, B=b)["C"]
+    assert out.dtype == np.float16
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 64, 256), (256, 192, 128), (384, 448, 512),
+                                   (128, 1024, 384)])
+def test_matmul_wgmma_f16(rng, m, k, n):
+    """sm_90a: TMA copies into a ring of 4 stages, wgmma m64n256 (N multiple of 256) or
+    m64n128 per warpgroup; K of 1 to 16 steps of 64 (fewer steps than stages, too)."""
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
     assert out.dtype == np.float16
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
+
+
+MATMUL_FROM = """
+let C = compute(A, B, bias) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var sum = START
+        for k in 0..K:
+            sum += A[i, k] * B[k, j]
+        out[i, j] = sum
+}
+"""
+
+
+@pytest.mark.parametrize("start,expected_init", [("1.5", lambda bias: 1.5),
+                                                 ("bias[j]", lambda bias: bias[None, :])])
+def test_matmul_wgmma_starts_from_a_constant_or_a_tensor(rng, start, expected_init):
+    """A constant start folds into the kernel (fill and product are one); a tensor one
+    is read back in the epilogue."""
+    a, b = (f32(rng, 128, 192) * 0.5).astype(np.float16), f32(rng, 192, 384).astype(np.float16)
+    bias = f32(rng, 384).astype(np.float16)
+    prog = zynml.compile(MATMUL_FROM.replace("START", start), device="cuda:0")
+    out = prog(A=a, B=b, bias=bias)["C"]
+    expected = expected_init(bias.astype(np.float64)) + a.astype(np.float64) @ b.astype(np.float64)
+    assert_close(out, expected, rtol=1e-2)
+
+
+def test_matmul_wgmma_bf16(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = (f32(rng, 256, 320) * 0.5).astype(ml_dtypes.bfloat16)
+    b = f32(rng, 320, 512).astype(ml_dtypes.bfloat16)
+    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    assert out.dtype == ml_dtypes.bfloat16
+    assert_close(out.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64),
+                 rtol=1e-2)
+
+
+def test_matmul_wgmma_reads_torch_tensors_and_new_buffers(rng):
+    """Descriptors are per buffer address: calls on other buffers (and on views that
+    start elsewhere) must read those, not the first call's."""
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda:0")
+    a = (f32(rng, 256, 128) * 0.5).astype(np.float16)
+    b = f32(rng, 128, 256).astype(np.float16)
+    out = prog(A=a, B=b)["C"]  # numpy in: compiles (where compile-only runs stop)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
+    torch = pytest.importorskip("torch")
+    for _ in range(3):
+        a = (f32(rng, 256, 128) * 0.5).astype(np.float16)
+        b = f32(rng, 128, 256).astype(np.float16)
+        out = prog(A=torch.from_numpy(a).cuda(), B=torch.from_numpy(b).cuda())["C"]
+        assert_close(out.numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
 
 
 def test_batched_matmul_tensor_cores_f16(rng):
@@ -431,3 +496,132 @@ def test_attention_flash_kernel_f16(rng):
     assert out.dtype == np.float16
     assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
 
+
+# f16 attention with head dims that are multiples of 16 up to 128 runs on tensor cores
+# (passes/gpu_strategies/attention_tensor_core.py): one key, partial query and key tiles
+# (rows past the end unwritten, keys past the end -inf), several key tiles through the
+# cp.async pipeline, fully masked rows (0), the mask read in 2-byte pairs (even key counts)
+# or bytes (odd).
+@pytest.mark.parametrize("shape", [(1, 1, 1, 16), (2, 3, 17, 64), (1, 2, 131, 64),
+                                   (2, 12, 128, 64), (1, 2, 70, 128), (1, 1, 257, 128)])
+def test_attention_tensor_cores_f16(rng, shape):
+    q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
+    seq = shape[2]
+    mask = rng.random((seq, seq)) < 0.7 if seq > 1 else np.ones((1, 1), bool)
+    if seq == 70:
+        mask[[0, 33, 69], :] = False
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    assert out.dtype == np.float16
+    assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
+    assert not np.asarray(out)[:, :, ~mask.any(axis=1)].any()  # no allowed key: 0
+
+
+@pytest.mark.parametrize("params", [dict(warps=4, m_tiles=1, block_n=64, q_shared=False),
+                                    dict(warps=4, m_tiles=2, block_n=32, q_shared=False)])
+def test_attention_tensor_cores_f16_other_params(rng, monkeypatch, params):
+    """Q's fragments in registers (the default reads them from shared memory), one and two
+    row tiles per warp. The artifact cache key ignores Params: each case has a shape of
+    its own, so compile-only runs and GPU runs pair the same artifact (the GPU machine
+    has no MLIR: it only reads the cache)."""
+    if importlib.util.find_spec("mlir") is not None:
+        from zynml.passes.gpu_strategies import attention_tensor_core as strategy
+        monkeypatch.setattr(strategy, "CONFIGS", ((128, strategy.Params(**params)),))
+    shape = (1, 3, 45 + params["m_tiles"], 96)
+    q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
+    mask = rng.random(shape[2:3] * 2) < 0.7
+    mask[5, :] = False
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 256, 64), (2, 3, 192, 128)])
+def test_flash_attention_tensor_cores_f16(rng, shape):
+    """The spec's tile-form flash attention (no mask, whole key tiles): the benchmark's path."""
+    q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
+    out = zynml.compile(EXAMPLES / "flash_attention.zyn", device="cuda:0")(Q=q, K=k, V=v)["attn"]
+    assert out.dtype == np.float16
+    assert_close(out, conftest.attention_reference(q, k, v), rtol=1e-2)
+
+
+# ------------------------------------------------------------------ bf16: numpy
+# (ml_dtypes) and torch tensors in, through DLPack; matmuls that matmul_wgmma does not
+# take (sizes that do not tile, or sm_90) run on the SIMT `matmul` (f32 accumulation)
+
+def bf16(rng, *shape, low=0.25, high=2.0):
+    import ml_dtypes
+    return (rng.uniform(low, high, shape) * rng.choice([-1.0, 1.0], shape)).astype(
+        ml_dtypes.bfloat16)
+
+
+def test_bf16_device_array_round_trip(rng):
+    from zynml.runtime.cuda.device_array import DeviceArray
+    host = bf16(rng, 7, 13)
+    array = DeviceArray.from_numpy(host)
+    assert array.dtype == host.dtype and not hasattr(array, "__cuda_array_interface__")
+    np.testing.assert_array_equal(array.numpy().view(np.uint16), host.view(np.uint16))
+
+
+@pytest.mark.parametrize("n", [1, 37, 100003])
+def test_bf16_elementwise(rng, n):
+    x, w = bf16(rng, n), bf16(rng, n)
+    source = ("let y = compute(x, w) {\n    @kernel elementwise\n    for i in 0..n:\n"
+              "        out[i] = x[i] * w[i] + exp(x[i]) - x[i] / w[i]\n}\n")
+    y = zynml.run(source, device="cuda:0", x=x, w=w)["y"]
+    assert y.dtype == x.dtype
+    X, W = x.astype(np.float64), w.astype(np.float64)
+    # The body computes in bf16: each of its few roundings is off by at most 2^-9 of a
+    # value no larger than the terms, and the terms may cancel. So the bound is on the
+    # error against the terms' size, not the result's (a norm-wise 1e-2 failed at n=1).
+    terms = np.abs(X * W) + np.exp(X) + np.abs(X / W)
+    error = np.abs(y.astype(np.float64) - (X * W + np.exp(X) - X / W))
+    assert np.all(error <= 2.0 ** -7 * terms), float((error / terms).max())
+
+
+@pytest.mark.parametrize("n", [1, 61, 255])
+def test_bf16_full_reduction_and_argmax(rng, n):
+    """Integers whose magnitudes add up to at most 2^8 sum exactly in bf16, in any order
+    and any grouping: the sum is exact."""
+    import ml_dtypes
+    data = (rng.integers(1, 256 // n + 1, n) * rng.choice([-1, 1], n)).astype(
+        ml_dtypes.bfloat16)
+    values = bf16(rng, n)
+    reduce_sum, argmax = (zynml.compile(EXAMPLES / name, device="cuda:0")
+                          for name in ("reduce_sum.zyn", "argmax.zyn"))
+    argmax.artifact(data=values)  # both compiled before compile-only runs stop below
+    total = reduce_sum(data=data)["sum"]
+    assert total.dtype == data.dtype
+    assert float(total) == data.astype(np.float64).sum()
+    out = argmax(data=values)
+    assert int(np.asarray(next(iter(out.values())))) == int(np.argmax(values.astype(np.float64)))
+
+
+@pytest.mark.parametrize("m,k,n,target", [(1, 1, 1, None), (300, 200, 129, None),
+                                          (257, 31, 33, None), (192, 48, 320, "sm_90")])
+def test_bf16_matmul_simt(rng, m, k, n, target):
+    a, b = bf16(rng, m, k), bf16(rng, k, n)
+    c = run_example("matmul.zyn", target=target, A=a, B=b)["C"]
+    assert c.dtype == a.dtype
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
+
+
+def test_bf16_torch_tensors_in_through_dlpack(rng):
+    """torch's __cuda_array_interface__ cannot say bfloat16: the tensors come in through
+    DLPack, results go out the same way (torch.from_dlpack), no copies."""
+    a, b = bf16(rng, 130, 70), bf16(rng, 70, 90)
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda:0")
+    prog.artifact(A=a, B=b)  # compile-only runs stop at the skip below
+    if conftest.COMPILE_ONLY:
+        pytest.skip("compile-only: no GPU for torch")
+    torch = pytest.importorskip("torch")
+
+    def on_gpu(array):
+        return torch.from_numpy(array.view(np.int16)).cuda().view(torch.bfloat16)
+
+    ta, tb = on_gpu(a), on_gpu(b)
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    for _ in range(2):  # the second call takes the fast path
+        out = prog(A=ta, B=tb)["C"]
+        assert out.dtype == a.dtype and out.shape == (130, 90)
+        back = torch.from_dlpack(out)
+        assert back.dtype == torch.bfloat16 and back.data_ptr() == out.ptr
+        assert_close(back.float().cpu().numpy(), expected, rtol=1e-2)

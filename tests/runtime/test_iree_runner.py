@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import mlir.ir  # noqa: F401  (iree.runtime must work beside the mlir bindings)
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -195,10 +196,11 @@ def test_results_copied_when_device_memory_is_not_mappable(vmfb, rng):
 def test_signature_parsing():
     from zynml.runtime.iree_runner import _parse_declaration
     params, results = _parse_declaration(
-        "sync func @f(%input0: tensor<?x3xf32>, %input1: i1, %input2: tensor<index>, %input3: bf16)"
-        " -> (%output0: tensor<2xi64>, %output1: f64)")
+        "sync func @f(%input0: tensor<?x3xf32>, %input1: i1, %input2: tensor<index>,"
+        " %input3: f8E5M2, %input4: tensor<4xbf16>) -> (%output0: tensor<2xi64>, %output1: f64)")
     assert [(p.is_tensor, p.dtype) for p in params] == [
-        (True, np.float32), (False, np.bool_), (True, np.int64), (False, None)]
+        (True, np.float32), (False, np.bool_), (True, np.int64), (False, None),
+        (True, np.dtype(ml_dtypes.bfloat16))]
     assert [(r.is_tensor, r.dtype) for r in results] == [(True, np.int64), (False, np.float64)]
     assert _parse_declaration("sync func @g()") == ([], [])
     assert _parse_declaration("something else") is None
@@ -460,3 +462,117 @@ def test_results_never_share_memory_with_a_borrowed_array(large_vmfb, rng):
     assert not np.shares_memory(r, a)
     a[...] = 0
     np.testing.assert_array_equal(r, keep)
+
+
+# --------------------------------------------------------------------- bf16
+# numpy exports no bfloat16 through DLPack: large bf16 arrays are imported as their uint16
+# bits, viewed with IREE's BFLOAT_16 element type; results come back as ml_dtypes.bfloat16.
+# Doubling and widening are exact, so results are compared bit for bit.
+
+BF16 = """
+#id = affine_map<(d0) -> (d0)>
+func.func @twice(%x: tensor<?xbf16>, %s: tensor<bf16>) -> (tensor<?xbf16>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?xbf16>
+  %sv = tensor.extract %s[] : tensor<bf16>
+  %e = tensor.empty(%n) : tensor<?xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<?xbf16>) outs(%e : tensor<?xbf16>) {
+  ^bb0(%v: bf16, %o: bf16):
+    %a = arith.addf %v, %v : bf16
+    %m = arith.mulf %a, %sv : bf16
+    linalg.yield %m : bf16
+  } -> tensor<?xbf16>
+  %e32 = tensor.empty(%n) : tensor<?xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<?xbf16>) outs(%e32 : tensor<?xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %x32 = arith.extf %v : bf16 to f32
+    linalg.yield %x32 : f32
+  } -> tensor<?xf32>
+  return %r, %w : tensor<?xbf16>, tensor<?xf32>
+}
+// 16-bit float scalar parameters: the VM takes their bits.
+func.func @scale(%s: bf16, %h: f16, %x: tensor<?xbf16>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?xbf16>
+  %e = tensor.empty(%n) : tensor<?xf32>
+  %h32 = arith.extf %h : f16 to f32
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<?xbf16>) outs(%e : tensor<?xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %m = arith.mulf %v, %s : bf16
+    %w = arith.extf %m : bf16 to f32
+    %y = arith.mulf %w, %h32 : f32
+    linalg.yield %y : f32
+  } -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def bf16_vmfb(tmp_path_factory) -> bytes:
+    return compile_to_vmfb(BF16, CPU, cache=ArtifactCache(tmp_path_factory.mktemp("cache")))
+
+
+def bf16(rng, n):
+    return nonzero(rng, n).astype(ml_dtypes.bfloat16)
+
+
+def assert_bf16_twice(out, x):
+    doubled, widened = out
+    assert doubled.dtype == np.dtype(ml_dtypes.bfloat16) and widened.dtype == np.float32
+    np.testing.assert_array_equal(doubled.view(np.uint16), (x * 2).view(np.uint16))
+    np.testing.assert_array_equal(widened, x.astype(np.float32))
+
+
+# 7: copied into a fresh buffer; 40009 (80 KiB): staged, at any alignment
+@pytest.mark.parametrize("n,offset", [(1, 0), (7, 0), (40009, 0), (40009, 16), (40009, 2)])
+def test_bf16_buffers_in_and_out(bf16_vmfb, rng, n, offset):
+    twice = IreeModule(bf16_vmfb).function("twice")
+    for _ in range(2):  # the second large call reuses the staging buffer
+        x = at_offset(bf16(rng, n), offset)
+        keep = x.copy()
+        assert_bf16_twice(twice(x, np.array(1.0, ml_dtypes.bfloat16)), keep)
+        np.testing.assert_array_equal(x.view(np.uint16), keep.view(np.uint16))
+
+
+def test_bf16_non_contiguous_inputs(bf16_vmfb, rng):
+    twice = IreeModule(bf16_vmfb).function("twice")
+    for x in (bf16(rng, 14)[::2], bf16(rng, 80018)[::-2]):
+        assert_bf16_twice(twice(x, np.array(1.0, ml_dtypes.bfloat16)), np.ascontiguousarray(x))
+
+
+def test_bf16_scalar_tensor_takes_a_python_number(bf16_vmfb, rng):
+    """A number for a 0-d bf16 parameter becomes a bf16 array (0.5: exact)."""
+    x = bf16(rng, 9)
+    doubled, _ = IreeModule(bf16_vmfb).function("twice")(x, 0.5)
+    np.testing.assert_array_equal(doubled.view(np.uint16), x.view(np.uint16))
+
+
+def test_bf16_large_inputs_are_borrowed(bf16_vmfb, rng, monkeypatch):
+    from zynml.runtime import iree_runner
+    twice = IreeModule(bf16_vmfb, borrow_inputs=True).function("twice")
+    one = np.array(1.0, ml_dtypes.bfloat16)
+    x0 = at_offset(bf16(rng, 40009), 0)
+    assert_bf16_twice(twice(x0, one), x0)                # the probe: staged
+    assert twice._params[0].writes is False
+    copies = []
+    monkeypatch.setattr(iree_runner, "_copy",
+                        lambda dst, src: copies.append(dst) or np.copyto(dst, src))
+    x = at_offset(bf16(rng, 40009), 0)
+    out = twice(x, one)
+    assert copies == []                                   # imported as it is
+    assert not any(np.shares_memory(r, x) for r in out)
+    assert_bf16_twice(out, x)
+
+
+@pytest.mark.parametrize("s,h", [
+    (2.0, 0.375), (np.array(2.0, ml_dtypes.bfloat16), np.float16(0.375)),
+    (ml_dtypes.bfloat16(2.0), np.array(0.375, np.float32))])
+def test_f16_and_bf16_scalar_parameters(bf16_vmfb, rng, s, h):
+    """x * 2 * 0.375 is exact: a scalar pushed wrong (as a float: the VM reads 0) shows."""
+    x = bf16(rng, 11)
+    (y,) = IreeModule(bf16_vmfb).function("scale")(s, h, x)
+    np.testing.assert_array_equal(y, x.astype(np.float64) * 0.75)

@@ -13,8 +13,9 @@ from ..frontend.types import INDEX, ScalarType, TensorType, concrete
 
 def mlir_type(t: ScalarType) -> ir.Type:
     t = concrete(t)
-    if t.name in ("f16", "f32", "f64"):
-        return {"f16": ir.F16Type.get, "f32": ir.F32Type.get, "f64": ir.F64Type.get}[t.name]()
+    if t.is_float:
+        return {"f16": ir.F16Type.get, "bf16": ir.BF16Type.get, "f32": ir.F32Type.get,
+                "f64": ir.F64Type.get}[t.name]()
     if t == INDEX:
         return ir.IndexType.get()
     if t.is_bool:
@@ -57,6 +58,9 @@ def convert(v: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
             v = arith.FPToSIOp(ir.IntegerType.get_signless(64), v).result
         return arith.IndexCastOp(dst_ty, v).result
     if src.is_float and dst.is_float:
+        if dst.bits == src.bits:  # f16 <-> bf16: through f32, which holds both exactly
+            v = arith.ExtFOp(ir.F32Type.get(), v).result
+            return arith.TruncFOp(dst_ty, v).result
         return (arith.ExtFOp if dst.bits > src.bits else arith.TruncFOp)(dst_ty, v).result
     if dst.is_float:
         if src.is_bool or src.name.startswith("u"):

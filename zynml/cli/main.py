@@ -9,7 +9,8 @@
 D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto; B: native (ZynML's CUDA path) or
 iree. `compile` needs no hardware: it compiles for the device named, present or not.
 
-User mistakes print a located error and exit 1; nothing is written on failure.
+User mistakes print a located error and exit 1; nothing is written on failure. Outputs are
+written as .npy files, bf16 ones as float32 (exact: .npy has no bfloat16).
 """
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ import json
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from ..backend.cache import atomic_write_bytes
 from ..backend.targets import IREE_TARGETS
 from ..errors import ZynMLError
 from .common import internal_error
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 STAGES = ("ast", "cir", "linalg", "vmfb", "gpu", "nvvm", "llvm", "ptx", "artifact")
 NATIVE_STAGES = ("gpu", "nvvm", "llvm", "ptx", "artifact")
@@ -45,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
                        help="an input read from a .npy file (repeatable)")
         p.add_argument("--random", action="append", default=[], metavar="NAME=DIMS[:DTYPE]",
-                       help="a random input, e.g. x=4x8 or x=16:f64 or n=5:i64 (repeatable)")
+                       help="a random input, e.g. x=4x8 or x=16:f64 or n=5:i64 (repeatable); "
+                            "DTYPE: f16, bf16, f32, f64, i32, i64 or bool")
         p.add_argument("--seed", type=int, default=0, help="seed of --random inputs")
 
     run = sub.add_parser("run", help="run a program and print a summary of each output")
@@ -79,13 +84,14 @@ def _load_inputs(args) -> dict[str, np.ndarray]:
         dims, _, dtype = spec.partition(":")
         try:
             shape = tuple(int(d) for d in dims.split("x")) if dims else ()
-            np_dtype = np.dtype({"f16": "float16", "f32": "float32", "f64": "float64",
-                                 "i32": "int32", "i64": "int64", "bool": "bool"}[dtype or "f32"])
+            np_dtype = np.dtype({"f16": "float16", "bf16": ml_dtypes.bfloat16,
+                                 "f32": "float32", "f64": "float64", "i32": "int32",
+                                 "i64": "int64", "bool": "bool"}[dtype or "f32"])
         except (ValueError, KeyError):
             raise _UsageError(f"--random expects NAME=DIMS[:DTYPE] like x=4x8:f32, got '{item}'")
         if not sep or not name:
             raise _UsageError(f"--random expects NAME=DIMS[:DTYPE], got '{item}'")
-        if np_dtype.kind == "f":
+        if np_dtype.kind == "f" or np_dtype == _BFLOAT16:
             values[name] = rng.standard_normal(shape).astype(np_dtype)
         elif np_dtype.kind == "b":
             values[name] = rng.random(shape) < 0.5
@@ -105,16 +111,20 @@ def _summary(name: str, value) -> str:
         return head + " (empty)"
     if array.ndim == 0:
         return f"{head} = {array.item()!r}"
-    if array.dtype.kind in "fiu":
+    if array.dtype.kind in "fiu" or array.dtype == _BFLOAT16:
         data = array.astype(np.float64)
         return f"{head} min={data.min():.6g} max={data.max():.6g} mean={data.mean():.6g}"
     return f"{head} true={int(array.sum())}"
 
 
 def _npy_bytes(value) -> bytes:
+    """`value` as a .npy file; bf16 as float32 (exact), which .npy can say (bf16 is '<V2')."""
     import io
     buffer = io.BytesIO()
-    np.save(buffer, np.asarray(value), allow_pickle=False)
+    array = np.asarray(value)
+    if array.dtype == _BFLOAT16:
+        array = array.astype(np.float32)
+    np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
 
 

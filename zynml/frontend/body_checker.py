@@ -7,6 +7,7 @@ checking sizes against run-time shapes) live in checker.py.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Optional
 
 from . import ast
@@ -73,7 +74,7 @@ class BodyChecker:
         self.out_sym = Symbol("out", "out", None, node.loc)
         floats = [t.dtype for _, t in args if is_tensor(t) and t.dtype.is_float]
         floats += [t for _, t in args if isinstance(t, ScalarType) and t.is_float]
-        self.default_float = max(floats, key=lambda t: t.bits) if floats else F32
+        self.default_float = F32 if not floats else functools.reduce(promote, floats)
         self.bound_names = self._names_in_bounds(node.body)
         self.tile_checks: list = []  # tiles.ExtentCheck, for the call
 

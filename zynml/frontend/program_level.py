@@ -20,11 +20,11 @@ from .types import ANY, INT_LITERAL, SCALARS, TensorType
 from ..errors import ZynMLError
 
 CONFIG_KEYS = {"compute_device": "a device name such as \"cpu\" or \"auto\""}
-DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
-          "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
-          "uint64": "u64", "bool": "bool", **{n: n for n in ("f16", "f32", "f64", "i8", "i16",
-                                                              "i32", "i64", "u8", "u16", "u32",
-                                                              "u64")}}
+DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+          "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+          "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "bool",
+          **{n: n for n in ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16",
+                            "u32", "u64")}}
 SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 TIME_UNITS = ("us", "ms", "s")
 

@@ -3,13 +3,16 @@
 Promotion rules (docs/language.md repeats them for users):
 * an integer literal or a size/index used with a float becomes that float type;
 * a float literal adopts the float type of the other operand (f32 when there is none);
-* int op float -> float; f16 op f32 -> f32 (the wider float wins); bool never promotes;
+* int op float -> float; f16 op f32 -> f32 (the wider float wins); bf16 op f16 -> f32
+  (neither holds the other: f16 has the mantissa, bf16 the exponent range); bool never
+  promotes;
 * indices must be integers: a float used as an index is an error.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes  # numpy has no bfloat16 of its own
 import numpy as np
 
 __all__ = ["ScalarType", "TensorType", "SCALARS", "INDEX", "F32", "F64", "I64", "BOOL", "ANY",
@@ -18,11 +21,11 @@ __all__ = ["ScalarType", "TensorType", "SCALARS", "INDEX", "F32", "F64", "I64", 
 
 @dataclass(frozen=True)
 class ScalarType:
-    name: str  # f16 f32 f64 i8.. i64 u8.. u64 bool index; "float"/"int" for untyped literals
+    name: str  # f16 bf16 f32 f64 i8.. i64 u8.. u64 bool index; "float"/"int" for untyped literals
 
     @property
     def is_float(self) -> bool:
-        return self.name in ("f16", "f32", "f64", "float")
+        return self.name in ("f16", "bf16", "f32", "f64", "float")
 
     @property
     def is_int(self) -> bool:
@@ -48,8 +51,8 @@ class ScalarType:
 
     @property
     def bits(self) -> int:
-        return {"bool": 1, "index": 64, "int": 64, "float": 32, "any": 32}.get(self.name) \
-            or int(self.name[1:])
+        return {"bool": 1, "index": 64, "int": 64, "float": 32, "any": 32, "bf16": 16}.get(
+            self.name) or int(self.name[1:])
 
     def __str__(self) -> str:
         return self.name
@@ -74,8 +77,8 @@ class TensorType:
         return f"tensor[{dims}] of {self.dtype}"
 
 
-SCALARS = {n: ScalarType(n) for n in
-           ("f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool")}
+SCALARS = {n: ScalarType(n) for n in ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64",
+                                      "u8", "u16", "u32", "u64", "bool")}
 INDEX = ScalarType("index")
 F32, F64, I64, BOOL = SCALARS["f32"], SCALARS["f64"], SCALARS["i64"], SCALARS["bool"]
 FLOAT_LITERAL = ScalarType("float")
@@ -104,7 +107,9 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType | None:
             return b
         if b.is_literal:
             return a
-        return a if a.bits >= b.bits else b
+        if a.bits == b.bits:  # f16 and bf16: neither holds the other exactly
+            return F32
+        return a if a.bits > b.bits else b
     if a.is_float:
         return a if not a.is_literal else F32
     if b.is_float:
@@ -117,8 +122,8 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType | None:
     return a if a.bits >= b.bits else b
 
 
-_NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
-          "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
+_NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+          "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
           "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "bool": np.bool_,
           "index": np.int64}
 

@@ -32,6 +32,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 import iree.runtime as ireert
 from iree.runtime.dtypes import map_dtype_to_hal_element_type
@@ -64,8 +65,9 @@ def runtime_config(driver: str = DEFAULT_DRIVER) -> ireert.Config:
 
 # MLIR element types as numpy dtypes (signless integers are read as signed).
 _MLIR_DTYPES = {
-    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
-    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64,
+    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "index": np.int64,
     "si8": np.int8, "si16": np.int16, "si32": np.int32, "si64": np.int64,
     "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
 }
@@ -148,6 +150,11 @@ _copy_executor = None
 _copy_executor_lock = threading.Lock()
 
 
+# Dtypes that numpy exports through no DLPack code (ml_dtypes' bfloat16): imported as
+# unsigned integers of their size, then viewed with their element type.
+_AS_BITS = {np.dtype(ml_dtypes.bfloat16): np.dtype(np.uint16)}
+
+
 def _element_type(dtype: np.dtype):
     et = _ELEMENT_TYPES.get(dtype)
     if et is None:
@@ -156,6 +163,15 @@ def _element_type(dtype: np.dtype):
             raise TypeError(f"IREE has no element type for numpy dtype {dtype}")
         _ELEMENT_TYPES[dtype] = et
     return et
+
+
+def _import_view(device, array: np.ndarray):
+    """`array` imported through DLPack as a buffer view of its element type, no copy."""
+    bits = _AS_BITS.get(array.dtype)
+    if bits is None:
+        return device.from_dlpack_capsule(array.__dlpack__())
+    view = device.from_dlpack_capsule(array.view(bits).__dlpack__())  # keeps `array` alive
+    return ireert.HalBufferView(view.get_buffer(), view.shape, _element_type(array.dtype))
 
 
 def _aligned_empty(nbytes: int) -> np.ndarray:
@@ -194,7 +210,7 @@ def _dlpack_imports(device, dtype: np.dtype) -> bool:
     if ok is None:
         try:
             probe = _aligned_empty(dtype.itemsize).view(dtype)
-            view = device.from_dlpack_capsule(probe.__dlpack__())
+            view = _import_view(device, probe)
             ok = view.element_type == int(_element_type(dtype))
         except Exception:  # TypeError (no element type), BufferError, IREE errors
             ok = False
@@ -259,7 +275,7 @@ class _TensorParam:
         if (self.borrow and self.writes is False and x.flags.c_contiguous and x.flags.writeable
                 and x.dtype.isnative and x.ctypes.data % _ALIGNMENT == 0):
             try:
-                view = self.device.from_dlpack_capsule(x.__dlpack__())
+                view = _import_view(self.device, x)
             except (BufferError, ValueError, RuntimeError):
                 pass  # an export numpy or IREE refuses: staged below
             else:
@@ -274,14 +290,17 @@ class _TensorParam:
             buffer = _aligned_empty(nbytes)
         staged = buffer.view(dtype).reshape(x.shape)
         _copy(staged, x)  # one pass: also makes x contiguous and native-endian
-        inputs.push_ref(self.device.from_dlpack_capsule(staged.__dlpack__()).ref)
+        inputs.push_ref(_import_view(self.device, staged).ref)
         probe = x if self.borrow and self.writes is None else None
         return _Staged(self, buffer, weakref.ref(staged), probe)
 
 
 def _scalar_packer(dtype: np.dtype) -> Callable[[Any, Any], None]:
     """Pushes a scalar argument (Python or numpy scalar, 0-d array) as the VM value it needs."""
-    if dtype.kind == "f":
+    if dtype.itemsize == 2 and (dtype.kind == "f" or dtype in _AS_BITS):
+        def pack(inputs, x) -> None:  # f16, bf16: the VM takes their bits (push_float: 0)
+            inputs.push_int(int(np.asarray(x, dtype).view(np.uint16)))
+    elif dtype.kind == "f":
         def pack(inputs, x) -> None:
             inputs.push_float(float(x))
     else:

@@ -1,8 +1,8 @@
 """linalg on tensors -> CUDA kernels (PTX) + launch plan, in process.
 
-    KERNEL_PIPELINE   generalize, fuse elementwise producers, bufferize, outline one
+    kernel_pipeline   generalize, fuse elementwise producers, bufferize, outline one
                       gpu.func per linalg.generic by strategy (passes/gpu_strategies/)
-    NVVM_PIPELINE     inside gpu.module: scf -> cf, gpu -> nvvm (math through libdevice)
+    nvvm_pipeline     inside gpu.module: scf -> cf, gpu -> nvvm (math through libdevice)
     binary            nvvm-attach-target + gpu-module-to-binary{format=isa}: PTX text
 
 `stage_text(module, stage)` prints what `zynml compile --device cuda --emit STAGE` shows.
@@ -22,25 +22,33 @@ from ...passes.pipeline import build_pass_manager
 from .launch_plan import extract_plan
 from .target import CudaTarget
 
-__all__ = ["KERNEL_PIPELINE", "CudaKernels", "compile_for_cuda", "lower_to_gpu",
+__all__ = ["kernel_pipeline", "CudaKernels", "compile_for_cuda", "lower_to_gpu",
            "lower_to_nvvm", "CUDA_STAGES"]
 
 CUDA_STAGES = ("gpu", "nvvm", "llvm", "ptx")
 
 # allow-return-allocs-from-loops: a loop run in order (the online softmax over key tiles)
 # yields new tensors each iteration; without it one-shot-bufferize refuses the loop.
-KERNEL_PIPELINE = (
-    "builtin.module(fold-scalar-tensors,linalg-generalize-named-ops,linalg-fuse-elementwise-ops,"
-    "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
-    "function-boundary-type-conversion=identity-layout-map},"
-    "canonicalize,cse,linalg-to-gpu-kernels,canonicalize,cse)")
+# The strategies see the chip: some need its instructions (wgmma on sm_90a).
+def kernel_pipeline(target: CudaTarget) -> str:
+    return (
+        "builtin.module(fold-scalar-tensors,linalg-generalize-named-ops,"
+        "linalg-fuse-elementwise-ops,"
+        "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
+        "function-boundary-type-conversion=identity-layout-map},"
+        f"canonicalize,cse,linalg-to-gpu-kernels{{chip={target.chip}}},canonicalize,cse)")
 
 
+
+# nvgpu (TMA, mbarriers, wgmma) -> nvvm first, while loops are still scf (see
+# passes/nvgpu_kernels_to_nvvm.py); the nvvm ops that have no LLVM intrinsic become inline
+# PTX (convert-nvvm-to-llvm).
 def nvvm_pipeline(target: CudaTarget) -> str:
     return (f"builtin.module(nvvm-attach-target{{chip={target.chip} "
             f"features={target.ptx_features} O={target.opt_level}}},"
-            "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,"
-            "reconcile-unrealized-casts))")
+            "convert-nvgpu-kernels-to-nvvm,"
+            "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,convert-nvvm-to-llvm,"
+            "canonicalize,cse,reconcile-unrealized-casts))")
 
 
 @dataclass
@@ -52,9 +60,9 @@ class CudaKernels:
     chip: str = ""
 
 
-def lower_to_gpu(module: ir.Module) -> ir.Module:
+def lower_to_gpu(module: ir.Module, target: CudaTarget = CudaTarget()) -> ir.Module:
     """linalg on tensors -> host function + gpu.module of kernels (in place)."""
-    build_pass_manager(KERNEL_PIPELINE, module.context).run(module.operation)
+    build_pass_manager(kernel_pipeline(target), module.context).run(module.operation)
     return module
 
 
@@ -75,7 +83,7 @@ def to_ptx(module: ir.Module) -> str:
 
 
 def compile_for_cuda(module: ir.Module, target: CudaTarget) -> CudaKernels:
-    lower_to_gpu(module)
+    lower_to_gpu(module, target)
     plan, globals_ = extract_plan(module.operation)
     lower_to_nvvm(module, target)
     ptx = to_ptx(module)

@@ -13,13 +13,19 @@ MLIR. The format, one dict per op, values named "%N":
                      "shared_bytes": 0, "args": ["%3", "%5", "%6"]}
     {"op": "copy",   "source": "%3", "target": "%7"}
     {"op": "scalar", "result": "%8", "fn": "addi", "args": [X, X]}
+    {"op": "tensor_map", "result": "%8", "source": "%3", "box": [128, 64],
+                     "swizzle": 128}                               (a TMA descriptor)
     {"op": "for",    "lower": X, "upper": X, "step": X, "iv": "%9", "inits": [X..],
                      "iter_args": ["%10"], "body": [...], "yields": [X..], "results": [..]}
 
-Inputs are "%in0".., outputs a list of values; tensor shapes and dtypes are static.
+Inputs are "%in0".., outputs a list of values; tensor shapes and dtypes are static. A
+"tensor_map" is the device address of a TMA descriptor of its source view (boxes in the
+view's dimension order, 128-byte swizzle or none, out-of-bounds elements read as zero);
+kernels take it as a pointer (arg kind "pointer").
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -105,6 +111,11 @@ class _Extractor:
                     "shape": list(memref.shape), "dtype": element_dtype(memref.element_type)}
         if name == "memref.get_global":
             return self._global(op)
+        if name == "memref.cast" and isinstance(op.results[0].type, ir.UnrankedMemRefType):
+            self.names[op.results[0]] = self.name(op.operands[0])  # what a TMA map reads
+            return None
+        if name == "nvgpu.tma.create.descriptor":
+            return self._tensor_map(op)
         if name in ("memref.subview", "memref.expand_shape", "memref.collapse_shape",
                     "memref.cast", "memref.reinterpret_cast"):
             return self._view(op)
@@ -135,6 +146,19 @@ class _Extractor:
             self.global_data[key] = data
         return {"op": "global", "result": self.define(op.results[0]),
                 "name": self.globals[symbol]["name"]}
+
+    def _tensor_map(self, op: ir.Operation) -> dict:
+        descriptor = str(op.results[0].type)
+        swizzle = re.search(r"swizzle\s*=\s*(\w+)", descriptor)
+        swizzle = {"none": 0, "swizzle_32b": 32, "swizzle_64b": 64,
+                   "swizzle_128b": 128}.get(swizzle.group(1) if swizzle else "", None)
+        if swizzle is None or not re.search(r"oob\s*=\s*zero", descriptor) or \
+                not re.search(r"interleave\s*=\s*none", descriptor):
+            raise PlanError(f"a TMA descriptor the runtime cannot make: {descriptor}",
+                            op.location)
+        return {"op": "tensor_map", "result": self.define(op.results[0]),
+                "source": self.name(op.operands[0]),
+                "box": [self.name(v) for v in list(op.operands)[1:]], "swizzle": swizzle}
 
     def _view(self, op: ir.Operation) -> dict:
         result = ir.MemRefType(op.results[0].type)
@@ -251,9 +275,12 @@ def _value_spec(type_: ir.Type) -> dict:
 
 
 def _param_kind(type_: ir.Type) -> str:
-    """How a kernel argument is passed: "memref:RANK" (a descriptor) or a scalar dtype."""
+    """How a kernel argument is passed: "memref:RANK" (a descriptor), "pointer" (a device
+    address: a TMA descriptor's) or a scalar dtype."""
     if isinstance(type_, ir.MemRefType):
         return f"memref:{ir.MemRefType(type_).rank}"
+    if str(type_) == "!llvm.ptr":
+        return "pointer"
     return element_dtype(type_)
 
 
@@ -289,10 +316,35 @@ def _kept_dims(static_sizes: list[int], result_shape: list[int]) -> list[int]:
 
 
 def _dense_to_numpy(attr: ir.Attribute, shape: list[int], dtype: str) -> np.ndarray:
-    np_dtype = np.dtype(np.uint16) if dtype == "bfloat16" else np.dtype(dtype)
+    """A constant's elements; bfloat16 as their bits (uint16: .npy has no bfloat16)."""
+    if dtype == "bfloat16":
+        return _bfloat16_bits(attr).reshape(shape)
+    np_dtype = np.dtype(dtype)
     dense = ir.DenseElementsAttr(attr)
     if dense.is_splat:
         splat = dense.get_splat_value()
         value = splat.value if hasattr(splat, "value") else splat
         return np.full(shape, value, dtype=np_dtype)
     return np.array(dense, copy=True).astype(np_dtype).reshape(shape)
+
+
+def _bfloat16_bits(attr: ir.Attribute) -> np.ndarray:
+    """The bits of a bf16 constant. The bindings read no bf16 elements (no buffer format,
+    no Python float), so `arith.bitcast` to i16, which canonicalize folds, reads them."""
+    from mlir.passmanager import PassManager
+    with attr.context, ir.Location.unknown():
+        tensor_type = ir.RankedTensorType(ir.DenseElementsAttr(attr).type)
+        bits_type = ir.RankedTensorType.get(tensor_type.shape, ir.IntegerType.get_signless(16))
+        module = ir.Module.parse(
+            f"func.func @bits() -> {bits_type} {{\n"
+            f"  %c = arith.constant {attr}\n"
+            f"  %b = arith.bitcast %c : {tensor_type} to {bits_type}\n"
+            f"  return %b : {bits_type}\n}}")
+        PassManager.parse("builtin.module(canonicalize)").run(module.operation)
+    func = module.body.operations[0]
+    value = func.regions[0].blocks[0].operations[-1].operands[0].owner
+    folded = ir.DenseElementsAttr(value.attributes["value"])
+    if folded.is_splat:
+        return np.full(tensor_type.shape, folded.get_splat_value().value, np.int64).astype(
+            np.uint16)
+    return np.array(folded, copy=True).view(np.uint16)

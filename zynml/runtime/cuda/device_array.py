@@ -4,6 +4,12 @@ It owns its memory (freed, stream-ordered, when the last reference goes) or borr
 another library's (`from_cuda_array`, zero copy). It speaks `__cuda_array_interface__`
 (version 3), so `torch.as_tensor(a, device="cuda")`, `cupy.asarray(a)` and numba take it
 without a copy, and `numpy()` / `np.asarray(a)` copy it to the host.
+
+bfloat16 goes through DLPack both ways. The interface has no bfloat16 typestr: PyTorch
+before 2.5 raises for it (as JAX does), 2.5 says "<f2" (float16's), later versions "<V2"
+(any 2-byte void; ml_dtypes' string). So a bfloat16 DeviceArray has no interface
+(`torch.from_dlpack(a)` takes it), and a GPU array whose interface cannot name its dtype
+comes in through `__dlpack__`.
 """
 from __future__ import annotations
 
@@ -12,9 +18,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .dlpack import CUDA_DEVICE_TYPE, DLPackTensor, to_dlpack_capsule
 from .driver import Device, get_device
 
-__all__ = ["DeviceArray", "from_cuda_array", "dtype_name"]
+__all__ = ["DeviceArray", "from_cuda_array", "dtype_name", "is_gpu_array", "gpu_array_spec"]
 
 
 def dtype_name(dtype: np.dtype) -> str:
@@ -103,11 +110,13 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
+        if self._dtype_name == "bfloat16":  # AttributeError: hasattr() is False
+            raise AttributeError("bfloat16 has no __cuda_array_interface__ typestr; "
+                                 "take the array through DLPack (torch.from_dlpack(a))")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "version": 3, "strides": None, "stream": None}
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        from .dlpack import to_dlpack_capsule
         if copy:
             raise BufferError("DeviceArray exports its own memory (copy=True is not done)")
         # ZynML's work is on the legacy default stream, which orders itself with the
@@ -115,7 +124,6 @@ class DeviceArray:
         return to_dlpack_capsule(self)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from .dlpack import CUDA_DEVICE_TYPE
         return (CUDA_DEVICE_TYPE, self.device.ordinal)
 
     # ------------------------------------------------------------------ copies
@@ -152,9 +160,65 @@ class DeviceArray:
                 f"device='cuda:{self.device.ordinal}')")
 
 
+def _interface(obj: Any) -> Optional[dict]:
+    """obj's __cuda_array_interface__ where it names the dtype; None where it has none,
+    raises, or may stand for bfloat16 (see the module docstring)."""
+    if str(getattr(obj, "dtype", "")).endswith("bfloat16"):  # torch.bfloat16: "<f2" on 2.5
+        return None
+    try:
+        iface = obj.__cuda_array_interface__
+    except Exception:  # AttributeError; KeyError from PyTorch < 2.5 for bfloat16; JAX
+        return None
+    return None if np.dtype(iface["typestr"]).kind == "V" else iface
+
+
+def _on_cuda_by_dlpack(obj: Any) -> bool:
+    try:
+        return obj.__dlpack_device__()[0] == CUDA_DEVICE_TYPE
+    except Exception:  # no DLPack, or a producer that cannot say
+        return False
+
+
+def is_gpu_array(value: Any) -> bool:
+    """A DeviceArray, or a CUDA array of another library (either protocol)."""
+    return isinstance(value, DeviceArray) or _interface(value) is not None or \
+        _on_cuda_by_dlpack(value)
+
+
+def _from_dlpack(obj: Any):
+    """obj's DLPack tensor, its work ordered before ZynML's on the legacy default stream
+    (stream=1 in the protocol)."""
+    try:
+        capsule = obj.__dlpack__(stream=1)
+    except TypeError:  # a producer without the stream argument
+        capsule = obj.__dlpack__()
+    return DLPackTensor(capsule)
+
+
+def gpu_array_spec(obj: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, numpy dtype) of a GPU array argument, without a copy."""
+    if isinstance(obj, DeviceArray):
+        return obj.shape, obj.dtype
+    iface = _interface(obj)
+    if iface is not None:
+        return tuple(iface["shape"]), np.dtype(iface["typestr"])
+    tensor = _from_dlpack(obj)
+    return tensor.shape, _numpy_dtype(tensor.dtype)
+
+
 def from_cuda_array(obj: Any, device: Device) -> DeviceArray:
-    """Borrow a C-contiguous array of another library through __cuda_array_interface__."""
-    iface = obj.__cuda_array_interface__
+    """Borrow a C-contiguous array of another library through __cuda_array_interface__,
+    or through DLPack where the interface cannot name the dtype (bfloat16)."""
+    iface = _interface(obj)
+    if iface is None:
+        tensor = _from_dlpack(obj)
+        if not tensor.contiguous:
+            raise ValueError("ZynML takes C-contiguous GPU arrays; call .contiguous() first")
+        if tensor.device_id != device.ordinal:
+            raise ValueError(f"a GPU array on cuda:{tensor.device_id} given to a program "
+                             f"on cuda:{device.ordinal}")
+        # the DLPackTensor keeps the producer's memory alive as long as this array
+        return DeviceArray(device, tensor.ptr, tensor.shape, tensor.dtype, owner=tensor)
     shape = tuple(iface["shape"])
     dtype = np.dtype(iface["typestr"])
     strides = iface.get("strides")

@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .tensor_maps import TensorMaps
+
 __all__ = ["CudaError", "Device", "BufferBin", "get_device", "device_count",
            "driver_available", "KernelModule"]
 
@@ -168,6 +170,7 @@ class Device:
         # the legacy default stream is the null handle for libcuda
         self._hot = _hot_calls() if int(self.stream) == 0 else None
         self._bins: dict[int, BufferBin] = {}  # by size in bytes
+        self.tensor_maps = TensorMaps(self)  # TMA descriptors kernels read
 
     def _read_info(self) -> DeviceInfo:
         driver = _driver()
@@ -372,4 +375,5 @@ def ctype_of(dtype: str):
             "float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_uint8,
             "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
             "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
-            "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64}[dtype]
+            "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+            "pointer": ctypes.c_uint64}[dtype]

@@ -122,6 +122,7 @@ class PlanExecutor:
         self._params: dict[int, _Params] = {}
         self._functions: dict[str, Any] = {}
         self._shared_limit: dict[str, int] = {}  # kernel -> dynamic shared bytes opted into
+        self.tensor_maps = device.tensor_maps
         # Tests set ZYNML_CUDA_POISON=1: every allocation starts as 0xFF bytes (NaN, -1),
         # so an element no kernel wrote cannot pass for a result.
         self.poison = os.environ.get("ZYNML_CUDA_POISON") == "1"
@@ -174,7 +175,11 @@ class PlanExecutor:
 
     def _run(self, body: list[dict], env: dict) -> None:
         for step in body:
-            getattr(self, "_op_" + step["op"])(step, env)
+            run_step = getattr(self, "_op_" + step["op"], None)
+            if run_step is None:  # an artifact from a newer ZynML
+                raise RuntimeError(f"this ZynML cannot run launch-plan steps "
+                                   f"'{step['op']}'; the artifact needs a newer one")
+            run_step(step, env)
 
     def _op_alloc(self, step: dict, env: dict) -> None:
         sizes = tuple(step["shape"])
@@ -202,6 +207,13 @@ class PlanExecutor:
             offset = source.offset + int(step["offset"])
         env[step["result"]] = View(source.root, offset, tuple(step["sizes"]),
                                    tuple(step["strides"]), source.dtype)
+
+    def _op_tensor_map(self, step: dict, env: dict) -> None:
+        view = env[step["source"]]
+        itemsize = _numpy_dtype(view.dtype).itemsize
+        env[step["result"]] = self.tensor_maps.address(
+            view.dtype, view.root.ptr + view.offset * itemsize, view.sizes, view.strides,
+            step["box"], step["swizzle"])
 
     def _op_scalar(self, step: dict, env: dict) -> None:
         args = [self._value(env, a) for a in step["args"]]
@@ -267,7 +279,7 @@ class _FlatPlan:
     @staticmethod
     def build(executor: "PlanExecutor") -> "_FlatPlan | None":
         plan = executor.plan
-        if any(step["op"] not in ("alloc", "global", "view", "launch", "copy")
+        if any(step["op"] not in ("alloc", "global", "view", "tensor_map", "launch", "copy")
                for step in plan["body"]):
             return None
         try:
@@ -278,6 +290,7 @@ class _FlatPlan:
     def __init__(self, executor: "PlanExecutor"):
         plan, self.device = executor.plan, executor.device
         self.module, self._executor = executor.module, executor
+        self.tensor_maps = executor.tensor_maps
         n_inputs = len(plan["inputs"])
         # roots: inputs, then globals, then allocations; a view is (root, offset, sizes,
         # strides, dtype) with everything static
@@ -315,6 +328,11 @@ class _FlatPlan:
                 offset = step["offset"] if step.get("absolute") else source[1] + step["offset"]
                 env[step["result"]] = (source[0], offset, tuple(step["sizes"]),
                                        tuple(step["strides"]), source[4])
+            elif op == "tensor_map":
+                root, offset, sizes, strides, dtype = env[step["source"]]
+                env[step["result"]] = _MapArg(root, offset * _numpy_dtype(dtype).itemsize,
+                                              (dtype, sizes, strides, tuple(step["box"]),
+                                               step["swizzle"]))
             elif op == "launch":
                 self._order.append(("launch", len(self.launches)))
                 self.launches.append(self._launch(step, env))
@@ -359,12 +377,14 @@ class _FlatPlan:
         # blocks (the blocks' pointer slots are patched first), or (None, copy).
         self.steps: list[tuple] = []
         self.patches: list[tuple[Any, int]] = []  # (ctypes slot, root or scalar input)
+        self.map_patches: list[tuple[Any, "_MapArg"]] = []  # (ctypes slot, its descriptor)
         for kind, index in self._order:
             if kind == "copy":
                 self.steps.append((None, self.copies[index]))
                 continue
-            function, grid, block, shared, params, patches = self.launches[index]
+            function, grid, block, shared, params, patches, map_patches = self.launches[index]
             self.patches += patches
+            self.map_patches += map_patches
             if grid[0] and grid[1] and grid[2]:  # else an empty iteration space
                 self.steps.append(self.module.launcher(function, grid, block, shared,
                                                        params.address))
@@ -372,10 +392,14 @@ class _FlatPlan:
     def _launch(self, step: dict, env: dict) -> tuple:
         params = _Params(step["arg_kinds"])
         patches: list[tuple[Any, int]] = []  # (ctypes slot, root index)
+        map_patches: list[tuple[Any, _MapArg]] = []
         i = 0
         for arg, kind in zip(step["args"], step["arg_kinds"]):
             value = env[arg] if isinstance(arg, str) else arg
-            if kind.startswith("memref:"):
+            if isinstance(value, _MapArg):
+                map_patches.append((params.slots[i], value))
+                i += 1
+            elif kind.startswith("memref:"):
                 root, offset, sizes, strides, _ = value
                 patches += [(params.slots[i], root), (params.slots[i + 1], root)]
                 for k, field in enumerate((offset,) + sizes + strides):
@@ -394,7 +418,7 @@ class _FlatPlan:
         function = self.module.function(step["kernel"])
         if step["shared_bytes"] > 48 * 1024:
             self.module.set_max_shared(function, step["shared_bytes"])
-        return (function, grid, block, step["shared_bytes"], params, patches)
+        return (function, grid, block, step["shared_bytes"], params, patches, map_patches)
 
     def run(self, inputs: list) -> list:
         """`inputs`: a device pointer per tensor input, a number per scalar, in plan
@@ -411,6 +435,10 @@ class _FlatPlan:
                 ptrs[root] = buffers.take()
             for slot, root in self.patches:
                 slot.value = ptrs[root]
+            for slot, arg in self.map_patches:
+                dtype, sizes, strides, box, swizzle = arg.layout
+                slot.value = self.tensor_maps.address(dtype, ptrs[arg.root] + arg.offset,
+                                                      sizes, strides, box, swizzle)
             for call, args in self.steps:
                 if call is None:
                     src, src_off, dst, dst_off, nbytes = args
@@ -435,3 +463,12 @@ class _FlatPlan:
 
 class _NotFlat(Exception):
     """The plan needs the interpreter."""
+
+
+@dataclass(frozen=True)
+class _MapArg:
+    """A "tensor_map" in a flat plan: its descriptor depends on the call's root address."""
+    root: int
+    offset: int  # bytes
+    layout: tuple  # (dtype, sizes, strides, box, swizzle)
+

@@ -1,7 +1,8 @@
 """A compiled CUDA artifact as a callable: arguments in, results out.
 
 Arguments may be numpy arrays (copied to the GPU), ZynML DeviceArrays, or any GPU array
-with `__cuda_array_interface__` (PyTorch, CuPy, pycuda, numba: used in place, no copy).
+with `__cuda_array_interface__` (PyTorch, CuPy, pycuda, numba: used in place, no copy), or
+with DLPack where the interface cannot name the dtype (bfloat16; device_array.py).
 If any argument already lives on the GPU the results stay there (DeviceArrays);
 otherwise they come back as numpy arrays.
 
@@ -16,15 +17,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from .artifact import CudaArtifact
-from .device_array import DeviceArray, _numpy_dtype, dtype_name, from_cuda_array
+from .device_array import (DeviceArray, _interface, _numpy_dtype, dtype_name, from_cuda_array,
+                           is_gpu_array)
 from .driver import get_device
 from .executor import PlanExecutor
 
 __all__ = ["CudaFunction", "FastCalls", "is_gpu_array"]
-
-
-def is_gpu_array(value: Any) -> bool:
-    return isinstance(value, DeviceArray) or hasattr(value, "__cuda_array_interface__")
 
 
 class CudaFunction:
@@ -54,7 +52,7 @@ class CudaFunction:
             return value.item() if hasattr(value, "item") else value
         if isinstance(arg, DeviceArray):
             array = arg
-        elif hasattr(arg, "__cuda_array_interface__"):
+        elif is_gpu_array(arg):
             array = from_cuda_array(arg, self.device)
         else:
             host = np.require(arg, dtype=_numpy_dtype(spec["dtype"]), requirements="C")
@@ -63,7 +61,20 @@ class CudaFunction:
                 dtype_name(array.dtype) != spec["dtype"]:
             raise ValueError(f"argument {index}: expected {spec['dtype']}{spec['shape']}, "
                              f"got {dtype_name(array.dtype)}{list(array.shape)}")
+        if array.ptr % INPUT_ALIGNMENT:
+            array = _aligned_copy(array)
         return array
+
+
+# Kernels may read inputs 16 bytes at a time (vector loads, cp.async, TMA): a GPU input
+# that starts elsewhere (a view at an odd offset) is copied first, on the checked path.
+INPUT_ALIGNMENT = 16
+
+
+def _aligned_copy(array: DeviceArray) -> DeviceArray:
+    out = DeviceArray.empty(array.shape, array._dtype_name, array.device)
+    out.device.copy_on_device(out.ptr, array.ptr, array.nbytes)
+    return out
 
 
 _TORCH, _DEVICE_ARRAY, _INTERFACE, _INT, _FLOAT = range(5)
@@ -77,7 +88,8 @@ def _kind(cls: type) -> int:
 
 
 def _read(inputs: dict[str, Any]) -> tuple[tuple, list] | None:
-    """(key, args) of a call whose tensors are all C-contiguous GPU arrays, else None.
+    """(key, args) of a call whose tensors are all C-contiguous GPU arrays starting on 16
+    bytes, else None.
     key: per input in the order given, (name, shape, dtype) of an array, (name, float)
     of a float, (name, int, value) of an int (programs specialize on them); args: the
     arrays' device pointers and the numbers, in the same order."""
@@ -91,18 +103,23 @@ def _read(inputs: dict[str, Any]) -> tuple[tuple, list] | None:
         if kind == _TORCH:
             if not value.is_cuda or not value.is_contiguous():
                 return None
+            ptr = value.data_ptr()
             key.append((name, value.shape, value.dtype))
-            args.append(value.data_ptr())
         elif kind == _DEVICE_ARRAY:
+            ptr = value.ptr
             key.append((name, value.shape, value._dtype_name))
-            args.append(value.ptr)
         elif kind == _INTERFACE:
-            iface = getattr(value, "__cuda_array_interface__", None)
+            iface = _interface(value)  # None for bfloat16: DLPack, on the checked path
             if iface is None or iface.get("strides") is not None:
                 return None
+            ptr = iface["data"][0]
             key.append((name, iface["shape"], iface["typestr"]))
-            args.append(iface["data"][0])
-        elif kind == _INT:
+        if kind <= _INTERFACE:  # a tensor
+            if ptr % INPUT_ALIGNMENT:
+                return None  # the checked path copies it to an aligned buffer
+            args.append(ptr)
+            continue
+        if kind == _INT:
             key.append((name, int, value))
             args.append(value)
         else:

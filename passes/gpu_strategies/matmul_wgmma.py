@@ -1,0 +1,373 @@
+"""Matmul on Hopper's warpgroup tensor cores (sm_90a): TMA copies, wgmma, a ring of stages.
+
+Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, one batch, f32
+accumulation) whose sizes tile: M by 128, N by `tile_n`, K by 64. A block of two
+warpgroups (256 threads) computes a 128 x tile_n tile of C:
+
+- thread 0 copies each k step's tiles into shared memory with the copy engine (TMA,
+  `cp.async.bulk.tensor`): A's 128 x 64 as one box, B's 64 x tile_n as tile_n / 64 boxes of
+  64 x 64, all 128-byte swizzled (the layout wgmma reads without bank conflicts); `stages`
+  steps are in flight, each completing on its own mbarrier;
+- warpgroup g multiplies rows 64 g .. 64 g + 63 with `wgmma.mma_async` m64 n{tile_n} k16
+  (A and B read from shared memory through matrix descriptors; B is N-major, so
+  transposed), accumulating in registers;
+- per k step: wait for the step's mbarrier, issue its wgmmas, wait until the previous
+  step's have finished (wgmma.wait_group 1), a block barrier, then thread 0 refills the
+  slot the previous step read with the step `stages` ahead;
+- epilogue: the accumulators go to shared memory as f32, then each thread adds C's
+  initial value to 8 elements at a time and writes them rounded (16-byte accesses).
+
+The host makes the TMA descriptors (`TensorMap` kernel arguments; the launch plan's
+"tensor_map" steps, encoded by the runtime per buffer address). Where C was just filled
+with a constant (`C = A @ B` starts from zeros), fill and product are one kernel
+(`find_groups`): the accumulators start from the constant and C is written once.
+
+Not here yet: warp specialization (a producer warp, setmaxnreg), persistent blocks,
+batched products, partial tiles (those use `matmul_tensor_core` or `matmul`).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, builtin, gpu, memref, nvgpu, nvvm, scf, vector
+
+from ..cir_ops import defining_op
+from ..gpu_kernel_builder import (KernelScope, KernelSignature, follows, generic_operands,
+                                  index_const, loop_ranges, new_kernel)
+from . import Launch, TensorMap
+from .matmul import _body_is_multiply_add
+from .matmul_tensor_core import _layout
+
+NAME = "matmul_wgmma"
+REQUIRES_CHIPS = ("sm_90a",)  # wgmma exists only in sm_90a's PTX
+WARPGROUP = 128
+ROWS_PER_WARPGROUP = 64  # wgmma's m
+TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
+WARP = 32
+EPILOGUE_PAD = 8         # f32 after each row of the staged C tile (32 bytes)
+_ELEMENTS = ("f16", "bf16")
+
+
+@dataclass(frozen=True)
+class Params:
+    tile_n: int = 256     # columns of C per block (wgmma's n; a multiple of 64, <= 256)
+    warpgroups: int = 2   # each takes 64 rows: tile_m = 64 * warpgroups
+    stages: int = 4       # k steps in flight
+    min_mn: int = 4096    # smaller products stay on the other strategies
+
+    @property
+    def tile_m(self) -> int:
+        return ROWS_PER_WARPGROUP * self.warpgroups
+
+    def stage_bytes(self, itemsize: int = 2) -> int:
+        return (self.tile_m + self.tile_n) * TILE_K * itemsize
+
+    def shared_bytes(self) -> int:
+        """The ring of stages, or the f32 tile of C in the epilogue (the same memory),
+        plus room to align the ring to 1024 bytes (the 128-byte swizzle's period)."""
+        epilogue = self.tile_m * (self.tile_n + EPILOGUE_PAD) * 4
+        return max(self.stages * self.stage_bytes(), epilogue) + 1024
+
+
+CONFIGS = (Params(tile_n=256), Params(tile_n=128))
+
+
+def _params_for(generic: ir.Operation):
+    roles = _layout(generic)
+    if roles is None or not _body_is_multiply_add(generic):
+        return None
+    batch, i, j, k = roles
+    ins, outs = generic_operands(generic)
+    types = {str(ir.MemRefType(v.type).element_type) for v in ins}
+    out = str(ir.MemRefType(outs[0].type).element_type)
+    if len(types) != 1 or types.pop() not in _ELEMENTS or out not in _ELEMENTS + ("f32",):
+        return None
+    if batch:  # the TMA boxes are 2-d
+        return None
+    ranges = loop_ranges(generic)
+    m, n, kk = ranges[i], ranges[j], ranges[k]
+    for params in CONFIGS:
+        if m % params.tile_m == 0 and n % params.tile_n == 0 and kk % TILE_K == 0 \
+                and m * n >= params.min_mn:
+            return params
+    return None
+
+
+def matches(generic: ir.Operation) -> bool:
+    return _params_for(generic) is not None
+
+
+@dataclass
+class Group:
+    """C filled with a constant, then the product accumulating into it: one kernel whose
+    accumulators start from the constant, so C is neither filled nor read."""
+    fill: ir.Operation
+    product: ir.Operation
+    initial: float
+
+    def __iter__(self):
+        return iter((self.fill, self.product))
+
+
+def find_groups(generics: list) -> list[Group]:
+    groups = []
+    for fill, product in zip(generics, generics[1:]):
+        initial = _constant_fill(fill)
+        if initial is not None and matches(product) and follows(fill, product) and \
+                generic_operands(fill)[1] == generic_operands(product)[1]:
+            groups.append(Group(fill, product, initial))
+    return groups
+
+
+def _constant_fill(generic: ir.Operation):
+    """The constant a generic writes to every point of its one output, or None."""
+    ins, outs = generic_operands(generic)
+    if len(outs) != 1 or any(isinstance(v.type, ir.ShapedType) for v in ins):
+        return None
+    body = generic.regions[0].blocks[0]
+    [value] = list(body.operations)[-1].operands
+    if isinstance(value, ir.BlockArgument) and value.owner == body:
+        if value.arg_number >= len(ins):
+            return None  # the output's own value
+        value = ins[value.arg_number]
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant" or \
+            not isinstance(owner.attributes["value"], ir.FloatAttr):
+        return None
+    return ir.FloatAttr(owner.attributes["value"]).value
+
+
+def _shared(shape, element) -> ir.MemRefType:
+    return ir.MemRefType.get(list(shape), element,
+                             memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
+
+
+def _tensor_map_type(box, element) -> ir.Type:
+    return nvgpu.TensorMapDescriptorType.get(
+        _shared(box, element), nvgpu.TensorMapSwizzleKind.SWIZZLE_128B,
+        nvgpu.TensorMapL2PromoKind.L2PROMO_NONE, nvgpu.TensorMapOOBKind.OOB_ZERO,
+        nvgpu.TensorMapInterleaveKind.INTERLEAVE_NONE)
+
+
+def build(generic, gpu_module: ir.Operation, kernel_name: str,
+          params: Params | None = None) -> Launch:
+    """Kernel for a product generic, or for a Group (a constant fill and the product)."""
+    initial = None  # None: the epilogue reads C's initial value
+    if isinstance(generic, Group):
+        generic, initial = generic.product, generic.initial
+    p = params or _params_for(generic)
+    batch, dim_i, dim_j, dim_k = _layout(generic)
+    ranges = loop_ranges(generic)
+    m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
+    ins, outs = generic_operands(generic)
+    element = ir.MemRefType(ins[0].type).element_type
+    out_element = ir.MemRefType(outs[0].type).element_type
+    a_box, b_box = (p.tile_m, TILE_K), (TILE_K, 64)
+    a_map_type, b_map_type = _tensor_map_type(a_box, element), _tensor_map_type(b_box, element)
+    signature = KernelSignature.of(generic)
+    consumers = WARPGROUP * p.warpgroups
+    threads = consumers + WARP  # the last warp copies
+    pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
+    func = new_kernel(gpu_module, kernel_name, signature.types() + [pointer, pointer],
+                      [threads])
+    steps = kk // TILE_K
+    a_bytes, b_bytes = p.tile_m * TILE_K * 2, TILE_K * p.tile_n * 2
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        c = scope.value(outs[0])
+        a_map, b_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0] for t, arg
+                        in zip((a_map_type, b_map_type),
+                               func.regions[0].blocks[0].arguments[-2:]))
+        tid = gpu.thread_id(gpu.Dimension.x)
+        block_row = arith.MulIOp(gpu.block_id(gpu.Dimension.y), index_const(p.tile_m)).result
+        block_col = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.tile_n)).result
+        ring = _aligned_ring(p)
+        group_type = ir.Type.parse(
+            "!nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, "
+            f"num_barriers = {p.stages}>")
+        full = nvgpu.mbarrier_create(group_type)   # a slot's copies have landed
+        empty = nvgpu.mbarrier_create(group_type)  # every warpgroup is done reading a slot
+        copier = _is(tid, consumers)
+        with _only_if(copier):
+            for s in range(p.stages):
+                nvgpu.mbarrier_init(full, index_const(1), index_const(s))
+                nvgpu.mbarrier_init(empty, index_const(p.warpgroups), index_const(s))
+            nvgpu.tma_prefetch_descriptor(a_map)
+            nvgpu.tma_prefetch_descriptor(b_map)
+        gpu.BarrierOp()
+
+        def view(shape, offset):
+            return memref.ViewOp(_shared(shape, element), ring, offset, []).result
+
+        def slot_offset(slot, extra_bytes):
+            return arith.AddIOp(arith.MulIOp(slot, index_const(p.stage_bytes())).result,
+                                extra_bytes).result
+
+        with _only_if(copier):  # the copy loop: refill each slot once it is read
+            loop = scf.ForOp(index_const(0), index_const(steps), index_const(1))
+            with ir.InsertionPoint(loop.body):
+                step = loop.induction_variable
+                slot = arith.RemUIOp(step, index_const(p.stages)).result
+                with _only_if(arith.CmpIOp(arith.CmpIPredicate.uge, step,
+                                           index_const(p.stages)).result):
+                    _wait(empty, slot, _parity(step, p.stages, previous=True))
+                k0 = arith.MulIOp(step, index_const(TILE_K)).result
+                nvgpu.mbarrier_arrive_expect_tx(full, index_const(a_bytes + b_bytes), slot)
+                nvgpu.TmaAsyncLoadOp(view((p.tile_m, TILE_K), slot_offset(slot, index_const(0))),
+                                     full, a_map, [k0, block_row], mbarId=slot)
+                for box in range(p.tile_n // 64):  # B's 64-column boxes, one after another
+                    col = arith.AddIOp(block_col, index_const(box * 64)).result
+                    target = view((TILE_K, 64),
+                                  slot_offset(slot, index_const(a_bytes + box * 64 * TILE_K * 2)))
+                    nvgpu.TmaAsyncLoadOp(target, full, b_map, [col, k0], mbarId=slot)
+                scf.YieldOp([])
+
+        acc_type = ir.Type.parse("!nvgpu.warpgroup.accumulator<fragmented=vector<"
+                                 f"{ROWS_PER_WARPGROUP}x{p.tile_n}xf32>>")
+        a_desc_type = ir.Type.parse(
+            f"!nvgpu.warpgroup.descriptor<tensor=memref<{ROWS_PER_WARPGROUP}x{TILE_K}x"
+            f"{element}, #gpu.address_space<workgroup>>>")
+        b_desc_type = ir.Type.parse(
+            f"!nvgpu.warpgroup.descriptor<tensor=memref<{TILE_K}x{p.tile_n}x{element}, "
+            "#gpu.address_space<workgroup>>>")
+        warp = _uniform_warp(tid)
+        consumer = arith.CmpIOp(arith.CmpIPredicate.ult, warp,
+                                index_const(consumers // WARP)).result
+        warpgroup = arith.DivUIOp(warp, index_const(WARPGROUP // WARP)).result
+        speaker = _is(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
+        my_rows = arith.MulIOp(warpgroup, index_const(ROWS_PER_WARPGROUP * TILE_K * 2)).result
+        multiply = scf.IfOp(consumer, [acc_type], has_else=True)
+        with ir.InsertionPoint(multiply.then_block):  # the warpgroups' loop
+            loop = scf.ForOp(index_const(0), index_const(steps), index_const(1),
+                             [nvgpu.warpgroup_mma_init_accumulator(acc_type)])
+            with ir.InsertionPoint(loop.body):
+                step = loop.induction_variable
+                slot = arith.RemUIOp(step, index_const(p.stages)).result
+                _wait(full, slot, _parity(step, p.stages))
+                a_desc = nvgpu.WarpgroupGenerateDescriptorOp(
+                    a_desc_type, view((ROWS_PER_WARPGROUP, TILE_K), slot_offset(slot, my_rows)),
+                    a_map).result
+                b_desc = nvgpu.WarpgroupGenerateDescriptorOp(
+                    b_desc_type, view((TILE_K, p.tile_n),
+                                      slot_offset(slot, index_const(a_bytes))), b_map).result
+                acc = nvgpu.WarpgroupMmaOp(acc_type, a_desc, b_desc, loop.inner_iter_args[0],
+                                           transposeB=True).result
+                nvvm.WgmmaWaitGroupSyncOp(1)  # the previous step's wgmmas are done: free it
+                previous = arith.SubIOp(step, index_const(1)).result
+                with _only_if(arith.AndIOp(speaker, arith.CmpIOp(
+                        arith.CmpIPredicate.uge, step, index_const(1)).result).result):
+                    nvgpu.mbarrier_arrive(empty,
+                                          arith.RemUIOp(previous, index_const(p.stages)).result)
+                scf.YieldOp([acc])
+            nvvm.WgmmaWaitGroupSyncOp(0)
+            scf.YieldOp([loop.results[0]])
+        with ir.InsertionPoint(multiply.else_block):
+            scf.YieldOp([nvgpu.warpgroup_mma_init_accumulator(acc_type)])
+        gpu.BarrierOp()  # every wgmma has finished reading the ring: the epilogue reuses it
+        _epilogue(p, multiply.results[0], ring, c, initial, tid, consumer, block_row,
+                  block_col, out_element)
+        gpu.ReturnOp([])
+    grid = (n // p.tile_n, m // p.tile_m, 1)
+    operands = signature.values + [TensorMap(ins[0], a_map_type, a_box),
+                                   TensorMap(ins[1], b_map_type, b_box)]
+    return Launch(kernel_name, operands, grid, (threads, 1, 1), p.shared_bytes())
+
+
+def _uniform_warp(tid: ir.Value) -> ir.Value:
+    """tid / 32, broadcast from lane 0: ptxas then knows branches on it are warp-uniform
+    (a wgmma under a branch it must assume divergent gets serialized, warning C7520)."""
+    i32 = ir.IntegerType.get_signless(32)
+    warp = arith.IndexCastOp(i32, arith.DivUIOp(tid, index_const(WARP)).result).result
+    lane0 = arith.ConstantOp(i32, 0).result
+    width = arith.ConstantOp(i32, WARP).result
+    shuffled = gpu.ShuffleOp(warp, lane0, width, gpu.ShuffleMode.IDX).results[0]
+    return arith.IndexCastOp(ir.IndexType.get(), shuffled).result
+
+
+def _is(value: ir.Value, constant: int) -> ir.Value:
+    return arith.CmpIOp(arith.CmpIPredicate.eq, value, index_const(constant)).result
+
+
+def _parity(step: ir.Value, stages: int, previous: bool = False) -> ir.Value:
+    """The phase parity of a slot's barrier that step `step` waits for: its (step //
+    stages)-th completion, or the one before (a slot freed by the step `stages` back)."""
+    rounds = arith.DivUIOp(step, index_const(stages)).result
+    if previous:
+        rounds = arith.AddIOp(rounds, index_const(1)).result  # -1 and +1: the same parity
+    bit = arith.IndexCastOp(ir.IntegerType.get_signless(32), rounds).result
+    return arith.TruncIOp(ir.IntegerType.get_signless(1), bit).result
+
+
+def _wait(barriers: ir.Value, slot: ir.Value, parity: ir.Value) -> None:
+    nvgpu.MBarrierTryWaitParityOp(barriers, parity, index_const(10_000_000), mbarId=slot)
+
+
+@contextmanager
+def _only_if(condition: ir.Value):
+    """Ops built inside run only where `condition` holds: an scf.if rather than the ops'
+    own predicates, which LLVM may fold into a constant `@0` guard that ptxas rejects."""
+    branch = scf.IfOp(condition)
+    with ir.InsertionPoint(branch.then_block):
+        yield
+        scf.YieldOp([])
+
+
+def _aligned_ring(p: Params) -> ir.Value:
+    """The dynamic shared memory from its first 1024-byte boundary, as bytes (the
+    swizzled TMA tiles and the wgmma descriptors assume that alignment)."""
+    i8 = ir.IntegerType.get_signless(8)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    raw = gpu.dynamic_shared_memory(_shared((dynamic,), i8))
+    address = memref.ExtractAlignedPointerAsIndexOp(raw).result
+    pad = arith.RemUIOp(arith.SubIOp(index_const(1024), arith.RemUIOp(
+        address, index_const(1024)).result).result, index_const(1024)).result
+    return memref.ViewOp(_shared((p.shared_bytes() - 1024,), i8), raw, pad, []).result
+
+
+def _epilogue(p: Params, acc, ring, c, initial, tid, consumer, block_row, block_col,
+              out_element):
+    """C[tile] = C[tile] (or the constant `initial`) + acc, rounded once: through an f32
+    tile in shared memory (rows padded by EPILOGUE_PAD floats against bank conflicts) so
+    each thread reads and writes 16 contiguous bytes of C."""
+    f32 = ir.F32Type.get()
+    row_stride = p.tile_n + EPILOGUE_PAD
+    padded = memref.ViewOp(_shared((p.tile_m, row_stride), f32), ring, index_const(0),
+                           []).result
+    with _only_if(consumer):
+        # The store places a thread's values by its warp's index in the block, not in
+        # its warpgroup: every warpgroup stores through a view of the tile's first 64
+        # rows, and warpgroup g's land at rows 64 g.. (the ring holds the whole tile).
+        first_rows = memref.ReinterpretCastOp(
+            ir.MemRefType.get([ROWS_PER_WARPGROUP, p.tile_n], f32,
+                              ir.Attribute.parse(f"strided<[{row_stride}, 1]>"),
+                              ir.Attribute.parse("#gpu.address_space<workgroup>")),
+            padded, [], [], [], [0], [ROWS_PER_WARPGROUP, p.tile_n], [row_stride, 1]).result
+        nvgpu.WarpgroupMmaStoreOp(acc, first_rows)
+    gpu.BarrierOp()
+    width = 8
+    per_row = p.tile_n // width
+    threads = WARPGROUP * p.warpgroups
+    with _only_if(consumer):
+        for r in range(p.tile_m * per_row // threads):
+            flat = arith.AddIOp(tid, index_const(r * threads)).result
+            row = arith.DivUIOp(flat, index_const(per_row)).result
+            col = arith.MulIOp(arith.RemUIOp(flat, index_const(per_row)).result,
+                               index_const(width)).result
+            where = [arith.AddIOp(block_row, row).result, arith.AddIOp(block_col, col).result]
+            total = vector.LoadOp(ir.VectorType.get([width], f32), padded, [row, col]).result
+            if initial is None:
+                start = vector.LoadOp(ir.VectorType.get([width], out_element), c, where).result
+                if str(out_element) != "f32":
+                    start = arith.ExtFOp(ir.VectorType.get([width], f32), start).result
+                total = arith.AddFOp(start, total).result
+            elif initial != 0.0:
+                start = arith.ConstantOp(ir.VectorType.get([width], f32),
+                                         ir.DenseElementsAttr.get_splat(
+                                             ir.VectorType.get([width], f32),
+                                             ir.FloatAttr.get(f32, initial))).result
+                total = arith.AddFOp(start, total).result
+            if str(out_element) != "f32":
+                total = arith.TruncFOp(ir.VectorType.get([width], out_element), total).result
+            vector.StoreOp(total, c, where)
