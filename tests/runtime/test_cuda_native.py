@@ -151,6 +151,21 @@ def test_matmul_wgmma_starts_from_a_constant_or_a_tensor(rng, start, expected_in
     assert_close(out, expected, rtol=1e-2)
 
 
+def test_matmul_wgmma_takes_torch_views_off_16_bytes(rng):
+    """TMA needs 16-byte aligned rows: a view 2 bytes in is copied before the launch."""
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda:0")
+    a, b = (f32(rng, 128, 64) * 0.5).astype(np.float16), f32(rng, 64, 256).astype(np.float16)
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    assert_close(prog(A=a, B=b)["C"], expected, rtol=1e-2)  # compiles (compile-only stops)
+    torch = pytest.importorskip("torch")
+    base = torch.empty(a.size + 1, dtype=torch.float16, device="cuda")
+    view = base[1:].view(128, 64)
+    view.copy_(torch.from_numpy(a))
+    assert view.data_ptr() % 16
+    out = prog(A=view, B=torch.from_numpy(b).cuda())["C"]
+    assert_close(out.numpy(), expected, rtol=1e-2)
+
+
 def test_matmul_wgmma_bf16(rng):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     a = (f32(rng, 256, 320) * 0.5).astype(ml_dtypes.bfloat16)
@@ -569,12 +584,13 @@ def test_bf16_elementwise(rng, n):
     y = zynml.run(source, device="cuda:0", x=x, w=w)["y"]
     assert y.dtype == x.dtype
     X, W = x.astype(np.float64), w.astype(np.float64)
-    # The body computes in bf16: each of its few roundings is off by at most 2^-9 of a
-    # value no larger than the terms, and the terms may cancel. So the bound is on the
-    # error against the terms' size, not the result's (a norm-wise 1e-2 failed at n=1).
+    # The body computes in bf16: each of its roundings (up to 2 per operation, 5
+    # operations) is off by at most 2^-8 (bf16's unit roundoff) of a value no larger than
+    # the terms, and the terms may cancel. So the bound is on the error against the
+    # terms' size, not the result's (a norm-wise 1e-2 failed once at n=1).
     terms = np.abs(X * W) + np.exp(X) + np.abs(X / W)
     error = np.abs(y.astype(np.float64) - (X * W + np.exp(X) - X / W))
-    assert np.all(error <= 2.0 ** -7 * terms), float((error / terms).max())
+    assert np.all(error <= 10 * 2.0 ** -8 * terms), float((error / terms).max())
 
 
 @pytest.mark.parametrize("n", [1, 61, 255])
