@@ -1,29 +1,31 @@
 """Matmul on Hopper's warpgroup tensor cores (sm_90a): TMA copies, wgmma, a ring of stages.
 
-Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, one batch, f32
+Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, no batch, f32
 accumulation) whose sizes tile: M by 128, N by `tile_n`, K by 64. A block of two
-warpgroups (256 threads) computes a 128 x tile_n tile of C:
+warpgroups and one copying warp (288 threads) computes a 128 x tile_n tile of C:
 
-- thread 0 copies each k step's tiles into shared memory with the copy engine (TMA,
-  `cp.async.bulk.tensor`): A's 128 x 64 as one box, B's 64 x tile_n as tile_n / 64 boxes of
-  64 x 64, all 128-byte swizzled (the layout wgmma reads without bank conflicts); `stages`
-  steps are in flight, each completing on its own mbarrier;
+- the copying warp's first thread copies each k step's tiles into a slot of a ring of
+  `stages` slots in shared memory with the copy engine (TMA, `cp.async.bulk.tensor`):
+  A's 128 x 64 as one box, B's 64 x tile_n as tile_n / 64 boxes of 64 x 64, all 128-byte
+  swizzled (the layout wgmma reads without bank conflicts). A slot's copies complete on
+  its "full" mbarrier; before refilling a slot it waits on the slot's "empty" mbarrier;
 - warpgroup g multiplies rows 64 g .. 64 g + 63 with `wgmma.mma_async` m64 n{tile_n} k16
   (A and B read from shared memory through matrix descriptors; B is N-major, so
-  transposed), accumulating in registers;
-- per k step: wait for the step's mbarrier, issue its wgmmas, wait until the previous
-  step's have finished (wgmma.wait_group 1), a block barrier, then thread 0 refills the
-  slot the previous step read with the step `stages` ahead;
-- epilogue: the accumulators go to shared memory as f32, then each thread adds C's
-  initial value to 8 elements at a time and writes them rounded (16-byte accesses).
+  transposed), accumulating in registers. Per k step it waits on the slot's full
+  mbarrier, issues the step's wgmmas, waits until the previous step's have finished
+  (wgmma.wait_group 1) and arrives on that step's empty mbarrier;
+- epilogue: the accumulators go to shared memory as f32 (rows padded against bank
+  conflicts), then each thread adds C's initial value to 8 elements at a time and
+  writes them rounded (16-byte accesses).
 
 The host makes the TMA descriptors (`TensorMap` kernel arguments; the launch plan's
 "tensor_map" steps, encoded by the runtime per buffer address). Where C was just filled
 with a constant (`C = A @ B` starts from zeros), fill and product are one kernel
 (`find_groups`): the accumulators start from the constant and C is written once.
 
-Not here yet: warp specialization (a producer warp, setmaxnreg), persistent blocks,
-batched products, partial tiles (those use `matmul_tensor_core` or `matmul`).
+Not here yet: setmaxnreg (the copying warp keeps as many registers as the others),
+persistent blocks, TMA stores of C, batched products, partial tiles (those use
+`matmul_tensor_core` or `matmul`).
 """
 from __future__ import annotations
 
@@ -215,12 +217,12 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
                     _wait(empty, slot, _parity(step, p.stages, previous=True))
                 k0 = arith.MulIOp(step, index_const(TILE_K)).result
                 nvgpu.mbarrier_arrive_expect_tx(full, index_const(a_bytes + b_bytes), slot)
-                nvgpu.TmaAsyncLoadOp(view((p.tile_m, TILE_K), slot_offset(slot, index_const(0))),
-                                     full, a_map, [k0, block_row], mbarId=slot)
+                a_slot = view((p.tile_m, TILE_K), slot_offset(slot, index_const(0)))
+                nvgpu.TmaAsyncLoadOp(a_slot, full, a_map, [k0, block_row], mbarId=slot)
                 for box in range(p.tile_n // 64):  # B's 64-column boxes, one after another
                     col = arith.AddIOp(block_col, index_const(box * 64)).result
-                    target = view((TILE_K, 64),
-                                  slot_offset(slot, index_const(a_bytes + box * 64 * TILE_K * 2)))
+                    box_bytes = index_const(a_bytes + box * 64 * TILE_K * 2)
+                    target = view((TILE_K, 64), slot_offset(slot, box_bytes))
                     nvgpu.TmaAsyncLoadOp(target, full, b_map, [col, k0], mbarId=slot)
                 scf.YieldOp([])
 
@@ -246,9 +248,8 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
                 step = loop.induction_variable
                 slot = arith.RemUIOp(step, index_const(p.stages)).result
                 _wait(full, slot, _parity(step, p.stages))
-                a_desc = nvgpu.WarpgroupGenerateDescriptorOp(
-                    a_desc_type, view((ROWS_PER_WARPGROUP, TILE_K), slot_offset(slot, my_rows)),
-                    a_map).result
+                my_a = view((ROWS_PER_WARPGROUP, TILE_K), slot_offset(slot, my_rows))
+                a_desc = nvgpu.WarpgroupGenerateDescriptorOp(a_desc_type, my_a, a_map).result
                 b_desc = nvgpu.WarpgroupGenerateDescriptorOp(
                     b_desc_type, view((TILE_K, p.tile_n),
                                       slot_offset(slot, index_const(a_bytes))), b_map).result
@@ -256,10 +257,10 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
                                            transposeB=True).result
                 nvvm.WgmmaWaitGroupSyncOp(1)  # the previous step's wgmmas are done: free it
                 previous = arith.SubIOp(step, index_const(1)).result
+                previous_slot = arith.RemUIOp(previous, index_const(p.stages)).result
                 with _only_if(arith.AndIOp(speaker, arith.CmpIOp(
                         arith.CmpIPredicate.uge, step, index_const(1)).result).result):
-                    nvgpu.mbarrier_arrive(empty,
-                                          arith.RemUIOp(previous, index_const(p.stages)).result)
+                    nvgpu.mbarrier_arrive(empty, previous_slot)
                 scf.YieldOp([acc])
             nvvm.WgmmaWaitGroupSyncOp(0)
             scf.YieldOp([loop.results[0]])

@@ -66,8 +66,8 @@ def encode(dtype: str, address: int, sizes: Sequence[int], strides: Sequence[int
     itemsize = _ITEMSIZE[dtype]
     if address % 16 or any(s * itemsize % 16 for s in strides[:-1]):
         raise CudaError(f"this kernel copies tiles with TMA, which needs 16-byte aligned "
-                        f"rows: a {dtype} tensor at {address:#x} with strides {tuple(strides)} "
-                        "is not (pass a copy that starts on 16 bytes, e.g. torch's .clone())")
+                        f"rows: a {dtype} tensor at {address:#x} with strides "
+                        f"{tuple(strides)} is not (pass a copy that starts on 16 bytes)")
     driver = _driver()
     kind = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32"}[dtype]
     swizzles = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
