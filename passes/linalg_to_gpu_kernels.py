@@ -70,7 +70,7 @@ def run(module: ir.Operation, options: Options) -> None:
                        f"{' or '.join(forced.REQUIRES_CHIPS)}; the target is {options.chip}")
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
     kernels, number = _kernel_module(module)
-    if forced is None:  # runs of generics one kernel takes: an attention's, then rows'
+    if forced is None:  # runs of generics one kernel takes: attention, fill + matmul, rows
         for group_strategy in (attention_tensor_core, attention, matmul_wgmma, row_fused):
             if not available(group_strategy, options.chip):
                 continue
