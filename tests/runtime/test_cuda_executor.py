@@ -1575,23 +1575,14 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-class TorchBf16Like:
+class TorchBf16Like(TorchLike):
     """What ZynML reads of a CUDA torch.bfloat16 tensor over a DeviceArray of the fake:
     its __cuda_array_interface__ as PyTorch `version` gives it, and DLPack."""
-    is_cuda = True
-    dtype = "torch.bfloat16"
 
     def __init__(self, array, version, device_id=0, contiguous=True):
-        self.array, self.version = array, version
-        self.device_id, self.contiguous = device_id, contiguous
-        self.shape = array.shape
+        super().__init__(array, contiguous)
+        self.dtype, self.version, self.device_id = "torch.bfloat16", version, device_id
         self.streams = []  # the `stream` of each __dlpack__ call
-
-    def data_ptr(self):
-        return self.array.ptr
-
-    def is_contiguous(self):
-        return self.contiguous
 
     @property
     def __cuda_array_interface__(self):

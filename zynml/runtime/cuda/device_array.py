@@ -151,7 +151,8 @@ class DeviceArray:
             return self
         target = get_device(ordinal)
         out = DeviceArray.empty(self.shape, self._dtype_name, target)
-        self.device.synchronize()
+        if target is not self.device:  # one device's work is ordered by its one stream
+            self.device.synchronize()
         target.copy_on_device(out.ptr, self.ptr, self.nbytes)
         return out
 

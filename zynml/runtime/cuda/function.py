@@ -61,20 +61,14 @@ class CudaFunction:
                 dtype_name(array.dtype) != spec["dtype"]:
             raise ValueError(f"argument {index}: expected {spec['dtype']}{spec['shape']}, "
                              f"got {dtype_name(array.dtype)}{list(array.shape)}")
-        if array.ptr % INPUT_ALIGNMENT:
-            array = _aligned_copy(array)
+        if array.ptr % INPUT_ALIGNMENT:  # a fresh allocation is aligned
+            array = array.to_device(f"cuda:{array.device.ordinal}")
         return array
 
 
 # Kernels may read inputs 16 bytes at a time (vector loads, cp.async, TMA): a GPU input
 # that starts elsewhere (a view at an odd offset) is copied first, on the checked path.
 INPUT_ALIGNMENT = 16
-
-
-def _aligned_copy(array: DeviceArray) -> DeviceArray:
-    out = DeviceArray.empty(array.shape, array._dtype_name, array.device)
-    out.device.copy_on_device(out.ptr, array.ptr, array.nbytes)
-    return out
 
 
 _TORCH, _DEVICE_ARRAY, _INTERFACE, _INT, _FLOAT = range(5)
