@@ -946,6 +946,127 @@ func.func @attention_f16(%arg0: memref<1x2x20x16xf16>, %arg1: memref<1x2x20x16xf
 
 // -----
 
+// The same without a mask, head dim 64, on sm_90a: attention_wgmma. The host makes a TMA
+// descriptor of Q (boxes of 128 rows x 64), K and V (128 keys x 64), with the tensors'
+// leading unit dims; one kernel of two warpgroups and a copying warp (288 threads) per
+// 128 query rows and head, 82 KB of dynamic shared memory (Q's tile, two K/V slots, 1 KB
+// to align them). The copying thread loads Q once, then K and V tiles into the ring
+// (full/empty mbarriers), after giving registers up (setmaxnreg); the warpgroups take
+// them and wait on Q, then per tile compute S with 4
+// wgmma k-steps from shared memory, mask keys past 20 (the last tile), the online
+// softmax, and O += P V with 8 wgmma k-steps taking P from registers. On sm_80 the
+// mma.sync kernel takes it.
+// CHECK-LABEL: func.func @attention_f16_wgmma(
+// CHECK-SAME: [[Q:%[a-z0-9_]+]]: memref<1x2x20x64xf16>, [[K:%[a-z0-9_]+]]: memref<1x2x20x64xf16>, [[V:%[a-z0-9_]+]]: memref<1x2x20x64xf16>)
+// CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x64xf16>
+// CHECK-DAG: [[QMAP:%[0-9]+]] = nvgpu.tma.create.descriptor {{%[a-z0-9_]+}} box[%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<1x1x128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK-DAG: [[QPTR:%[0-9]+]] = builtin.unrealized_conversion_cast [[QMAP]]
+// CHECK-NOT: linalg.generic
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c82944_i32 args([[O]] : memref<1x2x20x64xf16>, [[QPTR]] : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.func @k0_attention_wgmma({{%[a-z0-9_]+}}: memref<1x2x20x64xf16>, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
+// CHECK: gpu.shuffle idx
+// CHECK: nvvm.setmaxregister decrease 40
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<1x1x128x64xf16, {{.*}}>, swizzle = swizzle_128b, {{.*}}> -> memref<1x1x128x64xf16, #gpu.address_space<workgroup>>
+// CHECK: scf.for
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.mbarrier.arrive.expect_tx
+// CHECK-COUNT-2: nvgpu.tma.async.load
+// CHECK: } else {
+// CHECK-NEXT: nvvm.setmaxregister increase 232
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: scf.for {{.*}} -> (f32, f32, f32, f32, f32,
+// CHECK: llvm.inline_asm has_side_effects "wgmma.fence.sync.aligned;"
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {$0, {{.*}}}, ${{[0-9]+}}, ${{[0-9]+}}, p, 1, 1, 0, 0;
+// CHECK: "wgmma.commit_group.sync.aligned;"
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
+// CHECK: scf.if {{.*}} -> (f32, f32,
+// CHECK: arith.select
+// CHECK: gpu.shuffle xor
+// CHECK: math.exp2
+// CHECK: "wgmma.fence.sync.aligned;"
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
+// CHECK: "wgmma.wait_group.sync.aligned 0;"
+// CHECK: nvgpu.mbarrier.arrive
+// CHECK: vector.store {{.*}} : memref<1x2x20x64xf16>, vector<2xf16>
+// SM80-LABEL: func.func @attention_f16_wgmma(
+// SM80-NOT: nvgpu.tma
+// SM80: {zynml.strategy = "attention_tensor_core"}
+// FORCE-LABEL: func.func @attention_f16_wgmma(
+// FORCE-COUNT-9: {zynml.strategy = "pointwise"}
+#map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+#map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
+#map3 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+#map4 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map6 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#map7 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#map8 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+func.func @attention_f16_wgmma(%arg0: memref<1x2x20x64xf16>, %arg1: memref<1x2x20x64xf16>, %arg2: memref<1x2x20x64xf16>) -> memref<1x2x20x64xf16> {
+  %cst = arith.constant 0xFF800000 : f32
+  %cst_0 = arith.constant 0.000000e+00 : f32
+  %cst_1 = arith.constant 1.250000e-01 : f32
+  %alloc = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x20xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc : memref<1x2x20x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map2, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_scores"} ins(%arg0, %arg1 : memref<1x2x20x64xf16>, memref<1x2x20x64xf16>) outs(%alloc : memref<1x2x20x20xf32>) {
+  ^bb0(%in: f16, %in_6: f16, %out: f32):
+    %0 = arith.extf %in : f16 to f32
+    %1 = arith.mulf %0, %cst_1 : f32
+    %2 = arith.extf %in_6 : f16 to f32
+    %3 = arith.mulf %1, %2 : f32
+    %4 = arith.addf %out, %3 : f32
+    linalg.yield %4 : f32
+  }
+  %alloc_2 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20xf32>
+  %alloc_3 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20xf32>
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_3 : memref<1x2x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map6], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_max"} ins(%alloc : memref<1x2x20x20xf32>) outs(%alloc_3 : memref<1x2x20xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.maximumf %out, %in : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_2 : memref<1x2x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map6, #map6], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_sum"} ins(%alloc, %alloc_3 : memref<1x2x20x20xf32>, memref<1x2x20xf32>) outs(%alloc_2 : memref<1x2x20xf32>) {
+  ^bb0(%in: f32, %in_6: f32, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.addf %out, %1 : f32
+    linalg.yield %2 : f32
+  }
+  %alloc_4 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x64xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc_4 : memref<1x2x20x64xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map7, #map7, #map8, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_out"} ins(%alloc, %alloc_3, %alloc_2, %arg2 : memref<1x2x20x20xf32>, memref<1x2x20xf32>, memref<1x2x20xf32>, memref<1x2x20x64xf16>) outs(%alloc_4 : memref<1x2x20x64xf32>) {
+  ^bb0(%in: f32, %in_6: f32, %in_7: f32, %in_8: f16, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.divf %1, %in_7 : f32
+    %3 = arith.extf %in_8 : f16 to f32
+    %4 = arith.mulf %2, %3 : f32
+    %5 = arith.addf %out, %4 : f32
+    linalg.yield %5 : f32
+  }
+  %alloc_5 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x64xf16>
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"], library_call = "zynml_attention_round"} ins(%alloc_4 : memref<1x2x20x64xf32>) outs(%alloc_5 : memref<1x2x20x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %0 = arith.truncf %in : f32 to f16
+    linalg.yield %0 : f16
+  }
+  return %alloc_5 : memref<1x2x20x64xf16>
+}
+
+// -----
+
 // No generic: the module is left as it is (no gpu.container_module, no gpu.module). The
 // rejected chunks after this one print nothing, so this is the end of the output.
 // CHECK-LABEL: func.func @only_contiguous_copy(

@@ -29,7 +29,6 @@ persistent blocks, TMA stores of C, batched products, partial tiles (those use
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mlir import ir
@@ -39,15 +38,15 @@ from ..cir_ops import defining_op
 from ..gpu_kernel_builder import (KernelScope, KernelSignature, follows, generic_operands,
                                   index_const, loop_ranges, new_kernel)
 from . import Launch, TensorMap
+from .hopper import (WARP, WARPGROUP, aligned_dynamic_shared, barrier_group, equals, only_if,
+                     parity, shared, tensor_map_type, uniform_warp, wait)
 from .matmul import _body_is_multiply_add
 from .matmul_tensor_core import _layout
 
 NAME = "matmul_wgmma"
 REQUIRES_CHIPS = ("sm_90a",)  # wgmma exists only in sm_90a's PTX
-WARPGROUP = 128
 ROWS_PER_WARPGROUP = 64  # wgmma's m
 TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
-WARP = 32
 EPILOGUE_PAD = 8         # f32 after each row of the staged C tile (32 bytes)
 _ELEMENTS = ("f16", "bf16")
 
@@ -141,18 +140,6 @@ def _constant_fill(generic: ir.Operation):
     return ir.FloatAttr(owner.attributes["value"]).value
 
 
-def _shared(shape, element) -> ir.MemRefType:
-    return ir.MemRefType.get(list(shape), element,
-                             memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
-
-
-def _tensor_map_type(box, element) -> ir.Type:
-    return nvgpu.TensorMapDescriptorType.get(
-        _shared(box, element), nvgpu.TensorMapSwizzleKind.SWIZZLE_128B,
-        nvgpu.TensorMapL2PromoKind.L2PROMO_NONE, nvgpu.TensorMapOOBKind.OOB_ZERO,
-        nvgpu.TensorMapInterleaveKind.INTERLEAVE_NONE)
-
-
 def build(generic, gpu_module: ir.Operation, kernel_name: str,
           params: Params | None = None) -> Launch:
     """Kernel for a product generic, or for a Group (a constant fill and the product)."""
@@ -167,7 +154,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
     element = ir.MemRefType(ins[0].type).element_type
     out_element = ir.MemRefType(outs[0].type).element_type
     a_box, b_box = (p.tile_m, TILE_K), (TILE_K, 64)
-    a_map_type, b_map_type = _tensor_map_type(a_box, element), _tensor_map_type(b_box, element)
+    a_map_type, b_map_type = tensor_map_type(a_box, element), tensor_map_type(b_box, element)
     signature = KernelSignature.of(generic)
     consumers = WARPGROUP * p.warpgroups
     threads = consumers + WARP  # the last warp copies
@@ -185,14 +172,11 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
         tid = gpu.thread_id(gpu.Dimension.x)
         block_row = arith.MulIOp(gpu.block_id(gpu.Dimension.y), index_const(p.tile_m)).result
         block_col = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.tile_n)).result
-        ring = _aligned_ring(p)
-        group_type = ir.Type.parse(
-            "!nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, "
-            f"num_barriers = {p.stages}>")
-        full = nvgpu.mbarrier_create(group_type)   # a slot's copies have landed
-        empty = nvgpu.mbarrier_create(group_type)  # every warpgroup is done reading a slot
-        copier = _is(tid, consumers)
-        with _only_if(copier):
+        ring = aligned_dynamic_shared(p.shared_bytes() - 1024)
+        full = barrier_group(p.stages)   # a slot's copies have landed
+        empty = barrier_group(p.stages)  # every warpgroup is done reading a slot
+        copier = equals(tid, consumers)
+        with only_if(copier):
             for s in range(p.stages):
                 nvgpu.mbarrier_init(full, index_const(1), index_const(s))
                 nvgpu.mbarrier_init(empty, index_const(p.warpgroups), index_const(s))
@@ -201,20 +185,20 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
         gpu.BarrierOp()
 
         def view(shape, offset):
-            return memref.ViewOp(_shared(shape, element), ring, offset, []).result
+            return memref.ViewOp(shared(shape, element), ring, offset, []).result
 
         def slot_offset(slot, extra_bytes):
             return arith.AddIOp(arith.MulIOp(slot, index_const(p.stage_bytes())).result,
                                 extra_bytes).result
 
-        with _only_if(copier):  # the copy loop: refill each slot once it is read
+        with only_if(copier):  # the copy loop: refill each slot once it is read
             loop = scf.ForOp(index_const(0), index_const(steps), index_const(1))
             with ir.InsertionPoint(loop.body):
                 step = loop.induction_variable
                 slot = arith.RemUIOp(step, index_const(p.stages)).result
-                with _only_if(arith.CmpIOp(arith.CmpIPredicate.uge, step,
+                with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, step,
                                            index_const(p.stages)).result):
-                    _wait(empty, slot, _parity(step, p.stages, previous=True))
+                    wait(empty, slot, parity(step, p.stages, previous=True))
                 k0 = arith.MulIOp(step, index_const(TILE_K)).result
                 nvgpu.mbarrier_arrive_expect_tx(full, index_const(a_bytes + b_bytes), slot)
                 a_slot = view((p.tile_m, TILE_K), slot_offset(slot, index_const(0)))
@@ -234,11 +218,11 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
         b_desc_type = ir.Type.parse(
             f"!nvgpu.warpgroup.descriptor<tensor=memref<{TILE_K}x{p.tile_n}x{element}, "
             "#gpu.address_space<workgroup>>>")
-        warp = _uniform_warp(tid)
+        warp = uniform_warp(tid)
         consumer = arith.CmpIOp(arith.CmpIPredicate.ult, warp,
                                 index_const(consumers // WARP)).result
         warpgroup = arith.DivUIOp(warp, index_const(WARPGROUP // WARP)).result
-        speaker = _is(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
+        speaker = equals(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
         my_rows = arith.MulIOp(warpgroup, index_const(ROWS_PER_WARPGROUP * TILE_K * 2)).result
         multiply = scf.IfOp(consumer, [acc_type], has_else=True)
         with ir.InsertionPoint(multiply.then_block):  # the warpgroups' loop
@@ -247,7 +231,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
             with ir.InsertionPoint(loop.body):
                 step = loop.induction_variable
                 slot = arith.RemUIOp(step, index_const(p.stages)).result
-                _wait(full, slot, _parity(step, p.stages))
+                wait(full, slot, parity(step, p.stages))
                 my_a = view((ROWS_PER_WARPGROUP, TILE_K), slot_offset(slot, my_rows))
                 a_desc = nvgpu.WarpgroupGenerateDescriptorOp(a_desc_type, my_a, a_map).result
                 b_desc = nvgpu.WarpgroupGenerateDescriptorOp(
@@ -258,7 +242,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
                 nvvm.WgmmaWaitGroupSyncOp(1)  # the previous step's wgmmas are done: free it
                 previous = arith.SubIOp(step, index_const(1)).result
                 previous_slot = arith.RemUIOp(previous, index_const(p.stages)).result
-                with _only_if(arith.AndIOp(speaker, arith.CmpIOp(
+                with only_if(arith.AndIOp(speaker, arith.CmpIOp(
                         arith.CmpIPredicate.uge, step, index_const(1)).result).result):
                     nvgpu.mbarrier_arrive(empty, previous_slot)
                 scf.YieldOp([acc])
@@ -276,57 +260,6 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
     return Launch(kernel_name, operands, grid, (threads, 1, 1), p.shared_bytes())
 
 
-def _uniform_warp(tid: ir.Value) -> ir.Value:
-    """tid / 32, broadcast from lane 0: ptxas then knows branches on it are warp-uniform
-    (a wgmma under a branch it must assume divergent gets serialized, warning C7520)."""
-    i32 = ir.IntegerType.get_signless(32)
-    warp = arith.IndexCastOp(i32, arith.DivUIOp(tid, index_const(WARP)).result).result
-    lane0 = arith.ConstantOp(i32, 0).result
-    width = arith.ConstantOp(i32, WARP).result
-    shuffled = gpu.ShuffleOp(warp, lane0, width, gpu.ShuffleMode.IDX).results[0]
-    return arith.IndexCastOp(ir.IndexType.get(), shuffled).result
-
-
-def _is(value: ir.Value, constant: int) -> ir.Value:
-    return arith.CmpIOp(arith.CmpIPredicate.eq, value, index_const(constant)).result
-
-
-def _parity(step: ir.Value, stages: int, previous: bool = False) -> ir.Value:
-    """The phase parity of a slot's barrier that step `step` waits for: its (step //
-    stages)-th completion, or the one before (a slot freed by the step `stages` back)."""
-    rounds = arith.DivUIOp(step, index_const(stages)).result
-    if previous:
-        rounds = arith.AddIOp(rounds, index_const(1)).result  # -1 and +1: the same parity
-    bit = arith.IndexCastOp(ir.IntegerType.get_signless(32), rounds).result
-    return arith.TruncIOp(ir.IntegerType.get_signless(1), bit).result
-
-
-def _wait(barriers: ir.Value, slot: ir.Value, parity: ir.Value) -> None:
-    nvgpu.MBarrierTryWaitParityOp(barriers, parity, index_const(10_000_000), mbarId=slot)
-
-
-@contextmanager
-def _only_if(condition: ir.Value):
-    """Ops built inside run only where `condition` holds: an scf.if rather than the ops'
-    own predicates, which LLVM may fold into a constant `@0` guard that ptxas rejects."""
-    branch = scf.IfOp(condition)
-    with ir.InsertionPoint(branch.then_block):
-        yield
-        scf.YieldOp([])
-
-
-def _aligned_ring(p: Params) -> ir.Value:
-    """The dynamic shared memory from its first 1024-byte boundary, as bytes (the
-    swizzled TMA tiles and the wgmma descriptors assume that alignment)."""
-    i8 = ir.IntegerType.get_signless(8)
-    dynamic = ir.ShapedType.get_dynamic_size()
-    raw = gpu.dynamic_shared_memory(_shared((dynamic,), i8))
-    address = memref.ExtractAlignedPointerAsIndexOp(raw).result
-    pad = arith.RemUIOp(arith.SubIOp(index_const(1024), arith.RemUIOp(
-        address, index_const(1024)).result).result, index_const(1024)).result
-    return memref.ViewOp(_shared((p.shared_bytes() - 1024,), i8), raw, pad, []).result
-
-
 def _epilogue(p: Params, acc, ring, c, initial, tid, consumer, block_row, block_col,
               out_element):
     """C[tile] = C[tile] (or the constant `initial`) + acc, rounded once: through an f32
@@ -334,9 +267,9 @@ def _epilogue(p: Params, acc, ring, c, initial, tid, consumer, block_row, block_
     each thread reads and writes 16 contiguous bytes of C."""
     f32 = ir.F32Type.get()
     row_stride = p.tile_n + EPILOGUE_PAD
-    padded = memref.ViewOp(_shared((p.tile_m, row_stride), f32), ring, index_const(0),
+    padded = memref.ViewOp(shared((p.tile_m, row_stride), f32), ring, index_const(0),
                            []).result
-    with _only_if(consumer):
+    with only_if(consumer):
         # The store places a thread's values by its warp's index in the block, not in
         # its warpgroup: every warpgroup stores through a view of the tile's first 64
         # rows, and warpgroup g's land at rows 64 g.. (the ring holds the whole tile).
@@ -350,7 +283,7 @@ def _epilogue(p: Params, acc, ring, c, initial, tid, consumer, block_row, block_
     width = 8
     per_row = p.tile_n // width
     threads = WARPGROUP * p.warpgroups
-    with _only_if(consumer):
+    with only_if(consumer):
         for r in range(p.tile_m * per_row // threads):
             flat = arith.AddIOp(tid, index_const(r * threads)).result
             row = arith.DivUIOp(flat, index_const(per_row)).result

@@ -437,14 +437,16 @@ def test_f16_attention_on_sm_80_takes_the_tensor_cores():
 
 
 @pytest.mark.parametrize("d", [64, 128])
-def test_f16_flash_attention_fits_in_registers(d, tmp_path):
+@pytest.mark.parametrize("target,strategy", [("sm_90", "attention_tensor_core"),
+                                             ("sm_90a", "attention_wgmma")])
+def test_f16_flash_attention_fits_in_registers(d, target, strategy, tmp_path):
     """The spec's tile-form flash attention at the benchmark's sizes: tensor cores, no
-    key bounds or mask (4096 keys, tiles of 64), and ptxas keeps every fragment in
+    key bounds or mask (4096 keys, whole tiles), and ptxas keeps every fragment in
     registers (no local memory)."""
-    artifact = attention_artifact((1, 16, 4096, d), np.float16,
+    artifact = attention_artifact((1, 16, 4096, d), np.float16, target=target,
                                   source="flash_attention.zyn")
     [launch] = launches(artifact.plan["body"])
-    assert launch["kernel"].endswith("_attention_tensor_core")
+    assert launch["kernel"].endswith("_" + strategy)
     assert "ld.global.v2.u8" not in artifact.ptx and "ld.global.u8" not in artifact.ptx
     ptx = tmp_path / "k.ptx"
     ptx.write_text(artifact.ptx)
@@ -454,6 +456,51 @@ def test_f16_flash_attention_fits_in_registers(d, tmp_path):
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
     registers = int(re.search(r"Used (\d+) registers", report).group(1))
     assert registers <= 255
+
+
+@pytest.mark.parametrize("shape,dtype", [((1, 2, 131, 128), np.float16),
+                                         ((2, 3, 17, 64), np.float16),
+                                         ((1, 1, 300, 128), "bfloat16")])
+def test_unmasked_attention_on_sm90a_takes_wgmma_with_tma(shape, dtype):
+    """sm_90a, no mask, head dims 64 / 128: the copy engine fills Q's tile and a ring of
+    K / V tiles (the host makes a TMA descriptor of each, with the tensors' leading unit
+    dims), two warpgroups compute S = Q K^T (A and B from shared memory) and O += P V
+    (P from registers, V transposed) with wgmma, and a copying warpgroup gives its
+    registers to them (setmaxnreg)."""
+    import ml_dtypes
+    from zynml.passes.gpu_strategies.attention_wgmma import DEFAULT_PARAMS as p
+    dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    element = "bf16" if dtype.itemsize == 2 and dtype != np.float16 else "f16"
+    prog = zynml.compile(EXAMPLES.parent / "attention_no_mask.zyn", device="cuda",
+                         require_device=False)
+    artifact = prog.artifact(**{name: np.ones(shape, dtype) for name in "QKV"})
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_wgmma"), launch
+    maps = [s for s in artifact.plan["body"] if s["op"] == "tensor_map"]
+    assert [(s["source"], s["box"], s["swizzle"]) for s in maps] == [
+        ("%in0", [1, 1, p.block_m, 64], 128), ("%in1", [1, 1, p.block_n, 64], 128),
+        ("%in2", [1, 1, p.block_n, 64], 128)]
+    assert launch["args"][1:] == [s["result"] for s in maps]
+    assert launch["block"] == [384, 1, 1]
+    assert launch["grid"] == [-(-shape[2] // p.block_m), shape[0] * shape[1], 1]
+    assert launch["shared_bytes"] > 48 * 1024
+    d = shape[3]
+    ptx = artifact.ptx
+    scores = f"wgmma.mma_async.sync.aligned.m64n{p.block_n}k16.f32.{element}.{element}"
+    values = f"wgmma.mma_async.sync.aligned.m64n{d}k16.f32.{element}.{element}"
+    # per key tile: S over d / 16 k-steps (descriptors), P V over block_n / 16 (registers)
+    assert ptx.count(scores) + (ptx.count(values) if values != scores else 0) == \
+        d // 16 + p.block_n // 16
+    assert re.search(values.replace(".", r"\.") + r"\s*\{[^}]*\},\s*\{", ptx)  # A: regs
+    assert "cp.async.bulk.tensor.4d" in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32" in ptx and "setmaxnreg.inc.sync.aligned.u32" in ptx
+    assert artifact.cubin[:4] == b"\x7fELF"
+
+
+def test_masked_f16_attention_on_sm90a_keeps_mma_sync():
+    artifact = attention_artifact((1, 2, 131, 128), np.float16)
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_tensor_core")
 
 
 def test_small_matmul_is_pointwise():

@@ -549,13 +549,40 @@ def test_attention_tensor_cores_f16_other_params(rng, monkeypatch, params):
     assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
 
 
-@pytest.mark.parametrize("shape", [(1, 2, 256, 64), (2, 3, 192, 128)])
-def test_flash_attention_tensor_cores_f16(rng, shape):
-    """The spec's tile-form flash attention (no mask, whole key tiles): the benchmark's path."""
+@pytest.mark.parametrize("shape,target", [((1, 2, 256, 64), "sm_90"),
+                                          ((2, 3, 192, 128), "sm_90"),
+                                          ((1, 2, 256, 64), None), ((2, 3, 192, 128), None)])
+def test_flash_attention_tensor_cores_f16(rng, shape, target):
+    """The spec's tile-form flash attention (no mask, whole key tiles): the benchmark's
+    path, on mma.sync (sm_90) and on wgmma (sm_90a, the default)."""
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
-    out = zynml.compile(EXAMPLES / "flash_attention.zyn", device="cuda:0")(Q=q, K=k, V=v)["attn"]
+    out = zynml.compile(EXAMPLES / "flash_attention.zyn", device="cuda:0",
+                        target=target)(Q=q, K=k, V=v)["attn"]
     assert out.dtype == np.float16
     assert_close(out, conftest.attention_reference(q, k, v), rtol=1e-2)
+
+
+# Unmasked f16 / bf16 attention with head dims 64 or 128 runs on Hopper's wgmma with TMA
+# copies (passes/gpu_strategies/attention_wgmma.py): one key and one row, partial query
+# tiles (rows past the end unwritten), partial key tiles (keys past the end -inf, TMA
+# zero-fills them), several key tiles through the ring of stages, several heads.
+ATTENTION_NO_MASK = EXAMPLES.parent / "attention_no_mask.zyn"
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 64), (2, 3, 17, 64), (1, 2, 131, 128),
+                                   (1, 1, 257, 128), (2, 2, 300, 64)])
+def test_attention_wgmma(rng, shape):
+    q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
+    out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
+    assert out.dtype == np.float16
+    assert_close(out, conftest.attention_reference(q, k, v), rtol=1e-2)
+
+
+def test_attention_wgmma_bf16(rng):
+    q, k, v = (bf16(rng, 2, 3, 150, 128) for _ in range(3))
+    out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
+    assert out.dtype == q.dtype
+    assert_close(out, conftest.attention_reference(q, k, v), rtol=3e-2)
 
 
 # ------------------------------------------------------------------ bf16: numpy

@@ -1,0 +1,210 @@
+"""Pieces the sm_90a kernels share (matmul_wgmma, attention_wgmma): shared-memory rings
+filled by TMA with mbarriers, warp-uniform branches, and wgmma as inline PTX.
+
+wgmma is emitted as inline PTX (not nvgpu.warpgroup.mma) where a kernel needs its
+accumulators as values (attention's softmax reads and rescales them) or takes matrix A
+from registers (P of P V), neither of which the nvgpu ops offer. The accumulators are
+f32 values in wgmma's fragment layout: for m64nN, thread t of the warpgroup holds N / 2 of
+them, value v at row 16 * (warp % 4) + lane / 4 + 8 * (v % 4 >= 2) and column
+8 * (v // 4) + 2 * (lane % 4) + v % 2 (mma.sync m16n8's C layout, once per 8 columns).
+A wgmma reads its accumulators after it is issued and writes them when its group
+completes, so the fence and the wait below take the values they order as operands:
+LLVM cannot move the arithmetic that writes or reads them across.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlir import ir
+from mlir.dialects import arith, gpu, llvm, memref, nvgpu, scf
+
+from ..gpu_kernel_builder import index_const
+
+WARP = 32
+WARPGROUP = 128
+SWIZZLE_BYTES = 128  # a swizzled TMA row: 64 f16 / bf16
+SWIZZLE_PERIOD = 1024  # 8 rows of 128 bytes: where the 128-byte swizzle repeats
+
+
+def shared(shape, element) -> ir.MemRefType:
+    return ir.MemRefType.get(list(shape), element,
+                             memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
+
+
+def tensor_map_type(box, element) -> ir.Type:
+    """A TMA descriptor copying `box`-shaped tiles, 128-byte swizzled, zeros past the end."""
+    return nvgpu.TensorMapDescriptorType.get(
+        shared(box, element), nvgpu.TensorMapSwizzleKind.SWIZZLE_128B,
+        nvgpu.TensorMapL2PromoKind.L2PROMO_NONE, nvgpu.TensorMapOOBKind.OOB_ZERO,
+        nvgpu.TensorMapInterleaveKind.INTERLEAVE_NONE)
+
+
+def uniform_warp(tid: ir.Value) -> ir.Value:
+    """tid / 32, broadcast from lane 0: ptxas then knows branches on it are warp-uniform
+    (a wgmma under a branch it must assume divergent gets serialized, warning C7520)."""
+    i32 = ir.IntegerType.get_signless(32)
+    warp = arith.IndexCastOp(i32, arith.DivUIOp(tid, index_const(WARP)).result).result
+    lane0 = arith.ConstantOp(i32, 0).result
+    width = arith.ConstantOp(i32, WARP).result
+    shuffled = gpu.ShuffleOp(warp, lane0, width, gpu.ShuffleMode.IDX).results[0]
+    return arith.IndexCastOp(ir.IndexType.get(), shuffled).result
+
+
+def equals(value: ir.Value, constant: int) -> ir.Value:
+    return arith.CmpIOp(arith.CmpIPredicate.eq, value, index_const(constant)).result
+
+
+def parity(step: ir.Value, stages: int, previous: bool = False) -> ir.Value:
+    """The phase parity of a slot's barrier that step `step` waits for: its (step //
+    stages)-th completion, or the one before (a slot freed by the step `stages` back)."""
+    rounds = arith.DivUIOp(step, index_const(stages)).result
+    if previous:
+        rounds = arith.AddIOp(rounds, index_const(1)).result  # -1 and +1: the same parity
+    bit = arith.IndexCastOp(ir.IntegerType.get_signless(32), rounds).result
+    return arith.TruncIOp(ir.IntegerType.get_signless(1), bit).result
+
+
+def wait(barriers: ir.Value, slot, parity_bit: ir.Value) -> None:
+    if isinstance(slot, int):
+        slot = index_const(slot)
+    nvgpu.MBarrierTryWaitParityOp(barriers, parity_bit, index_const(10_000_000), mbarId=slot)
+
+
+@contextmanager
+def only_if(condition: ir.Value):
+    """Ops built inside run only where `condition` holds: an scf.if rather than the ops'
+    own predicates, which LLVM may fold into a constant `@0` guard that ptxas rejects."""
+    branch = scf.IfOp(condition)
+    with ir.InsertionPoint(branch.then_block):
+        yield
+        scf.YieldOp([])
+
+
+def aligned_dynamic_shared(size: int) -> ir.Value:
+    """`size` bytes of the dynamic shared memory from its first 1024-byte boundary (the
+    swizzled TMA tiles and the wgmma descriptors assume that alignment); the launch asks
+    for size + 1024."""
+    i8 = ir.IntegerType.get_signless(8)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    raw = gpu.dynamic_shared_memory(shared((dynamic,), i8))
+    address = memref.ExtractAlignedPointerAsIndexOp(raw).result
+    pad = arith.RemUIOp(arith.SubIOp(index_const(SWIZZLE_PERIOD), arith.RemUIOp(
+        address, index_const(SWIZZLE_PERIOD)).result).result,
+        index_const(SWIZZLE_PERIOD)).result
+    return memref.ViewOp(shared((size,), i8), raw, pad, []).result
+
+
+def barrier_group(count: int) -> ir.Value:
+    return nvgpu.mbarrier_create(ir.Type.parse(
+        "!nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, "
+        f"num_barriers = {count}>"))
+
+
+# ------------------------------------------------------------------ wgmma as inline PTX
+
+def _i64(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
+
+
+def descriptor_base(ring: ir.Value, box_rows: int) -> ir.Value:
+    """The wgmma matrix descriptor (i64) of the 128-byte swizzled tile at byte 0 of
+    `ring` whose TMA boxes have `box_rows` rows; tiles at byte offset o of the ring add
+    o >> 4 (`at`). Fields: start address >> 4 (bits 0-13), leading-dimension byte offset
+    >> 4 (16-29: the stride between boxes, what an MN-major operand steps by every 64
+    columns), stride-dimension byte offset >> 4 (32-45: 8 rows of 128 bytes), 128-byte
+    swizzle (62-63 = 1). Shared addresses stay below 2^18, so the start never carries."""
+    i64 = ir.IntegerType.get_signless(64)
+    address = arith.IndexCastOp(i64, memref.ExtractAlignedPointerAsIndexOp(ring).result).result
+    start = arith.AndIOp(arith.ShRUIOp(address, _i64(4)).result, _i64(0x3FFF)).result
+    fields = ((box_rows * SWIZZLE_BYTES >> 4) << 16) | ((SWIZZLE_PERIOD >> 4) << 32) | (1 << 62)
+    return arith.OrIOp(start, _i64(fields)).result
+
+
+def at(descriptor: ir.Value, byte_offset: int) -> ir.Value:
+    assert byte_offset % 16 == 0, byte_offset
+    return descriptor if byte_offset == 0 else \
+        arith.AddIOp(descriptor, _i64(byte_offset >> 4)).result
+
+
+def _struct(count: int, element: str) -> ir.Type:
+    return ir.Type.parse(f"!llvm.struct<({', '.join([element] * count)})>")
+
+
+def _unpack(struct: ir.Value, count: int, element: ir.Type) -> list:
+    return [llvm.ExtractValueOp(element, struct, [n]).result for n in range(count)]
+
+
+def _tied_asm(text: str, values: list, extra: list = (), extra_constraints: str = "") -> list:
+    """Inline PTX `text` whose first operands $0.. are `values` read and written in place
+    (f32 or i32 values), then `extra` inputs; returns the values after it."""
+    kinds = [("f", "f32") if isinstance(v.type, ir.F32Type) else ("r", "i32") for v in values]
+    outputs = ",".join(f"={k}" for k, _ in kinds)
+    tied = ",".join(str(n) for n in range(len(values)))
+    constraints = ",".join(c for c in (outputs, tied, extra_constraints) if c)
+    if not values:
+        llvm.InlineAsmOp(None, list(extra), text, constraints, has_side_effects=True)
+        return []
+    element_names = [name for _, name in kinds]
+    struct_type = ir.Type.parse(f"!llvm.struct<({', '.join(element_names)})>")
+    op = llvm.InlineAsmOp(struct_type, list(values) + list(extra), text, constraints,
+                          has_side_effects=True)
+    return [llvm.ExtractValueOp(v.type, op.result, [n]).result for n, v in enumerate(values)]
+
+
+def fence(values: list) -> list:
+    """wgmma.fence: the register writes of `values` (accumulators, A fragments) come
+    before the wgmmas that follow."""
+    return _tied_asm("wgmma.fence.sync.aligned;", values)
+
+
+def commit() -> None:
+    llvm.InlineAsmOp(None, [], "wgmma.commit_group.sync.aligned;", "", has_side_effects=True)
+
+
+def wait_group(pending: int, values: list) -> list:
+    """wgmma.wait_group `pending`: `values` (the accumulators of the groups it waits for)
+    are final after it."""
+    return _tied_asm(f"wgmma.wait_group.sync.aligned {pending};", values)
+
+
+def _operand_list(first: int, count: int) -> str:
+    return "{" + ", ".join(f"${n}" for n in range(first, first + count)) + "}"
+
+
+def mma(acc: list, a, b_desc: ir.Value, n: int, element: str, trans_b: bool,
+        accumulate: bool = True) -> list:
+    """One wgmma.mma_async m64 n{n} k16 (f32 accumulators `acc`, n / 2 of them; None
+    when `accumulate` is False: D = A B). `a`: A's descriptor (an i64 value; K-major in
+    shared memory) or its four registers (i32 values, two `element`s each: mma.sync
+    m16n8k16's A layout per warp). B: K-major, or MN-major with `trans_b`."""
+    count = n // 2
+    f32 = ir.F32Type.get()
+    from_registers = isinstance(a, (list, tuple))
+    if accumulate:
+        operands = list(acc)
+        constraints = [",".join("=f" for _ in range(count)),
+                       ",".join(str(i) for i in range(count))]
+    else:
+        operands, constraints = [], [",".join("=f" for _ in range(count))]
+    first = count + len(operands)  # the index of the first operand after D
+    if from_registers:
+        a_text = _operand_list(first, 4)
+        operands += list(a)
+        constraints.append("r,r,r,r")
+        b_index = first + 4
+        modes = f"1, 1, {int(trans_b)}"
+    else:
+        a_text = f"${first}"
+        operands.append(a)
+        constraints.append("l")
+        b_index = first + 1
+        modes = f"1, 1, 0, {int(trans_b)}"
+    operands += [b_desc, arith.ConstantOp(ir.IntegerType.get_signless(32),
+                                          int(accumulate)).result]
+    constraints.append("l,r")  # scale-d: D = A B + D, or A B
+    text = ("{ .reg .pred p; " + f"setp.ne.b32 p, ${b_index + 1}, 0; "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{element}.{element} "
+            f"{_operand_list(0, count)}, {a_text}, ${b_index}, p, {modes}; }}")
+    op = llvm.InlineAsmOp(_struct(count, "f32"), operands, text, ",".join(constraints),
+                          has_side_effects=True)
+    return _unpack(op.result, count, f32)
