@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 import zynml
-from programs import SOFTMAX  # benchmarks/programs.py
+from programs import BIAS_GELU, BIAS_RESIDUAL_LAYERNORM, SOFTMAX  # benchmarks/programs.py
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "programs" / "examples"
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -64,6 +64,14 @@ def _cases() -> list[Case]:
         s = x["x"] + x["projected"]
         return t.nn.functional.layer_norm(s, s.shape[-1:], x["ln_weight"], x["ln_bias"], 1e-6)
 
+    def bias_residual_ln(t, x):  # three kernels: two adds, then layer_norm
+        h = x["x"] + x["bias"] + x["residual"]
+        return t.nn.functional.layer_norm(h, h.shape[-1:], x["ln_weight"], x["ln_bias"],
+                                          1e-12)
+
+    def bias_gelu(t, x):  # two kernels: the add, then GELU
+        return t.nn.functional.gelu(x["x"] + x["bias"], approximate="tanh")
+
     def attention(t, x):
         return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"])
 
@@ -86,6 +94,17 @@ def _cases() -> list[Case]:
              "normed", {"x": ((8, 2048, 4096), f32), "projected": ((8, 2048, 4096), f32),
                         "ln_weight": ((4096,), f32), "ln_bias": ((4096,), f32)},
              residual_ln, bytes=3 * 4 * 8 * 2048 * 4096),
+        # Fused chains (BERT's FFN epilogues), one kernel each. Bytes: what the fused
+        # kernel must move (two row tensors read and one written; bias + GELU: one and
+        # one); eager moves 7/3 and 2x that.
+        Case("bias + residual + layernorm 8x2048x4096 f32", BIAS_RESIDUAL_LAYERNORM,
+             "normed", {"x": ((8, 2048, 4096), f32), "bias": ((4096,), f32),
+                        "residual": ((8, 2048, 4096), f32), "ln_weight": ((4096,), f32),
+                        "ln_bias": ((4096,), f32)},
+             bias_residual_ln, bytes=3 * 4 * 8 * 2048 * 4096),
+        Case("bias + GELU 8x2048x4096 f32", BIAS_GELU, "activated",
+             {"x": ((8, 2048, 4096), f32), "bias": ((4096,), f32)}, bias_gelu,
+             bytes=2 * 4 * 8 * 2048 * 4096),
         Case("matmul 4096 f32 (no TF32)", "matmul.zyn", "C",
              {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),

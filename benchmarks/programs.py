@@ -6,3 +6,8 @@ _PROGRAMS = Path(__file__).resolve().parent.parent / "tests" / "programs"
 # Row softmax as four blocks (two reductions, two maps), as a user would write it first;
 # the tests run the same file.
 SOFTMAX = (_PROGRAMS / "softmax_pipeline.zyn").read_text()
+
+# BERT's FFN epilogues, each one kernel: layernorm(x + bias + residual) * gamma + beta
+# (row_fused) and gelu(x + bias) (pointwise); the GPU tests run the same files.
+BIAS_RESIDUAL_LAYERNORM = (_PROGRAMS / "bias_residual_layernorm.zyn").read_text()
+BIAS_GELU = (_PROGRAMS / "bias_gelu.zyn").read_text()

@@ -1,81 +1,179 @@
-"""Time the flash-attention kernel's parameters (passes/gpu_strategies/attention.py).
+"""Time an attention strategy's parameters (passes/gpu_strategies/attention*.py).
 
-    python benchmarks/tune_attention.py --compile-only   # here (MLIR): .tune/attention/
-    python benchmarks/tune_attention.py                  # on the GPU (carry .tune)
+    python benchmarks/tune_attention.py --strategy NAME --compile-only   # here (MLIR)
+    python benchmarks/tune_attention.py --strategy NAME                  # on the GPU
 
-Each case is compiled once per `Params` of the grid into an artifact; on the GPU each
-artifact runs on the same torch inputs (median of 20 calls, CUDA events, as gpu_vs_torch.py times) and the fastest
-comes first. The winner belongs in `Params`' defaults, with the figures in
-docs/performance.md.
+NAME is a key of STRATEGIES: `attention` (SIMT) or `attention_tensor_core` (mma.sync).
+Each case of the strategy is compiled once per `Params` of its grid (those that fit) into a
+cache folder of its own, .tune/NAME/ (the cache key ignores Params; carry .tune to the
+GPU). On the GPU each folder's program runs on the same torch inputs through
+zynml.compile's per-call path, timed as gpu_vs_torch.py times (median of 20 calls, CUDA
+events), next to PyTorch's scaled_dot_product_attention, with its relative error against
+that; the fastest comes first. Both halves need the same compiler source (the cache key
+has its hash). The winners belong in the strategy's defaults (`DEFAULT_PARAMS` or
+`CONFIGS`), with the figures in docs/performance.md. `--limit N` takes the first N sets
+of the grid (a quick check of both halves).
+
+A strategy is one entry of STRATEGIES: its module (with a frozen `Params` dataclass, and
+`params_for(d, e)` or `DEFAULT_PARAMS`, which this script replaces to build with a given
+set), its grid, its cases, and which sets fit. A compiled case whose plan does not launch
+the strategy's kernel is an error: another strategy took it.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import json
 import os
-import tempfile
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 import numpy as np
 
 from gpu_vs_torch import median_ms  # benchmarks/gpu_vs_torch.py: the same timing
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / ".tune" / "attention"
-CASES = {  # name -> (Q/K/V shape, dtype)
-    "bert f32": ((8, 12, 512, 64), "float32"),
-    "seq4096 d128 f16": ((1, 16, 4096, 128), "float16"),
+EXAMPLES = ROOT / "tests" / "programs" / "examples"
+TUNE = ROOT / ".tune"
+
+
+def _grid(**values) -> tuple[dict, ...]:
+    """Every combination of the fields' values, the first field varying slowest."""
+    return tuple(dict(zip(values, combo)) for combo in itertools.product(*values.values()))
+
+
+def _fits_static_shared(module, params, shape) -> bool:
+    """K and V tiles (and Q's) within a block's static shared memory."""
+    return params.shared_bytes(shape[-1], shape[-1]) <= module.MAX_STATIC_SHARED
+
+
+@dataclass(frozen=True)
+class Strategy:
+    grid: tuple[dict, ...]   # keyword arguments of Params, one dict per set
+    # name -> (program in tests/programs/examples, Q/K/V shape, dtype); attention.zyn gets
+    # an all-true mask (the same attention as SDPA's without one)
+    cases: dict[str, tuple[str, tuple, str]]
+    fits: Optional[Callable] = None  # (module, params, Q shape) -> bool; None: all fit
+    module: str = ""         # passes/gpu_strategies/<module>.py; empty: the key
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "attention": Strategy(
+        grid=_grid(rows_per_block=(32, 64, 128), block_k=(16, 32, 64),
+                   max_per_lane=(16, 32)),
+        # f32: f16 with these head dims goes to attention_tensor_core
+        cases={"bert f32": ("attention.zyn", (8, 12, 512, 64), "float32"),
+               "seq4096 d128 f32": ("attention.zyn", (1, 16, 4096, 128), "float32")}),
+    "attention_tensor_core": Strategy(
+        grid=_grid(warps=(2, 4, 8), m_tiles=(1, 2), block_n=(16, 32, 64, 128),
+                   q_shared=(False, True)),
+        cases={"bert d64 mask": ("attention.zyn", (8, 12, 512, 64), "float16"),
+               "bert d64": ("flash_attention.zyn", (8, 12, 512, 64), "float16"),
+               "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16")},
+        fits=_fits_static_shared),
 }
-GRID = dict(rows_per_block=(32, 64, 128), block_k=(16, 32, 64), max_per_lane=(16, 32))
 
 
-def compile_all() -> None:
+def _strategy_module(name: str):
+    return importlib.import_module(
+        f"zynml.passes.gpu_strategies.{STRATEGIES[name].module or name}")
+
+
+def _use(module, params) -> None:
+    """Make linalg-to-gpu-kernels build `module`'s kernels with `params`."""
+    if hasattr(module, "params_for"):
+        module.params_for = lambda *shape: params
+    if hasattr(module, "DEFAULT_PARAMS") or not hasattr(module, "params_for"):
+        module.DEFAULT_PARAMS = params
+
+
+def _inputs(source: str, shape: tuple, make) -> dict:
+    values = {n: make(shape) for n in "QKV"}
+    if source == "attention.zyn":
+        values["mask"] = make(shape[2:3] * 2, bool)
+    return values
+
+
+def _folder(case: str, values: dict) -> str:
+    return f"{case.replace(' ', '_')}-{'-'.join(map(str, values.values()))}"
+
+
+def compile_all(name: str, limit: Optional[int]) -> None:
     import zynml
-    from zynml.passes.gpu_strategies import attention
-    OUT.mkdir(parents=True, exist_ok=True)
+    from zynml.runtime.cuda.artifact import launches
+    strategy, module = STRATEGIES[name], _strategy_module(name)
+    out = TUNE / name
+    out.mkdir(parents=True, exist_ok=True)
     index = []
-    for case, (shape, dtype) in CASES.items():
-        inputs = {n: np.ones(shape, dtype) for n in "QKV"}
-        inputs["mask"] = np.ones(shape[2:3] * 2, bool)
-        for values in itertools.product(*GRID.values()):
-            params = attention.Params(**dict(zip(GRID, values)))
-            attention.DEFAULT_PARAMS = params
-            with tempfile.TemporaryDirectory() as cache:  # the cache key ignores Params
-                os.environ["ZYNML_CACHE_DIR"] = cache
-                program = zynml.compile(ROOT / "tests/programs/examples/attention.zyn",
-                                        device="cuda:0", require_device=False)
-                path = OUT / f"{case.replace(' ', '_')}-{'-'.join(map(str, values))}.zynart"
-                program.artifact(**inputs).save(path)
-            index.append({"case": case, "params": dict(zip(GRID, values)), "path": path.name})
+    for case, (source, shape, dtype) in strategy.cases.items():
+        inputs = _inputs(source, shape, lambda s, t=np.dtype(dtype): np.ones(s, t))
+        for values in strategy.grid[:limit]:
+            params = module.Params(**values)
+            if strategy.fits is not None and not strategy.fits(module, params, shape):
+                continue
+            _use(module, params)
+            folder = _folder(case, values)
+            os.environ["ZYNML_CACHE_DIR"] = str(out / folder)
+            artifact = zynml.compile(EXAMPLES / source, device="cuda:0",
+                                     require_device=False).artifact(**inputs)
+            kernels = [s["kernel"] for s in launches(artifact.plan["body"])]
+            if not any(re.fullmatch(rf"k\d+_{module.NAME}", k) for k in kernels):
+                raise SystemExit(f"{case}: {module.NAME} does not take it (kernels: "
+                                 f"{', '.join(kernels)})")
+            index.append({"case": case, "params": values, "cache": folder})
             print(f"compiled {case} {values}", flush=True)
-    (OUT / "index.json").write_text(json.dumps(index, indent=1))
+    (out / "index.json").write_text(json.dumps(index, indent=1))
 
 
-def run() -> None:
+def run(name: str) -> None:
     import torch
     import zynml
-    index = json.loads((OUT / "index.json").read_text())
-    results = []
-    for case, (shape, dtype) in CASES.items():
-        tensors = {n: torch.randn(shape, dtype=getattr(torch, dtype), device="cuda")
-                   for n in "QKV"}
-        tensors["mask"] = torch.ones(shape[2:3] * 2, dtype=torch.bool, device="cuda")
+    out = TUNE / name
+    index = json.loads((out / "index.json").read_text())
+    print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    for case, (source, shape, dtype) in STRATEGIES[name].cases.items():
+        tensors = _inputs(source, shape, lambda s, t=getattr(torch, dtype): (
+            torch.randn(s, dtype=t, device="cuda") if t != bool
+            else torch.ones(s, dtype=torch.bool, device="cuda")))
+
+        def sdpa():
+            return torch.nn.functional.scaled_dot_product_attention(
+                tensors["Q"], tensors["K"], tensors["V"])
+        reference = sdpa().double()
+        torch_ms = median_ms(sdpa, 20, torch)
+        flops = 4 * np.prod(shape) * shape[2]
+        rows = []
         for entry in (e for e in index if e["case"] == case):
-            program = zynml.load(OUT / entry["path"])
-            results.append((case, median_ms(lambda: program(**tensors), 20, torch),
-                            entry["params"]))
-    for case in CASES:
-        rows = sorted((r for r in results if r[0] == case), key=lambda r: r[1])
-        for _, ms, params in rows:
-            print(f"{case:18s} {ms:8.3f} ms  {params}")
+            os.environ["ZYNML_CACHE_DIR"] = str(out / entry["cache"])
+            program = zynml.compile(EXAMPLES / source, device="cuda:0")
+
+            def call():
+                return program(**tensors)["attn"]
+            result = torch.as_tensor(call(), device="cuda").double()
+            error = ((result - reference).norm() / reference.norm()).item()
+            rows.append((median_ms(call, 20, torch), error, entry["params"]))
+        print(f"{case}: PyTorch {torch_ms:.3f} ms")
+        for ms, error, params in sorted(rows, key=lambda r: r[0]):
+            print(f"  {ms:7.3f} ms  {torch_ms / ms:5.2f}x  {flops / ms / 1e9:6.1f} TFLOP/s  "
+                  f"err {error:.1e}  {params}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--strategy", required=True, choices=sorted(STRATEGIES),
+                        help="the strategy whose parameters to time")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="compile every case and parameter set into .tune/NAME and stop")
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="only the first N parameter sets of the grid")
     args = parser.parse_args()
-    compile_all() if args.compile_only else run()
+    if args.compile_only:
+        compile_all(args.strategy, args.limit)
+    else:
+        run(args.strategy)
     return 0
 
 

@@ -26,6 +26,9 @@ PASSES: dict[str, tuple[str, str]] = {
     "fold-scalar-tensors": ("fold_scalar_tensors",
                             "Turn scalar islands between 0-d tensors into 0-d "
                             "linalg.generics"),
+    "split-shared-fills": ("split_shared_fills",
+                           "Give each linalg init that a fill shares with others a fill "
+                           "of its own"),
     "linalg-to-gpu-kernels": ("linalg_to_gpu_kernels",
                               "Outline each linalg.generic on memrefs into a gpu.func chosen "
                               "by strategy"),

@@ -46,7 +46,8 @@ class Params:
     max_per_lane: int = 32     # query / output values one thread keeps in registers
 
 
-# What linalg-to-gpu-kernels builds with; benchmarks/tune_attention.py swaps it to time others.
+# What linalg-to-gpu-kernels builds with; benchmarks/tune_attention.py --strategy attention
+# swaps it to time others.
 DEFAULT_PARAMS = Params()
 
 

@@ -85,10 +85,11 @@ class Params:
 
 DEFAULT_PARAMS = Params(warps=2, m_tiles=2, block_n=32, q_shared=True)
 # What linalg-to-gpu-kernels builds with: the first entry whose head dim covers the
-# larger of Q's and V's. benchmarks/tune_attention_tensor_core.py timed up to 48 sets per
-# case (those that fit in 48 KB) on an H100 (2026-11-22): the default came first for head
-# dim 64 (8x12x512, with and without a mask) and second for 128 (1x16x4096: 0.488 ms; 4
-# warps with Q in registers 0.472 ms, but ptxas spills 56 bytes there).
+# larger of Q's and V's. benchmarks/tune_attention.py --strategy attention_tensor_core
+# timed up to 48 sets per case (those that fit in 48 KB) on an H100 (2026-11-22): the
+# default came first for head dim 64 (8x12x512, with and without a mask) and second for
+# 128 (1x16x4096: 0.488 ms; 4 warps with Q in registers 0.472 ms, but ptxas spills 56
+# bytes there).
 CONFIGS = ((MAX_HEAD_DIM, DEFAULT_PARAMS),)
 MAX_STATIC_SHARED = 48 * 1024  # a block's static shared memory
 

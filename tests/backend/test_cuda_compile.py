@@ -24,7 +24,8 @@ from zynml.runtime.cuda.artifact import (FORMAT, VERSION, ArtifactError, CudaArt
                                          launches)
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "tests" / "programs" / "examples"
+PROGRAMS = ROOT / "tests" / "programs"
+EXAMPLES = PROGRAMS / "examples"
 SOFTMAX = ROOT / "examples" / "softmax.zyn"
 
 _SEED = secrets.randbits(32)
@@ -615,6 +616,7 @@ V4_LOAD, V4_STORE = r"\bld\.global(?:\.\w+)*\.v4\.[bf]32\b", r"\bst\.global(?:\.
     ("softmax", (64, 2048), 2, 2),        # x; probs (the exp values stay in registers)
     ("layer_norm", (64, 4096), 12, 4),    # x, gamma, beta: 4 chunks of 4 each; y
     ("residual", (64, 4096), 16, 4),      # x, projected, weight, bias; normed
+    ("bias_residual", (64, 4096), 20, 4),  # x, bias, residual, weight, bias; normed
 ])
 def test_fused_rows_are_read_and_written_once_16_bytes_at_a_time(source, shape, loads, stores):
     """row_fused keeps a row's values in registers (a thread per 4 columns, 256 threads):
@@ -628,16 +630,62 @@ def test_fused_rows_are_read_and_written_once_16_bytes_at_a_time(source, shape, 
     elif source == "layer_norm":
         prog = zynml.compile(EXAMPLES / "layer_norm.zyn", device="cuda", require_device=False)
         artifact = prog.artifact(x=f32(rows, cols), gamma=f32(cols), beta=f32(cols), eps=1e-5)
-    else:
+    elif source == "residual":
         artifact = compiled_source(EXAMPLES / "transformer_residual_layernorm.zyn",
                                    x=(1, rows, cols), projected=(1, rows, cols),
                                    ln_weight=(cols,), ln_bias=(cols,))
+    else:
+        artifact = bias_residual_layer_norm(rows, cols)
     ptx = row_fused_ptx(artifact)
     assert ".maxntid 256, 1, 1" in ptx
     assert backward_branches(ptx) == 0
     assert (count(ptx, V4_LOAD), count(ptx, V4_STORE)) == (loads, stores)
     assert ".local" not in ptx
     assert artifact.cubin[:4] == b"\x7fELF"
+
+
+def bias_residual_layer_norm(rows, cols):
+    return compiled_source(PROGRAMS / "bias_residual_layernorm.zyn", x=(1, rows, cols),
+                           bias=(cols,), residual=(1, rows, cols), ln_weight=(cols,),
+                           ln_bias=(cols,))
+
+
+def steps(body):
+    """Every step of a launch plan's body, loop bodies included, in order."""
+    for step in body:
+        yield step
+        if step["op"] == "for":
+            yield from steps(step["body"])
+
+
+@pytest.mark.parametrize("chain,strategy", [
+    ("layer_norm", "row_fused"), ("residual", "row_fused"), ("bias_residual", "row_fused"),
+    ("bias_gelu", "pointwise"),
+])
+def test_fused_chains_are_one_kernel(chain, strategy):
+    """A layer norm, with the residual and BERT's FFN bias added before it, is one
+    row_fused kernel: the sum and the sum of squares start from fills of their own
+    (split-shared-fills), which the kernel does as the row's init, so no fill kernel runs
+    and nothing is copied before it. The FFN's bias + GELU is one pointwise kernel. Rows of
+    4096 and of 4099 (no 16-byte loads, the last chunk guarded)."""
+    for rows, cols in ((64, 4096), (333, 4099)):
+        if chain == "layer_norm":
+            prog = zynml.compile(EXAMPLES / "layer_norm.zyn", device="cuda",
+                                 require_device=False)
+            artifact = prog.artifact(x=f32(rows, cols), gamma=f32(cols), beta=f32(cols),
+                                     eps=1e-5)
+        elif chain == "residual":
+            artifact = compiled_source(EXAMPLES / "transformer_residual_layernorm.zyn",
+                                       x=(1, rows, cols), projected=(1, rows, cols),
+                                       ln_weight=(cols,), ln_bias=(cols,))
+        elif chain == "bias_residual":
+            artifact = bias_residual_layer_norm(rows, cols)
+        else:
+            artifact = compiled_source(PROGRAMS / "bias_gelu.zyn", x=(1, rows, cols),
+                                       bias=(cols,))
+        body = list(steps(artifact.plan["body"]))
+        assert [s["kernel"] for s in body if s["op"] == "launch"] == [f"k0_{strategy}"]
+        assert not [s for s in body if s["op"] in ("copy", "for")], body
 
 
 def test_fused_rows_no_multiple_of_4_load_each_column_once():

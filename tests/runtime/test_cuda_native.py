@@ -342,6 +342,31 @@ def test_residual_layer_norm_rows_in_registers(rng, rows, cols):
     assert_close(out, layer_norm_ref(x.astype(np.float64) + projected, weight, bias, 1e-6))
 
 
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("cols", (7, 4099))
+def test_bias_residual_layer_norm_chain(rng, rows, cols):
+    """BERT's FFN output epilogue, layernorm(x + bias + residual) * gamma + beta, as one
+    row_fused kernel (benchmarked in benchmarks/gpu_vs_torch.py)."""
+    x, residual = f32(rng, 1, rows, cols), f32(rng, 1, rows, cols)
+    bias, weight, ln_bias = f32(rng, cols), f32(rng, cols), f32(rng, cols)
+    prog = zynml.compile(EXAMPLES.parent / "bias_residual_layernorm.zyn", device="cuda:0")
+    out = prog(x=x, bias=bias, residual=residual, ln_weight=weight, ln_bias=ln_bias)["normed"]
+    h = x.astype(np.float64) + bias + residual
+    assert_close(out, layer_norm_ref(h, weight, ln_bias, 1e-12), rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("cols", (7, 4099))
+def test_bias_gelu_chain(rng, rows, cols):
+    """The FFN's bias + GELU (tanh form) as one pointwise kernel."""
+    x, bias = f32(rng, 1, rows, cols) * 3, f32(rng, cols)
+    prog = zynml.compile(EXAMPLES.parent / "bias_gelu.zyn", device="cuda:0")
+    out = prog(x=x, bias=bias)["activated"]
+    v = x.astype(np.float64) + bias
+    ref = 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+    assert_close(out, ref)
+
+
 @pytest.mark.parametrize("cols", [100, 2048])
 def test_rows_in_registers_from_unaligned_torch_views(rng, cols):
     """Inputs 4 bytes past a 16-byte boundary: the kernels check at run time and read

@@ -1,7 +1,8 @@
 """linalg on tensors -> CUDA kernels (PTX) + launch plan, in process.
 
-    kernel_pipeline   generalize, fuse elementwise producers, bufferize, outline one
-                      gpu.func per linalg.generic by strategy (passes/gpu_strategies/)
+    kernel_pipeline   a fill per accumulator, generalize, fuse elementwise producers,
+                      bufferize, outline one gpu.func per linalg.generic by strategy
+                      (passes/gpu_strategies/)
     nvvm_pipeline     inside gpu.module: scf -> cf, gpu -> nvvm (math through libdevice)
     binary            nvvm-attach-target + gpu-module-to-binary{format=isa}: PTX text
 
@@ -29,10 +30,13 @@ CUDA_STAGES = ("gpu", "nvvm", "llvm", "ptx")
 
 # allow-return-allocs-from-loops: a loop run in order (the online softmax over key tiles)
 # yields new tensors each iteration; without it one-shot-bufferize refuses the loop.
-# The strategies see the chip: some need its instructions (wgmma on sm_90a).
+# split-shared-fills: accumulators that start from one shared fill would be copied from
+# its buffer by bufferization (a fill kernel and a copy each); a fill of their own fuses
+# into the kernel that reads them. The strategies see the chip: some need its
+# instructions (wgmma on sm_90a).
 def kernel_pipeline(target: CudaTarget) -> str:
     return (
-        "builtin.module(fold-scalar-tensors,linalg-generalize-named-ops,"
+        "builtin.module(fold-scalar-tensors,split-shared-fills,linalg-generalize-named-ops,"
         "linalg-fuse-elementwise-ops,"
         "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
         "function-boundary-type-conversion=identity-layout-map},"
