@@ -3,7 +3,8 @@
     python benchmarks/tune_attention.py --strategy NAME --compile-only   # here (MLIR)
     python benchmarks/tune_attention.py --strategy NAME                  # on the GPU
 
-NAME is a key of STRATEGIES: `attention` (SIMT) or `attention_tensor_core` (mma.sync).
+NAME is a key of STRATEGIES: `attention` (SIMT), `attention_tensor_core` (mma.sync) or
+`attention_wgmma` (sm_90a).
 Each case of the strategy is compiled once per `Params` of its grid (those that fit) into a
 cache folder of its own, .tune/NAME/ (the cache key ignores Params; carry .tune to the
 GPU). On the GPU each folder's program runs on the same torch inputs through
@@ -50,6 +51,10 @@ def _fits_static_shared(module, params, shape) -> bool:
     return params.shared_bytes(shape[-1], shape[-1]) <= module.MAX_STATIC_SHARED
 
 
+def _fits_dynamic_shared(module, params, shape) -> bool:
+    return params.shared_bytes(shape[-1], shape[-1]) <= module.MAX_SHARED
+
+
 @dataclass(frozen=True)
 class Strategy:
     grid: tuple[dict, ...]   # keyword arguments of Params, one dict per set
@@ -58,6 +63,7 @@ class Strategy:
     cases: dict[str, tuple[str, tuple, str]]
     fits: Optional[Callable] = None  # (module, params, Q shape) -> bool; None: all fit
     module: str = ""         # passes/gpu_strategies/<module>.py; empty: the key
+    target: str = "sm_90a"   # the chip compiled for (a strategy for older chips says so)
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -73,7 +79,12 @@ STRATEGIES: dict[str, Strategy] = {
         cases={"bert d64 mask": ("attention.zyn", (8, 12, 512, 64), "float16"),
                "bert d64": ("flash_attention.zyn", (8, 12, 512, 64), "float16"),
                "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16")},
-        fits=_fits_static_shared),
+        fits=_fits_static_shared, target="sm_90"),  # sm_90a: unmasked cases take wgmma
+    "attention_wgmma": Strategy(
+        grid=_grid(block_n=(64, 128, 192), stages=(2, 3), overlap=(True, False)),
+        cases={"bert d64": ("flash_attention.zyn", (8, 12, 512, 64), "float16"),
+               "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16")},
+        fits=_fits_dynamic_shared),
 }
 
 
@@ -117,7 +128,7 @@ def compile_all(name: str, limit: Optional[int]) -> None:
             _use(module, params)
             folder = _folder(case, values)
             os.environ["ZYNML_CACHE_DIR"] = str(out / folder)
-            artifact = zynml.compile(EXAMPLES / source, device="cuda:0",
+            artifact = zynml.compile(EXAMPLES / source, device="cuda:0", target=strategy.target,
                                      require_device=False).artifact(**inputs)
             kernels = [s["kernel"] for s in launches(artifact.plan["body"])]
             if not any(re.fullmatch(rf"k\d+_{module.NAME}", k) for k in kernels):
@@ -148,7 +159,8 @@ def run(name: str) -> None:
         rows = []
         for entry in (e for e in index if e["case"] == case):
             os.environ["ZYNML_CACHE_DIR"] = str(out / entry["cache"])
-            program = zynml.compile(EXAMPLES / source, device="cuda:0")
+            program = zynml.compile(EXAMPLES / source, device="cuda:0",
+                                    target=STRATEGIES[name].target)
 
             def call():
                 return program(**tensors)["attn"]

@@ -948,21 +948,21 @@ func.func @attention_f16(%arg0: memref<1x2x20x16xf16>, %arg1: memref<1x2x20x16xf
 
 // The same without a mask, head dim 64, on sm_90a: attention_wgmma. The host makes a TMA
 // descriptor of Q (boxes of 128 rows x 64), K and V (128 keys x 64), with the tensors'
-// leading unit dims; one kernel of two warpgroups and a copying warp (288 threads) per
-// 128 query rows and head, 82 KB of dynamic shared memory (Q's tile, two K/V slots, 1 KB
-// to align them). The copying thread loads Q once, then K and V tiles into the ring
-// (full/empty mbarriers), after giving registers up (setmaxnreg); the warpgroups take
-// them and wait on Q, then per tile compute S with 4
-// wgmma k-steps from shared memory, mask keys past 20 (the last tile), the online
-// softmax, and O += P V with 8 wgmma k-steps taking P from registers. On sm_80 the
-// mma.sync kernel takes it.
+// leading unit dims; one kernel of two warpgroups and a copying warpgroup (384 threads)
+// per 128 query rows and head, 113 KB of dynamic shared memory (Q's tile, three K/V
+// slots, 1 KB to align them). The copying thread, after its warpgroup gives registers up
+// (setmaxnreg), loads Q once, then K and V tiles into the ring (full/empty mbarriers);
+// the warpgroups take the registers, wait on Q, then per tile compute S with 4 wgmma
+// k-steps from shared memory, mask keys past 20 (the last tile), the online softmax,
+// and O += P V with 8 wgmma k-steps taking P from registers (at head dim 64 one after
+// the other). On sm_80 the mma.sync kernel takes it.
 // CHECK-LABEL: func.func @attention_f16_wgmma(
 // CHECK-SAME: [[Q:%[a-z0-9_]+]]: memref<1x2x20x64xf16>, [[K:%[a-z0-9_]+]]: memref<1x2x20x64xf16>, [[V:%[a-z0-9_]+]]: memref<1x2x20x64xf16>)
 // CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x64xf16>
 // CHECK-DAG: [[QMAP:%[0-9]+]] = nvgpu.tma.create.descriptor {{%[a-z0-9_]+}} box[%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<1x1x128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-DAG: [[QPTR:%[0-9]+]] = builtin.unrealized_conversion_cast [[QMAP]]
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c82944_i32 args([[O]] : memref<1x2x20x64xf16>, [[QPTR]] : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[QPTR]] : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
 // CHECK: gpu.func @k0_attention_wgmma({{%[a-z0-9_]+}}: memref<1x2x20x64xf16>, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: gpu.shuffle idx
 // CHECK: nvvm.setmaxregister decrease 40

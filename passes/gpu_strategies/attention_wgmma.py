@@ -73,6 +73,7 @@ class Params:
     block_n: int = 128     # keys per tile: S's wgmma n (a multiple of 16, <= 256)
     stages: int = 2        # K / V tiles in flight
     warpgroups: int = 2    # each takes 64 query rows
+    overlap: bool = True   # tile j's S with tile j - 1's P V (FlashAttention-3's order)
 
     @property
     def block_m(self) -> int:
@@ -89,7 +90,18 @@ class Params:
         return self.q_bytes(d) + self.stages * self.stage_bytes(d, e) + 1024
 
 
-DEFAULT_PARAMS = Params()
+DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
+# What linalg-to-gpu-kernels builds with: the first entry whose head dim covers the
+# larger of Q's and V's. `benchmarks/tune_attention.py --strategy attention_wgmma` timed
+# block_n 64/128/192 x 2/3 stages x overlap on an H100 (2026-11-22): at head dim 128
+# (1x16x4096) 128 keys, 3 stages, overlapped came first (0.244 ms, 562 TFLOP/s; with 2
+# stages the overlapped order starves: 0.357 ms); at head dim 64 (8x12x512) 128 keys,
+# 3 stages, one product after the other (0.044 ms; overlapped 0.047 ms).
+CONFIGS = ((64, Params(block_n=128, stages=3, overlap=False)), (128, DEFAULT_PARAMS))
+
+
+def params_for(d: int, e: int) -> Params:
+    return next(p for bound, p in CONFIGS if max(d, e) <= bound)
 
 
 def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
@@ -106,17 +118,18 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
             not all(_row_major(v) for v in values):
         return False
     d, e = _shape(group.query)[-1], _shape(group.value)[-1]
-    p = params or DEFAULT_PARAMS
-    return d in HEAD_DIMS and e in HEAD_DIMS and p.shared_bytes(d, e) <= MAX_SHARED and \
-        _positive_scale(group) is not None
+    if d not in HEAD_DIMS or e not in HEAD_DIMS:
+        return False
+    p = params or params_for(d, e)
+    return p.shared_bytes(d, e) <= MAX_SHARED and _positive_scale(group) is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
-    p = params or DEFAULT_PARAMS
     q_shape = _shape(group.query)
     lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
     keys, e = _shape(group.key)[-2], _shape(group.value)[-1]
+    p = params or params_for(d, e)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
     q_box, kv_box = ones + (p.block_m, BOX_COLUMNS), ones + (p.block_n, BOX_COLUMNS)
@@ -245,7 +258,7 @@ class _Kernel:
     # ------------------------------------------------------------ the warpgroups
 
     def _consume(self, tid, warp, out):
-        p, f32 = self.p, self.f32
+        p = self.p
         lane = arith.RemUIOp(tid, index_const(WARP)).result
         self.quad = arith.RemUIOp(lane, index_const(4)).result
         warpgroup = arith.DivUIOp(warp, index_const(WARPGROUP // WARP)).result
@@ -264,44 +277,107 @@ class _Kernel:
         speaker = equals(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
         wait(self.q_full, 0, arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result)
 
+        self.q_desc, self.kv_desc, self.speaker = q_desc, kv_desc, speaker
+        state = self._overlapped() if p.overlap else self._serial()
+        self._store(out, state[2:4], state[4:4 + self.e // 2])
+
+    def _slot(self, j, wait_full: bool = True):
+        """Key tile j's slot and the descriptor of its K box (V's boxes follow)."""
+        p, i64 = self.p, ir.IntegerType.get_signless(64)
+        slot = arith.RemUIOp(j, index_const(p.stages)).result
+        if wait_full:
+            wait(self.full, slot, parity(j, p.stages))
+        desc = arith.AddIOp(self.kv_desc, arith.MulIOp(
+            arith.IndexCastOp(i64, slot).result,
+            arith.ConstantOp(i64, p.stage_bytes(self.d, self.e) >> 4).result).result).result
+        return slot, hopper.at(desc, p.q_bytes(self.d))
+
+    def _release(self, slot) -> None:
+        with only_if(self.speaker):
+            nvgpu.mbarrier_arrive(self.empty, slot)
+
+    def _initial_state(self) -> list:
+        f32 = self.f32
         neg_inf, zero = float_constant(f32, float("-inf")), float_constant(f32, 0.0)
-        o_count = self.e // 2
+        return [neg_inf, neg_inf, zero, zero] + [zero] * (self.e // 2)
+
+    def _serial(self) -> list:
+        """Per tile: S, softmax, P V, each waiting for the one before."""
         loop = scf.ForOp(index_const(0), index_const(self.tiles), index_const(1),
-                         [neg_inf, neg_inf, zero, zero] + [zero] * o_count)
+                         self._initial_state())
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
             state = list(loop.inner_iter_args)
             m, l, o = state[:2], state[2:4], state[4:]
-            slot = arith.RemUIOp(j, index_const(p.stages)).result
-            wait(self.full, slot, parity(j, p.stages))
-            slot_desc = arith.AddIOp(kv_desc, arith.MulIOp(
-                arith.IndexCastOp(i64, slot).result,
-                arith.ConstantOp(i64, p.stage_bytes(self.d, self.e) >> 4).result
-            ).result).result
-            slot_desc = hopper.at(slot_desc, p.q_bytes(self.d))
-            scores = self._masked_tail(j, self._scores(q_desc, slot_desc))
+            slot, desc = self._slot(j)
+            hopper.fence([])
+            scores = self._masked_tail(j, hopper.wait_group(0, self._scores(desc)))
             m, l, alphas, probs = self._softmax(scores, m, l)
-            o = self._weighted_values(o, alphas, probs, slot_desc)
-            with only_if(speaker):
-                nvgpu.mbarrier_arrive(self.empty, slot)
+            o = [arith.MulFOp(x, alphas[v % 4 // 2]).result for v, x in enumerate(o)]
+            a_regs = self._registers(probs)
+            fenced = hopper.fence(o + a_regs)
+            o = hopper.wait_group(0, self._weighted_values(
+                fenced[:len(o)], fenced[len(o):], desc))
+            self._release(slot)
             scf.YieldOp(m + l + o)
-        state = list(loop.results)
-        self._store(out, state[2:4], state[4:])
+        return list(loop.results)
 
-    def _scores(self, q_desc, slot_desc) -> list:
-        """S = Q K^T: block_n / 2 accumulators per thread. Q (K-major): box kk // 4 of
-        its tile, 32 bytes per 16 columns within; K likewise, in the slot."""
-        p, element = self.p, str(self.element)
+    def _overlapped(self) -> list:
+        """FlashAttention-3's pipelining within a warpgroup: tile j's S = Q K^T and tile
+        j - 1's O += P V are in flight together; the softmax of tile j runs while P V
+        still does. So O * alpha_j waits for P V of tile j - 1, and P V of the last
+        tile follows the loop."""
+        _, desc = self._slot(index_const(0))
         hopper.fence([])
+        scores = self._masked_tail(index_const(0), hopper.wait_group(0, self._scores(desc)))
+        start = self._initial_state()
+        m, l, _, probs = self._softmax(scores, start[:2], start[2:4])
+        a_regs = self._registers(probs)
+        loop = scf.ForOp(index_const(1), index_const(self.tiles), index_const(1),
+                         m + l + start[4:] + a_regs)
+        count = self.e // 2
+        with ir.InsertionPoint(loop.body):
+            j = loop.induction_variable
+            state = list(loop.inner_iter_args)
+            m, l, o, a_regs = state[:2], state[2:4], state[4:4 + count], state[4 + count:]
+            slot, desc = self._slot(j)
+            previous = arith.SubIOp(j, index_const(1)).result
+            previous_slot, previous_desc = self._slot(previous, wait_full=False)
+            fenced = hopper.fence(o + a_regs)
+            o, a_regs = fenced[:count], fenced[count:]
+            scores = self._scores(desc)
+            o = self._weighted_values(o, a_regs, previous_desc)
+            scores = self._masked_tail(j, hopper.wait_group(1, scores))
+            m, l, alphas, probs = self._softmax(scores, m, l)
+            new_regs = self._registers(probs)
+            # P of tile j - 1 stays live (an operand of the wait) until P V has read it
+            o = hopper.wait_group(0, o + a_regs)[:count]
+            self._release(previous_slot)
+            o = [arith.MulFOp(x, alphas[v % 4 // 2]).result for v, x in enumerate(o)]
+            scf.YieldOp(m + l + o + new_regs)
+        state = list(loop.results)
+        m, l, o, a_regs = state[:2], state[2:4], state[4:4 + count], state[4 + count:]
+        last_slot, last_desc = self._slot(index_const(self.tiles - 1), wait_full=False)
+        fenced = hopper.fence(o + a_regs)
+        o = hopper.wait_group(0, self._weighted_values(fenced[:count], fenced[count:],
+                                                       last_desc) + fenced[count:])[:count]
+        self._release(last_slot)
+        return m + l + o
+
+    def _scores(self, slot_desc) -> list:
+        """Issue S = Q K^T (block_n / 2 accumulators per thread) as one wgmma group; the
+        caller waits. Q (K-major): box kk // 4 of its tile, 32 bytes per 16 columns
+        within; K likewise, in the slot."""
+        p, element = self.p, str(self.element)
         s = None
         for kk in range(self.d // 16):
             box, within = divmod(kk, BOX_COLUMNS // 16)
-            a = hopper.at(q_desc, box * p.block_m * SWIZZLE_BYTES + within * 32)
+            a = hopper.at(self.q_desc, box * p.block_m * SWIZZLE_BYTES + within * 32)
             b = hopper.at(slot_desc, box * p.block_n * SWIZZLE_BYTES + within * 32)
             s = hopper.mma(s, a, b, p.block_n, element, trans_b=False,
                            accumulate=s is not None)
         hopper.commit()
-        return hopper.wait_group(0, s)
+        return s
 
     def _key_columns(self, v: int) -> int:
         """The key (within the tile) of this lane's accumulator v, less 2 (lane % 4)."""
@@ -364,26 +440,27 @@ class _Kernel:
                                 pair).result
         return vector.ExtractOp(word, [], [0]).result
 
-    def _weighted_values(self, o, alphas, probs, slot_desc):
-        """O * alpha + P V. P's accumulators of keys 16 kk.. (v = 8 kk .. 8 kk + 7) are
-        the A registers of k-step kk: (row, 2t..), (row + 8, 2t..), (row, 2t + 8..),
-        (row + 8, 2t + 8..). V (MN-major): 16 keys of 128-byte rows per k-step; its next
-        64 columns are a box further (the descriptor's leading offset)."""
+    def _registers(self, probs) -> list:
+        """P as wgmma's A registers: the accumulators of keys 16 kk.. (v = 8 kk .. 8 kk +
+        7) are those of k-step kk: (row, 2t..), (row + 8, 2t..), (row, 2t + 8..),
+        (row + 8, 2t + 8..), two values rounded to the element type per register."""
+        regs = []
+        for v0 in range(0, self.p.block_n // 2, 8):
+            regs += [self._pack(probs[v0 + i], probs[v0 + i + 1]) for i in (0, 2, 4, 6)]
+        return regs
+
+    def _weighted_values(self, o, a_regs, slot_desc) -> list:
+        """Issue O += P V as one wgmma group; the caller waits. V (MN-major): 16 keys of
+        128-byte rows per k-step; its next 64 columns are a box further (the
+        descriptor's leading offset)."""
         p = self.p
-        o = [arith.MulFOp(x, alphas[v % 4 // 2]).result for v, x in enumerate(o)]
-        a_regs = []
-        for kk in range(p.block_n // 16):
-            v0 = 8 * kk
-            a_regs += [self._pack(probs[v0 + i], probs[v0 + i + 1]) for i in (0, 2, 4, 6)]
-        fenced = hopper.fence(o + a_regs)
-        o, a_regs = fenced[:len(o)], fenced[len(o):]
         v_base = self.d * p.block_n * 2  # V's boxes follow K's in the slot
         for kk in range(p.block_n // 16):
             b = hopper.at(slot_desc, v_base + kk * 16 * SWIZZLE_BYTES)
             o = hopper.mma(o, a_regs[4 * kk:4 * kk + 4], b, self.e, str(self.element),
                            trans_b=True)
         hopper.commit()
-        return hopper.wait_group(0, o)
+        return o
 
     def _store(self, out, sums, o):
         """out = O / l, rounded once, where the row exists."""

@@ -603,6 +603,20 @@ def test_attention_wgmma(rng, shape):
     assert_close(out, conftest.attention_reference(q, k, v), rtol=1e-2)
 
 
+@pytest.mark.parametrize("params", [dict(overlap=False), dict(block_n=64, stages=3)])
+def test_attention_wgmma_other_params(rng, monkeypatch, params):
+    """At head dim 128: each tile's products one after the other in 2 stages (the default
+    overlaps S of tile j with P V of tile j - 1, in 3), and overlapped 64-key tiles. Each
+    case has a shape of its own (the artifact cache key ignores Params)."""
+    if importlib.util.find_spec("mlir") is not None:
+        from zynml.passes.gpu_strategies import attention_wgmma as strategy
+        monkeypatch.setattr(strategy, "params_for", lambda d, e: strategy.Params(**params))
+    shape = (1, 2, 200 + len(params), 128)
+    q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
+    out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v), rtol=1e-2)
+
+
 def test_attention_wgmma_bf16(rng):
     q, k, v = (bf16(rng, 2, 3, 150, 128) for _ in range(3))
     out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
