@@ -179,14 +179,15 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
 def _causal(parts: list) -> tuple[bool, Optional[Causal]]:
     """(taken, Causal or None) from the max, sum and out generics' zynml.causal_offset:
     the three must agree, and a body that reads linalg.index must carry one (a condition
-    the kernel would not see: the run is not taken, its generics run as they are)."""
+    the kernel would not see: the run is not taken, its generics run as they are). One
+    may carry it and read no index: canonicalize folds j <= i away over unit dims."""
     offsets = set()
     for op in parts:
         offset = ir.IntegerAttr(op.attributes[CAUSAL_OFFSET]).value \
             if CAUSAL_OFFSET in op.attributes else None
         reads_index = any(inner.operation.name == "linalg.index"
                           for inner in op.regions[0].blocks[0].operations)
-        if reads_index != (offset is not None):
+        if reads_index and offset is None:
             return False, None
         offsets.add(offset)
     if len(offsets) != 1:
