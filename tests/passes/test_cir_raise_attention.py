@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import zynml
-from conftest import assert_close, attention_reference as reference
+from conftest import assert_close, attention_reference as reference, causal
 
 from test_spec_examples import EXAMPLES  # noqa: F401  (tests/ is on the path)
 
@@ -144,11 +144,6 @@ def _conditioned(*conditions: str, inputs: str = "Q, K, V") -> str:
     return source
 
 
-def _causal(rows: int, keys: int, offset: int = 0) -> np.ndarray:
-    """allowed[i, j] = j <= i + offset."""
-    return np.arange(keys)[None, :] <= np.arange(rows)[:, None] + offset
-
-
 @pytest.mark.parametrize("condition,offset", [
     ("j <= i", 0), ("j < i + 1", 0), ("i >= j", 0), ("i + 1 > j", 0),
     ("j <= i + 3", 3),  # a KV cache of 3 earlier keys
@@ -160,7 +155,7 @@ def test_causal_spellings_are_raised(rng, condition, offset):
     text = linalg_text(source, Q=q, K=k, V=v)
     assert f"zynml.causal_offset = {offset} : i64" in text and "scf.for" not in text
     out = zynml.run(source, device="cpu", Q=q, K=k, V=v)["attn"]
-    assert_close(out, reference(q, k, v, _causal(11, 13, offset), scale=0.125))
+    assert_close(out, reference(q, k, v, causal(11, 13, offset), scale=0.125))
 
 
 CAUSAL_SHAPES = [((1, 1, 1, 1), 1), ((2, 3, 17, 5), 17), ((1, 2, 131, 64), 131),
@@ -173,7 +168,7 @@ def test_causal_attention_matches_numpy(rng, shape, keys):
     q = f32(rng, *shape)
     k, v = f32(rng, *shape[:2], keys, shape[3]), f32(rng, *shape[:2], keys, 3)
     out = zynml.run(source, device="cpu", Q=q, K=k, V=v)["attn"]
-    assert_close(out, reference(q, k, v, _causal(shape[2], keys), scale=0.125))
+    assert_close(out, reference(q, k, v, causal(shape[2], keys), scale=0.125))
 
 
 @pytest.mark.parametrize("shape,keys", CAUSAL_SHAPES)
@@ -186,7 +181,7 @@ def test_causal_and_masked_attention_matches_numpy(rng, shape, keys):
     text = linalg_text(source, Q=q, K=k, V=v, mask=mask)
     assert "zynml.causal_offset = 0 : i64" in text and "scf.for" not in text
     out = zynml.run(source, device="cpu", Q=q, K=k, V=v, mask=mask)["attn"]
-    assert_close(out, reference(q, k, v, _causal(shape[2], keys) & mask, scale=0.125))
+    assert_close(out, reference(q, k, v, causal(shape[2], keys) & mask, scale=0.125))
 
 
 def test_mask_and_causal_in_the_other_order_is_raised(rng):
@@ -195,7 +190,7 @@ def test_mask_and_causal_in_the_other_order_is_raised(rng):
     mask = rng.random((9, 9)) < 0.7
     assert "zynml.causal_offset = 2 : i64" in linalg_text(source, Q=q, K=k, V=v, mask=mask)
     out = zynml.run(source, device="cpu", Q=q, K=k, V=v, mask=mask)["attn"]
-    assert_close(out, reference(q, k, v, _causal(9, 9, 2) & mask, scale=0.125))
+    assert_close(out, reference(q, k, v, causal(9, 9, 2) & mask, scale=0.125))
 
 
 def test_f16_causal_attention(rng):
@@ -203,7 +198,7 @@ def test_f16_causal_attention(rng):
     q, k, v = ((f32(rng, 1, 2, 37, 16) * 0.5).astype(np.float16) for _ in range(3))
     out = zynml.run(source, device="cpu", Q=q, K=k, V=v)["attn"]
     assert out.dtype == np.float16
-    assert_close(out, reference(q, k, v, _causal(37, 37), scale=0.125), rtol=1e-2)
+    assert_close(out, reference(q, k, v, causal(37, 37), scale=0.125), rtol=1e-2)
 
 
 @pytest.mark.parametrize("conditions", [
