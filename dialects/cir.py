@@ -145,14 +145,18 @@ boolean `mask`; `operandSegmentSizes` says whether it is there. Result [P.., Sq,
     out[p.., i, e] = sum_j w[p.., i, j] * value[p.., j, e]
     w[p.., i, :]   = softmax over the allowed j of scale * sum_d query[p.., i, d] * key[p.., j, d]
 
-where j is allowed when `mask` holds there (all j without a mask); a row with no allowed
-j is 0. Attribute `mask_dims` (array<i64>): for each mask axis, the loop it follows,
-numbering the loops (p.., i, j) from 0.
+where j is allowed when `mask` holds there (all j without a mask) and, with
+`causal_offset = c`, when j <= i + c; a row with no allowed j is 0. Attribute `mask_dims`
+(array<i64>): for each mask axis, the loop it follows, numbering the loops (p.., i, j)
+from 0. Attribute `causal_offset` (optional i64): causal attention (0: key j up to query
+i; c > 0: c more keys, a KV cache's; c < 0: fewer).
 
     %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 2, 3>,
            operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>}
          : (tensor<2x3x17x5xf32>, tensor<2x3x17x5xf32>, tensor<2x3x17x5xf32>, f32,
             tensor<17x17xi1>) -> tensor<2x3x17x5xf32>
+    %c = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 0 : i64,
+           operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (...) -> tensor<2x3x17x5xf32>
 """),
     ("barrier", """
     irdl.operands()

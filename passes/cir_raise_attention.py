@@ -4,11 +4,22 @@ The spec writes attention one output element at a time (tests/programs/examples/
 attention.zyn): for each row, a loop for the row max of the scores, a loop for the sum of
 their exponentials, and for each output column a loop that weighs values by
 exp(score - max) / sum, each loop recomputing `score = dot(Q[.., i], K[.., j]) * scale`
-under an optional `if mask[i, j]`. Lowered as written, that costs O(Sk * D) per output
-element. When the body is exactly that (checked on `Terms` trees: the three scores,
-masks, max and sum must be the same computations), the compute becomes one
+under an optional condition on the key. Lowered as written, that costs O(Sk * D) per
+output element. When the body is exactly that (checked on `Terms` trees: the three
+scores, conditions, max and sum must be the same computations), the compute becomes one
 `cir.attention`, which the backends run as attention (the CUDA backend as one
 flash-attention kernel). Anything else is left alone and lowered from its body.
+
+The condition, the same tree in the three loops, is one of
+  * `mask[i, j]`: a bool input indexed by the loops (p.., i, j)       -> `mask_dims`
+  * `j <= i + c`: causal, c a constant (0: the diagonal; c > 0: a KV cache's earlier
+    keys, the device API's `cache_start + i` with a known start)     -> `causal_offset`
+  * both, joined by `and` (either order).
+The causal comparison is read as a linear form: `<=`, `<`, `>=` or `>` between sums and
+differences of i, j and integer constants, so `j <= i`, `j < i + 1`, `i >= j`,
+`j <= i + 3` and `j < i - 1` are all recognised; it must keep j at most i plus a constant
+(`j >= i` is not causal). An offset that is not a constant (a scalar input such as
+`cache_start`) is not recognised: that body is lowered as written.
 
 Runs after cir-shape-propagation: loop bounds and shapes must be static, so that the
 raised op's shapes can be checked against the loops.
@@ -16,6 +27,8 @@ raised op's shapes can be checked against the loops.
     %o = "cir.compute"(%q, %k, %v, %mask, ...) {kind = "attention", body = @o_body, ...}
   becomes
     %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 2, 3>, ...}
+  and `if j <= i:` instead of the mask becomes
+    %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 0 : i64, ...}
 """
 from __future__ import annotations
 
@@ -46,6 +59,7 @@ class _Attention:
     mask_dims: list[int]
     scale: float | ir.Value  # a number, or a scalar input the scores are multiplied by
     divide: bool             # the scores are divided by `scale` (it is a scalar input)
+    causal: Optional[int] = None  # key j allowed only when j <= i + causal
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -111,12 +125,13 @@ def _match_output(terms: Terms, tree: tuple, rows: list,
                 not _is_sum_loop(row_sum, keys, cond, score, row_max):
             continue
         found = _match_score(terms, score, rows)
-        mask = _match_mask(terms, cond, rows)
-        if found is None or mask is None:
+        condition = _match_condition(terms, cond, rows)
+        if found is None or condition is None:
             continue
         query, key, scale, divide = found
-        mask_value, mask_dims = mask
-        attention = _Attention(query, key, value, mask_value, mask_dims, scale, divide)
+        mask_value, mask_dims, causal = condition
+        attention = _Attention(query, key, value, mask_value, mask_dims, scale, divide,
+                               causal)
         if _shapes_agree(attention, keys, out_shape):
             return attention
     return None
@@ -281,10 +296,67 @@ def _match_score(terms: Terms, tree: tuple, rows: list, key: tuple = ("iv", 0)):
     return None
 
 
-def _match_mask(terms: Terms, cond, rows: list):
-    """No condition, or a bool load indexed by the row loops and j -> (mask, mask_dims)."""
+def _match_condition(terms: Terms, cond, rows: list):
+    """No condition, a mask, a causal comparison, or a mask and a causal comparison joined
+    by `and` -> (mask, mask_dims, causal offset or None); None for anything else."""
     if cond is None:
-        return None, []
+        return None, [], None
+    offset = _causal_offset(cond, rows[-1])
+    if offset is not None:
+        return None, [], offset
+    mask = _match_mask(terms, cond, rows)
+    if mask is not None:
+        return mask + (None,)
+    if cond[0] == "arith.andi":
+        for causal, masked in ((cond[2], cond[3]), (cond[3], cond[2])):
+            offset = _causal_offset(causal, rows[-1])
+            mask = _match_mask(terms, masked, rows)
+            if offset is not None and mask is not None:
+                return mask + (offset,)
+    return None
+
+
+# arith.cmpi's signed predicates (index comparisons are signed: `i - 2` may be negative)
+_SIGNED = {"2 : i64": "slt", "3 : i64": "sle", "4 : i64": "sgt", "5 : i64": "sge"}
+
+
+def _causal_offset(cond: tuple, row: tuple) -> Optional[int]:
+    """`j <= i + c` in any arrangement of sums and differences of i, j and integer
+    constants on either side of <=, <, >= or > -> c; None when `cond` is not that."""
+    name = _SIGNED.get(dict(cond[1]).get("predicate")) if cond[0] == "arith.cmpi" else None
+    lhs, rhs = (_linear(t, row) for t in cond[2:4]) if name else (None, None)
+    if lhs is None or rhs is None:
+        return None
+    if name in ("sge", "sgt"):  # a >= b is b <= a
+        lhs, rhs = rhs, lhs
+    diff = {term: lhs.get(term, 0) - rhs.get(term, 0) for term in ("i", "j", 1)}
+    if name in ("slt", "sgt"):  # over the integers, a < b is a - b + 1 <= 0
+        diff[1] += 1
+    if diff["j"] != 1 or diff["i"] != -1:  # j - i + k <= 0 is j <= i - k
+        return None
+    return -diff[1]
+
+
+def _linear(tree: tuple, row: tuple) -> Optional[dict]:
+    """An index tree built of the row loop's i, the key loop's j, integer constants,
+    `+` and `-` -> its coefficients {"i": .., "j": .., 1: constant}; None otherwise."""
+    if tree == row:
+        return {"i": 1}
+    if tree == ("iv", 0):
+        return {"j": 1}
+    if tree[0] == "const" and tree[2] == "index" and isinstance(tree[1], int):
+        return {1: tree[1]}
+    if tree[0] not in ("arith.addi", "arith.subi"):
+        return None
+    a, b = _linear(tree[2], row), _linear(tree[3], row)
+    if a is None or b is None:
+        return None
+    sign = 1 if tree[0] == "arith.addi" else -1
+    return {term: a.get(term, 0) + sign * b.get(term, 0) for term in set(a) | set(b)}
+
+
+def _match_mask(terms: Terms, cond, rows: list):
+    """A bool load indexed by the row loops and j -> (mask, mask_dims)."""
     if cond[0] != "cir.load" or cond[2][0] != "free":
         return None
     mask = terms.free[cond[2][1]]
@@ -410,6 +482,9 @@ def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> No
         if found.mask is not None:
             operands.append(outer[found.mask])
             attributes["mask_dims"] = ir.DenseI64ArrayAttr.get(found.mask_dims)
+        if found.causal is not None:
+            attributes["causal_offset"] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), found.causal)
         for name in ("names", "workgroup", "shared", "device"):
             if name in compute.attributes:
                 attributes[name] = compute.attributes[name]

@@ -6,7 +6,8 @@ IRDL checks operand counts and attribute kinds. This pass checks the rest: every
 result dimension; `cir.load`/`cir.store` use one index per dimension and the element type;
 `cir.store` writes only `out`; `cir.yield` appears only in the body of a reduction;
 `cir.attention`'s shapes agree (query [P.., Sq, D], key [P.., Sk, D], value [P.., Sk, E],
-result [P.., Sq, E], a bool mask whose `mask_dims` name its loops).
+result [P.., Sq, E], a bool mask whose `mask_dims` name its loops, a `causal_offset`
+that is an i64).
 
     // error: 'cir.compute' body @missing is not a function of this module
     %y = "cir.compute"(%x) {kind = "elementwise", body = @missing, ...}
@@ -158,6 +159,11 @@ def _check_attention(op: ir.Operation) -> None:
                                 f"value {v}, result {o}")
     if not isinstance(scale.type, ir.FloatType):
         raise fail(op.location, "'cir.attention' scale must be a float")
+    causal = op.attributes["causal_offset"] if "causal_offset" in op.attributes else None
+    if causal is not None and not (isinstance(causal, ir.IntegerAttr) and
+                                   str(causal.type) == "i64"):
+        raise fail(op.location, "'cir.attention' causal_offset must be an i64 integer "
+                                "(key j allowed when j <= i + causal_offset)")
     if mask:
         dims = i64_array(op, "mask_dims")
         mask_type = mask[0].type

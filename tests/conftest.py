@@ -59,6 +59,41 @@ def attention_reference(q, k, v, mask=None, scale=None):
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0) @ v
 
 
+def conditioned_attention(condition: str, inputs: str = "Q, K, V") -> str:
+    """The spec's attention (tests/programs/examples/attention.zyn) over `keys` keys (K's
+    and V's own count, which may differ from the queries'), its three key loops under
+    `if <condition>:`, e.g. "j <= i + 16" (causal with a KV cache of 16 earlier keys)."""
+    score = "let score = dot(Q[b, h, i], K[b, h, j]) / sqrt(head_dim)"
+    return f"""
+let attn = compute({inputs}) {{
+    @kernel attention
+    for b in 0..batch, h in 0..heads, i in 0..seq_len:
+        var max_score = -inf
+        for j in 0..keys:
+            if {condition}:
+                {score}
+                max_score = max(max_score, score)
+        var sum_exp = 0.0
+        for j in 0..keys:
+            if {condition}:
+                {score}
+                sum_exp += exp(score - max_score)
+        for d in 0..head_dim:
+            var acc = 0.0
+            for j in 0..keys:
+                if {condition}:
+                    {score}
+                    acc += exp(score - max_score) / sum_exp * V[b, h, j, d]
+            out[b, h, i, d] = acc
+}}
+"""
+
+
+def causal(rows: int, keys: int, offset: int = 0):
+    """allowed[i, j] = j <= i + offset: causal attention's mask."""
+    return np.arange(keys)[None, :] <= np.arange(rows)[:, None] + offset
+
+
 def _has_gpu() -> bool:
     if shutil.which("nvidia-smi") is None:
         return False

@@ -292,6 +292,15 @@ def test_attention_all_true_mask_is_plain_softmax_attention(rng):
     assert_close(out, attention_reference(q, k, v))
 
 
+@pytest.mark.parametrize("batch,heads,seq,dim", [(1, 1, 1, 1), (2, 3, 17, 5)])
+def test_causal_attention(rng, batch, heads, seq, dim):
+    """`if j <= i` in the three loops: query i attends to keys 0..i."""
+    q, k, v = (f32(rng, batch, heads, seq, dim) for _ in range(3))
+    out = program("causal_attention.zyn")(Q=q, K=k, V=v)["attn"]
+    causal = np.tril(np.ones((seq, seq), dtype=bool))
+    assert_close(out, attention_reference(q, k, v, causal))
+
+
 def test_attention_dot_of_rows_of_different_lengths_is_an_error(rng):
     q, k = f32(rng, 1, 2, 5, 3), f32(rng, 1, 2, 5, 4)
     with pytest.raises(zynml.ZynMLError) as err:

@@ -653,6 +653,36 @@ func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tenso
 
 // -----
 
+// Causal attention with a KV cache (causal_offset = 2) and a mask: the max, sum and out
+// generics read i and j (linalg.index) and allow key j when j <= i + 2 and the mask's
+// bit is set; each says so in zynml.causal_offset for the CUDA strategies.
+// CHECK-LABEL: func.func @attention_causal(
+// CHECK: library_call = "zynml_attention_scores"}
+// CHECK-NOT: linalg.index
+// CHECK: library_call = "zynml_attention_max"} ins(%{{.*}}, %arg3 : tensor<2x3x5xf32>, tensor<3x5xi1>) outs(%{{.*}} : tensor<2x3xf32>) attrs =  {zynml.causal_offset = 2 : i64}
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, [[BIT:%[a-z0-9_]+]]: i1, [[M:%[a-z0-9_]+]]: f32):
+// CHECK: [[I:%[0-9]+]] = linalg.index 1 : index
+// CHECK: [[J:%[0-9]+]] = linalg.index 2 : index
+// CHECK: [[C2:%[a-z0-9_]+]] = arith.constant 2 : index
+// CHECK: [[LIMIT:%[0-9]+]] = arith.addi [[I]], [[C2]] : index
+// CHECK: [[CAUSAL:%[0-9]+]] = arith.cmpi sle, [[J]], [[LIMIT]] : index
+// CHECK: [[ALLOWED:%[0-9]+]] = arith.andi [[CAUSAL]], [[BIT]] : i1
+// CHECK: arith.select [[ALLOWED]]
+// CHECK: library_call = "zynml_attention_sum"}{{.*}} attrs =  {zynml.causal_offset = 2 : i64}
+// CHECK: arith.cmpi sle
+// CHECK: library_call = "zynml_attention_out"}{{.*}} attrs =  {zynml.causal_offset = 2 : i64}
+// CHECK: [[OI:%[0-9]+]] = linalg.index 1 : index
+// CHECK: [[OJ:%[0-9]+]] = linalg.index 3 : index
+// CHECK: [[OLIMIT:%[0-9]+]] = arith.addi [[OI]], %{{.*}} : index
+// CHECK: arith.cmpi sle, [[OJ]], [[OLIMIT]] : index
+func.func @attention_causal(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<2x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+  return %o : tensor<2x3x6xf32>
+}
+
+// -----
+
 // From here on, bodies the lowering rejects: each error is located at the op it cannot
 // handle. Reading back what the body wrote to out.
 func.func @read_out(%x: tensor<8xf32>) -> tensor<8xf32> {

@@ -139,6 +139,26 @@ func.func @attention_mask(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5
 
 // -----
 
+func.func @attention_causal_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' causal_offset must be an i64 integer (key j allowed when j <= i + causal_offset)}}
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 1 : i32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
+}
+
+// -----
+
+// A causal attention over more keys than queries (a KV cache of 2 earlier keys).
+// CHECK-LABEL: func.func @attention_causal_good(
+// CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>}
+func.func @attention_causal_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
+}
+
+// -----
+
 func.func @attention_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<3x5xi1>) -> tensor<3x6xf32>

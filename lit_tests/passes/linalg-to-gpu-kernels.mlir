@@ -946,6 +946,209 @@ func.func @attention_f16(%arg0: memref<1x2x20x16xf16>, %arg1: memref<1x2x20x16xf
 
 // -----
 
+// Causal f16 attention (causal_offset = 0: the max, sum and out generics carry
+// zynml.causal_offset; 70 queries and keys, head dim 16) takes attention_tensor_core with
+// tile skipping: block x (rows 64x..) visits key tiles 0..ceil(min(64x + 64, 70) / 32)
+// only, the tiles above the diagonal never copied nor multiplied (block 0: tiles 0, 1 of
+// 3); the prefetch stops there too. In the tiles it visits, key j of row i is allowed
+// when j <= i (and j < 70).
+// CHECK-LABEL: func.func @causal_attention_f16(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_tensor_core blocks in (%c2, %c2{{(_[0-9]+)?}}, %c1) threads in (%c64, {{.*}}) {zynml.strategy = "attention_tensor_core"}
+// CHECK: gpu.func @k0_attention_tensor_core(
+// CHECK: [[BX:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK: [[ROW0:%[0-9]+]] = arith.muli [[BX]], %c64{{(_[0-9]+)?}} : index
+// CHECK: [[PAST:%[0-9]+]] = arith.addi [[ROW0]], %c64{{(_[0-9]+)?}} : index
+// CHECK: [[END:%[0-9]+]] = arith.minsi [[PAST]], %c70{{(_[0-9]+)?}} : index
+// CHECK: [[UP:%[0-9]+]] = arith.addi [[END]], %c31{{(_[0-9]+)?}} : index
+// CHECK: [[TILES:%[0-9]+]] = arith.divui [[UP]], %c32{{(_[0-9]+)?}} : index
+// CHECK: scf.for {{%[a-z0-9_]+}} = {{%[a-z0-9_]+}} to [[TILES]] step %c1
+// CHECK: arith.cmpi sle,
+// CHECK: arith.cmpi ult, {{%[0-9]+}}, [[TILES]] : index
+#map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+#map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
+#map3 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+#map4 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map5 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#map6 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#map7 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+func.func @causal_attention_f16(%arg0: memref<1x2x70x16xf16>, %arg1: memref<1x2x70x16xf16>, %arg2: memref<1x2x70x16xf16>) -> memref<1x2x70x16xf16> {
+  %cst = arith.constant 0xFF800000 : f32
+  %cst_0 = arith.constant 0.000000e+00 : f32
+  %cst_1 = arith.constant 2.500000e-01 : f32
+  %alloc = memref.alloc() {alignment = 64 : i64} : memref<1x2x70x70xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc : memref<1x2x70x70xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map2, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_scores"} ins(%arg0, %arg1 : memref<1x2x70x16xf16>, memref<1x2x70x16xf16>) outs(%alloc : memref<1x2x70x70xf32>) {
+  ^bb0(%in: f16, %in_6: f16, %out: f32):
+    %0 = arith.extf %in : f16 to f32
+    %1 = arith.mulf %0, %cst_1 : f32
+    %2 = arith.extf %in_6 : f16 to f32
+    %3 = arith.mulf %1, %2 : f32
+    %4 = arith.addf %out, %3 : f32
+    linalg.yield %4 : f32
+  }
+  %alloc_2 = memref.alloc() {alignment = 64 : i64} : memref<1x2x70xf32>
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_2 : memref<1x2x70xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map5], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_max"} ins(%alloc : memref<1x2x70x70xf32>) outs(%alloc_2 : memref<1x2x70xf32>) attrs =  {zynml.causal_offset = 0 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = linalg.index 2 : index
+    %1 = linalg.index 3 : index
+    %2 = arith.cmpi sle, %1, %0 : index
+    %3 = arith.select %2, %in, %cst : f32
+    %4 = arith.maximumf %out, %3 : f32
+    linalg.yield %4 : f32
+  }
+  %alloc_3 = memref.alloc() {alignment = 64 : i64} : memref<1x2x70xf32>
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_3 : memref<1x2x70xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map5, #map5], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_sum"} ins(%alloc, %alloc_2 : memref<1x2x70x70xf32>, memref<1x2x70xf32>) outs(%alloc_3 : memref<1x2x70xf32>) attrs =  {zynml.causal_offset = 0 : i64} {
+  ^bb0(%in: f32, %in_6: f32, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = linalg.index 2 : index
+    %3 = linalg.index 3 : index
+    %4 = arith.cmpi sle, %3, %2 : index
+    %5 = arith.select %4, %1, %cst_0 : f32
+    %6 = arith.addf %out, %5 : f32
+    linalg.yield %6 : f32
+  }
+  %alloc_4 = memref.alloc() {alignment = 64 : i64} : memref<1x2x70x16xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc_4 : memref<1x2x70x16xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map6, #map6, #map7, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_out"} ins(%alloc, %alloc_2, %alloc_3, %arg2 : memref<1x2x70x70xf32>, memref<1x2x70xf32>, memref<1x2x70xf32>, memref<1x2x70x16xf16>) outs(%alloc_4 : memref<1x2x70x16xf32>) attrs =  {zynml.causal_offset = 0 : i64} {
+  ^bb0(%in: f32, %in_6: f32, %in_7: f32, %in_8: f16, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.divf %1, %in_7 : f32
+    %3 = arith.extf %in_8 : f16 to f32
+    %4 = arith.mulf %2, %3 : f32
+    %5 = linalg.index 2 : index
+    %6 = linalg.index 4 : index
+    %7 = arith.cmpi sle, %6, %5 : index
+    %8 = arith.select %7, %4, %cst_0 : f32
+    %9 = arith.addf %out, %8 : f32
+    linalg.yield %9 : f32
+  }
+  %alloc_5 = memref.alloc() {alignment = 64 : i64} : memref<1x2x70x16xf16>
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"], library_call = "zynml_attention_round"} ins(%alloc_4 : memref<1x2x70x16xf32>) outs(%alloc_5 : memref<1x2x70x16xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %0 = arith.truncf %in : f32 to f16
+    linalg.yield %0 : f16
+  }
+  return %alloc_5 : memref<1x2x70x16xf16>
+}
+
+// -----
+
+// Causal f32 attention with causal_offset = -3 (row i sees keys 0..i - 3; rows 0..2
+// none: 0) takes the SIMT attention kernel, whose key loop per block ends at
+// max(0, min(64x + 64, 70) - 3): block 1 visits keys 0..66, block 0 keys 0..60; each
+// score is checked against its row's limit (row - 3).
+// CHECK-LABEL: func.func @causal_attention_f32(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention blocks in (%c2, %c2{{(_[0-9]+)?}}, %c1) {{.*}} {zynml.strategy = "attention"}
+// CHECK: gpu.func @k0_attention(
+// CHECK: [[BX:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK: [[ROW0:%[0-9]+]] = arith.muli [[BX]], %c64{{(_[0-9]+)?}} : index
+// CHECK: [[ROW:%[0-9]+]] = arith.minui {{%[0-9]+}}, %c69{{(_[0-9]+)?}} : index
+// CHECK: [[PAST:%[0-9]+]] = arith.addi [[ROW0]], %c64{{(_[0-9]+)?}} : index
+// CHECK: [[LAST:%[0-9]+]] = arith.minsi [[PAST]], %c70{{(_[0-9]+)?}} : index
+// CHECK: [[SHIFTED:%[0-9]+]] = arith.addi [[LAST]], %c-3{{(_[0-9]+)?}} : index
+// CHECK: [[END:%[0-9]+]] = arith.maxsi [[SHIFTED]], %c0{{(_[0-9]+)?}} : index
+// CHECK: scf.for [[KV0:%[a-z0-9_]+]] = {{%[a-z0-9_]+}} to [[END]] step %c32
+// CHECK: [[KEY:%[0-9]+]] = arith.addi [[KV0]], %c0{{(_[0-9]+)?}} : index
+// CHECK: [[LIMIT:%[0-9]+]] = arith.addi [[ROW]], %c-3{{(_[0-9]+)?}} : index
+// CHECK: arith.cmpi sle, [[KEY]], [[LIMIT]] : index
+#map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+#map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
+#map3 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+#map4 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map5 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#map6 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#map7 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+func.func @causal_attention_f32(%arg0: memref<1x2x70x16xf32>, %arg1: memref<1x2x70x16xf32>, %arg2: memref<1x2x70x16xf32>) -> memref<1x2x70x16xf32> {
+  %c-3 = arith.constant -3 : index
+  %cst = arith.constant 0xFF800000 : f32
+  %cst_0 = arith.constant 0.000000e+00 : f32
+  %cst_1 = arith.constant 2.500000e-01 : f32
+  %alloc = memref.alloc() {alignment = 64 : i64} : memref<1x2x70x70xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc : memref<1x2x70x70xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map2, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_scores"} ins(%arg0, %arg1 : memref<1x2x70x16xf32>, memref<1x2x70x16xf32>) outs(%alloc : memref<1x2x70x70xf32>) {
+  ^bb0(%in: f32, %in_5: f32, %out: f32):
+    %0 = arith.mulf %in, %cst_1 : f32
+    %1 = arith.mulf %0, %in_5 : f32
+    %2 = arith.addf %out, %1 : f32
+    linalg.yield %2 : f32
+  }
+  %alloc_2 = memref.alloc() {alignment = 64 : i64} : memref<1x2x70xf32>
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_2 : memref<1x2x70xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map5], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_max"} ins(%alloc : memref<1x2x70x70xf32>) outs(%alloc_2 : memref<1x2x70xf32>) attrs =  {zynml.causal_offset = -3 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = linalg.index 2 : index
+    %1 = linalg.index 3 : index
+    %2 = arith.addi %0, %c-3 : index
+    %3 = arith.cmpi sle, %1, %2 : index
+    %4 = arith.select %3, %in, %cst : f32
+    %5 = arith.maximumf %out, %4 : f32
+    linalg.yield %5 : f32
+  }
+  %alloc_3 = memref.alloc() {alignment = 64 : i64} : memref<1x2x70xf32>
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_3 : memref<1x2x70xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map5, #map5], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_sum"} ins(%alloc, %alloc_2 : memref<1x2x70x70xf32>, memref<1x2x70xf32>) outs(%alloc_3 : memref<1x2x70xf32>) attrs =  {zynml.causal_offset = -3 : i64} {
+  ^bb0(%in: f32, %in_5: f32, %out: f32):
+    %0 = arith.subf %in, %in_5 : f32
+    %1 = math.exp %0 : f32
+    %2 = linalg.index 2 : index
+    %3 = linalg.index 3 : index
+    %4 = arith.addi %2, %c-3 : index
+    %5 = arith.cmpi sle, %3, %4 : index
+    %6 = arith.select %5, %1, %cst_0 : f32
+    %7 = arith.addf %out, %6 : f32
+    linalg.yield %7 : f32
+  }
+  %alloc_4 = memref.alloc() {alignment = 64 : i64} : memref<1x2x70x16xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc_4 : memref<1x2x70x16xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map6, #map6, #map7, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_out"} ins(%alloc, %alloc_2, %alloc_3, %arg2 : memref<1x2x70x70xf32>, memref<1x2x70xf32>, memref<1x2x70xf32>, memref<1x2x70x16xf32>) outs(%alloc_4 : memref<1x2x70x16xf32>) attrs =  {zynml.causal_offset = -3 : i64} {
+  ^bb0(%in: f32, %in_5: f32, %in_6: f32, %in_7: f32, %out: f32):
+    %0 = arith.subf %in, %in_5 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.divf %1, %in_6 : f32
+    %3 = arith.mulf %2, %in_7 : f32
+    %4 = linalg.index 2 : index
+    %5 = linalg.index 4 : index
+    %6 = arith.addi %4, %c-3 : index
+    %7 = arith.cmpi sle, %5, %6 : index
+    %8 = arith.select %7, %3, %cst_0 : f32
+    %9 = arith.addf %out, %8 : f32
+    linalg.yield %9 : f32
+  }
+  return %alloc_4 : memref<1x2x70x16xf32>
+}
+
+// -----
+
 // The same without a mask, head dim 64, on sm_90a: attention_wgmma. The host makes a TMA
 // descriptor of Q (boxes of 128 rows x 64), K and V (128 keys x 64), with the tensors'
 // leading unit dims; one kernel of two warpgroups and a copying warpgroup (384 threads)

@@ -13,11 +13,17 @@ attention:
     l = l * alpha + sum_j p_j;  o = o * alpha + sum_j p_j * v_j
     out = o / l  (0 for a row with no allowed key)
 
+Causal attention (the lowering's `zynml.causal_offset = c`: key j allowed for row i
+when j <= i + c) is half the work: a block's loop over key tiles stops after its last
+row's last allowed key, min(keys, last row + c + 1), so the tiles above the diagonal are
+never loaded or multiplied; within the tiles it visits, each score is checked.
+
 Matches the run fill/scores, fill/max, fill/sum, fill/out[, round] that the lowering
 emits (`library_call = "zynml_attention_*"`) when nothing else reads S, M or L.
+`Group.causal` is None, or a `Causal` (its offset) that is truthy whatever the offset:
+`if group.causal:` asks whether the group is causal.
 f16 with head dims that are multiples of 16 up to 128 runs on tensor cores instead
 (attention_tensor_core.py); here: f32, f64, bf16 and other head dims.
-Not here yet: causal tile skipping.
 """
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 from mlir.dialects import math as mmath
 
-from ..attention_lowering import LIBRARY_CALL_PREFIX, float_constant, widened
+from ..attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, float_constant, \
+    widened
 from ..cir_ops import clone_op, defining_op
 from ..gpu_kernel_builder import delinearize, generic_operands, index_const, kernel_type, \
     new_kernel
@@ -51,6 +58,34 @@ class Params:
 DEFAULT_PARAMS = Params()
 
 
+@dataclass(frozen=True)
+class Causal:
+    """Causal attention: query row i sees key j only when j <= i + offset (and the mask,
+    if there is one, allows it). 0: up to the diagonal; > 0: a KV cache's earlier keys.
+    An instance is truthy, offset 0 included (no __bool__): `if group.causal:`."""
+    offset: int = 0
+
+    def allows(self, key: ir.Value, row: ir.Value) -> ir.Value:
+        """key <= row + offset (an i1; signed: row + offset may be negative)."""
+        return arith.CmpIOp(arith.CmpIPredicate.sle, key, _plus(row, self.offset)).result
+
+    def key_end(self, first_row: ir.Value, block_rows: int, rows: int, keys: int) -> ir.Value:
+        """The keys a block of rows first_row.. (block_rows of them, `rows` in all)
+        needs: 0..end, end = min(keys, its last row + offset + 1), 0 when that is < 0.
+        The tiles from there on lie above the diagonal: the block skips them."""
+        past_last = arith.MinSIOp(_plus(first_row, block_rows), index_const(rows)).result
+        end = _plus(past_last, self.offset)
+        if self.offset < 0:  # the first rows may see no key at all
+            end = arith.MaxSIOp(end, index_const(0)).result
+        if rows + self.offset > keys:  # the last rows see every key
+            end = arith.MinSIOp(end, index_const(keys)).result
+        return end
+
+
+def _plus(value: ir.Value, n: int) -> ir.Value:
+    return value if n == 0 else arith.AddIOp(value, index_const(n)).result
+
+
 @dataclass
 class Group:
     ops: list                  # the generics to replace, in order (fills included)
@@ -61,6 +96,7 @@ class Group:
     mask_dims: list = field(default_factory=list)  # mask axis -> loop of (p.., i, j)
     scale: ir.Value = None
     out: ir.Value = None
+    causal: Optional[Causal] = None  # None: every key (the mask aside); see Causal
 
     def __iter__(self):  # a run of generics, like row_fused's groups
         return iter(self.ops)
@@ -128,6 +164,9 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
     scale = _scale(writers["scores"])
     if scale is None:
         return None
+    causal_ok, causal = _causal([writers["max"], writers["sum"], out_op])
+    if not causal_ok:
+        return None
     mask_dims = []
     if mask is not None:
         maps = [ir.AffineMapAttr(a).value
@@ -135,7 +174,27 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
         mask_dims = [ir.AffineDimExpr(e).position for e in maps[1].results]
     order = {op: n for n, op in enumerate(generics)}
     ops.sort(key=lambda op: order[op])
-    return Group(ops, query, key, value, mask, mask_dims, scale, out)
+    return Group(ops, query, key, value, mask, mask_dims, scale, out, causal)
+
+
+def _causal(parts: list) -> tuple[bool, Optional[Causal]]:
+    """(taken, Causal or None) from the max, sum and out generics' zynml.causal_offset:
+    the three must agree, and a body that reads linalg.index must carry one (a condition
+    the kernel would not see: the run is not taken, its generics run as they are). One
+    may carry it and read no index: canonicalize folds j <= i away over unit dims."""
+    offsets = set()
+    for op in parts:
+        offset = ir.IntegerAttr(op.attributes[CAUSAL_OFFSET]).value \
+            if CAUSAL_OFFSET in op.attributes else None
+        reads_index = any(inner.operation.name == "linalg.index"
+                          for inner in op.regions[0].blocks[0].operations)
+        if reads_index and offset is None:
+            return False, None
+        offsets.add(offset)
+    if len(offsets) != 1:
+        return False, None
+    offset = offsets.pop()
+    return True, Causal(offset) if offset is not None else None
 
 
 def _writer(buffer: ir.Value, part: str, generics: list):
@@ -234,7 +293,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
         log2e = float_constant(acc, math.log2(math.e))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None,
-                    group.mask_dims, args[group.out],
+                    group.mask_dims, group.causal, args[group.out],
                     arith.MulFOp(widened(scale, acc), log2e).result, lead,
                     {name: memref.get_global(t, f"{kernel_name}_{name}")
                      for name, t in tiles.items()})
@@ -255,13 +314,13 @@ class _Kernel:
     keys: int
     rows: int
 
-    def emit(self, query, key, value, mask, mask_dims, out, scale, lead, tiles):
+    def emit(self, query, key, value, mask, mask_dims, causal, out, scale, lead, tiles):
         p = self.params
         tid = gpu.thread_id(gpu.Dimension.x)
         lane = arith.RemUIOp(tid, index_const(self.lanes)).result
-        row = arith.AddIOp(
-            arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.rows_per_block)).result,
-            arith.DivUIOp(tid, index_const(self.lanes)).result).result
+        first_row = arith.MulIOp(gpu.block_id(gpu.Dimension.x),
+                                 index_const(p.rows_per_block)).result
+        row = arith.AddIOp(first_row, arith.DivUIOp(tid, index_const(self.lanes)).result).result
         row_in = arith.MinUIOp(row, index_const(self.rows - 1)).result
         slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), lead) if lead else []
         lane_base = arith.MulIOp(lane, index_const(self.chunk)).result
@@ -271,7 +330,11 @@ class _Kernel:
         neg_inf = float_constant(self.acc, float("-inf"))
         zero = float_constant(self.acc, 0.0)
         out_count = self.e // self.lanes
-        loop = scf.ForOp(index_const(0), index_const(self.keys), index_const(p.block_k),
+        # causal: the block's keys end after its last row's last allowed key (the same
+        # bound for all its threads: the barriers in the loop stay uniform)
+        key_end = causal.key_end(first_row, p.rows_per_block, self.rows, self.keys) \
+            if causal else index_const(self.keys)
+        loop = scf.ForOp(index_const(0), key_end, index_const(p.block_k),
                          [neg_inf, zero] + [zero] * out_count)
         with ir.InsertionPoint(loop.body):
             kv0 = loop.induction_variable
@@ -296,6 +359,8 @@ class _Kernel:
                     set_ = arith.CmpIOp(arith.CmpIPredicate.ne, bit,
                                         arith.ConstantOp(bit.type, 0).result).result
                     allowed = arith.AndIOp(allowed, set_).result
+                if causal:
+                    allowed = arith.AndIOp(allowed, causal.allows(key_at, row_in)).result
                 scores.append(arith.SelectOp(allowed, total, neg_inf).result)
             m_new = m
             for s in scores:

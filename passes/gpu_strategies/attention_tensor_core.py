@@ -25,6 +25,11 @@ registers:
 then out = O / l in f16 (0 for a row with no allowed key, as the spec's loops give). The
 scale multiplies S in f32 (not Q in f16): the scores round once, in the mma.
 
+Causal attention (`group.causal`: key j allowed for row i when j <= i + offset) skips the
+key tiles above the diagonal: a block's loop (and its cp.async prefetch) stops at tile
+ceil(min(keys, last row + offset + 1) / block_n), about half the tiles at offset 0; in
+the tiles it visits each score is checked like a mask bit (-inf).
+
 Takes what attention.attention_groups finds when query, key, value and out are f16 and
 row-major, both head dims are multiples of 16 up to 128, and the scale is a positive
 constant (the lowering's 1/sqrt(head_dim)); anything else runs on the SIMT `attention`
@@ -32,7 +37,7 @@ kernel. The mask (bool, any of the loops (p.., i, j) as its axes) is read per sc
 global memory, two neighbouring keys at a time where its rows allow. The 16-byte copies
 need 16-byte aligned buffers: ZynML's allocations are, and the runtime copies an input
 that is not (zynml/runtime/cuda/function.py).
-Not here yet: bf16, causal tile skipping, wgmma and TMA (sm_90a), the mask through
+Not here yet: bf16, wgmma and TMA (sm_90a), the mask through
 shared memory, more than 48 KB of shared memory (dynamic).
 """
 from __future__ import annotations
@@ -49,7 +54,7 @@ from ..attention_lowering import float_constant
 from ..cir_ops import defining_op
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
-from .attention import Group, attention_groups
+from .attention import Causal, Group, attention_groups
 
 NAME = "attention_tensor_core"
 # mma.sync m16n8k16 f16, ldmatrix and cp.async: sm_80 and later.
@@ -133,9 +138,7 @@ def _positive_scale(group: Group) -> Optional[float]:
 
 def matches(group: Group, params: Optional[Params] = None) -> bool:
     """f16 and row-major throughout, head dims multiples of 16 up to 128, a positive
-    constant scale, no causal flag (`params`: unused, find_groups' signature)."""
-    if getattr(group, "causal", False):  # causal masks: not yet (tile skipping)
-        return False
+    constant scale; causal or not (`params`: unused, find_groups' signature)."""
     if not all(_f16_row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
     d, e = _shape(group.query)[-1], _shape(group.value)[-1]
@@ -172,7 +175,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
         args = dict(zip(values, func.regions[0].blocks[0].arguments))
         mask = args[group.mask] if group.mask is not None else None
         kernel = _Kernel(p, d, e, rows, keys, lead, group.mask_dims,
-                         _positive_scale(group) * math.log2(math.e))
+                         _positive_scale(group) * math.log2(math.e), group.causal)
         kernel.emit(args[group.query], args[group.key], args[group.value], mask,
                     args[group.out],
                     {name: memref.get_global(t, f"{kernel_name}_{name}")
@@ -211,6 +214,7 @@ class _Kernel:
     lead: list        # the (p..) loops' sizes
     mask_dims: list   # mask axis -> loop of (p.., i, j)
     c: float          # scale * log2(e)
+    causal: Optional[Causal] = None
 
     # A lane holds two rows of each of the warp's m_tiles 16-row tiles (accumulator rows
     # 0 and 1: g and g + 8); "row r" below is r = 2 * tile + (0 or 1).
@@ -228,9 +232,9 @@ class _Kernel:
         self.quad2 = arith.MulIOp(self.quad, index_const(2)).result    # 2t: first column
         self.slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), self.lead) \
             if self.lead else []
-        row0 = _add(arith.AddIOp(
-            arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.block_m)).result,
-            arith.MulIOp(warp, index_const(p.warp_m)).result).result, self.group)
+        block_row0 = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.block_m)).result
+        row0 = _add(arith.AddIOp(block_row0, arith.MulIOp(
+            warp, index_const(p.warp_m)).result).result, self.group)
         self.my_rows = [_add(row0, MMA_M * tile + 8 * h)
                         for tile in range(p.m_tiles) for h in (0, 1)]
         last_row = index_const(self.rows - 1)
@@ -240,9 +244,8 @@ class _Kernel:
         self.ld_matrix = arith.DivUIOp(lane, index_const(8)).result
         self.warp_row = arith.MulIOp(warp, index_const(p.warp_m)).result
         if p.q_shared:  # the block's Q rows (clamped) to shared memory, once
-            q_copies = self._copy_rows(query, tiles["q"], arith.MulIOp(
-                gpu.block_id(gpu.Dimension.x), index_const(p.block_m)).result,
-                p.block_m, self.d, self.rows)
+            q_copies = self._copy_rows(query, tiles["q"], block_row0, p.block_m, self.d,
+                                       self.rows)
             q_frags = tiles["q"]
         else:
             q_frags = [self._q_fragments(query, tile) for tile in range(p.m_tiles)]
@@ -255,13 +258,13 @@ class _Kernel:
         acc_type = ir.VectorType.get([2, 2], f32)
         self.zero_acc = arith.ConstantOp(acc_type, ir.DenseElementsAttr.get_splat(
             acc_type, ir.FloatAttr.get(f32, 0.0))).result
-        tiles_n = math.ceil(self.keys / p.block_n)
+        tiles_n = self._key_tiles(block_row0)
         copies = self._copy_tile(key, tiles["k"], index_const(0), self.d)
         # Q (where shared) and K tile 0: one group, the loop's first wait
         first = _group((q_copies if p.q_shared else []) + copies)
         count = 2 * p.m_tiles
         o_count = p.m_tiles * (self.e // MMA_N)
-        loop = scf.ForOp(index_const(0), index_const(tiles_n), index_const(1),
+        loop = scf.ForOp(index_const(0), tiles_n, index_const(1),
                          [first] + [neg_inf] * count + [zero] * count +
                          [self.zero_acc] * o_count)
         with ir.InsertionPoint(loop.body):
@@ -277,8 +280,7 @@ class _Kernel:
             nvgpu.DeviceAsyncWaitOp(v_token, numGroups=0)  # V tile j is here
             gpu.BarrierOp()                                # ... for all; K is free
             next_j = _add(j, 1)
-            more = arith.CmpIOp(arith.CmpIPredicate.ult, next_j,
-                                index_const(tiles_n)).result
+            more = arith.CmpIOp(arith.CmpIPredicate.ult, next_j, tiles_n).result
             prefetch = scf.IfOp(more, [token.type], has_else=True)
             with ir.InsertionPoint(prefetch.then_block):
                 scf.YieldOp([_group(self._copy_tile(
@@ -294,6 +296,15 @@ class _Kernel:
         self._store(out, sums, state[2 * count:])
 
     # ------------------------------------------------------------ pieces
+
+    def _key_tiles(self, block_row0):
+        """How many key tiles the block visits: all, or (causal) those up to its last
+        row's last allowed key; the tiles above the diagonal are skipped (tile 0 is
+        copied before the loop either way: a block with none only waits for it)."""
+        if not self.causal:
+            return index_const(math.ceil(self.keys / self.p.block_n))
+        end = self.causal.key_end(block_row0, self.p.block_m, self.rows, self.keys)
+        return arith.DivUIOp(_add(end, self.p.block_n - 1), index_const(self.p.block_n)).result
 
     def _q_fragments(self, query, tile):
         """The A fragments of Q's rows of `tile`, one vector<4x2xf16> per 16 columns
@@ -407,9 +418,9 @@ class _Kernel:
 
     def _allowed(self, kv0):
         """allowed[r][n][c]: may row r see key kv0 + 8n + 2t + c (an i1), or None when
-        every key is (no mask, whole tiles)."""
+        every key is (no mask, not causal, whole tiles)."""
         count = self.p.block_n // MMA_N
-        if self.mask is None and not self.bounds:
+        if self.mask is None and not self.bounds and not self.causal:
             return None
         i1 = ir.IntegerType.get_signless(1)
         true = arith.ConstantOp(i1, 1).result
@@ -423,6 +434,11 @@ class _Kernel:
                                           index_const(self.keys)).result
                     for r in range(len(self.my_rows)):
                         out[r][n][c] = inside
+            if self.causal:
+                for c in (0, 1):
+                    for r, row in enumerate(self.my_rows):
+                        below = self.causal.allows(_add(key0, c), row)
+                        out[r][n][c] = arith.AndIOp(out[r][n][c], below).result
             if self.mask is None:
                 continue
             for r, row in enumerate(self.rows_in):
@@ -430,7 +446,7 @@ class _Kernel:
                 for c in (0, 1):
                     set_ = arith.CmpIOp(arith.CmpIPredicate.ne, bits[c],
                                         arith.ConstantOp(bits[c].type, 0).result).result
-                    out[r][n][c] = set_ if not self.bounds else \
+                    out[r][n][c] = set_ if not (self.bounds or self.causal) else \
                         arith.AndIOp(out[r][n][c], set_).result
         return out
 

@@ -437,6 +437,27 @@ def test_f16_attention_on_sm_80_takes_the_tensor_cores():
     assert MMA_F16 in artifact.ptx and artifact.cubin[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("shape,dtype,kernel", [
+    ((1, 1, 1, 5), np.float32, "_attention"),
+    ((2, 3, 17, 5), np.float32, "_attention"),
+    ((1, 2, 131, 64), np.float16, "_attention_tensor_core"),
+    ((2, 2, 70, 128), np.float16, "_attention_tensor_core"),
+    ((1, 2, 33, 40), np.float16, "_attention"),  # head dim no multiple of 16
+])
+def test_causal_attention_takes_the_attention_kernels(shape, dtype, kernel):
+    """`if j <= i` (causal_attention.zyn) is raised to causal attention: one launch of
+    the kernel that the same shapes take without it (which skips the key tiles above
+    the diagonal: lit_tests/passes/linalg-to-gpu-kernels.mlir shows the loop bound)."""
+    artifact = attention_artifact(shape, dtype, source="causal_attention.zyn")
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith(kernel) and \
+        (kernel == "_attention_tensor_core") == ("tensor" in launch["kernel"]), launch
+    assert ("mma.sync" in artifact.ptx) == (kernel == "_attention_tensor_core")
+    assert not any(step["op"] == "alloc" and step["shape"] != list(shape)
+                   for step in artifact.plan["body"])  # no S, M, L buffers
+    assert artifact.cubin[:4] == b"\x7fELF"
+
+
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("target,strategy", [("sm_90", "attention_tensor_core"),
                                              ("sm_90a", "attention_wgmma")])

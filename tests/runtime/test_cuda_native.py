@@ -574,6 +574,51 @@ def test_attention_tensor_cores_f16_other_params(rng, monkeypatch, params):
     assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
 
 
+# Causal attention (`if j <= i`, raised to causal_offset) on both kernels: f32 on the SIMT
+# `attention`, f16 with head dims multiples of 16 on `attention_tensor_core`. Each block
+# visits the key tiles up to its last row + offset only: one block, several, the last
+# partial; more keys than queries (a KV cache), a negative offset (the first rows see no
+# key: 0, and whole blocks visit no tile), a mask as well.
+CAUSAL_SHAPES = [(1, 1, 1, 16), (2, 3, 17, 16), (1, 2, 131, 64), (1, 1, 257, 128)]
+
+
+@pytest.mark.parametrize("shape", CAUSAL_SHAPES + [(2, 2, 70, 5)])
+def test_causal_attention_flash_kernel(rng, shape):
+    q, k, v = (f32(rng, *shape) for _ in range(3))
+    out = run_example("causal_attention.zyn", Q=q, K=k, V=v)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, conftest.causal(*shape[2:3] * 2)))
+
+
+@pytest.mark.parametrize("shape", CAUSAL_SHAPES)
+def test_causal_attention_tensor_cores_f16(rng, shape):
+    q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
+    out = run_example("causal_attention.zyn", Q=q, K=k, V=v)["attn"]
+    assert out.dtype == np.float16
+    assert_close(out, conftest.attention_reference(q, k, v, conftest.causal(*shape[2:3] * 2)),
+                 rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("condition,offset,masked", [
+    ("j <= i + 16", 16, False),               # a KV cache of 16 earlier keys
+    ("j <= i - 70 and mask[i, j]", -70, True),  # rows 0..69 and block 0 see no key
+])
+def test_causal_attention_kv_cache(rng, dtype, condition, offset, masked):
+    rows, keys, d = 131, 147, 64
+    source = conftest.conditioned_attention(condition, "Q, K, V, mask" if masked else "Q, K, V")
+    q = f32(rng, 1, 2, rows, d).astype(dtype)
+    k, v = (f32(rng, 1, 2, keys, d).astype(dtype) for _ in range(2))
+    inputs = dict(Q=q, K=k, V=v)
+    allowed = conftest.causal(rows, keys, offset)
+    if masked:
+        inputs["mask"] = rng.random((rows, keys)) < 0.7
+        allowed = allowed & inputs["mask"]
+    out = zynml.compile(source, device="cuda:0")(**inputs)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, allowed),
+                 rtol=1e-2 if dtype == np.float16 else 1e-5)
+    assert not np.asarray(out)[:, :, ~allowed.any(axis=1)].any()  # no allowed key: 0
+
+
 @pytest.mark.parametrize("shape,target", [((1, 2, 256, 64), "sm_90"),
                                           ((2, 3, 192, 128), "sm_90"),
                                           ((1, 2, 256, 64), None), ((2, 3, 192, 128), None)])

@@ -1,7 +1,7 @@
 // Every cir op parses, verifies (IRDL, then --cir-verify) and prints back the same:
 // cir.compute (elementwise, reduce, argmax, axis reduction, fused with its optional
 // attributes), cir.load, cir.store, cir.yield with one and two operands, cir.alloc,
-// cir.barrier, cir.attention with and without a mask.
+// cir.barrier, cir.attention with and without a mask, causal with and without one.
 // RUN: zynml-opt %s | filecheck %s
 // RUN: zynml-opt %s --cir-verify | filecheck %s
 // RUN: zynml-opt %s --mlir-print-op-generic | zynml-opt | filecheck %s
@@ -139,4 +139,14 @@ func.func @attention(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x
   %masked = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
   %all = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x6xf32>
   return %masked, %all : tensor<2x3x6xf32>, tensor<2x3x6xf32>
+}
+
+// CHECK-LABEL: func.func @causal_attention(
+// CHECK: "cir.attention"(%arg0, %arg1, %arg2, %{{.*}}) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x6xf32>
+// CHECK: "cir.attention"(%arg0, %arg1, %arg2, %{{.*}}, %arg3) {causal_offset = -2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+func.func @causal_attention(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %mask: tensor<3x5xi1>) -> (tensor<2x3x6xf32>, tensor<2x3x6xf32>) {
+  %scale = arith.constant 0.5 : f32
+  %causal = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x6xf32>
+  %both = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = -2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+  return %causal, %both : tensor<2x3x6xf32>, tensor<2x3x6xf32>
 }
