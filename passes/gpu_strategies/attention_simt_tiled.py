@@ -133,9 +133,12 @@ class Layout:
 
 DEFAULT_PARAMS = Params()
 # What linalg-to-gpu-kernels builds with: the first entry whose head dim covers the
-# larger of Q's and V's.
-CONFIGS = ((64, DEFAULT_PARAMS), (MAX_HEAD_DIM, Params(block_m=64, block_n=32, thread_m=4,
-                                                       thread_n=2)))
+# larger of Q's and V's. benchmarks/tune_attention.py --strategy attention_simt_tiled
+# timed 19 and 23 sets on an H100 (2026-11-22): for 8x12x512x64 64 x 64 tiles of 4 x 4
+# were among the four fastest (gpu_vs_torch.py: 0.215-0.225 ms); for 1x16x4096x128 128
+# rows of 512 threads came first (3.69 ms; 64 x 32 of 4 x 2: 4.19 ms, 64 x 64: 4.30 ms;
+# ptxas holds it to 128 registers, 16 bytes spilled).
+CONFIGS = ((64, DEFAULT_PARAMS), (MAX_HEAD_DIM, Params(block_m=128)))
 MAX_SHARED = 227 * 1024  # a block's dynamic shared memory on sm_90
 
 
