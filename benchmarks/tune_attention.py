@@ -3,8 +3,8 @@
     python benchmarks/tune_attention.py --strategy NAME --compile-only   # here (MLIR)
     python benchmarks/tune_attention.py --strategy NAME                  # on the GPU
 
-NAME is a key of STRATEGIES: `attention` (SIMT), `attention_tensor_core` (mma.sync) or
-`attention_wgmma` (sm_90a).
+NAME is a key of STRATEGIES: `attention` (SIMT, f64), `attention_simt_tiled` (SIMT,
+register-tiled, f32), `attention_tensor_core` (mma.sync) or `attention_wgmma` (sm_90a).
 Each case of the strategy is compiled once per `Params` of its grid (those that fit) into a
 cache folder of its own, .tune/NAME/ (the cache key ignores Params; carry .tune to the
 GPU). On the GPU each folder's program runs on the same torch inputs through
@@ -70,9 +70,17 @@ STRATEGIES: dict[str, Strategy] = {
     "attention": Strategy(
         grid=_grid(rows_per_block=(32, 64, 128), block_k=(16, 32, 64),
                    max_per_lane=(16, 32)),
-        # f32: f16 with these head dims goes to attention_tensor_core
+        # f64: f32 goes to attention_simt_tiled, f16 with these head dims to
+        # attention_tensor_core
+        cases={"bert f64": ("attention.zyn", (8, 12, 512, 64), "float64"),
+               "seq4096 d128 f64": ("attention.zyn", (1, 16, 4096, 128), "float64")}),
+    "attention_simt_tiled": Strategy(
+        grid=_grid(block_m=(64, 128), block_n=(32, 64), thread_m=(4, 8),
+                   thread_n=(2, 4, 8)),
         cases={"bert f32": ("attention.zyn", (8, 12, 512, 64), "float32"),
-               "seq4096 d128 f32": ("attention.zyn", (1, 16, 4096, 128), "float32")}),
+               "seq4096 d128 f32": ("attention.zyn", (1, 16, 4096, 128), "float32")},
+        fits=lambda module, params, shape: params.valid() and
+        params.shared_bytes(shape[-1], shape[-1]) <= module.MAX_SHARED),
     "attention_tensor_core": Strategy(
         grid=_grid(warps=(2, 4, 8), m_tiles=(1, 2), block_n=(16, 32, 64, 128),
                    q_shared=(False, True)),

@@ -26,8 +26,9 @@ from mlir import ir
 from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 
 from .gpu_kernel_builder import index_const, kernel_type
-from .gpu_strategies import (TensorMap, attention, attention_tensor_core, attention_wgmma,
-                              available, choose, get_strategy, matmul_wgmma, row_fused)
+from .gpu_strategies import (TensorMap, attention, attention_simt_tiled,
+                              attention_tensor_core, attention_wgmma, available, choose,
+                              get_strategy, matmul_wgmma, row_fused)
 from .pipeline import fail
 
 NAME = "linalg-to-gpu-kernels"
@@ -71,8 +72,8 @@ def run(module: ir.Operation, options: Options) -> None:
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
     kernels, number = _kernel_module(module)
     if forced is None:  # runs of generics one kernel takes: attention, fill + matmul, rows
-        for group_strategy in (attention_wgmma, attention_tensor_core, attention, matmul_wgmma,
-                               row_fused):
+        for group_strategy in (attention_wgmma, attention_tensor_core, attention_simt_tiled,
+                               attention, matmul_wgmma, row_fused):
             if not available(group_strategy, options.chip):
                 continue
             for group in group_strategy.find_groups(generics):

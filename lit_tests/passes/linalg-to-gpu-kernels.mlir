@@ -1270,6 +1270,149 @@ func.func @attention_f16_wgmma(%arg0: memref<1x2x20x64xf16>, %arg1: memref<1x2x2
 
 // -----
 
+// An f32 attention's generics (scores, max, sum, out; 2 heads of 20 queries and keys,
+// head dim 16, a bool mask) take attention_simt_tiled: one kernel of 256 threads per 64
+// query rows and head, 16 lanes per row (4 rows x 4 keys of S per thread), its tiles
+// views of dynamic shared memory (Q 64x20, K 64x20 and P 64x68 with rows padded by 4
+// floats; V 64x64; O / l over them at the end). Q's rows, scaled, are stored once; K and
+// V tiles of 64 keys follow by cp.async (16 bytes, zero-filled past key 20), K tile j + 1
+// in flight during P V of tile j, V tile j during its scores. S = Q K^T: 4 + 4 16-byte
+// shared reads for 64 FMAs per 4 dims; the mask read per score; each row's max across
+// its 16 lanes by shuffles (xor 1, 2, 4, 8); exp2; P through shared memory; O += P V as
+// another micro-tiled product; the rows' sums meet at the end; O / l goes through shared
+// memory to 16-byte stores of the rows that exist. No TF32, no tensor cores.
+// CHECK-LABEL: func.func @attention_f32(
+// CHECK-SAME: [[Q:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[K:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[V:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[M:%[a-z0-9_]+]]: memref<20x20xi1>)
+// CHECK-NOT: memref.alloc() {{.*}} : memref<1x2x20x20xf32>
+// CHECK-NOT: memref.alloc() {{.*}} : memref<1x2x20xf32>
+// CHECK-DAG: [[M8:%[0-9]+]] = builtin.unrealized_conversion_cast [[M]] : memref<20x20xi1> to memref<20x20xi8>
+// CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x16xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_simt_tiled blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c44032_i32 args([[Q]] : memref<1x2x20x16xf32>, [[K]] : memref<1x2x20x16xf32>, [[V]] : memref<1x2x20x16xf32>, [[M8]] : memref<20x20xi8>, [[O]] : memref<1x2x20x16xf32>) {zynml.strategy = "attention_simt_tiled"}
+// CHECK-NEXT: return [[O]]
+// CHECK: gpu.func @k0_attention_simt_tiled([[KQ:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[KK:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[KV:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[KM:%[a-z0-9_]+]]: memref<20x20xi8>, [[KO:%[a-z0-9_]+]]: memref<1x2x20x16xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: [[SHM:%[0-9]+]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK: [[QT:%view[_0-9]*]] = memref.view [[SHM]][{{.*}}][] : {{.*}} to memref<64x20xf32, #gpu.address_space<workgroup>>
+// CHECK: [[KT:%view[_0-9]*]] = memref.view [[SHM]][{{.*}}][] : {{.*}} to memref<64x20xf32, #gpu.address_space<workgroup>>
+// CHECK: [[VT:%view[_0-9]*]] = memref.view [[SHM]][{{.*}}][] : {{.*}} to memref<64x64xf32, #gpu.address_space<workgroup>>
+// CHECK: [[PT:%view[_0-9]*]] = memref.view [[SHM]][{{.*}}][] : {{.*}} to memref<64x68xf32, #gpu.address_space<workgroup>>
+// CHECK: [[OT:%view[_0-9]*]] = memref.view [[SHM]][%c0{{(_[0-9]+)?}}][] : {{.*}} to memref<64x68xf32, #gpu.address_space<workgroup>>
+// CHECK: vector.load [[KQ]][{{.*}}] : memref<1x2x20x16xf32>, vector<4xf32>
+// CHECK-NEXT: vector.broadcast
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: vector.store {{.*}}, [[QT]][{{.*}}] : memref<64x20xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: nvgpu.device_async_copy [[KK]][{{.*}}], [[KT]][{{.*}}], 4, {{%[0-9]+}} {bypassL1}
+// CHECK-NEXT: [[FIRST:%[0-9]+]] = nvgpu.device_async_create_group
+// CHECK: scf.for {{.*}} iter_args([[TOKEN:%[a-z0-9_]+]] = [[FIRST]], {{.*}}) -> (!nvgpu.device.async.token, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK: nvgpu.device_async_wait [[TOKEN]] {numGroups = 0 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvgpu.device_async_copy [[KV]][{{.*}}], [[VT]][{{.*}}], 4, {{%[0-9]+}} {bypassL1}
+// CHECK-NEXT: [[VTOKEN:%[0-9]+]] = nvgpu.device_async_create_group
+// CHECK-COUNT-4: vector.load [[QT]][{{.*}}] {alignment = 16 : i64} : memref<64x20xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-COUNT-4: vector.load [[KT]][{{.*}}] {alignment = 16 : i64} : memref<64x20xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-COUNT-64: math.fma
+// CHECK: memref.load [[KM]][
+// CHECK: arith.maximumf
+// CHECK: gpu.shuffle xor {{.*}}, %c1_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK-NEXT: arith.maximumf
+// CHECK: gpu.shuffle xor {{.*}}, %c2_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK: gpu.shuffle xor {{.*}}, %c4_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK: gpu.shuffle xor {{.*}}, %c8_i32{{(_[0-9]+)?}}, %c32_i32
+// CHECK: math.exp2
+// CHECK: memref.store {{.*}}, [[PT]][
+// CHECK: nvgpu.device_async_wait [[VTOKEN]] {numGroups = 0 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.if {{.*}} -> (!nvgpu.device.async.token) {
+// CHECK: nvgpu.device_async_copy [[KK]][{{.*}}], [[KT]][{{.*}}]
+// CHECK: } else {
+// CHECK-NEXT: scf.yield [[VTOKEN]] : !nvgpu.device.async.token
+// CHECK-COUNT-4: vector.load [[PT]][{{.*}}] {alignment = 16 : i64}
+// CHECK: vector.load [[VT]][{{.*}}] {alignment = 16 : i64}
+// CHECK-COUNT-16: math.fma
+// CHECK: scf.yield
+// CHECK: nvgpu.device_async_wait
+// CHECK-COUNT-16: gpu.shuffle xor
+// CHECK: gpu.barrier
+// CHECK: vector.store {{.*}}, [[OT]][{{.*}}] : memref<64x68xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: gpu.barrier
+// CHECK: scf.if
+// CHECK: vector.load [[OT]][
+// CHECK-NEXT: vector.store {{.*}}, [[KO]][{{.*}}] : memref<1x2x20x16xf32>, vector<4xf32>
+// CHECK: gpu.return
+// SM80-LABEL: func.func @attention_f32(
+// SM80: {zynml.strategy = "attention_simt_tiled"}
+// FORCE-LABEL: func.func @attention_f32(
+// FORCE-COUNT-8: {zynml.strategy = "pointwise"}
+#map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+#map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
+#map3 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+#map4 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map5 = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+#map6 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#map7 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#map8 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+#map9 = affine_map<(d0, d1, d2, d3, d4) -> (d2, d4)>
+func.func @attention_f32(%arg0: memref<1x2x20x16xf32>, %arg1: memref<1x2x20x16xf32>, %arg2: memref<1x2x20x16xf32>, %arg3: memref<20x20xi1>) -> memref<1x2x20x16xf32> {
+  %cst = arith.constant 0xFF800000 : f32
+  %cst_0 = arith.constant 0.000000e+00 : f32
+  %cst_1 = arith.constant 2.500000e-01 : f32
+  %alloc = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x20xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc : memref<1x2x20x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map2, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_scores"} ins(%arg0, %arg1 : memref<1x2x20x16xf32>, memref<1x2x20x16xf32>) outs(%alloc : memref<1x2x20x20xf32>) {
+  ^bb0(%in: f32, %in_6: f32, %out: f32):
+    %1 = arith.mulf %in, %cst_1 : f32
+    %3 = arith.mulf %1, %in_6 : f32
+    %4 = arith.addf %out, %3 : f32
+    linalg.yield %4 : f32
+  }
+  %alloc_2 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20xf32>
+  %alloc_3 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20xf32>
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_3 : memref<1x2x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map5, #map6], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_max"} ins(%alloc, %arg3 : memref<1x2x20x20xf32>, memref<20x20xi1>) outs(%alloc_3 : memref<1x2x20xf32>) {
+  ^bb0(%in: f32, %in_6: i1, %out: f32):
+    %0 = arith.select %in_6, %in, %cst : f32
+    %1 = arith.maximumf %out, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel"]} outs(%alloc_2 : memref<1x2x20xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map6, #map5, #map6], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_sum"} ins(%alloc, %alloc_3, %arg3 : memref<1x2x20x20xf32>, memref<1x2x20xf32>, memref<20x20xi1>) outs(%alloc_2 : memref<1x2x20xf32>) {
+  ^bb0(%in: f32, %in_6: f32, %in_7: i1, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.select %in_7, %1, %cst_0 : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  %alloc_4 = memref.alloc() {alignment = 64 : i64} : memref<1x2x20x16xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%alloc_4 : memref<1x2x20x16xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %cst_0 : f32
+  }
+  linalg.generic {indexing_maps = [#map1, #map7, #map7, #map8, #map9, #map3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"], library_call = "zynml_attention_out"} ins(%alloc, %alloc_3, %alloc_2, %arg2, %arg3 : memref<1x2x20x20xf32>, memref<1x2x20xf32>, memref<1x2x20xf32>, memref<1x2x20x16xf32>, memref<20x20xi1>) outs(%alloc_4 : memref<1x2x20x16xf32>) {
+  ^bb0(%in: f32, %in_6: f32, %in_7: f32, %in_8: f32, %in_9: i1, %out: f32):
+    %0 = arith.subf %in, %in_6 : f32
+    %1 = math.exp %0 : f32
+    %2 = arith.divf %1, %in_7 : f32
+    %4 = arith.mulf %2, %in_8 : f32
+    %5 = arith.select %in_9, %4, %cst_0 : f32
+    %6 = arith.addf %out, %5 : f32
+    linalg.yield %6 : f32
+  }
+  return %alloc_4 : memref<1x2x20x16xf32>
+}
+
+// -----
+
 // No generic: the module is left as it is (no gpu.container_module, no gpu.module). The
 // rejected chunks after this one print nothing, so this is the end of the output.
 // CHECK-LABEL: func.func @only_contiguous_copy(

@@ -361,10 +361,11 @@ def test_f16_matmul_without_wgmma_keeps_wmma(target, strategy):
 @pytest.mark.parametrize("shape,lanes", [((2, 3, 17, 5), 1), ((2, 3, 40, 64), 2),
                                          ((1, 2, 33, 128), 4)])
 def test_attention_is_one_flash_kernel(shape, lanes):
-    """The spec's attention: one launch, no S/M/L buffers; wide rows share lanes (their
-    partial scores meet through shuffles)."""
+    """The spec's attention in f64 (attention_simt_tiled takes f32): one `attention`
+    launch, no S/M/L buffers; wide rows share lanes (their partial scores meet through
+    shuffles)."""
     prog = zynml.compile(EXAMPLES / "attention.zyn", device="cuda", require_device=False)
-    inputs = {n: np.ones(shape, np.float32) for n in "QKV"}
+    inputs = {n: np.ones(shape, np.float64) for n in "QKV"}
     artifact = prog.artifact(mask=np.ones(shape[2:3] * 2, bool), **inputs)
     [launch] = launches(artifact.plan["body"])
     assert launch["kernel"].endswith("_attention"), launch
@@ -417,17 +418,65 @@ def test_f16_attention_takes_the_tensor_cores(shape, e):
             params.m_tiles * params.block_n // 16 * (shape[3] + e) // 8
 
 
-@pytest.mark.parametrize("shape,dtype,target", [
-    ((2, 3, 40, 64), np.float32, None),       # f32 keeps the SIMT kernel
-    ((1, 2, 33, 40), np.float16, None),       # head dim no multiple of 16
-    ((1, 2, 33, 160), np.float16, None),      # head dim over 128 (O stays in registers)
-    ((1, 2, 33, 64), np.float16, "sm_75"),    # no m16n8k16 f16 mma.sync, no cp.async
+@pytest.mark.parametrize("shape,dtype,target,strategy", [
+    ((2, 3, 40, 64), np.float32, None, "attention_simt_tiled"),   # f32: SIMT, no TF32
+    ((1, 2, 33, 40), np.float16, None, "attention_simt_tiled"),   # no multiple of 16
+    ((1, 2, 33, 160), np.float16, None, "attention"),  # head dim over 128 (O in registers)
+    ((1, 2, 33, 64), np.float16, "sm_75", "attention"),  # no mma.sync, no cp.async
 ])
-def test_attention_without_tensor_cores(shape, dtype, target):
+def test_attention_without_tensor_cores(shape, dtype, target, strategy):
     artifact = attention_artifact(shape, dtype, target)
     [launch] = launches(artifact.plan["body"])
-    assert launch["kernel"].endswith("_attention") and "tensor" not in launch["kernel"]
+    assert launch["kernel"].endswith("_" + strategy), launch
     assert "mma.sync" not in artifact.ptx and "ldmatrix" not in artifact.ptx
+
+
+@pytest.mark.parametrize("shape,e,dtype", [
+    ((2, 3, 17, 5), None, np.float32),      # one key tile, d % 4 != 0: scalar copies
+    ((1, 2, 131, 64), None, np.float32),    # 3 key tiles, the last partial: cp.async
+    ((8, 12, 512, 64), None, np.float32),   # the benchmark's size
+    ((2, 2, 33, 48), 80, np.float32),       # V wider than Q
+    ((1, 2, 70, 128), None, np.float32),    # head dim 128: the second CONFIGS entry
+    ((1, 2, 19, 6), None, "bfloat16"),      # widened by the threads' copies
+])
+def test_f32_attention_takes_the_simt_tiles(shape, e, dtype, tmp_path):
+    """f32 attention (and f16 / bf16 the tensor cores do not take) up to head dim 128: one
+    attention_simt_tiled launch per block_m query rows and head, S = Q K^T and P V as
+    register-tiled SIMT products (4 values per shared read, fma.rn.f32: no TF32, no
+    tensor cores), K and V tiles by cp.async where f32 rows are 16-byte aligned, row
+    maxima across the row's lanes by shuffles, exp2; ptxas keeps it all in registers."""
+    from zynml.passes.gpu_strategies.attention_simt_tiled import params_for
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    e = e or shape[3]
+    p = params_for(shape[3], e)
+    artifact = attention_artifact(shape, dtype, e=e)
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_simt_tiled"), launch
+    assert launch["block"] == [p.threads, 1, 1]
+    assert launch["grid"] == [-(-shape[2] // p.block_m), shape[0] * shape[1], 1]
+    assert launch["shared_bytes"] == p.shared_bytes(shape[3], e)
+    ptx = artifact.ptx
+    for instruction in ("fma.rn.f32", "ld.shared.v4", "shfl.sync.bfly", "ex2.approx",
+                        "bar.sync"):
+        assert instruction in ptx, instruction
+    assert "mma" not in ptx and "tf32" not in ptx
+    aligned = dtype == np.float32 and shape[3] % 4 == 0 and e % 4 == 0
+    assert ("cp.async.cg.shared.global" in ptx) == aligned
+    (tmp_path / "k.ptx").write_text(ptx)
+    report = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o",
+                             str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                            check=True).stderr
+    spilled = int(re.search(r"(\d+) bytes spill stores", report).group(1))
+    assert spilled <= 16, report  # (ptxas caps some at 128 registers: a few words)
+
+
+def test_attention_simt_tiled_declines_causal_groups():
+    """A group carrying a `causal` field (not yet built) stays with another kernel."""
+    from types import SimpleNamespace
+    from zynml.passes.gpu_strategies import attention_simt_tiled
+    assert not attention_simt_tiled.matches(SimpleNamespace(causal=True))
+    assert not attention_simt_tiled.matches(SimpleNamespace(causal=False))
 
 
 def test_f16_attention_on_sm_80_takes_the_tensor_cores():

@@ -516,17 +516,75 @@ def test_memory_pool_on_vulkan():
 
 
 # Attention raised to cir.attention (passes/cir_raise_attention.py) runs as one
-# flash-attention kernel (passes/gpu_strategies/attention.py): partial key tiles, rows
-# past the last block, fully masked rows, one or several lanes per row, scalar and
-# 4-wide tile copies.
+# flash-attention kernel; f32 on the register-tiled SIMT kernel
+# (passes/gpu_strategies/attention_simt_tiled.py): partial key tiles (keys past the end
+# -inf, V's rows zeros), rows past the last block, fully masked rows (0), head dims that
+# are no multiple of 4 (scalar copies, zero-padded columns), cp.async copies otherwise,
+# one key tile or several, O's columns in one chunk per lane or two (head dim 128).
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1), (2, 3, 17, 5), (1, 2, 131, 64),
-                                   (2, 12, 128, 64), (1, 2, 70, 128)])
+                                   (2, 12, 128, 64), (1, 2, 70, 128), (1, 3, 67, 37),
+                                   (1, 2, 9, 4)])
 def test_attention_flash_kernel(rng, shape):
     q, k, v = (f32(rng, *shape) for _ in range(3))
     mask = rng.random(shape[2:3] * 2) < 0.7
     mask[0, :] = False
+    if shape[2] > 65:
+        mask[[33, 65], :] = False
     out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
     assert_close(out, conftest.attention_reference(q, k, v, mask))
+    assert not np.asarray(out)[:, :, ~mask.any(axis=1)].any()  # no allowed key: 0
+
+
+@pytest.mark.parametrize("params,shape,e", [
+    (dict(block_m=128, block_n=64, thread_m=8, thread_n=4), (1, 2, 135, 64), None),
+    (dict(block_m=64, block_n=32, thread_m=4, thread_n=2), (2, 1, 97, 48), 80),
+    (dict(block_m=64, block_n=64, thread_m=4, thread_n=8), (1, 2, 71, 96), None),
+    (dict(block_m=32, block_n=64, thread_m=2, thread_n=4), (1, 1, 129, 36), 20),
+])
+def test_attention_simt_tiled_other_params(rng, monkeypatch, params, shape, e):
+    """Other tiles of attention_simt_tiled, V's head dim other than Q's. The artifact
+    cache key ignores Params: each case has a shape of its own, so compile-only runs and
+    GPU runs pair the same artifact."""
+    if importlib.util.find_spec("mlir") is not None:
+        from zynml.passes.gpu_strategies import attention_simt_tiled as strategy
+        monkeypatch.setattr(strategy, "CONFIGS", ((128, strategy.Params(**params)),))
+    q, k = f32(rng, *shape), f32(rng, *shape)
+    v = f32(rng, *shape[:-1], e or shape[-1])
+    mask = rng.random(shape[2:3] * 2) < 0.6
+    mask[[1, shape[2] - 1], :] = False
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    # the example's head_dim, in its scale 1 / sqrt(head_dim), is V's
+    assert_close(out, conftest.attention_reference(q, k, v, mask,
+                                                   scale=1 / np.sqrt(v.shape[-1])))
+    assert not np.asarray(out)[:, :, ~mask.any(axis=1)].any()
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 33, 40), (1, 2, 19, 6)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_attention_simt_tiled_f16_bf16(rng, shape, dtype):
+    """f16 that the tensor cores do not take (head dims no multiple of 16) and bf16:
+    widened to f32 by the threads' copies, rounded once at the end."""
+    import ml_dtypes
+    dtype = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    q, k, v = ((f32(rng, *shape) * 0.5).astype(dtype) for _ in range(3))
+    mask = rng.random(shape[2:3] * 2) < 0.8
+    mask[2, :] = False
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    assert out.dtype == dtype
+    assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 17, 5), (1, 2, 70, 128), (1, 1, 33, 160)])
+def test_attention_flash_kernel_f64_and_wide_heads(rng, shape):
+    """What attention_simt_tiled declines keeps the `attention` kernel: f64, head dims
+    over 128 (f32 here)."""
+    dtype = np.float32 if shape[-1] > 128 else np.float64
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for _ in range(3))
+    mask = rng.random(shape[2:3] * 2) < 0.7
+    mask[0, :] = False
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, mask),
+                 rtol=1e-10 if dtype == np.float64 else 1e-5)
 
 
 def test_attention_flash_kernel_f16(rng):

@@ -1,0 +1,571 @@
+"""Attention on the SIMT cores, register-tiled: the generics of one f32 (or f16, bf16)
+`cir.attention` as one FlashAttention-2 forward kernel whose two products are small
+block GEMMs (simt_gemm.py's shape: each thread a thread_m x thread_n micro-tile, TM + TN
+shared reads per k step for TM * TN FMAs), f32 arithmetic throughout (no TF32).
+
+A block of (block_m / thread_m) * lanes threads (lanes = block_n / thread_n) takes block_m
+query rows of one (p..) slice; thread (ty, tx) owns rows ty * TM + i of the block. Q's
+rows, scaled by scale * log2(e), are copied to shared memory once. Keys and values pass
+through shared memory block_n rows at a time. Per key tile:
+
+    S = Q K^T      thread (ty, tx) computes its rows x keys tx + lanes * j (j < TN),
+                   reading Q[row][k..k+3] and K[key][k..k+3] (16-byte reads, rows padded
+                   by 4 floats: the lanes' rows fall in different banks)
+    m_new = max(m, rowmax(S))  a row's keys lie in `lanes` consecutive lanes of one warp:
+                   xor shuffles complete the max
+    P = exp2(S - m_new)        masked keys and keys past the end score -inf
+    l = l * alpha + rowsum(P)  (this thread's keys only: the lanes' sums meet at the end)
+    O = O * alpha + P V        P through shared memory; thread (ty, tx) owns O's columns
+                   4 * (tx + lanes * q) + 0..3, reading P[row][j..j+3] and V[j][cols]
+
+then out = O / l (0 for a row with no allowed key, as the spec's loops give). Where the
+buffers are row-major f32 with head dims that are multiples of 4, K and V tiles are
+copied with cp.async in FlashAttention-2's order (K tile j+1 in flight during P V of tile
+j, V tile j during S of tile j); otherwise (f16, bf16, other head dims) they are loaded,
+widened and stored by the threads, in the same order. Head dims are padded to multiples
+of 4 with zeros in shared memory, rows past the last key are zeros (P is 0 there), rows
+past the last query are computed on the last one and not stored.
+
+Takes what attention.attention_groups finds in f32, f16 or bf16 with both head dims up
+to 128; f64, wider heads and causal groups stay on `attention`. The mask (bool, any of
+the loops (p.., i, j) as its axes) is read per score from global memory (consecutive
+lanes read consecutive keys). The shared tiles are dynamic shared memory (68 KB for head
+dim 64 at the defaults).
+Not here yet: causal tile skipping, the mask through shared memory.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, nvgpu, scf, vector
+from mlir.dialects import math as mmath
+
+from ..attention_lowering import float_constant, widened
+from ..cir_ops import clone_op, defining_op
+from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
+from . import Launch
+from .attention import Group, attention_groups
+from .attention_tensor_core import _row_major
+
+NAME = "attention_simt_tiled"
+# cp.async (the f32 tile copies): sm_80 and later; older chips keep `attention`.
+REQUIRES_CHIPS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100",
+                  "sm_100a", "sm_120", "sm_120a")
+WARP = 32
+MAX_HEAD_DIM = 128
+ELEMENTS = ("f32", "f16", "bf16")
+
+
+@dataclass(frozen=True)
+class Params:
+    block_m: int = 64   # query rows per block
+    block_n: int = 64   # keys per shared-memory tile
+    thread_m: int = 4   # rows per thread (of S and of O)
+    thread_n: int = 4   # keys per thread in S
+    pad: int = 4        # floats after each row of the Q, K and P tiles (16 bytes)
+
+    @property
+    def lanes(self) -> int:
+        """Threads that share a row: consecutive lanes of one warp."""
+        return self.block_n // self.thread_n
+
+    @property
+    def threads(self) -> int:
+        return self.block_m // self.thread_m * self.lanes
+
+    def valid(self) -> bool:
+        lanes = self.lanes
+        return (self.block_n % self.thread_n == 0 and self.block_m % self.thread_m == 0
+                and self.block_n % 4 == 0 and lanes & (lanes - 1) == 0 and lanes <= WARP
+                and self.threads % WARP == 0 and self.threads <= 1024
+                and self.pad % 4 == 0)
+
+    def layout(self, d: int, e: int) -> "Layout":
+        return Layout(self, d, e)
+
+    def shared_bytes(self, d: int, e: int) -> int:
+        return self.layout(d, e).bytes
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Widths and the shared tiles (f32, byte offsets into dynamic shared memory)."""
+    p: Params
+    d: int
+    e: int
+
+    @property
+    def d_pad(self) -> int:  # Q and K columns in shared memory (zeros past d)
+        return 4 * math.ceil(self.d / 4)
+
+    @property
+    def e_chunks(self) -> int:  # 4-column chunks of O per thread
+        return math.ceil(math.ceil(self.e / 4) / self.p.lanes)
+
+    @property
+    def e_pad(self) -> int:  # V columns in shared memory (zeros past e)
+        return 4 * self.p.lanes * self.e_chunks
+
+    @property
+    def tiles(self) -> dict:
+        p = self.p
+        shapes = {"q": (p.block_m, self.d_pad + p.pad), "k": (p.block_n, self.d_pad + p.pad),
+                  "v": (p.block_n, self.e_pad), "p": (p.block_m, p.block_n + p.pad)}
+        out, offset = {}, 0
+        for name, shape in shapes.items():
+            out[name] = (shape, offset)
+            offset += 4 * shape[0] * shape[1]
+        return out
+
+    @property
+    def o_tile(self) -> tuple:
+        """O / l on its way out: over the other tiles, from the start."""
+        return (self.p.block_m, self.e_pad + self.p.pad), 0
+
+    @property
+    def bytes(self) -> int:
+        (rows, cols), _ = self.o_tile
+        return max(sum(4 * s[0] * s[1] for s, _ in self.tiles.values()), 4 * rows * cols)
+
+
+DEFAULT_PARAMS = Params()
+# What linalg-to-gpu-kernels builds with: the first entry whose head dim covers the
+# larger of Q's and V's. benchmarks/tune_attention.py --strategy attention_simt_tiled
+# timed 19 and 23 sets on an H100 (2026-11-22): for 8x12x512x64 64 x 64 tiles of 4 x 4
+# were among the four fastest (gpu_vs_torch.py: 0.215-0.225 ms); for 1x16x4096x128 128
+# rows of 512 threads came first (3.69 ms; 64 x 32 of 4 x 2: 4.19 ms, 64 x 64: 4.30 ms;
+# ptxas holds it to 128 registers, 16 bytes spilled).
+CONFIGS = ((64, DEFAULT_PARAMS), (MAX_HEAD_DIM, Params(block_m=128)))
+MAX_SHARED = 227 * 1024  # a block's dynamic shared memory on sm_90
+
+
+def params_for(d: int, e: int) -> Params:
+    return next(p for bound, p in CONFIGS if max(d, e) <= bound)
+
+
+def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
+    """The attention runs (attention.attention_groups) this kernel can take."""
+    return [group for group in attention_groups(generics) if matches(group, params)]
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.MemRefType(value.type).shape)
+
+
+def _element(value: ir.Value) -> str:
+    return str(ir.MemRefType(value.type).element_type)
+
+
+def matches(group: Group, params: Optional[Params] = None) -> bool:
+    """f32, f16 or bf16 throughout, head dims up to 128, no causal flag."""
+    if getattr(group, "causal", None) is not None:
+        return False
+    elements = {_element(v) for v in (group.query, group.key, group.value, group.out)}
+    if len(elements) != 1 or elements.pop() not in ELEMENTS:
+        return False
+    d, e = _shape(group.query)[-1], _shape(group.value)[-1]
+    if max(d, e) > MAX_HEAD_DIM:
+        return False
+    p = params or params_for(d, e)
+    return p.valid() and p.shared_bytes(d, e) <= MAX_SHARED
+
+
+def _async_copies(group: Group) -> bool:
+    """K and V by cp.async, 16 bytes a copy: f32 and row-major from the buffer's start
+    (16-byte aligned rows), head dims multiples of 4."""
+    d, e = _shape(group.query)[-1], _shape(group.value)[-1]
+    return d % 4 == 0 and e % 4 == 0 and _element(group.key) == "f32" and \
+        _row_major(group.key) and _row_major(group.value)
+
+
+def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
+          params: Optional[Params] = None) -> Launch:
+    q_shape = _shape(group.query)
+    lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
+    keys, e = _shape(group.key)[-2], _shape(group.value)[-1]
+    p = params or params_for(d, e)
+    assert p.valid(), p
+    layout = p.layout(d, e)
+    scale_const = defining_op(group.scale)
+    scale_const = scale_const if scale_const is not None and \
+        scale_const.name == "arith.constant" else None
+    values = [group.query, group.key, group.value] + \
+        ([group.mask] if group.mask is not None else []) + [group.out] + \
+        ([] if scale_const is not None else [group.scale])
+    func = new_kernel(gpu_module, kernel_name, [kernel_type(v.type) for v in values],
+                      [p.threads])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
+        args = dict(zip(values, func.regions[0].blocks[0].arguments))
+        f32 = ir.F32Type.get()
+        scale = clone_op(scale_const, []).results[0] if scale_const is not None \
+            else args[group.scale]
+        # scores in base 2: exp(x) = exp2(x * log2(e)), one ex2 instruction each
+        scale = arith.MulFOp(widened(scale, f32),
+                             float_constant(f32, math.log2(math.e))).result
+        kernel = _Kernel(p, layout, rows, keys, lead, group.mask_dims,
+                         _async_copies(group), _row_major(group.query),
+                         _row_major(group.key) and _row_major(group.value),
+                         _row_major(group.out))
+        kernel.emit(args[group.query], args[group.key], args[group.value],
+                    args.get(group.mask) if group.mask is not None else None,
+                    args[group.out], scale, _tiles(layout))
+        gpu.ReturnOp([])
+    grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
+    return Launch(kernel_name, values, grid, (p.threads, 1, 1), layout.bytes)
+
+
+def _shared(shape, element) -> ir.Type:
+    return ir.MemRefType.get(list(shape), element,
+                             memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
+
+
+def _tiles(layout: Layout) -> dict:
+    """The tiles as f32 views of the dynamic shared memory."""
+    i8 = ir.IntegerType.get_signless(8)
+    raw = gpu.dynamic_shared_memory(_shared((ir.ShapedType.get_dynamic_size(),), i8))
+    tiles = dict(layout.tiles, o=layout.o_tile)
+    return {name: memref.ViewOp(_shared(shape, ir.F32Type.get()), raw, index_const(offset),
+                                []).result
+            for name, (shape, offset) in tiles.items()}
+
+
+# ---------------------------------------------------------------- the kernel
+
+def _add(a: ir.Value, b) -> ir.Value:
+    if isinstance(b, int):
+        if b == 0:
+            return a
+        b = index_const(b)
+    return arith.AddIOp(a, b).result
+
+
+def _mul(a: ir.Value, b: int) -> ir.Value:
+    return arith.MulIOp(a, index_const(b)).result
+
+
+def _lt(a: ir.Value, b: int) -> ir.Value:
+    return arith.CmpIOp(arith.CmpIPredicate.ult, a, index_const(b)).result
+
+
+def _clamp(a: ir.Value, extent: int) -> ir.Value:
+    return arith.MinUIOp(a, index_const(extent - 1)).result
+
+
+@dataclass
+class _Kernel:
+    p: Params
+    layout: Layout
+    rows: int
+    keys: int
+    lead: list          # the (p..) loops' sizes
+    mask_dims: list     # mask axis -> loop of (p.., i, j)
+    async_copy: bool    # K and V by cp.async
+    q_vectors: bool     # Q read 4 at a time (row-major; where d % 4 == 0)
+    kv_vectors: bool    # K and V likewise
+    out_vectors: bool   # O written 4 at a time (row-major, e % 4 == 0)
+
+    def emit(self, query, key, value, mask, out, scale, tiles):
+        p, layout = self.p, self.layout
+        f32 = ir.F32Type.get()
+        self.f32, self.vec4 = f32, ir.VectorType.get([4], f32)
+        self.zero, self.neg_inf = float_constant(f32, 0.0), float_constant(f32, float("-inf"))
+        self.tid = gpu.thread_id(gpu.Dimension.x)
+        self.tx = arith.RemUIOp(self.tid, index_const(p.lanes)).result
+        self.ty = arith.DivUIOp(self.tid, index_const(p.lanes)).result
+        self.slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), self.lead) \
+            if self.lead else []
+        row0 = self.row0 = _mul(gpu.block_id(gpu.Dimension.x), p.block_m)
+        self.tile_rows = [_add(_mul(self.ty, p.thread_m), i) for i in range(p.thread_m)]
+        self.my_rows = [_add(row0, r) for r in self.tile_rows]
+        self.rows_in = [_clamp(r, self.rows) for r in self.my_rows]
+        self.key_cols = [_add(self.tx, p.lanes * j) for j in range(p.thread_n)]
+        self.v_cols = [_mul(_add(self.tx, p.lanes * q), 4) for q in range(layout.e_chunks)]
+        self.mask, self.bounds = mask, self.keys % p.block_n != 0
+
+        self._copy(query, tiles["q"], row0, p.block_m, layout.d, layout.d_pad, self.rows,
+                   scale=scale)
+        tiles_n = math.ceil(self.keys / p.block_n)
+        first = self._copy_kv(key, tiles["k"], index_const(0), layout.d, layout.d_pad)
+        tm = p.thread_m
+        o_count = tm * 4 * layout.e_chunks
+        tokens = [first] if self.async_copy else []
+        loop = scf.ForOp(index_const(0), index_const(tiles_n), index_const(1),
+                         tokens + [self.neg_inf] * tm + [self.zero] * tm +
+                         [self.zero] * o_count)
+        with ir.InsertionPoint(loop.body):
+            j = loop.induction_variable
+            state = list(loop.inner_iter_args)
+            token = state.pop(0) if self.async_copy else None
+            m, l, o = state[:tm], state[tm:2 * tm], state[2 * tm:]
+            kv0 = _mul(j, p.block_n)
+            if token is not None:
+                nvgpu.DeviceAsyncWaitOp(token, numGroups=0)   # K tile j is here
+            gpu.BarrierOp()             # ... for all; P V of tile j - 1 done: V, P free
+            v_token = self._copy_kv(value, tiles["v"], kv0, layout.e, layout.e_pad)
+            scores = self._scores(tiles["q"], tiles["k"])
+            m, l, alphas, probs = self._softmax(scores, kv0, m, l)
+            for i, row in enumerate(self.tile_rows):
+                for jj, col in enumerate(self.key_cols):
+                    memref.StoreOp(probs[i][jj], tiles["p"], [row, col])
+            if v_token is not None:
+                nvgpu.DeviceAsyncWaitOp(v_token, numGroups=0)  # V tile j is here
+            gpu.BarrierOp()             # ... for all, and P; S of tile j done: K free
+            next_j = _add(j, 1)
+            more = arith.CmpIOp(arith.CmpIPredicate.ult, next_j, index_const(tiles_n)).result
+            next_kv0 = _mul(next_j, p.block_n)
+            if self.async_copy:
+                prefetch = scf.IfOp(more, [token.type], has_else=True)
+                with ir.InsertionPoint(prefetch.then_block):
+                    scf.YieldOp([self._copy_kv(key, tiles["k"], next_kv0, layout.d,
+                                               layout.d_pad)])
+                with ir.InsertionPoint(prefetch.else_block):
+                    scf.YieldOp([v_token])
+                tokens = [prefetch.results[0]]
+            else:
+                prefetch = scf.IfOp(more)
+                with ir.InsertionPoint(prefetch.then_block):
+                    self._copy_kv(key, tiles["k"], next_kv0, layout.d, layout.d_pad)
+                    scf.YieldOp([])
+            o = self._weighted_values(o, alphas, tiles["p"], tiles["v"])
+            scf.YieldOp(tokens + m + l + o)
+        state = list(loop.results)
+        if self.async_copy:
+            nvgpu.DeviceAsyncWaitOp(state.pop(0), numGroups=0)  # nothing left in flight
+        sums = [self._lanes_reduce(x, arith.AddFOp) for x in state[tm:2 * tm]]
+        self._store(out, sums, state[2 * tm:], tiles["o"])
+
+    # ------------------------------------------------------------ copies
+
+    def _copy(self, source, tile, row0, count, width, width_pad, extent, scale=None):
+        """Rows row0..row0 + count of `source` (of `extent` rows; past it: the last row,
+        or zeros where `scale` is None) into `tile`'s first width_pad columns, widened to
+        f32 (times `scale` where given), zeros past `width`."""
+        vectors = width % 4 == 0 and (self.q_vectors if scale is not None
+                                      else self.kv_vectors)
+        per_row = width // 4 if vectors else width_pad
+        total = count * per_row
+        threads = self.p.threads
+        for first in range(0, total, threads):
+            flat = _add(self.tid, first)
+            args = (source, tile, row0, per_row, flat, width, extent, scale, vectors)
+            if first + threads <= total:
+                self._copy_one(*args)
+                continue
+            guard = scf.IfOp(_lt(flat, total))
+            with ir.InsertionPoint(guard.then_block):
+                self._copy_one(*args)
+                scf.YieldOp([])
+
+    def _copy_one(self, source, tile, row0, per_row, flat, width, extent, scale, vectors):
+        r = arith.DivUIOp(flat, index_const(per_row)).result
+        col = arith.RemUIOp(flat, index_const(per_row)).result
+        if vectors:
+            col = _mul(col, 4)
+        row_at = _add(row0, r)
+        real = _lt(row_at, extent)
+        where = self.slice_ivs + [_clamp(row_at, extent), col]
+        if vectors:
+            element = ir.MemRefType(source.type).element_type
+            loaded = vector.LoadOp(ir.VectorType.get([4], element), source, where).result
+            if element != self.f32:
+                loaded = arith.ExtFOp(self.vec4, loaded).result
+            if scale is not None:
+                loaded = arith.MulFOp(loaded, vector.BroadcastOp(self.vec4, scale).result
+                                      ).result
+            else:
+                zeros = arith.ConstantOp(self.vec4, ir.DenseElementsAttr.get_splat(
+                    self.vec4, ir.FloatAttr.get(self.f32, 0.0))).result
+                loaded = arith.SelectOp(real, loaded, zeros).result
+            vector.StoreOp(loaded, tile, [r, col])
+            return
+        inside = _lt(col, width)
+        where[-1] = _clamp(col, width)
+        loaded = widened(memref.LoadOp(source, where).result, self.f32)
+        if scale is not None:
+            loaded = arith.MulFOp(loaded, scale).result
+        else:
+            inside = arith.AndIOp(inside, real).result
+        memref.StoreOp(arith.SelectOp(inside, loaded, self.zero).result, tile, [r, col])
+
+    def _copy_kv(self, source, tile, kv0, width, width_pad):
+        """Keys kv0.. of `source` into `tile` (zeros past the last key): cp.async, whose
+        group's token it returns, or loads and stores by the threads (None)."""
+        if not self.async_copy:
+            self._copy(source, tile, kv0, self.p.block_n, width, width_pad, self.keys)
+            return None
+        per_row = width // 4
+        total = self.p.block_n * per_row
+        threads = self.p.threads
+        copies = []
+        for first in range(0, total, threads):
+            flat = _add(self.tid, first)
+            if first + threads <= total:
+                copies.append(self._copy_async(source, tile, kv0, per_row, flat))
+                continue
+            guard = scf.IfOp(_lt(flat, total))
+            with ir.InsertionPoint(guard.then_block):
+                self._copy_async(source, tile, kv0, per_row, flat)
+                scf.YieldOp([])
+        return nvgpu.DeviceAsyncCreateGroupOp(copies).result
+
+    def _copy_async(self, source, tile, kv0, per_row, flat):
+        r = arith.DivUIOp(flat, index_const(per_row)).result
+        col = _mul(arith.RemUIOp(flat, index_const(per_row)).result, 4)
+        key_at = _add(kv0, r)
+        src_elements = None
+        if self.bounds:
+            src_elements = arith.SelectOp(_lt(key_at, self.keys), index_const(4),
+                                          index_const(0)).result
+        return nvgpu.DeviceAsyncCopyOp(
+            tile, [r, col], source, self.slice_ivs + [_clamp(key_at, self.keys), col],
+            ir.IntegerAttr.get(ir.IndexType.get(), 4), srcElements=src_elements,
+            bypassL1=True).result
+
+    # ------------------------------------------------------------ the products
+
+    def _read4(self, tile, row, col):
+        vec = vector.LoadOp(self.vec4, tile, [row, col], alignment=16).result
+        return [vector.ExtractOp(vec, [], [c]).result for c in range(4)]
+
+    def _scores(self, q_tile, k_tile):
+        """S[i][j] = Q[row i] . K[key j] for the thread's rows and keys."""
+        p = self.p
+        acc = [[self.zero] * p.thread_n for _ in range(p.thread_m)]
+        for k0 in range(0, self.layout.d_pad, 4):
+            k0v = index_const(k0)
+            qs = [self._read4(q_tile, row, k0v) for row in self.tile_rows]
+            ks = [self._read4(k_tile, col, k0v) for col in self.key_cols]
+            for c in range(4):
+                for i in range(p.thread_m):
+                    for j in range(p.thread_n):
+                        acc[i][j] = mmath.FmaOp(qs[i][c], ks[j][c], acc[i][j]).result
+        return acc
+
+    def _allowed(self, kv0):
+        """allowed[i][j]: may row i see key j (an i1), or None when every key is."""
+        if self.mask is None and not self.bounds:
+            return None
+        i1 = ir.IntegerType.get_signless(1)
+        out = [[arith.ConstantOp(i1, 1).result] * self.p.thread_n
+               for _ in range(self.p.thread_m)]
+        for j, col in enumerate(self.key_cols):
+            key = _add(kv0, col)
+            inside = _lt(key, self.keys) if self.bounds else None
+            key_in = _clamp(key, self.keys) if self.bounds else key
+            for i, row in enumerate(self.rows_in):
+                allowed = inside
+                if self.mask is not None:
+                    loops = self.slice_ivs + [row, key_in]
+                    bit = memref.LoadOp(self.mask, [loops[k] for k in self.mask_dims]).result
+                    set_ = arith.CmpIOp(arith.CmpIPredicate.ne, bit,
+                                        arith.ConstantOp(bit.type, 0).result).result
+                    allowed = set_ if allowed is None else arith.AndIOp(allowed, set_).result
+                out[i][j] = allowed
+        return out
+
+    def _softmax(self, scores, kv0, m_old, l_old):
+        """The online softmax of one tile, per row i: new maxima, new partial sums (this
+        thread's keys only), alphas, P[i][j]."""
+        allowed = self._allowed(kv0)
+        m_new, l_new, alphas, probs = [], [], [], []
+        for i in range(self.p.thread_m):
+            values = scores[i]
+            if allowed is not None:
+                values = [arith.SelectOp(allowed[i][j], v, self.neg_inf).result
+                          for j, v in enumerate(values)]
+            row_max = m_old[i]
+            for v in values:
+                row_max = arith.MaximumFOp(row_max, v).result
+            row_max = self._lanes_reduce(row_max, arith.MaximumFOp)
+            # a row with no allowed key yet: m = -inf; shift by 0 so exp2 gives 0, not NaN
+            empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max, self.neg_inf).result
+            shift = arith.SelectOp(empty, self.zero, row_max).result
+            alpha = mmath.Exp2Op(arith.SubFOp(m_old[i], shift).result).result
+            row_probs = [mmath.Exp2Op(arith.SubFOp(v, shift).result).result for v in values]
+            total = arith.MulFOp(l_old[i], alpha).result
+            for v in row_probs:
+                total = arith.AddFOp(total, v).result
+            m_new.append(row_max)
+            l_new.append(total)
+            alphas.append(alpha)
+            probs.append(row_probs)
+        return m_new, l_new, alphas, probs
+
+    def _lanes_reduce(self, value, op):
+        i32 = ir.IntegerType.get_signless(32)
+        offset = 1
+        while offset < self.p.lanes:
+            other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
+                                arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
+            value = op(value, other).result
+            offset *= 2
+        return value
+
+    def _weighted_values(self, o, alphas, p_tile, v_tile):
+        """O * alpha + P V; o[i * 4 * e_chunks + 4 * q + c] is row i, column
+        v_cols[q] + c."""
+        p = self.p
+        per_row = 4 * self.layout.e_chunks
+        o = [arith.MulFOp(x, alphas[n // per_row]).result for n, x in enumerate(o)]
+        for kk in range(0, p.block_n, 4):
+            ps = [self._read4(p_tile, row, index_const(kk)) for row in self.tile_rows]
+            for u in range(4):
+                vs = [self._read4(v_tile, index_const(kk + u), col) for col in self.v_cols]
+                for i in range(p.thread_m):
+                    for q, chunk in enumerate(vs):
+                        for c in range(4):
+                            n = i * per_row + 4 * q + c
+                            o[n] = mmath.FmaOp(ps[i][u], chunk[c], o[n]).result
+        return o
+
+    def _store(self, out, sums, o, o_tile):
+        """out = O / l (0 for a row with no allowed key) through shared memory: each
+        thread writes its rows' columns to `o_tile` (over the other tiles, once every
+        thread is done with them), then the block writes the rows that exist, 4 columns
+        a thread where the rows allow. (Stores guarded per row straight from the
+        registers let LLVM sink each row's products into its guard where the loop over
+        key tiles is gone, leaving every shared read before them: thousands of live
+        registers.)"""
+        p, e = self.p, self.layout.e
+        per_row = 4 * self.layout.e_chunks
+        gpu.BarrierOp()
+        for i, row in enumerate(self.tile_rows):
+            some = arith.CmpFOp(arith.CmpFPredicate.OGT, sums[i], self.zero).result
+            inverse = arith.SelectOp(some, arith.DivFOp(float_constant(self.f32, 1.0),
+                                                        sums[i]).result, self.zero).result
+            for q, col in enumerate(self.v_cols):
+                values = [arith.MulFOp(o[i * per_row + 4 * q + c], inverse).result
+                          for c in range(4)]
+                vector.StoreOp(vector.FromElementsOp(self.vec4, values).result, o_tile,
+                               [row, col])
+        gpu.BarrierOp()
+        out_type = ir.MemRefType(out.type).element_type
+        vectors = self.out_vectors and e % 4 == 0
+        per_row = e // 4 if vectors else e
+        total = p.block_m * per_row
+        for first in range(0, total, p.threads):
+            flat = _add(self.tid, first)
+            r = arith.DivUIOp(flat, index_const(per_row)).result
+            col = arith.RemUIOp(flat, index_const(per_row)).result
+            row = _add(self.row0, r)
+            inside = _lt(row, self.rows)
+            if first + p.threads > total:
+                inside = arith.AndIOp(inside, _lt(flat, total)).result
+            guard = scf.IfOp(inside)
+            with ir.InsertionPoint(guard.then_block):
+                if vectors:
+                    col = _mul(col, 4)
+                    value = vector.LoadOp(self.vec4, o_tile, [r, col], alignment=16).result
+                    if out_type != self.f32:
+                        value = arith.TruncFOp(ir.VectorType.get([4], out_type),
+                                               value).result
+                    vector.StoreOp(value, out, self.slice_ivs + [row, col])
+                else:
+                    value = memref.LoadOp(o_tile, [r, col]).result
+                    if out_type != self.f32:
+                        value = arith.TruncFOp(out_type, value).result
+                    memref.StoreOp(value, out, self.slice_ivs + [row, col])
+                scf.YieldOp([])
