@@ -20,7 +20,7 @@ def test_strategy_table(name):
         module.Params(**values)
     for source, shape, dtype in strategy.cases.values():
         assert (tune_attention.EXAMPLES / source).is_file()
-        assert len(shape) == 4 and dtype in ("float16", "float32", "bfloat16")
+        assert len(shape) == 4 and dtype in ("float16", "float32", "bfloat16", "float64")
 
 
 def test_use_replaces_params_for_or_the_default():
