@@ -4,6 +4,19 @@ The parallel loops are flattened row-major (the last loop fastest, so neighbouri
 touch neighbouring addresses) and cut into blocks of `block` threads; a thread runs the
 reduction loops, if any, sequentially. This handles every generic, so it is the fallback
 strategy; the others are faster on the kernels they match.
+
+Without reductions, when every memref operand is read or written along the last loop
+contiguously (the last loop indexes its last dimension alone, static strides: an
+elementwise map, a bias broadcast over rows) or not along it at all (a per-row value),
+and the last loop's extent is a multiple of W (4 for f32: 16 bytes), a thread takes
+`vectors` chunks of W neighbouring points instead, `threads` chunks apart:
+
+    chunk k of thread t: points (k * threads + t) * W + lane, lane < W   (coalesced)
+
+loaded with one 16-byte access per operand and chunk (all loads first, then the bodies,
+cloned per lane, then 16-byte stores). Whether every buffer is 16-byte aligned is checked
+at run time (a view or a borrowed array need not be); otherwise the same points are read
+and written with scalar accesses. Anything else takes the scalar kernels.
 """
 from __future__ import annotations
 
@@ -11,12 +24,14 @@ import math
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, gpu, scf
+from mlir.dialects import arith, gpu, scf, vector
 
 from ..gpu_kernel_builder import (KernelScope, KernelSignature, apply_map, delinearize,
                                   generic_operands, index_const, indexing_maps, loop_dims,
                                   new_kernel)
 from . import Launch
+from .row_points import dims
+from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
 
 NAME = "pointwise"
 
@@ -26,6 +41,12 @@ class Params:
     block: int = 256            # threads per block
     items: int = 4              # points per thread on large loop nests without reductions
     items_from: int = 1 << 20   # "large": at least this many points
+    vector_bytes: int = 16      # bytes per access on the vector path (0: scalar kernels)
+    vectors: int = 2            # chunks per thread on the vector path, large loop nests
+    vector_block: int = 512     # threads per block on the vector path
+
+
+DEFAULT_PARAMS = Params()  # what linalg-to-gpu-kernels builds with (tune scripts swap it)
 
 
 def matches(generic: ir.Operation) -> bool:
@@ -33,11 +54,17 @@ def matches(generic: ir.Operation) -> bool:
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          params: Params = Params()) -> Launch:
+          params: Params | None = None) -> Launch:
+    params = params or DEFAULT_PARAMS
     signature = KernelSignature.of(generic)
     ranges, parallel, reduction = loop_dims(generic)
     total = math.prod(ranges[d] for d in parallel)
-    items = params.items if not reduction and total >= params.items_from else 1
+    large = not reduction and total >= params.items_from
+    width = 0 if reduction else _vector_width(generic, ranges, params.vector_bytes)
+    if width:
+        return _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width,
+                              params.vector_block, params.vectors if large else 1)
+    items = params.items if large else 1
     if items > 1:
         return _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel,
                             total, params.block, items)
@@ -98,6 +125,140 @@ def _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel, 
                 for value, out, amap in zip(results, outs, maps[len(ins):]):
                     scope.store(value, out, apply_map(amap, ivs))
                 scf.YieldOp([])
+        gpu.ReturnOp([])
+    return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1))
+
+
+def _vector_width(generic: ir.Operation, ranges: list[int], size: int) -> int:
+    """W, the points of a chunk (`size` bytes of each operand read or written along the
+    last loop: their element widths must agree), when the vector path fits the generic;
+    0 when it does not."""
+    if size <= 0 or not ranges:
+        return 0
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
+    last = len(ranges) - 1
+    widths = set()
+    for k, (value, amap) in enumerate(zip(ins + outs, maps)):
+        if not isinstance(value.type, ir.MemRefType):
+            continue
+        if k < len(ins) and not any(last in dims(e) for e in amap.results):
+            continue  # the same value for every lane of a chunk
+        element = ir.MemRefType(value.type).element_type
+        bits = getattr(element, "width", 0) if isinstance(
+            element, (ir.FloatType, ir.IntegerType)) else 0
+        if bits < 8 or size * 8 % bits:
+            return 0
+        width = size * 8 // bits
+        if vector_type(value, amap, width) is None:
+            return 0
+        widths.add(width)
+    if len(widths) != 1:
+        return 0
+    width = widths.pop()
+    return width if ranges[last] % width == 0 else 0
+
+
+def _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width, block,
+                   vectors) -> Launch:
+    """`vectors` chunks of `width` points per thread (see the module's docstring)."""
+    count = math.prod(ranges) // width  # chunks in all
+    threads = -(-count // vectors)
+    grid = -(-threads // block)
+    threads = grid * block
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
+    out_maps = maps[len(ins):]
+    args = list(generic.regions[0].blocks[0].arguments)
+    last = len(ranges) - 1
+    chunk_shape = ranges[:-1] + [ranges[-1] // width]
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        first = arith.AddIOp(arith.MulIOp(gpu.block_id(gpu.Dimension.x),
+                                          index_const(block)).result,
+                             gpu.thread_id(gpu.Dimension.x)).result
+        chunks = []  # (valid, or None when always; ivs of lane 0)
+        for k in range(vectors):
+            linear = arith.AddIOp(first, index_const(k * threads)).result if k else first
+            valid = None
+            if (k + 1) * threads > count:  # out-of-range chunks read chunk 0, store nothing
+                valid = arith.CmpIOp(arith.CmpIPredicate.ult, linear,
+                                     index_const(count)).result
+                linear = arith.SelectOp(valid, linear, index_const(0)).result
+            ivs = delinearize(linear, chunk_shape)
+            ivs[last] = arith.MulIOp(ivs[last], index_const(width)).result
+            chunks.append((valid, ivs))
+        points = [ivs[:-1] + [arith.AddIOp(ivs[-1], index_const(lane)).result if lane
+                              else ivs[-1]]
+                  for _, ivs in chunks for lane in range(width)]
+        # operands: (memref, map) read per lane; per chunk; or one value
+        read = [(v, m) for v, m in zip(ins, maps)] + \
+            [(o, m) for o, m, a in zip(outs, out_maps, args[len(ins):]) if _used(a)]
+        vector_reads = [(v, m) for v, m in read if isinstance(v.type, ir.MemRefType) and
+                        any(last in dims(e) for e in m.results)]
+        types = {v: vector_type(v, m, width) for v, m in vector_reads}
+        types.update({o: vector_type(o, m, width) for o, m in zip(outs, out_maps)})
+        ok = None
+        for value, vec in types.items():
+            here = aligned(scope, value, vec)
+            ok = here if ok is None else arith.AndIOp(ok, here).result
+        element_types = [ir.MemRefType(v.type).element_type for v, _ in vector_reads]
+        branch = scf.IfOp(ok, [t for t in element_types for _ in points], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            loaded = []
+            for value, amap in vector_reads:
+                view = as_global(scope.value(value))
+                for _, ivs in chunks:
+                    chunk = vector.LoadOp(types[value], view, apply_map(amap, ivs),
+                                          alignment=vector_bytes(types[value])).result
+                    loaded += [vector.ExtractOp(chunk, [], [lane]).result
+                               for lane in range(width)]
+            scf.YieldOp(loaded)
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([scope.load(value, apply_map(amap, ivs))
+                         for value, amap in vector_reads for ivs in points])
+        by_lane = {}
+        for n, (value, amap) in enumerate(vector_reads):
+            by_lane[(value, str(amap))] = list(branch.results)[n * len(points):
+                                                               (n + 1) * len(points)]
+        per_chunk = {}
+        for value, amap in read:
+            if isinstance(value.type, ir.MemRefType) and (value, str(amap)) not in by_lane:
+                per_chunk[(value, str(amap))] = [scope.load(value, apply_map(amap, ivs))
+                                                 for _, ivs in chunks]
+
+        def at(value, amap, p):
+            if not isinstance(value.type, ir.MemRefType):
+                return scope.value(value)
+            if (value, str(amap)) in by_lane:
+                return by_lane[(value, str(amap))][p]
+            return per_chunk[(value, str(amap))][p // width]
+
+        results = []
+        for p, ivs in enumerate(points):
+            values = [at(v, m, p) for v, m in zip(ins, maps)] + \
+                [at(o, m, p) if _used(a) else _undef(a.type)
+                 for o, m, a in zip(outs, out_maps, args[len(ins):])]
+            results.append(scope.clone_body(generic, values, lambda d, ivs=ivs: ivs[d]))
+        store = scf.IfOp(ok, [], has_else=True)
+        with ir.InsertionPoint(store.then_block):
+            for n, (out, amap) in enumerate(zip(outs, out_maps)):
+                view = as_global(scope.value(out))
+                for k, (valid, ivs) in enumerate(chunks):
+                    with only_if(valid):
+                        lanes = [results[p][n] for p in range(k * width, (k + 1) * width)]
+                        chunk = vector.FromElementsOp(types[out], lanes).result
+                        vector.StoreOp(chunk, view, apply_map(amap, ivs),
+                                       alignment=vector_bytes(types[out]))
+            scf.YieldOp([])
+        with ir.InsertionPoint(store.else_block):
+            for k, (valid, _) in enumerate(chunks):
+                with only_if(valid):
+                    for p in range(k * width, (k + 1) * width):
+                        for n, (out, amap) in enumerate(zip(outs, out_maps)):
+                            scope.store(results[p][n], out, apply_map(amap, points[p]))
+            scf.YieldOp([])
         gpu.ReturnOp([])
     return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1))
 

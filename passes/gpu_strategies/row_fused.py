@@ -51,10 +51,13 @@ class Params:
     min_rows: int = 64         # fewer rows leave most multiprocessors idle...
     small: int = 1 << 20       # ...which matters only above this many elements
     # Rows held in registers (row_points.py, row_registers.py):
+    block: int = 256           # threads per row, at most (32: a warp per row, no barriers)
     max_points: int = 32       # values per buffer and thread; longer rows go through memory
     max_block: int = 1024      # threads a block may grow to so a row fits in registers
     vector: int = 4            # columns per 16-byte access (f32)
 
+
+DEFAULT_PARAMS = Params()  # what linalg-to-gpu-kernels builds with (tune scripts swap it)
 
 
 def _reduction_prefix(generic: ir.Operation):
@@ -74,8 +77,9 @@ def _row_length(generic: ir.Operation, rank: int) -> int:
     return math.prod(loop_ranges(generic)[rank:])
 
 
-def find_groups(generics: list[ir.Operation], params: Params = Params()) -> list[list]:
+def find_groups(generics: list[ir.Operation], params: Params | None = None) -> list[list]:
     """Maximal runs of `generics` (consecutive in their host block) that fuse."""
+    params = params or DEFAULT_PARAMS
     groups: list[list] = []
     for run in _consecutive_runs(generics):
         groups.extend(_split(run, params))
@@ -170,7 +174,8 @@ def _row_map(amap: ir.AffineMap, rank: int, covers: bool) -> bool:
 
 
 def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
-          params: Params = Params()) -> Launch:
+          params: Params | None = None) -> Launch:
+    params = params or DEFAULT_PARAMS
     prefix = next(_reduction_prefix(g) for g in group if _reduction_prefix(g) is not None)
     rank = len(prefix)
     rows = math.prod(prefix)
@@ -194,7 +199,7 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
         for index, generic in enumerate(group):
             ranges = loop_ranges(generic)
             ivs: list = list(row_ivs) + [None] * (len(ranges) - rank)
-            if held and len(ranges) > rank:
+            if held:
                 held.emit(index, generic, partials.get(index))
             elif index in partials:
                 emit_block_reduce(generic, scope, ivs, block, partials[index])
@@ -213,7 +218,7 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
                         ivs[rank + k] = coord
                     emit_point(generic, scope, ivs, [], ranges)
                     scf.YieldOp([])
-            if index + 1 < len(group):
+            if index + 1 < len(group) and not held:  # held: values stay in registers
                 gpu.BarrierOp()
         gpu.ReturnOp([])
     return Launch(kernel_name, signature.values, (rows, 1, 1), (block, 1, 1))

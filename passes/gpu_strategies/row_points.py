@@ -2,16 +2,19 @@
 
 A group qualifies when every generic with loops past the row walks the same row shape
 (the same trailing ranges), and each buffer the group writes is accessed either only at
-the block's own points (identity maps: the row, then the point in it) or only per row
-(maps of the row loops alone: reduction results, fills). Then every generic can give
-thread t the same points of the row (see row_registers.py), so a point's values stay in
-the thread that made them:
+the block's own points (identity maps: the row, then the point in it) or only at the
+row itself (maps giving the row loops alone: reduction results, fills). Then every
+generic can give thread t the same points of the row (see row_registers.py), so a
+point's values stay in the thread that made them:
 
-    threads B, chunk width W (4: 16-byte accesses where the row's last extent allows),
+    threads B (`block`, grown while a thread would hold more than `max_points` values),
+    chunk width W (4: 16-byte accesses where the row's last extent allows),
     K = ceil(L / (B W)) chunks per thread: K * W values per buffer, at most `max_points`
 
-A point buffer's last writer in the group stores it; a `memref.alloc` that only the
-group uses, and reads only after writing, is never stored at all (`private`).
+A point buffer's last writer in the group stores it, a row buffer's writers (thread 0)
+each time; a `memref.alloc` that only the group uses, and reads only after writing, is
+never stored at all (`private`). Values the group computes are read from registers, never from memory, so its generics
+need no barriers between them: a reduction's one barrier is the block's only kind.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from mlir import ir
 from ..cir_ops import defining_op
 from ..gpu_kernel_builder import (REDUCTION, KernelSignature, generic_operands,
                                   indexing_maps, iterator_kinds, loop_ranges)
-from .row_reduce import block_size
+from .row_reduce import WARP
 
 POINT, ROW, OTHER = "point", "row", "other"
 _VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.expand_shape",
@@ -52,11 +55,12 @@ class _Access:
     kind: str
     reads: bool
     writes: bool
+    map: ir.AffineMap
 
 
 def plan(group: list[ir.Operation], rank: int, params) -> Plan | None:
     """The register plan of `group` (rows of `rank` loops), or None: go through memory.
-    `params`: row_fused.Params (max_points, max_block, vector)."""
+    `params`: row_fused.Params (block, max_points, max_block, vector)."""
     shapes = {tuple(loop_ranges(g)[rank:]) for g in group if len(loop_ranges(g)) > rank}
     if len(shapes) != 1:
         return None
@@ -65,18 +69,21 @@ def plan(group: list[ir.Operation], rank: int, params) -> Plan | None:
     if accesses is None:
         return None
     written = {a.buffer for a in accesses if a.writes}
-    points = set()
+    points, rows = set(), set()
     for buffer in written:
         kinds = {a.kind for a in accesses if a.buffer == buffer}
         if kinds == {POINT}:
             points.add(buffer)
-        elif kinds != {ROW}:
+        elif kinds == {ROW} and all(row_map(a.map, rank) for a in accesses
+                                    if a.buffer == buffer):
+            rows.add(buffer)
+        else:
             return None
     if _views_of(group, written):
         return None
     length = math.prod(row_shape)
     width = params.vector if row_shape[-1] % params.vector == 0 else 1
-    block = block_size(-(-length // width))
+    block = min(params.block, max(WARP, 1 << (-(-length // width) - 1).bit_length()))
     while -(-length // (block * width)) * width > params.max_points and \
             block < params.max_block:
         block *= 2
@@ -84,7 +91,7 @@ def plan(group: list[ir.Operation], rank: int, params) -> Plan | None:
     if chunks * width > params.max_points:
         return None
     result = Plan(rank, row_shape, block, width, chunks)
-    result.private = {b for b in points if _private(b, group, accesses)}
+    result.private = {b for b in points | rows if _private(b, group, accesses)}
     last_writer = {a.buffer: a.index for a in accesses if a.writes}
     for index, generic in enumerate(group):
         _, outs = generic_operands(generic)
@@ -109,6 +116,15 @@ def row_only(amap: ir.AffineMap, rank: int) -> bool:
     return all(d < rank for e in amap.results for d in dims(e))
 
 
+def row_map(amap: ir.AffineMap, rank: int) -> bool:
+    """`amap` gives the row loops themselves, d0 .. d{rank-1}, and nothing else: the
+    block's own row of a per-row buffer (held in registers: row_registers.py)."""
+    results = list(amap.results)
+    return len(results) == rank and all(
+        isinstance(e, ir.AffineDimExpr) and ir.AffineDimExpr(e).position == k
+        for k, e in enumerate(results))
+
+
 def _accesses(group: list, rank: int, point_dims: int) -> list[_Access] | None:
     """Every memref operand of the group; None where a generic writes in a way the
     register path does not do (a map writing per row, a reduction writing per point)."""
@@ -126,7 +142,8 @@ def _accesses(group: list, rank: int, point_dims: int) -> list[_Access] | None:
             if output and per_point and access_kind != (ROW if reduction else POINT):
                 return None
             used = any(True for _ in args[k].uses)
-            found.append(_Access(index, value, access_kind, not output or used, output))
+            found.append(_Access(index, value, access_kind, not output or used, output,
+                                 amap))
     return found
 
 

@@ -221,6 +221,39 @@ def combine_across_block(generic: ir.Operation, scope: KernelScope, ivs: list, b
         scf.YieldOp([])
 
 
+def block_totals(generic: ir.Operation, block: int, partials: list[tuple[ir.Type, str]],
+                 accs: list[ir.Value], tid: ir.Value, start: list[ir.Value]) -> list[ir.Value]:
+    """Each thread's accumulators `accs` -> the block's totals, in every thread: shuffles
+    within warps; with more than one warp, each warp's total through shared memory (one
+    barrier), and every warp combines them itself. No thread writes the outputs."""
+    combiners = combiners_of(generic)
+    accs = [_warp_reduce(acc, combiner) for acc, combiner in zip(accs, combiners)]
+    warps = block // WARP
+    if warps == 1:
+        return accs
+    buffers = [memref.get_global(type_, name) for type_, name in partials]
+    lane = arith.RemUIOp(tid, index_const(WARP)).result
+    warp = arith.DivUIOp(tid, index_const(WARP)).result
+    first_lane = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, lane, index_const(0)).result)
+    with ir.InsertionPoint(first_lane.then_block):
+        for acc, buffer in zip(accs, buffers):
+            memref.StoreOp(acc, buffer, [warp])
+        scf.YieldOp([])
+    gpu.BarrierOp()
+    has_partial = arith.CmpIOp(arith.CmpIPredicate.ult, lane, index_const(warps)).result
+    read = scf.IfOp(has_partial, [i.type for i in start], has_else=True)
+    with ir.InsertionPoint(read.then_block):
+        scf.YieldOp([memref.LoadOp(buffer, [lane]).result for buffer in buffers])
+    with ir.InsertionPoint(read.else_block):
+        scf.YieldOp(start)
+    return [_warp_reduce(v, c) for v, c in zip(read.results, combiners)]
+
+
+def combiners_of(generic: ir.Operation):
+    """Each output's combine as a function of two values."""
+    return [_combiner(op, index) for op, index in _combines(generic)]
+
+
 def _combiner(combine: ir.Operation, operand_index: int):
     def combine_values(a, b):
         return clone_op(combine, [a, b] if operand_index == 1 else [b, a]).results[0]

@@ -15,6 +15,12 @@ over rows of 2048 (B = 256, W = 4):
     max: fold the 8, block reduce; exp: 8 values, kept; sum: fold them, block reduce
     divide: 8 values -> 2 vector stores          (the exp values never reach memory)
 
+A per-row buffer the group writes (a reduction's result, a fill, a scale computed from
+them) is held too: every thread computes a fill, and a reduction's total reaches every
+thread (row_reduce.block_totals: shuffles, one barrier and shared memory between warps,
+none for a warp per row); thread 0 stores it unless it is private. So no generic reads
+what another thread wrote, and the group needs no barriers between generics.
+
 The last chunk of a row whose length is no multiple of B * W is guarded: its loads read
 column 0 instead, reductions skip it, stores do not happen.
 """
@@ -27,9 +33,9 @@ from mlir.dialects import arith, memref, scf, ub, vector
 
 from ..gpu_kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
                                   generic_operands, index_const, indexing_maps,
-                                  iterator_kinds, kernel_type)
+                                  iterator_kinds, kernel_type, loop_ranges)
 from . import row_reduce
-from .row_points import Plan, dims, row_only
+from .row_points import Plan, dims, row_map, row_only
 
 
 class RowRegisters:
@@ -54,16 +60,20 @@ class RowRegisters:
                 last = arith.AddIOp(ivs[-1], index_const(lane)).result if lane else ivs[-1]
                 self.points.append((valid, ivs[:-1] + [last]))
         self.values: dict = {}  # (buffer, map text) -> its value at each point
+        self.rows: dict = {}  # row buffer -> its value at the block's row
 
     def emit(self, index: int, generic: ir.Operation, partials) -> None:
         if REDUCTION in iterator_kinds(generic):
             self._reduce(generic, partials)
+        elif len(loop_ranges(generic)) == self.plan.rank:
+            self._row_map(generic)
         else:
             self._map(index, generic)
 
     def _reduce(self, generic: ir.Operation, partials) -> None:
-        ins, _ = generic_operands(generic)
-        at_points = self._operands(ins, indexing_maps(generic))
+        ins, outs = generic_operands(generic)
+        maps = indexing_maps(generic)
+        at_points = self._operands(ins, maps)
         start = row_reduce.identities(generic)
         accs = start
         for p, (valid, ivs) in enumerate(self.points):
@@ -72,9 +82,48 @@ class RowRegisters:
                                            lambda d, ivs=ivs: ivs[d])
             accs = folded if valid is None else \
                 [arith.SelectOp(valid, new, old).result for new, old in zip(folded, accs)]
-        ivs = self.row_ivs + [None] * len(self.plan.row_shape)
-        row_reduce.combine_across_block(generic, self.scope, ivs, self.plan.block, partials,
-                                        accs, self.tid, start)
+        totals = row_reduce.block_totals(generic, self.plan.block, partials, accs, self.tid,
+                                         start)
+        for out, amap, total, combine in zip(outs, maps[len(ins):], totals,
+                                             row_reduce.combiners_of(generic)):
+            self._set_row(out, amap, combine(self._row_value(out, amap), total))
+
+    def _row_map(self, generic: ir.Operation) -> None:
+        """A generic over the row loops alone (a fill, a per-row scale): every thread
+        computes the row's value."""
+        ins, outs = generic_operands(generic)
+        maps = indexing_maps(generic)
+        args = generic.regions[0].blocks[0].arguments[len(ins):]
+        values = [self._row_value(v, m) for v, m in zip(ins, maps)]
+        values += [self._row_value(o, m) if any(True for _ in a.uses)
+                   else ub.PoisonOp(a.type).result
+                   for o, m, a in zip(outs, maps[len(ins):], args)]
+        results = self.scope.clone_body(generic, values, lambda d: self.row_ivs[d])
+        for out, amap, value in zip(outs, maps[len(ins):], results):
+            self._set_row(out, amap, value)
+
+    def _row_value(self, value: ir.Value, amap: ir.AffineMap) -> ir.Value:
+        """`value` (a scalar, or a buffer under a map of the row loops alone) at the
+        block's row: held when the group computed it, else loaded."""
+        if not isinstance(value.type, ir.MemRefType):
+            return self.scope.value(value)
+        if row_map(amap, self.plan.rank) and value in self.rows:
+            return self.rows[value]
+        return self.scope.load(value, apply_map(amap, self.row_ivs +
+                                                [index_const(0)] * len(self.plan.row_shape)))
+
+    def _set_row(self, buffer: ir.Value, amap: ir.AffineMap, value: ir.Value) -> None:
+        """Hold a row buffer's new value; thread 0 stores it unless it is private."""
+        self.rows[buffer] = value  # (the plan: written row buffers are at the row only)
+        if buffer in self.plan.private:
+            return
+        first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, self.tid,
+                                      index_const(0)).result)
+        with ir.InsertionPoint(first.then_block):
+            self.scope.store(value, buffer, apply_map(amap, self.row_ivs +
+                                                      [index_const(0)] *
+                                                      len(self.plan.row_shape)))
+            scf.YieldOp([])
 
     def _map(self, index: int, generic: ir.Operation) -> None:
         ins, outs = generic_operands(generic)
@@ -102,9 +151,8 @@ class RowRegisters:
         for value, amap in zip(values, maps):
             if not isinstance(value.type, ir.MemRefType):
                 found.append([self.scope.value(value)] * count)
-            elif row_only(amap, self.plan.rank):  # loaded once, not at every point
-                found.append([self.scope.load(value, apply_map(amap, self.points[0][1]))]
-                             * count)
+            elif row_only(amap, self.plan.rank):  # held or loaded once, not at each point
+                found.append([self._row_value(value, amap)] * count)
             else:
                 found.append(self._at_points(value, amap))
         return found
@@ -125,11 +173,11 @@ class RowRegisters:
         branch = scf.IfOp(self._aligned(buffer, vec), [element] * len(self.points),
                           has_else=True)
         with ir.InsertionPoint(branch.then_block):
-            aligned = _global(self.scope.value(buffer))
+            aligned = as_global(self.scope.value(buffer))
             values = []
             for _, ivs in self.chunks:
                 loaded = vector.LoadOp(vec, aligned, apply_map(amap, ivs),
-                                       alignment=_bytes(vec)).result
+                                       alignment=vector_bytes(vec)).result
                 values += [vector.ExtractOp(loaded, [], [lane]).result
                            for lane in range(self.plan.width)]
             scf.YieldOp(values)
@@ -142,7 +190,7 @@ class RowRegisters:
 
         def scalars():
             for k, (valid, _) in enumerate(self.chunks):
-                with _only_if(valid):
+                with only_if(valid):
                     for p in range(k * width, (k + 1) * width):
                         self.scope.store(values[p], buffer, apply_map(amap, self.points[p][1]))
         vec = self._vector_type(buffer, amap)
@@ -151,51 +199,58 @@ class RowRegisters:
             return
         branch = scf.IfOp(self._aligned(buffer, vec), [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
-            aligned = _global(self.scope.value(buffer))
+            aligned = as_global(self.scope.value(buffer))
             for k, (valid, ivs) in enumerate(self.chunks):
-                with _only_if(valid):
+                with only_if(valid):
                     chunk = vector.FromElementsOp(vec, values[k * width:(k + 1) * width])
                     vector.StoreOp(chunk.result, aligned, apply_map(amap, ivs),
-                                   alignment=_bytes(vec))
+                                   alignment=vector_bytes(vec))
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
             scalars()
             scf.YieldOp([])
 
     def _vector_type(self, buffer: ir.Value, amap: ir.AffineMap):
-        """vector<W x element> when a chunk of `buffer` under `amap` is W contiguous
-        elements at a multiple of W (the last loop indexes the last dimension, alone;
-        static strides); None otherwise."""
-        width = self.plan.width
-        memref_type = ir.MemRefType(buffer.type)
-        element = memref_type.element_type
-        if width == 1 or kernel_type(buffer.type) != buffer.type or \
-                memref_type.memory_space is not None or \
-                not isinstance(element, (ir.FloatType, ir.IntegerType)):
-            return None
-        bits = element.width
-        results = list(amap.results)
-        last = amap.n_dims - 1
-        if bits < 8 or width * bits > 128 or not results or \
-                not isinstance(results[-1], ir.AffineDimExpr) or \
-                ir.AffineDimExpr(results[-1]).position != last or \
-                any(last in dims(e) for e in results[:-1]):
-            return None
-        strides, offset = memref_type.get_strides_and_offset()
-        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-        if strides[-1] != 1 or any(s == dynamic or s % width for s in strides[:-1] + [offset]):
-            return None
-        return ir.VectorType.get([width], element)
+        return vector_type(buffer, amap, self.plan.width)
 
     def _aligned(self, buffer: ir.Value, vec: ir.Type) -> ir.Value:
-        """Whether the kernel's `buffer` starts at a multiple of a chunk's bytes (a view
-        or a borrowed array need not)."""
-        pointer = memref.ExtractAlignedPointerAsIndexOp(self.scope.value(buffer)).result
-        rest = arith.RemUIOp(pointer, index_const(_bytes(vec))).result
-        return arith.CmpIOp(arith.CmpIPredicate.eq, rest, index_const(0)).result
+        return aligned(self.scope, buffer, vec)
 
 
-def _global(buffer: ir.Value) -> ir.Value:
+def vector_type(buffer: ir.Value, amap: ir.AffineMap, width: int):
+    """vector<`width` x element> when a chunk of `buffer` under `amap` is `width`
+    contiguous elements at a multiple of `width` (the last loop indexes the last
+    dimension, alone; static strides); None otherwise."""
+    memref_type = ir.MemRefType(buffer.type)
+    element = memref_type.element_type
+    if width == 1 or kernel_type(buffer.type) != buffer.type or \
+            memref_type.memory_space is not None or \
+            not isinstance(element, (ir.FloatType, ir.IntegerType)):
+        return None
+    bits = element.width
+    results = list(amap.results)
+    last = amap.n_dims - 1
+    if bits < 8 or width * bits > 128 or not results or \
+            not isinstance(results[-1], ir.AffineDimExpr) or \
+            ir.AffineDimExpr(results[-1]).position != last or \
+            any(last in dims(e) for e in results[:-1]):
+        return None
+    strides, offset = memref_type.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    if strides[-1] != 1 or any(s == dynamic or s % width for s in strides[:-1] + [offset]):
+        return None
+    return ir.VectorType.get([width], element)
+
+
+def aligned(scope: KernelScope, buffer: ir.Value, vec: ir.Type) -> ir.Value:
+    """Whether the kernel's `buffer` starts at a multiple of a chunk's bytes (a view
+    or a borrowed array need not)."""
+    pointer = memref.ExtractAlignedPointerAsIndexOp(scope.value(buffer)).result
+    rest = arith.RemUIOp(pointer, index_const(vector_bytes(vec))).result
+    return arith.CmpIOp(arith.CmpIPredicate.eq, rest, index_const(0)).result
+
+
+def as_global(buffer: ir.Value) -> ir.Value:
     """`buffer` in the global address space: LLVM splits a vector load read lane by
     lane into scalar loads, and would then merge them with the unaligned branch's, losing
     their alignment; loads from another address space stay apart (and 16 bytes wide)."""
@@ -206,13 +261,13 @@ def _global(buffer: ir.Value) -> ir.Value:
     return memref.MemorySpaceCastOp(cast_type, buffer).result
 
 
-def _bytes(vec: ir.Type) -> int:
+def vector_bytes(vec: ir.Type) -> int:
     vec = ir.VectorType(vec)
     return vec.shape[0] * vec.element_type.width // 8
 
 
 @contextmanager
-def _only_if(condition):
+def only_if(condition):
     if condition is None:
         yield
         return

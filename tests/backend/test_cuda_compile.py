@@ -716,6 +716,42 @@ def test_fused_rows_are_read_and_written_once_16_bytes_at_a_time(source, shape, 
     assert artifact.cubin[:4] == b"\x7fELF"
 
 
+TRANSPOSE_SCALE = """
+let y = compute(x) {
+    @kernel elementwise
+    for i in 0..n, j in 0..m:
+        out[i, j] = x[j, i] * 2.0
+}
+"""
+
+
+@pytest.mark.parametrize("program,shapes,loads,stores,threads", [
+    ("gelu", {"x": (1 << 20,)}, 2, 2, 512),             # 2 chunks of 4 a thread (large)
+    ("gelu", {"x": (4100,)}, 1, 1, 512),                # one chunk a thread
+    ("bias_gelu", {"x": (1, 64, 4096), "bias": (4096,)}, 2, 1, 512),  # x and bias; y
+    ("gelu", {"x": (4097,)}, 0, 0, 256),                # no multiple of 4: scalar kernel
+    ("gelu", {"x": (3,)}, 0, 0, 256),
+    ("transpose", {"x": (12, 8)}, 0, 0, 256),           # x read along its rows: scalar
+])
+def test_elementwise_moves_16_bytes_per_access(program, shapes, loads, stores, threads):
+    """pointwise's vector path: a thread loads each operand read along the last loop 16
+    bytes at a time where every buffer is aligned (the other branch reads the same points
+    one by one) and stores 16 bytes at a time; sizes that are no multiple of 4 and operands
+    read across the last loop take the scalar kernels."""
+    if program == "transpose":
+        artifact = zynml.compile(TRANSPOSE_SCALE, device="cuda", require_device=False) \
+            .artifact(x=f32(*shapes["x"]))
+    else:
+        path = EXAMPLES / "gelu.zyn" if program == "gelu" else PROGRAMS / "bias_gelu.zyn"
+        artifact = compiled_source(path, **shapes)
+    assert kernel_names(artifact) == ["k0_pointwise"]
+    ptx = artifact.ptx
+    assert f".maxntid {threads}, 1, 1" in ptx
+    assert (count(ptx, V4_LOAD), count(ptx, V4_STORE)) == (loads, stores)
+    assert ".local" not in ptx
+    assert artifact.cubin[:4] == b"\x7fELF"
+
+
 def bias_residual_layer_norm(rows, cols):
     return compiled_source(PROGRAMS / "bias_residual_layernorm.zyn", x=(1, rows, cols),
                            bias=(cols,), residual=(1, rows, cols), ln_weight=(cols,),

@@ -402,6 +402,59 @@ def test_elementwise_many_points_per_thread(rng):
     assert_close(out, 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))))
 
 
+def gelu_ref(v):
+    return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+
+
+# pointwise's vector path (passes/gpu_strategies/pointwise.py): chunks of 4 f32, 16 bytes
+# a load and a store; 1, 3 and 4097 take the scalar kernels; 4 * 8191 and 4 * 1000003
+# (a prime count of chunks) leave the last block's last chunks out of range; 1 << 20 and
+# up take two chunks a thread.
+@pytest.mark.parametrize("n", [1, 3, 4, 4097, 4100, 4 * 8191, 1 << 20, (1 << 20) + 4,
+                               4 * 1000003])
+def test_elementwise_16_bytes_at_a_time(rng, n):
+    x = f32(rng, n) * 3
+    out = run_example("gelu.zyn", x=x)["activated"]
+    assert_close(out, gelu_ref(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("rows", (1, 3, 333))
+@pytest.mark.parametrize("cols", (4, 100, 4096))
+def test_bias_gelu_16_bytes_at_a_time(rng, rows, cols):
+    """The bias, broadcast over the rows, is loaded a 16-byte chunk at a time too."""
+    x, bias = f32(rng, 1, rows, cols) * 3, f32(rng, cols)
+    out = zynml.compile(EXAMPLES.parent / "bias_gelu.zyn", device="cuda:0")(
+        x=x, bias=bias)["activated"]
+    assert_close(out, gelu_ref(x.astype(np.float64) + bias))
+
+
+def test_elementwise_from_unaligned_torch_views(rng):
+    """Operands 4 bytes past a 16-byte boundary: the vector path checks at run time and
+    reads and writes them a point at a time instead."""
+    x, bias = f32(rng, 1, 333, 100) * 3, f32(rng, 100)
+    gelu = zynml.compile(EXAMPLES / "gelu.zyn", device="cuda:0")
+    bias_gelu = zynml.compile(EXAMPLES.parent / "bias_gelu.zyn", device="cuda:0")
+    gelu.artifact(x=x.reshape(-1))  # compile-only runs stop at the skip below
+    bias_gelu.artifact(x=x, bias=bias)
+    if conftest.COMPILE_ONLY:
+        pytest.skip("compile-only: no GPU for torch")
+    torch = pytest.importorskip("torch")
+
+    def unaligned(array):
+        view = torch.empty(array.size + 1, device="cuda")[1:].view(array.shape)
+        view.copy_(torch.from_numpy(array))
+        assert view.data_ptr() % 16 == 4
+        return view
+
+    def host(result):
+        return torch.as_tensor(result, device="cuda").cpu().numpy()
+
+    out = gelu(x=unaligned(x.reshape(-1)))["activated"]
+    assert_close(host(out), gelu_ref(x.reshape(-1).astype(np.float64)))
+    out = bias_gelu(x=unaligned(x), bias=unaligned(bias))["activated"]
+    assert_close(host(out), gelu_ref(x.astype(np.float64) + bias))
+
+
 def test_full_reduction(rng):
     data = f32(rng, 100003)
     assert_close(run_example("reduce_sum.zyn", data=data)["sum"], data.astype(np.float64).sum(),
