@@ -457,3 +457,41 @@ class _Kernel:
         zeros = arith.ConstantOp(wide, ir.DenseElementsAttr.get_splat(
             wide, ir.FloatAttr.get(self.acc, 0.0))).result
         vector.StoreOp(arith.SelectOp(real, loaded, zeros).result, tile, [j, col])
+
+
+# ---------------------------------------------------------------- shared by the kernels
+# (attention_tensor_core, attention_wgmma, attention_simt_tiled ask these of a group)
+
+def operand_shape(value: ir.Value) -> list[int]:
+    return list(ir.MemRefType(value.type).shape)
+
+
+def row_major(value: ir.Value) -> bool:
+    """Dense row-major from the buffer's start (16-byte copies stay aligned)."""
+    type_ = ir.MemRefType(value.type)
+    strides, offset = type_.get_strides_and_offset()
+    expected, step = [], 1
+    for extent in reversed(type_.shape):
+        expected.append(step)
+        step *= extent
+    return offset == 0 and list(strides) == list(reversed(expected))
+
+
+def positive_scale(group: Group) -> Optional[float]:
+    """The scale when it is a constant > 0 (the kernels' max and exp2 trick needs c > 0)."""
+    op = defining_op(group.scale)
+    if op is None or op.name != "arith.constant":
+        return None
+    value = ir.FloatAttr(op.attributes["value"]).value
+    return value if value > 0 and math.isfinite(value) else None
+
+
+def quad_reduce(value: ir.Value, op) -> ir.Value:
+    """`op` over the 4 lanes of a quad (xor shuffles 1, 2): an mma accumulator row's
+    values lie in one quad."""
+    i32 = ir.IntegerType.get_signless(32)
+    for offset in (1, 2):
+        other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
+                            arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
+        value = op(value, other).result
+    return value

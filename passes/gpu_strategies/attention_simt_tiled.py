@@ -47,8 +47,7 @@ from ..attention_lowering import float_constant, widened
 from ..cir_ops import clone_op, defining_op
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
-from .attention import Group, attention_groups
-from .attention_tensor_core import _row_major
+from .attention import Group, attention_groups, operand_shape, row_major
 
 NAME = "attention_simt_tiled"
 # cp.async (the f32 tile copies): sm_80 and later; older chips keep `attention`.
@@ -151,10 +150,6 @@ def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
     return [group for group in attention_groups(generics) if matches(group, params)]
 
 
-def _shape(value: ir.Value) -> list[int]:
-    return list(ir.MemRefType(value.type).shape)
-
-
 def _element(value: ir.Value) -> str:
     return str(ir.MemRefType(value.type).element_type)
 
@@ -166,7 +161,7 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
     elements = {_element(v) for v in (group.query, group.key, group.value, group.out)}
     if len(elements) != 1 or elements.pop() not in ELEMENTS:
         return False
-    d, e = _shape(group.query)[-1], _shape(group.value)[-1]
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     if max(d, e) > MAX_HEAD_DIM:
         return False
     p = params or params_for(d, e)
@@ -176,16 +171,16 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
 def _async_copies(group: Group) -> bool:
     """K and V by cp.async, 16 bytes a copy: f32 and row-major from the buffer's start
     (16-byte aligned rows), head dims multiples of 4."""
-    d, e = _shape(group.query)[-1], _shape(group.value)[-1]
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     return d % 4 == 0 and e % 4 == 0 and _element(group.key) == "f32" and \
-        _row_major(group.key) and _row_major(group.value)
+        row_major(group.key) and row_major(group.value)
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
-    q_shape = _shape(group.query)
+    q_shape = operand_shape(group.query)
     lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
-    keys, e = _shape(group.key)[-2], _shape(group.value)[-1]
+    keys, e = operand_shape(group.key)[-2], operand_shape(group.value)[-1]
     p = params or params_for(d, e)
     assert p.valid(), p
     layout = p.layout(d, e)
@@ -206,9 +201,9 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
         scale = arith.MulFOp(widened(scale, f32),
                              float_constant(f32, math.log2(math.e))).result
         kernel = _Kernel(p, layout, rows, keys, lead, group.mask_dims,
-                         _async_copies(group), _row_major(group.query),
-                         _row_major(group.key) and _row_major(group.value),
-                         _row_major(group.out))
+                         _async_copies(group), row_major(group.query),
+                         row_major(group.key) and row_major(group.value),
+                         row_major(group.out))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None,
                     args[group.out], scale, _tiles(layout))

@@ -51,10 +51,10 @@ from mlir.dialects import arith, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
 from ..attention_lowering import float_constant
-from ..cir_ops import defining_op
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
-from .attention import Causal, Group, attention_groups
+from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
+                        quad_reduce, row_major)
 
 NAME = "attention_tensor_core"
 # mma.sync m16n8k16 f16, ldmatrix and cp.async: sm_80 and later.
@@ -108,32 +108,8 @@ def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
     return [group for group in attention_groups(generics) if matches(group, params)]
 
 
-def _shape(value: ir.Value) -> list[int]:
-    return list(ir.MemRefType(value.type).shape)
-
-
-def _row_major(value: ir.Value) -> bool:
-    """Dense row-major from the buffer's start (16-byte copies stay aligned)."""
-    type_ = ir.MemRefType(value.type)
-    strides, offset = type_.get_strides_and_offset()
-    expected, step = [], 1
-    for extent in reversed(type_.shape):
-        expected.append(step)
-        step *= extent
-    return offset == 0 and list(strides) == list(reversed(expected))
-
-
 def _f16_row_major(value: ir.Value) -> bool:
-    return str(ir.MemRefType(value.type).element_type) == "f16" and _row_major(value)
-
-
-def _positive_scale(group: Group) -> Optional[float]:
-    """The scale when it is a constant > 0 (the kernel's max and exp2 trick needs c > 0)."""
-    op = defining_op(group.scale)
-    if op is None or op.name != "arith.constant":
-        return None
-    value = ir.FloatAttr(op.attributes["value"]).value
-    return value if value > 0 and math.isfinite(value) else None
+    return str(ir.MemRefType(value.type).element_type) == "f16" and row_major(value)
 
 
 def matches(group: Group, params: Optional[Params] = None) -> bool:
@@ -141,19 +117,19 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
     constant scale; causal or not (`params`: unused, find_groups' signature)."""
     if not all(_f16_row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
-    d, e = _shape(group.query)[-1], _shape(group.value)[-1]
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     if any(n % MMA_K or n > MAX_HEAD_DIM for n in (d, e)):
         return False
-    if group.mask is not None and not _row_major(group.mask):
+    if group.mask is not None and not row_major(group.mask):
         return False
-    return _positive_scale(group) is not None
+    return positive_scale(group) is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
-    q_shape = _shape(group.query)
+    q_shape = operand_shape(group.query)
     lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
-    keys, e = _shape(group.key)[-2], _shape(group.value)[-1]
+    keys, e = operand_shape(group.key)[-2], operand_shape(group.value)[-1]
     p = params or params_for(d, e)
     assert p.block_n % MMA_K == 0 and p.shared_bytes(d, e) <= MAX_STATIC_SHARED, p
     f16 = ir.F16Type.get()
@@ -175,7 +151,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
         args = dict(zip(values, func.regions[0].blocks[0].arguments))
         mask = args[group.mask] if group.mask is not None else None
         kernel = _Kernel(p, d, e, rows, keys, lead, group.mask_dims,
-                         _positive_scale(group) * math.log2(math.e), group.causal)
+                         positive_scale(group) * math.log2(math.e), group.causal)
         kernel.emit(args[group.query], args[group.key], args[group.value], mask,
                     args[group.out],
                     {name: memref.get_global(t, f"{kernel_name}_{name}")
@@ -186,10 +162,6 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
 
 
 # ---------------------------------------------------------------- the kernel
-
-def _i32(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
-
 
 def _group(copies: list) -> ir.Value:
     """Commit the thread's cp.async copies so far as one group (wait on its token)."""
@@ -292,7 +264,7 @@ class _Kernel:
             scf.YieldOp([prefetch.results[0]] + m + l + o)
         token, *state = loop.results
         nvgpu.DeviceAsyncWaitOp(token, numGroups=0)  # nothing left in flight at exit
-        sums = [self._quad_reduce(x, arith.AddFOp) for x in state[count:2 * count]]
+        sums = [quad_reduce(x, arith.AddFOp) for x in state[count:2 * count]]
         self._store(out, sums, state[2 * count:])
 
     # ------------------------------------------------------------ pieces
@@ -489,7 +461,7 @@ class _Kernel:
             for pair in values:
                 for v in pair:
                     row_max = arith.MaximumFOp(row_max, v).result
-            row_max = self._quad_reduce(row_max, arith.MaximumFOp)
+            row_max = quad_reduce(row_max, arith.MaximumFOp)
             # a row with no allowed key yet: m = -inf; shift by 0 so exp2 gives 0, not NaN
             empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max, neg_inf).result
             shift = arith.SelectOp(empty, zero, arith.MulFOp(row_max, c).result).result
@@ -506,12 +478,6 @@ class _Kernel:
             alphas.append(alpha)
             probs.append(row_probs)
         return m_new, l_new, alphas, probs
-
-    def _quad_reduce(self, value, op):
-        for offset in (1, 2):
-            other = gpu.shuffle(value, _i32(offset), _i32(WARP), gpu.ShuffleMode.XOR)[0]
-            value = op(value, other).result
-        return value
 
     def _weighted_values(self, o, alphas, probs, v_tile):
         """O * alpha + P V (o: [tile * e/8 + n]). P's f32 accumulators of keys 16kk..

@@ -49,8 +49,8 @@ from ..attention_lowering import float_constant
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
-from .attention import Group, attention_groups
-from .attention_tensor_core import _positive_scale, _row_major, _shape
+from .attention import (Group, attention_groups, operand_shape, positive_scale, quad_reduce,
+                        row_major)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, only_if, parity, shared, tensor_map_type, uniform_warp, wait)
 
@@ -115,20 +115,20 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
     values = (group.query, group.key, group.value, group.out)
     elements = {str(ir.MemRefType(v.type).element_type) for v in values}
     if len(elements) != 1 or elements.pop() not in _ELEMENTS or \
-            not all(_row_major(v) for v in values):
+            not all(row_major(v) for v in values):
         return False
-    d, e = _shape(group.query)[-1], _shape(group.value)[-1]
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     if d not in HEAD_DIMS or e not in HEAD_DIMS:
         return False
     p = params or params_for(d, e)
-    return p.shared_bytes(d, e) <= MAX_SHARED and _positive_scale(group) is not None
+    return p.shared_bytes(d, e) <= MAX_SHARED and positive_scale(group) is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
-    q_shape = _shape(group.query)
+    q_shape = operand_shape(group.query)
     lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
-    keys, e = _shape(group.key)[-2], _shape(group.value)[-1]
+    keys, e = operand_shape(group.key)[-2], operand_shape(group.value)[-1]
     p = params or params_for(d, e)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
@@ -143,7 +143,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
         maps = [builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
                 for t, arg in zip((q_map_type, kv_map_type, kv_map_type), maps)]
         kernel = _Kernel(p, d, e, rows, keys, lead, element,
-                         _positive_scale(group) * math.log2(math.e))
+                         positive_scale(group) * math.log2(math.e))
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
@@ -161,10 +161,6 @@ def _tree(values: list, op) -> ir.Value:
         values = [op(a, b).result for a, b in zip(values[::2], values[1::2])] + \
             ([values[-1]] if len(values) % 2 else [])
     return values[0]
-
-
-def _i32(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
 
 
 @dataclass
@@ -414,7 +410,7 @@ class _Kernel:
         for r in (0, 1):
             mine = [v for v in range(len(scores)) if v % 4 // 2 == r]
             row_max = _tree([m_old[r]] + [scores[v] for v in mine], arith.MaximumFOp)
-            row_max = self._quad_reduce(row_max, arith.MaximumFOp)
+            row_max = quad_reduce(row_max, arith.MaximumFOp)
             neg_shift = arith.NegFOp(arith.MulFOp(row_max, c).result).result
             alpha = mmath.Exp2Op(mmath.FmaOp(m_old[r], c, neg_shift).result).result
             for v in mine:
@@ -425,12 +421,6 @@ class _Kernel:
             l_new.append(total)
             alphas.append(alpha)
         return m_new, l_new, alphas, probs
-
-    def _quad_reduce(self, value, op):
-        for offset in (1, 2):
-            other = gpu.shuffle(value, _i32(offset), _i32(WARP), gpu.ShuffleMode.XOR)[0]
-            value = op(value, other).result
-        return value
 
     def _pack(self, low, high) -> ir.Value:
         """Two f32 rounded to the element type, as one i32 register (low half first)."""
@@ -469,7 +459,7 @@ class _Kernel:
         pair = ir.VectorType.get([2], self.element)
         quad2 = arith.MulIOp(self.quad, index_const(2)).result
         for r, row in enumerate(self.my_rows):
-            inverse = arith.DivFOp(one, self._quad_reduce(sums[r], arith.AddFOp)).result
+            inverse = arith.DivFOp(one, quad_reduce(sums[r], arith.AddFOp)).result
             guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, row,
                                           index_const(self.rows)).result)
             with ir.InsertionPoint(guard.then_block):
