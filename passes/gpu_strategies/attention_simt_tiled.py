@@ -156,7 +156,7 @@ def _element(value: ir.Value) -> str:
 
 def matches(group: Group, params: Optional[Params] = None) -> bool:
     """f32, f16 or bf16 throughout, head dims up to 128, no causal flag."""
-    if getattr(group, "causal", None) is not None:
+    if group.causal is not None:
         return False
     elements = {_element(v) for v in (group.query, group.key, group.value, group.out)}
     if len(elements) != 1 or elements.pop() not in ELEMENTS:

@@ -110,7 +110,7 @@ def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
 
 
 def matches(group: Group, params: Optional[Params] = None) -> bool:
-    if getattr(group, "causal", None) is not None or group.mask is not None:
+    if group.causal is not None or group.mask is not None:
         return False
     values = (group.query, group.key, group.value, group.out)
     elements = {str(ir.MemRefType(v.type).element_type) for v in values}
