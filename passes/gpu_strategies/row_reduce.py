@@ -193,24 +193,12 @@ def combine_across_block(generic: ir.Operation, scope: KernelScope, ivs: list, b
     ins, outs = generic_operands(generic)
     maps = indexing_maps(generic)
     buffers = [memref.get_global(type_, name) for type_, name in partials]
-    lane = arith.RemUIOp(tid, index_const(WARP)).result
-    warp = arith.DivUIOp(tid, index_const(WARP)).result
+    lane, warp = _store_warp_partials(accs, buffers, tid)
     zero = index_const(0)
-    first_lane = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, lane, zero).result)
-    with ir.InsertionPoint(first_lane.then_block):
-        for acc, buffer in zip(accs, buffers):
-            memref.StoreOp(acc, buffer, [warp])
-        scf.YieldOp([])
-    gpu.BarrierOp()
     first_warp = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, warp, zero).result)
     with ir.InsertionPoint(first_warp.then_block):
-        has_partial = arith.CmpIOp(arith.CmpIPredicate.ult, lane, index_const(warps)).result
-        read = scf.IfOp(has_partial, [i.type for i in start], has_else=True)
-        with ir.InsertionPoint(read.then_block):
-            scf.YieldOp([memref.LoadOp(buffer, [lane]).result for buffer in buffers])
-        with ir.InsertionPoint(read.else_block):
-            scf.YieldOp(start)
-        totals = [_warp_reduce(v, c) for v, c in zip(read.results, combiners)]
+        totals = [_warp_reduce(v, c) for v, c in
+                  zip(_read_warp_partials(buffers, lane, warps, start), combiners)]
         writer = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid, zero).result)
         with ir.InsertionPoint(writer.then_block):
             point = [iv if iv is not None else zero for iv in ivs]
@@ -232,6 +220,14 @@ def block_totals(generic: ir.Operation, block: int, partials: list[tuple[ir.Type
     if warps == 1:
         return accs
     buffers = [memref.get_global(type_, name) for type_, name in partials]
+    lane, _ = _store_warp_partials(accs, buffers, tid)
+    return [_warp_reduce(v, c) for v, c in
+            zip(_read_warp_partials(buffers, lane, warps, start), combiners)]
+
+
+def _store_warp_partials(accs: list, buffers: list, tid: ir.Value) -> tuple:
+    """Each warp's lane 0 stores its (warp-reduced) accumulators at [warp] of the shared
+    `buffers`; a barrier then makes them visible. Returns (lane, warp)."""
     lane = arith.RemUIOp(tid, index_const(WARP)).result
     warp = arith.DivUIOp(tid, index_const(WARP)).result
     first_lane = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, lane, index_const(0)).result)
@@ -240,13 +236,18 @@ def block_totals(generic: ir.Operation, block: int, partials: list[tuple[ir.Type
             memref.StoreOp(acc, buffer, [warp])
         scf.YieldOp([])
     gpu.BarrierOp()
+    return lane, warp
+
+
+def _read_warp_partials(buffers: list, lane: ir.Value, warps: int, start: list) -> list:
+    """Lane k's copy of warp k's partials (the identities `start` past the last warp)."""
     has_partial = arith.CmpIOp(arith.CmpIPredicate.ult, lane, index_const(warps)).result
     read = scf.IfOp(has_partial, [i.type for i in start], has_else=True)
     with ir.InsertionPoint(read.then_block):
         scf.YieldOp([memref.LoadOp(buffer, [lane]).result for buffer in buffers])
     with ir.InsertionPoint(read.else_block):
         scf.YieldOp(start)
-    return [_warp_reduce(v, c) for v, c in zip(read.results, combiners)]
+    return list(read.results)
 
 
 def combiners_of(generic: ir.Operation):
