@@ -238,10 +238,6 @@ def _scale(scores: ir.Operation) -> Optional[ir.Value]:
 
 # ---------------------------------------------------------------- the kernel
 
-def _shape(value: ir.Value) -> list[int]:
-    return list(ir.MemRefType(value.type).shape)
-
-
 def _chunk_and_lanes(d: int, e: int, params: Params):
     """(elements per vector access, threads per query row; None: rows too wide)."""
     chunk = 4 if d % 4 == 0 and e % 4 == 0 else 1
@@ -255,16 +251,14 @@ def _chunk_and_lanes(d: int, e: int, params: Params):
 
 def matches(group: Group, params: Optional[Params] = None) -> bool:
     params = params or DEFAULT_PARAMS
-    d, e = _shape(group.query)[-1], _shape(group.value)[-1]
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     return _chunk_and_lanes(d, e, params)[1] is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
     params = params or DEFAULT_PARAMS
-    q_shape = _shape(group.query)
-    lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
-    keys, e = _shape(group.key)[-2], _shape(group.value)[-1]
+    lead, rows, d, keys, e = sizes(group)
     chunk, lanes = _chunk_and_lanes(d, e, params)
     threads = params.rows_per_block * lanes
     element = ir.MemRefType(group.query.type).element_type
@@ -276,18 +270,12 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
         for name, type_ in tiles.items():
             memref.GlobalOp(f"{kernel_name}_{name}", ir.TypeAttr.get(type_),
                             sym_visibility="private", alignment=16)
-    scale_const = defining_op(group.scale)
-    scale_const = scale_const if scale_const is not None and \
-        scale_const.name == "arith.constant" else None
-    values = [group.query, group.key, group.value] + \
-        ([group.mask] if group.mask is not None else []) + [group.out] + \
-        ([] if scale_const is not None else [group.scale])
+    values = kernel_values(group)
     func = new_kernel(gpu_module, kernel_name, [kernel_type(v.type) for v in values],
                       [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
         args = dict(zip(values, func.regions[0].blocks[0].arguments))
-        scale = clone_op(scale_const, []).results[0] if scale_const is not None \
-            else args[group.scale]
+        scale = scale_in_kernel(group, args)
         kernel = _Kernel(params, acc, chunk, lanes, threads, d, e, keys, rows)
         # scores in base 2: exp(x) = exp2(x * log2(e)), one ex2 instruction each
         log2e = float_constant(acc, math.log2(math.e))
@@ -464,6 +452,34 @@ class _Kernel:
 
 def operand_shape(value: ir.Value) -> list[int]:
     return list(ir.MemRefType(value.type).shape)
+
+
+def sizes(group: Group) -> tuple[list, int, int, int, int]:
+    """(lead, rows, d, keys, e): the (p..) loops' sizes, the queries, Q's and K's head
+    dim, the keys, V's head dim."""
+    q_shape = operand_shape(group.query)
+    return (q_shape[:-2], q_shape[-2], q_shape[-1], operand_shape(group.key)[-2],
+            operand_shape(group.value)[-1])
+
+
+def _constant_scale(group: Group):
+    op = defining_op(group.scale)
+    return op if op is not None and op.name == "arith.constant" else None
+
+
+def kernel_values(group: Group) -> list:
+    """What a kernel that reads its operands itself takes, in order: query, key, value,
+    the mask if any, out, and the scale unless it is a constant (cloned in instead)."""
+    return [group.query, group.key, group.value] + \
+        ([group.mask] if group.mask is not None else []) + [group.out] + \
+        ([] if _constant_scale(group) is not None else [group.scale])
+
+
+def scale_in_kernel(group: Group, args: dict) -> ir.Value:
+    """The scale inside the kernel: the constant cloned, or its argument (`args`: the
+    kernel_values -> the kernel's arguments)."""
+    constant = _constant_scale(group)
+    return clone_op(constant, []).results[0] if constant is not None else args[group.scale]
 
 
 def row_major(value: ir.Value) -> bool:

@@ -44,10 +44,10 @@ from mlir.dialects import arith, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
 from ..attention_lowering import float_constant, widened
-from ..cir_ops import clone_op, defining_op
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
-from .attention import Group, attention_groups, operand_shape, row_major
+from .attention import (Group, attention_groups, kernel_values, operand_shape, row_major,
+                        scale_in_kernel, sizes)
 
 NAME = "attention_simt_tiled"
 # cp.async (the f32 tile copies): sm_80 and later; older chips keep `attention`.
@@ -178,25 +178,17 @@ def _async_copies(group: Group) -> bool:
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
-    q_shape = operand_shape(group.query)
-    lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
-    keys, e = operand_shape(group.key)[-2], operand_shape(group.value)[-1]
+    lead, rows, d, keys, e = sizes(group)
     p = params or params_for(d, e)
     assert p.valid(), p
     layout = p.layout(d, e)
-    scale_const = defining_op(group.scale)
-    scale_const = scale_const if scale_const is not None and \
-        scale_const.name == "arith.constant" else None
-    values = [group.query, group.key, group.value] + \
-        ([group.mask] if group.mask is not None else []) + [group.out] + \
-        ([] if scale_const is not None else [group.scale])
+    values = kernel_values(group)
     func = new_kernel(gpu_module, kernel_name, [kernel_type(v.type) for v in values],
                       [p.threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
         args = dict(zip(values, func.regions[0].blocks[0].arguments))
         f32 = ir.F32Type.get()
-        scale = clone_op(scale_const, []).results[0] if scale_const is not None \
-            else args[group.scale]
+        scale = scale_in_kernel(group, args)
         # scores in base 2: exp(x) = exp2(x * log2(e)), one ex2 instruction each
         scale = arith.MulFOp(widened(scale, f32),
                              float_constant(f32, math.log2(math.e))).result

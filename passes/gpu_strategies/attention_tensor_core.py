@@ -54,7 +54,7 @@ from ..attention_lowering import float_constant
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
 from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
-                        quad_reduce, row_major)
+                        quad_reduce, row_major, sizes)
 
 NAME = "attention_tensor_core"
 # mma.sync m16n8k16 f16, ldmatrix and cp.async: sm_80 and later.
@@ -127,9 +127,7 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
-    q_shape = operand_shape(group.query)
-    lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
-    keys, e = operand_shape(group.key)[-2], operand_shape(group.value)[-1]
+    lead, rows, d, keys, e = sizes(group)
     p = params or params_for(d, e)
     assert p.block_n % MMA_K == 0 and p.shared_bytes(d, e) <= MAX_STATIC_SHARED, p
     f16 = ir.F16Type.get()

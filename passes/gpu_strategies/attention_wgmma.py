@@ -50,7 +50,7 @@ from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kern
 from . import Launch, TensorMap
 from . import hopper
 from .attention import (Group, attention_groups, operand_shape, positive_scale, quad_reduce,
-                        row_major)
+                        row_major, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, only_if, parity, shared, tensor_map_type, uniform_warp, wait)
 
@@ -126,9 +126,7 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
-    q_shape = operand_shape(group.query)
-    lead, rows, d = q_shape[:-2], q_shape[-2], q_shape[-1]
-    keys, e = operand_shape(group.key)[-2], operand_shape(group.value)[-1]
+    lead, rows, d, keys, e = sizes(group)
     p = params or params_for(d, e)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
