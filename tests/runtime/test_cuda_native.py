@@ -3,6 +3,7 @@ machine): device arrays, zero-copy interop, saved artifacts, and programs agains
 numpy on fresh random inputs with poisoned allocations (conftest sets
 ZYNML_CUDA_POISON=1)."""
 import importlib.util
+from functools import partial
 
 import numpy as np
 import pytest
@@ -83,6 +84,18 @@ EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] \
 
 def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
+
+
+def torch_unaligned(torch, array):
+    """A float32 torch copy of `array` 4 bytes past a 16-byte boundary."""
+    view = torch.empty(array.size + 1, device="cuda")[1:].view(array.shape)
+    view.copy_(torch.from_numpy(array))
+    assert view.data_ptr() % 16 == 4
+    return view
+
+
+def torch_host(torch, result):
+    return torch.as_tensor(result, device="cuda").cpu().numpy()
 
 
 def run_example(name, target=None, **inputs):
@@ -379,15 +392,7 @@ def test_rows_in_registers_from_unaligned_torch_views(rng, cols):
     if conftest.COMPILE_ONLY:
         pytest.skip("compile-only: no GPU for torch")
     torch = pytest.importorskip("torch")
-
-    def unaligned(array):
-        view = torch.empty(array.size + 1, device="cuda")[1:].view(array.shape)
-        view.copy_(torch.from_numpy(array))
-        assert view.data_ptr() % 16 == 4
-        return view
-
-    def host(result):
-        return torch.as_tensor(result, device="cuda").cpu().numpy()
+    unaligned, host = partial(torch_unaligned, torch), partial(torch_host, torch)
 
     probs = softmax(x=unaligned(x))
     assert_close(host(probs), softmax_ref(x.astype(np.float64)))
@@ -439,15 +444,7 @@ def test_elementwise_from_unaligned_torch_views(rng):
     if conftest.COMPILE_ONLY:
         pytest.skip("compile-only: no GPU for torch")
     torch = pytest.importorskip("torch")
-
-    def unaligned(array):
-        view = torch.empty(array.size + 1, device="cuda")[1:].view(array.shape)
-        view.copy_(torch.from_numpy(array))
-        assert view.data_ptr() % 16 == 4
-        return view
-
-    def host(result):
-        return torch.as_tensor(result, device="cuda").cpu().numpy()
+    unaligned, host = partial(torch_unaligned, torch), partial(torch_host, torch)
 
     out = gelu(x=unaligned(x.reshape(-1)))["activated"]
     assert_close(host(out), gelu_ref(x.reshape(-1).astype(np.float64)))
