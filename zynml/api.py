@@ -127,14 +127,13 @@ class Program:
 
     def __getattr__(self, name: str):
         methods = self.__dict__.get("_methods", {})
-        if name in methods:
-            bound = self.__dict__.setdefault("_bound_methods", {})
-            if name not in bound:  # one Program per pipeline: its executables are reused
-                pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
-                                   require_device=self._require_device,
-                                   _pipeline=methods[name], _parent=self)
-                bound[name] = _PipelineMethod(pipeline, methods[name])
-            return bound[name]
+        if name in methods:  # one Program per pipeline: its executables are reused
+            pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
+                               require_device=self._require_device,
+                               _pipeline=methods[name], _parent=self)
+            # kept as an attribute: the next `prog.name` finds it without __getattr__
+            method = self.__dict__[name] = _PipelineMethod(pipeline, methods[name])
+            return method
         raise AttributeError(f"program has no pipeline '{name}'; pipelines: "
                              + (", ".join(methods) or "(none)"))
 
@@ -407,8 +406,14 @@ class _PipelineMethod:
         self._pipeline = pipeline
 
     def __call__(self, *args, **kwargs):
-        if not args:
-            return next(iter(self._program(**kwargs).values()))
+        inputs = self._bind(args, kwargs) if args else kwargs
+        fast = self._program._fast_calls  # as Program.__call__, without a second **inputs
+        outputs = fast.call(inputs) if fast is not None else None
+        if outputs is None:
+            outputs = self._program(**inputs)
+        return next(iter(outputs.values()))
+
+    def _bind(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(self._params):
             raise ZynMLError(f"pipeline '{self._pipeline.name}' takes {len(self._params)} "
                              f"arguments, got {len(args)}", self._pipeline.loc)
@@ -417,7 +422,7 @@ class _PipelineMethod:
             if name in inputs:
                 raise ZynMLError(f"argument '{name}' given twice", self._pipeline.loc)
             inputs[name] = value
-        return next(iter(self._program(**inputs).values()))
+        return inputs
 
 
 def _as_array(name: str, value: Any, loc) -> np.ndarray:

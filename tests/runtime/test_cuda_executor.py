@@ -1420,6 +1420,18 @@ def test_a_call_of_another_signature_is_checked(fake, rng, checked_calls, monkey
             prog(**inputs)
 
 
+def test_alternating_signatures_each_go_to_their_own_plan(fake, rng, checked_calls):
+    """The signature called last is tried first; another one still finds its own."""
+    prog = sub_scaled(fake, n=100)
+    sub_scaled(fake, n=60)
+    for n in (100, 60, 100, 60, 60, 100):
+        x, y = f32(rng, n), f32(rng, n)
+        out = prog(x=TorchLike(upload(x)), y=InterfaceOnly(upload(y)), scale=0.5)["z"]
+        assert out.shape == (n,)
+        assert_close(out.numpy(), (x.astype(np.float64) - y) * 0.5)
+    assert len(checked_calls) == 2
+
+
 def test_a_non_contiguous_tensor_is_still_an_error(fake, rng):
     prog = sub_scaled(fake)
     x, y = upload(f32(rng, 100)), upload(f32(rng, 100))

@@ -267,12 +267,12 @@ class PlanExecutor:
 
 
 class _FlatPlan:
-    """A plan without loops, compiled once into pointer patches: per call it allocates
-    (one arena for temporaries; a buffer per output from the device's bin of its size,
-    given back when the output's DeviceArray goes), writes the buffers' addresses into
-    the prepared parameter blocks, launches through ctypes with arguments converted
-    once, and frees the arena (stream-ordered). This is the per-call fast path; the
-    interpreter above handles everything else."""
+    """A plan without loops, compiled once into straight-line Python (`run`, see
+    `_source`): per call it allocates (one arena for temporaries; a buffer per output
+    from the device's bin of its size, given back when the output's DeviceArray goes),
+    writes the buffers' addresses into the prepared parameter blocks, launches through
+    ctypes with arguments converted once, and frees the arena (stream-ordered). This is
+    the per-call fast path; the interpreter above handles everything else."""
 
     ALIGN = 256
 
@@ -345,7 +345,7 @@ class _FlatPlan:
                 self.copies.append((source[0], source[1] * itemsize, target[0],
                                     target[1] * itemsize, _count(source[2]) * itemsize))
         # outputs that are whole allocations get their own buffer; the rest share an arena
-        self.outputs: list[tuple] = []  # (root, shape, numpy dtype, dtype name, release)
+        self.outputs: list[tuple] = []  # (root, shape, numpy dtype, dtype name)
         owned = set()
         for spec in plan["outputs"]:
             value = env.get(spec["value"]) if isinstance(spec["value"], str) else None
@@ -359,7 +359,7 @@ class _FlatPlan:
                 raise _NotFlat()  # views and aliases of inputs: the interpreter copies
             owned.add(root)
             self.outputs.append((root, tuple(int(s) for s in sizes), _numpy_dtype(dtype),
-                                 dtype, self.device.buffers(nbytes).give))
+                                 dtype))
         self.arena_offsets: list[tuple[int, int]] = []  # (root, byte offset in arena)
         self.output_allocs: list[tuple[int, Any]] = []  # (root, BufferBin of its size)
         arena = 0
@@ -371,8 +371,6 @@ class _FlatPlan:
                 self.arena_offsets.append((root, arena))
                 arena += -(-max(nbytes, 1) // self.ALIGN) * self.ALIGN
         self.arena_bytes = arena
-        # the roots after the inputs: globals, then a place for each allocation
-        self._more_roots = self.global_ptrs + [0] * len(allocs)
         # What a call does, in plan order: (call, args) launches with their parameter
         # blocks (the blocks' pointer slots are patched first), or (None, copy).
         self.steps: list[tuple] = []
@@ -388,6 +386,10 @@ class _FlatPlan:
             if grid[0] and grid[1] and grid[2]:  # else an empty iteration space
                 self.steps.append(self.module.launcher(function, grid, block, shared,
                                                        params.address))
+        self.n_inputs = n_inputs
+        self.source, namespace = self._source()
+        exec(compile(self.source, "<zynml flat plan>", "exec"), namespace)
+        self.run = namespace["run"]  # run(inputs) -> outputs, see _source
 
     def _launch(self, step: dict, env: dict) -> tuple:
         params = _Params(step["arg_kinds"])
@@ -420,45 +422,88 @@ class _FlatPlan:
             self.module.set_max_shared(function, step["shared_bytes"])
         return (function, grid, block, step["shared_bytes"], params, patches, map_patches)
 
-    def run(self, inputs: list) -> list:
-        """`inputs`: a device pointer per tensor input, a number per scalar, in plan
-        order. Returns the outputs as DeviceArrays."""
-        device = self.device
-        ptrs = inputs + self._more_roots
-        arena = 0
-        try:
-            if self.arena_bytes:
-                arena = device.alloc(self.arena_bytes)
-                for root, offset in self.arena_offsets:
-                    ptrs[root] = arena + offset
-            for root, buffers in self.output_allocs:
-                ptrs[root] = buffers.take()
-            for slot, root in self.patches:
-                slot.value = ptrs[root]
-            for slot, arg in self.map_patches:
-                dtype, sizes, strides, box, swizzle = arg.layout
-                slot.value = self.tensor_maps.address(dtype, ptrs[arg.root] + arg.offset,
-                                                      sizes, strides, box, swizzle)
-            for call, args in self.steps:
-                if call is None:
-                    src, src_off, dst, dst_off, nbytes = args
-                    device.copy_on_device(ptrs[dst] + dst_off, ptrs[src] + src_off, nbytes)
-                    continue
-                status = call(*args)
-                if status:
-                    self.module.raise_launch_error(status)
-        except BaseException:
-            for root, buffers in self.output_allocs:
-                if ptrs[root]:
-                    buffers.give(ptrs[root])
-            raise
-        finally:
-            if arena:
-                device.free(arena)
-        owning, results = DeviceArray.owning, []
-        for root, shape, dtype, name, release in self.outputs:  # no comprehension's frame
-            results.append(owning(device, ptrs[root], shape, dtype, name, release))
-        return results
+
+    def _source(self) -> tuple[str, dict[str, Any]]:
+        """`run(inputs) -> outputs` as straight-line Python, and the values it names
+        (parameter slots, launch calls, buffer bins): `inputs` a device pointer per
+        tensor input and a number per scalar, in plan order; the outputs DeviceArrays.
+        No loop and no lookup is left for a call to do. For a one-kernel add:
+
+            def run(inputs):
+                r0, r1 = inputs
+                r2 = 0
+                arena = 0
+                try:
+                    try:
+                        r2 = kept2.pop()
+                    except IndexError:
+                        r2 = take2()
+                    slot0.value = r0
+                    ...
+                    status = call0(*args0)
+                    if status:
+                        raise_launch_error(status)
+                except BaseException:
+                    if r2:
+                        give2(r2)
+                    raise
+                finally:
+                    if arena:
+                        free(arena)
+                return [owning(device, r2, shape0, dtype0, 'float32', give2)]
+        """
+        bound = {"owning": DeviceArray.owning, "device": self.device,
+                 "free": self.device.free, "alloc": self.device.alloc,
+                 "copy": self.device.copy_on_device,
+                 "raise_launch_error": self.module.raise_launch_error}
+        n_inputs = self.n_inputs
+        code = ["def run(inputs):"]
+        if n_inputs:
+            code.append("    " + ", ".join(f"r{i}" for i in range(n_inputs)) +
+                        (", = inputs" if n_inputs == 1 else " = inputs"))
+        for k, ptr in enumerate(self.global_ptrs):
+            code.append(f"    r{n_inputs + k} = {int(ptr)}")
+        for root, _ in self.output_allocs:
+            code.append(f"    r{root} = 0")
+        code += ["    arena = 0", "    try:"]
+        if self.arena_bytes:
+            code.append(f"        arena = alloc({self.arena_bytes})")
+            code += [f"        r{root} = arena + {offset}" for root, offset in self.arena_offsets]
+        for root, buffers in self.output_allocs:
+            bound[f"kept{root}"], bound[f"take{root}"] = buffers.kept, buffers.take
+            bound[f"give{root}"] = buffers.give
+            code += ["        try:", f"            r{root} = kept{root}.pop()",
+                     "        except IndexError:  # none kept (or another thread took it)",
+                     f"            r{root} = take{root}()"]
+        for k, (slot, root) in enumerate(self.patches):
+            bound[f"slot{k}"] = slot
+            code.append(f"        slot{k}.value = r{root}")
+        if self.map_patches:
+            bound["map_address"] = self.tensor_maps.address
+        for k, (slot, arg) in enumerate(self.map_patches):
+            bound[f"map_slot{k}"], bound[f"layout{k}"] = slot, arg.layout
+            code.append(f"        map_slot{k}.value = map_address(layout{k}[0], "
+                        f"r{arg.root} + {arg.offset}, *layout{k}[1:])")
+        for k, (call, args) in enumerate(self.steps):
+            if call is None:
+                src, src_off, dst, dst_off, nbytes = args
+                code.append(f"        copy(r{dst} + {dst_off}, r{src} + {src_off}, {nbytes})")
+                continue
+            bound[f"call{k}"], bound[f"args{k}"] = call, args
+            code += [f"        status = call{k}(*args{k})", "        if status:",
+                     "            raise_launch_error(status)"]
+        code += ["    except BaseException:"]
+        for root, _ in self.output_allocs:
+            code += [f"        if r{root}:", f"            give{root}(r{root})"]
+        code += ["        raise", "    finally:", "        if arena:",
+                 "            free(arena)"]
+        results = []
+        for k, (root, shape, dtype, name) in enumerate(self.outputs):
+            bound[f"shape{k}"], bound[f"dtype{k}"] = shape, dtype
+            results.append(f"owning(device, r{root}, shape{k}, dtype{k}, {name!r}, "
+                           f"give{root})")  # back to its bin when the DeviceArray goes
+        code.append("    return [" + ", ".join(results) + "]")
+        return "\n".join(code) + "\n", bound
 
 
 class _NotFlat(Exception):

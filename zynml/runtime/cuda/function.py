@@ -81,14 +81,12 @@ def _kind(cls: type) -> int:
     return _INTERFACE  # read per call: it may be an instance attribute, or missing
 
 
-def _read(inputs: dict[str, Any]) -> tuple[tuple, list] | None:
-    """(key, args) of a call whose tensors are all C-contiguous GPU arrays starting on 16
-    bytes, else None.
-    key: per input in the order given, (name, shape, dtype) of an array, (name, float)
-    of a float, (name, int, value) of an int (programs specialize on them); args: the
-    arrays' device pointers and the numbers, in the same order."""
+def _key(inputs: dict[str, Any]) -> tuple | None:
+    """The signature of a call whose tensors are all C-contiguous GPU arrays, else None
+    (the guard generated for it, `_guarded_source`, also checks their alignment):
+    per input in the order given, (name, type, shape, dtype) of an array, (name, float)
+    of a float, (name, int, value) of an int (programs specialize on them)."""
     key: list = []
-    args: list = []
     for name, value in inputs.items():
         cls = type(value)
         kind = _KINDS.get(cls)
@@ -97,94 +95,156 @@ def _read(inputs: dict[str, Any]) -> tuple[tuple, list] | None:
         if kind == _TORCH:
             if not value.is_cuda or not value.is_contiguous():
                 return None
-            ptr = value.data_ptr()
-            key.append((name, value.shape, value.dtype))
+            key.append((name, cls, value.shape, value.dtype))
         elif kind == _DEVICE_ARRAY:
-            ptr = value.ptr
-            key.append((name, value.shape, value._dtype_name))
+            key.append((name, cls, value.shape, value._dtype_name))
         elif kind == _INTERFACE:
             iface = _interface(value)  # None for bfloat16: DLPack, on the checked path
             if iface is None or iface.get("strides") is not None:
                 return None
-            ptr = iface["data"][0]
-            key.append((name, iface["shape"], iface["typestr"]))
-        if kind <= _INTERFACE:  # a tensor
-            if ptr % INPUT_ALIGNMENT:
-                return None  # the checked path copies it to an aligned buffer
-            args.append(ptr)
-            continue
-        if kind == _INT:
+            key.append((name, cls, iface["shape"], iface["typestr"]))
+        elif kind == _INT:
             key.append((name, int, value))
-            args.append(value)
         else:
             key.append((name, float))
-            args.append(value)
-    return tuple(key), args
+    return tuple(key)
 
 
 class FastCalls:
-    """Calls of a program with GPU arrays, by the signature of a call that went through
-    the checks before (`add`): straight to the plan's launches. The key (`_read`) holds
-    every input's name, shape and dtype, so a call of any other signature misses."""
+    """Calls of a program with GPU arrays, by the signature (`_key`) of a call that went
+    through the checks before (`add`), straight to the plan's launches. The signature
+    called last is tried first, by code generated for it (`_guarded_source`): it checks
+    each input as `_key` would and hands the pointers to the plan's `run`."""
 
     def __init__(self):
-        self._calls: dict[tuple, Any] = {}
+        self._calls: dict[tuple, tuple[Any, bool]] = {}  # key -> (call, guarded)
+        self._last: Any = None  # the guarded call of the signature called last
 
     def call(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
         """The outputs by name, or None: not seen, or not all GPU arrays."""
-        read = _read(inputs)
-        if read is None:
+        last = self._last
+        if last is not None:
+            outputs = last(inputs)
+            if outputs is not None:
+                return outputs
+        key = _key(inputs)
+        if key is None:
             return None
         try:
-            call = self._calls.get(read[0])
+            entry = self._calls.get(key)
         except TypeError:  # a duck-typed array with an unhashable shape
             return None
-        return None if call is None else call(inputs, read[1])
+        if entry is None:
+            return None
+        call, guarded = entry
+        if guarded:
+            self._last = call
+        return call(inputs)
 
     def add(self, inputs: dict[str, Any], function: CudaFunction, names: Sequence[str],
             output_names: Sequence[str], finish: Any = None) -> None:
         """Calls like `inputs` (just run through the checks) go to `function` (its
         arguments: the inputs `names`) from now on; `finish` (outputs by name -> outputs
         by name) post-processes scalars."""
-        read = _read(inputs)
-        if read is None:
+        key = _key(inputs)
+        if key is None or sorted(part[0] for part in key) != sorted(names):
             return
-        key, _ = read
-        given = [part[0] for part in key]
-        if sorted(given) != sorted(names):
+        try:
+            hash(key)
+        except TypeError:  # a duck-typed array with an unhashable shape
             return
-        order = [given.index(name) for name in names]  # plan position -> given position
-        numbers = [part[1] is int or part[1] is float for part in key]
+        numbers = {part[0]: part[1] is int or part[1] is float for part in key}
         specs, flat = function.specs, function.executor.flat
-        fits = all(numbers[given_at] if spec["kind"] == "scalar" else
-                   not numbers[given_at] or not spec["shape"]
-                   for spec, given_at in zip(specs, order))
-        if flat is not None and finish is None and fits and not all(numbers):
+        fits = all(numbers[name] if spec["kind"] == "scalar" else
+                   not numbers[name] or not spec["shape"] for spec, name in zip(specs, names))
+        if flat is not None and finish is None and fits and not all(numbers.values()):
             # a number for a 0-d tensor (a `float` parameter) goes as a device copy
-            constants = [(index, _Constant(function.device, spec["dtype"]))
-                         for index, (spec, given_at) in enumerate(zip(specs, order))
-                         if numbers[given_at] and spec["kind"] == "tensor"]
-            self._calls[key] = _flat_call(flat.run, order, constants, list(output_names))
+            constants = {name: _Constant(function.device, spec["dtype"])
+                         for spec, name in zip(specs, names)
+                         if numbers[name] and spec["kind"] == "tensor"}
+            source, namespace = _guarded_source(key, names, constants, output_names)
+            namespace["run"] = flat.run
+            exec(compile(source, "<zynml fast call>", "exec"), namespace)
+            self._calls[key] = (namespace["call"], True)
             return
 
-        def call(inputs: dict[str, Any], _args: list) -> dict[str, Any]:
+        def call(inputs: dict[str, Any]) -> dict[str, Any]:
             results = dict(zip(output_names, function(*[inputs[n] for n in names])))
             return finish(results) if finish is not None else results
-        self._calls[key] = call
+        self._calls[key] = (call, False)
 
 
-def _flat_call(run, order: list[int], constants: list, output_names: list[str]):
-    permute = order != list(range(len(order)))
-    single = output_names[0] if len(output_names) == 1 else None
+def _guarded_source(key: tuple, names: Sequence[str], constants: dict[str, Any],
+                    output_names: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """`call(inputs) -> outputs, or None` for the signature `key`, as Python, and the
+    values it names. For torch tensors x and y (in this order) and one output z:
 
-    def call(inputs: dict[str, Any], args: list) -> dict[str, Any]:
-        if permute:
-            args = [args[i] for i in order]
-        for index, constant in constants:
-            args[index] = constant(args[index])
-        results = run(args)
-        return {single: results[0]} if single is not None else dict(zip(output_names, results))
-    return call
+        def call(inputs):
+            if len(inputs) != 2:
+                return None
+            try:
+                v0 = inputs['x']
+                v1 = inputs['y']
+            except KeyError:
+                return None
+            if not (type(v0) is type0 and v0.is_cuda and v0.is_contiguous()
+                    and v0.shape == shape0 and v0.dtype == dtype0):
+                return None
+            p0 = v0.data_ptr()
+            if not (not p0 % 16):
+                return None
+            ...
+            results = run([p0, p1])
+            return {'z': results[0]}
+    """
+    bound: dict[str, Any] = {}
+    code = ["def call(inputs):", f"    if len(inputs) != {len(key)}:", "        return None",
+            "    try:"]
+    code += [f"        v{k} = inputs[{part[0]!r}]" for k, part in enumerate(key)]
+    code += ["    except KeyError:", "        return None"]
+    argument = {}  # input name -> the expression of its plan argument
+    for k, part in enumerate(key):
+        name, v = part[0], f"v{k}"
+        if part[1] is int:
+            bound[f"value{k}"] = part[2]
+            check = f"type({v}) is int and {v} == value{k}"
+            argument[name] = v
+        elif part[1] is float:
+            check = f"type({v}) is float"
+            argument[name] = v
+        else:
+            _, cls, shape, dtype = part
+            bound[f"type{k}"], bound[f"shape{k}"], bound[f"dtype{k}"] = cls, shape, dtype
+            kind = _KINDS[cls]
+            if kind == _TORCH:
+                check = (f"type({v}) is type{k} and {v}.is_cuda and {v}.is_contiguous() "
+                         f"and {v}.shape == shape{k} and {v}.dtype == dtype{k}")
+                pointer = f"{v}.data_ptr()"
+            elif kind == _DEVICE_ARRAY:
+                check = (f"type({v}) is type{k} and {v}.shape == shape{k} "
+                         f"and {v}._dtype_name == dtype{k}")
+                pointer = f"{v}.ptr"
+            else:
+                bound["interface"] = _interface
+                code += [f"    if type({v}) is not type{k}:", "        return None",
+                         f"    i{k} = interface({v})"]
+                check = (f"i{k} is not None and i{k}.get('strides') is None "
+                         f"and i{k}['shape'] == shape{k} and i{k}['typestr'] == dtype{k}")
+                pointer = f"i{k}['data'][0]"
+            # a misaligned view goes to the checked path, which copies it (INPUT_ALIGNMENT)
+            code += [f"    if not ({check}):", "        return None",
+                     f"    p{k} = {pointer}"]
+            check = f"not p{k} % {INPUT_ALIGNMENT}"
+            argument[name] = f"p{k}"
+        code += [f"    if not ({check}):", "        return None"]
+    for k, name in enumerate(names):
+        if name in constants:
+            bound[f"constant{k}"] = constants[name]
+            argument[name] = f"constant{k}({argument[name]})"
+    code.append("    results = run([" + ", ".join(argument[name] for name in names) + "])")
+    code.append("    return {" + ", ".join(f"{name!r}: results[{k}]"
+                                          for k, name in enumerate(output_names)) + "}")
+    return "\n".join(code) + "\n", bound
 
 
 class _Constant:
