@@ -1381,6 +1381,8 @@ def test_inputs_off_16_bytes_are_copied_to_aligned_buffers(fake, rng, checked_ca
     x, y = f32(rng, 101), f32(rng, 100)
     xs, ys = upload(x), upload(y)
     shifted = DeviceArray(get_device(0), xs.ptr + 4, (100,), "float32", owner=xs)
+    # an aligned call of the same signature first: its fast path must still refuse the view
+    prog(x=TorchLike(upload(x[1:].copy())), y=TorchLike(ys), scale=0.5)
     for _ in range(2):
         mark = fake.mark()
         out = prog(x=TorchLike(shifted), y=TorchLike(ys), scale=0.5)["z"]
@@ -1390,7 +1392,7 @@ def test_inputs_off_16_bytes_are_copied_to_aligned_buffers(fake, rng, checked_ca
         assert launch_.args[1].aligned == ys.ptr
         assert (launch_.args[0].aligned, shifted.ptr, 400) in log.copies
         assert_close(out.numpy(), (x[1:].astype(np.float64) - y) * 0.5)
-    assert len(checked_calls) == 2  # never on the fast path
+    assert len(checked_calls) == 3  # the shifted view never on the fast path
 
 
 def test_a_call_of_another_signature_is_checked(fake, rng, checked_calls, monkeypatch):
