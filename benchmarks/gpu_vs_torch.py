@@ -4,9 +4,10 @@
     python benchmarks/gpu_vs_torch.py                  # on the GPU (carry the cache)
 
 Both halves must see the same ZYNML_CACHE_DIR (tools/gpu_tests.sh uses .gpucache). Each
-row: median time per call of ZynML (torch tensors in, device arrays out: no host copies)
-and of PyTorch, the speed ratio (> 1: ZynML faster), ZynML's achieved GB/s or TFLOP/s,
-and the relative error of ZynML's result against PyTorch's. Ceilings are measured in
+row: median GPU time per call of ZynML (torch tensors in, device arrays out: no host
+copies) and of PyTorch, the speed ratio (> 1: ZynML faster), ZynML's achieved GB/s or
+TFLOP/s, the same two medians per call with the launch cost included (`median_ms`), and
+the relative error of ZynML's result against PyTorch's. Ceilings are measured in
 the same run: a device-to-device copy, and PyTorch's own matmul. Results go in
 docs/performance.md with the date, device and command.
 """
@@ -170,28 +171,35 @@ def _to_torch(torch, array: np.ndarray):
     return torch.from_numpy(array).cuda()
 
 
-def median_ms(fn, repeat: int, torch) -> float:
+# ~0.2 ms of GPU clock cycles: longer than Python takes to queue one call of any case
+QUEUE_CYCLES = 400_000
+
+
+def median_ms(fn, repeat: int, torch, *, queued: bool = True) -> float:
     """Median milliseconds of `fn()` over `repeat` calls, timed with CUDA events (3 calls
-    when one takes over 100 ms)."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    if start.elapsed_time(end) > 100:
-        repeat = 3
-    times = []
-    for _ in range(repeat):
+    when one takes over 100 ms).
+
+    queued (the default): each call is queued behind a GPU sleep, so the GPU is still busy
+    while Python launches it and the events time the GPU's work alone, as in a stream of
+    calls (the per-call cost from Python to the launch is measured on its own:
+    call_overhead.py, and the `per call` columns). Otherwise the GPU idles when a call's
+    start event is recorded, and the time includes that call's launch cost."""
+    def timed() -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if queued:
+            torch.cuda._sleep(QUEUE_CYCLES)
         start.record()
         fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        return start.elapsed_time(end)
+
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    if timed() > 100:
+        repeat = 3
+    return statistics.median(timed() for _ in range(repeat))
 
 
 def _selected(only: str) -> list[Case]:
@@ -229,16 +237,22 @@ def run(repeat: int, only: str) -> None:
         error = ((result.double() - ref64).norm() / ref64.norm()).item()
         z_ms = median_ms(zynml_call, repeat, torch)
         t_ms = median_ms(lambda: case.torch_fn(torch, tensors), repeat, torch)
+        z_call = median_ms(zynml_call, repeat, torch, queued=False)
+        t_call = median_ms(lambda: case.torch_fn(torch, tensors), repeat, torch, queued=False)
         rate = (f"{case.bytes / z_ms / 1e6:7.0f} GB/s" if case.bytes
                 else f"{case.flops / z_ms / 1e9:7.2f} TFLOP/s")
-        rows.append((case.name, z_ms, t_ms, t_ms / z_ms, rate, error))
+        rows.append((case.name, z_ms, t_ms, rate, z_call, t_call, error))
         print(f"{case.name:38s} zynml {z_ms:9.3f} ms  torch {t_ms:9.3f} ms  "
-              f"{t_ms / z_ms:6.2f}x  {rate}  err {error:.1e}", flush=True)
-    print("\n| kernel | ZynML ms | PyTorch ms | ZynML vs PyTorch | ZynML rate | rel. error |")
-    print("|---|---|---|---|---|---|")
-    for name, z_ms, t_ms, ratio, rate, error in rows:
-        print(f"| {name} | {z_ms:.3f} | {t_ms:.3f} | {ratio:.2f}x | {rate.strip()} | "
-              f"{error:.1e} |")
+              f"{t_ms / z_ms:6.2f}x  {rate}  per call {z_call:.3f} / {t_call:.3f} ms "
+              f"{t_call / z_call:5.2f}x  err {error:.1e}", flush=True)
+    print("\nGPU time: each call queued behind a GPU sleep (launch cost hidden); per call: "
+          "the GPU idle at each call's start (launch cost included).")
+    print("| kernel | ZynML ms | PyTorch ms | ZynML vs PyTorch | ZynML rate | "
+          "per call: ZynML ms | PyTorch ms | ratio | rel. error |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, z_ms, t_ms, rate, z_call, t_call, error in rows:
+        print(f"| {name} | {z_ms:.3f} | {t_ms:.3f} | {t_ms / z_ms:.2f}x | {rate.strip()} | "
+              f"{z_call:.3f} | {t_call:.3f} | {t_call / z_call:.2f}x | {error:.1e} |")
 
 
 def main() -> int:
