@@ -15,6 +15,10 @@ run) is replaced by the `gpu.launch_func` that runs it:
         threads in (%c128, %c1, %c1) args(%x : memref<33x100xf32>, %y : memref<33xf32>)
         {zynml.strategy = "row_reduce"}
 
+A kernel that loops over its work (grid-stride) also carries
+`zynml.blocks_per_multiprocessor = K`: the run time launches at most K blocks per
+multiprocessor of the device.
+
 What remains on the host (allocations, views, loops, launches) is what
 zynml/backend/cuda/launch_plan.py turns into a launch plan.
 """
@@ -35,6 +39,9 @@ NAME = "linalg-to-gpu-kernels"
 DESCRIPTION = "Outline each linalg.generic on memrefs into a gpu.func chosen by strategy"
 KERNEL_MODULE = "zynml_kernels"
 STRATEGY_ATTR = "zynml.strategy"
+# on a launch of a grid-stride kernel: the run time caps its grid's x at this many blocks
+# per multiprocessor (launch_plan.py records it)
+BLOCKS_PER_MULTIPROCESSOR_ATTR = "zynml.blocks_per_multiprocessor"
 
 
 @dataclass
@@ -114,6 +121,9 @@ def _replace_with_launch(generics: list, launch, strategy: str) -> None:
         op = gpu.LaunchFuncOp([KERNEL_MODULE, launch.kernel], grid, block,
                               kernel_operands=operands, dynamic_shared_memory_size=shared)
         op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy)
+        if launch.blocks_per_multiprocessor:
+            op.attributes[BLOCKS_PER_MULTIPROCESSOR_ATTR] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), launch.blocks_per_multiprocessor)
     buffers = {v for generic in generics for v in generic.operands}
     for generic in generics:
         generic.erase()

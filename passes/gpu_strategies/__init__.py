@@ -40,6 +40,9 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int = 0  # dynamic shared memory per block
+    # > 0: the kernel loops over its work (grid-stride), and the run time caps grid[0] at
+    # this many blocks per multiprocessor of the device it runs on
+    blocks_per_multiprocessor: int = 0
 
 
 def get_strategy(name: str) -> ModuleType:

@@ -44,6 +44,9 @@ class Params:
     vector_bytes: int = 16      # bytes per access on the vector path (0: scalar kernels)
     vectors: int = 2            # chunks per thread on the vector path, large loop nests
     vector_block: int = 512     # threads per block on the vector path
+    # > 0: large vector-path kernels loop over their chunks (grid-stride), and the run
+    # time caps their grid at this many blocks per multiprocessor (Launch)
+    blocks_per_multiprocessor: int = 0
 
 
 DEFAULT_PARAMS = Params()  # what linalg-to-gpu-kernels builds with (tune scripts swap it)
@@ -63,7 +66,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     width = 0 if reduction else _vector_width(generic, ranges, params.vector_bytes)
     if width:
         return _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width,
-                              params.vector_block, params.vectors if large else 1)
+                              params.vector_block, params.vectors if large else 1,
+                              params.blocks_per_multiprocessor if large else 0)
     items = params.items if large else 1
     if items > 1:
         return _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel,
@@ -160,107 +164,134 @@ def _vector_width(generic: ir.Operation, ranges: list[int], size: int) -> int:
 
 
 def _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width, block,
-                   vectors) -> Launch:
-    """`vectors` chunks of `width` points per thread (see the module's docstring)."""
+                   vectors, blocks_per_multiprocessor=0) -> Launch:
+    """`vectors` chunks of `width` points per thread (see the module's docstring); with
+    `blocks_per_multiprocessor`, a thread loops over such groups of chunks, all the
+    grid's threads apart (grid-stride), so the run time can size the grid from the
+    device's multiprocessor count and every block works until the end."""
     count = math.prod(ranges) // width  # chunks in all
     threads = -(-count // vectors)
     grid = -(-threads // block)
     threads = grid * block
-    ins, outs = generic_operands(generic)
-    maps = indexing_maps(generic)
-    out_maps = maps[len(ins):]
-    args = list(generic.regions[0].blocks[0].arguments)
-    last = len(ranges) - 1
-    chunk_shape = ranges[:-1] + [ranges[-1] // width]
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
         first = arith.AddIOp(arith.MulIOp(gpu.block_id(gpu.Dimension.x),
                                           index_const(block)).result,
                              gpu.thread_id(gpu.Dimension.x)).result
-        chunks = []  # (valid, or None when always; ivs of lane 0)
-        for k in range(vectors):
-            linear = arith.AddIOp(first, index_const(k * threads)).result if k else first
-            valid = None
-            if (k + 1) * threads > count:  # out-of-range chunks read chunk 0, store nothing
-                valid = arith.CmpIOp(arith.CmpIPredicate.ult, linear,
-                                     index_const(count)).result
-                linear = arith.SelectOp(valid, linear, index_const(0)).result
-            ivs = delinearize(linear, chunk_shape)
-            ivs[last] = arith.MulIOp(ivs[last], index_const(width)).result
-            chunks.append((valid, ivs))
-        points = [ivs[:-1] + [arith.AddIOp(ivs[-1], index_const(lane)).result if lane
-                              else ivs[-1]]
-                  for _, ivs in chunks for lane in range(width)]
-        # operands: (memref, map) read per lane; per chunk; or one value
-        read = [(v, m) for v, m in zip(ins, maps)] + \
-            [(o, m) for o, m, a in zip(outs, out_maps, args[len(ins):]) if _used(a)]
-        vector_reads = [(v, m) for v, m in read if isinstance(v.type, ir.MemRefType) and
-                        any(last in dims(e) for e in m.results)]
-        types = {v: vector_type(v, m, width) for v, m in vector_reads}
-        types.update({o: vector_type(o, m, width) for o, m in zip(outs, out_maps)})
-        ok = None
-        for value, vec in types.items():
-            here = aligned(scope, value, vec)
-            ok = here if ok is None else arith.AndIOp(ok, here).result
-        element_types = [ir.MemRefType(v.type).element_type for v, _ in vector_reads]
-        branch = scf.IfOp(ok, [t for t in element_types for _ in points], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            loaded = []
-            for value, amap in vector_reads:
-                view = as_global(scope.value(value))
-                for _, ivs in chunks:
-                    chunk = vector.LoadOp(types[value], view, apply_map(amap, ivs),
-                                          alignment=vector_bytes(types[value])).result
-                    loaded += [vector.ExtractOp(chunk, [], [lane]).result
-                               for lane in range(width)]
-            scf.YieldOp(loaded)
-        with ir.InsertionPoint(branch.else_block):
-            scf.YieldOp([scope.load(value, apply_map(amap, ivs))
-                         for value, amap in vector_reads for ivs in points])
-        by_lane = {}
-        for n, (value, amap) in enumerate(vector_reads):
-            by_lane[(value, str(amap))] = list(branch.results)[n * len(points):
-                                                               (n + 1) * len(points)]
-        per_chunk = {}
-        for value, amap in read:
-            if isinstance(value.type, ir.MemRefType) and (value, str(amap)) not in by_lane:
-                per_chunk[(value, str(amap))] = [scope.load(value, apply_map(amap, ivs))
-                                                 for _, ivs in chunks]
-
-        def at(value, amap, p):
-            if not isinstance(value.type, ir.MemRefType):
-                return scope.value(value)
-            if (value, str(amap)) in by_lane:
-                return by_lane[(value, str(amap))][p]
-            return per_chunk[(value, str(amap))][p // width]
-
-        results = []
-        for p, ivs in enumerate(points):
-            values = [at(v, m, p) for v, m in zip(ins, maps)] + \
-                [at(o, m, p) if _used(a) else _undef(a.type)
-                 for o, m, a in zip(outs, out_maps, args[len(ins):])]
-            results.append(scope.clone_body(generic, values, lambda d, ivs=ivs: ivs[d]))
-        store = scf.IfOp(ok, [], has_else=True)
-        with ir.InsertionPoint(store.then_block):
-            for n, (out, amap) in enumerate(zip(outs, out_maps)):
-                view = as_global(scope.value(out))
-                for k, (valid, ivs) in enumerate(chunks):
-                    with only_if(valid):
-                        lanes = [results[p][n] for p in range(k * width, (k + 1) * width)]
-                        chunk = vector.FromElementsOp(types[out], lanes).result
-                        vector.StoreOp(chunk, view, apply_map(amap, ivs),
-                                       alignment=vector_bytes(types[out]))
-            scf.YieldOp([])
-        with ir.InsertionPoint(store.else_block):
-            for k, (valid, _) in enumerate(chunks):
-                with only_if(valid):
-                    for p in range(k * width, (k + 1) * width):
-                        for n, (out, amap) in enumerate(zip(outs, out_maps)):
-                            scope.store(results[p][n], out, apply_map(amap, points[p]))
-            scf.YieldOp([])
+        if not blocks_per_multiprocessor:
+            _vector_chunks(generic, scope, ranges, width, vectors, count, first, None,
+                           threads)
+        else:
+            stride = arith.MulIOp(gpu.grid_dim(gpu.Dimension.x), index_const(block)).result
+            step = arith.MulIOp(stride, index_const(vectors)).result
+            loop = scf.ForOp(first, index_const(count), step)
+            with ir.InsertionPoint(loop.body):
+                _vector_chunks(generic, scope, ranges, width, vectors, count,
+                               loop.induction_variable, stride, None)
+                scf.YieldOp([])
         gpu.ReturnOp([])
-    return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1))
+    return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1),
+                  blocks_per_multiprocessor=blocks_per_multiprocessor)
+
+
+def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
+                   static_stride) -> None:
+    """Chunks first, first + stride, ... (`vectors` of them) of one thread: all loads,
+    then the bodies, then the stores. `static_stride`: the stride as a number when it is
+    one (then chunks that are always in range skip the range check), else None."""
+    ins, outs = generic_operands(generic)
+    maps = indexing_maps(generic)
+    out_maps = maps[len(ins):]
+    args = list(generic.regions[0].blocks[0].arguments)
+    last = len(ranges) - 1
+    chunk_shape = ranges[:-1] + [ranges[-1] // width]
+    chunks = []  # (valid, or None when always; ivs of lane 0)
+    for k in range(vectors):
+        linear = first
+        if k:
+            offset = index_const(k * static_stride) if static_stride is not None else \
+                arith.MulIOp(stride, index_const(k)).result
+            linear = arith.AddIOp(first, offset).result
+        # chunk 0 of a grid-stride loop is in range (the loop's bound)
+        check = k > 0 if static_stride is None else (k + 1) * static_stride > count
+        valid = None
+        if check:  # out-of-range chunks read chunk 0, store nothing
+            valid = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_const(count)).result
+            linear = arith.SelectOp(valid, linear, index_const(0)).result
+        ivs = delinearize(linear, chunk_shape)
+        ivs[last] = arith.MulIOp(ivs[last], index_const(width)).result
+        chunks.append((valid, ivs))
+    points = [ivs[:-1] + [arith.AddIOp(ivs[-1], index_const(lane)).result if lane
+                          else ivs[-1]]
+              for _, ivs in chunks for lane in range(width)]
+    # operands: (memref, map) read per lane; per chunk; or one value
+    read = [(v, m) for v, m in zip(ins, maps)] + \
+        [(o, m) for o, m, a in zip(outs, out_maps, args[len(ins):]) if _used(a)]
+    vector_reads = [(v, m) for v, m in read if isinstance(v.type, ir.MemRefType) and
+                    any(last in dims(e) for e in m.results)]
+    types = {v: vector_type(v, m, width) for v, m in vector_reads}
+    types.update({o: vector_type(o, m, width) for o, m in zip(outs, out_maps)})
+    ok = None
+    for value, vec in types.items():
+        here = aligned(scope, value, vec)
+        ok = here if ok is None else arith.AndIOp(ok, here).result
+    element_types = [ir.MemRefType(v.type).element_type for v, _ in vector_reads]
+    branch = scf.IfOp(ok, [t for t in element_types for _ in points], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        loaded = []
+        for value, amap in vector_reads:
+            view = as_global(scope.value(value))
+            for _, ivs in chunks:
+                chunk = vector.LoadOp(types[value], view, apply_map(amap, ivs),
+                                      alignment=vector_bytes(types[value])).result
+                loaded += [vector.ExtractOp(chunk, [], [lane]).result
+                           for lane in range(width)]
+        scf.YieldOp(loaded)
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([scope.load(value, apply_map(amap, ivs))
+                     for value, amap in vector_reads for ivs in points])
+    by_lane = {}
+    for n, (value, amap) in enumerate(vector_reads):
+        by_lane[(value, str(amap))] = list(branch.results)[n * len(points):
+                                                           (n + 1) * len(points)]
+    per_chunk = {}
+    for value, amap in read:
+        if isinstance(value.type, ir.MemRefType) and (value, str(amap)) not in by_lane:
+            per_chunk[(value, str(amap))] = [scope.load(value, apply_map(amap, ivs))
+                                             for _, ivs in chunks]
+
+    def at(value, amap, p):
+        if not isinstance(value.type, ir.MemRefType):
+            return scope.value(value)
+        if (value, str(amap)) in by_lane:
+            return by_lane[(value, str(amap))][p]
+        return per_chunk[(value, str(amap))][p // width]
+
+    results = []
+    for p, ivs in enumerate(points):
+        values = [at(v, m, p) for v, m in zip(ins, maps)] + \
+            [at(o, m, p) if _used(a) else _undef(a.type)
+             for o, m, a in zip(outs, out_maps, args[len(ins):])]
+        results.append(scope.clone_body(generic, values, lambda d, ivs=ivs: ivs[d]))
+    store = scf.IfOp(ok, [], has_else=True)
+    with ir.InsertionPoint(store.then_block):
+        for n, (out, amap) in enumerate(zip(outs, out_maps)):
+            view = as_global(scope.value(out))
+            for k, (valid, ivs) in enumerate(chunks):
+                with only_if(valid):
+                    lanes = [results[p][n] for p in range(k * width, (k + 1) * width)]
+                    chunk = vector.FromElementsOp(types[out], lanes).result
+                    vector.StoreOp(chunk, view, apply_map(amap, ivs),
+                                   alignment=vector_bytes(types[out]))
+        scf.YieldOp([])
+    with ir.InsertionPoint(store.else_block):
+        for k, (valid, _) in enumerate(chunks):
+            with only_if(valid):
+                for p in range(k * width, (k + 1) * width):
+                    for n, (out, amap) in enumerate(zip(outs, out_maps)):
+                        scope.store(results[p][n], out, apply_map(amap, points[p]))
+        scf.YieldOp([])
 
 
 def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: list[int],

@@ -752,6 +752,31 @@ def test_elementwise_moves_16_bytes_per_access(program, shapes, loads, stores, t
     assert artifact.cubin[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("program,shapes,chunks", [
+    ("gelu", {"x": (4 * 600011,)}, 600011),
+    ("bias_gelu", {"x": (1, 37, 65540), "bias": (65540,)}, 37 * 65540 // 4),
+])
+def test_grid_stride_elementwise_gets_a_grid_per_multiprocessor(monkeypatch, program, shapes,
+                                                                 chunks):
+    """pointwise with `blocks_per_multiprocessor`: a large vector-path kernel loops over its
+    chunks with the grid's size read at run time (%nctaid), and its launch step asks the
+    run time to cap the grid at that many blocks per multiprocessor. (Shapes of their
+    own: the artifact cache's key does not include the strategies' Params.)"""
+    from zynml.passes.gpu_strategies import pointwise
+    monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(
+        vectors=2, vector_block=512, blocks_per_multiprocessor=4))
+    path = EXAMPLES / "gelu.zyn" if program == "gelu" else PROGRAMS / "bias_gelu.zyn"
+    prog = zynml.compile(path, device="cuda", require_device=False)
+    artifact = prog.artifact(**{name: f32(*shape) for name, shape in shapes.items()})
+    [step] = [s for s in artifact.plan["body"] if s["op"] == "launch"]
+    assert step["kernel"] == "k0_pointwise" and step["blocks_per_multiprocessor"] == 4
+    assert step["grid"] == [-(-chunks // (2 * 512)), 1, 1] and step["block"] == [512, 1, 1]
+    ptx = artifact.ptx
+    assert "%nctaid.x" in ptx
+    assert (count(ptx, V4_LOAD), count(ptx, V4_STORE)) == (2 if program == "gelu" else 4, 2)
+    assert ".local" not in ptx
+
+
 def bias_residual_layer_norm(rows, cols):
     return compiled_source(PROGRAMS / "bias_residual_layernorm.zyn", x=(1, rows, cols),
                            bias=(cols,), residual=(1, rows, cols), ln_weight=(cols,),

@@ -589,6 +589,33 @@ def test_descriptors_of_the_flat_plan(flat, fake):
     assert (dst, src, nbytes) == (out.ptr, arena + 7 * 4, 4 * 7 * 4)
 
 
+@pytest.mark.parametrize("grid,per_multiprocessor,launched", [
+    (5000, 4, 528),   # 4 blocks on each of the fake's 132 multiprocessors
+    (100, 4, 100),    # fewer blocks than that: as planned
+    (5000, 0, 5000),  # no cap
+])
+def test_grid_stride_kernels_get_a_grid_per_multiprocessor(fake, rng, grid,
+                                                           per_multiprocessor, launched):
+    """A launch step's "blocks_per_multiprocessor" caps its grid's x at that many blocks
+    per multiprocessor of the device, on the fast path and in the interpreter."""
+    fake.kernels.update(k_scale=k_scale)
+    step = launch("k_scale", ["%in0", "%0"], ["memref:1", "memref:1"], grid=(grid, 1, 1))
+    if per_multiprocessor:
+        step["blocks_per_multiprocessor"] = per_multiprocessor
+    plan = plan_of([tensor((9,))],
+                   [{"op": "alloc", "result": "%0", "shape": [9], "dtype": "float32"}, step],
+                   [dict(tensor((9,)), value="%0")])
+    executor = executor_for(fake, plan)
+    assert executor.flat is not None
+    x = f32(rng, 9)
+    for run in (executor, executor.run_plan):
+        mark = fake.mark()
+        out, = run([upload(x)])
+        [launched_step] = fake.since(mark).launches
+        assert launched_step.grid == (launched, 1, 1)
+        assert_close(out.numpy(), 2 * x.astype(np.float64))
+
+
 def test_the_interpreter_gives_views_their_offsets(flat, fake):
     mark = fake.mark()
     out, = flat.executor.run_plan(flat.inputs)

@@ -433,6 +433,35 @@ def test_bias_gelu_16_bytes_at_a_time(rng, rows, cols):
     assert_close(out, gelu_ref(x.astype(np.float64) + bias))
 
 
+@pytest.fixture
+def grid_stride(monkeypatch):
+    """pointwise's grid-stride form: a grid of at most 4 blocks per multiprocessor whose
+    threads loop over the chunks. (Sizes of its own in the tests below: the artifact
+    cache's key does not include the strategies' Params.)"""
+    from zynml.passes.gpu_strategies import pointwise
+    monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(
+        vectors=2, vector_block=512, blocks_per_multiprocessor=4))
+
+
+# 4 * 600007 chunks: the grid is capped (1172 blocks planned, 4 x 132 launched on an
+# H100) and the loop's last round leaves some threads' second chunk out of range;
+# (1 << 20) + 12: fewer blocks than the cap, one round or none per thread
+@pytest.mark.parametrize("n", [4 * 600007, (1 << 20) + 12])
+def test_elementwise_grid_stride(rng, grid_stride, n):
+    x = f32(rng, n) * 3
+    out = run_example("gelu.zyn", x=x)["activated"]
+    assert_close(out, gelu_ref(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("rows,cols", [(41, 65540), (1, 1 << 20)])
+def test_bias_gelu_grid_stride(rng, grid_stride, rows, cols):
+    """The bias chunk of a chunk found from the loop's run-time index."""
+    x, bias = f32(rng, 1, rows, cols) * 3, f32(rng, cols)
+    out = zynml.compile(EXAMPLES.parent / "bias_gelu.zyn", device="cuda:0")(
+        x=x, bias=bias)["activated"]
+    assert_close(out, gelu_ref(x.astype(np.float64) + bias))
+
+
 def test_elementwise_from_unaligned_torch_views(rng):
     """Operands 4 bytes past a 16-byte boundary: the vector path checks at run time and
     reads and writes them a point at a time instead."""

@@ -11,6 +11,8 @@ MLIR. The format, one dict per op, values named "%N":
                      "strides": [X..]}                             (elements, X: int | "%N")
     {"op": "launch", "kernel": "k0_pointwise", "grid": [X, X, X], "block": [X, X, X],
                      "shared_bytes": 0, "args": ["%3", "%5", "%6"]}
+                     (+ "blocks_per_multiprocessor": K for a grid-stride kernel: the
+                     grid's x is capped at K blocks per multiprocessor at run time)
     {"op": "copy",   "source": "%3", "target": "%7"}
     {"op": "scalar", "result": "%8", "fn": "addi", "args": [X, X]}
     {"op": "tensor_map", "result": "%8", "source": "%3", "box": [128, 64],
@@ -32,6 +34,7 @@ import numpy as np
 from mlir import ir
 
 from ...passes.cir_ops import defining_op
+from ...passes.linalg_to_gpu_kernels import BLOCKS_PER_MULTIPROCESSOR_ATTR
 
 PLAN_VERSION = 1
 
@@ -213,12 +216,16 @@ class _Extractor:
             raise PlanError("async or clustered gpu.launch_func on the host", op.location)
         kernel = str(ir.SymbolRefAttr(op.attributes["kernel"])).split("::@")[-1]
         shared = groups["shared"]
-        return {"op": "launch", "kernel": kernel,
+        step = {"op": "launch", "kernel": kernel,
                 "grid": [self.name(groups[k][0]) for k in ("gx", "gy", "gz")],
                 "block": [self.name(groups[k][0]) for k in ("bx", "by", "bz")],
                 "shared_bytes": self.name(shared[0]) if shared else 0,
                 "args": [self.name(v) for v in groups["args"]],
                 "arg_kinds": [_param_kind(v.type) for v in groups["args"]]}
+        if BLOCKS_PER_MULTIPROCESSOR_ATTR in op.attributes:
+            step["blocks_per_multiprocessor"] = ir.IntegerAttr(
+                op.attributes[BLOCKS_PER_MULTIPROCESSOR_ATTR]).value
+        return step
 
     def _for(self, op: ir.Operation) -> dict:
         lower, upper, step, *inits = op.operands

@@ -232,7 +232,8 @@ class PlanExecutor:
         if shared > 48 * 1024 and self._shared_limit.get(name, 0) < shared:
             self.module.set_max_shared(self._functions[name], shared)
             self._shared_limit[name] = shared
-        grid = [int(self._value(env, g)) for g in step["grid"]]
+        grid = _capped_grid([int(self._value(env, g)) for g in step["grid"]], step,
+                            self.device)
         block = [int(self._value(env, b)) for b in step["block"]]
         if min(grid) <= 0:
             return  # an empty iteration space
@@ -417,6 +418,7 @@ class _FlatPlan:
         if not all(isinstance(v, int) for v in grid + block) or \
                 not isinstance(step["shared_bytes"], int):
             raise _NotFlat()
+        grid = tuple(_capped_grid(list(grid), step, self.device))
         function = self.module.function(step["kernel"])
         if step["shared_bytes"] > 48 * 1024:
             self.module.set_max_shared(function, step["shared_bytes"])
@@ -504,6 +506,16 @@ class _FlatPlan:
                            f"give{root})")  # back to its bin when the DeviceArray goes
         code.append("    return [" + ", ".join(results) + "]")
         return "\n".join(code) + "\n", bound
+
+
+def _capped_grid(grid: list[int], step: dict, device) -> list[int]:
+    """A grid-stride kernel's grid: x at most its "blocks_per_multiprocessor" (a launch
+    step's optional key) times the device's multiprocessors, so every block stays
+    resident and works until the end."""
+    per_multiprocessor = step.get("blocks_per_multiprocessor", 0)
+    if per_multiprocessor > 0:
+        grid[0] = min(grid[0], per_multiprocessor * device.info.multiprocessors)
+    return grid
 
 
 class _NotFlat(Exception):
