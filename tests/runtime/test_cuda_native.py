@@ -437,8 +437,12 @@ def test_bias_gelu_16_bytes_at_a_time(rng, rows, cols):
 def grid_stride(monkeypatch):
     """pointwise's grid-stride form: a grid of at most 4 blocks per multiprocessor whose
     threads loop over the chunks. (Sizes of its own in the tests below: the artifact
-    cache's key does not include the strategies' Params.)"""
-    from zynml.passes.gpu_strategies import pointwise
+    cache's key does not include the strategies' Params, and the GPU machine, without
+    MLIR, runs what the compile half put in the cache under these sizes.)"""
+    try:
+        from zynml.passes.gpu_strategies import pointwise
+    except ImportError:  # no MLIR: the run half
+        return
     monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(
         vectors=2, vector_block=512, blocks_per_multiprocessor=4))
 
