@@ -2,7 +2,7 @@
 reading attributes, and folding index values to constants."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from mlir import ir
 
@@ -20,15 +20,19 @@ def is_body_function(fn: ir.Operation) -> bool:
     return "cir.body" in fn.attributes
 
 
-def ops_in(op: ir.Operation, name: Optional[str] = None) -> Iterator[ir.Operation]:
-    """Every op nested in `op` (pre-order), optionally only those called `name`."""
+def ops_in(op: ir.Operation, name: Optional[str] = None,
+           descend: Optional[Callable[[ir.Operation], bool]] = None) -> Iterator[ir.Operation]:
+    """Every op nested in `op` (pre-order), optionally only those called `name`; where
+    `descend(child)` is false, the ops inside `child` are skipped (a pass that treats a
+    linalg.generic or a gpu.module as one unit)."""
     for region in op.regions:
         for block in region.blocks:
             for child in block.operations:
                 child = child.operation
                 if name is None or child.name == name:
                     yield child
-                yield from ops_in(child, name)
+                if descend is None or descend(child):
+                    yield from ops_in(child, name, descend)
 
 
 def compute_ops(module: ir.Operation) -> list[ir.Operation]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .cir_ops import clone_op, defining_op
+from .cir_ops import clone_op, defining_op, ops_in
 
 NAME = "fold-scalar-tensors"
 DESCRIPTION = "Turn scalar islands between 0-d tensors into 0-d linalg.generics"
@@ -39,7 +39,7 @@ class Options:
 
 def run(module: ir.Operation, options: Options) -> None:
     orphans: list[ir.Operation] = []  # scalar ops the rewrites may leave unused
-    for op in _ops(module):
+    for op in list(ops_in(module, descend=lambda op: op.name != "linalg.generic")):
         if op.name != "tensor.from_elements" or len(op.operands) != 1 or \
                 ir.RankedTensorType(op.results[0].type).rank != 0:
             continue
@@ -134,20 +134,3 @@ def _replace_with_generic(op: ir.Operation, chain, leaves) -> None:
             mapping[root] = clone_op(defining_op(root), []).results[0]
         linalg.YieldOp([mapping[root]])
     op.results[0].replace_all_uses_with(generic.results[0])
-
-
-def _ops(module: ir.Operation) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(region: ir.Region) -> None:
-        for block in region.blocks:
-            for op in block.operations:
-                op = op.operation
-                found.append(op)
-                if op.name != "linalg.generic":
-                    for inner in op.regions:
-                        visit(inner)
-
-    for region in module.regions:
-        visit(region)
-    return found

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 
+from .cir_ops import ops_in
 from .gpu_kernel_builder import index_const, kernel_type
 from .gpu_strategies import (TensorMap, attention, attention_simt_tiled,
                               attention_tensor_core, attention_wgmma, available, choose,
@@ -53,12 +54,12 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
-    for op in list(_walk(module)):
+    for op in list(_host_ops(module)):
         if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
                                              _contiguous(op.operands[1].type)):
             _copy_as_generic(op)
-    generics = [op for op in _walk(module) if op.name == "linalg.generic"]
-    leftovers = [op for op in _walk(module)
+    generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
+    leftovers = [op for op in _host_ops(module)
                  if op.name.startswith("linalg.") and op.name not in ("linalg.generic",
                                                                       "linalg.yield",
                                                                       "linalg.index")]
@@ -88,7 +89,7 @@ def run(module: ir.Operation, options: Options) -> None:
                                               f"k{number}_{group_strategy.NAME}")
                 _replace_with_launch(list(group), launch, group_strategy.NAME)
                 number += 1
-            generics = [op for op in _walk(module) if op.name == "linalg.generic"]
+            generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
     for number, generic in enumerate(generics, start=number):
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
@@ -103,9 +104,15 @@ def run(module: ir.Operation, options: Options) -> None:
             raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
         _replace_with_launch([generic], launch, strategy.NAME)
     # Host reads of device memory that kernels now do themselves.
-    for op in list(_walk(module)):
+    for op in list(_host_ops(module)):
         if op.name == "memref.load" and not any(True for _ in op.results[0].uses):
             op.erase()
+
+
+def _host_ops(module: ir.Operation):
+    """Ops of the host functions in order, nested regions included; GPU code and the
+    insides of generics are skipped."""
+    return ops_in(module, descend=lambda op: op.name not in ("gpu.module", "linalg.generic"))
 
 
 def _replace_with_launch(generics: list, launch, strategy: str) -> None:
@@ -194,20 +201,3 @@ def _as_kernel_type(value) -> ir.Value:
     if wanted == value.type:
         return value
     return builtin.UnrealizedConversionCastOp([wanted], [value]).results[0]
-
-
-def _walk(module: ir.Operation):
-    """Ops of the host functions in order, nested regions included, skipping GPU code."""
-    def visit(block):
-        for op in block.operations:
-            op = op.operation  # an OpView's .name may be its symbol name
-            if op.name in ("gpu.module", "linalg.generic"):
-                if op.name == "linalg.generic":
-                    yield op
-                continue
-            yield op
-            for region in op.regions:
-                for inner in region.blocks:
-                    yield from visit(inner)
-    for block in module.regions[0].blocks:
-        yield from visit(block)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .cir_ops import defining_op
+from .cir_ops import defining_op, ops_in
 
 NAME = "split-shared-fills"
 DESCRIPTION = "Give each linalg init that a fill shares with others a fill of its own"
@@ -42,7 +42,7 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
-    ops = _ops(module)
+    ops = list(ops_in(module, descend=lambda op: not op.name.startswith("linalg.")))
     for fill in [op for op in ops if op.name == "linalg.fill"]:
         empty = defining_op(fill.operands[1])
         if empty is None or empty.name != "tensor.empty" or empty.operands:
@@ -72,20 +72,3 @@ def _is_init(op: ir.Operation, number: int) -> bool:
         return False
     inputs = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
     return number >= inputs
-
-
-def _ops(module: ir.Operation) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(region: ir.Region) -> None:
-        for block in region.blocks:
-            for op in block.operations:
-                op = op.operation
-                found.append(op)
-                if not op.name.startswith("linalg."):
-                    for inner in op.regions:
-                        visit(inner)
-
-    for region in module.regions:
-        visit(region)
-    return found
