@@ -37,14 +37,11 @@ def _grid(**values) -> tuple[dict, ...]:
 # strategy -> (the gpu_vs_torch cases it runs, its grid of Params fields)
 STRATEGIES: dict[str, tuple[tuple[str, ...], tuple[dict, ...]]] = {
     "pointwise": (("GELU (tanh) 64M f32", "bias + GELU 8x2048x4096 f32"),
-                  _grid(vector_bytes=(16,), vectors=(2,), vector_block=(512,)) +
-                  # grid-stride: one resident wave (2048 threads per multiprocessor) or two
-                  _grid(vector_bytes=(16,), vectors=(1, 2, 4), vector_block=(512,),
-                        blocks_per_multiprocessor=(4,)) +
-                  _grid(vector_bytes=(16,), vectors=(2,), vector_block=(256,),
-                        blocks_per_multiprocessor=(8, 16)) +
-                  _grid(vector_bytes=(16,), vectors=(2,), vector_block=(1024,),
-                        blocks_per_multiprocessor=(2,))),
+                  _grid(vector_bytes=(16,), vectors=(1, 2, 4),
+                        vector_block=(128, 256, 512, 1024)) +
+                  # grid-stride: one resident wave (2048 threads per multiprocessor)
+                  _grid(vector_bytes=(16,), vectors=(2,), vector_block=(256, 512),
+                        blocks_per_multiprocessor=(4, 8))),
     "row_fused": (("softmax 16384x2048 f32", "layernorm 16384x4096 f32",
                    "residual + layernorm 8x2048x4096 f32"),
                   ({"block": 32, "max_points": 64}, {"block": 64, "max_points": 64},

@@ -42,7 +42,7 @@ class Params:
     items: int = 4              # points per thread on large loop nests without reductions
     items_from: int = 1 << 20   # "large": at least this many points
     vector_bytes: int = 16      # bytes per access on the vector path (0: scalar kernels)
-    vectors: int = 2            # chunks per thread on the vector path, large loop nests
+    vectors: int = 1            # chunks per thread on the vector path, large loop nests
     vector_block: int = 512     # threads per block on the vector path
     # > 0: large vector-path kernels loop over their chunks (grid-stride), and the run
     # time caps their grid at this many blocks per multiprocessor (Launch)

@@ -413,8 +413,7 @@ def gelu_ref(v):
 
 # pointwise's vector path (passes/gpu_strategies/pointwise.py): chunks of 4 f32, 16 bytes
 # a load and a store; 1, 3 and 4097 take the scalar kernels; 4 * 8191 and 4 * 1000003
-# (a prime count of chunks) leave the last block's last chunks out of range; 1 << 20 and
-# up take two chunks a thread.
+# (a prime count of chunks) leave the last block's last chunks out of range.
 @pytest.mark.parametrize("n", [1, 3, 4, 4097, 4100, 4 * 8191, 1 << 20, (1 << 20) + 4,
                                4 * 1000003])
 def test_elementwise_16_bytes_at_a_time(rng, n):
@@ -433,21 +432,36 @@ def test_bias_gelu_16_bytes_at_a_time(rng, rows, cols):
     assert_close(out, gelu_ref(x.astype(np.float64) + bias))
 
 
-@pytest.fixture
-def grid_stride(monkeypatch):
-    """pointwise's grid-stride form: a grid of at most 4 blocks per multiprocessor whose
-    threads loop over the chunks. (Sizes of its own in the tests below: the artifact
-    cache's key does not include the strategies' Params, and the GPU machine, without
-    MLIR, runs what the compile half put in the cache under these sizes.)"""
+def use_pointwise(monkeypatch, **params):
+    """pointwise with `params` instead of its defaults, where the compiler is. (Tests that
+    use it take sizes of their own: the artifact cache's key does not include the
+    strategies' Params, and the GPU machine, without MLIR, runs what the compile half
+    put in the cache under those sizes.)"""
     try:
         from zynml.passes.gpu_strategies import pointwise
     except ImportError:  # no MLIR: the run half
         return
-    monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(
-        vectors=2, vector_block=512, blocks_per_multiprocessor=4))
+    monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(**params))
 
 
-# 4 * 600007 chunks: the grid is capped (1172 blocks planned, 4 x 132 launched on an
+# Two chunks a thread, the second `threads` chunks on: 4 * 600001 leaves the second
+# chunks of the last block's threads out of range.
+@pytest.mark.parametrize("n", [4 * 600001, (1 << 20) + 8])
+def test_elementwise_two_chunks_a_thread(rng, monkeypatch, n):
+    use_pointwise(monkeypatch, vectors=2, vector_block=512)
+    x = f32(rng, n) * 3
+    out = run_example("gelu.zyn", x=x)["activated"]
+    assert_close(out, gelu_ref(x.astype(np.float64)))
+
+
+@pytest.fixture
+def grid_stride(monkeypatch):
+    """pointwise's grid-stride form: a grid of at most 4 blocks per multiprocessor whose
+    threads loop over pairs of chunks."""
+    use_pointwise(monkeypatch, vectors=2, vector_block=512, blocks_per_multiprocessor=4)
+
+
+# 4 * 600007 chunks: the grid is capped (586 blocks planned, 4 x 132 launched on an
 # H100) and the loop's last round leaves some threads' second chunk out of range;
 # (1 << 20) + 12: fewer blocks than the cap, one round or none per thread
 @pytest.mark.parametrize("n", [4 * 600007, (1 << 20) + 12])
