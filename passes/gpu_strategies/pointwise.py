@@ -17,6 +17,12 @@ loaded with one 16-byte access per operand and chunk (all loads first, then the 
 cloned per lane, then 16-byte stores). Whether every buffer is 16-byte aligned is checked
 at run time (a view or a borrowed array need not be); otherwise the same points are read
 and written with scalar accesses. Anything else takes the scalar kernels.
+
+With `blocks_per_multiprocessor`, the vector path instead loops (grid-stride): the grid
+is sized at run time from the device's multiprocessor count and each thread takes
+groups of `vectors` chunks, the grid's threads apart, until the end. It is off by
+default: on an H100 it moved GELU 64M at 90-92% of copy against 98-99% for one chunk a
+thread with a grid that covers the points (docs/performance.md, session 7).
 """
 from __future__ import annotations
 
