@@ -34,15 +34,16 @@ EXAMPLES = ROOT / "tests" / "programs" / "examples"
 TUNE = ROOT / ".tune" / "matmul_wgmma"
 
 # keyword arguments of Params, one dict per set: the defaults first, then one change at
-# a time (clusters, raster order, persistence)
+# a time (persistence, raster order, stages, tile width)
 GRID: tuple[dict, ...] = (
     {},
-    {"cluster": 2},
-    {"cluster": 2, "group_m": 16},
-    {"cluster": 2, "group_m": 4},
-    {"cluster": 2, "sms": 120},
-    {"group_m": 16},
     {"persistent": False},
+    {"group_m": 1},
+    {"group_m": 16},
+    {"group_m": 32},
+    {"stages": 3},
+    {"tile_n": 128},
+    {"tile_n": 128, "stages": 6},
 )
 # name -> (M, K, N, dtype)
 CASES = {"4096 f16": (4096, 4096, 4096, "float16"),

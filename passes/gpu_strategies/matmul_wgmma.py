@@ -35,9 +35,13 @@ The host makes the TMA descriptors (`TensorMap` kernel arguments; the launch pla
 with a constant (`C = A @ B` starts from zeros), fill and product are one kernel
 (`find_groups`): the accumulators start from the constant and C is written once.
 
-Not here yet: TMA stores of C, clusters with TMA multicast (the runtime launches no
-clusters), the two warpgroups taking turns on different tiles (ping-pong), batched
-products, partial tiles (those use `matmul_tensor_core` or `matmul`).
+Not here yet: TMA stores of C, the two warpgroups taking turns on different tiles
+(ping-pong), batched products, partial tiles (those use `matmul_tensor_core` or
+`matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
+branch matmul-persistent: `.reqnctapercluster`, so a plain launch makes the clusters;
+remote empty-mbarrier arrives through mapa) and were correct, but 2x slower on an H100
+(4096 f16 0.42 ms against 0.214 ms; cause not found: maybe how many clusters of two
+~193 KB blocks fit at once), so they were taken out again.
 """
 from __future__ import annotations
 
@@ -76,9 +80,6 @@ class Params:
     persistent: bool = True  # grid = min(tiles, sms), each block loops over its tiles
     sms: int = 132           # blocks of a persistent grid: the SMs of an H100 SXM / H200
     group_m: int = 8         # tile rows per group of the raster order (1: row after row)
-    # blocks per cluster: 2 pairs blocks that take vertically adjacent tiles (the same
-    # columns of B), each copying half of B's k step to both (TMA multicast)
-    cluster: int = 1
 
     @property
     def tile_m(self) -> int:
@@ -92,20 +93,19 @@ class Params:
         return (self.tile_m + self.tile_n) * TILE_K * itemsize
 
     def shared_bytes(self) -> int:
-        """The ring (and, in clusters, its empty mbarriers), plus room to align it to 1024
-        bytes (the 128-byte swizzle's period)."""
-        return self.stages * self.stage_bytes() + self._barrier_bytes() + 1024
-
-    def _barrier_bytes(self) -> int:
-        return 8 * self.stages if self.cluster > 1 else 0
+        """The ring, plus room to align it to 1024 bytes (the 128-byte swizzle's period)."""
+        return self.stages * self.stage_bytes() + 1024
 
     def grid(self, m: int, n: int) -> int:
-        """Blocks: one per tile, or per SM at most (a multiple of the cluster size)."""
-        units = (m // self.tile_m // self.cluster) * (n // self.tile_n)  # tiles or pairs
-        clusters = min(units, self.sms // self.cluster) if self.persistent else units
-        return clusters * self.cluster
+        tiles = (m // self.tile_m) * (n // self.tile_n)
+        return min(tiles, self.sms) if self.persistent else tiles
 
 
+# The first that tiles the product. benchmarks/tune_matmul.py on an H100 (2026-11-22),
+# 4096 f16 (PyTorch 0.197-0.201 ms): these defaults 0.214-0.218 ms; one block per tile
+# (not persistent) 0.216-0.223; group_m 16 0.211-0.218, 32 0.222, 1 (row after row)
+# 0.230; 3 stages 0.226; 128-column tiles 0.241 (6 stages: 0.262). 8192x8192x4096:
+# 0.848-0.920 ms persistent, 0.935-0.969 not.
 CONFIGS = (Params(tile_n=256), Params(tile_n=128))
 
 
@@ -124,8 +124,8 @@ def _params_for(generic: ir.Operation):
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
     for params in CONFIGS:
-        if m % (params.tile_m * params.cluster) == 0 and n % params.tile_n == 0 \
-                and kk % TILE_K == 0 and m * n >= params.min_mn:
+        if m % params.tile_m == 0 and n % params.tile_n == 0 and kk % TILE_K == 0 \
+                and m * n >= params.min_mn:
             return params
     return None
 
@@ -198,8 +198,6 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
         a_map, b_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0] for t, arg
                         in zip((a_map_type, b_map_type),
                                func.regions[0].blocks[0].arguments[-2:]))
-        if p.cluster > 1:  # .reqnctapercluster: a plain launch makes the clusters
-            func.attributes["nvvm.cluster_dim"] = ir.DenseI32ArrayAttr.get([p.cluster, 1, 1])
         kernel = _Kernel(p, m, n, kk, element, out_element, initial)
         kernel.emit(scope.value(outs[0]), a_map, b_map)
         gpu.ReturnOp([])
@@ -234,11 +232,10 @@ def _index(value) -> ir.Value:
 
 
 def _tile_origin(p: Params, tiles_m: int, tiles_n: int, t, ops):
-    """Row and column of C where tile t starts (in clusters of 2: the pair of tiles t,
-    tile_m rows each, tiles_m counting pairs). Tiles are counted in groups of `group_m`
+    """Row and column of C where tile t starts. Tiles are counted in groups of `group_m`
     tile rows (the last group may have fewer), down a column of tiles first within a
     group: the blocks that run together read a few rows of A and columns of B."""
-    group = max(1, min(p.group_m // p.cluster, tiles_m))
+    group = max(1, min(p.group_m, tiles_m))
     per_group = group * tiles_n
     first = ops.mul(ops.div(t, per_group), group)
     within = ops.rem(t, per_group)
@@ -246,56 +243,14 @@ def _tile_origin(p: Params, tiles_m: int, tiles_n: int, t, ops):
     rows = group if tiles_m % group == 0 else ops.min(ops.sub(tiles_m, first), group)
     tile_row = ops.add(first, ops.rem(within, rows))
     tile_col = ops.div(within, rows)
-    return ops.mul(tile_row, p.tile_m * p.cluster), ops.mul(tile_col, p.tile_n)
+    return ops.mul(tile_row, p.tile_m), ops.mul(tile_col, p.tile_n)
 
 
 def tile_origins(p: Params, m: int, n: int, block: int, grid: int) -> list:
     """(row, column) of C where each of block `block`'s tiles starts, in its order."""
-    tiles_m, tiles_n = m // p.tile_m // p.cluster, n // p.tile_n
-    rank, cluster, clusters = block % p.cluster, block // p.cluster, grid // p.cluster
-    return [(row + rank * p.tile_m, col) for row, col in (
-        _tile_origin(p, tiles_m, tiles_n, t, _IntOps)
-        for t in range(cluster, tiles_m * tiles_n, clusters))]
-
-
-def _asm(text: str, operands: list = (), constraints: str = "") -> None:
-    from mlir.dialects import llvm
-    llvm.InlineAsmOp(None, list(operands), text, constraints, has_side_effects=True)
-
-
-class _ClusterBarriers:
-    """`count` mbarriers at byte `offset` of the ring (8 bytes each), as inline PTX:
-    the other block of a cluster arrives on them (mapa), which nvgpu's mbarriers
-    cannot."""
-
-    def __init__(self, ring: ir.Value, offset: int, count: int):
-        i32 = ir.IntegerType.get_signless(32)
-        base = arith.IndexCastOp(i32, memref.ExtractAlignedPointerAsIndexOp(ring).result).result
-        self.base = arith.AddIOp(base, arith.ConstantOp(i32, offset).result).result
-
-    def _address(self, slot) -> ir.Value:
-        i32 = ir.IntegerType.get_signless(32)
-        slot = arith.IndexCastOp(i32, _index(slot)).result
-        return arith.AddIOp(self.base, arith.MulIOp(slot, arith.ConstantOp(i32, 8).result)
-                            .result).result
-
-    def init(self, slot: int, arrivals: int) -> None:
-        i32 = ir.IntegerType.get_signless(32)
-        _asm("mbarrier.init.shared::cta.b64 [$0], $1;",
-             [self._address(slot), arith.ConstantOp(i32, arrivals).result], "r,r")
-
-    def wait(self, slot, parity_bit: ir.Value) -> None:
-        i32 = ir.IntegerType.get_signless(32)
-        _asm("{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
-             "@!p bra WAIT; }",
-             [self._address(slot), arith.ExtUIOp(i32, parity_bit).result], "r,r")
-
-    def arrive(self, slot, rank: int) -> None:
-        """Arrive on block `rank`'s barrier of the slot (release: at cluster scope)."""
-        i32 = ir.IntegerType.get_signless(32)
-        _asm("{ .reg .b32 remote; mapa.shared::cluster.u32 remote, $0, $1; "
-             "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }",
-             [self._address(slot), arith.ConstantOp(i32, rank).result], "r,r")
+    tiles_m, tiles_n = m // p.tile_m, n // p.tile_n
+    return [_tile_origin(p, tiles_m, tiles_n, t, _IntOps)
+            for t in range(block, tiles_m * tiles_n, grid)]
 
 
 def _add(a: ir.Value, b: int) -> ir.Value:
@@ -319,38 +274,24 @@ class _Kernel:
     def emit(self, c, a_map, b_map):
         p = self.p
         self.steps = self.k // TILE_K
-        # tiles_m counts pairs of tile rows in clusters of 2
-        self.tiles_m, self.tiles_n = self.m // p.tile_m // p.cluster, self.n // p.tile_n
+        self.tiles_m, self.tiles_n = self.m // p.tile_m, self.n // p.tile_n
         tid = gpu.thread_id(gpu.Dimension.x)
         consumers = WARPGROUP * p.warpgroups
         self.ring = aligned_dynamic_shared(p.shared_bytes() - 1024)
         self.full = barrier_group(p.stages)   # a slot's copies have landed
-        # every warpgroup (of both blocks in a cluster) is done reading a slot
-        self.empty = _ClusterBarriers(self.ring, p.stages * p.stage_bytes(), p.stages) \
-            if p.cluster > 1 else barrier_group(p.stages)
+        self.empty = barrier_group(p.stages)  # every warpgroup is done reading a slot
         copier = equals(tid, consumers)
         with only_if(copier):
             for s in range(p.stages):
                 nvgpu.mbarrier_init(self.full, index_const(1), index_const(s))
-                if p.cluster > 1:
-                    self.empty.init(s, p.warpgroups * p.cluster)
-                else:
-                    nvgpu.mbarrier_init(self.empty, index_const(p.warpgroups), index_const(s))
+                nvgpu.mbarrier_init(self.empty, index_const(p.warpgroups), index_const(s))
             nvgpu.tma_prefetch_descriptor(a_map)
             nvgpu.tma_prefetch_descriptor(b_map)
-            if p.cluster > 1:
-                _asm("fence.mbarrier_init.release.cluster;")
         gpu.BarrierOp()
-        if p.cluster > 1:  # the other block's barriers are ready before any copy or arrive
-            _asm("barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;")
-        # This block's tiles (its cluster's pairs of tiles): block, block + grid, ...
-        # below tiles_m * tiles_n (the grid never has more blocks than tiles)
+        # This block's tiles: block, block + grid, ... below tiles_m * tiles_n (the grid
+        # never has more blocks than tiles)
         self.block = gpu.block_id(gpu.Dimension.x)
         self.blocks = gpu.grid_dim(gpu.Dimension.x)
-        if p.cluster > 1:  # count clusters: block b is rank b % cluster of cluster b / cluster
-            self.rank = arith.RemUIOp(self.block, index_const(p.cluster)).result
-            self.block = arith.DivUIOp(self.block, index_const(p.cluster)).result
-            self.blocks = arith.DivUIOp(self.blocks, index_const(p.cluster)).result
         tiles = self.tiles_m * self.tiles_n
         self.my_tiles = arith.DivUIOp(
             arith.SubIOp(_add(self.blocks, tiles - 1), self.block).result, self.blocks).result
@@ -365,8 +306,6 @@ class _Kernel:
         with ir.InsertionPoint(role.else_block):
             nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
             self._consume(tid, warp, c)
-            if p.cluster > 1:  # no block leaves while the other may still arrive on its barriers
-                _asm("barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;")
             scf.YieldOp([])
 
     # ------------------------------------------------------------ the tile schedule
@@ -374,10 +313,7 @@ class _Kernel:
     def _tile_origin(self, local: ir.Value):
         """The first row and column of C of this block's `local`-th tile."""
         t = arith.AddIOp(self.block, arith.MulIOp(local, self.blocks).result).result
-        row, col = _tile_origin(self.p, self.tiles_m, self.tiles_n, t, _IndexOps)
-        if self.p.cluster > 1:  # the pair's upper or lower tile
-            row = arith.AddIOp(row, _mul(self.rank, self.p.tile_m)).result
-        return row, col
+        return _tile_origin(self.p, self.tiles_m, self.tiles_n, t, _IndexOps)
 
     # ------------------------------------------------------------ the copying thread
 
@@ -399,31 +335,16 @@ class _Kernel:
                 slot = arith.RemUIOp(step, index_const(p.stages)).result
                 with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, step,
                                           index_const(p.stages)).result):
-                    if p.cluster > 1:
-                        self.empty.wait(slot, parity(step, p.stages, previous=True))
-                    else:
-                        wait(self.empty, slot, parity(step, p.stages, previous=True))
+                    wait(self.empty, slot, parity(step, p.stages, previous=True))
                 k0 = _mul(k, TILE_K)
                 nvgpu.mbarrier_arrive_expect_tx(self.full, index_const(a_bytes + b_bytes), slot)
                 base = _mul(slot, p.stage_bytes())
                 nvgpu.TmaAsyncLoadOp(self._view((p.tile_m, TILE_K), base), self.full, a_map,
                                      [k0, row0], mbarId=slot)
-                boxes = p.tile_n // 64  # B's 64-column boxes, one after another
-                if p.cluster > 1:  # this block's half of them, to both blocks' rings
-                    both = arith.ConstantOp(ir.IntegerType.get_signless(16), 3).result
-                    for box in range(boxes // 2):
-                        box = arith.AddIOp(_mul(self.rank, boxes // 2), index_const(box)).result
-                        target = self._view((TILE_K, 64), arith.AddIOp(
-                            _add(base, a_bytes), _mul(box, 64 * TILE_K * 2)).result)
-                        nvgpu.TmaAsyncLoadOp(target, self.full, b_map,
-                                             [arith.AddIOp(col0, _mul(box, 64)).result, k0],
-                                             mbarId=slot, multicastMask=both)
-                else:
-                    for box in range(boxes):
-                        target = self._view((TILE_K, 64),
-                                            _add(base, a_bytes + box * 64 * TILE_K * 2))
-                        nvgpu.TmaAsyncLoadOp(target, self.full, b_map,
-                                             [_add(col0, box * 64), k0], mbarId=slot)
+                for box in range(p.tile_n // 64):  # B's 64-column boxes, one after another
+                    target = self._view((TILE_K, 64), _add(base, a_bytes + box * 64 * TILE_K * 2))
+                    nvgpu.TmaAsyncLoadOp(target, self.full, b_map, [_add(col0, box * 64), k0],
+                                         mbarId=slot)
                 scf.YieldOp([])
             scf.YieldOp([])
 
@@ -478,24 +399,15 @@ class _Kernel:
                                          index_const(p.stages)).result
                 with only_if(arith.AndIOp(speaker, arith.CmpIOp(
                         arith.CmpIPredicate.uge, k, index_const(1)).result).result):
-                    self._release(previous)
+                    nvgpu.mbarrier_arrive(self.empty, previous)
                 scf.YieldOp(acc)
             acc = hopper.wait_group(0, list(loop.results))
             last = arith.RemUIOp(_add(first_step, self.steps - 1),
                                  index_const(p.stages)).result
             with only_if(speaker):
-                self._release(last)
+                nvgpu.mbarrier_arrive(self.empty, last)
             self._store(c, acc, row0, col0)
             scf.YieldOp([])
-
-    def _release(self, slot) -> None:
-        """The slot's empty mbarrier: in a cluster, both blocks' (each block's copies
-        write into both rings)."""
-        if self.p.cluster > 1:
-            for rank in range(self.p.cluster):
-                self.empty.arrive(slot, rank)
-        else:
-            nvgpu.mbarrier_arrive(self.empty, slot)
 
     def _store(self, c, acc, row0, col0):
         """C[tile] = C[tile] (or the constant start, already in acc) + acc, rounded once:

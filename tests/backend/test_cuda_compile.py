@@ -354,16 +354,10 @@ def test_matmul_wgmma_tile_order_covers_every_tile_once():
     from zynml.passes.gpu_strategies.matmul_wgmma import Params, tile_origins
     for tiles_m, tiles_n, p in [(32, 16, Params()), (3, 4, Params(group_m=2)),
                                 (5, 7, Params(group_m=8, sms=4)), (9, 2, Params(group_m=4)),
-                                (4, 4, Params(persistent=False)), (4, 4, Params(cluster=2)),
-                                (18, 16, Params(cluster=2)),
-                                (6, 5, Params(cluster=2, group_m=4, sms=6))]:
+                                (4, 4, Params(persistent=False))]:
         m, n = tiles_m * p.tile_m, tiles_n * p.tile_n
         grid = p.grid(m, n)
         seen = [origin for block in range(grid) for origin in tile_origins(p, m, n, block, grid)]
-        if p.cluster == 2:  # a cluster's blocks take the two tiles of a column pair
-            for block in range(0, grid, 2):
-                upper, lower = (tile_origins(p, m, n, b, grid) for b in (block, block + 1))
-                assert [(r + p.tile_m, c) for r, c in upper] == lower
         assert sorted(seen) == [(r * p.tile_m, c * p.tile_n) for r in range(tiles_m)
                                 for c in range(tiles_n)]
 
@@ -1161,19 +1155,3 @@ def test_bf16_dense_attributes_read_as_bits(text, shape):
     expected = np.full(shape, -2.5) if "<-2.5>" in text else \
         np.array([[1.0, -0.375], [65280.0, -1.0e-3]])
     np.testing.assert_array_equal(bits, expected.astype(BF16).view(np.uint16))
-
-
-def test_matmul_wgmma_clusters_multicast_b(monkeypatch):
-    """Params(cluster=2): the kernel asks for clusters of 2 (.reqnctapercluster, so a
-    plain launch makes them), each block copies half of B's boxes to both blocks (TMA
-    multicast) and arrives on both blocks' empty mbarriers (mapa)."""
-    from zynml.passes.gpu_strategies import matmul_wgmma as strategy
-    monkeypatch.setattr(strategy, "CONFIGS", (strategy.Params(cluster=2),))
-    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
-    artifact = prog.artifact(A=np.ones((768, 192), np.float16), B=np.ones((192, 512), np.float16))
-    [matmul] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_wgmma")]
-    assert matmul["grid"] == [12, 1, 1] and matmul["block"] == [384, 1, 1]
-    assert re.search(r"\.reqnctapercluster 2, 1, 1", artifact.ptx)
-    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster" in artifact.ptx
-    assert "mapa.shared::cluster.u32" in artifact.ptx
-    assert "barrier.cluster.wait" in artifact.ptx
