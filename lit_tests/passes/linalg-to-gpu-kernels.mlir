@@ -666,29 +666,44 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 
 // On sm_90a (the default chip) an f16 product whose sizes tile by 128 x 256 (or 128) x 64
 // takes matmul_wgmma: the host makes a TMA descriptor of A (128x64 boxes) and of B (64x64
-// boxes), passed as pointers; 288 threads (two warpgroups and a copying warp) and a
-// 4-stage ring in dynamic shared memory; full/empty mbarriers per slot; wgmma through
-// descriptors. On sm_80 the same product stays on the wmma strategy, and forcing
-// matmul_wgmma there is an error.
+// boxes), passed as pointers; 384 threads (two multiplying warpgroups and a copying one
+// that hands them registers with setmaxnreg), a persistent grid (min(tiles, 132) blocks:
+// here 1, each looping over its tiles from block_id by grid_dim) and a 4-stage ring in
+// dynamic shared memory; full/empty mbarriers per slot; wgmma m64n256k16 as inline PTX,
+// 4 per k step, and the accumulators stored straight to C as pairs. On sm_80 the same
+// product stays on the wmma strategy, and forcing matmul_wgmma there is an error.
 // CHECK-LABEL: func.func @f16_matmul_wgmma(
 // CHECK: [[A:%[a-z0-9_]+]] = memref.cast %arg0 : memref<128x64xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[A]] box[%c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: [[B:%[a-z0-9_]+]] = memref.cast %arg1 : memref<64x256xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[B]] box[%c64{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}]
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c288, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.strategy = "matmul_wgmma"}
-// CHECK: gpu.func @k0_matmul_wgmma({{.*}}, %arg3: !llvm.ptr, %arg4: !llvm.ptr) kernel attributes {known_block_size = array<i32: 288, 1, 1>}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.strategy = "matmul_wgmma"}
+// CHECK: gpu.func @k0_matmul_wgmma({{.*}}, %arg3: !llvm.ptr, %arg4: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: gpu.dynamic_shared_memory
 // CHECK-COUNT-2: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+// CHECK: [[BLOCK:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK-NEXT: [[GRID:%[a-z0-9_]+]] = gpu.grid_dim x
+// CHECK: gpu.shuffle idx
+// CHECK: nvvm.setmaxregister decrease 40
+// CHECK: scf.for [[LOCAL:%[a-z0-9_]+]] = %c0{{(_[0-9]+)?}} to {{%[0-9]+}} step
+// CHECK-NEXT: arith.muli [[LOCAL]], [[GRID]] : index
+// CHECK-NEXT: arith.addi [[BLOCK]], {{%[0-9]+}} : index
 // CHECK: nvgpu.mbarrier.arrive.expect_tx {{.*}}, %c49152
 // CHECK-COUNT-5: nvgpu.tma.async.load
-// CHECK: gpu.shuffle idx
+// CHECK: nvvm.setmaxregister increase 232
+// CHECK: scf.for
+// CHECK: scf.for {{.*}} iter_args(
 // CHECK: nvgpu.mbarrier.try_wait.parity
-// CHECK: nvgpu.warpgroup.mma {{.*}} {transposeB} : <tensor = memref<64x64xf16, #gpu.address_space<workgroup>>>, <tensor = memref<64x256xf16, #gpu.address_space<workgroup>>>, <fragmented = vector<64x256xf32>>
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: wgmma.fence.sync.aligned;
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16
+// CHECK: wgmma.commit_group.sync.aligned;
+// CHECK: wgmma.wait_group.sync.aligned 1;
 // CHECK: nvgpu.mbarrier.arrive
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: nvgpu.warpgroup.mma.store {{.*}} : <fragmented = vector<64x256xf32>> to memref<64x256xf32, strided<[264, 1]>, #gpu.address_space<workgroup>>
-// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK: wgmma.wait_group.sync.aligned 0;
+// CHECK: nvgpu.mbarrier.arrive
+// CHECK-NOT: gpu.barrier
+// CHECK: arith.truncf {{.*}} : vector<2xf32> to vector<2xf16>
+// CHECK-NEXT: vector.store {{.*}} {alignment = 4 : i64} : memref<128x256xf16>, vector<2xf16>
 // SM80-LABEL: func.func @f16_matmul_wgmma(
 // SM80-NOT: nvgpu.tma
 // SM80: {zynml.strategy = "matmul_tensor_core"}
@@ -717,7 +732,7 @@ func.func @f16_matmul_wgmma(%x: memref<128x64xf16>, %y: memref<64x256xf16>, %z: 
 // CHECK-NOT: gpu.launch_func
 // CHECK: gpu.func @k0_matmul_wgmma(
 // CHECK-NOT: vector.load {{.*}} : memref<128x128xf16>
-// CHECK: vector.store {{.*}} : memref<128x128xf16>, vector<8xf16>
+// CHECK: vector.store {{.*}} : memref<128x128xf16>, vector<2xf16>
 // CHECK-NOT: vector.load {{.*}} : memref<128x128xf16>
 // CHECK: gpu.return
 #af = affine_map<(d0, d1, d2) -> (d0, d2)>

@@ -1,31 +1,47 @@
-"""Matmul on Hopper's warpgroup tensor cores (sm_90a): TMA copies, wgmma, a ring of stages.
+"""Matmul on Hopper's warpgroup tensor cores (sm_90a): a persistent, warp-specialized
+kernel with TMA copies into a ring of stages and wgmma.
 
 Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, no batch, f32
-accumulation) whose sizes tile: M by 128, N by `tile_n`, K by 64. A block of two
-warpgroups and one copying warp (288 threads) computes a 128 x tile_n tile of C:
+accumulation) whose sizes tile: M by 128, N by `tile_n`, K by 64. C is cut into
+128 x tile_n tiles; the grid has min(tiles, `sms`) blocks (one per SM: the ring takes
+most of an SM's shared memory), and block b takes tiles b, b + grid, b + 2 grid, ... in a
+grouped raster order (`group_m` tile rows at a time, column after column within a group:
+the blocks running together share A's rows and B's columns in L2). A block has
+128 * (warpgroups + 1) threads (384):
 
-- the copying warp's first thread copies each k step's tiles into a slot of a ring of
-  `stages` slots in shared memory with the copy engine (TMA, `cp.async.bulk.tensor`):
-  A's 128 x 64 as one box, B's 64 x tile_n as tile_n / 64 boxes of 64 x 64, all 128-byte
-  swizzled (the layout wgmma reads without bank conflicts). A slot's copies complete on
-  its "full" mbarrier; before refilling a slot it waits on the slot's "empty" mbarrier;
-- warpgroup g multiplies rows 64 g .. 64 g + 63 with `wgmma.mma_async` m64 n{tile_n} k16
-  (A and B read from shared memory through matrix descriptors; B is N-major, so
-  transposed), accumulating in registers. Per k step it waits on the slot's full
-  mbarrier, issues the step's wgmmas, waits until the previous step's have finished
-  (wgmma.wait_group 1) and arrives on that step's empty mbarrier;
-- epilogue: the accumulators go to shared memory as f32 (rows padded against bank
-  conflicts), then each thread adds C's initial value to 8 elements at a time and
-  writes them rounded (16-byte accesses).
+- the last warpgroup copies, and gives most of its registers to the others with
+  setmaxnreg (40 left; the multiplying warpgroups take 232, room for m64n256's 128 f32
+  accumulators per thread; 3 warps per SM quarter without it could have 168). Its first
+  thread copies each k step's tiles, of every tile of the block one after another, into
+  a slot of a ring of `stages` slots in shared memory with the copy engine (TMA,
+  `cp.async.bulk.tensor`): A's 128 x 64 as one box, B's 64 x tile_n as tile_n / 64 boxes
+  of 64 x 64, all 128-byte swizzled (the layout wgmma reads without bank conflicts). A
+  slot's copies complete on its "full" mbarrier; before refilling a slot it waits on the
+  slot's "empty" mbarrier. It runs ahead across tiles: the next tile's first k steps
+  land while the warpgroups still store the last one;
+- warpgroup g multiplies the tile's rows 64 g .. 64 g + 63 with `wgmma.mma_async` m64
+  n{tile_n} k16 as inline PTX (hopper.mma: A and B read from shared memory through
+  matrix descriptors; B is N-major, so transposed), accumulating in registers. Per k
+  step it waits on the slot's full mbarrier, issues the step's wgmmas, waits until the
+  previous step's have finished (wgmma.wait_group 1) and arrives on that step's empty
+  mbarrier;
+- epilogue, straight from the accumulators (no shared memory, no block barrier): each
+  thread adds C's initial value to its pairs of adjacent columns, rounds them and
+  stores them (4 bytes per pair for f16 / bf16), then goes on to its next tile, whose
+  first slots are usually full by then.
 
 The host makes the TMA descriptors (`TensorMap` kernel arguments; the launch plan's
 "tensor_map" steps, encoded by the runtime per buffer address). Where C was just filled
 with a constant (`C = A @ B` starts from zeros), fill and product are one kernel
 (`find_groups`): the accumulators start from the constant and C is written once.
 
-Not here yet: setmaxnreg (the copying warp keeps as many registers as the others),
-persistent blocks, TMA stores of C, batched products, partial tiles (those use
-`matmul_tensor_core` or `matmul`).
+Not here yet: TMA stores of C, the two warpgroups taking turns on different tiles
+(ping-pong), batched products, partial tiles (those use `matmul_tensor_core` or
+`matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
+branch matmul-persistent: `.reqnctapercluster`, so a plain launch makes the clusters;
+remote empty-mbarrier arrives through mapa) and were correct, but 2x slower on an H100
+(4096 f16 0.42 ms against 0.214 ms; cause not found: maybe how many clusters of two
+~193 KB blocks fit at once), so they were taken out again.
 """
 from __future__ import annotations
 
@@ -38,8 +54,9 @@ from ..cir_ops import defining_op
 from ..gpu_kernel_builder import (KernelScope, KernelSignature, follows, generic_operands,
                                   index_const, loop_ranges, new_kernel)
 from . import Launch, TensorMap
-from .hopper import (WARP, WARPGROUP, aligned_dynamic_shared, barrier_group, equals, only_if,
-                     parity, shared, tensor_map_type, uniform_warp, wait)
+from . import hopper
+from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
+                     equals, only_if, parity, shared, tensor_map_type, uniform_warp, wait)
 from .matmul import _body_is_multiply_add
 from .matmul_tensor_core import _layout
 
@@ -47,31 +64,48 @@ NAME = "matmul_wgmma"
 REQUIRES_CHIPS = ("sm_90a",)  # wgmma exists only in sm_90a's PTX
 ROWS_PER_WARPGROUP = 64  # wgmma's m
 TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
-EPILOGUE_PAD = 8         # f32 after each row of the staged C tile (32 bytes)
+K_STEP = 16              # wgmma's k
+# Registers per thread after setmaxnreg (as attention_wgmma): each SM quarter holds one
+# warp of every warpgroup and 16K registers: 32 * (COPIER + 2 * CONSUMER) <= 16384.
+COPIER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 _ELEMENTS = ("f16", "bf16")
 
 
 @dataclass(frozen=True)
 class Params:
-    tile_n: int = 256     # columns of C per block (wgmma's n; a multiple of 64, <= 256)
-    warpgroups: int = 2   # each takes 64 rows: tile_m = 64 * warpgroups
-    stages: int = 4       # k steps in flight
-    min_mn: int = 4096    # smaller products stay on the other strategies
+    tile_n: int = 256        # columns of C per tile (wgmma's n; a multiple of 64, <= 256)
+    warpgroups: int = 2      # multiplying warpgroups, 64 rows each: tile_m = 64 * warpgroups
+    stages: int = 4          # k steps in flight
+    min_mn: int = 4096       # smaller products stay on the other strategies
+    persistent: bool = True  # grid = min(tiles, sms), each block loops over its tiles
+    sms: int = 132           # blocks of a persistent grid: the SMs of an H100 SXM / H200
+    group_m: int = 8         # tile rows per group of the raster order (1: row after row)
 
     @property
     def tile_m(self) -> int:
         return ROWS_PER_WARPGROUP * self.warpgroups
 
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (self.warpgroups + 1)  # the last warpgroup copies
+
     def stage_bytes(self, itemsize: int = 2) -> int:
         return (self.tile_m + self.tile_n) * TILE_K * itemsize
 
     def shared_bytes(self) -> int:
-        """The ring of stages, or the f32 tile of C in the epilogue (the same memory),
-        plus room to align the ring to 1024 bytes (the 128-byte swizzle's period)."""
-        epilogue = self.tile_m * (self.tile_n + EPILOGUE_PAD) * 4
-        return max(self.stages * self.stage_bytes(), epilogue) + 1024
+        """The ring, plus room to align it to 1024 bytes (the 128-byte swizzle's period)."""
+        return self.stages * self.stage_bytes() + 1024
+
+    def grid(self, m: int, n: int) -> int:
+        tiles = (m // self.tile_m) * (n // self.tile_n)
+        return min(tiles, self.sms) if self.persistent else tiles
 
 
+# The first that tiles the product. benchmarks/tune_matmul.py on an H100 (2026-11-22),
+# 4096 f16 (PyTorch 0.197-0.201 ms): these defaults 0.214-0.218 ms; one block per tile
+# (not persistent) 0.216-0.223; group_m 16 0.211-0.218, 32 0.222, 1 (row after row)
+# 0.230; 3 stages 0.226; 128-column tiles 0.241 (6 stages: 0.262). 8192x8192x4096:
+# 0.848-0.920 ms persistent, 0.935-0.969 not.
 CONFIGS = (Params(tile_n=256), Params(tile_n=128))
 
 
@@ -156,152 +190,246 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
     a_box, b_box = (p.tile_m, TILE_K), (TILE_K, 64)
     a_map_type, b_map_type = tensor_map_type(a_box, element), tensor_map_type(b_box, element)
     signature = KernelSignature.of(generic)
-    consumers = WARPGROUP * p.warpgroups
-    threads = consumers + WARP  # the last warp copies
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
     func = new_kernel(gpu_module, kernel_name, signature.types() + [pointer, pointer],
-                      [threads])
-    steps = kk // TILE_K
-    a_bytes, b_bytes = p.tile_m * TILE_K * 2, TILE_K * p.tile_n * 2
+                      [p.threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        c = scope.value(outs[0])
         a_map, b_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0] for t, arg
                         in zip((a_map_type, b_map_type),
                                func.regions[0].blocks[0].arguments[-2:]))
+        kernel = _Kernel(p, m, n, kk, element, out_element, initial)
+        kernel.emit(scope.value(outs[0]), a_map, b_map)
+        gpu.ReturnOp([])
+    operands = signature.values + [TensorMap(ins[0], a_map_type, a_box),
+                                   TensorMap(ins[1], b_map_type, b_box)]
+    return Launch(kernel_name, operands, (p.grid(m, n), 1, 1), (p.threads, 1, 1),
+                  p.shared_bytes())
+
+
+class _IndexOps:
+    """The arithmetic of the tile schedule on index values (in the kernel)."""
+    div = staticmethod(lambda a, b: arith.DivUIOp(a, _index(b)).result)
+    rem = staticmethod(lambda a, b: arith.RemUIOp(a, _index(b)).result)
+    mul = staticmethod(lambda a, b: arith.MulIOp(a, _index(b)).result)
+    add = staticmethod(lambda a, b: arith.AddIOp(a, _index(b)).result)
+    sub = staticmethod(lambda a, b: arith.SubIOp(_index(a), _index(b)).result)
+    min = staticmethod(lambda a, b: arith.MinUIOp(_index(a), _index(b)).result)
+
+
+class _IntOps:
+    """The same on Python ints (tile_origins, for tests)."""
+    div = staticmethod(lambda a, b: a // b)
+    rem = staticmethod(lambda a, b: a % b)
+    mul = staticmethod(lambda a, b: a * b)
+    add = staticmethod(lambda a, b: a + b)
+    sub = staticmethod(lambda a, b: a - b)
+    min = staticmethod(min)
+
+
+def _index(value) -> ir.Value:
+    return index_const(value) if isinstance(value, int) else value
+
+
+def _tile_origin(p: Params, tiles_m: int, tiles_n: int, t, ops):
+    """Row and column of C where tile t starts. Tiles are counted in groups of `group_m`
+    tile rows (the last group may have fewer), down a column of tiles first within a
+    group: the blocks that run together read a few rows of A and columns of B."""
+    group = max(1, min(p.group_m, tiles_m))
+    per_group = group * tiles_n
+    first = ops.mul(ops.div(t, per_group), group)
+    within = ops.rem(t, per_group)
+    # a full group's rows: a constant where every group is full
+    rows = group if tiles_m % group == 0 else ops.min(ops.sub(tiles_m, first), group)
+    tile_row = ops.add(first, ops.rem(within, rows))
+    tile_col = ops.div(within, rows)
+    return ops.mul(tile_row, p.tile_m), ops.mul(tile_col, p.tile_n)
+
+
+def tile_origins(p: Params, m: int, n: int, block: int, grid: int) -> list:
+    """(row, column) of C where each of block `block`'s tiles starts, in its order."""
+    tiles_m, tiles_n = m // p.tile_m, n // p.tile_n
+    return [_tile_origin(p, tiles_m, tiles_n, t, _IntOps)
+            for t in range(block, tiles_m * tiles_n, grid)]
+
+
+def _add(a: ir.Value, b: int) -> ir.Value:
+    return a if b == 0 else arith.AddIOp(a, index_const(b)).result
+
+
+def _mul(a: ir.Value, b: int) -> ir.Value:
+    return arith.MulIOp(a, index_const(b)).result
+
+
+@dataclass
+class _Kernel:
+    p: Params
+    m: int
+    n: int
+    k: int
+    element: ir.Type      # A's and B's: f16 or bf16
+    out_element: ir.Type  # C's: f16, bf16 or f32
+    initial: float | None  # C's constant start (the fill fused in), or None: read C
+
+    def emit(self, c, a_map, b_map):
+        p = self.p
+        self.steps = self.k // TILE_K
+        self.tiles_m, self.tiles_n = self.m // p.tile_m, self.n // p.tile_n
         tid = gpu.thread_id(gpu.Dimension.x)
-        block_row = arith.MulIOp(gpu.block_id(gpu.Dimension.y), index_const(p.tile_m)).result
-        block_col = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.tile_n)).result
-        ring = aligned_dynamic_shared(p.shared_bytes() - 1024)
-        full = barrier_group(p.stages)   # a slot's copies have landed
-        empty = barrier_group(p.stages)  # every warpgroup is done reading a slot
+        consumers = WARPGROUP * p.warpgroups
+        self.ring = aligned_dynamic_shared(p.shared_bytes() - 1024)
+        self.full = barrier_group(p.stages)   # a slot's copies have landed
+        self.empty = barrier_group(p.stages)  # every warpgroup is done reading a slot
         copier = equals(tid, consumers)
         with only_if(copier):
             for s in range(p.stages):
-                nvgpu.mbarrier_init(full, index_const(1), index_const(s))
-                nvgpu.mbarrier_init(empty, index_const(p.warpgroups), index_const(s))
+                nvgpu.mbarrier_init(self.full, index_const(1), index_const(s))
+                nvgpu.mbarrier_init(self.empty, index_const(p.warpgroups), index_const(s))
             nvgpu.tma_prefetch_descriptor(a_map)
             nvgpu.tma_prefetch_descriptor(b_map)
         gpu.BarrierOp()
+        # This block's tiles: block, block + grid, ... below tiles_m * tiles_n (the grid
+        # never has more blocks than tiles)
+        self.block = gpu.block_id(gpu.Dimension.x)
+        self.blocks = gpu.grid_dim(gpu.Dimension.x)
+        tiles = self.tiles_m * self.tiles_n
+        self.my_tiles = arith.DivUIOp(
+            arith.SubIOp(_add(self.blocks, tiles - 1), self.block).result, self.blocks).result
+        warp = uniform_warp(tid)
+        role = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.uge, warp,
+                                     index_const(consumers // WARP)).result, has_else=True)
+        with ir.InsertionPoint(role.then_block):
+            nvvm.SetMaxRegisterOp(COPIER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
+            with only_if(copier):
+                self._copy(a_map, b_map)
+            scf.YieldOp([])
+        with ir.InsertionPoint(role.else_block):
+            nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
+            self._consume(tid, warp, c)
+            scf.YieldOp([])
 
-        def view(shape, offset):
-            return memref.ViewOp(shared(shape, element), ring, offset, []).result
+    # ------------------------------------------------------------ the tile schedule
 
-        def slot_offset(slot, extra_bytes):
-            return arith.AddIOp(arith.MulIOp(slot, index_const(p.stage_bytes())).result,
-                                extra_bytes).result
+    def _tile_origin(self, local: ir.Value):
+        """The first row and column of C of this block's `local`-th tile."""
+        t = arith.AddIOp(self.block, arith.MulIOp(local, self.blocks).result).result
+        return _tile_origin(self.p, self.tiles_m, self.tiles_n, t, _IndexOps)
 
-        with only_if(copier):  # the copy loop: refill each slot once it is read
-            loop = scf.ForOp(index_const(0), index_const(steps), index_const(1))
+    # ------------------------------------------------------------ the copying thread
+
+    def _view(self, shape, offset: ir.Value) -> ir.Value:
+        return memref.ViewOp(shared(shape, self.element), self.ring, offset, []).result
+
+    def _copy(self, a_map, b_map):
+        p = self.p
+        a_bytes, b_bytes = p.tile_m * TILE_K * 2, TILE_K * p.tile_n * 2
+        tiles = scf.ForOp(index_const(0), self.my_tiles, index_const(1))
+        with ir.InsertionPoint(tiles.body):
+            local = tiles.induction_variable
+            row0, col0 = self._tile_origin(local)
+            first_step = _mul(local, self.steps)
+            loop = scf.ForOp(index_const(0), index_const(self.steps), index_const(1))
             with ir.InsertionPoint(loop.body):
-                step = loop.induction_variable
+                k = loop.induction_variable
+                step = arith.AddIOp(first_step, k).result  # counted over the block's tiles
                 slot = arith.RemUIOp(step, index_const(p.stages)).result
                 with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, step,
-                                           index_const(p.stages)).result):
-                    wait(empty, slot, parity(step, p.stages, previous=True))
-                k0 = arith.MulIOp(step, index_const(TILE_K)).result
-                nvgpu.mbarrier_arrive_expect_tx(full, index_const(a_bytes + b_bytes), slot)
-                a_slot = view((p.tile_m, TILE_K), slot_offset(slot, index_const(0)))
-                nvgpu.TmaAsyncLoadOp(a_slot, full, a_map, [k0, block_row], mbarId=slot)
+                                          index_const(p.stages)).result):
+                    wait(self.empty, slot, parity(step, p.stages, previous=True))
+                k0 = _mul(k, TILE_K)
+                nvgpu.mbarrier_arrive_expect_tx(self.full, index_const(a_bytes + b_bytes), slot)
+                base = _mul(slot, p.stage_bytes())
+                nvgpu.TmaAsyncLoadOp(self._view((p.tile_m, TILE_K), base), self.full, a_map,
+                                     [k0, row0], mbarId=slot)
                 for box in range(p.tile_n // 64):  # B's 64-column boxes, one after another
-                    col = arith.AddIOp(block_col, index_const(box * 64)).result
-                    box_bytes = index_const(a_bytes + box * 64 * TILE_K * 2)
-                    target = view((TILE_K, 64), slot_offset(slot, box_bytes))
-                    nvgpu.TmaAsyncLoadOp(target, full, b_map, [col, k0], mbarId=slot)
+                    target = self._view((TILE_K, 64), _add(base, a_bytes + box * 64 * TILE_K * 2))
+                    nvgpu.TmaAsyncLoadOp(target, self.full, b_map, [_add(col0, box * 64), k0],
+                                         mbarId=slot)
                 scf.YieldOp([])
+            scf.YieldOp([])
 
-        acc_type = ir.Type.parse("!nvgpu.warpgroup.accumulator<fragmented=vector<"
-                                 f"{ROWS_PER_WARPGROUP}x{p.tile_n}xf32>>")
-        a_desc_type = ir.Type.parse(
-            f"!nvgpu.warpgroup.descriptor<tensor=memref<{ROWS_PER_WARPGROUP}x{TILE_K}x"
-            f"{element}, #gpu.address_space<workgroup>>>")
-        b_desc_type = ir.Type.parse(
-            f"!nvgpu.warpgroup.descriptor<tensor=memref<{TILE_K}x{p.tile_n}x{element}, "
-            "#gpu.address_space<workgroup>>>")
-        warp = uniform_warp(tid)
-        consumer = arith.CmpIOp(arith.CmpIPredicate.ult, warp,
-                                index_const(consumers // WARP)).result
+    # ------------------------------------------------------------ the warpgroups
+
+    def _consume(self, tid, warp, c):
+        p = self.p
+        i64 = ir.IntegerType.get_signless(64)
+        f32 = ir.F32Type.get()
         warpgroup = arith.DivUIOp(warp, index_const(WARPGROUP // WARP)).result
         speaker = equals(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
-        my_rows = arith.MulIOp(warpgroup, index_const(ROWS_PER_WARPGROUP * TILE_K * 2)).result
-        multiply = scf.IfOp(consumer, [acc_type], has_else=True)
-        with ir.InsertionPoint(multiply.then_block):  # the warpgroups' loop
-            loop = scf.ForOp(index_const(0), index_const(steps), index_const(1),
-                             [nvgpu.warpgroup_mma_init_accumulator(acc_type)])
+        # wgmma descriptors of slot 0: A's box has tile_m rows (this warpgroup's start
+        # 64 rows, 8 KB, further per warpgroup); B's boxes have 64 rows and follow A's.
+        a_desc = arith.AddIOp(hopper.descriptor_base(self.ring, p.tile_m), arith.MulIOp(
+            arith.IndexCastOp(i64, warpgroup).result,
+            arith.ConstantOp(i64, ROWS_PER_WARPGROUP * SWIZZLE_BYTES >> 4).result
+        ).result).result
+        b_desc = hopper.at(hopper.descriptor_base(self.ring, TILE_K),
+                           p.tile_m * TILE_K * 2)
+        lane = arith.RemUIOp(tid, index_const(WARP)).result
+        # this thread's first accumulator: row 16 (warp % 4) + lane / 4, column 2 (lane % 4)
+        self.row_in_tile = arith.AddIOp(_mul(warp, 16), arith.DivUIOp(
+            lane, index_const(4)).result).result
+        self.col_in_tile = _mul(arith.RemUIOp(lane, index_const(4)).result, 2)
+        count = p.tile_n // 2
+        start = arith.ConstantOp(f32, 0.0 if self.initial is None else self.initial).result
+
+        tiles = scf.ForOp(index_const(0), self.my_tiles, index_const(1))
+        with ir.InsertionPoint(tiles.body):
+            local = tiles.induction_variable
+            row0, col0 = self._tile_origin(local)
+            first_step = _mul(local, self.steps)
+            loop = scf.ForOp(index_const(0), index_const(self.steps), index_const(1),
+                             [start] * count)
             with ir.InsertionPoint(loop.body):
-                step = loop.induction_variable
+                k = loop.induction_variable
+                step = arith.AddIOp(first_step, k).result
                 slot = arith.RemUIOp(step, index_const(p.stages)).result
-                wait(full, slot, parity(step, p.stages))
-                my_a = view((ROWS_PER_WARPGROUP, TILE_K), slot_offset(slot, my_rows))
-                a_desc = nvgpu.WarpgroupGenerateDescriptorOp(a_desc_type, my_a, a_map).result
-                b_desc = nvgpu.WarpgroupGenerateDescriptorOp(
-                    b_desc_type, view((TILE_K, p.tile_n),
-                                      slot_offset(slot, index_const(a_bytes))), b_map).result
-                acc = nvgpu.WarpgroupMmaOp(acc_type, a_desc, b_desc, loop.inner_iter_args[0],
-                                           transposeB=True).result
-                nvvm.WgmmaWaitGroupSyncOp(1)  # the previous step's wgmmas are done: free it
-                previous = arith.SubIOp(step, index_const(1)).result
-                previous_slot = arith.RemUIOp(previous, index_const(p.stages)).result
+                wait(self.full, slot, parity(step, p.stages))
+                offset = arith.MulIOp(arith.IndexCastOp(i64, slot).result, arith.ConstantOp(
+                    i64, p.stage_bytes() >> 4).result).result
+                slot_a = arith.AddIOp(a_desc, offset).result
+                slot_b = arith.AddIOp(b_desc, offset).result
+                acc = hopper.fence(list(loop.inner_iter_args))
+                for kk in range(TILE_K // K_STEP):
+                    acc = hopper.mma(acc, hopper.at(slot_a, kk * K_STEP * 2),
+                                     hopper.at(slot_b, kk * K_STEP * SWIZZLE_BYTES),
+                                     p.tile_n, str(self.element), trans_b=True)
+                hopper.commit()
+                acc = hopper.wait_group(1, acc)  # the previous step's are done: free it
+                previous = arith.RemUIOp(arith.AddIOp(step, index_const(p.stages - 1)).result,
+                                         index_const(p.stages)).result
                 with only_if(arith.AndIOp(speaker, arith.CmpIOp(
-                        arith.CmpIPredicate.uge, step, index_const(1)).result).result):
-                    nvgpu.mbarrier_arrive(empty, previous_slot)
-                scf.YieldOp([acc])
-            nvvm.WgmmaWaitGroupSyncOp(0)
-            scf.YieldOp([loop.results[0]])
-        with ir.InsertionPoint(multiply.else_block):
-            scf.YieldOp([nvgpu.warpgroup_mma_init_accumulator(acc_type)])
-        gpu.BarrierOp()  # every wgmma has finished reading the ring: the epilogue reuses it
-        _epilogue(p, multiply.results[0], ring, c, initial, tid, consumer, block_row,
-                  block_col, out_element)
-        gpu.ReturnOp([])
-    grid = (n // p.tile_n, m // p.tile_m, 1)
-    operands = signature.values + [TensorMap(ins[0], a_map_type, a_box),
-                                   TensorMap(ins[1], b_map_type, b_box)]
-    return Launch(kernel_name, operands, grid, (threads, 1, 1), p.shared_bytes())
+                        arith.CmpIPredicate.uge, k, index_const(1)).result).result):
+                    nvgpu.mbarrier_arrive(self.empty, previous)
+                scf.YieldOp(acc)
+            acc = hopper.wait_group(0, list(loop.results))
+            last = arith.RemUIOp(_add(first_step, self.steps - 1),
+                                 index_const(p.stages)).result
+            with only_if(speaker):
+                nvgpu.mbarrier_arrive(self.empty, last)
+            self._store(c, acc, row0, col0)
+            scf.YieldOp([])
 
-
-def _epilogue(p: Params, acc, ring, c, initial, tid, consumer, block_row, block_col,
-              out_element):
-    """C[tile] = C[tile] (or the constant `initial`) + acc, rounded once: through an f32
-    tile in shared memory (rows padded by EPILOGUE_PAD floats against bank conflicts) so
-    each thread reads and writes 16 contiguous bytes of C."""
-    f32 = ir.F32Type.get()
-    row_stride = p.tile_n + EPILOGUE_PAD
-    padded = memref.ViewOp(shared((p.tile_m, row_stride), f32), ring, index_const(0),
-                           []).result
-    with only_if(consumer):
-        # The store places a thread's values by its warp's index in the block, not in
-        # its warpgroup: every warpgroup stores through a view of the tile's first 64
-        # rows, and warpgroup g's land at rows 64 g.. (the ring holds the whole tile).
-        first_rows = memref.ReinterpretCastOp(
-            ir.MemRefType.get([ROWS_PER_WARPGROUP, p.tile_n], f32,
-                              ir.Attribute.parse(f"strided<[{row_stride}, 1]>"),
-                              ir.Attribute.parse("#gpu.address_space<workgroup>")),
-            padded, [], [], [], [0], [ROWS_PER_WARPGROUP, p.tile_n], [row_stride, 1]).result
-        nvgpu.WarpgroupMmaStoreOp(acc, first_rows)
-    gpu.BarrierOp()
-    width = 8
-    per_row = p.tile_n // width
-    threads = WARPGROUP * p.warpgroups
-    with only_if(consumer):
-        for r in range(p.tile_m * per_row // threads):
-            flat = arith.AddIOp(tid, index_const(r * threads)).result
-            row = arith.DivUIOp(flat, index_const(per_row)).result
-            col = arith.MulIOp(arith.RemUIOp(flat, index_const(per_row)).result,
-                               index_const(width)).result
-            where = [arith.AddIOp(block_row, row).result, arith.AddIOp(block_col, col).result]
-            total = vector.LoadOp(ir.VectorType.get([width], f32), padded, [row, col]).result
-            if initial is None:
-                start = vector.LoadOp(ir.VectorType.get([width], out_element), c, where).result
-                if str(out_element) != "f32":
-                    start = arith.ExtFOp(ir.VectorType.get([width], f32), start).result
-                total = arith.AddFOp(start, total).result
-            elif initial != 0.0:
-                start = arith.ConstantOp(ir.VectorType.get([width], f32),
-                                         ir.DenseElementsAttr.get_splat(
-                                             ir.VectorType.get([width], f32),
-                                             ir.FloatAttr.get(f32, initial))).result
-                total = arith.AddFOp(start, total).result
-            if str(out_element) != "f32":
-                total = arith.TruncFOp(ir.VectorType.get([width], out_element), total).result
-            vector.StoreOp(total, c, where)
+    def _store(self, c, acc, row0, col0):
+        """C[tile] = C[tile] (or the constant start, already in acc) + acc, rounded once:
+        accumulators v and v + 1 (v even) are adjacent columns of one row, stored (and
+        read) as a pair."""
+        f32 = ir.F32Type.get()
+        out = self.out_element
+        pair = ir.VectorType.get([2], out)
+        alignment = 8 if str(out) == "f32" else 4  # C's rows hold a multiple of 64
+        row = arith.AddIOp(row0, self.row_in_tile).result
+        col = arith.AddIOp(col0, self.col_in_tile).result
+        for j in range(self.p.tile_n // 8):
+            for r in (0, 1):
+                v = 4 * j + 2 * r
+                where = [_add(row, 8 * r), _add(col, 8 * j)]
+                total = vector.FromElementsOp(ir.VectorType.get([2], f32),
+                                              acc[v:v + 2]).result
+                if self.initial is None:
+                    before = vector.LoadOp(pair, c, where, alignment=alignment).result
+                    if str(out) != "f32":
+                        before = arith.ExtFOp(ir.VectorType.get([2], f32), before).result
+                    total = arith.AddFOp(before, total).result
+                if str(out) != "f32":
+                    total = arith.TruncFOp(pair, total).result
+                vector.StoreOp(total, c, where, alignment=alignment)

@@ -319,10 +319,13 @@ def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_c
         assert any(n.endswith("_matmul") for n in names), names
 
 
-@pytest.mark.parametrize("m,k,n,tile_n", [(128, 64, 256, 256), (256, 192, 384, 128)])
-def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n):
+@pytest.mark.parametrize("m,k,n,tile_n,grid", [(128, 64, 256, 256, 1), (256, 192, 384, 128, 6),
+                                                (4096, 128, 4096, 256, 132)])
+def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, grid):
     """sm_90a: the copy engine fills a ring of shared-memory stages (the host makes a TMA
-    descriptor of A and of B), and warpgroups multiply with wgmma m64 n{tile_n}."""
+    descriptor of A and of B), and warpgroups multiply with wgmma m64 n{tile_n}. The
+    kernel is persistent: one block per SM at most (132), each looping over tiles of C,
+    and its copying warpgroup hands registers to the two multiplying ones (setmaxnreg)."""
     prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
     artifact = prog.artifact(A=np.ones((m, k), np.float16), B=np.ones((k, n), np.float16))
     [matmul] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_wgmma")]
@@ -331,12 +334,32 @@ def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n):
         [("%in0", [128, 64], 128), ("%in1", [64, 64], 128)]
     assert matmul["args"][-2:] == [s["result"] for s in maps]
     assert matmul["arg_kinds"][-2:] == ["pointer", "pointer"]
-    assert matmul["block"] == [288, 1, 1]  # two warpgroups and the copying warp
-    assert matmul["grid"] == [n // tile_n, m // 128, 1]
+    assert matmul["block"] == [384, 1, 1]  # two multiplying warpgroups and a copying one
+    assert matmul["grid"] == [grid, 1, 1]  # min(tiles, SMs)
     assert matmul["shared_bytes"] > 48 * 1024
     assert f"wgmma.mma_async.sync.aligned.m64n{tile_n}k16.f32.f16.f16" in artifact.ptx
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", artifact.ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", artifact.ptx)
     assert "cp.async.bulk.tensor.2d" in artifact.ptx
     assert "wmma.mma" not in artifact.ptx
+    # the epilogue stores pairs of f16 straight from the accumulators (no staged f32 tile)
+    assert "st.global.b32" in artifact.ptx and "st.global.b16" not in artifact.ptx
+    assert "st.shared" not in artifact.ptx
+
+
+def test_matmul_wgmma_tile_order_covers_every_tile_once():
+    """The persistent schedule (block b takes tiles b, b + grid, ...; grouped raster
+    order) visits each tile of C exactly once, for a last group with fewer tile rows
+    too: the tile origins it computes, evaluated for every block and step."""
+    from zynml.passes.gpu_strategies.matmul_wgmma import Params, tile_origins
+    for tiles_m, tiles_n, p in [(32, 16, Params()), (3, 4, Params(group_m=2)),
+                                (5, 7, Params(group_m=8, sms=4)), (9, 2, Params(group_m=4)),
+                                (4, 4, Params(persistent=False))]:
+        m, n = tiles_m * p.tile_m, tiles_n * p.tile_n
+        grid = p.grid(m, n)
+        seen = [origin for block in range(grid) for origin in tile_origins(p, m, n, block, grid)]
+        assert sorted(seen) == [(r * p.tile_m, c * p.tile_n) for r in range(tiles_m)
+                                for c in range(tiles_n)]
 
 
 def test_bf16_matmul_on_sm90a_takes_wgmma():

@@ -129,13 +129,29 @@ def test_matmul_tensor_cores_f16(rng, m, k, n):
 
 
 @pytest.mark.parametrize("m,k,n", [(128, 64, 256), (256, 192, 128), (384, 448, 512),
-                                   (128, 1024, 384)])
+                                   (128, 1024, 384), (384, 1088, 512), (1280, 256, 1920),
+                                   (4096, 4096, 4096)])
 def test_matmul_wgmma_f16(rng, m, k, n):
     """sm_90a: TMA copies into a ring of 4 stages, wgmma m64n256 (N multiple of 256) or
-    m64n128 per warpgroup; K of 1 to 16 steps of 64 (fewer steps than stages, too)."""
+    m64n128 per warpgroup; K of 1 to 17 steps of 64 (fewer steps than stages, too). The
+    kernel is persistent (at most 132 blocks): 1280x1920 is 150 tiles of 128x128 (some
+    blocks take two; the raster's last group has 2 of its 8 tile rows), 4096^3 is 512
+    tiles of 128x256."""
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
     assert out.dtype == np.float16
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
+
+
+@pytest.mark.parametrize("params,m,k,n", [({"persistent": False}, 384, 320, 768)])
+def test_matmul_wgmma_other_params(rng, monkeypatch, params, m, k, n):
+    """One block per tile (not persistent: the same kernel, its loop runs once). Each
+    case has a shape of its own (the artifact cache key ignores Params)."""
+    if importlib.util.find_spec("mlir") is not None:
+        from zynml.passes.gpu_strategies import matmul_wgmma as strategy
+        monkeypatch.setattr(strategy, "CONFIGS", (strategy.Params(**params),))
+    a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
+    out = run_example("matmul.zyn", A=a, B=b)["C"]
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
 
 
@@ -151,13 +167,15 @@ let C = compute(A, B, bias) {
 """
 
 
+@pytest.mark.parametrize("m,k,n", [(128, 192, 384), (1280, 128, 3072)])
 @pytest.mark.parametrize("start,expected_init", [("1.5", lambda bias: 1.5),
                                                  ("bias[j]", lambda bias: bias[None, :])])
-def test_matmul_wgmma_starts_from_a_constant_or_a_tensor(rng, start, expected_init):
+def test_matmul_wgmma_starts_from_a_constant_or_a_tensor(rng, start, expected_init, m, k, n):
     """A constant start folds into the kernel (fill and product are one); a tensor one
-    is read back in the epilogue."""
-    a, b = (f32(rng, 128, 192) * 0.5).astype(np.float16), f32(rng, 192, 384).astype(np.float16)
-    bias = f32(rng, 384).astype(np.float16)
+    is read back in the epilogue (1280x3072: 120 tiles of 128x256, a persistent grid of
+    120 blocks)."""
+    a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
+    bias = f32(rng, n).astype(np.float16)
     prog = zynml.compile(MATMUL_FROM.replace("START", start), device="cuda:0")
     out = prog(A=a, B=b, bias=bias)["C"]
     expected = expected_init(bias.astype(np.float64)) + a.astype(np.float64) @ b.astype(np.float64)
@@ -179,10 +197,11 @@ def test_matmul_wgmma_takes_torch_views_off_16_bytes(rng):
     assert_close(out.numpy(), expected, rtol=1e-2)
 
 
-def test_matmul_wgmma_bf16(rng):
+@pytest.mark.parametrize("m,k,n", [(256, 320, 512), (384, 1088, 512), (4096, 4096, 4096)])
+def test_matmul_wgmma_bf16(rng, m, k, n):
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    a = (f32(rng, 256, 320) * 0.5).astype(ml_dtypes.bfloat16)
-    b = f32(rng, 320, 512).astype(ml_dtypes.bfloat16)
+    a = (f32(rng, m, k) * 0.5).astype(ml_dtypes.bfloat16)
+    b = f32(rng, k, n).astype(ml_dtypes.bfloat16)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
     assert out.dtype == ml_dtypes.bfloat16
     assert_close(out.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64),
