@@ -6,11 +6,10 @@
 Modeled on tune_attention.py: each case is compiled once per `Params` of GRID into a
 cache folder of its own, .tune/matmul_wgmma/CASE-PARAMS/ (the cache key ignores Params),
 with the strategy's CONFIGS replaced by that one set. On the GPU each folder's program
-runs on the same torch inputs through zynml.compile's per-call path and is timed two
-ways: as gpu_vs_torch.py times (median of 20 calls, CUDA events around each: the
-per-call overhead counts), and back to back (20 calls between two events, divided by 20:
-what the kernels take when launches overlap them), next to torch's `A @ B` timed the
-same two ways, with its relative error against torch's result; the fastest comes first.
+runs on the same torch inputs through zynml.compile's per-call path and is timed the two
+ways gpu_vs_torch.py times (`median_ms`: GPU time, each call queued behind a GPU sleep;
+and per call, launch included), next to torch's `A @ B` timed the same two ways, with
+its relative error against torch's result; the fastest comes first.
 Both halves need the same compiler source (the cache key has its hash). The winners
 belong in CONFIGS, with the figures in docs/performance.md. `--limit N` takes the first
 N sets; `--only TEXT` the cases whose name has TEXT.
@@ -85,19 +84,6 @@ def compile_all(limit: Optional[int], only: str) -> None:
     (TUNE / "index.json").write_text(json.dumps(index, indent=1))
 
 
-def back_to_back_ms(fn, repeat: int, torch) -> float:
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeat):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / repeat
-
-
 def run(only: str) -> None:
     import torch
     import zynml
@@ -113,7 +99,7 @@ def run(only: str) -> None:
         def mm():
             return a @ b
         reference = mm().double()
-        torch_ms, torch_b2b = median_ms(mm, 20, torch), back_to_back_ms(mm, 20, torch)
+        torch_ms, torch_call = median_ms(mm, 20, torch), median_ms(mm, 20, torch, queued=False)
         flops = 2 * m * n * k
         rows = []
         for entry in entries:
@@ -124,14 +110,14 @@ def run(only: str) -> None:
                 return program(A=a, B=b)["C"]
             result = torch.as_tensor(call(), device="cuda").double()
             error = ((result - reference).norm() / reference.norm()).item()
-            rows.append((median_ms(call, 20, torch), back_to_back_ms(call, 20, torch), error,
-                         entry["params"], entry["grid"]))
+            rows.append((median_ms(call, 20, torch), median_ms(call, 20, torch, queued=False),
+                         error, entry["params"], entry["grid"]))
         print(f"{case}: PyTorch {torch_ms:.3f} ms ({flops / torch_ms / 1e9:.0f} TFLOP/s), "
-              f"back to back {torch_b2b:.3f} ms")
-        for ms, b2b, error, params, grid in sorted(rows, key=lambda r: r[0]):
+              f"per call {torch_call:.3f} ms")
+        for ms, per_call, error, params, grid in sorted(rows, key=lambda r: r[0]):
             print(f"  {ms:7.3f} ms  {torch_ms / ms:5.2f}x  {flops / ms / 1e9:6.1f} TFLOP/s | "
-                  f"b2b {b2b:7.3f} ms {torch_b2b / b2b:5.2f}x | err {error:.1e}  "
-                  f"{params or 'defaults'} grid {grid[0]}", flush=True)
+                  f"per call {per_call:7.3f} ms {torch_call / per_call:5.2f}x | "
+                  f"err {error:.1e}  {params or 'defaults'} planned grid {grid[0]}", flush=True)
 
 
 def main() -> int:

@@ -667,8 +667,9 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 // On sm_90a (the default chip) an f16 product whose sizes tile by 128 x 256 (or 128) x 64
 // takes matmul_wgmma: the host makes a TMA descriptor of A (128x64 boxes) and of B (64x64
 // boxes), passed as pointers; 384 threads (two multiplying warpgroups and a copying one
-// that hands them registers with setmaxnreg), a persistent grid (min(tiles, 132) blocks:
-// here 1, each looping over its tiles from block_id by grid_dim) and a 4-stage ring in
+// that hands them registers with setmaxnreg), a persistent grid (one block per tile, here
+// 1, capped at run time at one per multiprocessor: zynml.blocks_per_multiprocessor; each
+// block loops over its tiles from block_id by grid_dim) and a 4-stage ring in
 // dynamic shared memory; full/empty mbarriers per slot; wgmma m64n256k16 as inline PTX,
 // 4 per k step, and the accumulators stored straight to C as pairs. On sm_80 the same
 // product stays on the wmma strategy, and forcing matmul_wgmma there is an error.
@@ -677,7 +678,7 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 // CHECK: nvgpu.tma.create.descriptor [[A]] box[%c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: [[B:%[a-z0-9_]+]] = memref.cast %arg1 : memref<64x256xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[B]] box[%c64{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}]
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.strategy = "matmul_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.strategy = "matmul_wgmma"}
 // CHECK: gpu.func @k0_matmul_wgmma({{.*}}, %arg3: !llvm.ptr, %arg4: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: gpu.dynamic_shared_memory
 // CHECK-COUNT-2: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>

@@ -3,8 +3,10 @@ kernel with TMA copies into a ring of stages and wgmma.
 
 Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, no batch, f32
 accumulation) whose sizes tile: M by 128, N by `tile_n`, K by 64. C is cut into
-128 x tile_n tiles; the grid has min(tiles, `sms`) blocks (one per SM: the ring takes
-most of an SM's shared memory), and block b takes tiles b, b + grid, b + 2 grid, ... in a
+128 x tile_n tiles; the grid has min(tiles, multiprocessors) blocks (one per SM: the ring
+takes most of an SM's shared memory; the run time caps the planned grid of one block per
+tile at the device's multiprocessor count, Launch.blocks_per_multiprocessor), and
+block b takes tiles b, b + grid, b + 2 grid, ... in a
 grouped raster order (`group_m` tile rows at a time, column after column within a group:
 the blocks running together share A's rows and B's columns in L2). A block has
 128 * (warpgroups + 1) threads (384):
@@ -77,8 +79,7 @@ class Params:
     warpgroups: int = 2      # multiplying warpgroups, 64 rows each: tile_m = 64 * warpgroups
     stages: int = 4          # k steps in flight
     min_mn: int = 4096       # smaller products stay on the other strategies
-    persistent: bool = True  # grid = min(tiles, sms), each block loops over its tiles
-    sms: int = 132           # blocks of a persistent grid: the SMs of an H100 SXM / H200
+    persistent: bool = True  # grid = min(tiles, SMs), each block loops over its tiles
     group_m: int = 8         # tile rows per group of the raster order (1: row after row)
 
     @property
@@ -96,9 +97,8 @@ class Params:
         """The ring, plus room to align it to 1024 bytes (the 128-byte swizzle's period)."""
         return self.stages * self.stage_bytes() + 1024
 
-    def grid(self, m: int, n: int) -> int:
-        tiles = (m // self.tile_m) * (n // self.tile_n)
-        return min(tiles, self.sms) if self.persistent else tiles
+    def tiles(self, m: int, n: int) -> int:
+        return (m // self.tile_m) * (n // self.tile_n)
 
 
 # The first that tiles the product. benchmarks/tune_matmul.py on an H100 (2026-11-22),
@@ -203,8 +203,9 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str,
         gpu.ReturnOp([])
     operands = signature.values + [TensorMap(ins[0], a_map_type, a_box),
                                    TensorMap(ins[1], b_map_type, b_box)]
-    return Launch(kernel_name, operands, (p.grid(m, n), 1, 1), (p.threads, 1, 1),
-                  p.shared_bytes())
+    # persistent: the run time launches min(tiles, multiprocessors) blocks
+    return Launch(kernel_name, operands, (p.tiles(m, n), 1, 1), (p.threads, 1, 1),
+                  p.shared_bytes(), blocks_per_multiprocessor=1 if p.persistent else 0)
 
 
 class _IndexOps:

@@ -319,13 +319,14 @@ def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_c
         assert any(n.endswith("_matmul") for n in names), names
 
 
-@pytest.mark.parametrize("m,k,n,tile_n,grid", [(128, 64, 256, 256, 1), (256, 192, 384, 128, 6),
-                                                (4096, 128, 4096, 256, 132)])
-def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, grid):
+@pytest.mark.parametrize("m,k,n,tile_n,tiles", [(128, 64, 256, 256, 1), (256, 192, 384, 128, 6),
+                                                 (4096, 128, 4096, 256, 512)])
+def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, tiles):
     """sm_90a: the copy engine fills a ring of shared-memory stages (the host makes a TMA
     descriptor of A and of B), and warpgroups multiply with wgmma m64 n{tile_n}. The
-    kernel is persistent: one block per SM at most (132), each looping over tiles of C,
-    and its copying warpgroup hands registers to the two multiplying ones (setmaxnreg)."""
+    kernel is persistent: the plan asks for one block per tile of C, capped at run time
+    at one block per multiprocessor, each block looping over its tiles; its copying
+    warpgroup hands registers to the two multiplying ones (setmaxnreg)."""
     prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
     artifact = prog.artifact(A=np.ones((m, k), np.float16), B=np.ones((k, n), np.float16))
     [matmul] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_wgmma")]
@@ -335,7 +336,7 @@ def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, grid):
     assert matmul["args"][-2:] == [s["result"] for s in maps]
     assert matmul["arg_kinds"][-2:] == ["pointer", "pointer"]
     assert matmul["block"] == [384, 1, 1]  # two multiplying warpgroups and a copying one
-    assert matmul["grid"] == [grid, 1, 1]  # min(tiles, SMs)
+    assert matmul["grid"] == [tiles, 1, 1] and matmul["blocks_per_multiprocessor"] == 1
     assert matmul["shared_bytes"] > 48 * 1024
     assert f"wgmma.mma_async.sync.aligned.m64n{tile_n}k16.f32.f16.f16" in artifact.ptx
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", artifact.ptx)
@@ -352,11 +353,11 @@ def test_matmul_wgmma_tile_order_covers_every_tile_once():
     order) visits each tile of C exactly once, for a last group with fewer tile rows
     too: the tile origins it computes, evaluated for every block and step."""
     from zynml.passes.gpu_strategies.matmul_wgmma import Params, tile_origins
-    for tiles_m, tiles_n, p in [(32, 16, Params()), (3, 4, Params(group_m=2)),
-                                (5, 7, Params(group_m=8, sms=4)), (9, 2, Params(group_m=4)),
-                                (4, 4, Params(persistent=False))]:
+    for tiles_m, tiles_n, p, sms in [(32, 16, Params(), 132), (3, 4, Params(group_m=2), 132),
+                                     (5, 7, Params(group_m=8), 4), (9, 2, Params(group_m=4), 132),
+                                     (4, 4, Params(persistent=False), 132)]:
         m, n = tiles_m * p.tile_m, tiles_n * p.tile_n
-        grid = p.grid(m, n)
+        grid = min(p.tiles(m, n), sms) if p.persistent else p.tiles(m, n)
         seen = [origin for block in range(grid) for origin in tile_origins(p, m, n, block, grid)]
         assert sorted(seen) == [(r * p.tile_m, c * p.tile_n) for r in range(tiles_m)
                                 for c in range(tiles_n)]
