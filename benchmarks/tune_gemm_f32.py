@@ -32,7 +32,7 @@ STRATEGIES: dict[str, tuple[tuple[str, ...], tuple[dict, ...]]] = {
     "matmul": (("matmul 4096 f32 (no TF32)",),
                ({}, {"tile_k": 16}, {"warp_m": 8}, {"tile_k": 16, "warp_m": 8},
                 {"vector_loads": False}, {"tile_n": 64}, {"tile_m": 64},
-                {"tile_n": 64, "tile_k": 16})),
+                {"tile_n": 64, "tile_k": 16}, {"tile_m": 256}, {"tile_m": 256, "warp_m": 8})),
     "implicit_gemm": (("conv2d 32x64x56x56 3x3 f32",),
                       (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=4, thread_n=8),
                        dict(tile_m=64, tile_n=128, tile_k=16, thread_m=4, thread_n=8),
@@ -42,7 +42,9 @@ STRATEGIES: dict[str, tuple[tuple[str, ...], tuple[dict, ...]]] = {
                        dict(tile_m=64, tile_n=256, tile_k=8, thread_m=8, thread_n=8),
                        dict(tile_m=64, tile_n=256, tile_k=16, thread_m=8, thread_n=8),
                        dict(tile_m=64, tile_n=64, tile_k=8, thread_m=4, thread_n=4),
-                       dict(tile_m=64, tile_n=128, tile_k=16, thread_m=8, thread_n=8))),
+                       dict(tile_m=64, tile_n=128, tile_k=16, thread_m=8, thread_n=8),
+                       dict(tile_m=64, tile_n=128, tile_k=8, thread_m=8, thread_n=4),
+                       dict(tile_m=64, tile_n=128, tile_k=16, thread_m=8, thread_n=4))),
 }
 
 
