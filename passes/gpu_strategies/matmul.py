@@ -46,7 +46,7 @@ class Params:
     tile_k: int = 8     # BK: k per shared-memory stage
     thread_m: int = 8   # TM: rows of C per thread
     thread_n: int = 8   # TN: columns of C per thread
-    warp_m: int = 4     # threads of a warp along m (32 / warp_m along n)
+    warp_m: int = 8     # threads of a warp along m (32 / warp_m along n)
     min_mn: int = 4096  # smaller products (M * N) stay pointwise
     min_k: int = 16
     vector_loads: bool = True  # 16-byte global reads where the layout allows
@@ -55,6 +55,8 @@ class Params:
         check_params(self)
 
 
+# tune_gemm_f32.py, H100, 4096^3: warp_m 8 2.99 ms, tile_k 16 2.99, warp_m 4 3.07,
+# 64- or 256-row tiles 3.09 / 3.17, 64 columns 3.19, no 16-byte reads 3.29
 DEFAULT_PARAMS = Params()
 
 
