@@ -593,17 +593,33 @@ func.func @long_rows_in_memory(%x: memref<8x65536xf32>, %m: memref<8xf32>, %y: m
 // -----
 
 // A fill, then a matrix product: the product takes the matmul strategy (one 128x128
-// tile per block, shared-memory stages, 16-byte shared reads, FMAs), never row_fused.
+// tile per block, two shared-memory stages of A (transposed, rows padded to 132) and B,
+// 16-byte global reads of both (row-major f32, 64 a multiple of 4), the first step staged
+// before the loop; in the loop the next step's reads, 16-byte shared reads of the
+// current stage, FMAs, the stores into the other stage and one barrier), never row_fused.
 // CHECK-LABEL: func.func @fill_then_matmul(
 // CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise
 // CHECK: gpu.launch_func @zynml_kernels::@k1_matmul blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul"}
 // CHECK-NOT: row_fused
-// CHECK: memref.global "private" @k1_matmul_a : memref<8x128xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.global "private" @k1_matmul_a : memref<2x8x132xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.global "private" @k1_matmul_b : memref<2x8x128xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k1_matmul(
+// CHECK: vector.load {{.*}} : memref<64x64xf32, #gpu.address_space<global>>, vector<4xf32>
+// CHECK: vector.load {{.*}} : memref<64x64xf32, #gpu.address_space<global>>, vector<4xf32>
+// CHECK: memref.store {{.*}} : memref<2x8x132xf32, #gpu.address_space<workgroup>>
+// CHECK: vector.store {{.*}} : memref<2x8x128xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-NEXT: gpu.barrier
 // CHECK: scf.for
-// CHECK: gpu.barrier
-// CHECK: vector.load {{.*}} : memref<8x128xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: vector.load {{.*}} : memref<64x64xf32, #gpu.address_space<global>>, vector<4xf32>
+// CHECK: vector.load {{.*}} : memref<64x64xf32, #gpu.address_space<global>>, vector<4xf32>
+// CHECK-NOT: gpu.barrier
+// CHECK: vector.load {{.*}} : memref<2x8x132xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-NOT: gpu.barrier
 // CHECK: math.fma
+// CHECK-NOT: gpu.barrier
+// CHECK: vector.store {{.*}} : memref<2x8x128xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: scf.yield
 // FORCE-LABEL: func.func @fill_then_matmul(
 // FORCE: @k1_pointwise
 #a = affine_map<(d0, d1, d2) -> (d0, d2)>
@@ -793,29 +809,42 @@ func.func @f16_matmul_staged(%x: memref<128x32xf16>, %y: memref<32x128xf16>, %z:
 // over k = (ic, kh, kw), 40 x 30 x 18, one 64x64 tile of C. Per step of 8 along k, the
 // block stages A' (the kernel) and B' (the input, 0 where the predicate fails) in shared
 // memory by cloning the body's gathers; a column's (oh, ow) are computed once, before the
-// loop. Each thread does 4x4 FMAs per k; the epilogue adds the output's initial value
-// (the bias) at the points inside 40 x 30.
+// loop. Two stages: the first step is staged before the loop, each step in it gathers
+// the next one into registers, computes on the current stage (4x4 FMAs per k and thread)
+// and stores the gathered elements into the other stage before its one barrier; the
+// epilogue adds the output's initial value (the bias) at the points inside 40 x 30.
 // CHECK-LABEL: func.func @conv2d_gathers(
 // CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "implicit_gemm"}
-// CHECK: memref.global "private" @k0_implicit_gemm_a : memref<8x64xf32, #gpu.address_space<workgroup>>
-// CHECK: memref.global "private" @k0_implicit_gemm_b : memref<8x64xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.global "private" @k0_implicit_gemm_a : memref<2x8x68xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.global "private" @k0_implicit_gemm_b : memref<2x8x64xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_implicit_gemm({{%[a-z0-9_]+}}: memref<2x3x3xi8>, [[OUT:%[a-z0-9_]+]]: memref<1x40x6x5xf32>, [[IN:%[a-z0-9_]+]]: memref<1x2x6x5xf32>, [[W:%[a-z0-9_]+]]: memref<40x2x3x3xf32>)
 // CHECK: {{%[0-9]+}} = arith.remui [[N:%[0-9]+]], %c5{{(_[0-9]+)?}} : index
 // CHECK-NEXT: [[R:%[0-9]+]] = arith.divui [[N]], %c5{{(_[0-9]+)?}} : index
 // CHECK-NOT: scf.for
 // CHECK: [[OH:%[0-9]+]] = arith.remui [[R]], %c6{{(_[0-9]+)?}} : index
-// CHECK: scf.for [[K0:%[a-z0-9_]+]] = %c0{{(_[0-9]+)?}} to %c18{{(_[0-9]+)?}} step %c8{{(_[0-9]+)?}} iter_args(
-// CHECK: arith.addi [[K0]], {{%[0-9]+}} : index
+// CHECK-NOT: scf.for
 // CHECK: memref.load [[W]][
-// CHECK: memref.store {{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT: scf.for
+// CHECK: memref.store {{.*}} : memref<2x8x68xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT: scf.for
+// CHECK: memref.store {{.*}} : memref<2x8x64xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT: scf.for
+// CHECK: gpu.barrier
+// CHECK: scf.for [[K0:%[a-z0-9_]+]] = %c0{{(_[0-9]+)?}} to %c18{{(_[0-9]+)?}} step %c8{{(_[0-9]+)?}} iter_args(
+// CHECK: arith.addi [[K0]], %c8{{(_[0-9]+)?}} : index
+// CHECK: memref.load [[W]][
 // CHECK: arith.addi [[OH]], {{%[0-9]+}} : index
 // CHECK: memref.load [[IN]][
 // CHECK: arith.cmpi slt
 // CHECK: arith.select
-// CHECK: memref.store {{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>
-// CHECK: gpu.barrier
-// CHECK: vector.load {{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK-NOT: memref.store
+// CHECK: vector.load {{.*}} : memref<2x8x68xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: vector.load {{.*}} : memref<2x8x64xf32, #gpu.address_space<workgroup>>, vector<4xf32>
 // CHECK-COUNT-16: math.fma
+// CHECK-NOT: gpu.barrier
+// CHECK: memref.store {{.*}} : memref<2x8x68xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store {{.*}} : memref<2x8x64xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT: math.fma
 // CHECK: gpu.barrier
 // CHECK-NEXT: scf.yield
 // CHECK: arith.cmpi ult, {{%[0-9]+}}, %c40{{(_[0-9]+)?}} : index

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref
+from mlir.dialects import arith, gpu
 
 from ..body_slices import RUNNING, backward_slice, body_dims
 from ..cir_ops import defining_op
@@ -33,7 +33,8 @@ from ..gpu_kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_ranges, new_kernel)
 from . import Launch, matmul
-from .simt_gemm import BlockGemm, add_and_round, clamp, declare_tiles, threads_of, widen
+from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_tiles,
+                        threads_of, widen)
 
 NAME = "implicit_gemm"
 _FLOATS = ("f32", "f16", "bf16")
@@ -47,19 +48,19 @@ class Params:
     tile_k: int = 8     # BK: k per shared-memory stage
     thread_m: int = 4   # TM: rows of C per thread
     thread_n: int = 8   # TN: columns of C per thread
+    warp_m: int = 4     # threads of a warp along m (32 / warp_m along n)
     min_mn: int = 1024  # smaller products (M * N) are left to other strategies
     min_k: int = 8      # as are shorter reductions (less than one stage)
 
     def __post_init__(self):
-        threads = threads_of(self)
-        assert self.thread_m % 4 == 0 and self.thread_n % 4 == 0  # 16-byte shared reads
-        assert (self.tile_m * self.tile_k) % threads == 0
-        assert (self.tile_n * self.tile_k) % threads == 0
+        check_params(self)
 
 
 # 256 threads each. choose_params takes the one that pads M x N least, then the one with
 # the most FMAs per shared read (conv2d's M, the output channels, is often 64 or less).
-CONFIGS = (Params(128, 128, 8, 8, 8), Params(64, 128, 8, 4, 8), Params(32, 128, 8, 4, 4),
+# tune_gemm_f32.py, H100, conv2d 32x64x56x56 3x3: 64x128 tiles with BK 16 and 8x4 per
+# thread 0.398 ms; 4x8 0.401 (BK 8: 0.423); 64x256 8x8 (BK 8) 0.400; 64x64 4x4 0.424
+CONFIGS = (Params(128, 128, 8, 8, 8), Params(64, 128, 16, 8, 4), Params(32, 128, 8, 4, 4),
            Params(64, 64, 8, 4, 4))
 
 
@@ -125,17 +126,25 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
                 hoisted[key] = side_b.hoist(arith.AddIOp(gemm.col0, col).result)
             b_slots.append((krow, col, hoisted[key], r))
 
-        def stage(k0):
+        def fetch(k0):
             k_parts: dict = {}
+            values = []
             for row, kcol, here, key in a_slots:
                 if ("a", key) not in k_parts:
                     k_parts["a", key] = side_a.k_part(arith.AddIOp(k0, kcol).result)
-                memref.StoreOp(side_a.at(here, k_parts["a", key]), gemm.tile_a, [kcol, row])
+                values.append(side_a.at(here, k_parts["a", key]))
             for krow, col, here, key in b_slots:
                 part = side_b.k_part(arith.AddIOp(k0, krow).result)
-                memref.StoreOp(side_b.at(here, part), gemm.tile_b, [krow, col])
+                values.append(side_b.at(here, part))
+            return values
 
-        sums = gemm.k_loop(kk, stage)
+        def put(values, stage):
+            for (row, kcol, _, _), value in zip(a_slots, values):
+                gemm.put_a(stage, value, row, kcol)
+            for (krow, col, _, _), value in zip(b_slots, values[len(a_slots):]):
+                gemm.put_b(stage, value, krow, col)
+
+        sums = gemm.k_loop(kk, fetch, put)
         rows = [_coordinates(gemm.row(ii), roles.m, ranges) for ii in range(p.thread_m)]
         cols = [_coordinates(gemm.column(jj), roles.n, ranges) for jj in range(p.thread_n)]
 

@@ -7,12 +7,18 @@ Matches a generic whose body is `out + a * b` (inputs optionally widened with ex
 whose maps are a (batched) matrix product: A[.., i, k], B[.., k, j], C[.., i, j]. A block
 of 256 threads computes a BM x BN tile of C; each thread a TM x TN sub-tile held in
 registers. Per step of BK along k, the block stages A (transposed) and B tiles in shared
-memory, then each thread does TM * TN FMAs per TM + TN shared reads (16-byte vector
+memory, two stages, the next step's read from global memory while the current one is
+computed, then each thread does TM * TN FMAs per TM + TN shared reads (16-byte vector
 reads) (simt_gemm.py, shared with implicit_gemm). Out-of-range rows, columns and k read
 as 0 and are not stored, so any size works.
 
+An f32 operand whose contiguous dimension is the one staged along (A's k, B's j), with a
+length a multiple of 4 and a plain row-major layout, is read 16 bytes at a time (the
+runtime hands kernels 16-byte aligned buffers, INPUT_ALIGNMENT); others element by
+element.
+
 Not here yet (issue "ZynML's own CUDA backend"): tensor cores (mma.sync / wgmma) for
-f16/bf16, multi-stage copies (cp.async / TMA), fused epilogues.
+f16/bf16, cp.async / TMA copies, fused epilogues, 16-byte epilogue stores.
 """
 from __future__ import annotations
 
@@ -20,14 +26,15 @@ import math
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref
+from mlir.dialects import arith, gpu, vector
 
 from ..gpu_kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_ranges, new_kernel)
 from . import Launch
-from .simt_gemm import (BlockGemm, add_and_round, clamp, declare_tiles, delinearize_batch,
-                        threads_of, widen)
+from .row_registers import as_global
+from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_tiles,
+                        delinearize_batch, threads_of, widen)
 
 NAME = "matmul"
 
@@ -39,8 +46,18 @@ class Params:
     tile_k: int = 8     # BK: k per shared-memory stage
     thread_m: int = 8   # TM: rows of C per thread
     thread_n: int = 8   # TN: columns of C per thread
+    warp_m: int = 8     # threads of a warp along m (32 / warp_m along n)
     min_mn: int = 4096  # smaller products (M * N) stay pointwise
     min_k: int = 16
+    vector_loads: bool = True  # 16-byte global reads where the layout allows
+
+    def __post_init__(self):
+        check_params(self)
+
+
+# tune_gemm_f32.py, H100, 4096^3: warp_m 8 2.99 ms, tile_k 16 2.99, warp_m 4 3.07,
+# 64- or 256-row tiles 3.09 / 3.17, 64 columns 3.19, no 16-byte reads 3.29
+DEFAULT_PARAMS = Params()
 
 
 def _roles(generic: ir.Operation):
@@ -94,9 +111,28 @@ def matches(generic: ir.Operation, params: Params = Params()) -> bool:
     return ranges[i] * ranges[j] >= params.min_mn and ranges[k] >= params.min_k
 
 
+def _vector_side(operand: ir.Value, amap: ir.AffineMap, contiguous: int, p: Params) -> bool:
+    """Whether `operand` can be read 4 f32 at a time along loop `contiguous`."""
+    memref_type = ir.MemRefType(operand.type)
+    last = amap.results[-1]
+    return (p.vector_loads and str(memref_type.element_type) == "f32" and
+            _row_major(memref_type) and memref_type.shape[-1] % 4 == 0 and
+            ir.AffineDimExpr(last).position == contiguous)
+
+
+def _row_major(memref_type: ir.MemRefType) -> bool:
+    """Contiguous and starting at its buffer's start (offset 0)."""
+    try:
+        strides, offset = memref_type.get_strides_and_offset()
+    except (ValueError, RuntimeError):
+        return False
+    expected = [math.prod(memref_type.shape[d + 1:]) for d in range(memref_type.rank)]
+    return offset == 0 and list(strides) == expected
+
+
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          params: Params = Params()) -> Launch:
-    p = params
+          params: Params | None = None) -> Launch:
+    p = params or DEFAULT_PARAMS
     batch, dim_i, dim_j, dim_k = _roles(generic)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
@@ -131,26 +167,61 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
                 inside = check if inside is None else arith.AndIOp(inside, check).result
             return arith.SelectOp(inside, value, gemm.zero).result
 
-        def stage(k0):
-            for r in range(p.tile_m * p.tile_k // threads):  # A[row0 + row, k0 + kcol]
-                row, kcol = gemm.a_slot(r)
+        f32x4 = ir.VectorType.get([4], ir.F32Type.get())
+        zero4 = arith.ConstantOp(f32x4, ir.DenseElementsAttr.get_splat(
+            f32x4, ir.FloatAttr.get(ir.F32Type.get(), 0.0))).result
+        vector_a = _vector_side(ins[0], maps[0], dim_k, p) and gemm.a_slots(4) > 0
+        vector_b = _vector_side(ins[1], maps[1], dim_j, p) and gemm.b_slots(4) > 0
+        views = {side: as_global(scope.value(ins[side])) for side, fits in
+                 ((0, vector_a), (1, vector_b)) if fits}
+
+        def vector_load(side, i, j, k, bound_checks):
+            """4 elements along the contiguous loop from (i, j, k), 0 outside."""
+            # the contiguous loop's run starts at most 4 before its end
+            clamped = {"i": clamp(i, m), "j": clamp(j, n - 3 if side else n),
+                       "k": clamp(k, kk if side else kk - 3)}
+            value = vector.LoadOp(f32x4, views[side], apply_map(maps[side], point(
+                clamped["i"], clamped["j"], clamped["k"])), alignment=16).result
+            inside = None
+            for name, bound in bound_checks:
+                check = arith.CmpIOp(arith.CmpIPredicate.ult, {"i": i, "j": j, "k": k}[name],
+                                     index_const(bound)).result
+                inside = check if inside is None else arith.AndIOp(inside, check).result
+            return arith.SelectOp(inside, value, zero4).result
+
+        a_places = [gemm.a_slot(r, 4 if vector_a else 1)
+                    for r in range(gemm.a_slots(4 if vector_a else 1))]
+        b_places = [gemm.b_slot(r, 4 if vector_b else 1)
+                    for r in range(gemm.b_slots(4 if vector_b else 1))]
+
+        def fetch(k0):
+            values = []
+            for row, kcol in a_places:  # A[row0 + row, k0 + kcol]
                 gi = arith.AddIOp(gemm.row0, row).result
                 gk = arith.AddIOp(k0, kcol).result
-                value = guarded_load(ins[0], maps[0], gi, None, gk, [("i", m), ("k", kk)])
-                memref.StoreOp(value, gemm.tile_a, [kcol, row])
-            for r in range(p.tile_n * p.tile_k // threads):  # B[k0 + krow, col0 + col]
-                krow, col = gemm.b_slot(r)
+                values.append(vector_load(0, gi, None, gk, [("i", m), ("k", kk)])
+                              if vector_a else
+                              guarded_load(ins[0], maps[0], gi, None, gk, [("i", m), ("k", kk)]))
+            for krow, col in b_places:  # B[k0 + krow, col0 + col]
                 gk = arith.AddIOp(k0, krow).result
                 gj = arith.AddIOp(gemm.col0, col).result
-                value = guarded_load(ins[1], maps[1], None, gj, gk, [("k", kk), ("j", n)])
-                memref.StoreOp(value, gemm.tile_b, [krow, col])
+                values.append(vector_load(1, None, gj, gk, [("k", kk), ("j", n)])
+                              if vector_b else
+                              guarded_load(ins[1], maps[1], None, gj, gk, [("k", kk), ("j", n)]))
+            return values
+
+        def put(values, stage):
+            for (row, kcol), value in zip(a_places, values):
+                gemm.put_a(stage, value, row, kcol)
+            for (krow, col), value in zip(b_places, values[len(a_places):]):
+                gemm.put_b(stage, value, krow, col)
 
         def store(ii, jj, gi, gj, total):
             where = apply_map(maps[2], point(gi, gj, index_const(0)))
             scope.store(add_and_round(scope.load(outs[0], where), total,
                                       outs[0].type.element_type), outs[0], where)
 
-        gemm.epilogue(m, n, gemm.k_loop(kk, stage), store)
+        gemm.epilogue(m, n, gemm.k_loop(kk, fetch, put), store)
         gpu.ReturnOp([])
     grid = (-(-n // p.tile_n), -(-m // p.tile_m), batches)
     return Launch(kernel_name, signature.values, grid, (threads, 1, 1))

@@ -306,6 +306,62 @@ def test_large_matmul_uses_the_matmul_strategy():
     assert matmul["args"][:2] == ["%in0", "%in1"]
 
 
+def _entry_ptx(ptx: str, suffix: str) -> str:
+    """The PTX of the one kernel whose name ends in `suffix`."""
+    [entry] = [part for part in ptx.split(".entry ")[1:]
+               if part.split("(", 1)[0].strip().endswith(suffix)]
+    return entry
+
+
+def _ptxas_spills(ptx: str, suffix: str) -> int | None:
+    """ptxas -v's spill stores of the kernel ending in `suffix`, None without ptxas."""
+    if shutil.which("ptxas") is None:
+        return None
+    result = subprocess.run(["ptxas", "-v", f"-arch={DEFAULT_CHIP}", "-", "-o", "/dev/null"],
+                            input=ptx, capture_output=True, text=True, check=True)
+    for part in result.stderr.split("Compiling entry function")[1:]:
+        if part.split("'")[1].endswith(suffix):
+            return int(re.search(r"(\d+) bytes spill stores", part).group(1))
+    raise AssertionError(result.stderr)
+
+
+# simt_gemm (matmul, implicit_gemm): two shared-memory stages, one barrier per step of BK
+# (two bar.sync: after the first stage, in the loop), 16-byte shared reads (BK * (TM + TN)
+# / 4 per step), 16-byte global reads of row-major f32 operands whose staged dimension is
+# a multiple of 4 (one before the loop, one per step and operand), nothing in local memory.
+@pytest.mark.parametrize("m,k,n,vector_reads", [(256, 64, 260, 4), (300, 200, 129, 2),
+                                                (129, 33, 130, 0)])
+def test_f32_matmul_structure(m, k, n, vector_reads):
+    from zynml.passes.gpu_strategies import matmul
+    p = matmul.DEFAULT_PARAMS
+    artifact = compiled_source(EXAMPLES / "matmul.zyn", A=(m, k), B=(k, n))
+    [launch] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_matmul")]
+    assert launch["grid"] == [-(-n // p.tile_n), -(-m // p.tile_m), 1]
+    assert launch["block"] == [(p.tile_m // p.thread_m) * (p.tile_n // p.thread_n), 1, 1]
+    ptx = _entry_ptx(artifact.ptx, "_matmul")
+    assert ptx.count("bar.sync") == 2
+    assert ptx.count("ld.shared.v4.") == p.tile_k * (p.thread_m + p.thread_n) // 4
+    assert ptx.count("ld.global.v4.") == vector_reads
+    assert ".local" not in ptx and "st.local" not in ptx
+    assert _ptxas_spills(artifact.ptx, "_matmul") in (0, None)
+
+
+def test_conv2d_implicit_gemm_structure():
+    """The conv2d benchmark's shape (M = 64 output channels): choose_params's tile, two
+    stages, 16-byte shared reads, no spills."""
+    from zynml.passes.gpu_strategies import implicit_gemm
+    prog = zynml.compile(EXAMPLES / "conv2d.zyn", device="cuda", require_device=False)
+    artifact = prog.artifact(input=f32(2, 64, 16, 16), kernel=f32(64, 64, 3, 3),
+                             bias=f32(64), in_h=16, in_w=16, out_h=16, out_w=16)
+    p = implicit_gemm.choose_params(64, 2 * 16 * 16)
+    assert (p.tile_m, p.tile_n, p.tile_k, p.thread_m, p.thread_n) == (64, 128, 16, 8, 4)
+    ptx = _entry_ptx(artifact.ptx, "_implicit_gemm")
+    assert ptx.count("bar.sync") == 2
+    assert ptx.count("ld.shared.v4.") == p.tile_k * (p.thread_m + p.thread_n) // 4
+    assert ".local" not in ptx
+    assert _ptxas_spills(artifact.ptx, "_implicit_gemm") in (0, None)
+
+
 @pytest.mark.parametrize("m,k,n,tensor_cores", [(192, 48, 320, True), (256, 32, 384, True),
                                                  (200, 48, 320, False), (192, 40, 320, False)])
 def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_cores):

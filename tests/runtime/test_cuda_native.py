@@ -109,6 +109,57 @@ def test_matmul_strategy(rng, m, k, n):
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64))
 
 
+# simt_gemm at odd sizes: one row or column, partial tiles of C both ways, K not a
+# multiple of the stage (BK) nor of 4 (A element by element), N a multiple of 4 or not
+# (B 16 bytes at a time or element by element)
+@pytest.mark.parametrize("m,k,n", [(1, 20, 4097), (7, 300, 1024), (129, 257, 300),
+                                   (257, 100, 260), (300, 17, 257), (1000, 33, 7),
+                                   (129, 64, 300), (4100, 16, 1)])
+def test_matmul_strategy_odd_sizes(rng, m, k, n):
+    a, b = f32(rng, m, k), f32(rng, k, n)
+    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_batched_matmul_strategy_16_byte_reads(rng):
+    """K and N multiples of 4: both operands read 16 bytes at a time, partial tiles."""
+    a, b = f32(rng, 2, 129, 68), f32(rng, 2, 68, 132)
+    out = run_example("batched_matmul.zyn", A=a, B=b)["C"]
+    assert_close(out, np.einsum("bik,bkj->bij", a.astype(np.float64), b.astype(np.float64)))
+
+
+def test_matmul_strategy_from_unaligned_torch_views(rng):
+    """f32 operands 4 bytes past a 16-byte boundary: copied before the 16-byte reads."""
+    a, b = f32(rng, 130, 68), f32(rng, 68, 132)
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda:0")
+    prog.artifact(A=a, B=b)  # compile-only runs stop at the skip below
+    if conftest.COMPILE_ONLY:
+        pytest.skip("compile-only: no GPU for torch")
+    torch = pytest.importorskip("torch")
+    out = prog(A=torch_unaligned(torch, a), B=torch_unaligned(torch, b))["C"]
+    assert_close(torch_host(torch, out), a.astype(np.float64) @ b.astype(np.float64))
+
+
+# Other Params of matmul (the artifact cache key ignores Params: each case has sizes of
+# its own, so the compile half and the GPU half pair the same artifact)
+@pytest.mark.parametrize("params,m,k,n", [
+    (dict(tile_k=16), 131, 52, 260),
+    (dict(warp_m=4), 133, 44, 264),
+    (dict(tile_k=16, warp_m=8), 135, 37, 201),
+    (dict(tile_n=64), 137, 48, 140),
+    (dict(tile_m=64), 139, 56, 204),
+    (dict(tile_n=64, tile_k=16), 141, 61, 67),
+    (dict(vector_loads=False), 143, 64, 268),
+])
+def test_matmul_strategy_other_params(rng, monkeypatch, params, m, k, n):
+    if importlib.util.find_spec("mlir") is not None:
+        from zynml.passes.gpu_strategies import matmul as strategy
+        monkeypatch.setattr(strategy, "DEFAULT_PARAMS", strategy.Params(**params))
+    a, b = f32(rng, m, k), f32(rng, k, n)
+    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64))
+
+
 def test_matmul_strategy_f16_inputs(rng):
     a, b = (f32(rng, 130, 70) * 0.5).astype(np.float16), (f32(rng, 70, 90)).astype(np.float16)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
@@ -286,6 +337,31 @@ def test_conv2d_implicit_gemm(rng, batch, in_ch, out_ch, size, k, stride, paddin
     assert implicit_gemm_taken(prog, **inputs) == gemm
     out = prog(**inputs)["output"]
     assert_close(out, conv2d_reference(x, kernel, bias, stride, padding))
+
+
+@pytest.mark.parametrize("params,batch,in_ch,out_ch,size,k,stride,padding", [
+    (dict(tile_m=64, tile_n=128, tile_k=16, thread_m=4, thread_n=8), 2, 7, 67, 15, 3, 1, 1),
+    (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=8, thread_n=8), 2, 7, 66, 17, 3, 1, 1),
+    (dict(tile_m=64, tile_n=256, tile_k=8, thread_m=8, thread_n=8), 3, 5, 65, 19, 3, 2, 0),
+    (dict(tile_m=64, tile_n=256, tile_k=16, thread_m=8, thread_n=8), 1, 9, 63, 21, 3, 1, 1),
+    (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=4, thread_n=8, warp_m=8),
+     2, 6, 62, 23, 3, 1, 1),
+    (dict(tile_m=64, tile_n=128, tile_k=16, thread_m=8, thread_n=8), 2, 3, 61, 25, 5, 1, 1),
+])
+def test_conv2d_implicit_gemm_other_params(rng, monkeypatch, params, batch, in_ch, out_ch,
+                                           size, k, stride, padding):
+    """implicit_gemm with one Params set (CONFIGS patched), sizes of each case's own."""
+    if importlib.util.find_spec("mlir") is not None:
+        from zynml.passes.gpu_strategies import implicit_gemm as strategy
+        monkeypatch.setattr(strategy, "CONFIGS", (strategy.Params(**params),))
+    out_size = (size + 2 * padding - k) // stride + 1
+    x, kernel, bias = (f32(rng, batch, in_ch, size, size), f32(rng, out_ch, in_ch, k, k),
+                       f32(rng, out_ch))
+    inputs = dict(input=x, kernel=kernel, bias=bias, in_h=size, in_w=size, out_h=out_size,
+                  out_w=out_size)
+    prog = conv2d_program(stride, padding)
+    assert implicit_gemm_taken(prog, **inputs)
+    assert_close(prog(**inputs)["output"], conv2d_reference(x, kernel, bias, stride, padding))
 
 
 def test_conv2d_implicit_gemm_f16(rng):
