@@ -38,7 +38,7 @@ product of tile j + 1 (or the two warpgroups taking turns), TMA stores of O.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from mlir import ir
@@ -49,8 +49,8 @@ from ..attention_lowering import float_constant
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
-from .attention import (Group, attention_groups, operand_shape, positive_scale, quad_reduce,
-                        row_major, sizes)
+from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
+                        quad_reduce, row_major, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, only_if, parity, shared, tensor_map_type, uniform_warp, wait)
 
@@ -110,7 +110,9 @@ def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
 
 
 def matches(group: Group, params: Optional[Params] = None) -> bool:
-    if group.causal is not None or group.mask is not None:
+    """f16 or bf16 throughout, row-major (the mask too), head dims 64 or 128, a positive
+    constant scale; masked, causal or neither."""
+    if group.mask is not None and not row_major(group.mask):
         return False
     values = (group.query, group.key, group.value, group.out)
     elements = {str(ir.MemRefType(v.type).element_type) for v in values}
@@ -134,20 +136,24 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
     q_map_type, kv_map_type = tensor_map_type(q_box, element), tensor_map_type(kv_box, element)
     threads = WARPGROUP * (p.warpgroups + 1)  # the last warpgroup copies
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
+    # arguments: out, the mask if any (read by the warpgroups themselves), three maps
+    plain = [group.out] + ([group.mask] if group.mask is not None else [])
     func = new_kernel(gpu_module, kernel_name,
-                      [kernel_type(group.out.type), pointer, pointer, pointer], [threads])
+                      [kernel_type(v.type) for v in plain] + [pointer] * 3, [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
-        out, *maps = func.regions[0].blocks[0].arguments
+        arguments = list(func.regions[0].blocks[0].arguments)
+        out, mask = arguments[0], (arguments[1] if group.mask is not None else None)
         maps = [builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
-                for t, arg in zip((q_map_type, kv_map_type, kv_map_type), maps)]
+                for t, arg in zip((q_map_type, kv_map_type, kv_map_type), arguments[-3:])]
         kernel = _Kernel(p, d, e, rows, keys, lead, element,
-                         positive_scale(group) * math.log2(math.e))
+                         positive_scale(group) * math.log2(math.e), mask, group.mask_dims,
+                         group.causal)
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
-    operands = [group.out, TensorMap(group.query, q_map_type, q_box),
-                TensorMap(group.key, kv_map_type, kv_box),
-                TensorMap(group.value, kv_map_type, kv_box)]
+    operands = plain + [TensorMap(group.query, q_map_type, q_box),
+                        TensorMap(group.key, kv_map_type, kv_box),
+                        TensorMap(group.value, kv_map_type, kv_box)]
     return Launch(kernel_name, operands, grid, (threads, 1, 1), p.shared_bytes(d, e))
 
 
@@ -171,6 +177,15 @@ class _Kernel:
     lead: list        # the (p..) loops' sizes
     element: ir.Type  # f16 or bf16
     c: float          # scale * log2(e)
+    mask: Optional[ir.Value] = None  # the kernel's i8 mask argument
+    mask_dims: list = field(default_factory=list)  # mask axis -> loop of (p.., i, j)
+    causal: Optional[Causal] = None
+
+    @property
+    def may_be_empty(self) -> bool:
+        """Whether a row can have no allowed key (its max stays -inf, its sum 0): with a
+        mask, or causal with a negative offset (with offset >= 0 row i sees key 0)."""
+        return self.mask is not None or (self.causal is not None and self.causal.offset < 0)
 
     def emit(self, out, q_map, k_map, v_map):
         p = self.p
@@ -190,10 +205,9 @@ class _Kernel:
             for tensor_map in (q_map, k_map, v_map):
                 nvgpu.tma_prefetch_descriptor(tensor_map)
         gpu.BarrierOp()
-        self.slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), self.lead) \
-            if self.lead else []
-        self.row0 = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.block_m)).result
-        self.tiles = math.ceil(self.keys / p.block_n)
+        row_block, self.slice_ivs = self._block()
+        self.row0 = arith.MulIOp(row_block, index_const(p.block_m)).result
+        self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count
         warp = uniform_warp(tid)
         role = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.uge, warp,
                                      index_const(consumers // WARP)).result, has_else=True)
@@ -206,6 +220,32 @@ class _Kernel:
             nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
             self._consume(tid, warp, out)
             scf.YieldOp([])
+
+    def _block(self) -> tuple:
+        """(row block, (p..) indices) of this block. Causal blocks differ in work (row
+        block x visits about x + 1 key tiles), so they are numbered heaviest first: the
+        GPU starts blocks in about the order of their linear id, and the light ones
+        then fill the SMs that finish early instead of the heavy ones trailing alone."""
+        bx, by = gpu.block_id(gpu.Dimension.x), gpu.block_id(gpu.Dimension.y)
+        row_blocks, slices = math.ceil(self.rows / self.p.block_m), math.prod(self.lead)
+        if self.causal and row_blocks > 1:
+            linear = arith.AddIOp(bx, arith.MulIOp(by, index_const(row_blocks)).result).result
+            bx = arith.SubIOp(index_const(row_blocks - 1), arith.DivUIOp(
+                linear, index_const(slices)).result).result
+            by = arith.RemUIOp(linear, index_const(slices)).result
+        return bx, (delinearize(by, self.lead) if self.lead else [])
+
+    def _key_tiles(self) -> ir.Value:
+        """The key tiles the block visits: all, or (causal) those up to its last row's
+        last allowed key; the tiles above the diagonal are neither copied nor multiplied.
+        At least one: a block whose rows see no key (a negative offset) still takes tile
+        0, whose scores the causal check then makes -inf (its rows store 0)."""
+        block_n = self.p.block_n
+        if not self.causal:
+            return index_const(math.ceil(self.keys / block_n))
+        end = self.causal.key_end(self.row0, self.p.block_m, self.rows, self.keys)
+        tiles = arith.DivUIOp(_add(end, block_n - 1), index_const(block_n)).result
+        return arith.MaxUIOp(tiles, index_const(1)).result if self.causal.offset < 0 else tiles
 
     # ------------------------------------------------------------ the copying thread
 
@@ -228,7 +268,7 @@ class _Kernel:
             nvgpu.TmaAsyncLoadOp(target, self.q_full, q_map,
                                  self._coords(box * BOX_COLUMNS, self.row0),
                                  mbarId=index_const(0))
-        loop = scf.ForOp(index_const(0), index_const(self.tiles), index_const(1))
+        loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
             slot = arith.RemUIOp(j, index_const(p.stages)).result
@@ -260,6 +300,10 @@ class _Kernel:
             warp, index_const(16)).result).result,
             arith.DivUIOp(lane, index_const(4)).result).result
         self.my_rows = [first_row, _add(first_row, 8)]  # rows 16 w + lane / 4 (+ 8)
+        self.warp_row0 = arith.AddIOp(self.row0, arith.MulIOp(
+            warp, index_const(16)).result).result  # the warp's first row (warp-uniform)
+        last_row = index_const(self.rows - 1)  # the mask's row of a row past the end
+        self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
         i64 = ir.IntegerType.get_signless(64)
         # wgmma descriptors: Q's boxes have block_m rows, K's and V's block_n; this
         # warpgroup's Q rows start 64 rows (8 KB) further per warpgroup.
@@ -297,15 +341,16 @@ class _Kernel:
 
     def _serial(self) -> list:
         """Per tile: S, softmax, P V, each waiting for the one before."""
-        loop = scf.ForOp(index_const(0), index_const(self.tiles), index_const(1),
-                         self._initial_state())
+        loop = scf.ForOp(index_const(0), self.tiles, index_const(1), self._initial_state())
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
             state = list(loop.inner_iter_args)
             m, l, o = state[:2], state[2:4], state[4:]
             slot, desc = self._slot(j)
             hopper.fence([])
-            scores = self._masked_tail(j, hopper.wait_group(0, self._scores(desc)))
+            scores = self._scores(desc)
+            bits = self._mask_bits(j)  # global loads in flight with the wgmma
+            scores = self._masked(j, hopper.wait_group(0, scores), bits)
             m, l, alphas, probs = self._softmax(scores, m, l)
             o = [arith.MulFOp(x, alphas[v % 4 // 2]).result for v, x in enumerate(o)]
             a_regs = self._registers(probs)
@@ -323,11 +368,13 @@ class _Kernel:
         tile follows the loop."""
         _, desc = self._slot(index_const(0))
         hopper.fence([])
-        scores = self._masked_tail(index_const(0), hopper.wait_group(0, self._scores(desc)))
+        scores = self._scores(desc)
+        bits = self._mask_bits(index_const(0))
+        scores = self._masked(index_const(0), hopper.wait_group(0, scores), bits)
         start = self._initial_state()
         m, l, _, probs = self._softmax(scores, start[:2], start[2:4])
         a_regs = self._registers(probs)
-        loop = scf.ForOp(index_const(1), index_const(self.tiles), index_const(1),
+        loop = scf.ForOp(index_const(1), self.tiles, index_const(1),
                          m + l + start[4:] + a_regs)
         count = self.e // 2
         with ir.InsertionPoint(loop.body):
@@ -341,7 +388,8 @@ class _Kernel:
             o, a_regs = fenced[:count], fenced[count:]
             scores = self._scores(desc)
             o = self._weighted_values(o, a_regs, previous_desc)
-            scores = self._masked_tail(j, hopper.wait_group(1, scores))
+            bits = self._mask_bits(j)
+            scores = self._masked(j, hopper.wait_group(1, scores), bits)
             m, l, alphas, probs = self._softmax(scores, m, l)
             new_regs = self._registers(probs)
             # P of tile j - 1 stays live (an operand of the wait) until P V has read it
@@ -351,7 +399,8 @@ class _Kernel:
             scf.YieldOp(m + l + o + new_regs)
         state = list(loop.results)
         m, l, o, a_regs = state[:2], state[2:4], state[4:4 + count], state[4 + count:]
-        last_slot, last_desc = self._slot(index_const(self.tiles - 1), wait_full=False)
+        last_slot, last_desc = self._slot(arith.SubIOp(self.tiles, index_const(1)).result,
+                                          wait_full=False)
         fenced = hopper.fence(o + a_regs)
         o = hopper.wait_group(0, self._weighted_values(fenced[:count], fenced[count:],
                                                        last_desc) + fenced[count:])[:count]
@@ -377,21 +426,89 @@ class _Kernel:
         """The key (within the tile) of this lane's accumulator v, less 2 (lane % 4)."""
         return 8 * (v // 4) + v % 2
 
-    def _masked_tail(self, j, scores: list) -> list:
-        """Scores of keys past the last (the last tile's) are -inf."""
-        p = self.p
-        if self.keys % p.block_n == 0:
+    def _mask_bits(self, j) -> Optional[list]:
+        """The mask's verdicts (i1) on this thread's scores of key tile j, in the
+        accumulators' order; None without a mask. Each accumulator pair (v, v + 1) is the
+        keys 2t, 2t + 1 (t = lane % 4) of one row and 8 keys: one 2-byte load where the
+        mask's rows are its last axis and of even length, else two byte loads. Read
+        straight from global memory (L1 / L2: a [seq, seq] mask is shared by every
+        head), issued before the wait for S, so they arrive while the wgmma runs. Rows
+        and keys past the end read the last one's (the limit check drops those keys)."""
+        if self.mask is None:
+            return None
+        i8 = ir.IntegerType.get_signless(8)
+        zero = arith.ConstantOp(i8, 0).result
+        pairs = self.mask_dims[-1] == len(self.lead) + 1 and self.keys % 2 == 0
+        clamp = self.keys % self.p.block_n != 0  # the last tile reaches past the keys
+        base = arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
+                            arith.MulIOp(self.quad, index_const(2)).result).result
+        bits = [None] * (self.p.block_n // 2)
+        for r, row in enumerate(self.rows_in):
+            def where(key):
+                loops = self.slice_ivs + [row, key]
+                return [loops[k] for k in self.mask_dims]
+            for n in range(self.p.block_n // 8):
+                key0 = _add(base, 8 * n)
+                if pairs:
+                    if clamp:
+                        key0 = arith.MinUIOp(key0, index_const(self.keys - 2)).result
+                    pair = vector.LoadOp(ir.VectorType.get([2], i8), self.mask, where(key0),
+                                         alignment=2).result
+                    values = [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
+                else:
+                    keys = [_add(key0, c) for c in (0, 1)]
+                    if clamp:
+                        keys = [arith.MinUIOp(k, index_const(self.keys - 1)).result
+                                for k in keys]
+                    values = [memref.LoadOp(self.mask, where(k)).result for k in keys]
+                for c, value in enumerate(values):
+                    bits[4 * n + 2 * r + c] = arith.CmpIOp(arith.CmpIPredicate.ne, value,
+                                                           zero).result
+        return bits
+
+    def _needs_limit(self, j) -> Optional[ir.Value]:
+        """Whether key tile j needs the per-key limit check (an i1, warp-uniform; None:
+        never): the last tile when it reaches past the keys, and (causal) a tile whose
+        last key some row of this warp may not see: last key > the warp's first row +
+        offset (the tiles on the diagonal; those below it are whole)."""
+        block_n, conditions = self.p.block_n, []
+        if self.keys % block_n:
+            conditions.append(equals(j, math.ceil(self.keys / block_n) - 1))
+        if self.causal:
+            last_key = _add(arith.MulIOp(j, index_const(block_n)).result, block_n - 1)
+            conditions.append(arith.CmpIOp(arith.CmpIPredicate.sgt, last_key,
+                                           _add(self.warp_row0, self.causal.offset)).result)
+        if not conditions:
+            return None
+        return conditions[0] if len(conditions) == 1 else \
+            arith.OrIOp(conditions[0], conditions[1]).result
+
+    def _masked(self, j, scores: list, bits: Optional[list]) -> list:
+        """Scores the mask forbids (`bits`), of keys past the last and (causal) of keys
+        past a row's last allowed key are -inf. The last two are one comparison per
+        score, in the tiles that need it: column (within the tile, less 2t) <= the
+        row's limit, min(keys, row + offset + 1) - 1 - (first key + 2t)."""
+        neg_inf = float_constant(self.f32, float("-inf"))
+        if bits is not None:
+            scores = [arith.SelectOp(bit, s, neg_inf).result for bit, s in zip(bits, scores)]
+        check = self._needs_limit(j)
+        if check is None:
             return scores
-        last = arith.CmpIOp(arith.CmpIPredicate.eq, j, index_const(self.tiles - 1)).result
-        branch = scf.IfOp(last, [s.type for s in scores], has_else=True)
+        branch = scf.IfOp(check, [s.type for s in scores], has_else=True)
         with ir.InsertionPoint(branch.then_block):
-            neg_inf = float_constant(self.f32, float("-inf"))
-            real = self.keys - (self.tiles - 1) * p.block_n  # keys in the last tile
-            quad2 = arith.MulIOp(self.quad, index_const(2)).result
+            first = arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
+                                 arith.MulIOp(self.quad, index_const(2)).result).result
+            last_key = index_const(self.keys - 1)
+            limits = []
+            for row in self.my_rows:
+                last = last_key
+                if self.causal:
+                    last = arith.MinSIOp(_add(row, self.causal.offset), last_key).result
+                limits.append(arith.SubIOp(last, first).result)
             masked = []
             for v, s in enumerate(scores):
-                key = _add(quad2, self._key_columns(v))
-                inside = arith.CmpIOp(arith.CmpIPredicate.ult, key, index_const(real)).result
+                inside = arith.CmpIOp(arith.CmpIPredicate.sle, index_const(self._key_columns(v)),
+                                      limits[v % 4 // 2]).result
                 masked.append(arith.SelectOp(inside, s, neg_inf).result)
             scf.YieldOp(masked)
         with ir.InsertionPoint(branch.else_block):
@@ -410,6 +527,10 @@ class _Kernel:
             row_max = _tree([m_old[r]] + [scores[v] for v in mine], arith.MaximumFOp)
             row_max = quad_reduce(row_max, arith.MaximumFOp)
             neg_shift = arith.NegFOp(arith.MulFOp(row_max, c).result).result
+            if self.may_be_empty:  # no allowed key yet: shift by 0, exp2 gives 0 (not NaN)
+                empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max,
+                                     float_constant(f32, float("-inf"))).result
+                neg_shift = arith.SelectOp(empty, float_constant(f32, 0.0), neg_shift).result
             alpha = mmath.Exp2Op(mmath.FmaOp(m_old[r], c, neg_shift).result).result
             for v in mine:
                 probs[v] = mmath.Exp2Op(mmath.FmaOp(scores[v], c, neg_shift).result).result
@@ -451,13 +572,18 @@ class _Kernel:
         return o
 
     def _store(self, out, sums, o):
-        """out = O / l, rounded once, where the row exists."""
+        """out = O / l, rounded once, where the row exists; 0 for a row with no allowed
+        key (l = 0 and O = 0, as the spec's loops and the other kernels give)."""
         f32 = self.f32
-        one = float_constant(f32, 1.0)
+        one, zero = float_constant(f32, 1.0), float_constant(f32, 0.0)
         pair = ir.VectorType.get([2], self.element)
         quad2 = arith.MulIOp(self.quad, index_const(2)).result
         for r, row in enumerate(self.my_rows):
-            inverse = arith.DivFOp(one, quad_reduce(sums[r], arith.AddFOp)).result
+            total = quad_reduce(sums[r], arith.AddFOp)
+            inverse = arith.DivFOp(one, total).result
+            if self.may_be_empty:
+                some = arith.CmpFOp(arith.CmpFPredicate.OGT, total, zero).result
+                inverse = arith.SelectOp(some, inverse, zero).result
             guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, row,
                                           index_const(self.rows)).result)
             with ir.InsertionPoint(guard.then_block):
