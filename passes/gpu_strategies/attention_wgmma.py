@@ -1,7 +1,7 @@
 """Attention on Hopper's warpgroup tensor cores (sm_90a): the generics of one f16 / bf16
-`cir.attention` without a mask as one flash-attention forward kernel, TMA copies into a
-ring of stages and wgmma for both products (FlashAttention-3's structure, without its
-ping-pong scheduling or the overlap of softmax and the next tile's product).
+`cir.attention` (masked, causal or neither) as one flash-attention forward kernel, TMA
+copies into a ring of stages and wgmma for both products (FlashAttention-3's structure,
+without its ping-pong scheduling or the overlap of softmax and the next tile's product).
 
 A block takes 64 * `warpgroups` query rows of one (p..) slice; 128 * (warpgroups + 1)
 threads:
@@ -28,12 +28,38 @@ S, P, m and l never leave registers. wgmma is inline PTX (hopper.py) because the
 softmax reads the accumulators and P V takes A from registers. Keys past the last (the
 last tile's, zero-filled by TMA) score -inf.
 
+A bool mask (`Group.mask`, any of the loops (p.., i, j) as its axes; a masked score is
+-inf) is read by the warpgroups straight from global memory: per key tile, each thread
+loads the bytes of its own accumulators' (row, key) positions, keys 2t, 2t + 1 of
+every 8 in its two rows (t = lane % 4), one 2-byte load per pair where the mask's rows
+are its last axis and have even length, else two byte loads; 32 loads per tile of 128
+keys. They are issued after S's wgmma and before the wait for it, so they arrive while
+the tensor cores run. Not a TMA copy of a u8 tile into the ring: TMA needs the global
+row pitch to be a multiple of 16 bytes, which a mask of 17, 131 or 300 keys is not; the
+ring at head dim 128 (Q, 3 K/V slots: 224 KB) has no room for 16 KB more per slot; and a
+thread reading its fragment's bytes from a 128-byte-pitch shared tile would meet 8-way
+bank conflicts (the 8 rows of a warp's quads share banks) unless swizzled. The masks
+this kernel meets (BERT's [seq, seq], shared by every batch and head) stay in L2 and L1,
+so the direct loads cost no DRAM traffic and no barrier. A row whose every key is masked
+keeps m = -inf: its shift is taken as 0 (exp2 gives 0, not NaN) and its output is 0
+(1 / l taken as 0), as the spec's loops, the numpy reference and the other kernels give.
+
+Causal attention (`Group.causal`: key j allowed for row i when j <= i + offset) skips
+the tiles above the diagonal: the copying thread's and the warpgroups' key loops both end
+at tile ceil(min(keys, the block's last row + offset + 1) / block_n) (at least 1: a
+block that sees no key takes tile 0 and masks all of it). Only the tiles whose last key
+lies past a warp's first row + offset (the diagonal) or past the last key compare each
+key with its row's limit, min(keys - 1, row + offset), one comparison per score under a
+warp-uniform branch; the tiles below the diagonal run as in the unmasked kernel. The
+row blocks of a causal grid are renumbered heaviest first (the GPU starts blocks in
+about linear-id order; the light ones then fill the SMs that finish early).
+
 Takes what attention.attention_groups finds when query, key, value and out are all f16
-or all bf16 and row-major, both head dims are 64 or 128, the scale is a positive
-constant, and there is no mask or causal condition (those run on attention_tensor_core
-or attention).
-Not here yet: masks, causal tile skipping, the softmax of tile j overlapping the
-product of tile j + 1 (or the two warpgroups taking turns), TMA stores of O.
+or all bf16 and row-major (the mask too), both head dims are 64 or 128, and the scale is
+a positive constant; masked, causal or both. Other head dims, f32, non-row-major
+operands and older chips run on attention_tensor_core or attention.
+Not here yet: the softmax of tile j overlapping the product of tile j + 1 (or the two
+warpgroups taking turns), TMA stores of O, skipping key tiles a mask leaves empty.
 """
 from __future__ import annotations
 
