@@ -29,20 +29,27 @@ softmax reads the accumulators and P V takes A from registers. Keys past the las
 last tile's, zero-filled by TMA) score -inf.
 
 A bool mask (`Group.mask`, any of the loops (p.., i, j) as its axes; a masked score is
--inf) is read by the warpgroups straight from global memory: per key tile, each thread
-loads the bytes of its own accumulators' (row, key) positions, keys 2t, 2t + 1 of
-every 8 in its two rows (t = lane % 4), one 2-byte load per pair where the mask's rows
-are its last axis and have even length, else two byte loads; 32 loads per tile of 128
-keys. They are issued after S's wgmma and before the wait for it, so they arrive while
-the tensor cores run. Not a TMA copy of a u8 tile into the ring: TMA needs the global
-row pitch to be a multiple of 16 bytes, which a mask of 17, 131 or 300 keys is not; the
-ring at head dim 128 (Q, 3 K/V slots: 224 KB) has no room for 16 KB more per slot; and a
-thread reading its fragment's bytes from a 128-byte-pitch shared tile would meet 8-way
-bank conflicts (the 8 rows of a warp's quads share banks) unless swizzled. The masks
-this kernel meets (BERT's [seq, seq], shared by every batch and head) stay in L2 and L1,
-so the direct loads cost no DRAM traffic and no barrier. A row whose every key is masked
-keeps m = -inf: its shift is taken as 0 (exp2 gives 0, not NaN) and its output is 0
-(1 / l taken as 0), as the spec's loops, the numpy reference and the other kernels give.
+-inf) reaches each thread as the bytes of its own accumulators' (row, key) positions:
+keys 2t, 2t + 1 of every 8 in its two rows (t = lane % 4), one 2-byte load per pair, 32
+per tile of 128 keys, issued after S's wgmma and before the wait for it. Where the
+mask's last axis is the keys' and its rows are a multiple of 16 bytes (BERT's
+[seq, seq] of 512), the tile is staged: two warps of the copying warpgroup (idle
+otherwise) copy each key tile's block_m x block_n bytes by cp.async, 16 bytes a thread
+and 8 threads a row (coalesced), into a mask ring beside the K/V ring (rows padded by
+16 bytes: a warp's 8 rows then fall in different banks), wait for their copies and
+arrive on the slot's full barrier, whose count includes them; the warpgroups read the
+pairs from shared memory. Read straight from global memory instead, each warp load
+touches 8 rows (8 lines of L1) for 64 useful bytes: on the BERT row that cost 50% over
+the unmasked kernel (0.053 against 0.035 ms, H100), L1 throughput rather than latency.
+Not TMA: it needs the global row pitch to be a multiple of 16 bytes too, and would need
+a swizzled layout to avoid the same bank conflicts; cp.async zero-fills the 16-key
+chunks past the last key as TMA would. Other masks (odd rows such as 17, 131 or 300
+keys, keys not the last axis) are read from global memory (L1 / L2, 2-byte loads where
+rows have even length, else byte loads). At head dim 128 Q, 3 K/V slots and 3 mask
+slots would exceed the 227 KB: a staged mask takes 2 stages, one product after the
+other. A row whose every key is masked keeps m = -inf: its shift is taken as 0 (exp2
+gives 0, not NaN) and its output is 0 (1 / l taken as 0), as the spec's loops, the
+numpy reference and the other kernels give.
 
 Causal attention (`Group.causal`: key j allowed for row i when j <= i + offset) skips
 the tiles above the diagonal: the copying thread's and the warpgroups' key loops both end
@@ -64,7 +71,7 @@ warpgroups taking turns), TMA stores of O, skipping key tiles a mask leaves empt
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from mlir import ir
@@ -91,6 +98,8 @@ MAX_SHARED = 227 * 1024       # a block's dynamic shared memory on sm_90
 # registers: 32 * (COPIER + 2 * CONSUMER) <= 16384. (Without it, 3 warps in a quarter
 # could have at most 168 each: S, O and P spill.)
 COPIER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+MASK_COPIERS = 64  # threads of the copying warpgroup (its warps 1 and 2) staging the mask
+MASK_PAD = 16      # bytes after each staged mask row
 _ELEMENTS = ("f16", "bf16")
 
 
@@ -111,9 +120,21 @@ class Params:
     def stage_bytes(self, d: int, e: int) -> int:
         return self.block_n * (d + e) * 2
 
-    def shared_bytes(self, d: int, e: int) -> int:
-        """Q's tile and the ring, plus room to align them to 1024 bytes."""
-        return self.q_bytes(d) + self.stages * self.stage_bytes(d, e) + 1024
+    @property
+    def mask_pitch(self) -> int:
+        """Bytes per row of a staged mask tile: its keys and 16 more, so that the 8 rows
+        a warp reads at once fall in different banks."""
+        return self.block_n + MASK_PAD
+
+    def mask_bytes(self) -> int:
+        """The staged mask's ring: a block_m x block_n byte tile per stage."""
+        return self.stages * self.block_m * self.mask_pitch
+
+    def shared_bytes(self, d: int, e: int, staged_mask: bool = False) -> int:
+        """Q's tile and the ring (and the mask's ring), plus room to align them to 1024
+        bytes."""
+        return self.q_bytes(d) + self.stages * self.stage_bytes(d, e) + \
+            (self.mask_bytes() if staged_mask else 0) + 1024
 
 
 DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
@@ -126,8 +147,31 @@ DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
 CONFIGS = ((64, Params(block_n=128, stages=3, overlap=False)), (128, DEFAULT_PARAMS))
 
 
-def params_for(d: int, e: int) -> Params:
-    return next(p for bound, p in CONFIGS if max(d, e) <= bound)
+def params_for(d: int, e: int, staged_mask: bool = False) -> Params:
+    """CONFIGS' entry; with a staged mask where Q, 3 K/V slots and 3 mask slots exceed
+    the shared memory (head dim 128: 225 + 54 KB), 2 stages, one product after the other
+    (with 2 stages the overlapped order starves; unmasked, that order is 4% slower)."""
+    p = next(p for bound, p in CONFIGS if max(d, e) <= bound)
+    if staged_mask and p.shared_bytes(d, e, True) > MAX_SHARED:
+        p = replace(p, stages=2, overlap=False)
+    return p
+
+
+def _stageable(group: Group) -> bool:
+    """Whether the mask can be staged in shared memory by cp.async: its last axis is
+    the keys' (16 keys are 16 contiguous bytes) and its rows are a multiple of 16 bytes
+    (each copy is 16-byte aligned)."""
+    lead = len(operand_shape(group.query)) - 2
+    return group.mask is not None and group.mask_dims[-1] == lead + 1 and \
+        operand_shape(group.key)[-2] % 16 == 0
+
+
+def plan(group: Group, params: Optional[Params] = None) -> tuple[Params, bool]:
+    """(the Params to build with, whether the mask is staged in shared memory)."""
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    stageable = _stageable(group)
+    p = params or params_for(d, e, stageable)
+    return p, stageable and p.shared_bytes(d, e, True) <= MAX_SHARED
 
 
 def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
@@ -148,14 +192,14 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     if d not in HEAD_DIMS or e not in HEAD_DIMS:
         return False
-    p = params or params_for(d, e)
-    return p.shared_bytes(d, e) <= MAX_SHARED and positive_scale(group) is not None
+    p, staged = plan(group, params)
+    return p.shared_bytes(d, e, staged) <= MAX_SHARED and positive_scale(group) is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
     lead, rows, d, keys, e = sizes(group)
-    p = params or params_for(d, e)
+    p, staged = plan(group, params)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
     q_box, kv_box = ones + (p.block_m, BOX_COLUMNS), ones + (p.block_n, BOX_COLUMNS)
@@ -173,14 +217,15 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
                 for t, arg in zip((q_map_type, kv_map_type, kv_map_type), arguments[-3:])]
         kernel = _Kernel(p, d, e, rows, keys, lead, element,
                          positive_scale(group) * math.log2(math.e), mask, group.mask_dims,
-                         group.causal)
+                         group.causal, staged)
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
     operands = plain + [TensorMap(group.query, q_map_type, q_box),
                         TensorMap(group.key, kv_map_type, kv_box),
                         TensorMap(group.value, kv_map_type, kv_box)]
-    return Launch(kernel_name, operands, grid, (threads, 1, 1), p.shared_bytes(d, e))
+    return Launch(kernel_name, operands, grid, (threads, 1, 1),
+                  p.shared_bytes(d, e, staged))
 
 
 # ---------------------------------------------------------------- the kernel
@@ -206,6 +251,7 @@ class _Kernel:
     mask: Optional[ir.Value] = None  # the kernel's i8 mask argument
     mask_dims: list = field(default_factory=list)  # mask axis -> loop of (p.., i, j)
     causal: Optional[Causal] = None
+    staged: bool = False  # the mask reaches shared memory by cp.async (else: read directly)
 
     @property
     def may_be_empty(self) -> bool:
@@ -218,14 +264,16 @@ class _Kernel:
         self.f32 = ir.F32Type.get()
         tid = gpu.thread_id(gpu.Dimension.x)
         consumers = WARPGROUP * p.warpgroups
-        self.ring = aligned_dynamic_shared(p.shared_bytes(self.d, self.e) - 1024)
-        self.full = barrier_group(p.stages)   # a slot's K and V tiles have landed
+        self.ring = aligned_dynamic_shared(p.shared_bytes(self.d, self.e, self.staged) - 1024)
+        self.full = barrier_group(p.stages)   # a slot's K and V tiles (and mask) have landed
         self.empty = barrier_group(p.stages)  # every warpgroup is done with a slot
         self.q_full = barrier_group(1)
         copier = equals(tid, consumers)
         with only_if(copier):
+            # the TMA thread's arrival (with the bytes it expects) and the mask copiers'
+            full_count = 1 + (MASK_COPIERS if self.staged else 0)
             for s in range(p.stages):
-                nvgpu.mbarrier_init(self.full, index_const(1), index_const(s))
+                nvgpu.mbarrier_init(self.full, index_const(full_count), index_const(s))
                 nvgpu.mbarrier_init(self.empty, index_const(p.warpgroups), index_const(s))
             nvgpu.mbarrier_init(self.q_full, index_const(1), index_const(0))
             for tensor_map in (q_map, k_map, v_map):
@@ -241,6 +289,13 @@ class _Kernel:
             nvvm.SetMaxRegisterOp(COPIER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
             with only_if(copier):
                 self._copy(q_map, k_map, v_map)
+            if self.staged:  # warps 1 and 2 of the copying warpgroup (warp-uniform)
+                first = consumers // WARP + 1
+                with only_if(arith.AndIOp(
+                        arith.CmpIOp(arith.CmpIPredicate.uge, warp, index_const(first)).result,
+                        arith.CmpIOp(arith.CmpIPredicate.ult, warp,
+                                     index_const(first + MASK_COPIERS // WARP)).result).result):
+                    self._copy_mask(arith.SubIOp(tid, index_const(first * WARP)).result)
             scf.YieldOp([])
         with ir.InsertionPoint(role.else_block):
             nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
@@ -315,6 +370,68 @@ class _Kernel:
                                      self._coords(n * BOX_COLUMNS, key0), mbarId=slot)
             scf.YieldOp([])
 
+    def _mask_view(self) -> ir.Value:
+        """The staged mask's ring: [stage][row of the block][key of the tile], padded
+        rows, after Q's tile and the K/V ring."""
+        p = self.p
+        offset = p.q_bytes(self.d) + p.stages * p.stage_bytes(self.d, self.e)
+        return memref.ViewOp(shared((p.stages, p.block_m, p.mask_pitch),
+                                    ir.IntegerType.get_signless(8)),
+                             self.ring, index_const(offset), []).result
+
+    def _mask_where(self, row: ir.Value, key: ir.Value) -> list:
+        loops = self.slice_ivs + [row, key]
+        return [loops[k] for k in self.mask_dims]
+
+    def _copy_mask(self, local: ir.Value) -> None:
+        """Thread `local` of MASK_COPIERS stages the mask's block_m x block_n byte tile of
+        each key tile the block visits into the slot K and V take, by cp.async 16 bytes
+        at a time (8 threads a 128-byte row: coalesced, where the warpgroups' own reads
+        of their accumulators' bytes touch 8 rows per load). Keys past the last are
+        zero-filled, rows past the last read the last row (never stored). It waits for
+        its copies, then arrives on the slot's full barrier (with release semantics:
+        the warpgroups, which wait on it, see the bytes); it waits for the slot's empty
+        barrier like the TMA thread."""
+        p = self.p
+        view, per_row = self._mask_view(), p.block_n // 16
+        chunks = p.block_m * per_row
+        assert chunks % MASK_COPIERS == 0, p
+        loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
+        with ir.InsertionPoint(loop.body):
+            j = loop.induction_variable
+            slot = arith.RemUIOp(j, index_const(p.stages)).result
+            with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, j,
+                                      index_const(p.stages)).result):
+                wait(self.empty, slot, parity(j, p.stages, previous=True))
+            key0 = arith.MulIOp(j, index_const(p.block_n)).result
+            # a loop, not unrolled copies: after setmaxnreg this warpgroup has 40
+            # registers, fewer than 16 hoisted 64-bit source addresses need
+            chunk_loop = scf.ForOp(local, index_const(chunks), index_const(MASK_COPIERS))
+            with ir.InsertionPoint(chunk_loop.body):
+                flat = chunk_loop.induction_variable
+                row = arith.DivUIOp(flat, index_const(per_row)).result
+                column = arith.MulIOp(arith.RemUIOp(flat, index_const(per_row)).result,
+                                      index_const(16)).result
+                source_row = arith.MinUIOp(arith.AddIOp(self.row0, row).result,
+                                           index_const(self.rows - 1)).result
+                key = arith.AddIOp(key0, column).result
+                filled = None
+                if self.keys % p.block_n:  # the last tile: 16-key chunks past the end
+                    real = arith.CmpIOp(arith.CmpIPredicate.ult, key,
+                                        index_const(self.keys)).result
+                    filled = arith.SelectOp(real, index_const(16), index_const(0)).result
+                    key = arith.MinUIOp(key, index_const(self.keys - 16)).result
+                nvgpu.DeviceAsyncCopyOp(
+                    view, [slot, row, column], self.mask, self._mask_where(source_row, key),
+                    ir.IntegerAttr.get(ir.IndexType.get(), 16), srcElements=filled,
+                    bypassL1=True)
+                scf.YieldOp([])
+            # one group: every copy this thread issued so far
+            token = nvgpu.DeviceAsyncCreateGroupOp([]).result
+            nvgpu.DeviceAsyncWaitOp(token, numGroups=0)
+            nvgpu.mbarrier_arrive(self.full, slot)
+            scf.YieldOp([])
+
     # ------------------------------------------------------------ the warpgroups
 
     def _consume(self, tid, warp, out):
@@ -330,6 +447,7 @@ class _Kernel:
             warp, index_const(16)).result).result  # the warp's first row (warp-uniform)
         last_row = index_const(self.rows - 1)  # the mask's row of a row past the end
         self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+        self.mask_view = self._mask_view() if self.staged else None
         i64 = ir.IntegerType.get_signless(64)
         # wgmma descriptors: Q's boxes have block_m rows, K's and V's block_n; this
         # warpgroup's Q rows start 64 rows (8 KB) further per warpgroup.
@@ -375,7 +493,7 @@ class _Kernel:
             slot, desc = self._slot(j)
             hopper.fence([])
             scores = self._scores(desc)
-            bits = self._mask_bits(j)  # global loads in flight with the wgmma
+            bits = self._mask_bits(j, slot)  # loads in flight with the wgmma
             scores = self._masked(j, hopper.wait_group(0, scores), bits)
             m, l, alphas, probs = self._softmax(scores, m, l)
             o = [arith.MulFOp(x, alphas[v % 4 // 2]).result for v, x in enumerate(o)]
@@ -392,10 +510,10 @@ class _Kernel:
         j - 1's O += P V are in flight together; the softmax of tile j runs while P V
         still does. So O * alpha_j waits for P V of tile j - 1, and P V of the last
         tile follows the loop."""
-        _, desc = self._slot(index_const(0))
+        slot, desc = self._slot(index_const(0))
         hopper.fence([])
         scores = self._scores(desc)
-        bits = self._mask_bits(index_const(0))
+        bits = self._mask_bits(index_const(0), slot)
         scores = self._masked(index_const(0), hopper.wait_group(0, scores), bits)
         start = self._initial_state()
         m, l, _, probs = self._softmax(scores, start[:2], start[2:4])
@@ -414,7 +532,7 @@ class _Kernel:
             o, a_regs = fenced[:count], fenced[count:]
             scores = self._scores(desc)
             o = self._weighted_values(o, a_regs, previous_desc)
-            bits = self._mask_bits(j)
+            bits = self._mask_bits(j, slot)
             scores = self._masked(j, hopper.wait_group(1, scores), bits)
             m, l, alphas, probs = self._softmax(scores, m, l)
             new_regs = self._registers(probs)
@@ -452,45 +570,56 @@ class _Kernel:
         """The key (within the tile) of this lane's accumulator v, less 2 (lane % 4)."""
         return 8 * (v // 4) + v % 2
 
-    def _mask_bits(self, j) -> Optional[list]:
+    def _mask_bits(self, j, slot) -> Optional[list]:
         """The mask's verdicts (i1) on this thread's scores of key tile j, in the
         accumulators' order; None without a mask. Each accumulator pair (v, v + 1) is the
-        keys 2t, 2t + 1 (t = lane % 4) of one row and 8 keys: one 2-byte load where the
-        mask's rows are its last axis and of even length, else two byte loads. Read
-        straight from global memory (L1 / L2: a [seq, seq] mask is shared by every
-        head), issued before the wait for S, so they arrive while the wgmma runs. Rows
-        and keys past the end read the last one's (the limit check drops those keys)."""
+        keys 2t, 2t + 1 (t = lane % 4) of one row and 8 keys: one 2-byte load, from the
+        staged tile in the slot (bank-conflict free: padded rows), or from global memory
+        where the mask's rows are its last axis and have even length, else two byte
+        loads. Issued before the wait for S, so they arrive while the wgmma runs."""
         if self.mask is None:
             return None
         i8 = ir.IntegerType.get_signless(8)
+        pair_type = ir.VectorType.get([2], i8)
         zero = arith.ConstantOp(i8, 0).result
-        pairs = self.mask_dims[-1] == len(self.lead) + 1 and self.keys % 2 == 0
-        clamp = self.keys % self.p.block_n != 0  # the last tile reaches past the keys
-        base = arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
-                            arith.MulIOp(self.quad, index_const(2)).result).result
+        quad2 = arith.MulIOp(self.quad, index_const(2)).result
         bits = [None] * (self.p.block_n // 2)
-        for r, row in enumerate(self.rows_in):
-            def where(key):
-                loops = self.slice_ivs + [row, key]
-                return [loops[k] for k in self.mask_dims]
+        for r in (0, 1):
             for n in range(self.p.block_n // 8):
-                key0 = _add(base, 8 * n)
-                if pairs:
-                    if clamp:
-                        key0 = arith.MinUIOp(key0, index_const(self.keys - 2)).result
-                    pair = vector.LoadOp(ir.VectorType.get([2], i8), self.mask, where(key0),
+                if self.staged:
+                    local_row = arith.SubIOp(self.my_rows[r], self.row0).result
+                    pair = vector.LoadOp(pair_type, self.mask_view,
+                                         [slot, local_row, _add(quad2, 8 * n)],
                                          alignment=2).result
                     values = [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
                 else:
-                    keys = [_add(key0, c) for c in (0, 1)]
-                    if clamp:
-                        keys = [arith.MinUIOp(k, index_const(self.keys - 1)).result
-                                for k in keys]
-                    values = [memref.LoadOp(self.mask, where(k)).result for k in keys]
+                    values = self._global_mask_pair(j, r, quad2, n)
                 for c, value in enumerate(values):
                     bits[4 * n + 2 * r + c] = arith.CmpIOp(arith.CmpIPredicate.ne, value,
                                                            zero).result
         return bits
+
+    def _global_mask_pair(self, j, r: int, quad2, n: int) -> list:
+        """The mask's bytes of keys j block_n + 8n + 2t (+ 1) of row r, read straight
+        from global memory (L1 / L2: a [seq, seq] mask is shared by every head): one
+        2-byte load where the mask's rows are its last axis and have even length, else
+        two. Rows and keys past the end read the last one's (the limit check drops
+        those keys)."""
+        pairs = self.mask_dims[-1] == len(self.lead) + 1 and self.keys % 2 == 0
+        clamp = self.keys % self.p.block_n != 0  # the last tile reaches past the keys
+        key0 = _add(arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
+                                 quad2).result, 8 * n)
+        row = self.rows_in[r]
+        if pairs:
+            if clamp:
+                key0 = arith.MinUIOp(key0, index_const(self.keys - 2)).result
+            pair = vector.LoadOp(ir.VectorType.get([2], ir.IntegerType.get_signless(8)),
+                                 self.mask, self._mask_where(row, key0), alignment=2).result
+            return [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
+        keys = [_add(key0, c) for c in (0, 1)]
+        if clamp:
+            keys = [arith.MinUIOp(k, index_const(self.keys - 1)).result for k in keys]
+        return [memref.LoadOp(self.mask, self._mask_where(row, k)).result for k in keys]
 
     def _needs_limit(self, j) -> Optional[ir.Value]:
         """Whether key tile j needs the per-key limit check (an i1, warp-uniform; None:

@@ -585,19 +585,25 @@ def ptxas_report(ptx: str, tmp_path) -> str:
 
 
 @pytest.mark.parametrize("shape,dtype", [((1, 2, 131, 128), np.float16),
+                                         ((1, 1, 300, 64), "bfloat16"),
                                          ((8, 12, 512, 64), np.float16),
-                                         ((1, 1, 300, 64), "bfloat16")])
+                                         ((1, 2, 400, 128), np.float16)])
 def test_masked_attention_on_sm90a_takes_wgmma(shape, dtype, tmp_path):
     """A bool mask (attention.zyn's [seq, seq]) keeps attention_wgmma: the kernel takes
-    the mask's bytes as its second argument (before the three TMA descriptors) and the
-    warpgroups read, per key tile, the bytes of their accumulators' (row, key) pairs
-    straight from global memory: one 2-byte load per row and 8 keys where the mask's
-    rows have even length, two byte loads where odd. No spills."""
+    the mask's bytes as its second argument (before the three TMA descriptors). Rows of
+    a multiple of 16 keys are staged: two warps of the copying warpgroup copy each key
+    tile's mask bytes into shared memory by cp.async (16 bytes each, a mask ring next to
+    the K/V ring: at head dim 128 two stages, one product after the other, to fit), and
+    the warpgroups read their accumulators' bytes from there, one 2-byte load per row
+    and 8 keys. Other rows are read from global memory: 2-byte loads where their length
+    is even, byte loads where odd. No spills."""
     import ml_dtypes
     from zynml.passes.gpu_strategies.attention_wgmma import params_for
     dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     element = "f16" if dtype == np.float16 else "bf16"
-    p = params_for(shape[3], shape[3])
+    d, keys = shape[3], shape[2]
+    staged = keys % 16 == 0
+    p = params_for(d, d, staged)
     artifact = attention_artifact(shape, dtype)
     [launch] = launches(artifact.plan["body"])
     assert launch["kernel"].endswith("_attention_wgmma"), launch
@@ -605,15 +611,22 @@ def test_masked_attention_on_sm90a_takes_wgmma(shape, dtype, tmp_path):
     assert launch["args"][1] == "%in3"  # the mask, as its bytes
     assert launch["block"] == [384, 1, 1]
     assert launch["grid"] == [-(-shape[2] // p.block_m), shape[0] * shape[1], 1]
+    assert launch["shared_bytes"] == p.shared_bytes(d, d, staged) <= 227 * 1024
+    assert (p.stages, p.overlap) == ((3, False) if d == 64 else (2, False) if staged
+                                     else (3, True))
     ptx = artifact.ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{p.block_n}k16.f32.{element}.{element}" in ptx
     pairs, single = ptx.count("ld.global.v2.b8"), ptx.count("ld.global.b8")
+    from_shared = ptx.count("ld.shared.v2.b8")
     # per key tile: block_n / 8 groups of keys for each of a thread's two rows
     per_tile = 2 * p.block_n // 8
-    if shape[2] % 2 == 0:
-        assert single == 0 and pairs in (per_tile, 2 * per_tile), (pairs, single)
+    if staged:
+        assert pairs == single == 0 and from_shared in (per_tile, 2 * per_tile)
+        assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group" in ptx
+    elif keys % 2 == 0:
+        assert single == from_shared == 0 and pairs in (per_tile, 2 * per_tile)
     else:
-        assert pairs == 0 and single >= 2 * per_tile, (pairs, single)
+        assert pairs == from_shared == 0 and single >= 2 * per_tile, (pairs, single)
     report = ptxas_report(ptx, tmp_path)
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
 

@@ -789,6 +789,10 @@ def test_attention_wgmma_bf16(rng):
 # (rows and whole blocks that see no key).
 WGMMA_SHAPES = [(1, 1, 1, 64), (2, 3, 17, 128), (1, 2, 131, 64), (1, 1, 257, 128),
                 (2, 2, 300, 64), (1, 2, 300, 128)]
+# keys a multiple of 16: the mask is staged in shared memory by cp.async (whole tiles;
+# a last tile of 16 keys, the rest zero-filled; a partial row block; head dim 128's 2
+# stages)
+STAGED_SHAPES = [(2, 4, 512, 64), (2, 2, 400, 64), (1, 2, 256, 128), (1, 3, 208, 128)]
 
 
 def wgmma_inputs(rng, dtype, q_shape, keys=None):
@@ -800,7 +804,7 @@ def wgmma_inputs(rng, dtype, q_shape, keys=None):
             f32(rng, *kv_shape).astype(dtype))
 
 
-@pytest.mark.parametrize("shape", WGMMA_SHAPES)
+@pytest.mark.parametrize("shape", WGMMA_SHAPES + STAGED_SHAPES)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_attention_wgmma_masked(rng, shape, dtype):
     q, k, v = wgmma_inputs(rng, dtype, shape)
@@ -830,6 +834,7 @@ def test_attention_wgmma_causal(rng, shape, dtype):
     (131, 147, "j <= i + 16", 16, False),   # a KV cache of 16 earlier keys
     (300, 257, "j <= i", 0, False),         # fewer keys than queries
     (200, 333, "j <= i - 70 and mask[i, j]", -70, True),  # block 0 and rows 0..69: none
+    (144, 336, "j <= i + 100 and mask[i, j]", 100, True),  # the mask staged
 ])
 def test_attention_wgmma_causal_offsets(rng, d, rows, keys, condition, offset, masked):
     dtype = "bfloat16" if d == 128 else "float16"
