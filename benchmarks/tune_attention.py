@@ -94,7 +94,8 @@ STRATEGIES: dict[str, Strategy] = {
                "bert d64 mask": ("attention.zyn", (8, 12, 512, 64), "float16"),
                "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16"),
                "seq4096 d128 causal": ("causal_attention.zyn", (1, 16, 4096, 128),
-                                       "float16")},
+                                       "float16"),
+               "seq4096 d128 mask": ("attention.zyn", (1, 16, 4096, 128), "float16")},
         fits=_fits_dynamic_shared),
 }
 

@@ -766,7 +766,7 @@ def test_attention_wgmma_other_params(rng, monkeypatch, params):
     case has a shape of its own (the artifact cache key ignores Params)."""
     if importlib.util.find_spec("mlir") is not None:
         from zynml.passes.gpu_strategies import attention_wgmma as strategy
-        monkeypatch.setattr(strategy, "params_for", lambda d, e: strategy.Params(**params))
+        monkeypatch.setattr(strategy, "params_for", lambda *shape: strategy.Params(**params))
     shape = (1, 2, 200 + len(params), 128)
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
     out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
