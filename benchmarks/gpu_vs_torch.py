@@ -76,6 +76,10 @@ def _cases() -> list[Case]:
     def attention(t, x):
         return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"])
 
+    def causal_attention(t, x):
+        return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"],
+                                                             is_causal=True)
+
     def conv(t, x):
         return t.nn.functional.conv2d(x["input"], x["kernel"], x["bias"], padding=1)
 
@@ -128,6 +132,13 @@ def _cases() -> list[Case]:
                       "K": ((1, 16, 4096, 128), "float16"),
                       "V": ((1, 16, 4096, 128), "float16")},
              attention, flops=4 * 16 * 4096 * 4096 * 128),
+        # j <= i: half the scores (the flops of the non-causal row, halved, as
+        # FlashAttention's benchmarks count them)
+        Case("causal flash attention seq 4096 head_dim 128 f16 (1x16)",
+             "causal_attention.zyn", "attn",
+             {"Q": ((1, 16, 4096, 128), "float16"), "K": ((1, 16, 4096, 128), "float16"),
+              "V": ((1, 16, 4096, 128), "float16")},
+             causal_attention, flops=2 * 16 * 4096 * 4096 * 128),
         Case("conv2d 32x64x56x56 3x3 f32", "conv2d.zyn", "output",
              {"input": ((32, 64, 56, 56), f32), "kernel": ((64, 64, 3, 3), f32),
               "bias": ((64,), f32), "in_h": 56, "in_w": 56, "out_h": 56, "out_w": 56},

@@ -91,7 +91,11 @@ STRATEGIES: dict[str, Strategy] = {
     "attention_wgmma": Strategy(
         grid=_grid(block_n=(64, 128, 192), stages=(2, 3), overlap=(True, False)),
         cases={"bert d64": ("flash_attention.zyn", (8, 12, 512, 64), "float16"),
-               "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16")},
+               "bert d64 mask": ("attention.zyn", (8, 12, 512, 64), "float16"),
+               "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16"),
+               "seq4096 d128 causal": ("causal_attention.zyn", (1, 16, 4096, 128),
+                                       "float16"),
+               "seq4096 d128 mask": ("attention.zyn", (1, 16, 4096, 128), "float16")},
         fits=_fits_dynamic_shared),
 }
 
@@ -158,12 +162,14 @@ def run(name: str) -> None:
             torch.randn(s, dtype=t, device="cuda") if t != bool
             else torch.ones(s, dtype=torch.bool, device="cuda")))
 
+        causal = source == "causal_attention.zyn"  # SDPA's is_causal; half the flops
+
         def sdpa():
             return torch.nn.functional.scaled_dot_product_attention(
-                tensors["Q"], tensors["K"], tensors["V"])
+                tensors["Q"], tensors["K"], tensors["V"], is_causal=causal)
         reference = sdpa().double()
         torch_ms = median_ms(sdpa, 20, torch)
-        flops = 4 * np.prod(shape) * shape[2]
+        flops = 4 * np.prod(shape) * shape[2] // (2 if causal else 1)
         rows = []
         for entry in (e for e in index if e["case"] == case):
             os.environ["ZYNML_CACHE_DIR"] = str(out / entry["cache"])

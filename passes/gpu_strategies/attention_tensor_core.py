@@ -33,7 +33,8 @@ the tiles it visits each score is checked like a mask bit (-inf).
 Takes what attention.attention_groups finds when query, key, value and out are f16 and
 row-major, both head dims are multiples of 16 up to 128, and the scale is a positive
 constant (the lowering's 1/sqrt(head_dim)); anything else runs on the SIMT `attention`
-kernel. The mask (bool, any of the loops (p.., i, j) as its axes) is read per score from
+kernel. On sm_90a, attention_wgmma is asked first: it takes f16 / bf16 with head dims 64
+and 128, masked or causal as well. The mask (bool, any of the loops (p.., i, j) as its axes) is read per score from
 global memory, two neighbouring keys at a time where its rows allow. The 16-byte copies
 need 16-byte aligned buffers: ZynML's allocations are, and the runtime copies an input
 that is not (zynml/runtime/cuda/function.py).

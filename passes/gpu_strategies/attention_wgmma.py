@@ -1,7 +1,7 @@
 """Attention on Hopper's warpgroup tensor cores (sm_90a): the generics of one f16 / bf16
-`cir.attention` without a mask as one flash-attention forward kernel, TMA copies into a
-ring of stages and wgmma for both products (FlashAttention-3's structure, without its
-ping-pong scheduling or the overlap of softmax and the next tile's product).
+`cir.attention` (masked, causal or neither) as one flash-attention forward kernel, TMA
+copies into a ring of stages and wgmma for both products (FlashAttention-3's structure,
+without its ping-pong scheduling or the overlap of softmax and the next tile's product).
 
 A block takes 64 * `warpgroups` query rows of one (p..) slice; 128 * (warpgroups + 1)
 threads:
@@ -28,17 +28,50 @@ S, P, m and l never leave registers. wgmma is inline PTX (hopper.py) because the
 softmax reads the accumulators and P V takes A from registers. Keys past the last (the
 last tile's, zero-filled by TMA) score -inf.
 
+A bool mask (`Group.mask`, any of the loops (p.., i, j) as its axes; a masked score is
+-inf) reaches each thread as the bytes of its own accumulators' (row, key) positions:
+keys 2t, 2t + 1 of every 8 in its two rows (t = lane % 4), one 2-byte load per pair, 32
+per tile of 128 keys, issued after S's wgmma and before the wait for it. Where the
+mask's last axis is the keys' and its rows are a multiple of 16 bytes (BERT's
+[seq, seq] of 512), the tile is staged: two warps of the copying warpgroup (idle
+otherwise) copy each key tile's block_m x block_n bytes by cp.async, 16 bytes a thread
+and 8 threads a row (coalesced), into a mask ring beside the K/V ring (rows padded by
+16 bytes: a warp's 8 rows then fall in different banks), wait for their copies and
+arrive on the slot's full barrier, whose count includes them; the warpgroups read the
+pairs from shared memory. Read straight from global memory instead, each warp load
+touches 8 rows (8 lines of L1) for 64 useful bytes: on the BERT row that cost 50% over
+the unmasked kernel (0.053 against 0.035 ms, H100), L1 throughput rather than latency.
+Not TMA: it needs the global row pitch to be a multiple of 16 bytes too, and would need
+a swizzled layout to avoid the same bank conflicts; cp.async zero-fills the 16-key
+chunks past the last key as TMA would. Other masks (odd rows such as 17, 131 or 300
+keys, keys not the last axis) are read from global memory (L1 / L2, 2-byte loads where
+rows have even length, else byte loads). At head dim 128 Q, 3 K/V slots and 3 mask
+slots would exceed the 227 KB: a staged mask takes 2 stages, one product after the
+other. A row whose every key is masked keeps m = -inf: its shift is taken as 0 (exp2
+gives 0, not NaN) and its output is 0 (1 / l taken as 0), as the spec's loops, the
+numpy reference and the other kernels give.
+
+Causal attention (`Group.causal`: key j allowed for row i when j <= i + offset) skips
+the tiles above the diagonal: the copying thread's and the warpgroups' key loops both end
+at tile ceil(min(keys, the block's last row + offset + 1) / block_n) (at least 1: a
+block that sees no key takes tile 0 and masks all of it). Only the tiles whose last key
+lies past a warp's first row + offset (the diagonal) or past the last key compare each
+key with its row's limit, min(keys - 1, row + offset), one comparison per score under a
+warp-uniform branch; the tiles below the diagonal run as in the unmasked kernel. The
+row blocks of a causal grid are renumbered heaviest first (the GPU starts blocks in
+about linear-id order; the light ones then fill the SMs that finish early).
+
 Takes what attention.attention_groups finds when query, key, value and out are all f16
-or all bf16 and row-major, both head dims are 64 or 128, the scale is a positive
-constant, and there is no mask or causal condition (those run on attention_tensor_core
-or attention).
-Not here yet: masks, causal tile skipping, the softmax of tile j overlapping the
-product of tile j + 1 (or the two warpgroups taking turns), TMA stores of O.
+or all bf16 and row-major (the mask too), both head dims are 64 or 128, and the scale is
+a positive constant; masked, causal or both. Other head dims, f32, non-row-major
+operands and older chips run on attention_tensor_core or attention.
+Not here yet: the softmax of tile j overlapping the product of tile j + 1 (or the two
+warpgroups taking turns), TMA stores of O, skipping key tiles a mask leaves empty.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from mlir import ir
@@ -49,8 +82,8 @@ from ..attention_lowering import float_constant
 from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
-from .attention import (Group, attention_groups, operand_shape, positive_scale, quad_reduce,
-                        row_major, sizes)
+from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
+                        quad_reduce, row_major, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, only_if, parity, shared, tensor_map_type, uniform_warp, wait)
 
@@ -65,6 +98,8 @@ MAX_SHARED = 227 * 1024       # a block's dynamic shared memory on sm_90
 # registers: 32 * (COPIER + 2 * CONSUMER) <= 16384. (Without it, 3 warps in a quarter
 # could have at most 168 each: S, O and P spill.)
 COPIER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+MASK_COPIERS = 64  # threads of the copying warpgroup (its warps 1 and 2) staging the mask
+MASK_PAD = 16      # bytes after each staged mask row
 _ELEMENTS = ("f16", "bf16")
 
 
@@ -85,9 +120,21 @@ class Params:
     def stage_bytes(self, d: int, e: int) -> int:
         return self.block_n * (d + e) * 2
 
-    def shared_bytes(self, d: int, e: int) -> int:
-        """Q's tile and the ring, plus room to align them to 1024 bytes."""
-        return self.q_bytes(d) + self.stages * self.stage_bytes(d, e) + 1024
+    @property
+    def mask_pitch(self) -> int:
+        """Bytes per row of a staged mask tile: its keys and 16 more, so that the 8 rows
+        a warp reads at once fall in different banks."""
+        return self.block_n + MASK_PAD
+
+    def mask_bytes(self) -> int:
+        """The staged mask's ring: a block_m x block_n byte tile per stage."""
+        return self.stages * self.block_m * self.mask_pitch
+
+    def shared_bytes(self, d: int, e: int, staged_mask: bool = False) -> int:
+        """Q's tile and the ring (and the mask's ring), plus room to align them to 1024
+        bytes."""
+        return self.q_bytes(d) + self.stages * self.stage_bytes(d, e) + \
+            (self.mask_bytes() if staged_mask else 0) + 1024
 
 
 DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
@@ -100,8 +147,36 @@ DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
 CONFIGS = ((64, Params(block_n=128, stages=3, overlap=False)), (128, DEFAULT_PARAMS))
 
 
-def params_for(d: int, e: int) -> Params:
-    return next(p for bound, p in CONFIGS if max(d, e) <= bound)
+def params_for(d: int, e: int, staged_mask: bool = False) -> Params:
+    """CONFIGS' entry; with a staged mask where Q, 3 K/V slots and 3 mask slots exceed
+    the shared memory (head dim 128: 225 + 54 KB), 2 stages, one product after the other
+    (with 2 stages the overlapped order starves; unmasked, that order is 4% slower; at
+    4096 keys with a mask it timed 0.342 ms against 0.346 for 3 overlapped stages that
+    read the mask from global memory), else overlapped (the mask's loads add to the
+    softmax's time: at head dim 64 overlapping P V with it came first)."""
+    p = next(p for bound, p in CONFIGS if max(d, e) <= bound)
+    if staged_mask and p.shared_bytes(d, e, True) > MAX_SHARED:
+        p = replace(p, stages=2, overlap=False)
+    elif staged_mask:  # BERT's masked row (8x12x512, d 64, tune_attention 2026-11-22):
+        p = replace(p, overlap=True)  # overlapped 0.048 ms, one after the other 0.052
+    return p
+
+
+def _stageable(group: Group) -> bool:
+    """Whether the mask can be staged in shared memory by cp.async: its last axis is
+    the keys' (16 keys are 16 contiguous bytes) and its rows are a multiple of 16 bytes
+    (each copy is 16-byte aligned)."""
+    lead = len(operand_shape(group.query)) - 2
+    return group.mask is not None and group.mask_dims[-1] == lead + 1 and \
+        operand_shape(group.key)[-2] % 16 == 0
+
+
+def plan(group: Group, params: Optional[Params] = None) -> tuple[Params, bool]:
+    """(the Params to build with, whether the mask is staged in shared memory)."""
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    stageable = _stageable(group)
+    p = params or params_for(d, e, stageable)
+    return p, stageable and p.shared_bytes(d, e, True) <= MAX_SHARED
 
 
 def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
@@ -110,7 +185,9 @@ def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
 
 
 def matches(group: Group, params: Optional[Params] = None) -> bool:
-    if group.causal is not None or group.mask is not None:
+    """f16 or bf16 throughout, row-major (the mask too), head dims 64 or 128, a positive
+    constant scale; masked, causal or neither."""
+    if group.mask is not None and not row_major(group.mask):
         return False
     values = (group.query, group.key, group.value, group.out)
     elements = {str(ir.MemRefType(v.type).element_type) for v in values}
@@ -120,35 +197,40 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     if d not in HEAD_DIMS or e not in HEAD_DIMS:
         return False
-    p = params or params_for(d, e)
-    return p.shared_bytes(d, e) <= MAX_SHARED and positive_scale(group) is not None
+    p, staged = plan(group, params)
+    return p.shared_bytes(d, e, staged) <= MAX_SHARED and positive_scale(group) is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
           params: Optional[Params] = None) -> Launch:
     lead, rows, d, keys, e = sizes(group)
-    p = params or params_for(d, e)
+    p, staged = plan(group, params)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
     q_box, kv_box = ones + (p.block_m, BOX_COLUMNS), ones + (p.block_n, BOX_COLUMNS)
     q_map_type, kv_map_type = tensor_map_type(q_box, element), tensor_map_type(kv_box, element)
     threads = WARPGROUP * (p.warpgroups + 1)  # the last warpgroup copies
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
+    # arguments: out, the mask if any (read by the warpgroups themselves), three maps
+    plain = [group.out] + ([group.mask] if group.mask is not None else [])
     func = new_kernel(gpu_module, kernel_name,
-                      [kernel_type(group.out.type), pointer, pointer, pointer], [threads])
+                      [kernel_type(v.type) for v in plain] + [pointer] * 3, [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
-        out, *maps = func.regions[0].blocks[0].arguments
+        arguments = list(func.regions[0].blocks[0].arguments)
+        out, mask = arguments[0], (arguments[1] if group.mask is not None else None)
         maps = [builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
-                for t, arg in zip((q_map_type, kv_map_type, kv_map_type), maps)]
+                for t, arg in zip((q_map_type, kv_map_type, kv_map_type), arguments[-3:])]
         kernel = _Kernel(p, d, e, rows, keys, lead, element,
-                         positive_scale(group) * math.log2(math.e))
+                         positive_scale(group) * math.log2(math.e), mask, group.mask_dims,
+                         group.causal, staged)
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
-    operands = [group.out, TensorMap(group.query, q_map_type, q_box),
-                TensorMap(group.key, kv_map_type, kv_box),
-                TensorMap(group.value, kv_map_type, kv_box)]
-    return Launch(kernel_name, operands, grid, (threads, 1, 1), p.shared_bytes(d, e))
+    operands = plain + [TensorMap(group.query, q_map_type, q_box),
+                        TensorMap(group.key, kv_map_type, kv_box),
+                        TensorMap(group.value, kv_map_type, kv_box)]
+    return Launch(kernel_name, operands, grid, (threads, 1, 1),
+                  p.shared_bytes(d, e, staged))
 
 
 # ---------------------------------------------------------------- the kernel
@@ -171,29 +253,42 @@ class _Kernel:
     lead: list        # the (p..) loops' sizes
     element: ir.Type  # f16 or bf16
     c: float          # scale * log2(e)
+    mask: Optional[ir.Value] = None  # the kernel's i8 mask argument
+    mask_dims: list = field(default_factory=list)  # mask axis -> loop of (p.., i, j)
+    causal: Optional[Causal] = None
+    staged: bool = False  # the mask reaches shared memory by cp.async (else: read directly)
+
+    @property
+    def may_be_empty(self) -> bool:
+        """Whether a row can have no allowed key (its max stays -inf, its sum 0): with a
+        mask, or causal with a negative offset (with offset >= 0 row i sees key 0)."""
+        return self.mask is not None or (self.causal is not None and self.causal.offset < 0)
 
     def emit(self, out, q_map, k_map, v_map):
         p = self.p
         self.f32 = ir.F32Type.get()
         tid = gpu.thread_id(gpu.Dimension.x)
         consumers = WARPGROUP * p.warpgroups
-        self.ring = aligned_dynamic_shared(p.shared_bytes(self.d, self.e) - 1024)
-        self.full = barrier_group(p.stages)   # a slot's K and V tiles have landed
+        self.ring = aligned_dynamic_shared(p.shared_bytes(self.d, self.e, self.staged) - 1024)
+        self.full = barrier_group(p.stages)   # a slot's K and V tiles (and mask) have landed
         self.empty = barrier_group(p.stages)  # every warpgroup is done with a slot
         self.q_full = barrier_group(1)
         copier = equals(tid, consumers)
         with only_if(copier):
+            # the TMA thread's arrival (with the bytes it expects) and the mask copiers'
+            full_count = 1 + (MASK_COPIERS if self.staged else 0)
+            # each warpgroup's releasing thread (a staged mask: all its threads)
+            empty_count = p.warpgroups * (WARPGROUP if self.staged else 1)
             for s in range(p.stages):
-                nvgpu.mbarrier_init(self.full, index_const(1), index_const(s))
-                nvgpu.mbarrier_init(self.empty, index_const(p.warpgroups), index_const(s))
+                nvgpu.mbarrier_init(self.full, index_const(full_count), index_const(s))
+                nvgpu.mbarrier_init(self.empty, index_const(empty_count), index_const(s))
             nvgpu.mbarrier_init(self.q_full, index_const(1), index_const(0))
             for tensor_map in (q_map, k_map, v_map):
                 nvgpu.tma_prefetch_descriptor(tensor_map)
         gpu.BarrierOp()
-        self.slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), self.lead) \
-            if self.lead else []
-        self.row0 = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.block_m)).result
-        self.tiles = math.ceil(self.keys / p.block_n)
+        row_block, self.slice_ivs = self._block()
+        self.row0 = arith.MulIOp(row_block, index_const(p.block_m)).result
+        self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count
         warp = uniform_warp(tid)
         role = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.uge, warp,
                                      index_const(consumers // WARP)).result, has_else=True)
@@ -201,11 +296,44 @@ class _Kernel:
             nvvm.SetMaxRegisterOp(COPIER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
             with only_if(copier):
                 self._copy(q_map, k_map, v_map)
+            if self.staged:  # warps 1 and 2 of the copying warpgroup (warp-uniform)
+                first = consumers // WARP + 1
+                with only_if(arith.AndIOp(
+                        arith.CmpIOp(arith.CmpIPredicate.uge, warp, index_const(first)).result,
+                        arith.CmpIOp(arith.CmpIPredicate.ult, warp,
+                                     index_const(first + MASK_COPIERS // WARP)).result).result):
+                    self._copy_mask(arith.SubIOp(tid, index_const(first * WARP)).result)
             scf.YieldOp([])
         with ir.InsertionPoint(role.else_block):
             nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
             self._consume(tid, warp, out)
             scf.YieldOp([])
+
+    def _block(self) -> tuple:
+        """(row block, (p..) indices) of this block. Causal blocks differ in work (row
+        block x visits about x + 1 key tiles), so they are numbered heaviest first: the
+        GPU starts blocks in about the order of their linear id, and the light ones
+        then fill the SMs that finish early instead of the heavy ones trailing alone."""
+        bx, by = gpu.block_id(gpu.Dimension.x), gpu.block_id(gpu.Dimension.y)
+        row_blocks, slices = math.ceil(self.rows / self.p.block_m), math.prod(self.lead)
+        if self.causal and row_blocks > 1:
+            linear = arith.AddIOp(bx, arith.MulIOp(by, index_const(row_blocks)).result).result
+            bx = arith.SubIOp(index_const(row_blocks - 1), arith.DivUIOp(
+                linear, index_const(slices)).result).result
+            by = arith.RemUIOp(linear, index_const(slices)).result
+        return bx, (delinearize(by, self.lead) if self.lead else [])
+
+    def _key_tiles(self) -> ir.Value:
+        """The key tiles the block visits: all, or (causal) those up to its last row's
+        last allowed key; the tiles above the diagonal are neither copied nor multiplied.
+        At least one: a block whose rows see no key (a negative offset) still takes tile
+        0, whose scores the causal check then makes -inf (its rows store 0)."""
+        block_n = self.p.block_n
+        if not self.causal:
+            return index_const(math.ceil(self.keys / block_n))
+        end = self.causal.key_end(self.row0, self.p.block_m, self.rows, self.keys)
+        tiles = arith.DivUIOp(_add(end, block_n - 1), index_const(block_n)).result
+        return arith.MaxUIOp(tiles, index_const(1)).result if self.causal.offset < 0 else tiles
 
     # ------------------------------------------------------------ the copying thread
 
@@ -228,7 +356,7 @@ class _Kernel:
             nvgpu.TmaAsyncLoadOp(target, self.q_full, q_map,
                                  self._coords(box * BOX_COLUMNS, self.row0),
                                  mbarId=index_const(0))
-        loop = scf.ForOp(index_const(0), index_const(self.tiles), index_const(1))
+        loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
             slot = arith.RemUIOp(j, index_const(p.stages)).result
@@ -249,6 +377,68 @@ class _Kernel:
                                      self._coords(n * BOX_COLUMNS, key0), mbarId=slot)
             scf.YieldOp([])
 
+    def _mask_view(self) -> ir.Value:
+        """The staged mask's ring: [stage][row of the block][key of the tile], padded
+        rows, after Q's tile and the K/V ring."""
+        p = self.p
+        offset = p.q_bytes(self.d) + p.stages * p.stage_bytes(self.d, self.e)
+        return memref.ViewOp(shared((p.stages, p.block_m, p.mask_pitch),
+                                    ir.IntegerType.get_signless(8)),
+                             self.ring, index_const(offset), []).result
+
+    def _mask_where(self, row: ir.Value, key: ir.Value) -> list:
+        loops = self.slice_ivs + [row, key]
+        return [loops[k] for k in self.mask_dims]
+
+    def _copy_mask(self, local: ir.Value) -> None:
+        """Thread `local` of MASK_COPIERS stages the mask's block_m x block_n byte tile of
+        each key tile the block visits into the slot K and V take, by cp.async 16 bytes
+        at a time (8 threads a 128-byte row: coalesced, where the warpgroups' own reads
+        of their accumulators' bytes touch 8 rows per load). Keys past the last are
+        zero-filled, rows past the last read the last row (never stored). It waits for
+        its copies, then arrives on the slot's full barrier (with release semantics:
+        the warpgroups, which wait on it, see the bytes); it waits for the slot's empty
+        barrier like the TMA thread."""
+        p = self.p
+        view, per_row = self._mask_view(), p.block_n // 16
+        chunks = p.block_m * per_row
+        assert chunks % MASK_COPIERS == 0, p
+        loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
+        with ir.InsertionPoint(loop.body):
+            j = loop.induction_variable
+            slot = arith.RemUIOp(j, index_const(p.stages)).result
+            with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, j,
+                                      index_const(p.stages)).result):
+                wait(self.empty, slot, parity(j, p.stages, previous=True))
+            key0 = arith.MulIOp(j, index_const(p.block_n)).result
+            # a loop, not unrolled copies: after setmaxnreg this warpgroup has 40
+            # registers, fewer than 16 hoisted 64-bit source addresses need
+            chunk_loop = scf.ForOp(local, index_const(chunks), index_const(MASK_COPIERS))
+            with ir.InsertionPoint(chunk_loop.body):
+                flat = chunk_loop.induction_variable
+                row = arith.DivUIOp(flat, index_const(per_row)).result
+                column = arith.MulIOp(arith.RemUIOp(flat, index_const(per_row)).result,
+                                      index_const(16)).result
+                source_row = arith.MinUIOp(arith.AddIOp(self.row0, row).result,
+                                           index_const(self.rows - 1)).result
+                key = arith.AddIOp(key0, column).result
+                filled = None
+                if self.keys % p.block_n:  # the last tile: 16-key chunks past the end
+                    real = arith.CmpIOp(arith.CmpIPredicate.ult, key,
+                                        index_const(self.keys)).result
+                    filled = arith.SelectOp(real, index_const(16), index_const(0)).result
+                    key = arith.MinUIOp(key, index_const(self.keys - 16)).result
+                nvgpu.DeviceAsyncCopyOp(
+                    view, [slot, row, column], self.mask, self._mask_where(source_row, key),
+                    ir.IntegerAttr.get(ir.IndexType.get(), 16), srcElements=filled,
+                    bypassL1=True)
+                scf.YieldOp([])
+            # one group: every copy this thread issued so far
+            token = nvgpu.DeviceAsyncCreateGroupOp([]).result
+            nvgpu.DeviceAsyncWaitOp(token, numGroups=0)
+            nvgpu.mbarrier_arrive(self.full, slot)
+            scf.YieldOp([])
+
     # ------------------------------------------------------------ the warpgroups
 
     def _consume(self, tid, warp, out):
@@ -260,6 +450,11 @@ class _Kernel:
             warp, index_const(16)).result).result,
             arith.DivUIOp(lane, index_const(4)).result).result
         self.my_rows = [first_row, _add(first_row, 8)]  # rows 16 w + lane / 4 (+ 8)
+        self.warp_row0 = arith.AddIOp(self.row0, arith.MulIOp(
+            warp, index_const(16)).result).result  # the warp's first row (warp-uniform)
+        last_row = index_const(self.rows - 1)  # the mask's row of a row past the end
+        self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+        self.mask_view = self._mask_view() if self.staged else None
         i64 = ir.IntegerType.get_signless(64)
         # wgmma descriptors: Q's boxes have block_m rows, K's and V's block_n; this
         # warpgroup's Q rows start 64 rows (8 KB) further per warpgroup.
@@ -287,6 +482,13 @@ class _Kernel:
         return slot, hopper.at(desc, p.q_bytes(self.d))
 
     def _release(self, slot) -> None:
+        """Arrive on the slot's empty barrier: one thread per warpgroup (its wgmmas have
+        read K and V), or, with a staged mask, every thread (each has read its bytes
+        of the mask tile with its own loads: its arrival orders them before the
+        copiers' next writes to the slot)."""
+        if self.staged:
+            nvgpu.mbarrier_arrive(self.empty, slot)
+            return
         with only_if(self.speaker):
             nvgpu.mbarrier_arrive(self.empty, slot)
 
@@ -297,15 +499,16 @@ class _Kernel:
 
     def _serial(self) -> list:
         """Per tile: S, softmax, P V, each waiting for the one before."""
-        loop = scf.ForOp(index_const(0), index_const(self.tiles), index_const(1),
-                         self._initial_state())
+        loop = scf.ForOp(index_const(0), self.tiles, index_const(1), self._initial_state())
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
             state = list(loop.inner_iter_args)
             m, l, o = state[:2], state[2:4], state[4:]
             slot, desc = self._slot(j)
             hopper.fence([])
-            scores = self._masked_tail(j, hopper.wait_group(0, self._scores(desc)))
+            scores = self._scores(desc)
+            bits = self._mask_bits(j, slot)  # loads in flight with the wgmma
+            scores = self._masked(j, hopper.wait_group(0, scores), bits)
             m, l, alphas, probs = self._softmax(scores, m, l)
             o = [arith.MulFOp(x, alphas[v % 4 // 2]).result for v, x in enumerate(o)]
             a_regs = self._registers(probs)
@@ -321,13 +524,15 @@ class _Kernel:
         j - 1's O += P V are in flight together; the softmax of tile j runs while P V
         still does. So O * alpha_j waits for P V of tile j - 1, and P V of the last
         tile follows the loop."""
-        _, desc = self._slot(index_const(0))
+        slot, desc = self._slot(index_const(0))
         hopper.fence([])
-        scores = self._masked_tail(index_const(0), hopper.wait_group(0, self._scores(desc)))
+        scores = self._scores(desc)
+        bits = self._mask_bits(index_const(0), slot)
+        scores = self._masked(index_const(0), hopper.wait_group(0, scores), bits)
         start = self._initial_state()
         m, l, _, probs = self._softmax(scores, start[:2], start[2:4])
         a_regs = self._registers(probs)
-        loop = scf.ForOp(index_const(1), index_const(self.tiles), index_const(1),
+        loop = scf.ForOp(index_const(1), self.tiles, index_const(1),
                          m + l + start[4:] + a_regs)
         count = self.e // 2
         with ir.InsertionPoint(loop.body):
@@ -341,7 +546,8 @@ class _Kernel:
             o, a_regs = fenced[:count], fenced[count:]
             scores = self._scores(desc)
             o = self._weighted_values(o, a_regs, previous_desc)
-            scores = self._masked_tail(j, hopper.wait_group(1, scores))
+            bits = self._mask_bits(j, slot)
+            scores = self._masked(j, hopper.wait_group(1, scores), bits)
             m, l, alphas, probs = self._softmax(scores, m, l)
             new_regs = self._registers(probs)
             # P of tile j - 1 stays live (an operand of the wait) until P V has read it
@@ -351,7 +557,8 @@ class _Kernel:
             scf.YieldOp(m + l + o + new_regs)
         state = list(loop.results)
         m, l, o, a_regs = state[:2], state[2:4], state[4:4 + count], state[4 + count:]
-        last_slot, last_desc = self._slot(index_const(self.tiles - 1), wait_full=False)
+        last_slot, last_desc = self._slot(arith.SubIOp(self.tiles, index_const(1)).result,
+                                          wait_full=False)
         fenced = hopper.fence(o + a_regs)
         o = hopper.wait_group(0, self._weighted_values(fenced[:count], fenced[count:],
                                                        last_desc) + fenced[count:])[:count]
@@ -377,21 +584,100 @@ class _Kernel:
         """The key (within the tile) of this lane's accumulator v, less 2 (lane % 4)."""
         return 8 * (v // 4) + v % 2
 
-    def _masked_tail(self, j, scores: list) -> list:
-        """Scores of keys past the last (the last tile's) are -inf."""
-        p = self.p
-        if self.keys % p.block_n == 0:
+    def _mask_bits(self, j, slot) -> Optional[list]:
+        """The mask's verdicts (i1) on this thread's scores of key tile j, in the
+        accumulators' order; None without a mask. Each accumulator pair (v, v + 1) is the
+        keys 2t, 2t + 1 (t = lane % 4) of one row and 8 keys: one 2-byte load, from the
+        staged tile in the slot (bank-conflict free: padded rows), or from global memory
+        where the mask's rows are its last axis and have even length, else two byte
+        loads. Issued before the wait for S, so they arrive while the wgmma runs."""
+        if self.mask is None:
+            return None
+        i8 = ir.IntegerType.get_signless(8)
+        pair_type = ir.VectorType.get([2], i8)
+        zero = arith.ConstantOp(i8, 0).result
+        quad2 = arith.MulIOp(self.quad, index_const(2)).result
+        bits = [None] * (self.p.block_n // 2)
+        for r in (0, 1):
+            for n in range(self.p.block_n // 8):
+                if self.staged:
+                    local_row = arith.SubIOp(self.my_rows[r], self.row0).result
+                    pair = vector.LoadOp(pair_type, self.mask_view,
+                                         [slot, local_row, _add(quad2, 8 * n)],
+                                         alignment=2).result
+                    values = [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
+                else:
+                    values = self._global_mask_pair(j, r, quad2, n)
+                for c, value in enumerate(values):
+                    bits[4 * n + 2 * r + c] = arith.CmpIOp(arith.CmpIPredicate.ne, value,
+                                                           zero).result
+        return bits
+
+    def _global_mask_pair(self, j, r: int, quad2, n: int) -> list:
+        """The mask's bytes of keys j block_n + 8n + 2t (+ 1) of row r, read straight
+        from global memory (L1 / L2: a [seq, seq] mask is shared by every head): one
+        2-byte load where the mask's rows are its last axis and have even length, else
+        two. Rows and keys past the end read the last one's (the limit check drops
+        those keys)."""
+        pairs = self.mask_dims[-1] == len(self.lead) + 1 and self.keys % 2 == 0
+        clamp = self.keys % self.p.block_n != 0  # the last tile reaches past the keys
+        key0 = _add(arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
+                                 quad2).result, 8 * n)
+        row = self.rows_in[r]
+        if pairs:
+            if clamp:
+                key0 = arith.MinUIOp(key0, index_const(self.keys - 2)).result
+            pair = vector.LoadOp(ir.VectorType.get([2], ir.IntegerType.get_signless(8)),
+                                 self.mask, self._mask_where(row, key0), alignment=2).result
+            return [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
+        keys = [_add(key0, c) for c in (0, 1)]
+        if clamp:
+            keys = [arith.MinUIOp(k, index_const(self.keys - 1)).result for k in keys]
+        return [memref.LoadOp(self.mask, self._mask_where(row, k)).result for k in keys]
+
+    def _needs_limit(self, j) -> Optional[ir.Value]:
+        """Whether key tile j needs the per-key limit check (an i1, warp-uniform; None:
+        never): the last tile when it reaches past the keys, and (causal) a tile whose
+        last key some row of this warp may not see: last key > the warp's first row +
+        offset (the tiles on the diagonal; those below it are whole)."""
+        block_n, conditions = self.p.block_n, []
+        if self.keys % block_n:
+            conditions.append(equals(j, math.ceil(self.keys / block_n) - 1))
+        if self.causal:
+            last_key = _add(arith.MulIOp(j, index_const(block_n)).result, block_n - 1)
+            conditions.append(arith.CmpIOp(arith.CmpIPredicate.sgt, last_key,
+                                           _add(self.warp_row0, self.causal.offset)).result)
+        if not conditions:
+            return None
+        return conditions[0] if len(conditions) == 1 else \
+            arith.OrIOp(conditions[0], conditions[1]).result
+
+    def _masked(self, j, scores: list, bits: Optional[list]) -> list:
+        """Scores the mask forbids (`bits`), of keys past the last and (causal) of keys
+        past a row's last allowed key are -inf. The last two are one comparison per
+        score, in the tiles that need it: column (within the tile, less 2t) <= the
+        row's limit, min(keys, row + offset + 1) - 1 - (first key + 2t)."""
+        neg_inf = float_constant(self.f32, float("-inf"))
+        if bits is not None:
+            scores = [arith.SelectOp(bit, s, neg_inf).result for bit, s in zip(bits, scores)]
+        check = self._needs_limit(j)
+        if check is None:
             return scores
-        last = arith.CmpIOp(arith.CmpIPredicate.eq, j, index_const(self.tiles - 1)).result
-        branch = scf.IfOp(last, [s.type for s in scores], has_else=True)
+        branch = scf.IfOp(check, [s.type for s in scores], has_else=True)
         with ir.InsertionPoint(branch.then_block):
-            neg_inf = float_constant(self.f32, float("-inf"))
-            real = self.keys - (self.tiles - 1) * p.block_n  # keys in the last tile
-            quad2 = arith.MulIOp(self.quad, index_const(2)).result
+            first = arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
+                                 arith.MulIOp(self.quad, index_const(2)).result).result
+            last_key = index_const(self.keys - 1)
+            limits = []
+            for row in self.my_rows:
+                last = last_key
+                if self.causal:
+                    last = arith.MinSIOp(_add(row, self.causal.offset), last_key).result
+                limits.append(arith.SubIOp(last, first).result)
             masked = []
             for v, s in enumerate(scores):
-                key = _add(quad2, self._key_columns(v))
-                inside = arith.CmpIOp(arith.CmpIPredicate.ult, key, index_const(real)).result
+                inside = arith.CmpIOp(arith.CmpIPredicate.sle, index_const(self._key_columns(v)),
+                                      limits[v % 4 // 2]).result
                 masked.append(arith.SelectOp(inside, s, neg_inf).result)
             scf.YieldOp(masked)
         with ir.InsertionPoint(branch.else_block):
@@ -410,6 +696,10 @@ class _Kernel:
             row_max = _tree([m_old[r]] + [scores[v] for v in mine], arith.MaximumFOp)
             row_max = quad_reduce(row_max, arith.MaximumFOp)
             neg_shift = arith.NegFOp(arith.MulFOp(row_max, c).result).result
+            if self.may_be_empty:  # no allowed key yet: shift by 0, exp2 gives 0 (not NaN)
+                empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max,
+                                     float_constant(f32, float("-inf"))).result
+                neg_shift = arith.SelectOp(empty, float_constant(f32, 0.0), neg_shift).result
             alpha = mmath.Exp2Op(mmath.FmaOp(m_old[r], c, neg_shift).result).result
             for v in mine:
                 probs[v] = mmath.Exp2Op(mmath.FmaOp(scores[v], c, neg_shift).result).result
@@ -451,13 +741,18 @@ class _Kernel:
         return o
 
     def _store(self, out, sums, o):
-        """out = O / l, rounded once, where the row exists."""
+        """out = O / l, rounded once, where the row exists; 0 for a row with no allowed
+        key (l = 0 and O = 0, as the spec's loops and the other kernels give)."""
         f32 = self.f32
-        one = float_constant(f32, 1.0)
+        one, zero = float_constant(f32, 1.0), float_constant(f32, 0.0)
         pair = ir.VectorType.get([2], self.element)
         quad2 = arith.MulIOp(self.quad, index_const(2)).result
         for r, row in enumerate(self.my_rows):
-            inverse = arith.DivFOp(one, quad_reduce(sums[r], arith.AddFOp)).result
+            total = quad_reduce(sums[r], arith.AddFOp)
+            inverse = arith.DivFOp(one, total).result
+            if self.may_be_empty:
+                some = arith.CmpFOp(arith.CmpFPredicate.OGT, total, zero).result
+                inverse = arith.SelectOp(some, inverse, zero).result
             guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, row,
                                           index_const(self.rows)).result)
             with ir.InsertionPoint(guard.then_block):

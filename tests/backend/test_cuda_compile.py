@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import conftest
 import zynml
 from zynml.backend.cuda import CudaTarget, build_artifact
 from zynml.backend.cuda.compile import compile_for_cuda
@@ -473,14 +474,15 @@ def attention_artifact(shape, dtype, target=None, e=None, source="attention.zyn"
 @pytest.mark.parametrize("shape,e", [((1, 1, 1, 16), None), ((2, 3, 17, 64), None),
                                      ((1, 2, 70, 128), None), ((2, 2, 33, 48), 80)])
 def test_f16_attention_takes_the_tensor_cores(shape, e):
-    """f16 attention with head dims that are multiples of 16 up to 128: one
-    attention_tensor_core launch per block_m query rows and head, S = Q K^T and P V on
-    mma.sync m16n8k16 (f32 accumulators), K and V tiles by cp.async, their fragments by
-    ldmatrix (transposed for V), row maxima and sums across each quad by shuffles."""
+    """f16 attention with head dims that are multiples of 16 up to 128 on sm_90 (sm_90a's
+    wgmma takes head dims 64 and 128): one attention_tensor_core launch per block_m query
+    rows and head, S = Q K^T and P V on mma.sync m16n8k16 (f32 accumulators), K and V
+    tiles by cp.async, their fragments by ldmatrix (transposed for V), row maxima and
+    sums across each quad by shuffles."""
     from zynml.passes.gpu_strategies.attention_tensor_core import params_for
     e = e or shape[3]
     params = params_for(shape[3], e)
-    artifact = attention_artifact(shape, np.float16, e=e)
+    artifact = attention_artifact(shape, np.float16, target="sm_90", e=e)
     [launch] = launches(artifact.plan["body"])
     assert launch["kernel"].endswith("_attention_tensor_core"), launch
     assert launch["block"] == [32 * params.warps, 1, 1]
@@ -566,22 +568,27 @@ def test_f16_attention_on_sm_80_takes_the_tensor_cores():
     assert MMA_F16 in artifact.ptx and artifact.cubin[:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("shape,dtype,kernel", [
-    ((1, 1, 1, 5), np.float32, "_attention"),
-    ((2, 3, 17, 5), np.float32, "_attention"),
-    ((1, 2, 131, 64), np.float16, "_attention_tensor_core"),
-    ((2, 2, 70, 128), np.float16, "_attention_tensor_core"),
-    ((1, 2, 33, 40), np.float16, "_attention"),  # head dim no multiple of 16
+@pytest.mark.parametrize("shape,dtype,target,kernel", [
+    ((1, 1, 1, 5), np.float32, None, "_attention"),
+    ((2, 3, 17, 5), np.float32, None, "_attention"),
+    ((1, 2, 131, 64), np.float16, "sm_90", "_attention_tensor_core"),
+    ((2, 2, 70, 128), np.float16, "sm_90", "_attention_tensor_core"),
+    ((1, 2, 131, 64), np.float16, None, "_attention_wgmma"),
+    ((2, 2, 70, 128), "bfloat16", None, "_attention_wgmma"),
+    ((1, 2, 70, 48), np.float16, None, "_attention_tensor_core"),  # head dim not 64 / 128
+    ((1, 2, 33, 40), np.float16, None, "_attention"),  # head dim no multiple of 16
 ])
-def test_causal_attention_takes_the_attention_kernels(shape, dtype, kernel):
+def test_causal_attention_takes_the_attention_kernels(shape, dtype, target, kernel):
     """`if j <= i` (causal_attention.zyn) is raised to causal attention: one launch of
     the kernel that the same shapes take without it (which skips the key tiles above
     the diagonal: lit_tests/passes/linalg-to-gpu-kernels.mlir shows the loop bound)."""
-    artifact = attention_artifact(shape, dtype, source="causal_attention.zyn")
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    artifact = attention_artifact(shape, dtype, target=target, source="causal_attention.zyn")
     [launch] = launches(artifact.plan["body"])
-    assert launch["kernel"].endswith(kernel) and \
-        (kernel == "_attention_tensor_core") == ("tensor" in launch["kernel"]), launch
+    assert re.fullmatch(r"k\d+" + kernel, launch["kernel"]), launch
     assert ("mma.sync" in artifact.ptx) == (kernel == "_attention_tensor_core")
+    assert ("wgmma.mma_async" in artifact.ptx) == (kernel == "_attention_wgmma")
     assert not any(step["op"] == "alloc" and step["shape"] != list(shape)
                    for step in artifact.plan["body"])  # no S, M, L buffers
     assert artifact.cubin[:4] == b"\x7fELF"
@@ -650,10 +657,78 @@ def test_unmasked_attention_on_sm90a_takes_wgmma_with_tma(shape, dtype):
     assert artifact.cubin[:4] == b"\x7fELF"
 
 
-def test_masked_f16_attention_on_sm90a_keeps_mma_sync():
-    artifact = attention_artifact((1, 2, 131, 128), np.float16)
+def ptxas_report(ptx: str, tmp_path) -> str:
+    (tmp_path / "k.ptx").write_text(ptx)
+    return subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o",
+                           str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                          check=True).stderr
+
+
+@pytest.mark.parametrize("shape,dtype", [((1, 2, 131, 128), np.float16),
+                                         ((1, 1, 300, 64), "bfloat16"),
+                                         ((8, 12, 512, 64), np.float16),
+                                         ((1, 2, 400, 128), np.float16)])
+def test_masked_attention_on_sm90a_takes_wgmma(shape, dtype, tmp_path):
+    """A bool mask (attention.zyn's [seq, seq]) keeps attention_wgmma: the kernel takes
+    the mask's bytes as its second argument (before the three TMA descriptors). Rows of
+    a multiple of 16 keys are staged: two warps of the copying warpgroup copy each key
+    tile's mask bytes into shared memory by cp.async (16 bytes each, a mask ring next to
+    the K/V ring: at head dim 128 two stages, one product after the other, to fit), and
+    the warpgroups read their accumulators' bytes from there, one 2-byte load per row
+    and 8 keys. Other rows are read from global memory: 2-byte loads where their length
+    is even, byte loads where odd. No spills."""
+    import ml_dtypes
+    from zynml.passes.gpu_strategies.attention_wgmma import params_for
+    dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    element = "f16" if dtype == np.float16 else "bf16"
+    d, keys = shape[3], shape[2]
+    staged = keys % 16 == 0
+    p = params_for(d, d, staged)
+    artifact = attention_artifact(shape, dtype)
     [launch] = launches(artifact.plan["body"])
-    assert launch["kernel"].endswith("_attention_tensor_core")
+    assert launch["kernel"].endswith("_attention_wgmma"), launch
+    assert launch["arg_kinds"] == ["memref:4", "memref:2", "pointer", "pointer", "pointer"]
+    assert launch["args"][1] == "%in3"  # the mask, as its bytes
+    assert launch["block"] == [384, 1, 1]
+    assert launch["grid"] == [-(-shape[2] // p.block_m), shape[0] * shape[1], 1]
+    assert launch["shared_bytes"] == p.shared_bytes(d, d, staged) <= 227 * 1024
+    assert (p.stages, p.overlap) == ((2, False) if staged and d == 128 else
+                                     (3, d == 128 or staged))
+    ptx = artifact.ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{p.block_n}k16.f32.{element}.{element}" in ptx
+    pairs, single = ptx.count("ld.global.v2.b8"), ptx.count("ld.global.b8")
+    from_shared = ptx.count("ld.shared.v2.b8")
+    # per key tile: block_n / 8 groups of keys for each of a thread's two rows
+    per_tile = 2 * p.block_n // 8
+    if staged:
+        assert pairs == single == 0 and from_shared in (per_tile, 2 * per_tile)
+        assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group" in ptx
+    elif keys % 2 == 0:
+        assert single == from_shared == 0 and pairs in (per_tile, 2 * per_tile)
+    else:
+        assert pairs == from_shared == 0 and single >= 2 * per_tile, (pairs, single)
+    report = ptxas_report(ptx, tmp_path)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
+
+
+@pytest.mark.parametrize("shape,offset", [((1, 2, 131, 64), 0), ((1, 16, 4096, 128), 0),
+                                          ((1, 2, 300, 128), 16), ((1, 2, 200, 64), -70)])
+def test_causal_attention_on_sm90a_takes_wgmma(shape, offset, tmp_path):
+    """Causal f16 attention (`j <= i + offset`) on attention_wgmma: no mask argument and
+    no mask loads; the copier's and the warpgroups' key loops end
+    at the block's last row + offset (one loop bound, so every slot filled is consumed),
+    and only tiles on the diagonal compare keys with rows. No spills."""
+    source = conftest.conditioned_attention(f"j <= i + {offset}" if offset else "j <= i")
+    prog = zynml.compile(source, device="cuda", require_device=False)
+    artifact = prog.artifact(**{n: np.ones(shape, np.float16) for n in "QKV"})
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_wgmma"), launch
+    assert launch["arg_kinds"] == ["memref:4", "pointer", "pointer", "pointer"]
+    ptx = artifact.ptx
+    assert "ld.global" not in ptx
+    assert "wgmma.mma_async.sync.aligned" in ptx and "cp.async.bulk.tensor.4d" in ptx
+    report = ptxas_report(ptx, tmp_path)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
 
 
 def test_small_matmul_is_pointwise():

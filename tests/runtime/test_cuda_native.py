@@ -800,7 +800,8 @@ def test_attention_tensor_cores_f16(rng, shape):
     mask = rng.random((seq, seq)) < 0.7 if seq > 1 else np.ones((1, 1), bool)
     if seq == 70:
         mask[[0, 33, 69], :] = False
-    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    # sm_90: on sm_90a, head dims 64 and 128 take attention_wgmma
+    out = run_example("attention.zyn", target="sm_90", Q=q, K=k, V=v, mask=mask)["attn"]
     assert out.dtype == np.float16
     assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
     assert not np.asarray(out)[:, :, ~mask.any(axis=1)].any()  # no allowed key: 0
@@ -825,7 +826,8 @@ def test_attention_tensor_cores_f16_other_params(rng, monkeypatch, params):
 
 
 # Causal attention (`if j <= i`, raised to causal_offset) on both kernels: f32 on the SIMT
-# `attention`, f16 with head dims multiples of 16 on `attention_tensor_core`. Each block
+# `attention`, f16 with head dims multiples of 16 on `attention_tensor_core` (sm_90; on
+# sm_90a head dims 64 and 128 take attention_wgmma, tested below). Each block
 # visits the key tiles up to its last row + offset only: one block, several, the last
 # partial; more keys than queries (a KV cache), a negative offset (the first rows see no
 # key: 0, and whole blocks visit no tile), a mask as well.
@@ -842,18 +844,19 @@ def test_causal_attention_flash_kernel(rng, shape):
 @pytest.mark.parametrize("shape", CAUSAL_SHAPES)
 def test_causal_attention_tensor_cores_f16(rng, shape):
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
-    out = run_example("causal_attention.zyn", Q=q, K=k, V=v)["attn"]
+    out = run_example("causal_attention.zyn", target="sm_90", Q=q, K=k, V=v)["attn"]
     assert out.dtype == np.float16
     assert_close(out, conftest.attention_reference(q, k, v, conftest.causal(*shape[2:3] * 2)),
                  rtol=1e-2)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype,target", [(np.float32, None), (np.float16, "sm_90"),
+                                          (np.float16, None)])  # sm_90a: attention_wgmma
 @pytest.mark.parametrize("condition,offset,masked", [
     ("j <= i + 16", 16, False),               # a KV cache of 16 earlier keys
     ("j <= i - 70 and mask[i, j]", -70, True),  # rows 0..69 and block 0 see no key
 ])
-def test_causal_attention_kv_cache(rng, dtype, condition, offset, masked):
+def test_causal_attention_kv_cache(rng, dtype, target, condition, offset, masked):
     rows, keys, d = 131, 147, 64
     source = conftest.conditioned_attention(condition, "Q, K, V, mask" if masked else "Q, K, V")
     q = f32(rng, 1, 2, rows, d).astype(dtype)
@@ -863,7 +866,7 @@ def test_causal_attention_kv_cache(rng, dtype, condition, offset, masked):
     if masked:
         inputs["mask"] = rng.random((rows, keys)) < 0.7
         allowed = allowed & inputs["mask"]
-    out = zynml.compile(source, device="cuda:0")(**inputs)["attn"]
+    out = zynml.compile(source, device="cuda:0", target=target)(**inputs)["attn"]
     assert_close(out, conftest.attention_reference(q, k, v, allowed),
                  rtol=1e-2 if dtype == np.float16 else 1e-5)
     assert not np.asarray(out)[:, :, ~allowed.any(axis=1)].any()  # no allowed key: 0
@@ -905,7 +908,7 @@ def test_attention_wgmma_other_params(rng, monkeypatch, params):
     case has a shape of its own (the artifact cache key ignores Params)."""
     if importlib.util.find_spec("mlir") is not None:
         from zynml.passes.gpu_strategies import attention_wgmma as strategy
-        monkeypatch.setattr(strategy, "params_for", lambda d, e: strategy.Params(**params))
+        monkeypatch.setattr(strategy, "params_for", lambda *shape: strategy.Params(**params))
     shape = (1, 2, 200 + len(params), 128)
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
     out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
@@ -917,6 +920,76 @@ def test_attention_wgmma_bf16(rng):
     out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
     assert out.dtype == q.dtype
     assert_close(out, conftest.attention_reference(q, k, v), rtol=3e-2)
+
+
+# Masked and causal attention on attention_wgmma (f16 and bf16, head dims 64 and 128; at
+# 64 each tile's products run one after the other, at 128 overlapped): the mask's bytes
+# read per thread from global memory, fully masked rows (0: l = 0, no NaN), key counts
+# that are odd (byte loads) or even (2-byte loads), partial key and row tiles; causal
+# blocks that stop at their last row + offset, the diagonal tiles checked per key, more
+# keys than queries and a positive offset (a KV cache), a negative offset with a mask
+# (rows and whole blocks that see no key).
+WGMMA_SHAPES = [(1, 1, 1, 64), (2, 3, 17, 128), (1, 2, 131, 64), (1, 1, 257, 128),
+                (2, 2, 300, 64), (1, 2, 300, 128)]
+# keys a multiple of 16: the mask is staged in shared memory by cp.async (whole tiles;
+# a last tile of 16 keys, the rest zero-filled; a partial row block; head dim 128's 2
+# stages)
+STAGED_SHAPES = [(2, 4, 512, 64), (2, 2, 400, 64), (1, 2, 256, 128), (1, 3, 208, 128)]
+
+
+def wgmma_inputs(rng, dtype, q_shape, keys=None):
+    """Q of `q_shape`, K and V with `keys` keys (default: Q's rows), in f16 or bf16."""
+    import ml_dtypes
+    dtype = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    kv_shape = q_shape[:2] + (keys or q_shape[2], q_shape[3])
+    return (f32(rng, *q_shape).astype(dtype), f32(rng, *kv_shape).astype(dtype),
+            f32(rng, *kv_shape).astype(dtype))
+
+
+@pytest.mark.parametrize("shape", WGMMA_SHAPES + STAGED_SHAPES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_attention_wgmma_masked(rng, shape, dtype):
+    q, k, v = wgmma_inputs(rng, dtype, shape)
+    seq = shape[2]
+    mask = rng.random((seq, seq)) < 0.6
+    if seq > 1:
+        mask[[0, seq // 2, seq - 1], :] = False  # no allowed key: 0
+    mask[seq // 3, :] = True
+    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    assert out.dtype == q.dtype
+    assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
+    assert not np.asarray(out, np.float64)[:, :, ~mask.any(axis=1)].any()
+
+
+@pytest.mark.parametrize("shape", WGMMA_SHAPES)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_attention_wgmma_causal(rng, shape, dtype):
+    q, k, v = wgmma_inputs(rng, dtype, shape)
+    out = run_example("causal_attention.zyn", Q=q, K=k, V=v)["attn"]
+    assert out.dtype == q.dtype
+    assert_close(out, conftest.attention_reference(q, k, v, conftest.causal(*shape[2:3] * 2)),
+                 rtol=1e-2)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("rows,keys,condition,offset,masked", [
+    (131, 147, "j <= i + 16", 16, False),   # a KV cache of 16 earlier keys
+    (300, 257, "j <= i", 0, False),         # fewer keys than queries
+    (200, 333, "j <= i - 70 and mask[i, j]", -70, True),  # block 0 and rows 0..69: none
+    (144, 336, "j <= i + 100 and mask[i, j]", 100, True),  # the mask staged
+])
+def test_attention_wgmma_causal_offsets(rng, d, rows, keys, condition, offset, masked):
+    dtype = "bfloat16" if d == 128 else "float16"
+    q, k, v = wgmma_inputs(rng, dtype, (1, 2, rows, d), keys)
+    source = conftest.conditioned_attention(condition, "Q, K, V, mask" if masked else "Q, K, V")
+    inputs = dict(Q=q, K=k, V=v)
+    allowed = conftest.causal(rows, keys, offset)
+    if masked:
+        inputs["mask"] = rng.random((rows, keys)) < 0.7
+        allowed = allowed & inputs["mask"]
+    out = zynml.compile(source, device="cuda:0")(**inputs)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, allowed), rtol=1e-2)
+    assert not np.asarray(out, np.float64)[:, :, ~allowed.any(axis=1)].any()
 
 
 # ------------------------------------------------------------------ bf16: numpy
