@@ -75,7 +75,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith, builtin, gpu, memref, nvgpu, nvvm, scf, vector
+from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
 from ..attention_lowering import float_constant
@@ -85,7 +85,8 @@ from . import hopper
 from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
                         quad_reduce, row_major, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
-                     equals, only_if, parity, shared, tensor_map_type, uniform_warp, wait)
+                     equals, free_slot, only_if, parity, shared, split_roles,
+                     tensor_map_type, uniform_warp, wait)
 
 NAME = "attention_wgmma"
 REQUIRES_CHIPS = ("sm_90a",)  # wgmma exists only in sm_90a's PTX
@@ -93,11 +94,6 @@ ROWS_PER_WARPGROUP = 64       # wgmma's m
 BOX_COLUMNS = 64              # f16 / bf16 per 128-byte swizzled row
 HEAD_DIMS = (64, 128)
 MAX_SHARED = 227 * 1024       # a block's dynamic shared memory on sm_90
-# Registers per thread after setmaxnreg: the copying warpgroup gives its up, the others
-# take them. Each of an SM's 4 quarters holds one warp of every warpgroup and 16K
-# registers: 32 * (COPIER + 2 * CONSUMER) <= 16384. (Without it, 3 warps in a quarter
-# could have at most 168 each: S, O and P spill.)
-COPIER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 MASK_COPIERS = 64  # threads of the copying warpgroup (its warps 1 and 2) staging the mask
 MASK_PAD = 16      # bytes after each staged mask row
 _ELEMENTS = ("f16", "bf16")
@@ -290,10 +286,8 @@ class _Kernel:
         self.row0 = arith.MulIOp(row_block, index_const(p.block_m)).result
         self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count
         warp = uniform_warp(tid)
-        role = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.uge, warp,
-                                     index_const(consumers // WARP)).result, has_else=True)
-        with ir.InsertionPoint(role.then_block):
-            nvvm.SetMaxRegisterOp(COPIER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
+
+        def copy():
             with only_if(copier):
                 self._copy(q_map, k_map, v_map)
             if self.staged:  # warps 1 and 2 of the copying warpgroup (warp-uniform)
@@ -303,11 +297,7 @@ class _Kernel:
                         arith.CmpIOp(arith.CmpIPredicate.ult, warp,
                                      index_const(first + MASK_COPIERS // WARP)).result).result):
                     self._copy_mask(arith.SubIOp(tid, index_const(first * WARP)).result)
-            scf.YieldOp([])
-        with ir.InsertionPoint(role.else_block):
-            nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
-            self._consume(tid, warp, out)
-            scf.YieldOp([])
+        split_roles(warp, consumers, copy, lambda: self._consume(tid, warp, out))
 
     def _block(self) -> tuple:
         """(row block, (p..) indices) of this block. Causal blocks differ in work (row
@@ -359,10 +349,7 @@ class _Kernel:
         loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
-            slot = arith.RemUIOp(j, index_const(p.stages)).result
-            with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, j,
-                                      index_const(p.stages)).result):
-                wait(self.empty, slot, parity(j, p.stages, previous=True))
+            slot = free_slot(self.empty, j, p.stages)
             nvgpu.mbarrier_arrive_expect_tx(
                 self.full, index_const(p.stage_bytes(self.d, self.e)), slot)
             base = arith.AddIOp(index_const(p.q_bytes(self.d)), arith.MulIOp(
@@ -406,10 +393,7 @@ class _Kernel:
         loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
-            slot = arith.RemUIOp(j, index_const(p.stages)).result
-            with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, j,
-                                      index_const(p.stages)).result):
-                wait(self.empty, slot, parity(j, p.stages, previous=True))
+            slot = free_slot(self.empty, j, p.stages)
             key0 = arith.MulIOp(j, index_const(p.block_n)).result
             # a loop, not unrolled copies: after setmaxnreg this warpgroup has 40
             # registers, fewer than 16 hoisted 64-bit source addresses need

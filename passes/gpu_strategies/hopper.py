@@ -14,9 +14,10 @@ LLVM cannot move the arithmetic that writes or reads them across.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import Callable
 
 from mlir import ir
-from mlir.dialects import arith, gpu, llvm, memref, nvgpu, scf
+from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, scf
 
 from ..gpu_kernel_builder import index_const
 
@@ -68,6 +69,41 @@ def wait(barriers: ir.Value, slot, parity_bit: ir.Value) -> None:
     if isinstance(slot, int):
         slot = index_const(slot)
     nvgpu.MBarrierTryWaitParityOp(barriers, parity_bit, index_const(10_000_000), mbarId=slot)
+
+
+# Registers per thread after setmaxnreg in a kernel of two multiplying warpgroups and a
+# copying one: the copying warpgroup gives its registers up and the others take them.
+# Each of an SM's 4 quarters holds one warp of every warpgroup and 16K registers:
+# 32 * (COPIER + 2 * CONSUMER) <= 16384. (Without it, 3 warps in a quarter could have at
+# most 168 each: attention's S, O and P, or matmul's m64n256 accumulators, spill.)
+COPIER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+
+
+def split_roles(warp: ir.Value, consumer_threads: int, copy: Callable[[], None],
+                consume: Callable[[], None]) -> None:
+    """Warp specialization: the warps from thread `consumer_threads` on (the copying
+    warpgroup) give registers up and run `copy()`, the others take them and run
+    `consume()`. One if / else on a warp-uniform `warp`, as setmaxnreg asks."""
+    role = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.uge, warp,
+                                 index_const(consumer_threads // WARP)).result, has_else=True)
+    with ir.InsertionPoint(role.then_block):
+        nvvm.SetMaxRegisterOp(COPIER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
+        copy()
+        scf.YieldOp([])
+    with ir.InsertionPoint(role.else_block):
+        nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
+        consume()
+        scf.YieldOp([])
+
+
+def free_slot(empty: ir.Value, step: ir.Value, stages: int) -> ir.Value:
+    """The ring slot that step `step` fills, once its consumers have released it: steps
+    from the `stages`-th on wait on the slot's "empty" barrier for the release by the step
+    `stages` back."""
+    slot = arith.RemUIOp(step, index_const(stages)).result
+    with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, step, index_const(stages)).result):
+        wait(empty, slot, parity(step, stages, previous=True))
+    return slot
 
 
 @contextmanager

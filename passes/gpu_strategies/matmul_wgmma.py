@@ -50,7 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, builtin, gpu, memref, nvgpu, nvvm, scf, vector
+from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 
 from ..cir_ops import defining_op
 from ..gpu_kernel_builder import (KernelScope, KernelSignature, follows, generic_operands,
@@ -58,7 +58,8 @@ from ..gpu_kernel_builder import (KernelScope, KernelSignature, follows, generic
 from . import Launch, TensorMap
 from . import hopper
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
-                     equals, only_if, parity, shared, tensor_map_type, uniform_warp, wait)
+                     equals, free_slot, only_if, parity, shared, split_roles,
+                     tensor_map_type, uniform_warp, wait)
 from .matmul import _body_is_multiply_add
 from .matmul_tensor_core import _layout
 
@@ -67,9 +68,6 @@ REQUIRES_CHIPS = ("sm_90a",)  # wgmma exists only in sm_90a's PTX
 ROWS_PER_WARPGROUP = 64  # wgmma's m
 TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
 K_STEP = 16              # wgmma's k
-# Registers per thread after setmaxnreg (as attention_wgmma): each SM quarter holds one
-# warp of every warpgroup and 16K registers: 32 * (COPIER + 2 * CONSUMER) <= 16384.
-COPIER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 _ELEMENTS = ("f16", "bf16")
 
 
@@ -297,17 +295,11 @@ class _Kernel:
         self.my_tiles = arith.DivUIOp(
             arith.SubIOp(_add(self.blocks, tiles - 1), self.block).result, self.blocks).result
         warp = uniform_warp(tid)
-        role = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.uge, warp,
-                                     index_const(consumers // WARP)).result, has_else=True)
-        with ir.InsertionPoint(role.then_block):
-            nvvm.SetMaxRegisterOp(COPIER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
+
+        def copy():
             with only_if(copier):
                 self._copy(a_map, b_map)
-            scf.YieldOp([])
-        with ir.InsertionPoint(role.else_block):
-            nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
-            self._consume(tid, warp, c)
-            scf.YieldOp([])
+        split_roles(warp, consumers, copy, lambda: self._consume(tid, warp, c))
 
     # ------------------------------------------------------------ the tile schedule
 
@@ -333,10 +325,7 @@ class _Kernel:
             with ir.InsertionPoint(loop.body):
                 k = loop.induction_variable
                 step = arith.AddIOp(first_step, k).result  # counted over the block's tiles
-                slot = arith.RemUIOp(step, index_const(p.stages)).result
-                with only_if(arith.CmpIOp(arith.CmpIPredicate.uge, step,
-                                          index_const(p.stages)).result):
-                    wait(self.empty, slot, parity(step, p.stages, previous=True))
+                slot = free_slot(self.empty, step, p.stages)
                 k0 = _mul(k, TILE_K)
                 nvgpu.mbarrier_arrive_expect_tx(self.full, index_const(a_bytes + b_bytes), slot)
                 base = _mul(slot, p.stage_bytes())
