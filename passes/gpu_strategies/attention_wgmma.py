@@ -1,7 +1,8 @@
 """Attention on Hopper's warpgroup tensor cores (sm_90a): the generics of one f16 / bf16
 `cir.attention` (masked, causal or neither) as one flash-attention forward kernel, TMA
-copies into a ring of stages and wgmma for both products (FlashAttention-3's structure,
-without its ping-pong scheduling or the overlap of softmax and the next tile's product).
+copies into a ring of stages and wgmma for both products (FlashAttention-3's structure;
+with `Params.overlap`, tile j's S is issued with tile j - 1's P V, its intra-warpgroup
+order; without its ping-pong between warpgroups).
 
 A block takes 64 * `warpgroups` query rows of one (p..) slice; 128 * (warpgroups + 1)
 threads:
@@ -65,8 +66,9 @@ Takes what attention.attention_groups finds when query, key, value and out are a
 or all bf16 and row-major (the mask too), both head dims are 64 or 128, and the scale is
 a positive constant; masked, causal or both. Other head dims, f32, non-row-major
 operands and older chips run on attention_tensor_core or attention.
-Not here yet: the softmax of tile j overlapping the product of tile j + 1 (or the two
-warpgroups taking turns), TMA stores of O, skipping key tiles a mask leaves empty.
+Not here yet: the two warpgroups taking turns (ping-pong), TMA stores of O, skipping key
+tiles a mask leaves empty, persistent blocks (small problems pay each block's pipeline
+fill: BERT's masked row, docs/performance.md session 7).
 """
 from __future__ import annotations
 
