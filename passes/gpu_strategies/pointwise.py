@@ -81,9 +81,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     func = new_kernel(gpu_module, kernel_name, signature.types(), [params.block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        linear = arith.AddIOp(
-            arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(params.block)).result,
-            gpu.thread_id(gpu.Dimension.x)).result
+        linear = _thread_index(params.block)
         in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_const(total)).result
         guard = scf.IfOp(in_range)
         with ir.InsertionPoint(guard.then_block):
@@ -111,9 +109,7 @@ def _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel, 
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        first = arith.AddIOp(arith.MulIOp(gpu.block_id(gpu.Dimension.x),
-                                          index_const(block)).result,
-                             gpu.thread_id(gpu.Dimension.x)).result
+        first = _thread_index(block)
         points = []
         for k in range(items):
             linear = arith.AddIOp(first, index_const(k * threads)).result if k else first
@@ -137,6 +133,12 @@ def _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel, 
                 scf.YieldOp([])
         gpu.ReturnOp([])
     return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1))
+
+
+def _thread_index(block: int) -> ir.Value:
+    """The thread's index in the grid (x): block id * `block` + thread id."""
+    return arith.AddIOp(arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(block)).result,
+                        gpu.thread_id(gpu.Dimension.x)).result
 
 
 def _vector_width(generic: ir.Operation, ranges: list[int], size: int) -> int:
@@ -182,9 +184,7 @@ def _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width, b
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        first = arith.AddIOp(arith.MulIOp(gpu.block_id(gpu.Dimension.x),
-                                          index_const(block)).result,
-                             gpu.thread_id(gpu.Dimension.x)).result
+        first = _thread_index(block)
         if not blocks_per_multiprocessor:
             _vector_chunks(generic, scope, ranges, width, vectors, count, first, None,
                            threads)
