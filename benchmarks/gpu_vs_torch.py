@@ -76,6 +76,10 @@ def _cases() -> list[Case]:
     def attention(t, x):
         return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"])
 
+    def masked_attention(t, x):  # the same bool mask (True: attend) as ZynML's program
+        return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"],
+                                                             attn_mask=x["mask"])
+
     def causal_attention(t, x):
         return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"],
                                                              is_causal=True)
@@ -119,14 +123,18 @@ def _cases() -> list[Case]:
         Case("matmul 4096 bf16", "matmul.zyn", "C",
              {"A": ((4096, 4096), "bfloat16"), "B": ((4096, 4096), "bfloat16")},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
-        Case("attention 8x12x512x64 f32", "attention.zyn", "attn",
-             {"Q": ((8, 12, 512, 64), f32), "K": ((8, 12, 512, 64), f32),
-              "V": ((8, 12, 512, 64), f32), "mask": ((512, 512), "bool")}, attention,
-             flops=4 * 8 * 12 * 512 * 512 * 64),
-        Case("attention 8x12x512x64 f16", "attention.zyn", "attn",
-             {"Q": ((8, 12, 512, 64), "float16"), "K": ((8, 12, 512, 64), "float16"),
-              "V": ((8, 12, 512, 64), "float16"), "mask": ((512, 512), "bool")}, attention,
-             flops=4 * 8 * 12 * 512 * 512 * 64),
+        # BERT-base self-attention, without a mask (flash_attention.zyn against SDPA's
+        # plain call) and with a [seq, seq] bool mask (attention.zyn against SDPA given
+        # the same mask as attn_mask): each against the same work
+        *(Case(f"attention 8x12x512x64 {label}{', mask' if masked else ''}",
+               "attention.zyn" if masked else "flash_attention.zyn", "attn",
+               {"Q": ((8, 12, 512, 64), dtype), "K": ((8, 12, 512, 64), dtype),
+                "V": ((8, 12, 512, 64), dtype),
+                **({"mask": ((512, 512), "bool")} if masked else {})},
+               masked_attention if masked else attention,
+               flops=4 * 8 * 12 * 512 * 512 * 64)
+          for dtype, label in ((f32, "f32"), ("float16", "f16"))
+          for masked in (False, True)),
         Case("flash attention seq 4096 head_dim 128 f16 (1x16)", "flash_attention.zyn",
              "attn", {"Q": ((1, 16, 4096, 128), "float16"),
                       "K": ((1, 16, 4096, 128), "float16"),
@@ -156,8 +164,8 @@ def _numpy_inputs(case: Case, rng) -> dict:
     for name, spec in case.inputs.items():
         if not isinstance(spec, tuple):
             values[name] = spec
-        elif spec[1] == "bool":
-            values[name] = np.ones(spec[0], dtype=bool)  # attend everywhere (SDPA's case)
+        elif spec[1] == "bool":  # a mask: each pair attends with odds 0.9
+            values[name] = rng.random(spec[0]) < 0.9
         else:
             values[name] = rng.standard_normal(spec[0]).astype(spec[1])
     return values

@@ -13,7 +13,8 @@ events), next to PyTorch's scaled_dot_product_attention, with its relative error
 that; the fastest comes first. Both halves need the same compiler source (the cache key
 has its hash). The winners belong in the strategy's defaults (`DEFAULT_PARAMS` or
 `CONFIGS`), with the figures in docs/performance.md. `--limit N` takes the first N sets
-of the grid (a quick check of both halves).
+of the grid (a quick check of both halves), `--case TEXT` the cases whose name holds
+TEXT.
 
 A strategy is one entry of STRATEGIES: its module (with a frozen `Params` dataclass, and
 `params_for(d, e)` or `DEFAULT_PARAMS`, which this script replaces to build with a given
@@ -59,7 +60,7 @@ def _fits_dynamic_shared(module, params, shape) -> bool:
 class Strategy:
     grid: tuple[dict, ...]   # keyword arguments of Params, one dict per set
     # name -> (program in tests/programs/examples, Q/K/V shape, dtype); attention.zyn gets
-    # an all-true mask (the same attention as SDPA's without one)
+    # an all-true mask, and SDPA the same as attn_mask
     cases: dict[str, tuple[str, tuple, str]]
     fits: Optional[Callable] = None  # (module, params, Q shape) -> bool; None: all fit
     module: str = ""         # passes/gpu_strategies/<module>.py; empty: the key
@@ -89,7 +90,8 @@ STRATEGIES: dict[str, Strategy] = {
                "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16")},
         fits=_fits_static_shared, target="sm_90"),  # sm_90a: unmasked cases take wgmma
     "attention_wgmma": Strategy(
-        grid=_grid(block_n=(64, 128, 192), stages=(2, 3), overlap=(True, False)),
+        grid=_grid(block_n=(64, 128, 192), stages=(2, 3), overlap=(True, False),
+                   persistent=(True, False)),
         cases={"bert d64": ("flash_attention.zyn", (8, 12, 512, 64), "float16"),
                "bert d64 mask": ("attention.zyn", (8, 12, 512, 64), "float16"),
                "seq4096 d128": ("flash_attention.zyn", (1, 16, 4096, 128), "float16"),
@@ -124,14 +126,18 @@ def _folder(case: str, values: dict) -> str:
     return f"{case.replace(' ', '_')}-{'-'.join(map(str, values.values()))}"
 
 
-def compile_all(name: str, limit: Optional[int]) -> None:
+def _cases(name: str, only: str) -> dict:
+    return {case: spec for case, spec in STRATEGIES[name].cases.items() if only in case}
+
+
+def compile_all(name: str, limit: Optional[int], only: str = "") -> None:
     import zynml
     from zynml.runtime.cuda.artifact import launches
     strategy, module = STRATEGIES[name], _strategy_module(name)
     out = TUNE / name
     out.mkdir(parents=True, exist_ok=True)
     index = []
-    for case, (source, shape, dtype) in strategy.cases.items():
+    for case, (source, shape, dtype) in _cases(name, only).items():
         inputs = _inputs(source, shape, lambda s, t=np.dtype(dtype): np.ones(s, t))
         for values in strategy.grid[:limit]:
             params = module.Params(**values)
@@ -151,13 +157,13 @@ def compile_all(name: str, limit: Optional[int]) -> None:
     (out / "index.json").write_text(json.dumps(index, indent=1))
 
 
-def run(name: str) -> None:
+def run(name: str, only: str = "") -> None:
     import torch
     import zynml
     out = TUNE / name
     index = json.loads((out / "index.json").read_text())
     print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    for case, (source, shape, dtype) in STRATEGIES[name].cases.items():
+    for case, (source, shape, dtype) in _cases(name, only).items():
         tensors = _inputs(source, shape, lambda s, t=getattr(torch, dtype): (
             torch.randn(s, dtype=t, device="cuda") if t != bool
             else torch.ones(s, dtype=torch.bool, device="cuda")))
@@ -166,7 +172,8 @@ def run(name: str) -> None:
 
         def sdpa():
             return torch.nn.functional.scaled_dot_product_attention(
-                tensors["Q"], tensors["K"], tensors["V"], is_causal=causal)
+                tensors["Q"], tensors["K"], tensors["V"], attn_mask=tensors.get("mask"),
+                is_causal=causal)
         reference = sdpa().double()
         torch_ms = median_ms(sdpa, 20, torch)
         flops = 4 * np.prod(shape) * shape[2] // (2 if causal else 1)
@@ -195,11 +202,13 @@ def main() -> int:
                         help="compile every case and parameter set into .tune/NAME and stop")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help="only the first N parameter sets of the grid")
+    parser.add_argument("--case", default="", metavar="TEXT",
+                        help="only the cases whose name contains TEXT")
     args = parser.parse_args()
     if args.compile_only:
-        compile_all(args.strategy, args.limit)
+        compile_all(args.strategy, args.limit, args.case)
     else:
-        run(args.strategy)
+        run(args.strategy, args.case)
     return 0
 
 

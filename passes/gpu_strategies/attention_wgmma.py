@@ -4,15 +4,21 @@ copies into a ring of stages and wgmma for both products (FlashAttention-3's str
 with `Params.overlap`, tile j's S is issued with tile j - 1's P V, its intra-warpgroup
 order; without its ping-pong between warpgroups).
 
-A block takes 64 * `warpgroups` query rows of one (p..) slice; 128 * (warpgroups + 1)
-threads:
+A work item is 64 * `warpgroups` query rows of one (p..) slice. With `Params.persistent`
+the run time launches at most one block per multiprocessor (`Launch.
+blocks_per_multiprocessor`) and each takes items block, block + grid, ...: the ring and
+Q's tile run on across its items, so the next item's Q and first key tiles load while
+the warpgroups finish this one, instead of each block paying the pipeline's fill (on
+BERT's 8x12x512, 384 items of 4 key tiles). Without it, one block per item. A block has
+128 * (warpgroups + 1) threads:
 
 - the last warpgroup copies (and gives most of its registers to the others with
   setmaxnreg): its first thread copies, with the copy engine (`cp.async.bulk.tensor`,
-  128-byte swizzle, 64-column boxes), the block's Q tile once, then each tile of
-  `block_n` keys of K and V into a slot of a `stages`-slot ring in shared memory; a
-  slot's copies complete on its "full" mbarrier, and it is refilled once every
-  warpgroup has arrived on its "empty" mbarrier;
+  128-byte swizzle, 64-column boxes), an item's Q tile (once every warpgroup has
+  released the previous item's, after its last S), then each tile of `block_n` keys
+  of K and V into a slot of a `stages`-slot ring in shared memory; a slot's copies
+  complete on its "full" mbarrier, and it is refilled once every warpgroup has
+  arrived on its "empty" mbarrier;
 - warpgroup g takes query rows 64 g .. 64 g + 63. Per key tile:
 
       S = Q K^T              wgmma m64 n{block_n} k16, Q and K from shared memory
@@ -59,20 +65,20 @@ block that sees no key takes tile 0 and masks all of it). Only the tiles whose l
 lies past a warp's first row + offset (the diagonal) or past the last key compare each
 key with its row's limit, min(keys - 1, row + offset), one comparison per score under a
 warp-uniform branch; the tiles below the diagonal run as in the unmasked kernel. The
-row blocks of a causal grid are renumbered heaviest first (the GPU starts blocks in
-about linear-id order; the light ones then fill the SMs that finish early).
+work items of a causal grid are numbered heaviest first (blocks start in about
+linear-id order and take their items in order; the light ones then fill in at the end).
 
 Takes what attention.attention_groups finds when query, key, value and out are all f16
 or all bf16 and row-major (the mask too), both head dims are 64 or 128, and the scale is
 a positive constant; masked, causal or both. Other head dims, f32, non-row-major
 operands and older chips run on attention_tensor_core or attention.
 Not here yet: the two warpgroups taking turns (ping-pong), TMA stores of O, skipping key
-tiles a mask leaves empty, persistent blocks (small problems pay each block's pipeline
-fill: BERT's masked row, docs/performance.md session 7).
+tiles a mask leaves empty, a dynamic item scheduler (items are dealt round-robin).
 """
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
@@ -107,6 +113,7 @@ class Params:
     stages: int = 2        # K / V tiles in flight
     warpgroups: int = 2    # each takes 64 query rows
     overlap: bool = True   # tile j's S with tile j - 1's P V (FlashAttention-3's order)
+    persistent: bool = True  # one block per multiprocessor loops over the row blocks
 
     @property
     def block_m(self) -> int:
@@ -223,12 +230,15 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
                          group.causal, staged)
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
-    grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
+    # one block per (row block, slice); persistent: the run time launches at most one
+    # per multiprocessor and each loops over its share (_Kernel.emit)
+    grid = (math.ceil(rows / p.block_m) * math.prod(lead), 1, 1)
     operands = plain + [TensorMap(group.query, q_map_type, q_box),
                         TensorMap(group.key, kv_map_type, kv_box),
                         TensorMap(group.value, kv_map_type, kv_box)]
     return Launch(kernel_name, operands, grid, (threads, 1, 1),
-                  p.shared_bytes(d, e, staged))
+                  p.shared_bytes(d, e, staged),
+                  blocks_per_multiprocessor=1 if p.persistent else 0)
 
 
 # ---------------------------------------------------------------- the kernel
@@ -270,7 +280,8 @@ class _Kernel:
         self.ring = aligned_dynamic_shared(p.shared_bytes(self.d, self.e, self.staged) - 1024)
         self.full = barrier_group(p.stages)   # a slot's K and V tiles (and mask) have landed
         self.empty = barrier_group(p.stages)  # every warpgroup is done with a slot
-        self.q_full = barrier_group(1)
+        self.q_full = barrier_group(1)   # the item's Q tile has landed
+        self.q_empty = barrier_group(1)  # every warpgroup's last S has read it
         copier = equals(tid, consumers)
         with only_if(copier):
             # the TMA thread's arrival (with the bytes it expects) and the mask copiers'
@@ -281,12 +292,17 @@ class _Kernel:
                 nvgpu.mbarrier_init(self.full, index_const(full_count), index_const(s))
                 nvgpu.mbarrier_init(self.empty, index_const(empty_count), index_const(s))
             nvgpu.mbarrier_init(self.q_full, index_const(1), index_const(0))
+            nvgpu.mbarrier_init(self.q_empty, index_const(p.warpgroups), index_const(0))
             for tensor_map in (q_map, k_map, v_map):
                 nvgpu.tma_prefetch_descriptor(tensor_map)
         gpu.BarrierOp()
-        row_block, self.slice_ivs = self._block()
-        self.row0 = arith.MulIOp(row_block, index_const(p.block_m)).result
-        self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count
+        self.row_blocks = math.ceil(self.rows / p.block_m)
+        self.block = gpu.block_id(gpu.Dimension.x)
+        self.blocks = gpu.grid_dim(gpu.Dimension.x)
+        items = self.row_blocks * math.prod(self.lead)
+        # this block's work items: block, block + grid, ... (the grid has at most `items`)
+        self.my_items = arith.DivUIOp(arith.SubIOp(
+            _add(self.blocks, items - 1), self.block).result, self.blocks).result
         warp = uniform_warp(tid)
 
         def copy():
@@ -301,19 +317,41 @@ class _Kernel:
                     self._copy_mask(arith.SubIOp(tid, index_const(first * WARP)).result)
         split_roles(warp, consumers, copy, lambda: self._consume(tid, warp, out))
 
-    def _block(self) -> tuple:
-        """(row block, (p..) indices) of this block. Causal blocks differ in work (row
-        block x visits about x + 1 key tiles), so they are numbered heaviest first: the
-        GPU starts blocks in about the order of their linear id, and the light ones
-        then fill the SMs that finish early instead of the heavy ones trailing alone."""
-        bx, by = gpu.block_id(gpu.Dimension.x), gpu.block_id(gpu.Dimension.y)
-        row_blocks, slices = math.ceil(self.rows / self.p.block_m), math.prod(self.lead)
+    @contextmanager
+    def _items(self):
+        """A loop over this block's work items, with `_item`'s values set for each;
+        yields (the item's index among the block's, the ring steps the items before it
+        took). The ring (and Q's barriers) run on across items: the copier fills the
+        next item's first slots while the warpgroups finish this one."""
+        counted = self.causal is not None  # items differ in key tiles: count the steps
+        loop = scf.ForOp(index_const(0), self.my_items, index_const(1),
+                         [index_const(0)] if counted else [])
+        with ir.InsertionPoint(loop.body):
+            local = loop.induction_variable
+            self._item(arith.AddIOp(self.block, arith.MulIOp(
+                local, self.blocks).result).result)
+            steps = loop.inner_iter_args[0] if counted else \
+                arith.MulIOp(local, self.tiles).result
+            yield local, steps
+            scf.YieldOp([arith.AddIOp(steps, self.tiles).result] if counted else [])
+
+    def _item(self, item: ir.Value) -> None:
+        """Work item `item`'s row block (row0), (p..) indices and key tiles. Items run
+        row block fastest (one slice's K and V stay in L2 for its row blocks), except
+        causal ones, which differ in work (row block x visits about x + 1 key tiles)
+        and are numbered heaviest first: blocks start in about linear-id order and take
+        their items in order, so the light ones fill in at the end."""
+        row_blocks, slices = self.row_blocks, math.prod(self.lead)
         if self.causal and row_blocks > 1:
-            linear = arith.AddIOp(bx, arith.MulIOp(by, index_const(row_blocks)).result).result
-            bx = arith.SubIOp(index_const(row_blocks - 1), arith.DivUIOp(
-                linear, index_const(slices)).result).result
-            by = arith.RemUIOp(linear, index_const(slices)).result
-        return bx, (delinearize(by, self.lead) if self.lead else [])
+            row_block = arith.SubIOp(index_const(row_blocks - 1), arith.DivUIOp(
+                item, index_const(slices)).result).result
+            slice_index = arith.RemUIOp(item, index_const(slices)).result
+        else:
+            row_block = arith.RemUIOp(item, index_const(row_blocks)).result
+            slice_index = arith.DivUIOp(item, index_const(row_blocks)).result
+        self.slice_ivs = delinearize(slice_index, self.lead) if self.lead else []
+        self.row0 = arith.MulIOp(row_block, index_const(self.p.block_m)).result
+        self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count
 
     def _key_tiles(self) -> ir.Value:
         """The key tiles the block visits: all, or (causal) those up to its last row's
@@ -340,7 +378,14 @@ class _Kernel:
         return [index_const(column), row] + list(reversed(self.slice_ivs))
 
     def _copy(self, q_map, k_map, v_map):
+        """Per item: Q's tile, once the previous item's Q is released, then the key
+        tiles, each into the next ring slot once it is free."""
+        with self._items() as (local, steps):
+            self._copy_item(q_map, k_map, v_map, local, steps)
+
+    def _copy_item(self, q_map, k_map, v_map, local, steps):
         p, box_bytes = self.p, self.p.block_n * SWIZZLE_BYTES
+        free_slot(self.q_empty, local, 1)
         nvgpu.mbarrier_arrive_expect_tx(self.q_full, index_const(p.q_bytes(self.d)),
                                         index_const(0))
         for box in range(self.d // BOX_COLUMNS):
@@ -351,7 +396,7 @@ class _Kernel:
         loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
-            slot = free_slot(self.empty, j, p.stages)
+            slot = free_slot(self.empty, arith.AddIOp(steps, j).result, p.stages)
             nvgpu.mbarrier_arrive_expect_tx(
                 self.full, index_const(p.stage_bytes(self.d, self.e)), slot)
             base = arith.AddIOp(index_const(p.q_bytes(self.d)), arith.MulIOp(
@@ -388,14 +433,18 @@ class _Kernel:
         its copies, then arrives on the slot's full barrier (with release semantics:
         the warpgroups, which wait on it, see the bytes); it waits for the slot's empty
         barrier like the TMA thread."""
-        p = self.p
-        view, per_row = self._mask_view(), p.block_n // 16
+        view = self._mask_view()
+        with self._items() as (_, steps):
+            self._copy_mask_item(local, view, steps)
+
+    def _copy_mask_item(self, local, view, steps) -> None:
+        p, per_row = self.p, self.p.block_n // 16
         chunks = p.block_m * per_row
         assert chunks % MASK_COPIERS == 0, p
         loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
         with ir.InsertionPoint(loop.body):
             j = loop.induction_variable
-            slot = free_slot(self.empty, j, p.stages)
+            slot = free_slot(self.empty, arith.AddIOp(steps, j).result, p.stages)
             key0 = arith.MulIOp(j, index_const(p.block_n)).result
             # a loop, not unrolled copies: after setmaxnreg this warpgroup has 40
             # registers, fewer than 16 hoisted 64-bit source addresses need
@@ -432,14 +481,8 @@ class _Kernel:
         lane = arith.RemUIOp(tid, index_const(WARP)).result
         self.quad = arith.RemUIOp(lane, index_const(4)).result
         warpgroup = arith.DivUIOp(warp, index_const(WARPGROUP // WARP)).result
-        first_row = arith.AddIOp(arith.AddIOp(self.row0, arith.MulIOp(
-            warp, index_const(16)).result).result,
-            arith.DivUIOp(lane, index_const(4)).result).result
-        self.my_rows = [first_row, _add(first_row, 8)]  # rows 16 w + lane / 4 (+ 8)
-        self.warp_row0 = arith.AddIOp(self.row0, arith.MulIOp(
-            warp, index_const(16)).result).result  # the warp's first row (warp-uniform)
-        last_row = index_const(self.rows - 1)  # the mask's row of a row past the end
-        self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+        warp_rows = arith.MulIOp(warp, index_const(16)).result  # the warp's, in the block
+        my_rows = arith.AddIOp(warp_rows, arith.DivUIOp(lane, index_const(4)).result).result
         self.mask_view = self._mask_view() if self.staged else None
         i64 = ir.IntegerType.get_signless(64)
         # wgmma descriptors: Q's boxes have block_m rows, K's and V's block_n; this
@@ -450,18 +493,32 @@ class _Kernel:
         ).result).result
         kv_desc = hopper.descriptor_base(self.ring, p.block_n)
         speaker = equals(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
-        wait(self.q_full, 0, arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result)
-
         self.q_desc, self.kv_desc, self.speaker = q_desc, kv_desc, speaker
-        state = self._overlapped() if p.overlap else self._serial()
-        self._store(out, state[2:4], state[4:4 + self.e // 2])
+        with self._items() as (local, steps):
+            self.steps = steps  # ring steps before this item's first key tile
+            first_row = arith.AddIOp(self.row0, my_rows).result
+            self.my_rows = [first_row, _add(first_row, 8)]  # rows 16 w + lane / 4 (+ 8)
+            self.warp_row0 = arith.AddIOp(self.row0, warp_rows).result  # warp-uniform
+            last_row = index_const(self.rows - 1)  # the mask's row of a row past the end
+            self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+            wait(self.q_full, 0, parity(local, 1))
+            state = self._overlapped() if p.overlap else self._serial()
+            self._store(out, state[2:4], state[4:4 + self.e // 2])
+
+    def _release_q(self) -> None:
+        """This warpgroup's S products of the item are done: the copier may load the
+        next item's Q."""
+        with only_if(self.speaker):
+            nvgpu.mbarrier_arrive(self.q_empty, index_const(0))
 
     def _slot(self, j, wait_full: bool = True):
-        """Key tile j's slot and the descriptor of its K box (V's boxes follow)."""
+        """The item's key tile j's slot and the descriptor of its K box (V's boxes
+        follow)."""
         p, i64 = self.p, ir.IntegerType.get_signless(64)
-        slot = arith.RemUIOp(j, index_const(p.stages)).result
+        step = arith.AddIOp(self.steps, j).result
+        slot = arith.RemUIOp(step, index_const(p.stages)).result
         if wait_full:
-            wait(self.full, slot, parity(j, p.stages))
+            wait(self.full, slot, parity(step, p.stages))
         desc = arith.AddIOp(self.kv_desc, arith.MulIOp(
             arith.IndexCastOp(i64, slot).result,
             arith.ConstantOp(i64, p.stage_bytes(self.d, self.e) >> 4).result).result).result
@@ -503,6 +560,7 @@ class _Kernel:
                 fenced[:len(o)], fenced[len(o):], desc))
             self._release(slot)
             scf.YieldOp(m + l + o)
+        self._release_q()
         return list(loop.results)
 
     def _overlapped(self) -> list:
@@ -542,6 +600,7 @@ class _Kernel:
             o = [arith.MulFOp(x, alphas[v % 4 // 2]).result for v, x in enumerate(o)]
             scf.YieldOp(m + l + o + new_regs)
         state = list(loop.results)
+        self._release_q()  # the item's every S is done; its last P V follows
         m, l, o, a_regs = state[:2], state[2:4], state[4:4 + count], state[4 + count:]
         last_slot, last_desc = self._slot(arith.SubIOp(self.tiles, index_const(1)).result,
                                           wait_full=False)

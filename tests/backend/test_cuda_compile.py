@@ -641,7 +641,10 @@ def test_unmasked_attention_on_sm90a_takes_wgmma_with_tma(shape, dtype):
         ("%in2", [1, 1, p.block_n, 64], 128)]
     assert launch["args"][1:] == [s["result"] for s in maps]
     assert launch["block"] == [384, 1, 1]
-    assert launch["grid"] == [-(-shape[2] // p.block_m), shape[0] * shape[1], 1]
+    # one block per (row block, slice), at most one per multiprocessor at run time:
+    # each loops over its share
+    assert launch["grid"] == [-(-shape[2] // p.block_m) * shape[0] * shape[1], 1, 1]
+    assert launch["blocks_per_multiprocessor"] == 1 and p.persistent
     assert launch["shared_bytes"] > 48 * 1024
     d = shape[3]
     ptx = artifact.ptx
@@ -690,7 +693,8 @@ def test_masked_attention_on_sm90a_takes_wgmma(shape, dtype, tmp_path):
     assert launch["arg_kinds"] == ["memref:4", "memref:2", "pointer", "pointer", "pointer"]
     assert launch["args"][1] == "%in3"  # the mask, as its bytes
     assert launch["block"] == [384, 1, 1]
-    assert launch["grid"] == [-(-shape[2] // p.block_m), shape[0] * shape[1], 1]
+    assert launch["grid"] == [-(-shape[2] // p.block_m) * shape[0] * shape[1], 1, 1]
+    assert launch["blocks_per_multiprocessor"] == 1
     assert launch["shared_bytes"] == p.shared_bytes(d, d, staged) <= 227 * 1024
     assert (p.stages, p.overlap) == ((2, False) if staged and d == 128 else
                                      (3, d == 128 or staged))

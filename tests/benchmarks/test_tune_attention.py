@@ -36,3 +36,10 @@ def test_use_replaces_params_for_or_the_default():
             return "config"
     tune_attention._use(WithConfigs, "set")
     assert WithConfigs.params_for(64, 64) == "set"
+
+
+def test_case_filter_keeps_the_cases_whose_name_holds_the_text():
+    cases = tune_attention._cases("attention_wgmma", "bert")
+    assert set(cases) == {"bert d64", "bert d64 mask"}
+    assert tune_attention._cases("attention_wgmma", "") == \
+        tune_attention.STRATEGIES["attention_wgmma"].cases
