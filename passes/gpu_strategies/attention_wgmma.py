@@ -148,18 +148,26 @@ DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
 # block_n 64/128/192 x 2/3 stages x overlap on an H100 (2026-11-22): at head dim 128
 # (1x16x4096) 128 keys, 3 stages, overlapped came first (0.244 ms, 562 TFLOP/s; with 2
 # stages the overlapped order starves: 0.357 ms); at head dim 64 (8x12x512) 128 keys,
-# 3 stages, one product after the other (0.044 ms; overlapped 0.047 ms).
+# 3 stages, one product after the other (0.044 ms; overlapped 0.047 ms). Persistent
+# blocks (tune_attention --case bert, 2026-11-22, GPU time): BERT 8x12x512 unmasked
+# 0.026 against 0.029 ms, masked 0.033 against 0.036 ms; 1x16x4096 d128 0.224 ms
+# (session 7, not persistent: 0.223).
 CONFIGS = ((64, Params(block_n=128, stages=3, overlap=False)), (128, DEFAULT_PARAMS))
 
 
-def params_for(d: int, e: int, staged_mask: bool = False) -> Params:
+def params_for(d: int, e: int, staged_mask: bool = False, causal: bool = False) -> Params:
     """CONFIGS' entry; with a staged mask where Q, 3 K/V slots and 3 mask slots exceed
     the shared memory (head dim 128: 225 + 54 KB), 2 stages, one product after the other
     (with 2 stages the overlapped order starves; unmasked, that order is 4% slower; at
     4096 keys with a mask it timed 0.342 ms against 0.346 for 3 overlapped stages that
     read the mask from global memory), else overlapped (the mask's loads add to the
-    softmax's time: at head dim 64 overlapping P V with it came first)."""
+    softmax's time: at head dim 64 overlapping P V with it came first). Causal: not
+    persistent, since items differ in work and the GPU's block scheduler balances them
+    better than dealing them round-robin (1x16x4096 d128, H100: 0.159 ms persistent,
+    0.149 not, docs/performance.md sessions 8 and 7)."""
     p = next(p for bound, p in CONFIGS if max(d, e) <= bound)
+    if causal:
+        p = replace(p, persistent=False)
     if staged_mask and p.shared_bytes(d, e, True) > MAX_SHARED:
         p = replace(p, stages=2, overlap=False)
     elif staged_mask:  # BERT's masked row (8x12x512, d 64, tune_attention 2026-11-22):
@@ -180,7 +188,7 @@ def plan(group: Group, params: Optional[Params] = None) -> tuple[Params, bool]:
     """(the Params to build with, whether the mask is staged in shared memory)."""
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     stageable = _stageable(group)
-    p = params or params_for(d, e, stageable)
+    p = params or params_for(d, e, stageable, group.causal is not None)
     return p, stageable and p.shared_bytes(d, e, True) <= MAX_SHARED
 
 

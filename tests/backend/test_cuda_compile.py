@@ -1316,3 +1316,16 @@ def test_bf16_dense_attributes_read_as_bits(text, shape):
     expected = np.full(shape, -2.5) if "<-2.5>" in text else \
         np.array([[1.0, -0.375], [65280.0, -1.0e-3]])
     np.testing.assert_array_equal(bits, expected.astype(BF16).view(np.uint16))
+
+
+def test_causal_attention_on_sm90a_launches_a_block_per_item():
+    """Causal work items differ in key tiles, so attention_wgmma leaves their balance to
+    the GPU's block scheduler: one block per item, no run-time cap (not persistent)."""
+    shape = (1, 2, 300, 64)
+    prog = zynml.compile(EXAMPLES / "causal_attention.zyn", device="cuda",
+                         require_device=False)
+    artifact = prog.artifact(**{name: np.ones(shape, np.float16) for name in "QKV"})
+    [launch] = launches(artifact.plan["body"])
+    assert launch["kernel"].endswith("_attention_wgmma"), launch
+    assert launch["grid"] == [3 * 2, 1, 1]
+    assert not launch.get("blocks_per_multiprocessor")
