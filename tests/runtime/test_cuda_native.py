@@ -992,6 +992,43 @@ def test_attention_wgmma_causal_offsets(rng, d, rows, keys, condition, offset, m
     assert not np.asarray(out, np.float64)[:, :, ~allowed.any(axis=1)].any()
 
 
+
+# More work items (row blocks x heads) than an H100 or H200 has multiprocessors (132):
+# persistent blocks take two or three items each, the K/V ring, the staged mask's ring
+# and Q's barriers running on across them; partial row and key tiles in every item.
+@pytest.mark.parametrize("shape,dtype,masked", [
+    ((4, 40, 131, 64), "float16", False),    # 320 items
+    ((2, 70, 200, 128), "bfloat16", False),  # 280 items
+    ((3, 50, 144, 64), "float16", True),     # 300 items, the mask staged
+    ((2, 75, 131, 128), "bfloat16", True),   # 300 items, the mask read from global memory
+])
+def test_attention_wgmma_persistent_blocks_take_several_items(rng, shape, dtype, masked):
+    q, k, v = wgmma_inputs(rng, dtype, shape)
+    seq = shape[2]
+    inputs = dict(Q=q, K=k, V=v)
+    allowed = None
+    if masked:
+        allowed = rng.random((seq, seq)) < 0.6
+        allowed[seq // 2, :] = False  # no allowed key: 0
+        inputs["mask"] = allowed
+    source = EXAMPLES / "attention.zyn" if masked else ATTENTION_NO_MASK
+    out = zynml.compile(source, device="cuda:0")(**inputs)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, allowed), rtol=1e-2)
+
+
+def test_attention_wgmma_causal_persistent(rng, monkeypatch):
+    """Causal items differ in key tiles; with persistent blocks forced (the default
+    leaves causal items a block each) each block counts its items' ring steps."""
+    if importlib.util.find_spec("mlir") is not None:
+        from zynml.passes.gpu_strategies import attention_wgmma as strategy
+        monkeypatch.setattr(strategy, "params_for", lambda *shape: strategy.Params(
+            block_n=128, stages=3, overlap=False, persistent=True))
+    shape = (2, 70, 203, 64)  # 280 items of 1 or 2 key tiles
+    q, k, v = wgmma_inputs(rng, "float16", shape)
+    out = run_example("causal_attention.zyn", Q=q, K=k, V=v)["attn"]
+    assert_close(out, conftest.attention_reference(q, k, v, conftest.causal(203, 203)),
+                 rtol=1e-2)
+
 # ------------------------------------------------------------------ bf16: numpy
 # (ml_dtypes) and torch tensors in, through DLPack; matmuls that matmul_wgmma does not
 # take (sizes that do not tile, or sm_90) run on the SIMT `matmul` (f32 accumulation)
