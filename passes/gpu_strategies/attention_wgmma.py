@@ -113,7 +113,7 @@ class Params:
     stages: int = 2        # K / V tiles in flight
     warpgroups: int = 2    # each takes 64 query rows
     overlap: bool = True   # tile j's S with tile j - 1's P V (FlashAttention-3's order)
-    persistent: bool = True  # one block per multiprocessor loops over the row blocks
+    persistent: bool = True  # a block per multiprocessor loops over the work items
 
     @property
     def block_m(self) -> int:
@@ -362,9 +362,9 @@ class _Kernel:
         self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count
 
     def _key_tiles(self) -> ir.Value:
-        """The key tiles the block visits: all, or (causal) those up to its last row's
+        """The key tiles the item visits: all, or (causal) those up to its last row's
         last allowed key; the tiles above the diagonal are neither copied nor multiplied.
-        At least one: a block whose rows see no key (a negative offset) still takes tile
+        At least one: an item whose rows see no key (a negative offset) still takes tile
         0, whose scores the causal check then makes -inf (its rows store 0)."""
         block_n = self.p.block_n
         if not self.causal:
