@@ -22,7 +22,9 @@ device_setup() {
     ldconfig
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   fi
-  if ldconfig -p | grep -q libvulkan.so.1; then export ZYNML_TEST_VULKAN=1; fi
+  # not grep -q: it exits at the first match, ldconfig then dies of SIGPIPE, and
+  # pipefail makes the test false (the Vulkan tests went uncollected in sessions 7-8)
+  if ldconfig -p | grep -F libvulkan.so.1 >/dev/null; then export ZYNML_TEST_VULKAN=1; fi
 }
 
 case "${1:-}" in
