@@ -1270,24 +1270,34 @@ func.func @causal_attention_f32(%arg0: memref<1x2x70x16xf32>, %arg1: memref<1x2x
 
 // The same without a mask, head dim 64, on sm_90a: attention_wgmma. The host makes a TMA
 // descriptor of Q (boxes of 128 rows x 64), K and V (128 keys x 64), with the tensors'
-// leading unit dims; one kernel of two warpgroups and a copying warpgroup (384 threads)
-// per 128 query rows and head, 113 KB of dynamic shared memory (Q's tile, three K/V
-// slots, 1 KB to align them). The copying thread, after its warpgroup gives registers up
-// (setmaxnreg), loads Q once, then K and V tiles into the ring (full/empty mbarriers);
-// the warpgroups take the registers, wait on Q, then per tile compute S with 4 wgmma
-// k-steps from shared memory, mask keys past 20 (the last tile), the online softmax,
-// and O += P V with 8 wgmma k-steps taking P from registers (at head dim 64 one after
-// the other). On sm_80 the mma.sync kernel takes it.
+// leading unit dims; one kernel of two warpgroups and a copying warpgroup (384 threads),
+// a persistent grid (one block per work item of 128 query rows of a head, here 2, capped
+// at run time at one per multiprocessor; each block loops over its items from block_id
+// by grid_dim), 113 KB of dynamic shared memory (Q's tile, three K/V slots, 1 KB to
+// align them). The copying thread, after its warpgroup gives registers up (setmaxnreg),
+// loads each item's Q once the previous item's is released (the q_empty mbarrier), then
+// K and V tiles into the ring (full/empty mbarriers); the warpgroups take the registers,
+// wait on Q, then per tile compute S with 4 wgmma k-steps from shared memory, mask keys
+// past 20 (the last tile), the online softmax, and O += P V with 8 wgmma k-steps taking
+// P from registers (at head dim 64 one after the other), and release Q after the last S.
+// On sm_80 the mma.sync kernel takes it.
 // CHECK-LABEL: func.func @attention_f16_wgmma(
 // CHECK-SAME: [[Q:%[a-z0-9_]+]]: memref<1x2x20x64xf16>, [[K:%[a-z0-9_]+]]: memref<1x2x20x64xf16>, [[V:%[a-z0-9_]+]]: memref<1x2x20x64xf16>)
 // CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x64xf16>
 // CHECK-DAG: [[QMAP:%[0-9]+]] = nvgpu.tma.create.descriptor {{%[a-z0-9_]+}} box[%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<1x1x128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-DAG: [[QPTR:%[0-9]+]] = builtin.unrealized_conversion_cast [[QMAP]]
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[QPTR]] : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[QPTR]] : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.strategy = "attention_wgmma"}
 // CHECK: gpu.func @k0_attention_wgmma({{%[a-z0-9_]+}}: memref<1x2x20x64xf16>, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
+// CHECK: [[BLOCK:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK-NEXT: [[GRID:%[a-z0-9_]+]] = gpu.grid_dim x
 // CHECK: gpu.shuffle idx
 // CHECK: nvvm.setmaxregister decrease 40
+// CHECK: scf.for [[ITEM:%[a-z0-9_]+]] = %c0{{(_[0-9]+)?}} to {{%[0-9]+}} step
+// CHECK-NEXT: arith.muli [[ITEM]], [[GRID]] : index
+// CHECK-NEXT: arith.addi [[BLOCK]], {{%[0-9]+}} : index
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.mbarrier.arrive.expect_tx {{.*}}, %c16384
 // CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<1x1x128x64xf16, {{.*}}>, swizzle = swizzle_128b, {{.*}}> -> memref<1x1x128x64xf16, #gpu.address_space<workgroup>>
 // CHECK: scf.for
 // CHECK: nvgpu.mbarrier.try_wait.parity
@@ -1308,7 +1318,8 @@ func.func @causal_attention_f32(%arg0: memref<1x2x70x16xf32>, %arg1: memref<1x2x
 // CHECK: "wgmma.fence.sync.aligned;"
 // CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
-// CHECK: nvgpu.mbarrier.arrive
+// CHECK: nvgpu.mbarrier.arrive {{.*}}num_barriers = 3>
+// CHECK: nvgpu.mbarrier.arrive {{%[0-9]+}}[{{%[a-z0-9_]+}}] : <memorySpace = #gpu.address_space<workgroup>> ->
 // CHECK: vector.store {{.*}} : memref<1x2x20x64xf16>, vector<2xf16>
 // SM80-LABEL: func.func @attention_f16_wgmma(
 // SM80-NOT: nvgpu.tma
@@ -1401,7 +1412,7 @@ func.func @attention_f16_wgmma(%arg0: memref<1x2x20x64xf16>, %arg1: memref<1x2x2
 // CHECK-DAG: [[M8:%[0-9]+]] = builtin.unrealized_conversion_cast [[M]] : memref<20x20xi1> to memref<20x20xi8>
 // CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x64xf16>
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[M8]] : memref<20x20xi8>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[M8]] : memref<20x20xi8>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.strategy = "attention_wgmma"}
 // CHECK: gpu.func @k0_attention_wgmma({{%[a-z0-9_]+}}: memref<1x2x20x64xf16>, [[KM:%[a-z0-9_]+]]: memref<20x20xi8>, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: nvvm.setmaxregister increase 232
 // CHECK: scf.for {{.*}} -> (f32, f32, f32, f32, f32,
@@ -1502,30 +1513,37 @@ func.func @attention_f16_wgmma_masked(%arg0: memref<1x2x20x64xf16>, %arg1: memre
 // -----
 
 // Causal f16 attention (causal_offset = 0, 200 queries and keys, head dim 64) on sm_90a:
-// attention_wgmma with tile skipping. Row blocks are numbered heaviest first (linear
-// block id b: row block 1 - b / 2, head b % 2), and block x's key tiles end at
-// ceil(min(128x + 128, 200) / 128): one loop bound for the copying thread and the
-// warpgroups (every slot filled is consumed). A tile whose last key lies past the warp's
-// first row (or the last tile, past key 199) compares each key with min(row, 199).
+// attention_wgmma with tile skipping. Work items are numbered heaviest first (item b:
+// row block 1 - b / 2, head b % 2), a block each (not persistent: the GPU's block
+// scheduler balances their unequal work, so no run-time cap), and row block x's key
+// tiles end at ceil(min(128x + 128, 200) / 128): the same bound, computed per item, for
+// the copying thread and the warpgroups (every slot filled is consumed). A tile whose
+// last key lies past the warp's first row (or the last tile, past key 199) compares each
+// key with min(row, 199).
 // CHECK-LABEL: func.func @causal_attention_f16_wgmma(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c2, %c2{{(_[0-9]+)?}}, %c1) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c115712_i32 args({{%[a-z0-9_]+}} : memref<1x2x200x64xf16>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c4, %c1, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c115712_i32 args({{%[a-z0-9_]+}} : memref<1x2x200x64xf16>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
 // CHECK: gpu.func @k0_attention_wgmma(
-// CHECK: [[BX:%[a-z0-9_]+]] = gpu.block_id x
-// CHECK: [[BY:%[a-z0-9_]+]] = gpu.block_id y
-// CHECK: [[BY2:%[0-9]+]] = arith.muli [[BY]], %c2 : index
-// CHECK: [[LINEAR:%[0-9]+]] = arith.addi [[BX]], [[BY2]] : index
-// CHECK: [[HALF:%[0-9]+]] = arith.divui [[LINEAR]], %c2{{(_[0-9]+)?}} : index
-// CHECK: [[RB:%[0-9]+]] = arith.subi %c1, [[HALF]] : index
-// CHECK: [[ROW0:%[0-9]+]] = arith.muli [[RB]], %c128 : index
+// CHECK: [[BLOCK:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK-NEXT: [[GRID:%[a-z0-9_]+]] = gpu.grid_dim x
+// CHECK: nvvm.setmaxregister decrease 40
+// CHECK: scf.for [[LOCAL:%[a-z0-9_]+]] = {{.*}} -> (index) {
+// CHECK-NEXT: [[STRIDE:%[0-9]+]] = arith.muli [[LOCAL]], [[GRID]] : index
+// CHECK-NEXT: [[ITEM:%[0-9]+]] = arith.addi [[BLOCK]], [[STRIDE]] : index
+// CHECK: [[HALF:%[0-9]+]] = arith.divui [[ITEM]], %c2{{(_[0-9]+)?}} : index
+// CHECK-NEXT: [[RB:%[0-9]+]] = arith.subi %c1{{(_[0-9]+)?}}, [[HALF]] : index
+// CHECK: [[ROW0:%[0-9]+]] = arith.muli [[RB]], %c128{{(_[0-9]+)?}} : index
 // CHECK: [[PAST:%[0-9]+]] = arith.addi [[ROW0]], %c128{{(_[0-9]+)?}} : index
 // CHECK: [[END:%[0-9]+]] = arith.minsi [[PAST]], %c200 : index
-// CHECK: [[UP:%[0-9]+]] = arith.addi [[END]], %c127 : index
+// CHECK: [[UP:%[0-9]+]] = arith.addi [[END]], %c127{{(_[0-9]+)?}} : index
 // CHECK: [[TILES:%[0-9]+]] = arith.divui [[UP]], %c128{{(_[0-9]+)?}} : index
-// CHECK: nvvm.setmaxregister decrease 40
 // CHECK: scf.for {{%[a-z0-9_]+}} = {{%[a-z0-9_]+}} to [[TILES]] step
 // CHECK: nvgpu.tma.async.load
 // CHECK: nvvm.setmaxregister increase 232
-// CHECK: scf.for {{%[a-z0-9_]+}} = {{%[a-z0-9_]+}} to [[TILES]] step {{.*}} -> (f32, f32,
+// CHECK: scf.for {{.*}} -> (index) {
+// CHECK: [[END2:%[0-9]+]] = arith.minsi {{%[0-9]+}}, %c200 : index
+// CHECK: [[UP2:%[0-9]+]] = arith.addi [[END2]], %c127{{(_[0-9]+)?}} : index
+// CHECK: [[TILES2:%[0-9]+]] = arith.divui [[UP2]], %c128{{(_[0-9]+)?}} : index
+// CHECK: scf.for {{%[a-z0-9_]+}} = {{%[a-z0-9_]+}} to [[TILES2]] step {{.*}} -> (f32, f32,
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
 // CHECK: [[LAST:%[0-9]+]] = arith.cmpi eq, {{%[a-z0-9_]+}}, %c1{{(_[0-9]+)?}} : index
 // CHECK: [[DIAGONAL:%[0-9]+]] = arith.cmpi sgt,
