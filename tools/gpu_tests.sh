@@ -22,9 +22,14 @@ device_setup() {
     ldconfig
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   fi
-  # not grep -q: it exits at the first match, ldconfig then dies of SIGPIPE, and
-  # pipefail makes the test false (the Vulkan tests went uncollected in sessions 7-8)
-  if ldconfig -p | grep -F libvulkan.so.1 >/dev/null; then export ZYNML_TEST_VULKAN=1; fi
+  # not grep -q: it may exit before ldconfig is done writing, which then dies of SIGPIPE,
+  # and pipefail makes the test false
+  if ldconfig -p | grep -F libvulkan.so.1 >/dev/null; then
+    export ZYNML_TEST_VULKAN=1
+    echo "gpu_tests.sh: Vulkan loader found: IREE's Vulkan target is tested too"
+  else
+    echo "gpu_tests.sh: no Vulkan loader: IREE's Vulkan target is not tested"
+  fi
 }
 
 case "${1:-}" in
