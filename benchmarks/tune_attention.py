@@ -13,8 +13,8 @@ events), next to PyTorch's scaled_dot_product_attention, with its relative error
 that; the fastest comes first. Both halves need the same compiler source (the cache key
 has its hash). The winners belong in the strategy's defaults (`DEFAULT_PARAMS` or
 `CONFIGS`), with the figures in docs/performance.md. `--limit N` takes the first N sets
-of the grid (a quick check of both halves), `--case TEXT` the cases whose name holds
-TEXT.
+of the grid (a quick check of both halves), `--only TEXT` the cases whose name holds
+TEXT (as tune_matmul.py and gpu_vs_torch.py take it).
 
 A strategy is one entry of STRATEGIES: its module (with a frozen `Params` dataclass, and
 `params_for(d, e)` or `DEFAULT_PARAMS`, which this script replaces to build with a given
@@ -202,13 +202,13 @@ def main() -> int:
                         help="compile every case and parameter set into .tune/NAME and stop")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help="only the first N parameter sets of the grid")
-    parser.add_argument("--case", default="", metavar="TEXT",
+    parser.add_argument("--only", default="", metavar="TEXT",
                         help="only the cases whose name contains TEXT")
     args = parser.parse_args()
     if args.compile_only:
-        compile_all(args.strategy, args.limit, args.case)
+        compile_all(args.strategy, args.limit, args.only)
     else:
-        run(args.strategy, args.case)
+        run(args.strategy, args.only)
     return 0
 
 

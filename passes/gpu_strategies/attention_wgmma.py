@@ -149,8 +149,8 @@ DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
 # (1x16x4096) 128 keys, 3 stages, overlapped came first (0.244 ms, 562 TFLOP/s; with 2
 # stages the overlapped order starves: 0.357 ms); at head dim 64 (8x12x512) 128 keys,
 # 3 stages, one product after the other (0.044 ms; overlapped 0.047 ms). Persistent
-# blocks (tune_attention --case bert, 2026-11-22, GPU time): BERT 8x12x512 unmasked
-# 0.026 against 0.029 ms, masked 0.033 against 0.036 ms; 1x16x4096 d128 0.224 ms
+# blocks (tune_attention --only bert, 2026-11-22, GPU time): BERT 8x12x512 unmasked
+# 0.026 against 0.029 ms, masked 0.033 against 0.037 ms; 1x16x4096 d128 0.224 ms
 # (session 7, not persistent: 0.223).
 CONFIGS = ((64, Params(block_n=128, stages=3, overlap=False)), (128, DEFAULT_PARAMS))
 
