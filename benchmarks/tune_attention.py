@@ -1,4 +1,4 @@
-"""Time an attention strategy's parameters (passes/gpu_strategies/attention*.py).
+"""Time an attention strategy's parameters (zynml/backend/cuda/strategies/attention*.py).
 
     python benchmarks/tune_attention.py --strategy NAME --compile-only   # here (MLIR)
     python benchmarks/tune_attention.py --strategy NAME                  # on the GPU
@@ -63,7 +63,7 @@ class Strategy:
     # an all-true mask, and SDPA the same as attn_mask
     cases: dict[str, tuple[str, tuple, str]]
     fits: Optional[Callable] = None  # (module, params, Q shape) -> bool; None: all fit
-    module: str = ""         # passes/gpu_strategies/<module>.py; empty: the key
+    module: str = ""         # zynml/backend/cuda/strategies/<module>.py; empty: the key
     target: str = "sm_90a"   # the chip compiled for (a strategy for older chips says so)
 
 
@@ -104,7 +104,7 @@ STRATEGIES: dict[str, Strategy] = {
 
 def _strategy_module(name: str):
     return importlib.import_module(
-        f"zynml.passes.gpu_strategies.{STRATEGIES[name].module or name}")
+        f"zynml.backend.cuda.strategies.{STRATEGIES[name].module or name}")
 
 
 def _use(module, params) -> None:

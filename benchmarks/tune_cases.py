@@ -39,7 +39,7 @@ def grid(**values) -> tuple[dict, ...]:
 
 
 def strategy_module(name: str):
-    return importlib.import_module(f"zynml.passes.gpu_strategies.{name}")
+    return importlib.import_module(f"zynml.backend.cuda.strategies.{name}")
 
 
 def use_default_params(module, values: dict) -> None:

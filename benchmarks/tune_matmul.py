@@ -1,4 +1,4 @@
-"""Time matmul_wgmma's parameters (passes/gpu_strategies/matmul_wgmma.py) next to torch.
+"""Time matmul_wgmma's parameters (zynml/backend/cuda/strategies/matmul_wgmma.py) next to torch.
 
     python benchmarks/tune_matmul.py --compile-only   # here (MLIR): fills .tune/matmul_wgmma
     python benchmarks/tune_matmul.py                  # on the GPU (carry .tune)
@@ -58,7 +58,7 @@ def _folder(case: str, values: dict) -> str:
 def compile_all(limit: Optional[int], only: str) -> None:
     import ml_dtypes
     import zynml
-    from zynml.passes.gpu_strategies import matmul_wgmma as module
+    from zynml.backend.cuda.strategies import matmul_wgmma as module
     from zynml.runtime.cuda.artifact import launches
     TUNE.mkdir(parents=True, exist_ok=True)
     index = []

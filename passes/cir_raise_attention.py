@@ -38,8 +38,8 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith
 
-from .cir_ops import body_of, compute_ops, func_by_name, ops_in
-from .cir_terms import Terms, evaluate, float_const, shifted
+from ..lowering.cir_ops import body_of, compute_ops, func_by_name, ops_in
+from ..lowering.cir_terms import Terms, evaluate, float_const, shifted
 
 NAME = "cir-raise-attention"
 DESCRIPTION = "Replace compute bodies that are attention written out with cir.attention"

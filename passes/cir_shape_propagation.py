@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith
 
-from .cir_ops import (body_of, compute_ops, constant_int, entry_block, func_by_name,
+from ..lowering.cir_ops import (body_of, compute_ops, constant_int, entry_block, func_by_name,
                       i64_array, is_body_function, set_function_type,
                       top_level_funcs)
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .attention_lowering import lower_attention
-from .cir_ops import (body_of, compute_ops, func_by_name, int_attr, ops_in, string_attr,
+from ..lowering.attention_lowering import lower_attention
+from ..lowering.cir_ops import (body_of, compute_ops, func_by_name, int_attr, ops_in, string_attr,
                       top_level_funcs)
-from .nest_lowering import LoweringError, NestLowering
+from ..lowering.nest_lowering import LoweringError, NestLowering
 from .pipeline import fail
 
 NAME = "cir-to-linalg"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .cir_ops import (body_of, compute_ops, entry_block, func_by_name, i64_array,
+from ..lowering.cir_ops import (body_of, compute_ops, entry_block, func_by_name, i64_array,
                       is_body_function, ops_in, string_attr, top_level_funcs)
 from .pipeline import fail
 from ..dialects.cir import REDUCE_OPS

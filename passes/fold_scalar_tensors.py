@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .cir_ops import clone_op, defining_op, ops_in
+from ..lowering.cir_ops import clone_op, defining_op, ops_in
 
 NAME = "fold-scalar-tensors"
 DESCRIPTION = "Turn scalar islands between 0-d tensors into 0-d linalg.generics"

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 
-from .cir_ops import ops_in
-from .gpu_kernel_builder import index_const, kernel_type
-from .gpu_strategies import (TensorMap, attention, attention_simt_tiled,
+from ..lowering.cir_ops import ops_in
+from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
+from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, TensorMap, attention, attention_simt_tiled,
                               attention_tensor_core, attention_wgmma, available, choose,
                               get_strategy, matmul_wgmma, row_fused)
 from .pipeline import fail
@@ -40,9 +40,6 @@ NAME = "linalg-to-gpu-kernels"
 DESCRIPTION = "Outline each linalg.generic on memrefs into a gpu.func chosen by strategy"
 KERNEL_MODULE = "zynml_kernels"
 STRATEGY_ATTR = "zynml.strategy"
-# on a launch of a grid-stride kernel: the run time caps its grid's x at this many blocks
-# per multiprocessor (launch_plan.py records it)
-BLOCKS_PER_MULTIPROCESSOR_ATTR = "zynml.blocks_per_multiprocessor"
 
 
 @dataclass

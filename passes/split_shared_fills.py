@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .cir_ops import defining_op, ops_in
+from ..lowering.cir_ops import defining_op, ops_in
 
 NAME = "split-shared-fills"
 DESCRIPTION = "Give each linalg init that a fill shares with others a fill of its own"

@@ -35,7 +35,7 @@ def test_memory_mistakes_are_clear(call, message):
 
 
 def test_an_iree_gpu_that_is_not_here_is_a_clear_error():
-    from zynml.backend.iree_compile import BackendError
+    from zynml.errors import BackendError
     with pytest.raises(BackendError, match="cannot create an IREE device for driver 'vulkan'"):
         zynml.allocate((2,), device="vulkan:0")
 

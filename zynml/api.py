@@ -15,8 +15,8 @@ from typing import Any, Union
 import numpy as np
 
 from . import compiler
-from .backend.cache import ArtifactCache
-from .backend.targets import IREE_TARGETS, IreeTarget
+from .cache import ArtifactCache
+from .backend.iree.target import IREE_TARGETS, IreeTarget
 from .devices import DeviceError, Placement, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
@@ -377,7 +377,7 @@ def _compiler_fingerprint() -> str:
         import importlib.util
         from pathlib import Path
         package = Path(__file__).parent
-        roots = [package / d for d in ("frontend", "cirgen", "backend")]
+        roots = [package / d for d in ("frontend", "cirgen", "lowering", "backend")]
         for sub in ("zynml.passes", "zynml.dialects"):
             spec = importlib.util.find_spec(sub)
             if spec is not None and spec.submodule_search_locations:

@@ -17,9 +17,10 @@ from typing import Union
 
 from typing import TYPE_CHECKING
 
-from .backend.cache import ArtifactCache
-from .backend.iree_compile import BackendError, compile_to_vmfb
-from .backend.targets import IreeTarget, for_module
+from .cache import ArtifactCache
+from .backend.iree.compile import compile_to_vmfb
+from .errors import BackendError
+from .backend.iree.target import IreeTarget, for_module
 from .errors import SourceFile, SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["SourceLocation", "Diagnostic", "ZynMLError", "SourceFile"]
+__all__ = ["SourceLocation", "Diagnostic", "ZynMLError", "SourceFile", "BackendError"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,21 @@ class DiagnosticSink:
     def raise_if_any(self) -> None:
         if self.diagnostics:
             raise ZynMLError.from_diagnostics(self.diagnostics)
+
+
+class BackendError(ZynMLError):
+    """A failure below the ZynML source level (the IREE toolchain), so no source location.
+
+    Renders as `error: <message>` instead of ZynMLError's `<unknown>:0:0: error: ...`.
+    `stderr` keeps the tool's whole diagnostic output.
+    """
+
+    def __init__(self, message: str, stderr: str = ""):
+        self.stderr = stderr
+        super().__init__(message)
+
+    def render(self) -> str:
+        return "\n".join(
+            d.render() if d.loc is not None else f"{d.severity}: {d.message}"
+            for d in self.diagnostics
+        )

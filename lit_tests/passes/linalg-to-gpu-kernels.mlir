@@ -1,6 +1,6 @@
 // linalg-to-gpu-kernels outlines each linalg.generic of a bufferized module into a
 // gpu.func of `gpu.module @zynml_kernels`, built by the first strategy that matches
-// (passes/gpu_strategies/: row_reduce, then pointwise), and replaces the generic by the
+// (zynml/backend/cuda/strategies/: row_reduce, then pointwise), and replaces the generic by the
 // gpu.launch_func that runs it, tagged with zynml.strategy (see
 // passes/linalg_to_gpu_kernels.py). Strided memref.copy ops become copy kernels first.
 // The FORCE lines check strategy=pointwise; the last chunks are modules the pass rejects,

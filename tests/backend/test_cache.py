@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from zynml.backend import cache as cache_mod
-from zynml.backend.cache import ArtifactCache, atomic_write_bytes, default_cache_dir
+from zynml import cache as cache_mod
+from zynml.cache import ArtifactCache, atomic_write_bytes, default_cache_dir
 
 
 def files_in(root: Path) -> list[str]:
@@ -165,7 +165,7 @@ def test_unwritable_cache_folder_disables_caching_silently(tmp_path, caplog):
     blocker.write_bytes(b"")
     cache = ArtifactCache(blocker / "cache")    # cannot mkdir under a regular file
     key = cache.key("k")
-    with caplog.at_level(logging.DEBUG, logger="zynml.backend.cache"):
+    with caplog.at_level(logging.DEBUG, logger="zynml.cache"):
         cache.put(key, b"data")                 # no exception
     assert cache.get(key) is None
     assert any("not caching" in r.getMessage() for r in caplog.records)

@@ -333,7 +333,7 @@ def _ptxas_spills(ptx: str, suffix: str) -> int | None:
 @pytest.mark.parametrize("m,k,n,vector_reads", [(256, 64, 260, 4), (300, 200, 129, 2),
                                                 (129, 33, 130, 0)])
 def test_f32_matmul_structure(m, k, n, vector_reads):
-    from zynml.passes.gpu_strategies import matmul
+    from zynml.backend.cuda.strategies import matmul
     p = matmul.DEFAULT_PARAMS
     artifact = compiled_source(EXAMPLES / "matmul.zyn", A=(m, k), B=(k, n))
     [launch] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_matmul")]
@@ -350,7 +350,7 @@ def test_f32_matmul_structure(m, k, n, vector_reads):
 def test_conv2d_implicit_gemm_structure():
     """The conv2d benchmark's shape (M = 64 output channels): choose_params's tile, two
     stages, 16-byte shared reads, no spills."""
-    from zynml.passes.gpu_strategies import implicit_gemm
+    from zynml.backend.cuda.strategies import implicit_gemm
     prog = zynml.compile(EXAMPLES / "conv2d.zyn", device="cuda", require_device=False)
     artifact = prog.artifact(input=f32(2, 64, 16, 16), kernel=f32(64, 64, 3, 3),
                              bias=f32(64), in_h=16, in_w=16, out_h=16, out_w=16)
@@ -409,7 +409,7 @@ def test_matmul_wgmma_tile_order_covers_every_tile_once():
     """The persistent schedule (block b takes tiles b, b + grid, ...; grouped raster
     order) visits each tile of C exactly once, for a last group with fewer tile rows
     too: the tile origins it computes, evaluated for every block and step."""
-    from zynml.passes.gpu_strategies.matmul_wgmma import Params, tile_origins
+    from zynml.backend.cuda.strategies.matmul_wgmma import Params, tile_origins
     for tiles_m, tiles_n, p, sms in [(32, 16, Params(), 132), (3, 4, Params(group_m=2), 132),
                                      (5, 7, Params(group_m=8), 4), (9, 2, Params(group_m=4), 132),
                                      (4, 4, Params(persistent=False), 132)]:
@@ -479,7 +479,7 @@ def test_f16_attention_takes_the_tensor_cores(shape, e):
     rows and head, S = Q K^T and P V on mma.sync m16n8k16 (f32 accumulators), K and V
     tiles by cp.async, their fragments by ldmatrix (transposed for V), row maxima and
     sums across each quad by shuffles."""
-    from zynml.passes.gpu_strategies.attention_tensor_core import params_for
+    from zynml.backend.cuda.strategies.attention_tensor_core import params_for
     e = e or shape[3]
     params = params_for(shape[3], e)
     artifact = attention_artifact(shape, np.float16, target="sm_90", e=e)
@@ -527,7 +527,7 @@ def test_f32_attention_takes_the_simt_tiles(shape, e, dtype, tmp_path):
     register-tiled SIMT products (4 values per shared read, fma.rn.f32: no TF32, no
     tensor cores), K and V tiles by cp.async where f32 rows are 16-byte aligned, row
     maxima across the row's lanes by shuffles, exp2; ptxas keeps it all in registers."""
-    from zynml.passes.gpu_strategies.attention_simt_tiled import params_for
+    from zynml.backend.cuda.strategies.attention_simt_tiled import params_for
     if dtype == "bfloat16":
         dtype = pytest.importorskip("ml_dtypes").bfloat16
     e = e or shape[3]
@@ -556,7 +556,7 @@ def test_f32_attention_takes_the_simt_tiles(shape, e, dtype, tmp_path):
 def test_attention_simt_tiled_declines_causal_groups():
     """A group carrying a `causal` field (not yet built) stays with another kernel."""
     from types import SimpleNamespace
-    from zynml.passes.gpu_strategies import attention_simt_tiled
+    from zynml.backend.cuda.strategies import attention_simt_tiled
     assert not attention_simt_tiled.matches(SimpleNamespace(causal=True))
     assert not attention_simt_tiled.matches(SimpleNamespace(causal=False))
 
@@ -626,7 +626,7 @@ def test_unmasked_attention_on_sm90a_takes_wgmma_with_tma(shape, dtype):
     (P from registers, V transposed) with wgmma, and a copying warpgroup gives its
     registers to them (setmaxnreg)."""
     import ml_dtypes
-    from zynml.passes.gpu_strategies.attention_wgmma import params_for
+    from zynml.backend.cuda.strategies.attention_wgmma import params_for
     dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     element = "bf16" if dtype.itemsize == 2 and dtype != np.float16 else "f16"
     prog = zynml.compile(EXAMPLES.parent / "attention_no_mask.zyn", device="cuda",
@@ -681,7 +681,7 @@ def test_masked_attention_on_sm90a_takes_wgmma(shape, dtype, tmp_path):
     and 8 keys. Other rows are read from global memory: 2-byte loads where their length
     is even, byte loads where odd. No spills."""
     import ml_dtypes
-    from zynml.passes.gpu_strategies.attention_wgmma import params_for
+    from zynml.backend.cuda.strategies.attention_wgmma import params_for
     dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     element = "f16" if dtype == np.float16 else "bf16"
     d, keys = shape[3], shape[2]
@@ -743,11 +743,11 @@ def test_small_matmul_is_pointwise():
 
 # Convolutions (conv2d.zyn: stride 1, padding 1; conv2d_stride2_pad0.zyn) run as an
 # implicit GEMM: C[oc, (b, oh, ow)] over k = (ic, kh, kw), the gathers staged in shared
-# memory (passes/gpu_strategies/implicit_gemm.py).
+# memory (zynml/backend/cuda/strategies/implicit_gemm.py).
 @pytest.mark.parametrize("source,image,out_hw", [("conv2d", (20, 17), (20, 17)),
                                                  ("conv2d_stride2_pad0", (20, 17), (9, 8))])
 def test_convolutions_take_implicit_gemm(source, image, out_hw):
-    from zynml.passes.gpu_strategies import implicit_gemm
+    from zynml.backend.cuda.strategies import implicit_gemm
     (h, w), (oh, ow) = image, out_hw
     prog = zynml.compile(EXAMPLES / f"{source}.zyn", device="cuda", require_device=False)
     artifact = prog.artifact(input=f32(2, 3, h, w), kernel=f32(16, 3, 3, 3), bias=f32(16),
@@ -921,7 +921,7 @@ def test_grid_stride_elementwise_gets_a_grid_per_multiprocessor(monkeypatch, pro
     chunks with the grid's size read at run time (%nctaid), and its launch step asks the
     run time to cap the grid at that many blocks per multiprocessor. (Shapes of their
     own: the artifact cache's key does not include the strategies' Params.)"""
-    from zynml.passes.gpu_strategies import pointwise
+    from zynml.backend.cuda.strategies import pointwise
     monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(
         vectors=2, vector_block=512, blocks_per_multiprocessor=4))
     path = EXAMPLES / "gelu.zyn" if program == "gelu" else PROGRAMS / "bias_gelu.zyn"

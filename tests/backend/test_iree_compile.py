@@ -8,10 +8,11 @@ import mlir.ir  # noqa: F401  (the point: the backend must work beside the mlir 
 import numpy as np
 import pytest
 
-from zynml.backend import iree_compile as ic
-from zynml.backend.cache import ArtifactCache
-from zynml.backend.iree_compile import BackendError, compile_to_vmfb, emit_vmfb_file
-from zynml.backend.targets import CPU, IREE_TARGETS, IreeTarget, get_target
+from zynml.backend.iree import compile as ic
+from zynml.cache import ArtifactCache
+from zynml.backend.iree.compile import compile_to_vmfb, emit_vmfb_file
+from zynml.errors import BackendError
+from zynml.backend.iree.target import CPU, IREE_TARGETS, IreeTarget, get_target
 from zynml.errors import ZynMLError
 from zynml.runtime import IreeModule
 

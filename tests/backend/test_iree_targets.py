@@ -7,7 +7,7 @@ import pytest
 
 import zynml
 from zynml import compiler
-from zynml.backend.targets import IREE_TARGETS
+from zynml.backend.iree.target import IREE_TARGETS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "programs" / "examples"
 ROOT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

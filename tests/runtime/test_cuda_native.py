@@ -153,7 +153,7 @@ def test_matmul_strategy_from_unaligned_torch_views(rng):
 ])
 def test_matmul_strategy_other_params(rng, monkeypatch, params, m, k, n):
     if importlib.util.find_spec("mlir") is not None:
-        from zynml.passes.gpu_strategies import matmul as strategy
+        from zynml.backend.cuda.strategies import matmul as strategy
         monkeypatch.setattr(strategy, "DEFAULT_PARAMS", strategy.Params(**params))
     a, b = f32(rng, m, k), f32(rng, k, n)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
@@ -199,7 +199,7 @@ def test_matmul_wgmma_other_params(rng, monkeypatch, params, m, k, n):
     """One block per tile (not persistent: the same kernel, its loop runs once). Each
     case has a shape of its own (the artifact cache key ignores Params)."""
     if importlib.util.find_spec("mlir") is not None:
-        from zynml.passes.gpu_strategies import matmul_wgmma as strategy
+        from zynml.backend.cuda.strategies import matmul_wgmma as strategy
         monkeypatch.setattr(strategy, "CONFIGS", (strategy.Params(**params),))
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
@@ -288,7 +288,7 @@ def test_batched_matmul_strategy(rng):
     assert_close(out, np.einsum("bik,bkj->bij", a.astype(np.float64), b.astype(np.float64)))
 
 
-# Convolutions as an implicit GEMM (passes/gpu_strategies/implicit_gemm.py) at odd sizes:
+# Convolutions as an implicit GEMM (zynml/backend/cuda/strategies/implicit_gemm.py) at odd sizes:
 # partial tiles of C in both directions, one to 130 output channels, 1x1 / 3x3 / 5x5
 # kernels, strides 1 and 2, padding 0 and 1, every tile configuration; the smallest one
 # and the one with a single output channel (a matrix-vector product) stay with others.
@@ -352,7 +352,7 @@ def test_conv2d_implicit_gemm_other_params(rng, monkeypatch, params, batch, in_c
                                            size, k, stride, padding):
     """implicit_gemm with one Params set (CONFIGS patched), sizes of each case's own."""
     if importlib.util.find_spec("mlir") is not None:
-        from zynml.passes.gpu_strategies import implicit_gemm as strategy
+        from zynml.backend.cuda.strategies import implicit_gemm as strategy
         monkeypatch.setattr(strategy, "CONFIGS", (strategy.Params(**params),))
     out_size = (size + 2 * padding - k) // stride + 1
     x, kernel, bias = (f32(rng, batch, in_ch, size, size), f32(rng, out_ch, in_ch, k, k),
@@ -405,7 +405,7 @@ def test_layer_norm_rows(rng):
 
 
 # ------------------------------------------------------------------ rows in registers
-# row_fused keeps a row in its threads' registers (passes/gpu_strategies/row_registers.py):
+# row_fused keeps a row in its threads' registers (zynml/backend/cuda/strategies/row_registers.py):
 # each input row read once, the softmax's exp values never stored. Rows of 1 and 7 stay
 # pointwise; 2048 takes 16-byte loads; 4099 a column at a time, the last chunk guarded.
 
@@ -506,7 +506,7 @@ def gelu_ref(v):
     return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
 
 
-# pointwise's vector path (passes/gpu_strategies/pointwise.py): chunks of 4 f32, 16 bytes
+# pointwise's vector path (zynml/backend/cuda/strategies/pointwise.py): chunks of 4 f32, 16 bytes
 # a load and a store; 1, 3 and 4097 take the scalar kernels; 4 * 8191 and 4 * 1000003
 # (a prime count of chunks) leave the last block's last chunks out of range.
 @pytest.mark.parametrize("n", [1, 3, 4, 4097, 4100, 4 * 8191, 1 << 20, (1 << 20) + 4,
@@ -533,7 +533,7 @@ def use_pointwise(monkeypatch, **params):
     strategies' Params, and the GPU machine, without MLIR, runs what the compile half
     put in the cache under those sizes.)"""
     try:
-        from zynml.passes.gpu_strategies import pointwise
+        from zynml.backend.cuda.strategies import pointwise
     except ImportError:  # no MLIR: the run half
         return
     monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(**params))
@@ -709,7 +709,7 @@ def test_memory_pool_on_vulkan():
 
 # Attention raised to cir.attention (passes/cir_raise_attention.py) runs as one
 # flash-attention kernel; f32 on the register-tiled SIMT kernel
-# (passes/gpu_strategies/attention_simt_tiled.py): partial key tiles (keys past the end
+# (zynml/backend/cuda/strategies/attention_simt_tiled.py): partial key tiles (keys past the end
 # -inf, V's rows zeros), rows past the last block, fully masked rows (0), head dims that
 # are no multiple of 4 (scalar copies, zero-padded columns), cp.async copies otherwise,
 # one key tile or several, O's columns in one chunk per lane or two (head dim 128).
@@ -738,7 +738,7 @@ def test_attention_simt_tiled_other_params(rng, monkeypatch, params, shape, e):
     cache key ignores Params: each case has a shape of its own, so compile-only runs and
     GPU runs pair the same artifact."""
     if importlib.util.find_spec("mlir") is not None:
-        from zynml.passes.gpu_strategies import attention_simt_tiled as strategy
+        from zynml.backend.cuda.strategies import attention_simt_tiled as strategy
         monkeypatch.setattr(strategy, "CONFIGS", ((128, strategy.Params(**params)),))
     q, k = f32(rng, *shape), f32(rng, *shape)
     v = f32(rng, *shape[:-1], e or shape[-1])
@@ -788,7 +788,7 @@ def test_attention_flash_kernel_f16(rng):
 
 
 # f16 attention with head dims that are multiples of 16 up to 128 runs on tensor cores
-# (passes/gpu_strategies/attention_tensor_core.py): one key, partial query and key tiles
+# (zynml/backend/cuda/strategies/attention_tensor_core.py): one key, partial query and key tiles
 # (rows past the end unwritten, keys past the end -inf), several key tiles through the
 # cp.async pipeline, fully masked rows (0), the mask read in 2-byte pairs (even key counts)
 # or bytes (odd).
@@ -815,7 +815,7 @@ def test_attention_tensor_cores_f16_other_params(rng, monkeypatch, params):
     its own, so compile-only runs and GPU runs pair the same artifact (the GPU machine
     has no MLIR: it only reads the cache)."""
     if importlib.util.find_spec("mlir") is not None:
-        from zynml.passes.gpu_strategies import attention_tensor_core as strategy
+        from zynml.backend.cuda.strategies import attention_tensor_core as strategy
         monkeypatch.setattr(strategy, "CONFIGS", ((128, strategy.Params(**params)),))
     shape = (1, 3, 45 + params["m_tiles"], 96)
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
@@ -886,7 +886,7 @@ def test_flash_attention_tensor_cores_f16(rng, shape, target):
 
 
 # Unmasked f16 / bf16 attention with head dims 64 or 128 runs on Hopper's wgmma with TMA
-# copies (passes/gpu_strategies/attention_wgmma.py): one key and one row, partial query
+# copies (zynml/backend/cuda/strategies/attention_wgmma.py): one key and one row, partial query
 # tiles (rows past the end unwritten), partial key tiles (keys past the end -inf, TMA
 # zero-fills them), several key tiles through the ring of stages, several heads.
 ATTENTION_NO_MASK = EXAMPLES.parent / "attention_no_mask.zyn"
@@ -907,7 +907,7 @@ def test_attention_wgmma_other_params(rng, monkeypatch, params):
     overlaps S of tile j with P V of tile j - 1, in 3), and overlapped 64-key tiles. Each
     case has a shape of its own (the artifact cache key ignores Params)."""
     if importlib.util.find_spec("mlir") is not None:
-        from zynml.passes.gpu_strategies import attention_wgmma as strategy
+        from zynml.backend.cuda.strategies import attention_wgmma as strategy
         monkeypatch.setattr(strategy, "params_for", lambda *shape: strategy.Params(**params))
     shape = (1, 2, 200 + len(params), 128)
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
@@ -1020,7 +1020,7 @@ def test_attention_wgmma_causal_persistent(rng, monkeypatch):
     """Causal items differ in key tiles; with persistent blocks forced (the default
     leaves causal items a block each) each block counts its items' ring steps."""
     if importlib.util.find_spec("mlir") is not None:
-        from zynml.passes.gpu_strategies import attention_wgmma as strategy
+        from zynml.backend.cuda.strategies import attention_wgmma as strategy
         monkeypatch.setattr(strategy, "params_for", lambda *shape: strategy.Params(
             block_n=128, stages=3, overlap=False, persistent=True))
     shape = (2, 70, 203, 64)  # 280 items of 1 or 2 key tiles

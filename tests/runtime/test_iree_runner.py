@@ -9,9 +9,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from zynml.backend.cache import ArtifactCache
-from zynml.backend.iree_compile import BackendError, compile_to_vmfb
-from zynml.backend.targets import CPU
+from zynml.cache import ArtifactCache
+from zynml.backend.iree.compile import compile_to_vmfb
+from zynml.errors import BackendError
+from zynml.backend.iree.target import CPU
 from zynml.runtime import IreeModule, runtime_config
 
 MODULE = """

@@ -22,8 +22,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from ..backend.cache import atomic_write_bytes
-from ..backend.targets import IREE_TARGETS
+from ..cache import atomic_write_bytes
+from ..backend.iree.target import IREE_TARGETS
 from ..errors import ZynMLError
 from .common import internal_error
 

@@ -31,7 +31,7 @@ from mlir import ir
 
 from .. import compiler
 from ..dialects import new_context
-from ..backend.cache import atomic_write_bytes
+from ..cache import atomic_write_bytes
 from .common import DEBUG_ENV, internal_error
 from ..errors import SourceFile, ZynMLError
 from ..frontend.parser import parse

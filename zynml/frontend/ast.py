@@ -346,3 +346,21 @@ def same_extent(a: Expr, b: Expr) -> bool:
     if isinstance(a, Binary):
         return a.op == b.op and same_extent(a.left, b.left) and same_extent(a.right, b.right)
     return False
+
+
+def leftmost(node: Node) -> Node:
+    """The node where an expression's text starts (`x` of `x[i]`, `a` of `a + b`): errors
+    about a whole expression point there."""
+    while True:
+        if isinstance(node, Index):
+            node = node.base
+        elif isinstance(node, Attribute):
+            node = node.base
+        elif isinstance(node, Binary):
+            node = node.left
+        elif isinstance(node, Call) and isinstance(node.func, (Name, Attribute)):
+            node = node.func
+        elif isinstance(node, Pipe):
+            node = node.value
+        else:
+            return node

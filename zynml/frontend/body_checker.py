@@ -32,25 +32,7 @@ KNOWN_ANNOTATIONS = {"workgroup", "shared", "broadcast", "tile", "device", "asyn
 
 
 def _err(message: str, node: ast.Node, notes=None) -> ZynMLError:
-    return ZynMLError(message, leftmost(node).loc, notes=notes)
-
-
-def leftmost(node: ast.Node) -> ast.Node:
-    """The node where an expression's text starts (`x` of `x[i]`, `a` of `a + b`): errors
-    about a whole expression point there."""
-    while True:
-        if isinstance(node, ast.Index):
-            node = node.base
-        elif isinstance(node, ast.Attribute):
-            node = node.base
-        elif isinstance(node, ast.Binary):
-            node = node.left
-        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-            node = node.func
-        elif isinstance(node, ast.Pipe):
-            node = node.value
-        else:
-            return node
+    return ZynMLError(message, ast.leftmost(node).loc, notes=notes)
 
 
 class BodyChecker:

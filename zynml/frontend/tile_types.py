@@ -18,8 +18,7 @@ def tile_error(message: str, node: ast.Node) -> ZynMLError:
 
 
 def leftmost_loc(node: ast.Node):
-    from .body_checker import leftmost
-    return leftmost(node).loc
+    return ast.leftmost(node).loc
 
 
 # ---------------------------------------------------------------------------- shapes

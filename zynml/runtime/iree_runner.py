@@ -37,7 +37,7 @@ import numpy as np
 import iree.runtime as ireert
 from iree.runtime.dtypes import map_dtype_to_hal_element_type
 
-from ..backend.iree_compile import BackendError
+from ..errors import BackendError
 
 __all__ = ["DEFAULT_DRIVER", "runtime_config", "IreeModule", "IreeFunction"]
 

@@ -2,7 +2,7 @@
 
     kernel_pipeline   a fill per accumulator, generalize, fuse elementwise producers,
                       bufferize, outline one gpu.func per linalg.generic by strategy
-                      (passes/gpu_strategies/)
+                      (zynml/backend/cuda/strategies/)
     nvvm_pipeline     inside gpu.module: scf -> cf, gpu -> nvvm (math through libdevice)
     binary            nvvm-attach-target + gpu-module-to-binary{format=isa}: PTX text
 

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 from mlir import ir
 
-from ...passes.cir_ops import defining_op
-from ...passes.linalg_to_gpu_kernels import BLOCKS_PER_MULTIPROCESSOR_ATTR
+from ...lowering.cir_ops import defining_op
+from .strategies import BLOCKS_PER_MULTIPROCESSOR_ATTR
 
 PLAN_VERSION = 1
 

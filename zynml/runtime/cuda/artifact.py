@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...backend.cache import atomic_write_bytes
+from ...cache import atomic_write_bytes
 
 __all__ = ["CudaArtifact", "ArtifactError", "FORMAT", "VERSION"]
 

@@ -13,7 +13,6 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .tensor_maps import TensorMaps
 
 __all__ = ["CudaError", "Device", "BufferBin", "get_device", "device_count",
            "driver_available", "KernelModule"]
@@ -170,7 +169,6 @@ class Device:
         # the legacy default stream is the null handle for libcuda
         self._hot = _hot_calls() if int(self.stream) == 0 else None
         self._bins: dict[int, BufferBin] = {}  # by size in bytes
-        self.tensor_maps = TensorMaps(self)  # TMA descriptors kernels read
 
     def _read_info(self) -> DeviceInfo:
         driver = _driver()

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .device_array import DeviceArray, _numpy_dtype
+from . import tensor_maps
 from .driver import Device, ctype_of
 
 __all__ = ["PlanExecutor", "View"]
@@ -122,7 +123,7 @@ class PlanExecutor:
         self._params: dict[int, _Params] = {}
         self._functions: dict[str, Any] = {}
         self._shared_limit: dict[str, int] = {}  # kernel -> dynamic shared bytes opted into
-        self.tensor_maps = device.tensor_maps
+        self.tensor_maps = tensor_maps.for_device(device)
         # Tests set ZYNML_CUDA_POISON=1: every allocation starts as 0xFF bytes (NaN, -1),
         # so an element no kernel wrote cannot pass for a result.
         self.poison = os.environ.get("ZYNML_CUDA_POISON") == "1"

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import weakref
 from typing import Sequence
 
-__all__ = ["TensorMaps", "encode"]
+from .driver import CudaError, Device, _driver, check
+
+__all__ = ["TensorMaps", "encode", "for_device"]
 
 DESCRIPTOR_BYTES = 128
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
@@ -54,11 +57,21 @@ class TensorMaps:
             self.device.free(ptr)
 
 
+_BY_DEVICE: "weakref.WeakKeyDictionary[Device, TensorMaps]" = weakref.WeakKeyDictionary()
+
+
+def for_device(device: Device) -> TensorMaps:
+    """The descriptors kept for `device` (one TensorMaps per device, made on first use)."""
+    maps = _BY_DEVICE.get(device)
+    if maps is None:
+        maps = _BY_DEVICE[device] = TensorMaps(device)
+    return maps
+
+
 def encode(dtype: str, address: int, sizes: Sequence[int], strides: Sequence[int],
            box: Sequence[int], swizzle: int) -> bytes:
     """cuTensorMapEncodeTiled's 128 bytes. CUDA lists dimensions innermost first and
     strides in bytes without the innermost one, which must be 1 element."""
-    from .driver import CudaError, _driver, check
     if dtype not in _ITEMSIZE:
         raise CudaError(f"no TMA descriptor for {dtype} tensors")
     if strides[-1] != 1:

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from ..errors import ZynMLError
-from .cache import ArtifactCache, atomic_write_bytes
-from .targets import IreeTarget
+from ...errors import BackendError, ZynMLError
+from ...cache import ArtifactCache, atomic_write_bytes
+from .target import IreeTarget
 
 __all__ = [
     "IREE_COMPILE_ENV",
@@ -39,24 +39,6 @@ IREE_COMPILE_ENV = "ZYNML_IREE_COMPILE"
 
 _OUTPUT_FLAGS = ("--output-format=vm-bytecode",)
 _MESSAGE_HEAD_LINES = 20  # iree-compile's first lines hold the error; later ones dump IR
-
-
-class BackendError(ZynMLError):
-    """A failure below the ZynML source level (the IREE toolchain), so no source location.
-
-    Renders as `error: <message>` instead of ZynMLError's `<unknown>:0:0: error: ...`.
-    `stderr` keeps the tool's whole diagnostic output.
-    """
-
-    def __init__(self, message: str, stderr: str = ""):
-        self.stderr = stderr
-        super().__init__(message)
-
-    def render(self) -> str:
-        return "\n".join(
-            d.render() if d.loc is not None else f"{d.severity}: {d.message}"
-            for d in self.diagnostics
-        )
 
 
 def _packaged_binary() -> Path | None:

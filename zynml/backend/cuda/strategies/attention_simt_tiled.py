@@ -43,8 +43,8 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
-from ..attention_lowering import float_constant, widened
-from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
+from ....lowering.attention_lowering import float_constant, widened
+from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
 from .attention import (Group, attention_groups, kernel_values, operand_shape, row_major,
                         scale_in_kernel, sizes)

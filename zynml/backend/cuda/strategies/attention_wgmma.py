@@ -86,8 +86,8 @@ from mlir import ir
 from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
-from ..attention_lowering import float_constant
-from ..gpu_kernel_builder import delinearize, index_const, kernel_type, new_kernel
+from ....lowering.attention_lowering import float_constant
+from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
 from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,

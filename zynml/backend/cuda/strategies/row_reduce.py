@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from ..cir_ops import clone_op, defining_op
-from ..gpu_kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
+from ....lowering.cir_ops import clone_op, defining_op
+from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_dims, new_kernel)
 from . import Launch

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
-from ..gpu_kernel_builder import (KernelScope, KernelSignature, generic_operands,
+from .kernel_builder import (KernelScope, KernelSignature, generic_operands,
                                   index_const, indexing_maps, loop_ranges, new_kernel)
 from . import Launch
 from .matmul import _body_is_multiply_add, _delinearize_batch, _roles

@@ -35,10 +35,10 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 from mlir.dialects import math as mmath
 
-from ..attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, float_constant, \
+from ....lowering.attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, float_constant, \
     widened
-from ..cir_ops import clone_op, defining_op
-from ..gpu_kernel_builder import delinearize, generic_operands, index_const, kernel_type, \
+from ....lowering.cir_ops import clone_op, defining_op
+from .kernel_builder import delinearize, generic_operands, index_const, kernel_type, \
     new_kernel
 from . import Launch
 

@@ -23,6 +23,11 @@ __all__ = ["Launch", "STRATEGIES", "TensorMap", "available", "choose", "get_stra
 STRATEGIES = ("matmul_wgmma", "matmul_tensor_core", "matmul", "implicit_gemm", "row_reduce", "pointwise")
 
 
+# on a launch of a grid-stride kernel: the run time caps its grid's x at this many blocks
+# per multiprocessor (Launch.blocks_per_multiprocessor; launch_plan.py records it)
+BLOCKS_PER_MULTIPROCESSOR_ATTR = "zynml.blocks_per_multiprocessor"
+
+
 @dataclass(frozen=True)
 class TensorMap:
     """A kernel argument the host makes: the TMA descriptor of `source` (an outer memref)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
-from ..cir_ops import defining_op
-from ..gpu_kernel_builder import (REDUCTION, KernelSignature, generic_operands,
+from ....lowering.cir_ops import defining_op
+from .kernel_builder import (REDUCTION, KernelSignature, generic_operands,
                                   indexing_maps, iterator_kinds, loop_ranges)
 from .row_reduce import WARP
 

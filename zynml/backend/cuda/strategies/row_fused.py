@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, scf
 
-from ..cir_ops import defining_op
-from ..gpu_kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
+from ....lowering.cir_ops import defining_op
+from .kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
                                   delinearize, follows, generic_operands, index_const,
                                   indexing_maps, iterator_kinds, loop_ranges, new_kernel)
 from . import Launch

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, vector
 
-from ..gpu_kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
+from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_ranges, new_kernel)
 from . import Launch

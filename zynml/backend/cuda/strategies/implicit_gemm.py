@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu
 
-from ..body_slices import RUNNING, backward_slice, body_dims
-from ..cir_ops import defining_op
-from ..gpu_kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
+from .body_slices import RUNNING, backward_slice, body_dims
+from ....lowering.cir_ops import defining_op
+from .kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_ranges, new_kernel)
 from . import Launch, matmul

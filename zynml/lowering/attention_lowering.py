@@ -13,7 +13,7 @@ sums nothing: 0, as the spec's loops give. Each generic carries
 this"; the three that apply a causal condition also carry `zynml.causal_offset = c`
 (i64), so a backend taking the run as one kernel need not read their bodies. IREE and
 the CPU run the generics; the CUDA backend finds the run of them
-(passes/gpu_strategies/attention.py) and launches one flash-attention kernel, so S, M
+(zynml/backend/cuda/strategies/attention.py) and launches one flash-attention kernel, so S, M
 and L never reach memory there.
 """
 from __future__ import annotations

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, scf, vector
 
-from ..gpu_kernel_builder import (KernelScope, KernelSignature, apply_map, delinearize,
+from .kernel_builder import (KernelScope, KernelSignature, apply_map, delinearize,
                                   generic_operands, index_const, indexing_maps, loop_dims,
                                   new_kernel)
 from . import Launch

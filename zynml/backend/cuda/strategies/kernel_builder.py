@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith, gpu, memref
 
-from .cir_ops import clone_op, defining_op
+from ....lowering.cir_ops import clone_op, defining_op
 
 PARALLEL, REDUCTION = "parallel", "reduction"
 

@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 
-from ..cir_ops import defining_op
-from ..gpu_kernel_builder import (KernelScope, KernelSignature, follows, generic_operands,
+from ....lowering.cir_ops import defining_op
+from .kernel_builder import (KernelScope, KernelSignature, follows, generic_operands,
                                   index_const, loop_ranges, new_kernel)
 from . import Launch, TensorMap
 from . import hopper

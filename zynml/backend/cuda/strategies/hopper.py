@@ -19,7 +19,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, scf
 
-from ..gpu_kernel_builder import index_const
+from .kernel_builder import index_const
 
 WARP = 32
 WARPGROUP = 128

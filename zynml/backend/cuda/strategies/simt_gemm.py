@@ -25,7 +25,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
-from ..gpu_kernel_builder import delinearize, index_const
+from .kernel_builder import delinearize, index_const
 
 WARP = 32
 A_PAD = 4  # floats after each k row of the A stage (a 16-byte multiple keeps v4 reads)

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from mlir import ir
 
-from .gpu_kernel_builder import generic_operands, indexing_maps
+from .kernel_builder import generic_operands, indexing_maps
 
 __all__ = ["RUNNING", "backward_slice", "body_dims"]
 

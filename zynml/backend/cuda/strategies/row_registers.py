@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from mlir import ir
 from mlir.dialects import arith, memref, scf, ub, vector
 
-from ..gpu_kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
+from .kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
                                   generic_operands, index_const, indexing_maps,
                                   iterator_kinds, kernel_type, loop_ranges)
 from . import row_reduce
