@@ -1,7 +1,7 @@
 """ZynML's Python-registered MLIR passes (installed as `zynml.passes`).
 
 One pass per file. Each module defines `NAME` (its command-line flag, also its lit test's
-file name), `DESCRIPTION` (one line), `Options` (a dataclass; fields are the pass options,
+file name), `Options` (a dataclass; fields are the pass options,
 written `name{field-name=value}` in a pipeline) and `run(module_op, options)`.
 Modules load lazily: the table below is the registry.
 """

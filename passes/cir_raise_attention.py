@@ -42,7 +42,6 @@ from ..lowering.cir_ops import body_of, compute_ops, func_by_name, ops_in
 from ..lowering.cir_terms import Terms, evaluate, float_const, shifted
 
 NAME = "cir-raise-attention"
-DESCRIPTION = "Replace compute bodies that are attention written out with cir.attention"
 
 
 @dataclass

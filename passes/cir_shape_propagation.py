@@ -27,7 +27,6 @@ from ..lowering.cir_ops import (body_of, compute_ops, constant_int, entry_block,
                       top_level_funcs)
 
 NAME = "cir-shape-propagation"
-DESCRIPTION = "Make compute results and body functions static from input shapes"
 
 
 @dataclass

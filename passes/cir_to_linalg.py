@@ -34,7 +34,6 @@ from .pipeline import fail
 NAME = "cir-to-linalg"
 # Module attribute listing notes for the user (`FILE:LINE:COL: note: ...`).
 NOTES_ATTR = "zynml.notes"
-DESCRIPTION = "Lower cir.compute to linalg on tensors (named ops, generics, gathers)"
 
 
 @dataclass

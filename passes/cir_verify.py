@@ -26,7 +26,6 @@ from .pipeline import fail
 from ..dialects.cir import REDUCE_OPS
 
 NAME = "cir-verify"
-DESCRIPTION = "Check cir invariants IRDL cannot express (ranks, body signatures, kinds)"
 
 
 @dataclass

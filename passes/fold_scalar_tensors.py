@@ -27,7 +27,6 @@ from mlir.dialects import linalg, tensor
 from ..lowering.cir_ops import clone_op, defining_op, ops_in
 
 NAME = "fold-scalar-tensors"
-DESCRIPTION = "Turn scalar islands between 0-d tensors into 0-d linalg.generics"
 
 _SCALAR_DIALECTS = ("arith.", "math.")
 

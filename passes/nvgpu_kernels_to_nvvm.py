@@ -23,8 +23,6 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 NAME = "convert-nvgpu-kernels-to-nvvm"
-DESCRIPTION = "Lower nvgpu ops in the kernels that use them (convert-nvgpu-to-nvvm), " \
-              "leaving the other kernels as they are"
 
 
 @dataclass

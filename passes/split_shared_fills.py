@@ -33,7 +33,6 @@ from mlir import ir
 from ..lowering.cir_ops import defining_op, ops_in
 
 NAME = "split-shared-fills"
-DESCRIPTION = "Give each linalg init that a fill shares with others a fill of its own"
 
 
 @dataclass
