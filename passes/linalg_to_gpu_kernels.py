@@ -1,13 +1,12 @@
 """linalg-to-gpu-kernels: outline each linalg.generic on memrefs into a GPU kernel.
 
-Runs after bufferization. First, the generics of each attention (attention_lowering.py)
-become one flash-attention kernel (on tensor cores for f16: attention_tensor_core); on
-sm_90a a constant fill of C and the product that accumulates into it become one
-`matmul_wgmma` kernel; runs of consecutive generics over
-the same rows become one `row_fused` kernel each; then every other `linalg.generic` in a host function becomes
-one `gpu.func` in `gpu.module @zynml_kernels`, built by the first strategy that matches
-it (gpu_strategies/). Strided `memref.copy`s become copy generics first. Each generic (or
-run) is replaced by the `gpu.launch_func` that runs it:
+Runs after bufferization. The strategies (zynml/backend/cuda/strategies/, tried in
+REGISTRY's order) decide how: first the group strategies take the runs of generics that
+one kernel computes (an attention's generics, a constant fill and the product
+accumulating into it, consecutive generics over the same rows); then every other
+`linalg.generic` of a host function goes to the first single strategy that matches it.
+Each kernel is one `gpu.func` in `gpu.module @zynml_kernels`; strided `memref.copy`s
+become copy generics first. Each generic (or run) is replaced by the launch that runs it:
 
     linalg.generic {...} ins(%x : memref<33x100xf32>) outs(%y : memref<33xf32>) {...}
   becomes
@@ -15,6 +14,8 @@ run) is replaced by the `gpu.launch_func` that runs it:
         threads in (%c128, %c1, %c1) args(%x : memref<33x100xf32>, %y : memref<33xf32>)
         {zynml.strategy = "row_reduce"}
 
+Options: `chip` (the target, whose instructions and shared memory the strategies check),
+`strategy` (use only this one), `params` (strategy parameters: strategies/tuning.py).
 A kernel that loops over its work (grid-stride) also carries
 `zynml.blocks_per_multiprocessor = K`: the run time launches at most K blocks per
 multiprocessor of the device.
@@ -29,28 +30,38 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 
-from ..lowering.cir_ops import ops_in
+from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, TensorMap, entry_of,
+                                      get_strategy, group_strategies, single_strategies)
 from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
-from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, TensorMap, attention, attention_simt_tiled,
-                              attention_tensor_core, attention_wgmma, available, choose,
-                              get_strategy, matmul_wgmma, row_fused)
+from ..backend.cuda.strategies.tuning import TuningError, parse
+from ..backend.cuda.target import CudaTarget, DEFAULT_CHIP
+from ..lowering.cir_ops import ops_in
 from .pipeline import fail
 
 NAME = "linalg-to-gpu-kernels"
-DESCRIPTION = "Outline each linalg.generic on memrefs into a gpu.func chosen by strategy"
 KERNEL_MODULE = "zynml_kernels"
 STRATEGY_ATTR = "zynml.strategy"
 
 
 @dataclass
 class Options:
-    # Use only this strategy (e.g. "pointwise"); empty: the best that matches.
+    # Use only this strategy (e.g. "pointwise", "attention_wgmma"); empty: the best that
+    # matches each kernel.
     strategy: str = ""
-    # The GPU the kernels are for: strategies that need its instructions (wgmma) ask.
-    chip: str = "sm_90a"
+    # The GPU the kernels are for (zynml/backend/cuda/target.py: CHIPS): strategies check
+    # its instructions and shared memory.
+    chip: str = DEFAULT_CHIP
+    # Strategy parameters, `STRATEGY[@PROBLEM].FIELD=VALUE` joined by ';'
+    # (zynml/backend/cuda/strategies/tuning.py).
+    params: str = ""
 
 
 def run(module: ir.Operation, options: Options) -> None:
+    try:
+        target = CudaTarget(options.chip, params=options.params)
+        parse(target.params)
+    except (ValueError, TuningError) as err:
+        raise fail(module.location, str(err))
     for op in list(_host_ops(module)):
         if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
                                              _contiguous(op.operands[1].type)):
@@ -65,38 +76,37 @@ def run(module: ir.Operation, options: Options) -> None:
                    "(run linalg-generalize-named-ops) before linalg-to-gpu-kernels")
     if not generics:
         return
-    forced = None
+    groups, singles = group_strategies(target), single_strategies(target)
     if options.strategy:
         try:
-            forced = get_strategy(options.strategy)
+            forced, entry = get_strategy(options.strategy), entry_of(options.strategy)
         except KeyError as err:
             raise fail(module.location, str(err.args[0]))
-        if not available(forced, options.chip):
+        if forced not in groups + singles:
+            missing = sorted(set(forced.REQUIRES) - target.facts.features)
             raise fail(module.location, f"GPU strategy '{forced.NAME}' needs "
-                       f"{' or '.join(forced.REQUIRES_CHIPS)}; the target is {options.chip}")
+                       f"{', '.join(missing)}, which {target.chip} lacks")
+        groups = [forced] if entry.groups else []
+        singles = [forced] if entry.single else []
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
     kernels, number = _kernel_module(module)
-    if forced is None:  # runs of generics one kernel takes: attention, fill + matmul, rows
-        for group_strategy in (attention_wgmma, attention_tensor_core, attention_simt_tiled,
-                               attention, matmul_wgmma, row_fused):
-            if not available(group_strategy, options.chip):
-                continue
-            for group in group_strategy.find_groups(generics):
-                launch = group_strategy.build(group, kernels,
-                                              f"k{number}_{group_strategy.NAME}")
-                _replace_with_launch(list(group), launch, group_strategy.NAME)
-                number += 1
-            generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
+    for group_strategy in groups:  # runs of generics one kernel takes: attention, rows
+        for group in group_strategy.find_groups(generics, target):
+            launch = group_strategy.build(group, kernels, f"k{number}_{group_strategy.NAME}",
+                                          target)
+            _replace_with_launch(list(group), launch, group_strategy.NAME)
+            number += 1
+        generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
     for number, generic in enumerate(generics, start=number):
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
             raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
-        strategy = forced or choose(generic, options.chip)
-        if forced is not None and not forced.matches(generic):
-            raise fail(generic.location, f"GPU strategy '{forced.NAME}' does not fit this "
-                       "loop nest")
+        strategy = next((s for s in singles if s.matches(generic, target)), None)
+        if strategy is None:  # only when a strategy is forced: pointwise takes anything
+            raise fail(generic.location, f"GPU strategy '{options.strategy}' does not fit "
+                       "this loop nest")
         try:
-            launch = strategy.build(generic, kernels, f"k{number}_{strategy.NAME}")
+            launch = strategy.build(generic, kernels, f"k{number}_{strategy.NAME}", target)
         except ValueError as err:
             raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
         _replace_with_launch([generic], launch, strategy.NAME)

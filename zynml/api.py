@@ -48,7 +48,7 @@ class Program:
 
     def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
                  backend: str | None = None, *, target: str | None = None,
-                 require_device: bool = True, _pipeline: Any = None,
+                 params: str | dict = "", require_device: bool = True, _pipeline: Any = None,
                  _parent: "Program | None" = None, _part: bool = False):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
@@ -66,7 +66,7 @@ class Program:
             device_loc = self._first_loc()
         self.placement = _placement(device, backend, device_loc, require_device)
         self._require_device = require_device
-        self.cuda_target = _cuda_target(target, None)
+        self.cuda_target = _cuda_target(target, params)
         self._is_part = _part  # a segment, or one device's share of @parallel(data)
         self._data_parallel = None
         self._parts: list = []
@@ -129,6 +129,7 @@ class Program:
         methods = self.__dict__.get("_methods", {})
         if name in methods:  # one Program per pipeline: its executables are reused
             pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
+                               params=self.cuda_target.params,
                                require_device=self._require_device,
                                _pipeline=methods[name], _parent=self)
             # kept as an attribute: the next `prog.name` finds it without __getattr__
@@ -198,8 +199,8 @@ class Program:
         kind = self.placement.kind
         return [Program(seg.source, seg.device,
                         self.backend if seg.device.split(":")[0] == kind else None,
-                        target=self.cuda_target.chip, require_device=self._require_device,
-                        _part=True) for seg in plan]
+                        target=self.cuda_target.chip, params=self.cuda_target.params,
+                        require_device=self._require_device, _part=True) for seg in plan]
 
     def _device_parts(self) -> list["Program"]:
         """One Program per device of @parallel(data), compiled per chunk shape."""
@@ -358,12 +359,13 @@ def _check_launch_limits(checked: CheckedProgram, target) -> None:
                              f"most {target.max_shared_per_block}", nodes["shared"].loc)
 
 
-def _cuda_target(chip: str | None, loc):
+def _cuda_target(chip: str | None, params: str | dict):
     from .backend.cuda.target import CudaTarget
     try:
-        return CudaTarget.parse(chip) if chip else CudaTarget()
+        chip = CudaTarget.parse(chip).chip if chip else CudaTarget().chip
+        return CudaTarget(chip, params=params)
     except ValueError as err:
-        raise ZynMLError(str(err), loc) from None
+        raise ZynMLError(str(err)) from None
 
 
 _FINGERPRINT: list[str] = []
@@ -506,14 +508,17 @@ def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
 
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
-            require_device: bool = True) -> Program:
+            params: str | dict = "", require_device: bool = True) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
     "metal:N" or "auto") and `backend` ("native" or "iree"; default: the best for the
     device); calling the result runs it. `target` picks the CUDA chip of the native
-    backend (default sm_90a). `require_device=False` compiles for a device that is not
-    here (calling then needs it; `Program.artifact` and the CLI's --emit work anywhere)."""
+    backend (default sm_90a); `params` sets its strategies' parameters, as text
+    ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
+    (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a
+    device that is not here (calling then needs it; `Program.artifact` and the CLI's
+    --emit work anywhere)."""
     return Program(source_or_path, device=device, backend=backend, target=target,
-                   require_device=require_device)
+                   params=params, require_device=require_device)
 
 
 def run(source: Union[str, os.PathLike], *, device: str = "auto", backend: str | None = None,

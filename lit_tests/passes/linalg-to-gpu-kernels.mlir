@@ -724,7 +724,7 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 // SM80-LABEL: func.func @f16_matmul_wgmma(
 // SM80-NOT: nvgpu.tma
 // SM80: {zynml.strategy = "matmul_tensor_core"}
-// NOWGMMA: error: GPU strategy 'matmul_wgmma' needs sm_90a; the target is sm_80
+// NOWGMMA: error: GPU strategy 'matmul_wgmma' needs setmaxnreg, tma, wgmma, which sm_80 lacks
 #aw = affine_map<(d0, d1, d2) -> (d0, d2)>
 #bw = affine_map<(d0, d1, d2) -> (d2, d1)>
 #cw = affine_map<(d0, d1, d2) -> (d0, d1)>

@@ -348,13 +348,13 @@ def test_f32_matmul_structure(m, k, n, vector_reads):
 
 
 def test_conv2d_implicit_gemm_structure():
-    """The conv2d benchmark's shape (M = 64 output channels): choose_params's tile, two
+    """The conv2d benchmark's shape (M = 64 output channels): by_cost's first tile, two
     stages, 16-byte shared reads, no spills."""
     from zynml.backend.cuda.strategies import implicit_gemm
     prog = zynml.compile(EXAMPLES / "conv2d.zyn", device="cuda", require_device=False)
     artifact = prog.artifact(input=f32(2, 64, 16, 16), kernel=f32(64, 64, 3, 3),
                              bias=f32(64), in_h=16, in_w=16, out_h=16, out_w=16)
-    p = implicit_gemm.choose_params(64, 2 * 16 * 16)
+    p = implicit_gemm.by_cost(64, 2 * 16 * 16)[0]
     assert (p.tile_m, p.tile_n, p.tile_k, p.thread_m, p.thread_n) == (64, 128, 16, 8, 4)
     ptx = _entry_ptx(artifact.ptx, "_implicit_gemm")
     assert ptx.count("bar.sync") == 2
@@ -479,9 +479,9 @@ def test_f16_attention_takes_the_tensor_cores(shape, e):
     rows and head, S = Q K^T and P V on mma.sync m16n8k16 (f32 accumulators), K and V
     tiles by cp.async, their fragments by ldmatrix (transposed for V), row maxima and
     sums across each quad by shuffles."""
-    from zynml.backend.cuda.strategies.attention_tensor_core import params_for
+    from zynml.backend.cuda.strategies.attention_tensor_core import CONFIGS
     e = e or shape[3]
-    params = params_for(shape[3], e)
+    params = next(p for bound, p in CONFIGS if max(shape[3], e) <= bound)
     artifact = attention_artifact(shape, np.float16, target="sm_90", e=e)
     [launch] = launches(artifact.plan["body"])
     assert launch["kernel"].endswith("_attention_tensor_core"), launch
@@ -527,11 +527,11 @@ def test_f32_attention_takes_the_simt_tiles(shape, e, dtype, tmp_path):
     register-tiled SIMT products (4 values per shared read, fma.rn.f32: no TF32, no
     tensor cores), K and V tiles by cp.async where f32 rows are 16-byte aligned, row
     maxima across the row's lanes by shuffles, exp2; ptxas keeps it all in registers."""
-    from zynml.backend.cuda.strategies.attention_simt_tiled import params_for
+    from zynml.backend.cuda.strategies.attention_simt_tiled import CONFIGS
     if dtype == "bfloat16":
         dtype = pytest.importorskip("ml_dtypes").bfloat16
     e = e or shape[3]
-    p = params_for(shape[3], e)
+    p = next(p for bound, p in CONFIGS if max(shape[3], e) <= bound)  # sm_90a: the first
     artifact = attention_artifact(shape, dtype, e=e)
     [launch] = launches(artifact.plan["body"])
     assert launch["kernel"].endswith("_attention_simt_tiled"), launch
@@ -557,8 +557,8 @@ def test_attention_simt_tiled_declines_causal_groups():
     """A group carrying a `causal` field (not yet built) stays with another kernel."""
     from types import SimpleNamespace
     from zynml.backend.cuda.strategies import attention_simt_tiled
-    assert not attention_simt_tiled.matches(SimpleNamespace(causal=True))
-    assert not attention_simt_tiled.matches(SimpleNamespace(causal=False))
+    assert not attention_simt_tiled.matches(SimpleNamespace(causal=True), CudaTarget())
+    assert not attention_simt_tiled.matches(SimpleNamespace(causal=False), CudaTarget())
 
 
 def test_f16_attention_on_sm_80_takes_the_tensor_cores():
@@ -632,7 +632,7 @@ def test_unmasked_attention_on_sm90a_takes_wgmma_with_tma(shape, dtype):
     prog = zynml.compile(EXAMPLES.parent / "attention_no_mask.zyn", device="cuda",
                          require_device=False)
     artifact = prog.artifact(**{name: np.ones(shape, dtype) for name in "QKV"})
-    p = params_for(shape[3], shape[3])
+    p = params_for(shape[3], shape[3], CudaTarget().max_shared_per_block)
     [launch] = launches(artifact.plan["body"])
     assert launch["kernel"].endswith("_attention_wgmma"), launch
     maps = [s for s in artifact.plan["body"] if s["op"] == "tensor_map"]
@@ -686,7 +686,7 @@ def test_masked_attention_on_sm90a_takes_wgmma(shape, dtype, tmp_path):
     element = "f16" if dtype == np.float16 else "bf16"
     d, keys = shape[3], shape[2]
     staged = keys % 16 == 0
-    p = params_for(d, d, staged)
+    p = params_for(d, d, CudaTarget().max_shared_per_block, staged)
     artifact = attention_artifact(shape, dtype)
     [launch] = launches(artifact.plan["body"])
     assert launch["kernel"].endswith("_attention_wgmma"), launch
@@ -756,7 +756,7 @@ def test_convolutions_take_implicit_gemm(source, image, out_hw):
     assert [s["kernel"].split("_", 1)[1] for s in steps] == ["pointwise", "implicit_gemm"]
     conv = steps[1]
     assert {"%in0", "%in1"} <= set(conv["args"])  # input and kernel, read in the kernel
-    tiles = implicit_gemm.choose_params(16, 2 * oh * ow)  # C: 16 channels by b * oh * ow
+    tiles = implicit_gemm.by_cost(16, 2 * oh * ow)[0]  # C: 16 channels by b * oh * ow
     assert conv["grid"] == [-(-2 * oh * ow // tiles.tile_n), 1, 1]
     assert conv["block"] == [256, 1, 1]
     assert ".shared" in artifact.ptx and "fma.rn.f32" in artifact.ptx

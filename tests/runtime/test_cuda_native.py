@@ -2,7 +2,6 @@
 machine): device arrays, zero-copy interop, saved artifacts, and programs against float64
 numpy on fresh random inputs with poisoned allocations (conftest sets
 ZYNML_CUDA_POISON=1)."""
-import importlib.util
 from functools import partial
 
 import numpy as np
@@ -98,8 +97,9 @@ def torch_host(torch, result):
     return torch.as_tensor(result, device="cuda").cpu().numpy()
 
 
-def run_example(name, target=None, **inputs):
-    return zynml.compile(EXAMPLES / name, device="cuda:0", target=target)(**inputs)
+def run_example(name, target=None, params="", **inputs):
+    return zynml.compile(EXAMPLES / name, device="cuda:0", target=target,
+                         params=params)(**inputs)
 
 
 @pytest.mark.parametrize("m,k,n", [(300, 200, 129), (128, 16, 128), (257, 31, 33)])
@@ -140,8 +140,7 @@ def test_matmul_strategy_from_unaligned_torch_views(rng):
     assert_close(torch_host(torch, out), a.astype(np.float64) @ b.astype(np.float64))
 
 
-# Other Params of matmul (the artifact cache key ignores Params: each case has sizes of
-# its own, so the compile half and the GPU half pair the same artifact)
+# Other Params of matmul, chosen through `params` (part of the artifact cache key)
 @pytest.mark.parametrize("params,m,k,n", [
     (dict(tile_k=16), 131, 52, 260),
     (dict(warp_m=4), 133, 44, 264),
@@ -151,12 +150,9 @@ def test_matmul_strategy_from_unaligned_torch_views(rng):
     (dict(tile_n=64, tile_k=16), 141, 61, 67),
     (dict(vector_loads=False), 143, 64, 268),
 ])
-def test_matmul_strategy_other_params(rng, monkeypatch, params, m, k, n):
-    if importlib.util.find_spec("mlir") is not None:
-        from zynml.backend.cuda.strategies import matmul as strategy
-        monkeypatch.setattr(strategy, "DEFAULT_PARAMS", strategy.Params(**params))
+def test_matmul_strategy_other_params(rng, params, m, k, n):
     a, b = f32(rng, m, k), f32(rng, k, n)
-    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    out = run_example("matmul.zyn", params={"matmul": params}, A=a, B=b)["C"]
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64))
 
 
@@ -195,14 +191,10 @@ def test_matmul_wgmma_f16(rng, m, k, n):
 
 
 @pytest.mark.parametrize("params,m,k,n", [({"persistent": False}, 384, 320, 768)])
-def test_matmul_wgmma_other_params(rng, monkeypatch, params, m, k, n):
-    """One block per tile (not persistent: the same kernel, its loop runs once). Each
-    case has a shape of its own (the artifact cache key ignores Params)."""
-    if importlib.util.find_spec("mlir") is not None:
-        from zynml.backend.cuda.strategies import matmul_wgmma as strategy
-        monkeypatch.setattr(strategy, "CONFIGS", (strategy.Params(**params),))
+def test_matmul_wgmma_other_params(rng, params, m, k, n):
+    """One block per tile (not persistent: the same kernel, its loop runs once)."""
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
-    out = run_example("matmul.zyn", A=a, B=b)["C"]
+    out = run_example("matmul.zyn", params={"matmul_wgmma": params}, A=a, B=b)["C"]
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
 
 
@@ -292,11 +284,11 @@ def test_batched_matmul_strategy(rng):
 # partial tiles of C in both directions, one to 130 output channels, 1x1 / 3x3 / 5x5
 # kernels, strides 1 and 2, padding 0 and 1, every tile configuration; the smallest one
 # and the one with a single output channel (a matrix-vector product) stay with others.
-def conv2d_program(stride, padding):
+def conv2d_program(stride, padding, params=""):
     source = (EXAMPLES / "conv2d.zyn").read_text()
     return zynml.compile(source.replace("let stride = 1", f"let stride = {stride}")
                          .replace("let padding = 1", f"let padding = {padding}"),
-                         device="cuda:0")
+                         device="cuda:0", params=params)
 
 
 def implicit_gemm_taken(prog, **inputs):
@@ -348,18 +340,15 @@ def test_conv2d_implicit_gemm(rng, batch, in_ch, out_ch, size, k, stride, paddin
      2, 6, 62, 23, 3, 1, 1),
     (dict(tile_m=64, tile_n=128, tile_k=16, thread_m=8, thread_n=8), 2, 3, 61, 25, 5, 1, 1),
 ])
-def test_conv2d_implicit_gemm_other_params(rng, monkeypatch, params, batch, in_ch, out_ch,
+def test_conv2d_implicit_gemm_other_params(rng, params, batch, in_ch, out_ch,
                                            size, k, stride, padding):
-    """implicit_gemm with one Params set (CONFIGS patched), sizes of each case's own."""
-    if importlib.util.find_spec("mlir") is not None:
-        from zynml.backend.cuda.strategies import implicit_gemm as strategy
-        monkeypatch.setattr(strategy, "CONFIGS", (strategy.Params(**params),))
+    """implicit_gemm with the tile set through `params`."""
     out_size = (size + 2 * padding - k) // stride + 1
     x, kernel, bias = (f32(rng, batch, in_ch, size, size), f32(rng, out_ch, in_ch, k, k),
                        f32(rng, out_ch))
     inputs = dict(input=x, kernel=kernel, bias=bias, in_h=size, in_w=size, out_h=out_size,
                   out_w=out_size)
-    prog = conv2d_program(stride, padding)
+    prog = conv2d_program(stride, padding, params={"implicit_gemm": params})
     assert implicit_gemm_taken(prog, **inputs)
     assert_close(prog(**inputs)["output"], conv2d_reference(x, kernel, bias, stride, padding))
 
@@ -527,33 +516,21 @@ def test_bias_gelu_16_bytes_at_a_time(rng, rows, cols):
     assert_close(out, gelu_ref(x.astype(np.float64) + bias))
 
 
-def use_pointwise(monkeypatch, **params):
-    """pointwise with `params` instead of its defaults, where the compiler is. (Tests that
-    use it take sizes of their own: the artifact cache's key does not include the
-    strategies' Params, and the GPU machine, without MLIR, runs what the compile half
-    put in the cache under those sizes.)"""
-    try:
-        from zynml.backend.cuda.strategies import pointwise
-    except ImportError:  # no MLIR: the run half
-        return
-    monkeypatch.setattr(pointwise, "DEFAULT_PARAMS", pointwise.Params(**params))
-
-
 # Two chunks a thread, the second `threads` chunks on: 4 * 600001 leaves the second
 # chunks of the last block's threads out of range.
 @pytest.mark.parametrize("n", [4 * 600001, (1 << 20) + 8])
-def test_elementwise_two_chunks_a_thread(rng, monkeypatch, n):
-    use_pointwise(monkeypatch, vectors=2, vector_block=512)
+def test_elementwise_two_chunks_a_thread(rng, n):
     x = f32(rng, n) * 3
-    out = run_example("gelu.zyn", x=x)["activated"]
+    out = run_example("gelu.zyn", params={"pointwise": dict(vectors=2, vector_block=512)},
+                      x=x)["activated"]
     assert_close(out, gelu_ref(x.astype(np.float64)))
 
 
 @pytest.fixture
-def grid_stride(monkeypatch):
+def grid_stride():
     """pointwise's grid-stride form: a grid of at most 4 blocks per multiprocessor whose
     threads loop over pairs of chunks."""
-    use_pointwise(monkeypatch, vectors=2, vector_block=512, blocks_per_multiprocessor=4)
+    return {"pointwise": dict(vectors=2, vector_block=512, blocks_per_multiprocessor=4)}
 
 
 # 4 * 600007 chunks: the grid is capped (586 blocks planned, 4 x 132 launched on an
@@ -562,7 +539,7 @@ def grid_stride(monkeypatch):
 @pytest.mark.parametrize("n", [4 * 600007, (1 << 20) + 12])
 def test_elementwise_grid_stride(rng, grid_stride, n):
     x = f32(rng, n) * 3
-    out = run_example("gelu.zyn", x=x)["activated"]
+    out = run_example("gelu.zyn", params=grid_stride, x=x)["activated"]
     assert_close(out, gelu_ref(x.astype(np.float64)))
 
 
@@ -570,8 +547,8 @@ def test_elementwise_grid_stride(rng, grid_stride, n):
 def test_bias_gelu_grid_stride(rng, grid_stride, rows, cols):
     """The bias chunk of a chunk found from the loop's run-time index."""
     x, bias = f32(rng, 1, rows, cols) * 3, f32(rng, cols)
-    out = zynml.compile(EXAMPLES.parent / "bias_gelu.zyn", device="cuda:0")(
-        x=x, bias=bias)["activated"]
+    out = zynml.compile(EXAMPLES.parent / "bias_gelu.zyn", device="cuda:0",
+                        params=grid_stride)(x=x, bias=bias)["activated"]
     assert_close(out, gelu_ref(x.astype(np.float64) + bias))
 
 
@@ -733,18 +710,14 @@ def test_attention_flash_kernel(rng, shape):
     (dict(block_m=64, block_n=64, thread_m=4, thread_n=8), (1, 2, 71, 96), None),
     (dict(block_m=32, block_n=64, thread_m=2, thread_n=4), (1, 1, 129, 36), 20),
 ])
-def test_attention_simt_tiled_other_params(rng, monkeypatch, params, shape, e):
-    """Other tiles of attention_simt_tiled, V's head dim other than Q's. The artifact
-    cache key ignores Params: each case has a shape of its own, so compile-only runs and
-    GPU runs pair the same artifact."""
-    if importlib.util.find_spec("mlir") is not None:
-        from zynml.backend.cuda.strategies import attention_simt_tiled as strategy
-        monkeypatch.setattr(strategy, "CONFIGS", ((128, strategy.Params(**params)),))
+def test_attention_simt_tiled_other_params(rng, params, shape, e):
+    """Other tiles of attention_simt_tiled, V's head dim other than Q's."""
     q, k = f32(rng, *shape), f32(rng, *shape)
     v = f32(rng, *shape[:-1], e or shape[-1])
     mask = rng.random(shape[2:3] * 2) < 0.6
     mask[[1, shape[2] - 1], :] = False
-    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    out = run_example("attention.zyn", params={"attention_simt_tiled": params},
+                      Q=q, K=k, V=v, mask=mask)["attn"]
     # the example's head_dim, in its scale 1 / sqrt(head_dim), is V's
     assert_close(out, conftest.attention_reference(q, k, v, mask,
                                                    scale=1 / np.sqrt(v.shape[-1])))
@@ -809,19 +782,15 @@ def test_attention_tensor_cores_f16(rng, shape):
 
 @pytest.mark.parametrize("params", [dict(warps=4, m_tiles=1, block_n=64, q_shared=False),
                                     dict(warps=4, m_tiles=2, block_n=32, q_shared=False)])
-def test_attention_tensor_cores_f16_other_params(rng, monkeypatch, params):
+def test_attention_tensor_cores_f16_other_params(rng, params):
     """Q's fragments in registers (the default reads them from shared memory), one and two
-    row tiles per warp. The artifact cache key ignores Params: each case has a shape of
-    its own, so compile-only runs and GPU runs pair the same artifact (the GPU machine
-    has no MLIR: it only reads the cache)."""
-    if importlib.util.find_spec("mlir") is not None:
-        from zynml.backend.cuda.strategies import attention_tensor_core as strategy
-        monkeypatch.setattr(strategy, "CONFIGS", ((128, strategy.Params(**params)),))
+    row tiles per warp."""
     shape = (1, 3, 45 + params["m_tiles"], 96)
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
     mask = rng.random(shape[2:3] * 2) < 0.7
     mask[5, :] = False
-    out = run_example("attention.zyn", Q=q, K=k, V=v, mask=mask)["attn"]
+    out = run_example("attention.zyn", params={"attention_tensor_core": params},
+                      Q=q, K=k, V=v, mask=mask)["attn"]
     assert_close(out, conftest.attention_reference(q, k, v, mask), rtol=1e-2)
 
 
@@ -901,17 +870,15 @@ def test_attention_wgmma(rng, shape):
     assert_close(out, conftest.attention_reference(q, k, v), rtol=1e-2)
 
 
-@pytest.mark.parametrize("params", [dict(overlap=False), dict(block_n=64, stages=3)])
-def test_attention_wgmma_other_params(rng, monkeypatch, params):
+@pytest.mark.parametrize("params", [dict(overlap=False, stages=2),
+                                    dict(block_n=64, stages=3, overlap=True)])
+def test_attention_wgmma_other_params(rng, params):
     """At head dim 128: each tile's products one after the other in 2 stages (the default
-    overlaps S of tile j with P V of tile j - 1, in 3), and overlapped 64-key tiles. Each
-    case has a shape of its own (the artifact cache key ignores Params)."""
-    if importlib.util.find_spec("mlir") is not None:
-        from zynml.backend.cuda.strategies import attention_wgmma as strategy
-        monkeypatch.setattr(strategy, "params_for", lambda *shape: strategy.Params(**params))
+    overlaps S of tile j with P V of tile j - 1, in 3), and overlapped 64-key tiles."""
     shape = (1, 2, 200 + len(params), 128)
     q, k, v = (f32(rng, *shape).astype(np.float16) for _ in range(3))
-    out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0")(Q=q, K=k, V=v)["attn"]
+    out = zynml.compile(ATTENTION_NO_MASK, device="cuda:0",
+                        params={"attention_wgmma": params})(Q=q, K=k, V=v)["attn"]
     assert_close(out, conftest.attention_reference(q, k, v), rtol=1e-2)
 
 
@@ -1016,16 +983,13 @@ def test_attention_wgmma_persistent_blocks_take_several_items(rng, shape, dtype,
     assert_close(out, conftest.attention_reference(q, k, v, allowed), rtol=1e-2)
 
 
-def test_attention_wgmma_causal_persistent(rng, monkeypatch):
+def test_attention_wgmma_causal_persistent(rng):
     """Causal items differ in key tiles; with persistent blocks forced (the default
     leaves causal items a block each) each block counts its items' ring steps."""
-    if importlib.util.find_spec("mlir") is not None:
-        from zynml.backend.cuda.strategies import attention_wgmma as strategy
-        monkeypatch.setattr(strategy, "params_for", lambda *shape: strategy.Params(
-            block_n=128, stages=3, overlap=False, persistent=True))
     shape = (2, 70, 203, 64)  # 280 items of 1 or 2 key tiles
     q, k, v = wgmma_inputs(rng, "float16", shape)
-    out = run_example("causal_attention.zyn", Q=q, K=k, V=v)["attn"]
+    params = {"attention_wgmma": dict(block_n=128, stages=3, overlap=False, persistent=True)}
+    out = run_example("causal_attention.zyn", params=params, Q=q, K=k, V=v)["attn"]
     assert_close(out, conftest.attention_reference(q, k, v, conftest.causal(203, 203)),
                  rtol=1e-2)
 

@@ -40,7 +40,7 @@ def kernel_pipeline(target: CudaTarget) -> str:
         "linalg-fuse-elementwise-ops,"
         "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
         "function-boundary-type-conversion=identity-layout-map},"
-        f"canonicalize,cse,linalg-to-gpu-kernels{{chip={target.chip}}},canonicalize,cse)")
+        f"canonicalize,cse,linalg-to-gpu-kernels{{{target.pass_options}}},canonicalize,cse)")
 
 
 

@@ -1,50 +1,137 @@
-"""ZynML's own CUDA target, as validated options (the native backend's `IreeTarget`).
+"""ZynML's own CUDA target: the facts of each NVIDIA chip as data, and the validated
+options of one compilation (the native backend's `IreeTarget`).
 
     CudaTarget()                      sm_90a (H100/H200), PTX ISA 8.0, LLVM -O3
     CudaTarget("sm_80")               A100
     CudaTarget.parse("sm_89")         from a command-line `--target`
+    CudaTarget("sm_90a", params="matmul_wgmma.stages=3")   strategy parameters chosen
+                                      (strategies/tuning.py says how they apply)
 
-The chip decides the PTX ISA version: each chip needs at least the ISA that introduced
-it (PTX ISA notes of the CUDA docs), and the CUDA 13 toolkit and driver accept up to 9.0.
+`CHIPS` is what the strategies decide with: a strategy lists the instructions it needs
+(`REQUIRES`, names from `FEATURES`) and checks the shared memory its tiles take against
+`max_shared_per_block`, so a kernel that could not launch on a chip is declined when it
+is compiled, by the code that chooses it. The numbers are the CUDA programming guide's
+("Technical Specifications per Compute Capability", "PTX ISA" release notes): each chip
+needs at least the PTX ISA that introduced it, and the CUDA 13 toolkit and driver accept
+up to 9.0.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["CudaTarget", "DEFAULT_CHIP", "PTX_ISA"]
+__all__ = ["Chip", "CHIPS", "FEATURES", "CudaTarget", "DEFAULT_CHIP", "PTX_ISA",
+           "MAX_THREADS_PER_BLOCK", "params_text"]
 
 DEFAULT_CHIP = "sm_90a"
-
-# chip -> the PTX ISA it needs (+ptxNN is LLVM NVPTX's feature name for ISA N.N).
-PTX_ISA = {
-    "sm_70": 60, "sm_75": 63, "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_89": 78,
-    "sm_90": 78, "sm_90a": 80, "sm_100": 86, "sm_100a": 86, "sm_120": 87, "sm_120a": 87,
-}
-
-
-# chip -> the most shared memory one block may opt into, bytes (CUDA programming guide,
-# "Technical Specifications per Compute Capability").
-MAX_SHARED_PER_BLOCK = {
-    "sm_70": 98304, "sm_75": 65536, "sm_80": 166912, "sm_86": 101376, "sm_87": 166912,
-    "sm_89": 101376, "sm_90": 232448, "sm_90a": 232448, "sm_100": 232448,
-    "sm_100a": 232448, "sm_120": 101376, "sm_120a": 101376,
-}
 MAX_THREADS_PER_BLOCK = 1024
+
+# The instructions strategies ask for, and the first chips that have them.
+FEATURES = {
+    "wmma": "warp-level matrix products, f16 (wmma.mma; sm_70)",
+    "ldmatrix": "shared-memory fragment loads (ldmatrix; sm_75)",
+    "mma_sync": "mma.sync.m16n8k16 on f16/bf16 with f32 accumulators (sm_80)",
+    "cp_async": "asynchronous global -> shared copies (cp.async; sm_80)",
+    "tma": "tensor-memory-accelerator tile copies, mbarrier transaction counts "
+           "(cp.async.bulk.tensor; sm_90)",
+    "clusters": "thread-block clusters and distributed shared memory (sm_90)",
+    "wgmma": "warpgroup matrix products (wgmma.mma_async; sm_90a only)",
+    "setmaxnreg": "per-warpgroup register reallocation (setmaxnreg; sm_90a, sm_100a)",
+}
+
+
+@dataclass(frozen=True)
+class Chip:
+    """What one NVIDIA architecture offers a kernel."""
+
+    name: str                  # "sm_90a": the PTX target
+    ptx_isa: int               # the PTX ISA it needs, times ten (80: ISA 8.0)
+    max_shared_per_block: int  # bytes of shared memory one block may opt into
+    features: frozenset = field(default_factory=frozenset)  # names from FEATURES
+    max_static_shared_per_block: int = 49152  # of it, declared in the kernel
+    registers_per_block: int = 65536
+    max_registers_per_thread: int = 255
+    max_threads_per_block: int = MAX_THREADS_PER_BLOCK
+
+    def __post_init__(self) -> None:
+        unknown = set(self.features) - set(FEATURES)
+        assert not unknown, f"{self.name}: unknown features {sorted(unknown)}"
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        digits = re.sub(r"\D", "", self.name)
+        return int(digits[:-1]), int(digits[-1])
+
+
+_VOLTA = frozenset({"wmma"})
+_TURING = _VOLTA | {"ldmatrix"}
+_AMPERE = _TURING | {"mma_sync", "cp_async"}
+_HOPPER = _AMPERE | {"tma", "clusters"}
+
+CHIPS: dict[str, Chip] = {chip.name: chip for chip in (
+    Chip("sm_70", 60, 98304, _VOLTA),
+    Chip("sm_75", 63, 65536, _TURING),
+    Chip("sm_80", 70, 166912, _AMPERE),
+    Chip("sm_86", 71, 101376, _AMPERE),
+    Chip("sm_87", 74, 166912, _AMPERE),
+    Chip("sm_89", 78, 101376, _AMPERE),
+    Chip("sm_90", 78, 232448, _HOPPER),
+    Chip("sm_90a", 80, 232448, _HOPPER | {"wgmma", "setmaxnreg"}),
+    # Blackwell: no wgmma (its tensor cores are driven by tcgen05, which ZynML does not
+    # emit yet), so it takes the sm_80/sm_90 kernels.
+    Chip("sm_100", 86, 232448, _HOPPER),
+    Chip("sm_100a", 86, 232448, _HOPPER | {"setmaxnreg"}),
+    Chip("sm_120", 87, 101376, _HOPPER),
+    Chip("sm_120a", 87, 101376, _HOPPER),
+)}
+
+PTX_ISA = {name: chip.ptx_isa for name, chip in CHIPS.items()}
+
+# One entry of the params option: STRATEGY[@PROBLEM].FIELD=VALUE (strategies/tuning.py)
+_PARAM_ENTRY = re.compile(r"([a-z_0-9]+(?:@[A-Za-z0-9_+\-]+)?\.[a-z_0-9]+)=([A-Za-z0-9_.\-]+)")
+
+
+def params_text(params) -> str:
+    """Strategy parameters as the canonical text of linalg-to-gpu-kernels' `params`
+    option: entries sorted, the last of a repeated one kept, so two spellings of one
+    choice give one cache key. `params` is that text (entries joined by ';') or a
+    mapping {strategy: {field: value}}. Only the syntax is checked here (this runs
+    where no compiler is installed); the pass checks names and types."""
+    if isinstance(params, dict):
+        params = ";".join(f"{strategy}.{name}={_param_value(value)}"
+                          for strategy, fields in params.items() for name, value in fields.items())
+    if not isinstance(params, str):
+        raise ValueError(f"strategy params must be text or a dict, not {type(params).__name__}")
+    kept = {}
+    for item in filter(None, params.split(";")):
+        match = _PARAM_ENTRY.fullmatch(item.strip())
+        if match is None:
+            raise ValueError(f"bad params entry '{item}': expected "
+                             "STRATEGY[@PROBLEM].FIELD=VALUE")
+        kept[match.group(1)] = match.group(2)
+    return ";".join(f"{key}={kept[key]}" for key in sorted(kept))
+
+
+def _param_value(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True)
 class CudaTarget:
-    """chip: an NVIDIA architecture (`sm_90a`); opt_level: LLVM's -O for the kernels."""
+    """chip: an NVIDIA architecture (`sm_90a`); opt_level: LLVM's -O for the kernels;
+    params: strategy parameters chosen for this compilation (params_text; empty: each
+    strategy's own choice)."""
 
     chip: str = DEFAULT_CHIP
     opt_level: int = 3
+    params: str = ""  # or a dict, made text by __post_init__
 
     def __post_init__(self) -> None:
-        if not isinstance(self.chip, str) or self.chip not in PTX_ISA:
-            raise ValueError(f"unknown CUDA target {self.chip!r}; known: {', '.join(PTX_ISA)}")
+        if not isinstance(self.chip, str) or self.chip not in CHIPS:
+            raise ValueError(f"unknown CUDA target {self.chip!r}; known: {', '.join(CHIPS)}")
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"CudaTarget.opt_level must be 0..3, not {self.opt_level!r}")
+        object.__setattr__(self, "params", params_text(self.params))
 
     @staticmethod
     def parse(text: str) -> "CudaTarget":
@@ -54,17 +141,29 @@ class CudaTarget:
         return CudaTarget(match.group(1))
 
     @property
+    def facts(self) -> Chip:
+        return CHIPS[self.chip]
+
+    @property
     def ptx_features(self) -> str:
-        return f"+ptx{PTX_ISA[self.chip]}"
+        return f"+ptx{self.facts.ptx_isa}"
 
     @property
     def compute_capability(self) -> tuple[int, int]:
-        digits = re.sub(r"\D", "", self.chip)
-        return int(digits[:-1]), int(digits[-1])
+        return self.facts.compute_capability
 
     @property
     def max_shared_per_block(self) -> int:
-        return MAX_SHARED_PER_BLOCK[self.chip]
+        return self.facts.max_shared_per_block
+
+    def has(self, features) -> bool:
+        """Whether the chip has every instruction named in `features`."""
+        return set(features) <= self.facts.features
+
+    @property
+    def pass_options(self) -> str:
+        """linalg-to-gpu-kernels' options for this target."""
+        return f"chip={self.chip}" + (f" params={self.params}" if self.params else "")
 
     def cache_key(self) -> str:
-        return f"cuda:{self.chip}:O{self.opt_level}"
+        return f"cuda:{self.chip}:O{self.opt_level}" + (f":{self.params}" if self.params else "")

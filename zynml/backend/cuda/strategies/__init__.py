@@ -1,12 +1,21 @@
-"""GPU kernel strategies: how one linalg.generic maps onto blocks and threads.
+"""GPU kernel strategies: how linalg generics map onto blocks and threads.
 
-Each strategy is a module with `NAME`, a frozen `Params` dataclass (its tunable numbers,
-as data), `matches(generic)` and `build(generic, gpu_module, kernel_name, params)`, which
-adds one `gpu.func` and returns the `Launch` that runs it. `choose` tries them in order;
-`pointwise` matches everything, so it comes last. A strategy that needs one
-architecture's instructions lists the chips that have them in `REQUIRES_CHIPS`. `attention_tensor_core`, `attention` and `row_fused` work on
-runs of generics (`find_groups`, then `build(group, ...)`); linalg-to-gpu-kernels applies
-them first, in that order.
+Each strategy is a module with:
+
+    NAME      its name (the `strategy` option of linalg-to-gpu-kernels)
+    Params    a frozen dataclass of its tunable numbers (tuning.py says how they are chosen)
+    REQUIRES  the chip features its kernels need (target.FEATURES; absent: none)
+
+and, as REGISTRY says, one or both of
+    single:   matches(generic, target) -> bool; build(generic, gpu_module, name, target)
+    groups:   find_groups(generics, target) -> [group]; build(group, gpu_module, name, target)
+where `build` adds one `gpu.func` and returns the `Launch` that runs it, and `target` is
+the CudaTarget (chip facts, chosen params). A strategy declines (matches is false, or no
+group is found) what it cannot build for the target, shared memory included.
+
+linalg-to-gpu-kernels first lets the group strategies take the runs of generics one
+kernel computes, in REGISTRY's order, then gives every other generic to the first single
+strategy that matches; `pointwise` matches everything, so it comes last.
 """
 from __future__ import annotations
 
@@ -16,12 +25,35 @@ from types import ModuleType
 
 from mlir import ir
 
-__all__ = ["Launch", "STRATEGIES", "TensorMap", "available", "choose", "get_strategy"]
+__all__ = ["Launch", "REGISTRY", "StrategyEntry", "TensorMap", "available",
+           "BLOCKS_PER_MULTIPROCESSOR_ATTR", "get_strategy", "group_strategies",
+           "single_strategies", "strategy_names"]
 
-# Most specific first.
-# implicit_gemm before row_reduce: a convolution's reduction loops make it a row too.
-STRATEGIES = ("matmul_wgmma", "matmul_tensor_core", "matmul", "implicit_gemm", "row_reduce", "pointwise")
 
+@dataclass(frozen=True)
+class StrategyEntry:
+    name: str
+    groups: bool = False  # takes runs of generics (find_groups)
+    single: bool = True   # takes one generic (matches)
+
+
+# The one table of strategies, in the order they are tried (most specific first).
+REGISTRY = (
+    StrategyEntry("attention_wgmma", groups=True, single=False),
+    StrategyEntry("attention_tensor_core", groups=True, single=False),
+    StrategyEntry("attention_simt_tiled", groups=True, single=False),
+    StrategyEntry("attention", groups=True, single=False),
+    # a constant fill of C and the product accumulating into it (group), or the product
+    StrategyEntry("matmul_wgmma", groups=True, single=True),
+    StrategyEntry("row_fused", groups=True, single=False),
+    StrategyEntry("matmul_tensor_core"),
+    StrategyEntry("matmul"),
+    # before row_reduce: a convolution's reduction loops make it a row too
+    StrategyEntry("implicit_gemm"),
+    StrategyEntry("row_reduce"),
+    StrategyEntry("pointwise"),
+)
+_BY_NAME = {entry.name: entry for entry in REGISTRY}
 
 # on a launch of a grid-stride kernel: the run time caps its grid's x at this many blocks
 # per multiprocessor (Launch.blocks_per_multiprocessor; launch_plan.py records it)
@@ -50,21 +82,32 @@ class Launch:
     blocks_per_multiprocessor: int = 0
 
 
+def strategy_names() -> list[str]:
+    return [entry.name for entry in REGISTRY]
+
+
 def get_strategy(name: str) -> ModuleType:
-    if name not in STRATEGIES:
-        raise KeyError(f"unknown GPU strategy '{name}'; strategies: {', '.join(STRATEGIES)}")
+    if name not in _BY_NAME:
+        raise KeyError(f"unknown GPU strategy '{name}'; strategies: "
+                       f"{', '.join(strategy_names())}")
     return importlib.import_module(f".{name}", __name__)
 
 
-def available(strategy: ModuleType, chip: str) -> bool:
-    """Whether `chip` has what the strategy's kernels need (`REQUIRES_CHIPS`: the chips
-    with its instructions; absent: every chip)."""
-    return chip in getattr(strategy, "REQUIRES_CHIPS", (chip,))
+def entry_of(name: str) -> StrategyEntry:
+    get_strategy(name)  # the error that lists the names
+    return _BY_NAME[name]
 
 
-def choose(generic: ir.Operation, chip: str = "sm_90a") -> ModuleType:
-    for name in STRATEGIES:
-        strategy = get_strategy(name)
-        if available(strategy, chip) and strategy.matches(generic):
-            return strategy
-    raise AssertionError("pointwise matches every generic")
+def available(strategy: ModuleType, target) -> bool:
+    """Whether the target chip has the instructions the strategy's kernels need."""
+    return target.has(getattr(strategy, "REQUIRES", ()))
+
+
+def group_strategies(target) -> list[ModuleType]:
+    return [get_strategy(e.name) for e in REGISTRY
+            if e.groups and available(get_strategy(e.name), target)]
+
+
+def single_strategies(target) -> list[ModuleType]:
+    return [get_strategy(e.name) for e in REGISTRY
+            if e.single and available(get_strategy(e.name), target)]

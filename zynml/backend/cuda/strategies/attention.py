@@ -41,6 +41,7 @@ from ....lowering.cir_ops import clone_op, defining_op
 from .kernel_builder import delinearize, generic_operands, index_const, kernel_type, \
     new_kernel
 from . import Launch
+from .tuning import choose, problem_key
 
 NAME = "attention"
 WARP = 32
@@ -53,8 +54,7 @@ class Params:
     max_per_lane: int = 32     # query / output values one thread keeps in registers
 
 
-# What linalg-to-gpu-kernels builds with; benchmarks/tune_attention.py --strategy attention
-# swaps it to time others.
+# What linalg-to-gpu-kernels builds with, tuned by the target's params (tuning.py).
 DEFAULT_PARAMS = Params()
 
 
@@ -102,9 +102,10 @@ class Group:
         return iter(self.ops)
 
 
-def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
+def find_groups(generics: list, target) -> list[Group]:
     """The runs of generics of one attention each that the kernel can take."""
-    return [group for group in attention_groups(generics) if matches(group, params)]
+    return [group for group in attention_groups(generics)
+            if _params_for(group, target) is not None]
 
 
 def attention_groups(generics: list) -> list[Group]:
@@ -249,15 +250,14 @@ def _chunk_and_lanes(d: int, e: int, params: Params):
     return chunk, None
 
 
-def matches(group: Group, params: Optional[Params] = None) -> bool:
-    params = params or DEFAULT_PARAMS
+def _params_for(group: Group, target) -> Optional[Params]:
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
-    return _chunk_and_lanes(d, e, params)[1] is not None
+    return choose(NAME, [DEFAULT_PARAMS], target, problem_key(kernel_values(group)),
+                  lambda p: _chunk_and_lanes(d, e, p)[1] is not None)
 
 
-def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
-          params: Optional[Params] = None) -> Launch:
-    params = params or DEFAULT_PARAMS
+def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
+    params = _params_for(group, target)
     lead, rows, d, keys, e = sizes(group)
     chunk, lanes = _chunk_and_lanes(d, e, params)
     threads = params.rows_per_block * lanes

@@ -46,13 +46,13 @@ from mlir.dialects import math as mmath
 from ....lowering.attention_lowering import float_constant, widened
 from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
+from .tuning import choose, problem_key
 from .attention import (Group, attention_groups, kernel_values, operand_shape, row_major,
                         scale_in_kernel, sizes)
 
 NAME = "attention_simt_tiled"
 # cp.async (the f32 tile copies): sm_80 and later; older chips keep `attention`.
-REQUIRES_CHIPS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100",
-                  "sm_100a", "sm_120", "sm_120a")
+REQUIRES = frozenset({"cp_async"})
 WARP = 32
 MAX_HEAD_DIM = 128
 ELEMENTS = ("f32", "f16", "bf16")
@@ -132,30 +132,37 @@ class Layout:
 
 DEFAULT_PARAMS = Params()
 # What linalg-to-gpu-kernels builds with: the first entry whose head dim covers the
-# larger of Q's and V's. benchmarks/tune_attention.py --strategy attention_simt_tiled
+# larger of Q's and V's and whose tiles fit the chip's shared memory. benchmarks/tune_attention.py --strategy attention_simt_tiled
 # timed 19 and 23 sets on an H100 (2026-11-22): for 8x12x512x64 64 x 64 tiles of 4 x 4
 # were among the four fastest (gpu_vs_torch.py: 0.215-0.225 ms); for 1x16x4096x128 128
 # rows of 512 threads came first (3.69 ms; 64 x 32 of 4 x 2: 4.19 ms, 64 x 64: 4.30 ms;
-# ptxas holds it to 128 registers, 16 bytes spilled).
-CONFIGS = ((64, DEFAULT_PARAMS), (MAX_HEAD_DIM, Params(block_m=128)))
-MAX_SHARED = 227 * 1024  # a block's dynamic shared memory on sm_90
+# ptxas holds it to 128 registers, 16 bytes spilled). At head dim 128, 128 rows take
+# 165 KB of shared memory: chips with less (sm_80's 163 KB, the 99 KB of sm_86/89/120)
+# take 64 or 32 rows (untimed), and a chip with less still declines.
+CONFIGS = ((64, DEFAULT_PARAMS), (MAX_HEAD_DIM, Params(block_m=128)),
+           (MAX_HEAD_DIM, Params(block_m=64)), (MAX_HEAD_DIM, Params(block_m=32)))
 
 
-def params_for(d: int, e: int) -> Params:
-    return next(p for bound, p in CONFIGS if max(d, e) <= bound)
+def params_for(group: Group, target) -> Optional[Params]:
+    """The first CONFIGS entry (tuned) whose head dim covers Q's and V's and whose tiles
+    fit the target's shared memory; None: none fits."""
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    return choose(NAME, [p for bound, p in CONFIGS if max(d, e) <= bound], target,
+                  problem_key(kernel_values(group)),
+                  lambda p: p.valid() and p.shared_bytes(d, e) <= target.max_shared_per_block)
 
 
-def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
+def find_groups(generics: list, target) -> list[Group]:
     """The attention runs (attention.attention_groups) this kernel can take."""
-    return [group for group in attention_groups(generics) if matches(group, params)]
+    return [group for group in attention_groups(generics) if matches(group, target)]
 
 
 def _element(value: ir.Value) -> str:
     return str(ir.MemRefType(value.type).element_type)
 
 
-def matches(group: Group, params: Optional[Params] = None) -> bool:
-    """f32, f16 or bf16 throughout, head dims up to 128, no causal flag."""
+def matches(group: Group, target) -> bool:
+    """f32, f16 or bf16 throughout, head dims up to 128, no causal flag, tiles that fit."""
     if group.causal is not None:
         return False
     elements = {_element(v) for v in (group.query, group.key, group.value, group.out)}
@@ -164,8 +171,7 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     if max(d, e) > MAX_HEAD_DIM:
         return False
-    p = params or params_for(d, e)
-    return p.valid() and p.shared_bytes(d, e) <= MAX_SHARED
+    return params_for(group, target) is not None
 
 
 def _async_copies(group: Group) -> bool:
@@ -176,10 +182,9 @@ def _async_copies(group: Group) -> bool:
         row_major(group.key) and row_major(group.value)
 
 
-def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
-          params: Optional[Params] = None) -> Launch:
+def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
     lead, rows, d, keys, e = sizes(group)
-    p = params or params_for(d, e)
+    p = params_for(group, target)
     assert p.valid(), p
     layout = p.layout(d, e)
     values = kernel_values(group)

@@ -54,13 +54,12 @@ from mlir.dialects import math as mmath
 from ....lowering.attention_lowering import float_constant
 from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
-from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
-                        quad_reduce, row_major, sizes)
+from .tuning import choose, problem_key
+from .attention import (Causal, Group, attention_groups, kernel_values, operand_shape,
+                        positive_scale, quad_reduce, row_major, sizes)
 
 NAME = "attention_tensor_core"
-# mma.sync m16n8k16 f16, ldmatrix and cp.async: sm_80 and later.
-REQUIRES_CHIPS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100",
-                  "sm_100a", "sm_120", "sm_120a")
+REQUIRES = frozenset({"mma_sync", "ldmatrix", "cp_async"})
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 MAX_HEAD_DIM = 128  # Q and O fragments stay in registers
@@ -97,25 +96,30 @@ DEFAULT_PARAMS = Params(warps=2, m_tiles=2, block_n=32, q_shared=True)
 # 128 (1x16x4096: 0.488 ms; 4 warps with Q in registers 0.472 ms, but ptxas spills 56
 # bytes there).
 CONFIGS = ((MAX_HEAD_DIM, DEFAULT_PARAMS),)
-MAX_STATIC_SHARED = 48 * 1024  # a block's static shared memory
 
 
-def params_for(d: int, e: int) -> Params:
-    return next(p for bound, p in CONFIGS if max(d, e) <= bound)
+def params_for(group: Group, target) -> Optional[Params]:
+    """The first CONFIGS entry (tuned) whose head dim covers Q's and V's and whose tiles
+    fit a block's static shared memory."""
+    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    return choose(NAME, [p for bound, p in CONFIGS if max(d, e) <= bound], target,
+                  problem_key(kernel_values(group)),
+                  lambda p: p.block_n % MMA_K == 0 and
+                  p.shared_bytes(d, e) <= target.facts.max_static_shared_per_block)
 
 
-def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
+def find_groups(generics: list, target) -> list[Group]:
     """The attention runs (attention.attention_groups) this kernel can take."""
-    return [group for group in attention_groups(generics) if matches(group, params)]
+    return [group for group in attention_groups(generics) if matches(group, target)]
 
 
 def _f16_row_major(value: ir.Value) -> bool:
     return str(ir.MemRefType(value.type).element_type) == "f16" and row_major(value)
 
 
-def matches(group: Group, params: Optional[Params] = None) -> bool:
+def matches(group: Group, target) -> bool:
     """f16 and row-major throughout, head dims multiples of 16 up to 128, a positive
-    constant scale; causal or not (`params`: unused, find_groups' signature)."""
+    constant scale, tiles that fit; causal or not."""
     if not all(_f16_row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
@@ -123,14 +127,12 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
         return False
     if group.mask is not None and not row_major(group.mask):
         return False
-    return positive_scale(group) is not None
+    return positive_scale(group) is not None and params_for(group, target) is not None
 
 
-def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
-          params: Optional[Params] = None) -> Launch:
+def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
     lead, rows, d, keys, e = sizes(group)
-    p = params or params_for(d, e)
-    assert p.block_n % MMA_K == 0 and p.shared_bytes(d, e) <= MAX_STATIC_SHARED, p
+    p = params_for(group, target)
     f16 = ir.F16Type.get()
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
     tiles = {name: ir.MemRefType.get([p.block_n, width + p.pad], f16, memory_space=shared)

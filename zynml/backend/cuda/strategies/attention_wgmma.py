@@ -90,18 +90,18 @@ from ....lowering.attention_lowering import float_constant
 from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
-from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
-                        quad_reduce, row_major, sizes)
+from .tuning import choose, problem_key
+from .attention import (Causal, Group, attention_groups, kernel_values, operand_shape,
+                        positive_scale, quad_reduce, row_major, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, free_slot, only_if, parity, shared, split_roles,
                      tensor_map_type, uniform_warp, wait)
 
 NAME = "attention_wgmma"
-REQUIRES_CHIPS = ("sm_90a",)  # wgmma exists only in sm_90a's PTX
+REQUIRES = frozenset({"wgmma", "tma", "setmaxnreg"})
 ROWS_PER_WARPGROUP = 64       # wgmma's m
 BOX_COLUMNS = 64              # f16 / bf16 per 128-byte swizzled row
 HEAD_DIMS = (64, 128)
-MAX_SHARED = 227 * 1024       # a block's dynamic shared memory on sm_90
 MASK_COPIERS = 64  # threads of the copying warpgroup (its warps 1 and 2) staging the mask
 MASK_PAD = 16      # bytes after each staged mask row
 _ELEMENTS = ("f16", "bf16")
@@ -155,7 +155,8 @@ DEFAULT_PARAMS = Params(block_n=128, stages=3, overlap=True)
 CONFIGS = ((64, Params(block_n=128, stages=3, overlap=False)), (128, DEFAULT_PARAMS))
 
 
-def params_for(d: int, e: int, staged_mask: bool = False, causal: bool = False) -> Params:
+def params_for(d: int, e: int, max_shared: int, staged_mask: bool = False,
+               causal: bool = False) -> Params:
     """CONFIGS' entry; with a staged mask where Q, 3 K/V slots and 3 mask slots exceed
     the shared memory (head dim 128: 225 + 54 KB), 2 stages, one product after the other
     (with 2 stages the overlapped order starves; unmasked, that order is 4% slower; at
@@ -168,7 +169,7 @@ def params_for(d: int, e: int, staged_mask: bool = False, causal: bool = False) 
     p = next(p for bound, p in CONFIGS if max(d, e) <= bound)
     if causal:
         p = replace(p, persistent=False)
-    if staged_mask and p.shared_bytes(d, e, True) > MAX_SHARED:
+    if staged_mask and p.shared_bytes(d, e, True) > max_shared:
         p = replace(p, stages=2, overlap=False)
     elif staged_mask:  # BERT's masked row (8x12x512, d 64, tune_attention 2026-11-22):
         p = replace(p, overlap=True)  # overlapped 0.048 ms, one after the other 0.052
@@ -184,20 +185,23 @@ def _stageable(group: Group) -> bool:
         operand_shape(group.key)[-2] % 16 == 0
 
 
-def plan(group: Group, params: Optional[Params] = None) -> tuple[Params, bool]:
-    """(the Params to build with, whether the mask is staged in shared memory)."""
+def plan(group: Group, target) -> Optional[tuple[Params, bool]]:
+    """(the Params to build with, tuned, whether the mask is staged in shared memory);
+    None: Q's tile and the ring do not fit the target's shared memory."""
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
-    stageable = _stageable(group)
-    p = params or params_for(d, e, stageable, group.causal is not None)
-    return p, stageable and p.shared_bytes(d, e, True) <= MAX_SHARED
+    stageable, limit = _stageable(group), target.max_shared_per_block
+    default = params_for(d, e, limit, stageable, group.causal is not None)
+    p = choose(NAME, [default], target, problem_key(kernel_values(group)),
+               lambda p: p.shared_bytes(d, e) <= limit)
+    return None if p is None else (p, stageable and p.shared_bytes(d, e, True) <= limit)
 
 
-def find_groups(generics: list, params: Optional[Params] = None) -> list[Group]:
+def find_groups(generics: list, target) -> list[Group]:
     """The attention runs (attention.attention_groups) this kernel can take."""
-    return [group for group in attention_groups(generics) if matches(group, params)]
+    return [group for group in attention_groups(generics) if matches(group, target)]
 
 
-def matches(group: Group, params: Optional[Params] = None) -> bool:
+def matches(group: Group, target) -> bool:
     """f16 or bf16 throughout, row-major (the mask too), head dims 64 or 128, a positive
     constant scale; masked, causal or neither."""
     if group.mask is not None and not row_major(group.mask):
@@ -210,14 +214,12 @@ def matches(group: Group, params: Optional[Params] = None) -> bool:
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     if d not in HEAD_DIMS or e not in HEAD_DIMS:
         return False
-    p, staged = plan(group, params)
-    return p.shared_bytes(d, e, staged) <= MAX_SHARED and positive_scale(group) is not None
+    return plan(group, target) is not None and positive_scale(group) is not None
 
 
-def build(group: Group, gpu_module: ir.Operation, kernel_name: str,
-          params: Optional[Params] = None) -> Launch:
+def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
     lead, rows, d, keys, e = sizes(group)
-    p, staged = plan(group, params)
+    p, staged = plan(group, target)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
     q_box, kv_box = ones + (p.block_m, BOX_COLUMNS), ones + (p.block_n, BOX_COLUMNS)

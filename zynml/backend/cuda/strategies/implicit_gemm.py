@@ -33,6 +33,7 @@ from .kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_ranges, new_kernel)
 from . import Launch, matmul
+from .tuning import choose, problem_key
 from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_tiles,
                         threads_of, widen)
 
@@ -56,7 +57,7 @@ class Params:
         check_params(self)
 
 
-# 256 threads each. choose_params takes the one that pads M x N least, then the one with
+# 256 threads each. by_cost puts first the one that pads M x N least, then the one with
 # the most FMAs per shared read (conv2d's M, the output channels, is often 64 or less).
 # tune_gemm_f32.py, H100, conv2d 32x64x56x56 3x3: 64x128 tiles with BK 16 and 8x4 per
 # thread 0.398 ms; 4x8 0.401 (BK 8: 0.423); 64x256 8x8 (BK 8) 0.400; 64x64 4x4 0.424
@@ -76,28 +77,35 @@ class Roles:
     b_mask: ir.Value | None
 
 
-def matches(generic: ir.Operation, params: Params = Params()) -> bool:
+def matches(generic: ir.Operation, target) -> bool:
+    return params_for(generic, target) is not None
+
+
+def params_for(generic: ir.Operation, target) -> Params | None:
+    """The Params to build `generic` with: CONFIGS by cost, tuned, the first big enough."""
     roles = _roles(generic)
     try:
         m, n, kk, batches = _sizes(generic, roles) if roles else (0, 0, 0, 0)
     except ValueError:  # a dynamic extent: the strategy that takes it reports it
-        return False
-    return m * n >= params.min_mn and kk >= params.min_k and batches <= _MAX_GRID_Z
+        return None
+    return choose(NAME, by_cost(m, n), target, problem_key(generic.operands),
+                  lambda p: m * n >= p.min_mn and kk >= p.min_k and batches <= _MAX_GRID_Z)
 
 
-def choose_params(m: int, n: int) -> Params:
+def by_cost(m: int, n: int) -> list[Params]:
+    """CONFIGS, the one that pads M x N least first, then the most FMAs per shared read."""
     def cost(indexed):
         index, p = indexed
         padded = -(-m // p.tile_m) * p.tile_m * -(-n // p.tile_n) * p.tile_n
         return padded, -p.thread_m * p.thread_n / (p.thread_m + p.thread_n), index
-    return min(enumerate(CONFIGS), key=cost)[1]
+    return [p for _, p in sorted(enumerate(CONFIGS), key=cost)]
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          params: Params | None = None) -> Launch:
+          target) -> Launch:
     roles = _roles(generic)
     m, n, kk, batches = _sizes(generic, roles)
-    p = params or choose_params(m, n)
+    p = params_for(generic, target)
     threads = threads_of(p)
     signature = KernelSignature.of(generic)
     _, outs = generic_operands(generic)

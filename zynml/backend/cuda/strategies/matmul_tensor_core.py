@@ -24,9 +24,11 @@ from mlir.dialects import arith, gpu, memref, scf, vector
 from .kernel_builder import (KernelScope, KernelSignature, generic_operands,
                                   index_const, indexing_maps, loop_ranges, new_kernel)
 from . import Launch
+from .tuning import choose, problem_key
 from .matmul import _body_is_multiply_add, _delinearize_batch, _roles
 
 NAME = "matmul_tensor_core"
+REQUIRES = frozenset({"wmma"})
 FRAGMENT = 16  # wmma m16n16k16
 
 
@@ -69,8 +71,8 @@ CONFIGS = (Params(frags_m=4, frags_n=4, stage_k=64), Params(frags_m=4, frags_n=4
 _PAD = 8  # f16 elements after each shared row: 16 bytes, against bank conflicts
 
 
-def _params_for(generic: ir.Operation):
-    """The first configuration whose tiles cover the product exactly, or None."""
+def _params_for(generic: ir.Operation, target):
+    """The first configuration (tuned) whose tiles cover the product exactly, or None."""
     roles = _layout(generic)
     if roles is None or not _body_is_multiply_add(generic):
         return None
@@ -81,21 +83,19 @@ def _params_for(generic: ir.Operation):
     _, i, j, k = roles
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
-    for params in CONFIGS:
-        step = params.stage_k or FRAGMENT
-        if m % params.tile_m == 0 and n % params.tile_n == 0 and kk % step == 0 \
-                and m * n >= params.min_mn:
-            return params
-    return None
+    def tiles_it(p: Params) -> bool:
+        return m % p.tile_m == 0 and n % p.tile_n == 0 and \
+            kk % (p.stage_k or FRAGMENT) == 0 and m * n >= p.min_mn
+    return choose(NAME, CONFIGS, target, problem_key(generic.operands), tiles_it)
 
 
-def matches(generic: ir.Operation) -> bool:
-    return _params_for(generic) is not None
+def matches(generic: ir.Operation, target) -> bool:
+    return _params_for(generic, target) is not None
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          params: Params | None = None) -> Launch:
-    p = params or _params_for(generic)
+          target) -> Launch:
+    p = _params_for(generic, target)
     batch, dim_i, dim_j, dim_k = _layout(generic)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]

@@ -57,6 +57,7 @@ from .kernel_builder import (KernelScope, KernelSignature, follows, generic_oper
                                   index_const, loop_ranges, new_kernel)
 from . import Launch, TensorMap
 from . import hopper
+from .tuning import choose, problem_key
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, free_slot, only_if, parity, shared, split_roles,
                      tensor_map_type, uniform_warp, wait)
@@ -64,7 +65,7 @@ from .matmul import _body_is_multiply_add
 from .matmul_tensor_core import _layout
 
 NAME = "matmul_wgmma"
-REQUIRES_CHIPS = ("sm_90a",)  # wgmma exists only in sm_90a's PTX
+REQUIRES = frozenset({"wgmma", "tma", "setmaxnreg"})
 ROWS_PER_WARPGROUP = 64  # wgmma's m
 TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
 K_STEP = 16              # wgmma's k
@@ -107,7 +108,7 @@ class Params:
 CONFIGS = (Params(tile_n=256), Params(tile_n=128))
 
 
-def _params_for(generic: ir.Operation):
+def _params_for(generic: ir.Operation, target):
     roles = _layout(generic)
     if roles is None or not _body_is_multiply_add(generic):
         return None
@@ -121,15 +122,14 @@ def _params_for(generic: ir.Operation):
         return None
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
-    for params in CONFIGS:
-        if m % params.tile_m == 0 and n % params.tile_n == 0 and kk % TILE_K == 0 \
-                and m * n >= params.min_mn:
-            return params
-    return None
+    def fits(p: Params) -> bool:
+        return m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0 and \
+            m * n >= p.min_mn and p.shared_bytes() <= target.max_shared_per_block
+    return choose(NAME, CONFIGS, target, problem_key(generic.operands), fits)
 
 
-def matches(generic: ir.Operation) -> bool:
-    return _params_for(generic) is not None
+def matches(generic: ir.Operation, target) -> bool:
+    return _params_for(generic, target) is not None
 
 
 @dataclass
@@ -144,11 +144,11 @@ class Group:
         return iter((self.fill, self.product))
 
 
-def find_groups(generics: list) -> list[Group]:
+def find_groups(generics: list, target) -> list[Group]:
     groups = []
     for fill, product in zip(generics, generics[1:]):
         initial = _constant_fill(fill)
-        if initial is not None and matches(product) and follows(fill, product) and \
+        if initial is not None and matches(product, target) and follows(fill, product) and \
                 generic_operands(fill)[1] == generic_operands(product)[1]:
             groups.append(Group(fill, product, initial))
     return groups
@@ -172,13 +172,12 @@ def _constant_fill(generic: ir.Operation):
     return ir.FloatAttr(owner.attributes["value"]).value
 
 
-def build(generic, gpu_module: ir.Operation, kernel_name: str,
-          params: Params | None = None) -> Launch:
+def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
     """Kernel for a product generic, or for a Group (a constant fill and the product)."""
     initial = None  # None: the epilogue reads C's initial value
     if isinstance(generic, Group):
         generic, initial = generic.product, generic.initial
-    p = params or _params_for(generic)
+    p = _params_for(generic, target)
     batch, dim_i, dim_j, dim_k = _layout(generic)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]

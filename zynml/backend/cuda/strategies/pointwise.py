@@ -36,6 +36,7 @@ from .kernel_builder import (KernelScope, KernelSignature, apply_map, delineariz
                                   generic_operands, index_const, indexing_maps, loop_dims,
                                   new_kernel)
 from . import Launch
+from .tuning import tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
 
@@ -55,16 +56,16 @@ class Params:
     blocks_per_multiprocessor: int = 0
 
 
-DEFAULT_PARAMS = Params()  # what linalg-to-gpu-kernels builds with (tune scripts swap it)
+DEFAULT_PARAMS = Params()  # tuned per kernel by the target's params (tuning.py)
 
 
-def matches(generic: ir.Operation) -> bool:
+def matches(generic: ir.Operation, target) -> bool:
     return True
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          params: Params | None = None) -> Launch:
-    params = params or DEFAULT_PARAMS
+          target) -> Launch:
+    params = tuned(NAME, DEFAULT_PARAMS, target, generic.operands)
     signature = KernelSignature.of(generic)
     ranges, parallel, reduction = loop_dims(generic)
     total = math.prod(ranges[d] for d in parallel)

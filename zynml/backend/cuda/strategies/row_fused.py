@@ -36,6 +36,7 @@ from .kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
                                   delinearize, follows, generic_operands, index_const,
                                   indexing_maps, iterator_kinds, loop_ranges, new_kernel)
 from . import Launch
+from .tuning import tuned
 from .pointwise import emit_point
 from . import implicit_gemm, matmul, row_reduce
 from .row_reduce import block_size, emit_block_reduce, shared_partials
@@ -57,15 +58,15 @@ class Params:
     vector: int = 4            # columns per 16-byte access (f32)
 
 
-DEFAULT_PARAMS = Params()  # what linalg-to-gpu-kernels builds with (tune scripts swap it)
+DEFAULT_PARAMS = Params()  # tuned by the target's params (tuning.py)
 
 
-def _reduction_prefix(generic: ir.Operation):
+def _reduction_prefix(generic: ir.Operation, target):
     """Leading parallel extents of a reduction row_reduce can do (reductions trailing);
     contractions stay with the matmul strategies (convolutions with implicit_gemm)."""
     kinds = iterator_kinds(generic)
-    if not row_reduce.matches(generic, row_reduce.Params(min_row=1)) or \
-            matmul.matches(generic) or implicit_gemm.matches(generic):
+    if not row_reduce.fits(generic, row_reduce.Params(min_row=1)) or \
+            matmul.matches(generic, target) or implicit_gemm.matches(generic, target):
         return None
     lead = kinds.index(REDUCTION)
     if PARALLEL in kinds[lead:]:
@@ -77,12 +78,12 @@ def _row_length(generic: ir.Operation, rank: int) -> int:
     return math.prod(loop_ranges(generic)[rank:])
 
 
-def find_groups(generics: list[ir.Operation], params: Params | None = None) -> list[list]:
+def find_groups(generics: list[ir.Operation], target) -> list[list]:
     """Maximal runs of `generics` (consecutive in their host block) that fuse."""
-    params = params or DEFAULT_PARAMS
+    params = tuned(NAME, DEFAULT_PARAMS, target, [])  # the strategy's own, not a kernel's
     groups: list[list] = []
     for run in _consecutive_runs(generics):
-        groups.extend(_split(run, params))
+        groups.extend(_split(run, params, target))
     return groups
 
 
@@ -96,44 +97,45 @@ def _consecutive_runs(generics: list[ir.Operation]) -> list[list]:
     return runs
 
 
-def _split(run: list[ir.Operation], params: Params) -> list[list]:
+def _split(run: list[ir.Operation], params: Params, target) -> list[list]:
     groups, current, prefix = [], [], None
     for generic in run:
-        candidate_prefix = _reduction_prefix(generic)
+        candidate_prefix = _reduction_prefix(generic, target)
         trial = current + [generic]
         trial_prefix = prefix or candidate_prefix
-        if _fits(trial, trial_prefix):
+        if _fits(trial, trial_prefix, target):
             current, prefix = trial, trial_prefix
             continue
-        if _worth_it(current, prefix, params):
+        if _worth_it(current, prefix, params, target):
             groups.append(current)
         current, prefix = [generic], candidate_prefix
-        if not _fits(current, prefix):
+        if not _fits(current, prefix, target):
             current, prefix = [], None
-    if _worth_it(current, prefix, params):
+    if _worth_it(current, prefix, params, target):
         groups.append(current)
     return groups
 
 
-def _worth_it(group: list, prefix, params: Params) -> bool:
+def _worth_it(group: list, prefix, params: Params, target) -> bool:
     if len(group) < 2 or prefix is None:
         return False
     rows = math.prod(prefix)
     largest = max(rows * _row_length(g, len(prefix)) for g in group)
     if rows < params.min_rows and largest >= params.small:
         return False
-    return any(_reduction_prefix(g) == prefix and _row_length(g, len(prefix)) >= params.min_row
+    return any(_reduction_prefix(g, target) == prefix and
+               _row_length(g, len(prefix)) >= params.min_row
                for g in group)
 
 
-def _fits(group: list, prefix) -> bool:
+def _fits(group: list, prefix, target) -> bool:
     if prefix is None:  # no reduction yet: only check shapes later
         return all(REDUCTION not in iterator_kinds(g) for g in group)
     rank = len(prefix)
     for generic in group:
         kinds = iterator_kinds(generic)
         if REDUCTION in kinds:
-            if _reduction_prefix(generic) != prefix:
+            if _reduction_prefix(generic, target) != prefix:
                 return False
         elif tuple(loop_ranges(generic)[:rank]) != prefix:
             return False
@@ -174,9 +176,9 @@ def _row_map(amap: ir.AffineMap, rank: int, covers: bool) -> bool:
 
 
 def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
-          params: Params | None = None) -> Launch:
-    params = params or DEFAULT_PARAMS
-    prefix = next(_reduction_prefix(g) for g in group if _reduction_prefix(g) is not None)
+          target) -> Launch:
+    params = tuned(NAME, DEFAULT_PARAMS, target, KernelSignature.of(group).values)
+    prefix = next(p for p in (_reduction_prefix(g, target) for g in group) if p is not None)
     rank = len(prefix)
     rows = math.prod(prefix)
     registers = plan_registers(group, rank, params)  # None: every pass reads memory

@@ -25,6 +25,7 @@ from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_dims, new_kernel)
 from . import Launch
+from .tuning import tuned
 
 NAME = "row_reduce"
 
@@ -77,7 +78,12 @@ def _combine(generic: ir.Operation):
     return _combines(generic)
 
 
-def matches(generic: ir.Operation, params: Params = Params()) -> bool:
+def matches(generic: ir.Operation, target) -> bool:
+    return fits(generic, tuned(NAME, Params(), target, generic.operands))
+
+
+def fits(generic: ir.Operation, params: Params) -> bool:
+    """Whether a block per output point can reduce `generic` with these Params."""
     kinds = iterator_kinds(generic)
     if REDUCTION not in kinds or _combine(generic) is None:
         return False
@@ -117,7 +123,8 @@ def shared_partials(gpu_module: ir.Operation, generic: ir.Operation, name: str,
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          params: Params = Params()) -> Launch:
+          target) -> Launch:
+    params = tuned(NAME, Params(), target, generic.operands)
     signature = KernelSignature.of(generic)
     ranges, parallel, _ = loop_dims(generic)
     points = math.prod(ranges[d] for d in parallel)

@@ -1,0 +1,138 @@
+"""Which `Params` a strategy builds a kernel with.
+
+A strategy proposes candidates for the kernel at hand (its defaults, or the configs that
+suit the shape, best first) and builds with the first that fits the target. Each
+candidate is first tuned, from the most specific to the least:
+
+    1. `strategy@problem.field=value`  this kernel's problem only (`zynml tune` writes these)
+    2. `strategy.field=value`          every kernel of the strategy
+    3. CHIP_TUNING[chip][strategy]     measured values of one chip
+
+1 and 2 come from linalg-to-gpu-kernels' `params` option (CudaTarget.params: entries
+joined by ';', target.params_text), so they are part of the pipeline text and of the
+artifact cache key; `parse` checks them against the strategies' Params.
+A problem is named by `problem_key`: the shapes and element types of what the kernel
+takes, e.g. `4096x4096f16_4096x4096f16_4096x4096f16` for a 4096^3 f16 product.
+
+    linalg-to-gpu-kernels{chip=sm_90a params=matmul_wgmma.stages=3;pointwise.vectors=2}
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Callable, Iterable, Optional, TypeVar
+
+from mlir import ir
+
+from . import get_strategy
+
+__all__ = ["CHIP_TUNING", "TuningError", "parse", "choose", "tuned", "problem_key"]
+
+P = TypeVar("P")
+
+# chip -> strategy -> {field: value}. The strategies' defaults were measured on an H100
+# (sm_90a; see each strategy's comments and docs/performance.md): a chip whose best
+# values differ gets an entry here, with the measurement that chose it.
+CHIP_TUNING: dict[str, dict[str, dict[str, object]]] = {}
+
+_ENTRY = re.compile(r"(?P<strategy>[a-z_0-9]+)(?:@(?P<problem>[A-Za-z0-9_+\-]+))?"
+                    r"\.(?P<field>[a-z_0-9]+)=(?P<value>[^;=]+)")
+
+
+class TuningError(ValueError):
+    """A params entry that names no strategy or field, or a value of the wrong type."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    strategy: str
+    problem: str       # "" for every problem of the strategy
+    field: str
+    value: object
+
+
+@functools.lru_cache(maxsize=64)
+def parse(text: str) -> tuple[Entry, ...]:
+    """`params` option text -> entries, each checked against its strategy's Params."""
+    entries = []
+    for item in filter(None, text.split(";")):
+        match = _ENTRY.fullmatch(item)
+        if match is None:
+            raise TuningError(f"bad params entry '{item}': expected "
+                              "STRATEGY[@PROBLEM].FIELD=VALUE")
+        strategy, field = match["strategy"], match["field"]
+        params = _params_class(strategy)
+        fields = {f.name: f for f in dataclasses.fields(params)}
+        if field not in fields:
+            raise TuningError(f"strategy '{strategy}' has no parameter '{field}'; its "
+                              f"parameters: {', '.join(fields)}")
+        entries.append(Entry(strategy, match["problem"] or "", field,
+                             _value(item, fields[field], match["value"])))
+    return tuple(entries)
+
+
+def _params_class(strategy: str) -> type:
+    try:
+        return get_strategy(strategy).Params
+    except KeyError as err:
+        raise TuningError(str(err.args[0])) from None
+
+
+def _value(item: str, field: dataclasses.Field, raw: str) -> object:
+    kind = field.type if isinstance(field.type, str) else field.type.__name__
+    if kind == "bool":
+        if raw not in ("true", "false", "1", "0"):
+            raise TuningError(f"'{item}': {field.name} is true or false")
+        return raw in ("true", "1")
+    if kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise TuningError(f"'{item}': {field.name} is an integer") from None
+    raise TuningError(f"'{item}': parameters of type {kind} cannot be set")
+
+
+def _overrides(strategy: str, problem: str, chip: str, params_text: str) -> dict:
+    """The fields tuned for (strategy, problem) on `chip`, least specific first."""
+    fields = dict(CHIP_TUNING.get(chip, {}).get(strategy, {}))
+    entries = [e for e in parse(params_text) if e.strategy == strategy]
+    fields.update({e.field: e.value for e in entries if not e.problem})
+    fields.update({e.field: e.value for e in entries if e.problem == problem})
+    return fields
+
+
+def choose(strategy: str, candidates: Iterable[P], target, problem: str,
+           fits: Callable[[P], bool]) -> Optional[P]:
+    """The first candidate, tuned for `problem` on `target`, that `fits`; None: none does
+    (the strategy declines the kernel)."""
+    fields = _overrides(strategy, problem, target.chip, target.params)
+    for candidate in candidates:
+        try:
+            tuned = dataclasses.replace(candidate, **fields) if fields else candidate
+        except (ValueError, AssertionError) as err:  # the Params' own checks
+            raise TuningError(f"{strategy} parameters {fields} do not go together: "
+                              f"{err}") from None
+        if fits(tuned):
+            return tuned
+    return None
+
+
+def tuned(strategy: str, default: P, target, values) -> P:
+    """`default` tuned for the kernel that takes `values` (a strategy with one Params
+    set)."""
+    return choose(strategy, [default], target, problem_key(values), lambda p: True)
+
+
+def problem_key(values) -> str:
+    """The shapes and element types of the values a kernel takes (its operands), each as
+    `4096x4096f16` (a dynamic size as `d`, a scalar as its type), joined by '_'."""
+    parts = []
+    for value in values:
+        if isinstance(value.type, ir.ShapedType):
+            shaped = ir.ShapedType(value.type)
+            dims = ["d" if ir.ShapedType.is_dynamic_size(n) else str(n) for n in shaped.shape]
+            parts.append("x".join(dims) + str(shaped.element_type))
+        else:
+            parts.append(str(value.type))
+    return "_".join(re.sub(r"[^A-Za-z0-9]", "", part) for part in parts)
