@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -264,3 +265,57 @@ def test_zynml_debug_prints_the_traceback_of_a_bug_in_a_pass(monkeypatch, tmp_pa
         err = capsys.readouterr().err
         assert "internal error in pass 'cir-verify': RuntimeError: simulated bug" in err
         assert ("Traceback" in err) == (debug == "1")
+
+
+# ----------------------------------------------------------------------------- the docs
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """A markdown table's knob rows: variable name -> its cells."""
+    rows = [line for line in table.splitlines() if line.startswith("| `ZYNML_")]
+    return {row.split("`")[1]: [c.strip() for c in row.strip("|").split(" | ")] for row in rows}
+
+
+def test_the_docs_table_is_the_knobs_table():
+    text = (ROOT / "docs" / "developer-guide.md").read_text()
+    section = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    documented, expected = _rows(section), _rows(knobs.markdown_table())
+    assert not expected.keys() - documented.keys(), \
+        f"knobs missing from the docs: {sorted(expected.keys() - documented.keys())}"
+    assert not documented.keys() - expected.keys(), \
+        f"doc rows with no knob: {sorted(documented.keys() - expected.keys())}"
+    columns = ("name", "type", "default", "meaning", "read by")
+    for name, cells in documented.items():
+        for column, doc, knob in zip(columns, cells, expected[name], strict=True):
+            assert doc == knob, f"{name}'s {column}: the docs say {doc!r}, knobs.py {knob!r}"
+    # and the same order and header: the section holds `python -m zynml.knobs`'s output
+    assert knobs.markdown_table() in section, "paste `python -m zynml.knobs` into the docs"
+
+
+def test_read_by_names_exactly_the_files_that_read_each_knob():
+    readers: dict[str, set[str]] = {knob.name: set() for knob in knobs.KNOBS}
+    for path in _python_files():
+        if path == THIS_FILE:  # its tests call get() on any knob
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            # knobs.X.get()
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "get" and isinstance(node.func.value, ast.Attribute)
+                    and isinstance(node.func.value.value, ast.Name)
+                    and node.func.value.value.id == "knobs"):
+                knob = getattr(knobs, node.func.value.attr)
+                readers[knob.name].add(str(path.relative_to(ROOT)))
+    for knob in knobs.KNOBS:
+        assert readers[knob.name] == set(knob.read_by), knob.name
+
+
+def test_every_zynml_variable_named_anywhere_is_a_knob():
+    # a typo (monkeypatch.setenv("ZYNML_CUDA_POSION")) or a stale name in the docs (as
+    # ZYNML_OPT_TRACEBACK once was) would otherwise pass unnoticed
+    names = {knob.name for knob in knobs.KNOBS}
+    files = [p for p in (ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *_python_files(),
+                         *(ROOT / "tools").rglob("*.sh"), *(ROOT / "tools").rglob("*.md"))
+             if p != THIS_FILE]
+    unknown = {f"{p.relative_to(ROOT)}: {name}" for p in files
+               for name in re.findall(r"ZYNML_[A-Z0-9_]+", p.read_text()) if name not in names}
+    assert not unknown, sorted(unknown)
