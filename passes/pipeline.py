@@ -9,13 +9,13 @@ pipeline text.
 from __future__ import annotations
 
 import dataclasses
-import os
 import traceback
 from typing import Any
 
 from mlir import ir
 from mlir.passmanager import PassManager
 
+from .. import knobs
 from . import PASSES, get_pass
 
 __all__ = ["build_pass_manager", "split_pipeline", "PipelineError", "parse_options"]
@@ -82,6 +82,7 @@ def _convert_option(pass_name: str, key: str, raw: str, type_name: Any) -> Any:
 def build_pass_manager(pipeline: str, context: ir.Context | None = None) -> PassManager:
     """A PassManager on builtin.module running `pipeline` (zynml and upstream passes)."""
     context = context or ir.Context.current
+    debug = knobs.DEBUG.get()  # now: a bad value raises here, not inside a pass run by C++
     with context:
         pm = PassManager("builtin.module")
         for element in split_pipeline(pipeline):
@@ -92,8 +93,8 @@ def build_pass_manager(pipeline: str, context: ir.Context | None = None) -> Pass
             if name in PASSES:
                 module = get_pass(name)
                 options = parse_options(name, module.Options, rest.rstrip("}"))
-                pm.add(_python_pass(module, options), name=module.NAME, argument=module.NAME,
-                       description=PASSES[name][1])
+                pm.add(_python_pass(module, options, debug), name=module.NAME,
+                       argument=module.NAME, description=PASSES[name][1])
             else:
                 try:
                     pm.add(element)
@@ -103,7 +104,7 @@ def build_pass_manager(pipeline: str, context: ir.Context | None = None) -> Pass
     return pm
 
 
-def _python_pass(module, options):
+def _python_pass(module, options, debug: bool):
     def run(op, pass_):
         try:
             with op.context, op.location:
@@ -111,7 +112,7 @@ def _python_pass(module, options):
         except PassFailure:
             pass_.signal_pass_failure()
         except Exception as err:  # a bug in the pass: report it, don't unwind through C++
-            if os.environ.get("ZYNML_DEBUG"):
+            if debug:
                 traceback.print_exc()
             op.location.emit_error(f"internal error in pass '{module.NAME}': "
                                    f"{type(err).__name__}: {err}")

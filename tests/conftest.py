@@ -7,22 +7,17 @@ import subprocess
 import numpy as np
 import pytest
 
+from zynml import knobs
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
     """Compile for real in every test session: an empty artifact cache of our own.
     ZYNML_TEST_CACHE_DIR names a cache to use instead (GPU runs: compiled here, carried)."""
-    if os.environ.get("ZYNML_TEST_CACHE_DIR"):
-        os.environ["ZYNML_CACHE_DIR"] = os.environ["ZYNML_TEST_CACHE_DIR"]
+    folder = knobs.TEST_CACHE_DIR.get() or tmp_path_factory.mktemp("zynml-cache")
+    with pytest.MonkeyPatch.context() as patch:  # the old value comes back at the end
+        patch.setenv(knobs.CACHE_DIR.name, str(folder))
         yield
-        return
-    old = os.environ.get("ZYNML_CACHE_DIR")
-    os.environ["ZYNML_CACHE_DIR"] = str(tmp_path_factory.mktemp("zynml-cache"))
-    yield
-    if old is None:
-        os.environ.pop("ZYNML_CACHE_DIR", None)
-    else:
-        os.environ["ZYNML_CACHE_DIR"] = old
 
 
 @pytest.fixture
@@ -102,7 +97,7 @@ def _has_gpu() -> bool:
 
 HAS_GPU = _has_gpu()
 if HAS_GPU:  # native CUDA allocations start as NaN/-1 bytes: unwritten outputs show
-    os.environ["ZYNML_CUDA_POISON"] = "1"
+    os.environ[knobs.CUDA_POISON.name] = "1"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -118,7 +113,7 @@ def pytest_collection_modifyitems(config, items):
 # run as far as compiling, filling ZYNML_TEST_CACHE_DIR with CUDA artifacts, and skip
 # where they would touch the GPU. The device machine, which has no MLIR, then runs the
 # same tests from that cache.
-COMPILE_ONLY = os.environ.get("ZYNML_GPU_COMPILE_ONLY") == "1"
+COMPILE_ONLY = knobs.GPU_COMPILE_ONLY.get()
 
 
 def pytest_configure(config):

@@ -4,7 +4,6 @@ tests/programs/examples/*.zyn, against independently written float64 numpy refer
 fresh random inputs of odd sizes; then the spec's own mistakes and the common user mistakes
 as located errors (FILE:LINE:COL)."""
 import functools
-import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 
 import zynml
+from zynml import knobs
 import conftest
 from conftest import assert_close
 
@@ -34,8 +34,8 @@ VULKAN_KNOWN_FAILURES = {
 
 
 @pytest.fixture(autouse=True, params=["cpu", "cuda"] + (
-    ["cuda-iree"] if os.environ.get("ZYNML_TEST_IREE_GPU") == "1" else []) + (
-    ["vulkan-iree"] if os.environ.get("ZYNML_TEST_VULKAN") == "1" else []))
+    ["cuda-iree"] if knobs.TEST_IREE_GPU.get() else []) + (
+    ["vulkan-iree"] if knobs.TEST_VULKAN.get() else []))
 def device(request):
     """Every test runs on the CPU (IREE) and through the native CUDA backend. Without a
     GPU, the CUDA variant compiles each call's artifact (PTX, checked by ptxas when the

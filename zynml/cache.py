@@ -19,11 +19,11 @@ import re
 import tempfile
 from pathlib import Path
 
-__all__ = ["CACHE_DIR_ENV", "default_cache_dir", "atomic_write_bytes", "ArtifactCache"]
+from . import knobs
+
+__all__ = ["default_cache_dir", "atomic_write_bytes", "ArtifactCache"]
 
 log = logging.getLogger(__name__)
-
-CACHE_DIR_ENV = "ZYNML_CACHE_DIR"
 
 # Bumped when the layout or the meaning of a key changes, so old entries are ignored.
 _KEY_VERSION = b"zynml-artifact-cache-v1"
@@ -32,9 +32,9 @@ _KEY_RE = re.compile(r"[0-9a-f]{64}")
 
 def default_cache_dir() -> Path:
     """`$ZYNML_CACHE_DIR`, else `$XDG_CACHE_HOME/zynml`, else `~/.cache/zynml`."""
-    override = os.environ.get(CACHE_DIR_ENV)
-    if override:
-        return Path(override).expanduser()
+    override = knobs.CACHE_DIR.get()
+    if override is not None:
+        return override
     xdg = os.environ.get("XDG_CACHE_HOME")
     # The XDG spec says a relative $XDG_CACHE_HOME is invalid and must be ignored.
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"

@@ -8,6 +8,7 @@ import mlir.ir  # noqa: F401  (the point: the backend must work beside the mlir 
 import numpy as np
 import pytest
 
+from zynml import knobs
 from zynml.backend.iree import compile as ic
 from zynml.cache import ArtifactCache
 from zynml.backend.iree.compile import compile_to_vmfb, emit_vmfb_file
@@ -156,11 +157,11 @@ def test_emit_vmfb_file_is_atomic(tmp_path, vmfb):
 def test_missing_executable_is_a_clear_error(monkeypatch):
     ic.iree_compile_executable.cache_clear()
     try:
-        monkeypatch.setenv(ic.IREE_COMPILE_ENV, "/nonexistent/iree-compile")
+        monkeypatch.setenv(knobs.IREE_COMPILE.name, "/nonexistent/iree-compile")
         with pytest.raises(BackendError, match="ZYNML_IREE_COMPILE"):
             ic.iree_compile_executable()
     finally:
-        monkeypatch.delenv(ic.IREE_COMPILE_ENV)
+        monkeypatch.delenv(knobs.IREE_COMPILE.name)
         ic.iree_compile_executable.cache_clear()
     assert ic.iree_compile_executable().endswith("iree-compile")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from zynml import knobs
 from zynml.cli import diagnostics as diag
 from zynml.cli import opt
 from zynml.passes import PASSES
@@ -49,7 +50,7 @@ FAILING_LINE = 13  # the cir.load that reads out
 def zynml_opt(*args: str, stdin: str | bytes | None = None, env: dict | None = None,
               cwd: Path | None = None) -> subprocess.CompletedProcess:
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    environment = {k: v for k, v in os.environ.items() if k != opt.REPRODUCER_DIR_ENV}
+    environment = {k: v for k, v in os.environ.items() if k != knobs.REPRODUCER_DIR.name}
     environment.update(env or {})
     done = subprocess.run([sys.executable, "-m", "zynml.cli.opt", *args], input=data,
                           capture_output=True, env=environment, cwd=cwd, timeout=120)
@@ -139,7 +140,7 @@ def test_a_bug_in_zynml_opt_is_an_internal_error_exit_2(monkeypatch, capsys, tmp
     def broken(*args, **kwargs):
         raise RuntimeError("simulated bug")
     monkeypatch.setattr(opt, "process_chunk", broken)
-    monkeypatch.delenv(opt.TRACEBACK_ENV, raising=False)
+    monkeypatch.delenv(knobs.DEBUG.name, raising=False)
     assert opt.main([str(write(tmp_path / "a.mlir", VALID))]) == 2
     err = capsys.readouterr().err
     assert err.startswith("zynml-opt: internal error: RuntimeError: simulated bug")
@@ -233,7 +234,7 @@ def test_reproducer_saves_the_pipeline_input_with_its_pipeline(tmp_path):
 def test_reproducer_directory_from_the_environment(tmp_path):
     source, directory = write(tmp_path / "f.mlir", FAILS_IN_PASS), tmp_path / "repros"
     done = zynml_opt(str(source), "--cir-to-linalg",
-                     env={opt.REPRODUCER_DIR_ENV: str(directory)})
+                     env={knobs.REPRODUCER_DIR.name: str(directory)})
     assert done.returncode == 1
     files = list(directory.iterdir())
     assert len(files) == 1 and files[0].suffix == ".mlir"

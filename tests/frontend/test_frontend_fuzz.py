@@ -7,7 +7,6 @@ checker and cirgen see programs that parse but are wrong in every way. With the 
 properties, a test run feeds the front end well over 10,000 inputs. Inputs that ever broke
 it are kept in REGRESSIONS.
 """
-import os
 import re
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zynml import compiler
+from zynml import compiler, knobs
 from zynml.errors import ZynMLError
 from zynml.frontend.types import F32, TensorType
 
@@ -25,7 +24,7 @@ SEEDS = sorted(ROOT.glob("examples/*.zyn")) + sorted(ROOT.glob("transformer/*.zy
 PROGRAMS = [p.read_text() for p in SEEDS]
 # rope_spec_verbatim.zyn is the spec's RoPE, which is wrong on purpose (a float index).
 VALID = [p.read_text() for p in SEEDS if "verbatim" not in p.name]
-SCALE = float(os.environ.get("ZYNML_FUZZ_SCALE", "1"))
+SCALE = knobs.FUZZ_SCALE.get()
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 TOKEN = re.compile(r"\w+|\d+\.\d+|\.\.|[-+*/%^@<>=!]=?|[()\[\]{},:]|\n|[ ]+|.")

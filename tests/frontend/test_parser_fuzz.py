@@ -5,7 +5,6 @@ Two hypothesis properties run together about 10,000 inputs per test run (6,000 t
 soups + 4,000 mutated spec programs; set ZYNML_FUZZ_SCALE=10 for a longer hunt). A
 falsifying example that hypothesis prints belongs in REGRESSIONS, checked on every run.
 """
-import os
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from zynml import knobs
 from zynml.errors import SourceFile, ZynMLError
 from zynml.frontend import ast
 from zynml.frontend.parser import parse
@@ -20,7 +20,7 @@ from zynml.frontend.parser import parse
 SPEC_DIR = Path(__file__).resolve().parents[1] / "programs" / "spec"
 SPEC_TEXTS = [p.read_text() for p in sorted(SPEC_DIR.glob("*.zyn"))]
 
-SCALE = float(os.environ.get("ZYNML_FUZZ_SCALE", "1"))
+SCALE = knobs.FUZZ_SCALE.get()
 SOUP_EXAMPLES = int(6000 * SCALE)
 MUTATION_EXAMPLES = int(4000 * SCALE)
 FUZZ_SETTINGS = dict(

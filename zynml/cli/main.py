@@ -22,10 +22,11 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from .. import knobs
 from ..cache import atomic_write_bytes
 from ..backend.iree.target import IREE_TARGETS
 from ..errors import ZynMLError
-from .common import internal_error
+from .common import bad_knob, internal_error
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -229,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_note  # notes print as compiler notes, not Python warnings
     args = _parser().parse_args(argv)
     try:
+        knobs.validate()  # a bad ZYNML_* value fails here, before any work
         return {"run": _run, "compile": _compile, "devices": _devices}[args.command](args)
+    except knobs.KnobError as err:  # before ZynMLError, its base class
+        return bad_knob("zynml", err)
     except ZynMLError as err:
         print(str(err), file=sys.stderr)
         return 1

@@ -29,10 +29,10 @@ from typing import Optional
 
 from mlir import ir
 
-from .. import compiler
+from .. import compiler, knobs
 from ..dialects import new_context
 from ..cache import atomic_write_bytes
-from .common import DEBUG_ENV, internal_error
+from .common import bad_knob, internal_error
 from ..errors import SourceFile, ZynMLError
 from ..frontend.parser import parse
 from ..frontend.types import SCALARS, TensorType
@@ -46,12 +46,10 @@ __all__ = ["main", "parse_args", "OptOptions", "UsageError", "process_chunk",
 
 PROG = "zynml-opt"
 SPLIT_MARKER = "// -----"
-REPRODUCER_DIR_ENV = "ZYNML_REPRODUCER_DIR"
 # MLIR recurses per nesting level (parser, verifier, printer, passes): zynml-opt runs on a
 # thread with a large stack (reserved, not used) and refuses deeper MLIR input.
 MAX_NESTING = 2000
 STACK_BYTES = 512 * 1024 * 1024
-TRACEBACK_ENV = DEBUG_ENV  # one switch for every ZynML tool
 
 # ============================================================================ command line
 
@@ -133,7 +131,8 @@ VALUE_FLAGS = {
                   "x=?x8:f16, eps=:f32, an integer with its value n=:i64=6"),
     "mlir-pass-pipeline-crash-reproducer": (
         "reproducer", "FILE", "When a pass fails, save the IR given to the pipeline with the "
-                              f"pipeline in a header comment (or set ${REPRODUCER_DIR_ENV})"),
+                              "pipeline in a header comment (or set "
+                              f"${knobs.REPRODUCER_DIR.name})"),
 }
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -453,7 +452,7 @@ def _print(module: ir.Module, options: OptOptions, source: Source,
 
 
 def _reproducer_wanted(options: OptOptions) -> bool:
-    return options.reproducer is not None or bool(os.environ.get(REPRODUCER_DIR_ENV))
+    return options.reproducer is not None or knobs.REPRODUCER_DIR.get() is not None
 
 
 def _write_reproducer(snapshot: str, source: Source, options: OptOptions) -> str:
@@ -468,7 +467,7 @@ def _write_reproducer(snapshot: str, source: Source, options: OptOptions) -> str
     if options.reproducer is not None:
         path = options.reproducer
     else:
-        directory = Path(os.environ[REPRODUCER_DIR_ENV])
+        directory = knobs.REPRODUCER_DIR.get()
         directory.mkdir(parents=True, exist_ok=True)
         fd, path = tempfile.mkstemp(prefix=f"{Path(source.name).stem or 'stdin'}-",
                                     suffix=".mlir", dir=directory)
@@ -577,12 +576,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         if options.list_passes:
             print(list_passes_text())
             return 0
+        knobs.validate()  # a bad ZYNML_* value fails here, before any work
         return _on_big_stack(run, options)
     except UsageError as err:
         text = str(err)
         prefix = "" if text.startswith("<") or ": error: " in text else f"{PROG}: error: "
         print(prefix + text, file=sys.stderr)
         return 1
+    except knobs.KnobError as err:
+        return bad_knob(PROG, err)
     except BrokenPipeError:  # `zynml-opt ... | head`
         sys.stderr.close()
         return 1

@@ -20,12 +20,12 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
+from ... import knobs
 from ...errors import BackendError, ZynMLError
 from ...cache import ArtifactCache, atomic_write_bytes
 from .target import IreeTarget
 
 __all__ = [
-    "IREE_COMPILE_ENV",
     "BackendError",
     "iree_compile_executable",
     "iree_compile_version",
@@ -34,8 +34,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-IREE_COMPILE_ENV = "ZYNML_IREE_COMPILE"
 
 _OUTPUT_FLAGS = ("--output-format=vm-bytecode",)
 _MESSAGE_HEAD_LINES = 20  # iree-compile's first lines hold the error; later ones dump IR
@@ -68,11 +66,12 @@ def iree_compile_executable() -> str:
     iree-base-compiler package; `iree-compile` on PATH; next to `sys.executable`
     (a virtualenv's bin/ that is not on PATH).
     """
-    override = os.environ.get(IREE_COMPILE_ENV)
-    if override:
+    override = knobs.IREE_COMPILE.get()
+    if override is not None:
         found = shutil.which(override)
         if not found:
-            raise BackendError(f"${IREE_COMPILE_ENV} names {override!r}, which is not an executable")
+            raise BackendError(f"${knobs.IREE_COMPILE.name} names {str(override)!r}, which is "
+                               "not an executable")
         return found
     packaged = _packaged_binary()
     if packaged is not None:
@@ -85,7 +84,7 @@ def iree_compile_executable() -> str:
         return beside
     raise BackendError(
         "cannot find the `iree-compile` executable: install it with "
-        "`pip install iree-base-compiler==3.13.0`, or set $" + IREE_COMPILE_ENV + " to its path"
+        f"`pip install iree-base-compiler==3.13.0`, or set ${knobs.IREE_COMPILE.name} to its path"
     )
 
 

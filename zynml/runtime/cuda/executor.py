@@ -10,13 +10,13 @@ one thread at a time (compile a Program per thread to call from several).
 from __future__ import annotations
 
 import ctypes
-import os
 import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from ... import knobs
 from .device_array import DeviceArray, _numpy_dtype
 from . import tensor_maps
 from .driver import Device, ctype_of
@@ -126,7 +126,7 @@ class PlanExecutor:
         self.tensor_maps = tensor_maps.for_device(device)
         # Tests set ZYNML_CUDA_POISON=1: every allocation starts as 0xFF bytes (NaN, -1),
         # so an element no kernel wrote cannot pass for a result.
-        self.poison = os.environ.get("ZYNML_CUDA_POISON") == "1"
+        self.poison = knobs.CUDA_POISON.get()
 
     # ------------------------------------------------------------------ calls
 
