@@ -30,17 +30,17 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 
-from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, TensorMap, entry_of,
+from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR,
+                                      STRATEGY_ATTR, TensorMap, entry_of,
                                       get_strategy, group_strategies, single_strategies)
 from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
-from ..backend.cuda.strategies.tuning import TuningError, parse
+from ..backend.cuda.strategies.tuning import TuningError, parse, problem_of
 from ..backend.cuda.target import CudaTarget, DEFAULT_CHIP
 from ..lowering.cir_ops import ops_in
 from .pipeline import fail
 
 NAME = "linalg-to-gpu-kernels"
 KERNEL_MODULE = "zynml_kernels"
-STRATEGY_ATTR = "zynml.strategy"
 
 
 @dataclass
@@ -94,7 +94,8 @@ def run(module: ir.Operation, options: Options) -> None:
         for group in group_strategy.find_groups(generics, target):
             launch = group_strategy.build(group, kernels, f"k{number}_{group_strategy.NAME}",
                                           target)
-            _replace_with_launch(list(group), launch, group_strategy.NAME)
+            _replace_with_launch(list(group), launch, group_strategy.NAME,
+                                 problem_of(group_strategy, group))
             number += 1
         generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
     for number, generic in enumerate(generics, start=number):
@@ -109,7 +110,7 @@ def run(module: ir.Operation, options: Options) -> None:
             launch = strategy.build(generic, kernels, f"k{number}_{strategy.NAME}", target)
         except ValueError as err:
             raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
-        _replace_with_launch([generic], launch, strategy.NAME)
+        _replace_with_launch([generic], launch, strategy.NAME, problem_of(strategy, generic))
     # Host reads of device memory that kernels now do themselves.
     for op in list(_host_ops(module)):
         if op.name == "memref.load" and not any(True for _ in op.results[0].uses):
@@ -122,7 +123,7 @@ def _host_ops(module: ir.Operation):
     return ops_in(module, descend=lambda op: op.name not in ("gpu.module", "linalg.generic"))
 
 
-def _replace_with_launch(generics: list, launch, strategy: str) -> None:
+def _replace_with_launch(generics: list, launch, strategy: str, problem: str) -> None:
     """Launch `launch` where the last of `generics` was; erase them, and the buffers only
     they used (temporaries a fused kernel keeps on chip)."""
     last = generics[-1]
@@ -135,6 +136,7 @@ def _replace_with_launch(generics: list, launch, strategy: str) -> None:
         op = gpu.LaunchFuncOp([KERNEL_MODULE, launch.kernel], grid, block,
                               kernel_operands=operands, dynamic_shared_memory_size=shared)
         op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(strategy)
+        op.attributes[PROBLEM_ATTR] = ir.StringAttr.get(problem)
         if launch.blocks_per_multiprocessor:
             op.attributes[BLOCKS_PER_MULTIPROCESSOR_ATTR] = ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(64), launch.blocks_per_multiprocessor)

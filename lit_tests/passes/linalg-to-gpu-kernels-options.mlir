@@ -19,11 +19,11 @@
 // One f16 attention (scores, row max, row sum, weighted values, the rounding to f16):
 // each attention strategy takes the run as one kernel when it is forced.
 // TC: gpu.launch_func @zynml_kernels::@k0_attention_tensor_core blocks in (%c1, %c2, %c1{{.*}}) threads in (%c64,
-// TC-SAME: {zynml.strategy = "attention_tensor_core"}
+// TC-SAME: {zynml.problem = "1x2x20x16f16_1x2x20x16f16_1x2x20x16f16_20x20i1_1x2x20x16f16", zynml.strategy = "attention_tensor_core"}
 // TC-NOT: gpu.launch_func
 // 64 query rows a block, 16 lanes a row: 256 threads; with 32 rows, 128
 // SIMT: gpu.launch_func @zynml_kernels::@k0_attention_simt_tiled blocks in (%c1, %c2, %c1{{.*}}) threads in (%c256,
-// SIMT-SAME: {zynml.strategy = "attention_simt_tiled"}
+// SIMT-SAME: {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_simt_tiled"}
 // SIMT32: gpu.launch_func @zynml_kernels::@k0_attention_simt_tiled blocks in (%c1, %c2, %c1{{.*}}) threads in (%c128,
 // Head dim 16: not one attention_wgmma takes (64 or 128)
 // NOFIT: error: GPU strategy 'attention_wgmma' does not fit this loop nest

@@ -23,7 +23,7 @@
 // CHECK-NOT: linalg.generic
 // CHECK-DAG: [[GX:%[a-z0-9_]+]] = arith.constant 13 : index
 // CHECK-DAG: [[BX:%[a-z0-9_]+]] = arith.constant 256 : index
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in ([[GX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in ([[BX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[X]] : memref<33x99xf32>, [[M]] : memref<33xf32>, [[Y]] : memref<33x99xf32>) {zynml.strategy = "pointwise"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in ([[GX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in ([[BX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[X]] : memref<33x99xf32>, [[M]] : memref<33xf32>, [[Y]] : memref<33x99xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // CHECK-NEXT: return
 // CHECK: gpu.module @zynml_kernels {
 // CHECK-NEXT: gpu.func @k0_pointwise([[KX:%[a-z0-9_]+]]: memref<33x99xf32>, [[KM:%[a-z0-9_]+]]: memref<33xf32>, [[KY:%[a-z0-9_]+]]: memref<33x99xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
@@ -46,7 +46,7 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.return
 // FORCE-LABEL: func.func @softmax_exp(
-// FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.strategy = "pointwise"}
+// FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 func.func @softmax_exp(%x: memref<33x99xf32>, %m: memref<33xf32>, %y: memref<33x99xf32>) {
@@ -72,7 +72,7 @@ func.func @softmax_exp(%x: memref<33x99xf32>, %m: memref<33xf32>, %y: memref<33x
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<33x100xf32>, [[M:%[a-z0-9_]+]]: memref<33xf32>, [[B:%[a-z0-9_]+]]: memref<100xf32>, [[Y:%[a-z0-9_]+]]: memref<33x100xf32>)
 // CHECK-DAG: [[GX:%[a-z0-9_]+]] = arith.constant 2 : index
 // CHECK-DAG: [[BX:%[a-z0-9_]+]] = arith.constant 512 : index
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in ([[GX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in ([[BX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[X]] : memref<33x100xf32>, [[M]] : memref<33xf32>, [[B]] : memref<100xf32>, [[Y]] : memref<33x100xf32>) {zynml.strategy = "pointwise"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in ([[GX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in ([[BX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[X]] : memref<33x100xf32>, [[M]] : memref<33xf32>, [[B]] : memref<100xf32>, [[Y]] : memref<33x100xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // CHECK: gpu.func @k0_pointwise([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KM:%[a-z0-9_]+]]: memref<33xf32>, [[KB:%[a-z0-9_]+]]: memref<100xf32>, [[KY:%[a-z0-9_]+]]: memref<33x100xf32>)
 // CHECK: [[IN:%[0-9]+]] = arith.cmpi ult, {{%[0-9]+}}, %c825 : index
 // CHECK: [[SAFE:%[0-9]+]] = arith.select [[IN]], {{%[0-9]+}}, %c0 : index
@@ -109,7 +109,7 @@ func.func @softmax_exp(%x: memref<33x99xf32>, %m: memref<33xf32>, %y: memref<33x
 // CHECK-COUNT-4: memref.store {{.*}}, [[KY]]
 // CHECK: gpu.return
 // FORCE-LABEL: func.func @bias_exp_vectors(
-// FORCE: {zynml.strategy = "pointwise"}
+// FORCE: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 #col = affine_map<(d0, d1) -> (d1)>
@@ -135,7 +135,7 @@ func.func @bias_exp_vectors(%x: memref<33x100xf32>, %m: memref<33xf32>, %b: memr
 // CHECK-NOT: linalg.generic
 // CHECK-DAG: [[GX:%[a-z0-9_]+]] = arith.constant 33 : index
 // CHECK-DAG: [[BX:%[a-z0-9_]+]] = arith.constant 128 : index
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_reduce blocks in ([[GX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in ([[BX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[X]] : memref<33x100xf32>, [[S]] : memref<33xf32>) {zynml.strategy = "row_reduce"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_reduce blocks in ([[GX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in ([[BX]], %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[X]] : memref<33x100xf32>, [[S]] : memref<33xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "row_reduce"}
 // CHECK: gpu.module @zynml_kernels {
 // CHECK-NEXT: memref.global "private" @k0_row_reduce_partials0 : memref<4xf32, #gpu.address_space<workgroup>>
 // CHECK-NEXT: gpu.func @k0_row_reduce([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
@@ -170,7 +170,7 @@ func.func @bias_exp_vectors(%x: memref<33x100xf32>, %m: memref<33xf32>, %b: memr
 // CHECK: gpu.return
 // strategy=pointwise: one thread per row, looping over it; no shuffles, no shared memory.
 // FORCE-LABEL: func.func @row_sum(
-// FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%c1{{(_[0-9]+)?}}, {{.*}}) threads in (%c256, {{.*}}) {{.*}} {zynml.strategy = "pointwise"}
+// FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%c1{{(_[0-9]+)?}}, {{.*}}) threads in (%c256, {{.*}}) {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // FORCE-NOT: memref.global
 // FORCE: gpu.func @k0_pointwise({{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // FORCE: arith.cmpi ult, %{{.*}}, %c33 : index
@@ -196,7 +196,7 @@ func.func @row_sum(%x: memref<33x100xf32>, %s: memref<33xf32>) {
 // A column sum reads the input strided along the reduction: it stays pointwise, a thread
 // per column (100 threads, one block) looping over the 33 rows from the output's value.
 // CHECK-LABEL: func.func @column_sum(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%c1{{(_[0-9]+)?}}, {{.*}}) threads in (%c256, {{.*}}) {{.*}} {zynml.strategy = "pointwise"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%c1{{(_[0-9]+)?}}, {{.*}}) threads in (%c256, {{.*}}) {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // CHECK-NOT: memref.global
 // CHECK: gpu.func @k0_pointwise([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KS:%[a-z0-9_]+]]: memref<100xf32>) kernel
 // CHECK: [[LIN:%[0-9]+]] = arith.addi
@@ -225,7 +225,7 @@ func.func @column_sum(%x: memref<33x100xf32>, %s: memref<100xf32>) {
 
 // A row shorter than a warp (7) stays pointwise: a thread per row.
 // CHECK-LABEL: func.func @short_row_max(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.strategy = "pointwise"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // CHECK-NOT: memref.global
 // CHECK: gpu.func @k0_pointwise([[KX:%[a-z0-9_]+]]: memref<33x7xf32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel
 // CHECK: [[LIN:%[0-9]+]] = arith.addi
@@ -254,7 +254,7 @@ func.func @short_row_max(%x: memref<33x7xf32>, %s: memref<33xf32>) {
 // CHECK-LABEL: func.func @select(
 // CHECK-SAME: [[C:%[a-z0-9_]+]]: memref<5x5xi1>, [[A:%[a-z0-9_]+]]: memref<5x5xf32>, [[Y:%[a-z0-9_]+]]: memref<5x5xf32>)
 // CHECK: [[C8:%[0-9]+]] = builtin.unrealized_conversion_cast [[C]] : memref<5x5xi1> to memref<5x5xi8>
-// CHECK-NEXT: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} args([[C8]] : memref<5x5xi8>, [[A]] : memref<5x5xf32>, [[Y]] : memref<5x5xf32>) {zynml.strategy = "pointwise"}
+// CHECK-NEXT: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} args([[C8]] : memref<5x5xi8>, [[A]] : memref<5x5xf32>, [[Y]] : memref<5x5xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // CHECK: gpu.func @k0_pointwise([[KC:%[a-z0-9_]+]]: memref<5x5xi8>, [[KA:%[a-z0-9_]+]]: memref<5x5xf32>, [[KY:%[a-z0-9_]+]]: memref<5x5xf32>) kernel
 // CHECK-NEXT: [[ZERO:%[a-z0-9_]+]] = arith.constant 0.000000e+00 : f32
 // CHECK: arith.cmpi ult, %{{.*}}, %c25 : index
@@ -283,7 +283,7 @@ func.func @select(%c: memref<5x5xi1>, %a: memref<5x5xf32>, %y: memref<5x5xf32>) 
 // CHECK-SAME: [[SRC:%[a-z0-9_]+]]: memref<4x4xf32>, [[DST:%[a-z0-9_]+]]: memref<4x8xf32>, [[A:%[a-z0-9_]+]]: memref<8xf32>, [[B:%[a-z0-9_]+]]: memref<8xf32>)
 // CHECK: [[VIEW:%[a-z0-9_]+]] = memref.subview [[DST]][0, 0] [4, 4] [1, 2] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 2]>>
 // CHECK-NOT: memref.copy [[SRC]]
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} args([[SRC]] : memref<4x4xf32>, [[VIEW]] : memref<4x4xf32, strided<[8, 2]>>) {zynml.strategy = "pointwise"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} args([[SRC]] : memref<4x4xf32>, [[VIEW]] : memref<4x4xf32, strided<[8, 2]>>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // CHECK-NEXT: memref.copy [[A]], [[B]] : memref<8xf32> to memref<8xf32>
 // CHECK-NEXT: return
 // CHECK: gpu.func @k0_pointwise([[KS:%[a-z0-9_]+]]: memref<4x4xf32>, [[KD:%[a-z0-9_]+]]: memref<4x4xf32, strided<[8, 2]>>) kernel
@@ -309,7 +309,7 @@ func.func @copies(%src: memref<4x4xf32>, %dst: memref<4x8xf32>, %a: memref<8xf32
 // CHECK-LABEL: func.func @scale_then_sum(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<33x100xf32>, [[S:%[a-z0-9_]+]]: memref<33xf32>, [[K:%[a-z0-9_]+]]: memref<f32>, [[Y:%[a-z0-9_]+]]: memref<33x100xf32>)
 // CHECK-NOT: memref.load
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c33, {{.*}}) threads in (%c32, {{.*}}) args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>, [[S]] : memref<33xf32>) {zynml.strategy = "row_fused"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c33, {{.*}}) threads in (%c32, {{.*}}) args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>, [[S]] : memref<33xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "row_fused"}
 // CHECK-NEXT: return
 // CHECK: memref.global "private" @k0_row_fused_partials10 : memref<1xf32, #gpu.address_space<workgroup>>
 // CHECK-NEXT: gpu.func @k0_row_fused([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KY:%[a-z0-9_]+]]: memref<33x100xf32>, [[KK:%[a-z0-9_]+]]: memref<f32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel
@@ -343,8 +343,8 @@ func.func @copies(%src: memref<4x4xf32>, %dst: memref<4x8xf32>, %a: memref<8xf32
 // CHECK: gpu.return
 // CHECK: // -----
 // FORCE-LABEL: func.func @scale_then_sum(
-// FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.strategy = "pointwise"}
-// FORCE: gpu.launch_func @zynml_kernels::@k1_pointwise {{.*}} {zynml.strategy = "pointwise"}
+// FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
+// FORCE: gpu.launch_func @zynml_kernels::@k1_pointwise {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // FORCE-NOT: row_reduce
 // FORCE: // -----
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
@@ -378,7 +378,7 @@ func.func @scale_then_sum(%x: memref<33x100xf32>, %s: memref<33xf32>, %scale: me
 // CHECK-LABEL: func.func @softmax_in_registers(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<64x2048xf32>, [[Y:%[a-z0-9_]+]]: memref<64x2048xf32>)
 // CHECK-NOT: memref.alloc() : memref<64x2048xf32>
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c64, {{.*}}) threads in (%c256, {{.*}}) args([[X]] : memref<64x2048xf32>, [[Y]] : memref<64x2048xf32>) {zynml.strategy = "row_fused"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c64, {{.*}}) threads in (%c256, {{.*}}) args([[X]] : memref<64x2048xf32>, [[Y]] : memref<64x2048xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "row_fused"}
 // CHECK-NEXT: return
 // CHECK: memref.global "private" @k0_row_fused_partials10 : memref<8xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_row_fused([[KX:%[a-z0-9_]+]]: memref<64x2048xf32>, [[KY:%[a-z0-9_]+]]: memref<64x2048xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
@@ -421,7 +421,7 @@ func.func @scale_then_sum(%x: memref<33x100xf32>, %s: memref<33xf32>, %scale: me
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.return
 // FORCE-LABEL: func.func @softmax_in_registers(
-// FORCE-COUNT-6: {zynml.strategy = "pointwise"}
+// FORCE-COUNT-6: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 #rows = affine_map<(d0) -> (d0)>
@@ -510,7 +510,7 @@ func.func @softmax_in_registers(%x: memref<64x2048xf32>, %y: memref<64x2048xf32>
 // CHECK-NEXT: memref.store {{.*}}, [[KY]]{{\[}}[[ROW]], [[SAFE]]]
 // CHECK: gpu.return
 // FORCE-LABEL: func.func @layer_norm_in_registers(
-// FORCE-COUNT-4: {zynml.strategy = "pointwise"}
+// FORCE-COUNT-4: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 #col = affine_map<(d0, d1) -> (d1)>
@@ -571,7 +571,7 @@ func.func @layer_norm_in_registers(%x: memref<64x4099xf32>, %gamma: memref<4099x
 // CHECK: math.exp
 // CHECK: gpu.return
 // FORCE-LABEL: func.func @long_rows_in_memory(
-// FORCE-COUNT-2: {zynml.strategy = "pointwise"}
+// FORCE-COUNT-2: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 func.func @long_rows_in_memory(%x: memref<8x65536xf32>, %m: memref<8xf32>, %y: memref<8x65536xf32>) {
@@ -599,7 +599,7 @@ func.func @long_rows_in_memory(%x: memref<8x65536xf32>, %m: memref<8xf32>, %y: m
 // current stage, FMAs, the stores into the other stage and one barrier), never row_fused.
 // CHECK-LABEL: func.func @fill_then_matmul(
 // CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise
-// CHECK: gpu.launch_func @zynml_kernels::@k1_matmul blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul"}
+// CHECK: gpu.launch_func @zynml_kernels::@k1_matmul blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul"}
 // CHECK-NOT: row_fused
 // CHECK: memref.global "private" @k1_matmul_a : memref<2x8x132xf32, #gpu.address_space<workgroup>>
 // CHECK: memref.global "private" @k1_matmul_b : memref<2x8x128xf32, #gpu.address_space<workgroup>>
@@ -651,7 +651,7 @@ func.func @fill_then_matmul(%x: memref<64x64xf32>, %y: memref<64x64xf32>, %z: me
 // f32 accumulation, each fragment staged through shared memory to add C's initial value
 // and round once.
 // CHECK-LABEL: func.func @f16_matmul_tensor_cores(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_tensor_core blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul_tensor_core"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_tensor_core blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_tensor_core"}
 // CHECK: memref.global "private" @k0_matmul_tensor_core_stage : memref<4x16x16xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_matmul_tensor_core(
 // CHECK: gpu.subgroup_mma_constant_matrix {{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
@@ -694,7 +694,7 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 // CHECK: nvgpu.tma.create.descriptor [[A]] box[%c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: [[B:%[a-z0-9_]+]] = memref.cast %arg1 : memref<64x256xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[B]] box[%c64{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}]
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.strategy = "matmul_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_wgmma"}
 // CHECK: gpu.func @k0_matmul_wgmma({{.*}}, %arg3: !llvm.ptr, %arg4: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: gpu.dynamic_shared_memory
 // CHECK-COUNT-2: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
@@ -723,7 +723,7 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 // CHECK-NEXT: vector.store {{.*}} {alignment = 4 : i64} : memref<128x256xf16>, vector<2xf16>
 // SM80-LABEL: func.func @f16_matmul_wgmma(
 // SM80-NOT: nvgpu.tma
-// SM80: {zynml.strategy = "matmul_tensor_core"}
+// SM80: {zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_tensor_core"}
 // NOWGMMA: error: GPU strategy 'matmul_wgmma' needs setmaxnreg, tma, wgmma, which sm_80 lacks
 #aw = affine_map<(d0, d1, d2) -> (d0, d2)>
 #bw = affine_map<(d0, d1, d2) -> (d2, d1)>
@@ -778,7 +778,7 @@ func.func @f16_matmul_wgmma_from_zero(%x: memref<128x64xf16>, %y: memref<64x128x
 // At 128x128 tiles the block stages A and B in shared memory (16-byte copies, rows padded
 // by 8 halves) and each warp multiplies 4x4 fragments read from there.
 // CHECK-LABEL: func.func @f16_matmul_staged(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_tensor_core blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "matmul_tensor_core"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_tensor_core blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_tensor_core"}
 // CHECK-DAG: memref.global "private" @k0_matmul_tensor_core_a : memref<128x40xf16, #gpu.address_space<workgroup>>
 // CHECK-DAG: memref.global "private" @k0_matmul_tensor_core_b : memref<32x136xf16, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_matmul_tensor_core(
@@ -814,7 +814,7 @@ func.func @f16_matmul_staged(%x: memref<128x32xf16>, %y: memref<32x128xf16>, %z:
 // and stores the gathered elements into the other stage before its one barrier; the
 // epilogue adds the output's initial value (the bias) at the points inside 40 x 30.
 // CHECK-LABEL: func.func @conv2d_gathers(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.strategy = "implicit_gemm"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}) {zynml.problem = "{{[^"]*}}", zynml.strategy = "implicit_gemm"}
 // CHECK: memref.global "private" @k0_implicit_gemm_a : memref<2x8x68xf32, #gpu.address_space<workgroup>>
 // CHECK: memref.global "private" @k0_implicit_gemm_b : memref<2x8x64xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.func @k0_implicit_gemm({{%[a-z0-9_]+}}: memref<2x3x3xi8>, [[OUT:%[a-z0-9_]+]]: memref<1x40x6x5xf32>, [[IN:%[a-z0-9_]+]]: memref<1x2x6x5xf32>, [[W:%[a-z0-9_]+]]: memref<40x2x3x3xf32>)
@@ -908,7 +908,7 @@ func.func @conv2d_gathers(%input: memref<1x2x6x5xf32>, %kernel: memref<40x2x3x3x
 // alone, so it is no matrix product and implicit_gemm leaves it (to pointwise here).
 // CHECK-LABEL: func.func @depthwise_conv2d(
 // CHECK-NOT: implicit_gemm
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.strategy = "pointwise"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 // CHECK-NOT: implicit_gemm
 // CHECK: gpu.func @k0_pointwise(
 #dw_in = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 + d4, d3 + d5)>
@@ -943,7 +943,7 @@ func.func @depthwise_conv2d(%input: memref<2x64x34x34xf32>, %kernel: memref<64x3
 // CHECK-DAG: [[M8:%[0-9]+]] = builtin.unrealized_conversion_cast [[M]] : memref<20x20xi1> to memref<20x20xi8>
 // CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x16xf16>
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_tensor_core blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c64, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[Q]] : memref<1x2x20x16xf16>, [[K]] : memref<1x2x20x16xf16>, [[V]] : memref<1x2x20x16xf16>, [[M8]] : memref<20x20xi8>, [[O]] : memref<1x2x20x16xf16>) {zynml.strategy = "attention_tensor_core"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_tensor_core blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c64, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) args([[Q]] : memref<1x2x20x16xf16>, [[K]] : memref<1x2x20x16xf16>, [[V]] : memref<1x2x20x16xf16>, [[M8]] : memref<20x20xi8>, [[O]] : memref<1x2x20x16xf16>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_tensor_core"}
 // CHECK-NEXT: return [[O]]
 // CHECK: memref.global "private" @k0_attention_tensor_core_k : memref<32x24xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
 // CHECK-NEXT: memref.global "private" @k0_attention_tensor_core_v : memref<32x24xf16, #gpu.address_space<workgroup>> {alignment = 16 : i64}
@@ -985,7 +985,7 @@ func.func @depthwise_conv2d(%input: memref<2x64x34x34xf32>, %kernel: memref<64x3
 // CHECK-COUNT-2: vector.store {{.*}}, [[KO]][{{.*}}] {alignment = 4 : i64} : memref<1x2x20x16xf16>, vector<2xf16>
 // CHECK: gpu.return
 // FORCE-LABEL: func.func @attention_f16(
-// FORCE-COUNT-9: {zynml.strategy = "pointwise"}
+// FORCE-COUNT-9: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
@@ -1072,7 +1072,7 @@ func.func @attention_f16(%arg0: memref<1x2x20x16xf16>, %arg1: memref<1x2x20x16xf
 // 3); the prefetch stops there too. In the tiles it visits, key j of row i is allowed
 // when j <= i (and j < 70).
 // CHECK-LABEL: func.func @causal_attention_f16(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_tensor_core blocks in (%c2, %c2{{(_[0-9]+)?}}, %c1) threads in (%c64, {{.*}}) {zynml.strategy = "attention_tensor_core"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_tensor_core blocks in (%c2, %c2{{(_[0-9]+)?}}, %c1) threads in (%c64, {{.*}}) {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_tensor_core"}
 // CHECK: gpu.func @k0_attention_tensor_core(
 // CHECK: [[BX:%[a-z0-9_]+]] = gpu.block_id x
 // CHECK: [[ROW0:%[0-9]+]] = arith.muli [[BX]], %c64{{(_[0-9]+)?}} : index
@@ -1174,7 +1174,7 @@ func.func @causal_attention_f16(%arg0: memref<1x2x70x16xf16>, %arg1: memref<1x2x
 // max(0, min(64x + 64, 70) - 3): block 1 visits keys 0..66, block 0 keys 0..60; each
 // score is checked against its row's limit (row - 3).
 // CHECK-LABEL: func.func @causal_attention_f32(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention blocks in (%c2, %c2{{(_[0-9]+)?}}, %c1) {{.*}} {zynml.strategy = "attention"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention blocks in (%c2, %c2{{(_[0-9]+)?}}, %c1) {{.*}} {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention"}
 // CHECK: gpu.func @k0_attention(
 // CHECK: [[BX:%[a-z0-9_]+]] = gpu.block_id x
 // CHECK: [[ROW0:%[0-9]+]] = arith.muli [[BX]], %c64{{(_[0-9]+)?}} : index
@@ -1287,7 +1287,7 @@ func.func @causal_attention_f32(%arg0: memref<1x2x70x16xf32>, %arg1: memref<1x2x
 // CHECK-DAG: [[QMAP:%[0-9]+]] = nvgpu.tma.create.descriptor {{%[a-z0-9_]+}} box[%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<1x1x128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-DAG: [[QPTR:%[0-9]+]] = builtin.unrealized_conversion_cast [[QMAP]]
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[QPTR]] : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[QPTR]] : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_wgmma"}
 // CHECK: gpu.func @k0_attention_wgmma({{%[a-z0-9_]+}}: memref<1x2x20x64xf16>, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: [[BLOCK:%[a-z0-9_]+]] = gpu.block_id x
 // CHECK-NEXT: [[GRID:%[a-z0-9_]+]] = gpu.grid_dim x
@@ -1323,9 +1323,9 @@ func.func @causal_attention_f32(%arg0: memref<1x2x70x16xf32>, %arg1: memref<1x2x
 // CHECK: vector.store {{.*}} : memref<1x2x20x64xf16>, vector<2xf16>
 // SM80-LABEL: func.func @attention_f16_wgmma(
 // SM80-NOT: nvgpu.tma
-// SM80: {zynml.strategy = "attention_tensor_core"}
+// SM80: {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_tensor_core"}
 // FORCE-LABEL: func.func @attention_f16_wgmma(
-// FORCE-COUNT-9: {zynml.strategy = "pointwise"}
+// FORCE-COUNT-9: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
@@ -1412,7 +1412,7 @@ func.func @attention_f16_wgmma(%arg0: memref<1x2x20x64xf16>, %arg1: memref<1x2x2
 // CHECK-DAG: [[M8:%[0-9]+]] = builtin.unrealized_conversion_cast [[M]] : memref<20x20xi1> to memref<20x20xi8>
 // CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x64xf16>
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[M8]] : memref<20x20xi8>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c115712_i32 args([[O]] : memref<1x2x20x64xf16>, [[M8]] : memref<20x20xi8>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_wgmma"}
 // CHECK: gpu.func @k0_attention_wgmma({{%[a-z0-9_]+}}: memref<1x2x20x64xf16>, [[KM:%[a-z0-9_]+]]: memref<20x20xi8>, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr, {{%[a-z0-9_]+}}: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: nvvm.setmaxregister increase 232
 // CHECK: scf.for {{.*}} -> (f32, f32, f32, f32, f32,
@@ -1430,9 +1430,9 @@ func.func @attention_f16_wgmma(%arg0: memref<1x2x20x64xf16>, %arg1: memref<1x2x2
 // CHECK: vector.store {{.*}} : memref<1x2x20x64xf16>, vector<2xf16>
 // SM80-LABEL: func.func @attention_f16_wgmma_masked(
 // SM80-NOT: nvgpu.tma
-// SM80: {zynml.strategy = "attention_tensor_core"}
+// SM80: {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_tensor_core"}
 // FORCE-LABEL: func.func @attention_f16_wgmma_masked(
-// FORCE-COUNT-9: {zynml.strategy = "pointwise"}
+// FORCE-COUNT-9: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
@@ -1521,7 +1521,7 @@ func.func @attention_f16_wgmma_masked(%arg0: memref<1x2x20x64xf16>, %arg1: memre
 // last key lies past the warp's first row (or the last tile, past key 199) compares each
 // key with min(row, 199).
 // CHECK-LABEL: func.func @causal_attention_f16_wgmma(
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c4, %c1, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c115712_i32 args({{%[a-z0-9_]+}} : memref<1x2x200x64xf16>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.strategy = "attention_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_wgmma blocks in (%c4, %c1, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c115712_i32 args({{%[a-z0-9_]+}} : memref<1x2x200x64xf16>, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr, {{%[0-9]+}} : !llvm.ptr) {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_wgmma"}
 // CHECK: gpu.func @k0_attention_wgmma(
 // CHECK: [[BLOCK:%[a-z0-9_]+]] = gpu.block_id x
 // CHECK-NEXT: [[GRID:%[a-z0-9_]+]] = gpu.grid_dim x
@@ -1659,7 +1659,7 @@ func.func @causal_attention_f16_wgmma(%arg0: memref<1x2x200x64xf16>, %arg1: memr
 // CHECK-DAG: [[M8:%[0-9]+]] = builtin.unrealized_conversion_cast [[M]] : memref<20x20xi1> to memref<20x20xi8>
 // CHECK-DAG: [[O:%[a-z0-9_]+]] = memref.alloc() {{.*}} : memref<1x2x20x16xf32>
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_simt_tiled blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c44032_i32 args([[Q]] : memref<1x2x20x16xf32>, [[K]] : memref<1x2x20x16xf32>, [[V]] : memref<1x2x20x16xf32>, [[M8]] : memref<20x20xi8>, [[O]] : memref<1x2x20x16xf32>) {zynml.strategy = "attention_simt_tiled"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_simt_tiled blocks in (%c1{{(_[0-9]+)?}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c256, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) dynamic_shared_memory_size %c44032_i32 args([[Q]] : memref<1x2x20x16xf32>, [[K]] : memref<1x2x20x16xf32>, [[V]] : memref<1x2x20x16xf32>, [[M8]] : memref<20x20xi8>, [[O]] : memref<1x2x20x16xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_simt_tiled"}
 // CHECK-NEXT: return [[O]]
 // CHECK: gpu.func @k0_attention_simt_tiled([[KQ:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[KK:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[KV:%[a-z0-9_]+]]: memref<1x2x20x16xf32>, [[KM:%[a-z0-9_]+]]: memref<20x20xi8>, [[KO:%[a-z0-9_]+]]: memref<1x2x20x16xf32>) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
 // CHECK: [[SHM:%[0-9]+]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
@@ -1711,9 +1711,9 @@ func.func @causal_attention_f16_wgmma(%arg0: memref<1x2x200x64xf16>, %arg1: memr
 // CHECK-NEXT: vector.store {{.*}}, [[KO]][{{.*}}] : memref<1x2x20x16xf32>, vector<4xf32>
 // CHECK: gpu.return
 // SM80-LABEL: func.func @attention_f32(
-// SM80: {zynml.strategy = "attention_simt_tiled"}
+// SM80: {zynml.problem = "{{[^"]*}}", zynml.strategy = "attention_simt_tiled"}
 // FORCE-LABEL: func.func @attention_f32(
-// FORCE-COUNT-8: {zynml.strategy = "pointwise"}
+// FORCE-COUNT-8: {zynml.problem = "{{[^"]*}}", zynml.strategy = "pointwise"}
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #map1 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #map2 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>

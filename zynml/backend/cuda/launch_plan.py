@@ -12,7 +12,8 @@ MLIR. The format, one dict per op, values named "%N":
     {"op": "launch", "kernel": "k0_pointwise", "grid": [X, X, X], "block": [X, X, X],
                      "shared_bytes": 0, "args": ["%3", "%5", "%6"]}
                      (+ "blocks_per_multiprocessor": K for a grid-stride kernel: the
-                     grid's x is capped at K blocks per multiprocessor at run time)
+                     grid's x is capped at K blocks per multiprocessor at run time;
+                     + "strategy", "problem": what built the kernel, for tuning)
     {"op": "copy",   "source": "%3", "target": "%7"}
     {"op": "scalar", "result": "%8", "fn": "addi", "args": [X, X]}
     {"op": "tensor_map", "result": "%8", "source": "%3", "box": [128, 64],
@@ -34,7 +35,7 @@ import numpy as np
 from mlir import ir
 
 from ...lowering.cir_ops import defining_op
-from .strategies import BLOCKS_PER_MULTIPROCESSOR_ATTR
+from .strategies import BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR, STRATEGY_ATTR
 
 PLAN_VERSION = 1
 
@@ -225,6 +226,9 @@ class _Extractor:
         if BLOCKS_PER_MULTIPROCESSOR_ATTR in op.attributes:
             step["blocks_per_multiprocessor"] = ir.IntegerAttr(
                 op.attributes[BLOCKS_PER_MULTIPROCESSOR_ATTR]).value
+        for key, attr in (("strategy", STRATEGY_ATTR), ("problem", PROBLEM_ATTR)):
+            if attr in op.attributes:  # what built the kernel, for `zynml tune`
+                step[key] = ir.StringAttr(op.attributes[attr]).value
         return step
 
     def _for(self, op: ir.Operation) -> dict:

@@ -26,7 +26,7 @@ from types import ModuleType
 from mlir import ir
 
 __all__ = ["Launch", "REGISTRY", "StrategyEntry", "TensorMap", "available",
-           "BLOCKS_PER_MULTIPROCESSOR_ATTR", "get_strategy", "group_strategies",
+           "BLOCKS_PER_MULTIPROCESSOR_ATTR", "STRATEGY_ATTR", "PROBLEM_ATTR", "get_strategy", "group_strategies",
            "single_strategies", "strategy_names"]
 
 
@@ -58,6 +58,10 @@ _BY_NAME = {entry.name: entry for entry in REGISTRY}
 # on a launch of a grid-stride kernel: the run time caps its grid's x at this many blocks
 # per multiprocessor (Launch.blocks_per_multiprocessor; launch_plan.py records it)
 BLOCKS_PER_MULTIPROCESSOR_ATTR = "zynml.blocks_per_multiprocessor"
+# on every launch: the strategy that built its kernel, and the kernel's tuning problem
+# (tuning.py), which the launch plan records for `zynml tune`
+STRATEGY_ATTR = "zynml.strategy"
+PROBLEM_ATTR = "zynml.problem"
 
 
 @dataclass(frozen=True)

@@ -250,9 +250,14 @@ def _chunk_and_lanes(d: int, e: int, params: Params):
     return chunk, None
 
 
+def problem(group: Group) -> str:
+    """The tuning problem of an attention (tuning.py): what its kernel takes."""
+    return problem_key(kernel_values(group))
+
+
 def _params_for(group: Group, target) -> Optional[Params]:
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
-    return choose(NAME, [DEFAULT_PARAMS], target, problem_key(kernel_values(group)),
+    return choose(NAME, [DEFAULT_PARAMS], target, problem(group),
                   lambda p: _chunk_and_lanes(d, e, p)[1] is not None)
 
 

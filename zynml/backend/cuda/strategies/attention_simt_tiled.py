@@ -46,9 +46,9 @@ from mlir.dialects import math as mmath
 from ....lowering.attention_lowering import float_constant, widened
 from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
-from .tuning import choose, problem_key
-from .attention import (Group, attention_groups, kernel_values, operand_shape, row_major,
-                        scale_in_kernel, sizes)
+from .tuning import choose
+from .attention import (Group, attention_groups, kernel_values, operand_shape, problem,
+                        row_major, scale_in_kernel, sizes)
 
 NAME = "attention_simt_tiled"
 # cp.async (the f32 tile copies): sm_80 and later; older chips keep `attention`.
@@ -148,7 +148,7 @@ def params_for(group: Group, target) -> Optional[Params]:
     fit the target's shared memory; None: none fits."""
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     return choose(NAME, [p for bound, p in CONFIGS if max(d, e) <= bound], target,
-                  problem_key(kernel_values(group)),
+                  problem(group),
                   lambda p: p.valid() and p.shared_bytes(d, e) <= target.max_shared_per_block)
 
 

@@ -54,9 +54,9 @@ from mlir.dialects import math as mmath
 from ....lowering.attention_lowering import float_constant
 from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch
-from .tuning import choose, problem_key
-from .attention import (Causal, Group, attention_groups, kernel_values, operand_shape,
-                        positive_scale, quad_reduce, row_major, sizes)
+from .tuning import choose
+from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
+                        problem, quad_reduce, row_major, sizes)
 
 NAME = "attention_tensor_core"
 REQUIRES = frozenset({"mma_sync", "ldmatrix", "cp_async"})
@@ -103,7 +103,7 @@ def params_for(group: Group, target) -> Optional[Params]:
     fit a block's static shared memory."""
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     return choose(NAME, [p for bound, p in CONFIGS if max(d, e) <= bound], target,
-                  problem_key(kernel_values(group)),
+                  problem(group),
                   lambda p: p.block_n % MMA_K == 0 and
                   p.shared_bytes(d, e) <= target.facts.max_static_shared_per_block)
 

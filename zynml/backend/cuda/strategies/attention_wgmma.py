@@ -90,9 +90,9 @@ from ....lowering.attention_lowering import float_constant
 from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
-from .tuning import choose, problem_key
-from .attention import (Causal, Group, attention_groups, kernel_values, operand_shape,
-                        positive_scale, quad_reduce, row_major, sizes)
+from .tuning import choose
+from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
+                        problem, quad_reduce, row_major, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, free_slot, only_if, parity, shared, split_roles,
                      tensor_map_type, uniform_warp, wait)
@@ -191,7 +191,7 @@ def plan(group: Group, target) -> Optional[tuple[Params, bool]]:
     d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
     stageable, limit = _stageable(group), target.max_shared_per_block
     default = params_for(d, e, limit, stageable, group.causal is not None)
-    p = choose(NAME, [default], target, problem_key(kernel_values(group)),
+    p = choose(NAME, [default], target, problem(group),
                lambda p: p.shared_bytes(d, e) <= limit)
     return None if p is None else (p, stageable and p.shared_bytes(d, e, True) <= limit)
 

@@ -32,7 +32,7 @@ from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_ranges, new_kernel)
 from . import Launch
-from .tuning import tuned
+from .tuning import problem_key, tuned
 from .row_registers import as_global
 from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_tiles,
                         delinearize_batch, threads_of, widen)
@@ -104,7 +104,7 @@ def _body_is_multiply_add(generic: ir.Operation) -> bool:
 
 
 def matches(generic: ir.Operation, target) -> bool:
-    return fits(generic, tuned(NAME, DEFAULT_PARAMS, target, generic.operands))
+    return fits(generic, tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands)))
 
 
 def fits(generic: ir.Operation, params: Params) -> bool:
@@ -137,7 +137,7 @@ def _row_major(memref_type: ir.MemRefType) -> bool:
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
-    p = tuned(NAME, DEFAULT_PARAMS, target, generic.operands)
+    p = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     batch, dim_i, dim_j, dim_k = _roles(generic)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]

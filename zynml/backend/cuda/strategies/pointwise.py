@@ -36,7 +36,7 @@ from .kernel_builder import (KernelScope, KernelSignature, apply_map, delineariz
                                   generic_operands, index_const, indexing_maps, loop_dims,
                                   new_kernel)
 from . import Launch
-from .tuning import tuned
+from .tuning import problem_key, tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
 
@@ -65,7 +65,7 @@ def matches(generic: ir.Operation, target) -> bool:
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
-    params = tuned(NAME, DEFAULT_PARAMS, target, generic.operands)
+    params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
     ranges, parallel, reduction = loop_dims(generic)
     total = math.prod(ranges[d] for d in parallel)

@@ -36,7 +36,7 @@ from .kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
                                   delinearize, follows, generic_operands, index_const,
                                   indexing_maps, iterator_kinds, loop_ranges, new_kernel)
 from . import Launch
-from .tuning import tuned
+from .tuning import problem_key, tuned
 from .pointwise import emit_point
 from . import implicit_gemm, matmul, row_reduce
 from .row_reduce import block_size, emit_block_reduce, shared_partials
@@ -80,7 +80,7 @@ def _row_length(generic: ir.Operation, rank: int) -> int:
 
 def find_groups(generics: list[ir.Operation], target) -> list[list]:
     """Maximal runs of `generics` (consecutive in their host block) that fuse."""
-    params = tuned(NAME, DEFAULT_PARAMS, target, [])  # the strategy's own, not a kernel's
+    params = tuned(NAME, DEFAULT_PARAMS, target, "")  # the strategy's own, not a kernel's
     groups: list[list] = []
     for run in _consecutive_runs(generics):
         groups.extend(_split(run, params, target))
@@ -175,9 +175,14 @@ def _row_map(amap: ir.AffineMap, rank: int, covers: bool) -> bool:
                for k, e in enumerate(leading))
 
 
+def problem(group: list[ir.Operation]) -> str:
+    """The tuning problem of a fused run (tuning.py): what its kernel takes."""
+    return problem_key(KernelSignature.of(group).values)
+
+
 def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
-    params = tuned(NAME, DEFAULT_PARAMS, target, KernelSignature.of(group).values)
+    params = tuned(NAME, DEFAULT_PARAMS, target, problem(group))
     prefix = next(p for p in (_reduction_prefix(g, target) for g in group) if p is not None)
     rank = len(prefix)
     rows = math.prod(prefix)

@@ -25,7 +25,7 @@ from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_dims, new_kernel)
 from . import Launch
-from .tuning import tuned
+from .tuning import problem_key, tuned
 
 NAME = "row_reduce"
 
@@ -79,7 +79,7 @@ def _combine(generic: ir.Operation):
 
 
 def matches(generic: ir.Operation, target) -> bool:
-    return fits(generic, tuned(NAME, Params(), target, generic.operands))
+    return fits(generic, tuned(NAME, Params(), target, problem_key(generic.operands)))
 
 
 def fits(generic: ir.Operation, params: Params) -> bool:
@@ -124,7 +124,7 @@ def shared_partials(gpu_module: ir.Operation, generic: ir.Operation, name: str,
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
-    params = tuned(NAME, Params(), target, generic.operands)
+    params = tuned(NAME, Params(), target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
     ranges, parallel, _ = loop_dims(generic)
     points = math.prod(ranges[d] for d in parallel)

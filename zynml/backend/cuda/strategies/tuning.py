@@ -27,7 +27,8 @@ from mlir import ir
 
 from . import get_strategy
 
-__all__ = ["CHIP_TUNING", "TuningError", "parse", "choose", "tuned", "problem_key"]
+__all__ = ["CHIP_TUNING", "TuningError", "parse", "choose", "tuned", "problem_key",
+           "problem_of"]
 
 P = TypeVar("P")
 
@@ -118,10 +119,9 @@ def choose(strategy: str, candidates: Iterable[P], target, problem: str,
     return None
 
 
-def tuned(strategy: str, default: P, target, values) -> P:
-    """`default` tuned for the kernel that takes `values` (a strategy with one Params
-    set)."""
-    return choose(strategy, [default], target, problem_key(values), lambda p: True)
+def tuned(strategy: str, default: P, target, problem: str) -> P:
+    """`default` tuned for `problem` (a strategy with one Params set)."""
+    return choose(strategy, [default], target, problem, lambda p: True)
 
 
 def problem_key(values) -> str:
@@ -136,3 +136,10 @@ def problem_key(values) -> str:
         else:
             parts.append(str(value.type))
     return "_".join(re.sub(r"[^A-Za-z0-9]", "", part) for part in parts)
+
+
+def problem_of(strategy, taken) -> str:
+    """The problem key of what `strategy` took: its `problem(group)` for runs of
+    generics, the operands of one generic otherwise."""
+    own = getattr(strategy, "problem", None)
+    return own(taken) if own is not None else problem_key(taken.operands)
