@@ -1,8 +1,9 @@
 """The Python API: `zynml.compile`, `zynml.run` and `Program`.
 
 A Program holds a parsed, checked source. Calling it with inputs specializes it to the
-inputs' shapes and dtypes (one compiled executable per signature, kept in memory and in
-the on-disk artifact cache) and returns a dict of outputs as numpy values.
+inputs' shapes and dtypes (one compiled executable per signature, kept in memory; the
+driver, zynml/compiler.py, builds it or reads it from the on-disk artifact cache) and
+returns a dict of outputs as numpy values.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from . import compiler
 from .cache import ArtifactCache
-from .backend.iree.target import IREE_TARGETS, IreeTarget
+from .backend.iree.target import IREE_TARGETS
 from .devices import DeviceError, Placement, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
@@ -67,13 +68,15 @@ class Program:
         self.placement = _placement(device, backend, device_loc, require_device)
         self._require_device = require_device
         self.cuda_target = _cuda_target(target, params)
+        # what the backend compiles for: IREE's target of the device kind, or the chip
+        self.target = self.cuda_target if self.placement.backend == "native" else \
+            IREE_TARGETS[self.placement.kind]
         self._is_part = _part  # a segment, or one device's share of @parallel(data)
         self._data_parallel = None
         self._parts: list = []
         self._segments: list = []  # Programs, one per run of blocks on one device
         self._check_device_annotations(self.generic)
-        if self.placement.backend == "native":
-            _check_launch_limits(self.generic, self.cuda_target)
+        compiler.check_target(self.generic, self.placement, self.target)
         self.device = self.placement.device
         self.backend = self.placement.backend
         if not _part and _parent is None and self._data_parallel is None:
@@ -256,58 +259,60 @@ class Program:
                 return loc
         return self._first_loc()
 
+    def _specialize(self, inputs: dict[str, Any]):
+        """(typed AST, signature, integer scalars) of the program for these inputs."""
+        _, signature, scalars, records = self._signature(inputs)
+        checked = self._check(signature, scalars, records)
+        return checked, dict(checked.inputs), scalars
+
+    def _compilation(self, checked: CheckedProgram) -> "compiler.Compilation":
+        return compiler.Compilation(compiler.BACKENDS[self.backend], self.target, self.source,
+                                    checked, self._cache)
+
     def stage_module(self, inputs: dict[str, Any] | None = None, upto: str = "linalg"):
-        """The `cir` or linalg module of this program, specialized to `inputs` when given
-        (arrays, or anything with .shape and .dtype); shape-generic otherwise."""
-        if inputs:
-            _, signature, scalars, records = self._signature(inputs)
-            checked = self._check(signature, scalars, records)
+        """The `cir` or linalg module of this program (or a later MLIR stage of its
+        backend, e.g. "gpu"), specialized to `inputs` when given (arrays, or anything with
+        .shape and .dtype); shape-generic otherwise."""
+        checked = self._specialize(inputs)[0] if inputs else self.generic
+        return compiler.run_stages(self._compilation(checked), upto)
+
+    def emit(self, stage: str, inputs: dict[str, Any] | None = None, *,
+             save_temps: Union[str, os.PathLike, None] = None):
+        """What `zynml compile --emit STAGE` shows for these inputs' shapes and dtypes:
+        text, bytes for a binary stage, or None when the stage made nothing. Without
+        inputs, the shape-generic program where the stage allows it. The backend's last
+        stage, the artifact, comes through the cache like a call's. `save_temps` writes
+        every stage's output on the way into that folder."""
+        owner = compiler.find_stage(stage)[0]
+        if inputs or (owner is not None and not owner.shape_generic):
+            checked, signature, scalars = self._specialize(inputs or {})
         else:
-            checked = self.generic
-        module = compiler.to_cir(checked)
-        if upto != "cir":
-            compiler.lower(module, self.source)
-        return module
+            checked, signature, scalars = self.generic, {}, {}
+        backend = compiler.BACKENDS[self.backend]
+        if stage == backend.stages[-1].name:
+            artifact = self._compile(checked, signature, scalars, save_temps)
+            return backend.stages[-1].output.show(artifact)
+        return compiler.emit(self._compilation(checked), stage, save_temps=save_temps)
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
+        artifact = self._compile(checked, signature, scalars)
         if self.backend == "native":
             from .runtime.cuda.function import CudaFunction
-            artifact = self._cuda_artifact(checked, signature, scalars)
             try:
                 return _Executable(checked, CudaFunction(artifact, self.placement.ordinal))
             except Exception as err:  # no driver or GPU, or a CUDA failure at load
                 raise ZynMLError(f"cannot run on '{self.device}': {err}") from None
-        target = IREE_TARGETS[self.placement.kind]
-        if not target.f64 and any(
-                "f64" in str(t) for t in list(signature.values()) +
-                [s.ty for s in checked.steps]):
-            raise ZynMLError(f"IREE's {self.placement.kind} target has no f64 (it would "
-                             f"compute in f32); give '{self.device}' f32 inputs",
-                             self._first_loc())
-        vmfb = self._vmfb(checked, signature, scalars, target)
         from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
-        function = IreeModule(vmfb, target.device).function("main")
+        function = IreeModule(artifact, self.target.device).function("main")
         return _Executable(checked, function)
 
-    def _vmfb(self, checked: CheckedProgram, signature, scalars, target: IreeTarget) -> bytes:
-        """IREE's module for this signature, compiled or from the cache; keyed by source
-        and signature like the CUDA artifacts, so a machine without MLIR can run it."""
-        key = self._source_key("iree", signature, scalars, repr(target))
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        module = compiler.to_cir(checked)
-        compiler.lower(module, self.source)
-        vmfb = compiler.to_vmfb(module, target, self._cache)
-        self._cache.put(key, vmfb)
-        return vmfb
-
-    def _source_key(self, backend: str, signature, scalars, target: str) -> str:
-        return self._cache.key(backend, _compiler_fingerprint(), self.source.text,
-                               self._pipeline.name if self._pipeline else "",
-                               repr(sorted((n, str(t)) for n, t in signature.items())),
-                               repr(sorted(scalars.items())), target)
+    def _compile(self, checked: CheckedProgram, signature, scalars, save_temps=None):
+        """The artifact of this signature (a vmfb, a CudaArtifact): the driver's build,
+        which reads the cache or compiles."""
+        return compiler.build(checked, self.source, self.placement, self.target, signature,
+                              scalars, self._pipeline.name if self._pipeline else "",
+                              cache=self._cache, save_temps=save_temps)
 
     def artifact(self, **inputs):
         """The native CUDA artifact of this program for these inputs' shapes and dtypes
@@ -315,48 +320,7 @@ class Program:
         if self.backend != "native":
             raise ZynMLError(f"artifacts are made by the native CUDA backend; this program "
                              f"is for '{self.device}' with backend '{self.backend}'")
-        _, signature, scalars, records = self._signature(inputs)
-        checked = self._check(signature, scalars, records)
-        return self._cuda_artifact(checked, dict(checked.inputs), scalars)
-
-    def _cuda_artifact(self, checked: CheckedProgram, signature, scalars):
-        """Compiled through MLIR, or read from the artifact cache. The key is the source
-        and signature (not the IR), so a machine without MLIR can run what another one
-        compiled into a shared cache."""
-        from .runtime.cuda.artifact import CudaArtifact
-        key = self._source_key("native-cuda", signature, scalars,
-                               self.cuda_target.cache_key())
-        cached = self._cache.get(key)
-        if cached is not None:
-            return CudaArtifact.from_bytes(cached, "cached artifact")
-        module = compiler.to_cir(checked)
-        compiler.lower(module, self.source)
-        artifact = compiler.to_cuda_artifact(module, self.cuda_target, self.source)
-        self._cache.put(key, artifact.to_bytes())
-        return artifact
-
-
-def _check_launch_limits(checked: CheckedProgram, target) -> None:
-    """`@workgroup` and `@shared` must fit one block of the CUDA target."""
-    from .backend.cuda.target import MAX_THREADS_PER_BLOCK
-    for step in checked.steps:
-        kernel = step.kernel
-        if kernel is None:
-            continue
-        nodes = {a.name: a for a in kernel.node.outer + kernel.node.inner}
-        sizes = kernel.annotations.get("workgroup") or []
-        if sizes and all(isinstance(v, int) for v in sizes):
-            threads = 1
-            for v in sizes:
-                threads *= v
-            if threads > MAX_THREADS_PER_BLOCK:
-                raise ZynMLError(f"@workgroup asks for {threads} threads per block; a CUDA "
-                                 f"block has at most {MAX_THREADS_PER_BLOCK}",
-                                 nodes["workgroup"].loc)
-        shared = kernel.annotations.get("shared")
-        if isinstance(shared, int) and shared > target.max_shared_per_block:
-            raise ZynMLError(f"@shared asks for {shared} bytes; a block on {target.chip} has at "
-                             f"most {target.max_shared_per_block}", nodes["shared"].loc)
+        return self._compile(*self._specialize(inputs))
 
 
 def _cuda_target(chip: str | None, params: str | dict):
@@ -366,31 +330,6 @@ def _cuda_target(chip: str | None, params: str | dict):
         return CudaTarget(chip, params=params)
     except ValueError as err:
         raise ZynMLError(str(err)) from None
-
-
-_FINGERPRINT: list[str] = []
-
-
-def _compiler_fingerprint() -> str:
-    """A hash of the compiler's source (frontend, cirgen, backend, passes, dialects): a
-    changed compiler never reuses an artifact of the old one; runtime edits keep them."""
-    if not _FINGERPRINT:
-        import hashlib
-        import importlib.util
-        from pathlib import Path
-        package = Path(__file__).parent
-        roots = [package / d for d in ("frontend", "cirgen", "lowering", "backend")]
-        for sub in ("zynml.passes", "zynml.dialects"):
-            spec = importlib.util.find_spec(sub)
-            if spec is not None and spec.submodule_search_locations:
-                roots.extend(Path(p) for p in spec.submodule_search_locations)
-        files = [package / "compiler.py"] + [f for r in roots for f in sorted(r.rglob("*.py"))]
-        digest = hashlib.sha256()
-        for path in files:
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-        _FINGERPRINT.append(digest.hexdigest())
-    return _FINGERPRINT[0]
 
 
 def _is_record_member(name: str, roots) -> bool:

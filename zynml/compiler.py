@@ -1,39 +1,44 @@
 """The driver: one function per arrow of source -> AST -> typed AST -> cir -> linalg ->
-artifact. `zynml compile --emit STAGE` prints what each arrow produces.
+artifact, and the stages tables that chain them. `zynml compile --emit STAGE` shows what
+each stage makes; `build` makes a program's artifact, through the on-disk cache.
 
-    parse_source   source text or path -> (SourceFile, ast.Program)
+    parse_source   source text or path -> (SourceFile, ast.Program)         stage "ast"
     check_program  ast.Program (+ input signature) -> CheckedProgram (typed AST)
-    emit_cir       CheckedProgram -> `cir` module          (zynml/cirgen)
-    lower          `cir` module -> linalg on tensors        (zynml/passes, CPU_PIPELINE)
-    to_vmfb        linalg text -> IREE vmfb                 (zynml/backend)
+    to_cir         CheckedProgram -> `cir` module          (zynml/cirgen)    stage "cir"
+    lower          `cir` module -> linalg on tensors        (zynml/passes)    stage "linalg"
+    then the stages of the program's backend (zynml/backend/*/stages.py)
+
+    run_stages     a backend's table (after FRONT_STAGES) up to one stage; save_temps
+                   writes every stage's output as DIR/STAGE.EXT on the way
+    build          checked program + target -> artifact: the cache, else run_stages
 """
 from __future__ import annotations
 
-import dataclasses
+import functools
+import hashlib
+import importlib.util
 import os
 import warnings
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Any, Union
 
-from typing import TYPE_CHECKING
-
-from .cache import ArtifactCache
-from .backend.iree.compile import compile_to_vmfb
-from .errors import BackendError
-from .backend.iree.target import IreeTarget, for_module
-from .errors import SourceFile, SourceLocation, ZynMLError
+from .backend.cuda import stages as cuda_stages
+from .backend.iree import stages as iree_stages
+from .cache import ArtifactCache, atomic_write_bytes
+from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote
 from .frontend import ast
 from .frontend.checker import check
 from .frontend.parser import parse
 from .frontend.symbols import CheckedProgram
+from .stage import TEXT_MLIR, Backend, Compilation, Output, Stage
 
 if TYPE_CHECKING:  # MLIR loads on the first compilation: running an artifact needs none
     from mlir import ir
 
-__all__ = ["STAGES", "CIR_TO_LINALG_PIPELINE", "parse_source", "check_program", "to_cir",
-           "lower", "to_vmfb", "to_cuda_artifact", "to_cuda_stage", "mlir_error_to_zynml", "ZynMLNote"]
-
-STAGES = ("ast", "cir", "linalg", "vmfb")
+__all__ = ["FRONT_STAGES", "BACKENDS", "CIR_TO_LINALG_PIPELINE", "Compilation",
+           "parse_source", "check_program", "to_cir", "lower", "dump_ast", "stage_names",
+           "find_stage", "run_stages", "emit", "check_target", "build", "artifact_key",
+           "fingerprint", "compiler_files", "mlir_error_to_zynml", "ZynMLNote"]
 
 # cir -> linalg on tensors. No canonicalize before cir-to-linalg: it would fold loops of
 # one trip away and hide the loop structure the lowering reads.
@@ -86,10 +91,6 @@ def lower(module: ir.Module, src: SourceFile | None = None,
     return module
 
 
-class ZynMLNote(UserWarning):
-    """A remark about how a program was compiled (e.g. a kind lowered generically)."""
-
-
 def _emit_notes(module: "ir.Module") -> None:
     from mlir import ir
     attrs = module.operation.attributes
@@ -99,53 +100,187 @@ def _emit_notes(module: "ir.Module") -> None:
         del attrs["zynml.notes"]
 
 
-# IREE 3.13's data tiling crashes the compiler on some contractions (seen: a generic
-# whose output has a parallel loop no input uses, as `dot` in a per-element attention
-# gives); the same module compiles without it, only slower on matmul-like ops.
-_DATA_TILING = "--iree-opt-data-tiling"
+def dump_ast(node, indent: int = 0) -> str:
+    """The AST as `--emit ast` prints it: one node a line with its location and plain
+    fields, children indented (types and symbols the checker adds are left out)."""
+    pad = "  " * indent
+    if isinstance(node, list):
+        return "".join(dump_ast(n, indent) for n in node)
+    if not isinstance(node, ast.Node):
+        return f"{pad}{node!r}\n"
+    fields = {k: v for k, v in vars(node).items() if k not in ("loc", "ty", "sym")}
+    simple = {k: v for k, v in fields.items() if not isinstance(v, (ast.Node, list))}
+    head = f"{pad}{type(node).__name__} @{node.loc.line}:{node.loc.col}"
+    head += "".join(f" {k}={v!r}" for k, v in simple.items() if v is not None)
+    out = head + "\n"
+    for k, v in fields.items():
+        if isinstance(v, (ast.Node, list)) and v:
+            out += f"{pad}  {k}:\n" + dump_ast(v, indent + 2)
+    return out
 
 
-def to_vmfb(linalg_module: ir.Module, target: IreeTarget,
-            cache: ArtifactCache | None = None) -> bytes:
-    text = str(linalg_module)
-    target = for_module(target, text)
-    try:
-        return compile_to_vmfb(text, target, cache=cache)
-    except BackendError as err:
-        crashed = "Please report issues" in err.stderr
-        if not crashed or _DATA_TILING not in target.flags:
-            raise
-        warnings.warn(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it",
-                      ZynMLNote, stacklevel=2)
-        fallback = dataclasses.replace(
-            target, flags=tuple(f for f in target.flags if f != _DATA_TILING))
-        return compile_to_vmfb(text, fallback, cache=cache)
+# ------------------------------------------------------------------------ stages tables
+
+# The stages every backend starts with. The ast stage shows the parsed program; cir starts
+# again from the typed AST the compilation was given (checked for the input signature).
+FRONT_STAGES = (
+    Stage("ast", lambda job: parse(job.source), Output("txt", show=dump_ast), inputs=()),
+    Stage("cir", lambda job: to_cir(job.checked), TEXT_MLIR, inputs=()),
+    Stage("linalg", lambda cir, job: lower(cir, job.source), TEXT_MLIR),
+)
+
+# Placement.backend -> the backend's stages and facts.
+BACKENDS: dict[str, Backend] = {b.name: b for b in (iree_stages.BACKEND, cuda_stages.BACKEND)}
 
 
-def to_cuda_artifact(linalg_module: "ir.Module", target, src: SourceFile | None = None):
-    """linalg on tensors -> CudaArtifact (PTX, cubin, launch plan) for a CudaTarget."""
-    from .backend.cuda import build_artifact
-    with _native_errors(src):
-        return build_artifact(linalg_module, target)
+def stage_names() -> list[str]:
+    """Every `--emit` choice, in the order the stages run: the front, then each backend."""
+    return [s.name for s in FRONT_STAGES] + [s.name for b in BACKENDS.values()
+                                             for s in b.stages]
 
 
-def to_cuda_stage(linalg_module: "ir.Module", stage: str, target,
-                  src: SourceFile | None = None) -> str:
-    """What `--device cuda --emit STAGE` prints: "gpu" (host + gpu.module of kernels),
-    "nvvm" (kernels in the LLVM/NVVM dialects), "llvm" (LLVM IR) or "ptx"."""
-    from .backend.cuda import compile as cuda
-    with _native_errors(src):
-        cuda.lower_to_gpu(linalg_module, target)
-        if stage == "gpu":
-            return str(linalg_module)
-        cuda.lower_to_nvvm(linalg_module, target)
-        if stage == "nvvm":
-            return str(linalg_module)
-        return cuda.llvm_ir(linalg_module) if stage == "llvm" else cuda.to_ptx(linalg_module)
+def find_stage(name: str) -> tuple[Backend | None, Stage]:
+    """The stage called `name` and the backend whose table holds it (None: a front stage)."""
+    for backend, table in [(None, FRONT_STAGES)] + [(b, b.stages) for b in BACKENDS.values()]:
+        for stage in table:
+            if stage.name == name:
+                return backend, stage
+    raise ValueError(f"unknown stage '{name}'; stages: {', '.join(stage_names())}")
 
 
-class _native_errors:
-    """MLIR diagnostics and launch-plan limits of the native path -> located ZynMLErrors."""
+def run_stages(job: Compilation, upto: str, given: dict[str, Any] | None = None,
+               save_temps: Union[str, os.PathLike, None] = None) -> Any:
+    """Run the front stages and `job.backend`'s up to `upto`; return what `upto` made.
+
+    Only the stages `upto` reads from run, in table order. `given` holds outputs already
+    made ({"linalg": module}): their stages and those above them do not run. With
+    `save_temps` (a folder), every stage up to `upto` runs and its output is written there
+    as STAGE.EXT as soon as it is made, so when a stage fails, its input is on disk.
+    """
+    table = FRONT_STAGES + job.backend.stages
+    names = [s.name for s in table]
+    if upto not in names:
+        raise ValueError(f"the {job.backend.name} backend has no stage '{upto}'; its stages: "
+                         + ", ".join(names))
+    inputs = {s.name: s.inputs if s.inputs is not None else tuple(names[i - 1:i])
+              for i, s in enumerate(table)}
+    outputs = dict(given or {})
+    first = max((names.index(n) + 1 for n in outputs), default=0)
+    table = table[first:names.index(upto) + 1]
+    wanted = {s.name for s in table} if save_temps is not None else \
+        _needed(upto, inputs, outputs)
+    if save_temps is not None:
+        Path(save_temps).mkdir(parents=True, exist_ok=True)
+    for stage in table:
+        if stage.name not in wanted:
+            continue
+        with _stage_errors(job.source):
+            outputs[stage.name] = stage.run(*(outputs[n] for n in inputs[stage.name]), job)
+        if save_temps is not None:
+            _save_temp(Path(save_temps), stage, outputs[stage.name])
+    return outputs[upto]
+
+
+def _needed(upto: str, inputs: dict[str, tuple[str, ...]], made: dict[str, Any]) -> set[str]:
+    needed, todo = set(), [upto]
+    while todo:
+        name = todo.pop()
+        if name not in needed and name not in made:
+            needed.add(name)
+            todo.extend(inputs[name])
+    return needed
+
+
+def _save_temp(folder: Path, stage: Stage, output: Any) -> None:
+    shown = stage.output.show(output)
+    if shown is not None:
+        data = shown.encode() if isinstance(shown, str) else shown
+        atomic_write_bytes(folder / f"{stage.name}.{stage.output.ext}", data)
+
+
+def emit(job: Compilation, stage: str, save_temps: Union[str, os.PathLike, None] = None):
+    """What `zynml compile --emit STAGE` shows: text, bytes for a binary stage, or None
+    (the stage made nothing: its Output's `none_means` says why)."""
+    output = run_stages(job, stage, save_temps=save_temps)
+    return find_stage(stage)[1].output.show(output)
+
+
+# ------------------------------------------------------------------------ build, cache
+
+def check_target(checked: CheckedProgram, placement, target) -> None:
+    """Refuse, at `zynml.compile` (before any input is seen), a program that the target
+    of `placement`'s backend cannot run: e.g. a CUDA block larger than the chip allows."""
+    BACKENDS[placement.backend].check(checked, target, placement, None)
+
+
+def build(checked: CheckedProgram, source: SourceFile, placement, target, signature: dict,
+          scalars: dict, pipeline_name: str = "", *, cache: ArtifactCache | None = None,
+          save_temps: Union[str, os.PathLike, None] = None) -> Any:
+    """The artifact of `checked` (the program, or its pipeline `pipeline_name`, typed for
+    `signature` and the integer `scalars`) for `placement`'s backend and `target`: what
+    the backend's last stage makes (a vmfb's bytes, a CudaArtifact).
+
+    Read from `cache` (default: the user's artifact cache) when there, else compiled and
+    stored. `save_temps` compiles even then, writing every stage's output in the folder.
+    """
+    backend = BACKENDS[placement.backend]
+    backend.check(checked, target, placement, signature)
+    cache = cache if cache is not None else ArtifactCache()
+    key = artifact_key(backend, source, pipeline_name, signature, scalars, target)
+    if save_temps is None:
+        cached = cache.get(key)
+        if cached is not None:
+            return backend.load(cached)
+    last = backend.stages[-1]
+    artifact = run_stages(Compilation(backend, target, source, checked, cache), last.name,
+                          save_temps=save_temps)
+    cache.put(key, last.output.show(artifact))
+    return artifact
+
+
+def artifact_key(backend: Backend, source: SourceFile, pipeline_name: str, signature: dict,
+                 scalars: dict, target) -> str:
+    """The cache key of an artifact: the source and signature, not the IR, so that a
+    machine without MLIR finds what another compiled into a shared cache; the compiler's
+    fingerprint, so that a changed compiler never reuses an old artifact."""
+    return ArtifactCache.key(backend.name, fingerprint(), source.text, pipeline_name,
+                             repr(sorted((n, str(t)) for n, t in signature.items())),
+                             repr(sorted(scalars.items())), target.cache_key())
+
+
+# What decides an artifact besides the program, its signature and the target: the
+# compiler's own source. The runtime, the API and the CLI are left out, so editing them
+# keeps the cache.
+COMPILER_SOURCES = ("zynml.frontend", "zynml.cirgen", "zynml.lowering", "zynml.backend",
+                    "zynml.passes", "zynml.dialects", "zynml.compiler", "zynml.stage")
+
+
+def compiler_files() -> list[Path]:
+    """The files `fingerprint` hashes: every module of COMPILER_SOURCES."""
+    files = []
+    for name in COMPILER_SOURCES:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin, f"no compiler source {name}"
+        roots = [Path(p) for p in spec.submodule_search_locations or []]
+        files += sorted(f for root in roots for f in root.rglob("*.py")) if roots else \
+            [Path(spec.origin)]
+    return files
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A hash of the compiler's source and version: a changed compiler never reuses an
+    artifact of the old one; runtime edits keep them."""
+    from . import __version__  # the artifact records it
+    digest = hashlib.sha256(__version__.encode())
+    for path in compiler_files():
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class _stage_errors:
+    """MLIR diagnostics and launch-plan limits raised in a stage -> located ZynMLErrors."""
 
     def __init__(self, src: SourceFile | None):
         self.src = src
@@ -154,11 +289,14 @@ class _native_errors:
         return self
 
     def __exit__(self, kind, err, tb):
-        from mlir import ir
+        if err is None or isinstance(err, ZynMLError):
+            return False
+        try:
+            from mlir import ir
+        except ImportError:  # no MLIR here, so no MLIR error either
+            return False
         from .backend.cuda.launch_plan import PlanError
         from .passes.pipeline import PipelineError
-        if err is None:
-            return False
         if isinstance(err, PipelineError):
             raise ZynMLError(str(err)) from None
         if isinstance(err, ir.MLIRError):

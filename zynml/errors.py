@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["SourceLocation", "Diagnostic", "ZynMLError", "SourceFile", "BackendError"]
+__all__ = ["SourceLocation", "Diagnostic", "ZynMLError", "SourceFile", "BackendError", "ZynMLNote"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,7 @@ class BackendError(ZynMLError):
             d.render() if d.loc is not None else f"{d.severity}: {d.message}"
             for d in self.diagnostics
         )
+
+
+class ZynMLNote(UserWarning):
+    """A remark about how a program was compiled (e.g. a kind lowered generically)."""

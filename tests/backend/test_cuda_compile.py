@@ -18,8 +18,9 @@ import pytest
 
 import conftest
 import zynml
-from zynml.backend.cuda import CudaTarget, build_artifact
-from zynml.backend.cuda.compile import compile_for_cuda
+from zynml import compiler
+from zynml.backend.cuda import CudaTarget
+from zynml.backend.cuda.stages import BACKEND as NATIVE
 from zynml.backend.cuda.target import DEFAULT_CHIP, PTX_ISA
 from zynml.runtime.cuda.artifact import (FORMAT, VERSION, ArtifactError, CudaArtifact, describe,
                                          launches)
@@ -1087,7 +1088,7 @@ func.func @main(%x: tensor<5xf32>) -> tensor<5xf32> {
 }
 """
     with new_context() as ctx, ir.Location.unknown(ctx):
-        return build_artifact(ir.Module.parse(text), CudaTarget())
+        return linalg_to(ir.Module.parse(text), "artifact", CudaTarget())
 
 
 def test_constant_tensors_become_globals_and_round_trip(tmp_path):
@@ -1105,18 +1106,24 @@ def test_constant_tensors_become_globals_and_round_trip(tmp_path):
     assert_same_artifact(artifact, CudaArtifact.load(tmp_path / "c.zynart"))
 
 
-def test_compile_for_cuda_stages_agree():
-    """compile_for_cuda by hand: the same kernels as the artifact of the same module."""
+def linalg_to(module, stage, target):
+    """What the native stages make of a linalg module, up to `stage`."""
+    return compiler.run_stages(compiler.Compilation(NATIVE, target), stage,
+                               given={"linalg": module})
+
+
+def test_native_stages_from_linalg_agree():
+    """The stages run by hand from a linalg module: the plan launches the PTX's kernels."""
     from mlir import ir
     prog = zynml.compile(EXAMPLES / "broadcast.zyn", device="cuda", require_device=False)
     module = prog.stage_module({"matrix": f32(7, 13), "vector": f32(13)})
     assert isinstance(module, ir.Module)
-    kernels = compile_for_cuda(module, CudaTarget("sm_80"))
-    assert kernels.chip == "sm_80"
-    assert ".target sm_80" in kernels.ptx
-    assert set(entries(kernels.ptx)) == {s["kernel"] for s in launches(kernels.plan["body"])}
-    assert kernels.plan["inputs"] == [{"kind": "tensor", "shape": [7, 13], "dtype": "float32"},
-                                      {"kind": "tensor", "shape": [13], "dtype": "float32"}]
+    artifact = linalg_to(module, "artifact", CudaTarget("sm_80"))
+    assert artifact.chip == "sm_80"
+    assert ".target sm_80" in artifact.ptx
+    assert set(entries(artifact.ptx)) == {s["kernel"] for s in launches(artifact.plan["body"])}
+    assert artifact.plan["inputs"] == [{"kind": "tensor", "shape": [7, 13], "dtype": "float32"},
+                                       {"kind": "tensor", "shape": [13], "dtype": "float32"}]
 
 
 def _zip(files):
@@ -1286,7 +1293,7 @@ func.func @main(%x: tensor<5xbf16>) -> tensor<5xbf16> {
 }
 """.replace("CONSTANT", constant)
     with new_context() as ctx, ir.Location.unknown(ctx):
-        return build_artifact(ir.Module.parse(text), CudaTarget())
+        return linalg_to(ir.Module.parse(text), "artifact", CudaTarget())
 
 
 def test_bf16_constant_tensors_become_globals_of_their_bits(tmp_path):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import zynml
-from zynml import compiler
+from zynml.backend.iree.stages import to_vmfb
 from zynml.backend.iree.target import IREE_TARGETS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "programs" / "examples"
@@ -29,7 +29,7 @@ def test_every_iree_target_compiles(device, name):
     prog = zynml.compile(path, device=device, backend="iree", require_device=False)
     assert prog.backend == "iree"
     module = prog.stage_module(inputs)
-    vmfb = compiler.to_vmfb(module, IREE_TARGETS[prog.placement.kind])
+    vmfb = to_vmfb(module, IREE_TARGETS[prog.placement.kind])
     assert vmfb[:2] == b"PK" and b"IREE" in vmfb[:256]  # a zip holding the FlatBuffer
     assert len(vmfb) > 1000
 

@@ -1,6 +1,7 @@
 """The `zynml` command: run and compile, located errors with exit code 1, nothing
 written on failure, outputs written atomically."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,39 @@ def test_compile_emits_every_stage(tmp_path):
     from zynml.runtime.iree_runner import IreeModule
     assert "main" in IreeModule.from_file(out).function_names
     assert out.stat().st_mode & 0o044  # readable like any output file, not 0600
+
+
+def test_save_temps_writes_every_stage_of_the_compile(tmp_path):
+    """IREE_SAVE_TEMPS-style: each stage's output as DIR/STAGE.EXT, the last one too."""
+    out, temps = tmp_path / "softmax.vmfb", tmp_path / "temps"
+    result = zynml("compile", EXAMPLES / "softmax.zyn", "--device", "cpu", "--emit", "vmfb",
+                   "--random", "x=3x5", "-o", out, "--save-temps", temps)
+    assert result.returncode == 0, result.stderr
+    files = {p.name: p.read_bytes() for p in temps.iterdir()}
+    assert sorted(files) == ["ast.txt", "cir.mlir", "linalg.mlir", "vmfb.vmfb"]
+    assert files["vmfb.vmfb"] == out.read_bytes()
+    linalg = zynml("compile", EXAMPLES / "softmax.zyn", "--device", "cpu", "--emit", "linalg",
+                   "--random", "x=3x5")
+    assert files["linalg.mlir"].decode() == linalg.stdout
+    assert b"linalg.reduce" in files["linalg.mlir"] and b"Compute @4:15" in files["ast.txt"]
+
+
+def test_save_temps_keeps_the_stages_before_a_failure(tmp_path):
+    """A compile that fails in the IREE stage leaves the linalg it was given."""
+    broken = tmp_path / "iree-compile"  # knows its version, rejects every module
+    broken.write_text('#!/bin/sh\n[ "$1" = --version ] && echo broken 1.0 && exit 0\n'
+                      "echo 'error: rejected' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    result = subprocess.run(
+        [sys.executable, "-m", "zynml.cli.main", "compile", str(EXAMPLES / "softmax.zyn"),
+         "--device", "cpu", "--emit", "vmfb", "--random", "x=3x5", "-o", tmp_path / "x.vmfb",
+         "--save-temps", tmp_path / "temps"], capture_output=True, text=True,
+        env=dict(os.environ, ZYNML_IREE_COMPILE=str(broken)))
+    assert result.returncode == 1
+    assert "iree-compile failed: error: rejected" in result.stderr
+    assert sorted(p.name for p in (tmp_path / "temps").iterdir()) == \
+        ["ast.txt", "cir.mlir", "linalg.mlir"]
+    assert not (tmp_path / "x.vmfb").exists()
 
 
 def test_run_takes_random_bf16_inputs_and_writes_bf16_outputs_as_float32(tmp_path):

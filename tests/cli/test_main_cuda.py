@@ -1,12 +1,16 @@
 """`zynml compile --device cuda --emit ...` and `zynml devices` without a GPU: each
 native stage, artifacts, and the mistakes that exit 1 with a message, no traceback and
 nothing written."""
+import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from zynml.runtime.cuda.artifact import launches
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SOFTMAX = EXAMPLES / "softmax.zyn"
@@ -100,6 +104,34 @@ def test_emit_artifact_writes_a_loadable_artifact(tmp_path):
     info = describe(artifact)
     assert set(info["kernels"]) == set(re.findall(r"\.entry\s+(\w+)\(", artifact.ptx))
     assert out.stat().st_mode & 0o044  # readable like any output file
+
+
+def test_emit_plan_prints_the_launch_plan_of_the_ptx_kernels():
+    plan = json.loads(compile_softmax("--device", "cuda", "--emit", "plan").stdout)
+    ptx = compile_softmax("--device", "cuda", "--emit", "ptx").stdout
+    assert plan["input_names"] == ["x"] and plan["inputs"][0]["shape"] == [37, 129]
+    launched = {step["kernel"] for step in launches(plan["body"])}
+    assert launched == set(re.findall(r"\.entry\s+(\w+)\(", ptx))
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas")
+def test_emit_cubin_writes_the_assembled_kernels(tmp_path):
+    out = tmp_path / "softmax.cubin"
+    result = compile_softmax("--device", "cuda", "--emit", "cubin", "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:4] == b"\x7fELF"
+    result = compile_softmax("--device", "cuda", "--emit", "cubin")
+    assert_clean_failure(result, "zynml: error: --emit cubin writes binary: give -o FILE")
+
+
+def test_save_temps_writes_every_native_stage_and_emits_as_usual(tmp_path):
+    temps = tmp_path / "temps"
+    result = compile_softmax("--device", "cuda", "--emit", "ptx", "--save-temps", temps)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in temps.iterdir()) == [
+        "ast.txt", "cir.mlir", "gpu.mlir", "linalg.mlir", "llvm.ll", "nvvm.mlir",
+        "plan.json", "ptx.ptx"]
+    assert (temps / "ptx.ptx").read_text() == result.stdout  # what -o would have written
 
 
 def test_emit_artifact_needs_an_output_file(tmp_path):

@@ -3,11 +3,14 @@
     zynml run FILE.zyn [--device D] [--backend B] [--input NAME=PATH.npy]...
                        [--random NAME=4x8[:f32]]... [--output-dir DIR]
     zynml compile FILE.zyn [--device D] [--backend B] [--target sm_90a]
-                       --emit {ast,cir,linalg,vmfb,gpu,nvvm,llvm,ptx,artifact} [-o OUT]
+                       --emit STAGE [-o OUT] [--save-temps DIR]
     zynml devices
 
 D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto; B: native (ZynML's CUDA path) or
 iree. `compile` needs no hardware: it compiles for the device named, present or not.
+STAGE: a stage of the shared front (zynml/compiler.py) or of the program's backend
+(zynml/backend/*/stages.py); `zynml compile --help` lists them. `--save-temps DIR` also
+writes every stage's output on the way as DIR/STAGE.EXT.
 
 User mistakes print a located error and exit 1; nothing is written on failure. Outputs are
 written as .npy files, bf16 ones as float32 (exact: .npy has no bfloat16).
@@ -22,17 +25,12 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from .. import knobs
+from .. import compiler, knobs
 from ..cache import atomic_write_bytes
-from ..backend.iree.target import IREE_TARGETS
 from ..errors import ZynMLError
 from .common import bad_knob, internal_error
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-
-STAGES = ("ast", "cir", "linalg", "vmfb", "gpu", "nvvm", "llvm", "ptx", "artifact")
-NATIVE_STAGES = ("gpu", "nvvm", "llvm", "ptx", "artifact")
-BINARY_STAGES = ("vmfb", "artifact")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,11 +58,16 @@ def _parser() -> argparse.ArgumentParser:
                      "list as DIR/NAME.json)")
     comp = sub.add_parser("compile", help="compile a program and print or write one stage")
     inputs(comp)
-    comp.add_argument("--emit", choices=STAGES, default="linalg")
+    stages = compiler.stage_names()
+    binary = [name for name in stages if compiler.find_stage(name)[1].output.binary]
+    comp.add_argument("--emit", choices=stages, default="linalg")
     comp.add_argument("--target", default=None,
                       help="CUDA chip of the native backend (default: sm_90a)")
     comp.add_argument("-o", "--output",
-                      help="output file (default: stdout; vmfb and artifact need -o)")
+                      help=f"output file (default: stdout; {', '.join(binary)} need -o)")
+    comp.add_argument("--save-temps", metavar="DIR", default=None,
+                      help="also write every stage's output on the way as DIR/STAGE.EXT "
+                           "(compiling even when the artifact is cached)")
     sub.add_parser("devices", help="list the compute devices present")
     return parser
 
@@ -154,43 +157,28 @@ def _run(args) -> int:
 
 
 def _compile(args) -> int:
-    from .. import api, compiler
+    from .. import api
     values = _load_inputs(args)
+    backend, stage = compiler.find_stage(args.emit)  # backend None: a shared front stage
     device = args.device
-    if args.emit in NATIVE_STAGES and device == "auto":
-        device = "cuda"  # the native stages only exist for CUDA
+    if backend is not None and backend.emit_device and device == "auto":
+        device = backend.emit_device  # e.g. the native stages only exist for CUDA
     program = api.compile(Path(args.file), device=device, backend=args.backend,
                           target=args.target, require_device=False)
-    if args.emit in NATIVE_STAGES and program.backend != "native":
-        raise _UsageError(f"--emit {args.emit} is a stage of the native CUDA backend; "
-                          f"use --device cuda (this program is for '{program.device}' "
-                          f"with backend '{program.backend}')")
-    if args.emit == "vmfb" and program.backend != "iree":
-        raise _UsageError("--emit vmfb is IREE's artifact: add --backend iree "
-                          "(or use --emit artifact for the native CUDA backend)")
-    if args.emit in BINARY_STAGES and not args.output:
+    if backend is not None and program.backend != backend.name:
+        raise _UsageError(backend.wrong_backend.format(
+            stage=args.emit, device=program.device, backend=program.backend))
+    if stage.output.binary and not args.output:
         raise _UsageError(f"--emit {args.emit} writes binary: give -o FILE")
-    if args.emit == "ast":
-        text = _dump_ast(program.ast)
-    elif args.emit == "artifact":
-        data = program.artifact(**values).to_bytes()
-        atomic_write_bytes(Path(args.output), data)
-        return 0
-    else:
-        module = program.stage_module(values, upto=args.emit)
-        if args.emit == "vmfb":
-            data = compiler.to_vmfb(module, IREE_TARGETS[program.placement.kind])
-            atomic_write_bytes(Path(args.output), data)
-            return 0
-        if args.emit in NATIVE_STAGES:
-            text = compiler.to_cuda_stage(module, args.emit, program.cuda_target,
-                                          program.source)
-        else:
-            text = str(module)
+    shown = program.emit(args.emit, values, save_temps=args.save_temps)
+    if shown is None:
+        raise _UsageError(f"--emit {args.emit} made nothing here: "
+                          f"{stage.output.none_means}")
     if args.output:
-        atomic_write_bytes(Path(args.output), text.encode())
+        atomic_write_bytes(Path(args.output), shown.encode() if isinstance(shown, str)
+                           else shown)
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
     return 0
 
 
@@ -201,24 +189,6 @@ def _devices(args) -> int:
                 else f"{device.get('cores', '?')} cores")
         print(f"{device['id']:10s} {device['type']:4s} {device['name']} ({size})")
     return 0
-
-
-def _dump_ast(node, indent: int = 0) -> str:
-    from ..frontend import ast
-    pad = "  " * indent
-    if isinstance(node, list):
-        return "".join(_dump_ast(n, indent) for n in node)
-    if not isinstance(node, ast.Node):
-        return f"{pad}{node!r}\n"
-    fields = {k: v for k, v in vars(node).items() if k not in ("loc", "ty", "sym")}
-    simple = {k: v for k, v in fields.items() if not isinstance(v, (ast.Node, list))}
-    head = f"{pad}{type(node).__name__} @{node.loc.line}:{node.loc.col}"
-    head += "".join(f" {k}={v!r}" for k, v in simple.items() if v is not None)
-    out = head + "\n"
-    for k, v in fields.items():
-        if isinstance(v, (ast.Node, list)) and v:
-            out += f"{pad}  {k}:\n" + _dump_ast(v, indent + 2)
-    return out
 
 
 def _show_note(message, category, filename, lineno, file=None, line=None):

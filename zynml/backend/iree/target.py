@@ -1,7 +1,7 @@
 """What each IREE target needs, as data: the `iree-compile` flags and the runtime driver.
 
 Why data: adding a target is one entry in `IREE_TARGETS`, and the flags take part in the
-artifact cache key (see iree_compile.py), so changing a target's flags recompiles.
+artifact cache key (`cache_key()`; compile.py), so changing a target's flags recompiles.
 
 Every entry's flags were checked with IREE 3.13's `iree-compile` on a small linalg
 module; only `cpu` is run by the tests (CI has no GPU). The CPU flags were measured on
@@ -48,6 +48,10 @@ class IreeTarget:
             if not isinstance(flag, str) or not flag.startswith("--") or any(c.isspace() for c in flag):
                 raise ValueError(f"bad iree-compile flag {flag!r}: expected '--name' or '--name=value'")
         object.__setattr__(self, "flags", flags)
+
+    def cache_key(self) -> str:
+        """What decides the vmfb (with the program): the target and its flags."""
+        return f"iree:{self.name}:{self.device}:" + " ".join(self.flags)
 
     def with_flags(self, *extra: str) -> "IreeTarget":
         """This target with `extra` flags appended (validated like the others)."""

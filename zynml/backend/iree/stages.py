@@ -1,0 +1,60 @@
+"""IREE's stages: linalg on tensors -> vmfb by one `iree-compile` run (compile.py), after
+the driver's shared stages (ast, cir, linalg; zynml/compiler.py)."""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+from ...errors import BackendError, SourceLocation, ZynMLError, ZynMLNote
+from ...stage import Backend, Output, Stage
+from .compile import compile_to_vmfb
+from .target import IreeTarget, for_module
+
+__all__ = ["BACKEND", "STAGES", "to_vmfb", "refuse_f64"]
+
+# IREE 3.13's data tiling crashes the compiler on some contractions (seen: a generic
+# whose output has a parallel loop no input uses, as `dot` in a per-element attention
+# gives); the same module compiles without it, only slower on matmul-like ops.
+_DATA_TILING = "--iree-opt-data-tiling"
+
+
+def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
+    """linalg on tensors -> vmfb; `cache` keeps iree-compile's results by MLIR text."""
+    text = str(linalg_module)
+    target = for_module(target, text)
+    try:
+        return compile_to_vmfb(text, target, cache=cache)
+    except BackendError as err:
+        crashed = "Please report issues" in err.stderr
+        if not crashed or _DATA_TILING not in target.flags:
+            raise
+        warnings.warn(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it",
+                      ZynMLNote, stacklevel=2)
+        fallback = dataclasses.replace(
+            target, flags=tuple(f for f in target.flags if f != _DATA_TILING))
+        return compile_to_vmfb(text, fallback, cache=cache)
+
+
+def refuse_f64(checked, target: IreeTarget, placement, signature) -> None:
+    """IREE's SPIR-V targets demote f64 to f32: refuse an f64 signature there rather than
+    compute it in another precision."""
+    if signature is None or target.f64:
+        return
+    types = list(signature.values()) + [step.ty for step in checked.steps]
+    if any("f64" in str(t) for t in types):
+        raise ZynMLError(f"IREE's {placement.kind} target has no f64 (it would compute in "
+                         f"f32); give '{placement.device}' f32 inputs",
+                         SourceLocation(checked.source, 1, 1))
+
+
+STAGES = (
+    # linalg text -> IREE VM bytecode for one of target.py's IREE_TARGETS
+    Stage("vmfb", lambda linalg, job: to_vmfb(linalg, job.target, job.cache),
+          Output("vmfb", binary=True, show=bytes)),
+)
+
+BACKEND = Backend(
+    name="iree", stages=STAGES, load=bytes, check=refuse_f64, shape_generic=True,
+    emit_device=None,
+    wrong_backend="--emit {stage} is IREE's artifact: add --backend iree "
+                  "(or use --emit artifact for the native CUDA backend)")
