@@ -141,6 +141,34 @@ class Program:
         raise AttributeError(f"program has no pipeline '{name}'; pipelines: "
                              + (", ".join(methods) or "(none)"))
 
+    def pipeline(self, name: str) -> "Program":
+        """The Program of the source's pipeline `name` (what `prog.name(...)` calls)."""
+        if name not in self.__dict__.get("_methods", {}):
+            raise ZynMLError(f"the program has no pipeline '{name}'; its pipelines: "
+                             + (", ".join(self._methods) or "(none)"))
+        return getattr(self, name)._program
+
+    @property
+    def cache_folder(self) -> Path:
+        """The artifact cache this program compiles into (and its autotuning database)."""
+        return self._cache.root
+
+    def tune(self, *, limit: int | None = None, rounds: int = 5, compile_only: bool = False,
+             progress: bool = True, **inputs):
+        """Autotune the strategy parameters of this program's kernels for these inputs'
+        shapes and dtypes on its GPU, keep the winners in the autotuning database, and
+        return the report (`.table()`): zynml/autotune/tuner.py. `compile_only` compiles
+        the candidates into the cache for a GPU machine to time (no GPU needed)."""
+        from .autotune.tuner import tune
+        report = tune(self, inputs, limit=limit, rounds=rounds, compile_only=compile_only,
+                      progress=progress)
+        if not compile_only:  # later calls compile with the winners
+            self._executables.clear()
+            if self._fast_calls is not None:
+                from .runtime.cuda.function import FastCalls
+                self._fast_calls = FastCalls()
+        return report
+
     def _check(self, signature, scalars, records=None) -> CheckedProgram:
         if self._pipeline is not None:
             table = {p.name: p for p in self.ast.pipelines}
@@ -266,7 +294,8 @@ class Program:
         return checked, dict(checked.inputs), scalars
 
     def _compilation(self, checked: CheckedProgram) -> "compiler.Compilation":
-        return compiler.Compilation(compiler.BACKENDS[self.backend], self.target, self.source,
+        target = compiler.tuned_target(self.placement, self.target, self._cache)
+        return compiler.Compilation(compiler.BACKENDS[self.backend], target, self.source,
                                     checked, self._cache)
 
     def stage_module(self, inputs: dict[str, Any] | None = None, upto: str = "linalg"):

@@ -14,6 +14,7 @@ each stage makes; `build` makes a program's artifact, through the on-disk cache.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -22,6 +23,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
+from . import knobs
+from .autotune.database import TuningDatabase
 from .backend.cuda import stages as cuda_stages
 from .backend.iree import stages as iree_stages
 from .cache import ArtifactCache, atomic_write_bytes
@@ -207,6 +210,17 @@ def emit(job: Compilation, stage: str, save_temps: Union[str, os.PathLike, None]
 
 # ------------------------------------------------------------------------ build, cache
 
+def tuned_target(placement, target, cache: ArtifactCache | None = None):
+    """The target a build uses: for the native CUDA backend, with the winners that the
+    autotuning database (in `cache`'s folder) holds for its chip and this compiler, unless
+    the program chose strategy parameters itself or ZYNML_AUTOTUNE is off."""
+    if placement.backend != "native" or target.params or not knobs.AUTOTUNE.get():
+        return target
+    database = TuningDatabase.beside(cache or ArtifactCache())
+    tuned = database.params_text(target.chip, fingerprint())
+    return dataclasses.replace(target, params=tuned) if tuned else target
+
+
 def check_target(checked: CheckedProgram, placement, target) -> None:
     """Refuse, at `zynml.compile` (before any input is seen), a program that the target
     of `placement`'s backend cannot run: e.g. a CUDA block larger than the chip allows."""
@@ -215,17 +229,21 @@ def check_target(checked: CheckedProgram, placement, target) -> None:
 
 def build(checked: CheckedProgram, source: SourceFile, placement, target, signature: dict,
           scalars: dict, pipeline_name: str = "", *, cache: ArtifactCache | None = None,
-          save_temps: Union[str, os.PathLike, None] = None) -> Any:
+          save_temps: Union[str, os.PathLike, None] = None,
+          use_database: bool = True) -> Any:
     """The artifact of `checked` (the program, or its pipeline `pipeline_name`, typed for
     `signature` and the integer `scalars`) for `placement`'s backend and `target`: what
     the backend's last stage makes (a vmfb's bytes, a CudaArtifact).
 
     Read from `cache` (default: the user's artifact cache) when there, else compiled and
     stored. `save_temps` compiles even then, writing every stage's output in the folder.
+    `use_database=False` builds with the strategies' own choices (the tuner's baseline).
     """
     backend = BACKENDS[placement.backend]
     backend.check(checked, target, placement, signature)
     cache = cache if cache is not None else ArtifactCache()
+    if use_database:
+        target = tuned_target(placement, target, cache)
     key = artifact_key(backend, source, pipeline_name, signature, scalars, target)
     if save_temps is None:
         cached = cache.get(key)

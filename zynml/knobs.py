@@ -117,7 +117,7 @@ CACHE_DIR: Knob[Path | None] = Knob(
     "ZYNML_CACHE_DIR", "path", None,
     "The folder of the compiled-artifact cache; unset: `$XDG_CACHE_HOME/zynml`, "
     "else `~/.cache/zynml`",
-    read_by=("zynml/cache.py",))
+    read_by=("zynml/cache.py", "tests/autotune/test_tuner.py"))
 CUDA_POISON: Knob[bool] = Knob(
     "ZYNML_CUDA_POISON", "bool", False,
     "Fill every native CUDA allocation with 0xFF bytes (NaN, -1), so that an element no "
@@ -141,8 +141,10 @@ REPRODUCER_DIR: Knob[Path | None] = Knob(
     read_by=("zynml/cli/opt.py",))
 AUTOTUNE: Knob[bool] = Knob(
     "ZYNML_AUTOTUNE", "bool", True,
-    "Whether compiles use the autotuning database of tuned strategy parameters (for the "
-    "autotuning work to come: nothing reads it yet)")
+    "Whether native CUDA compiles use the autotuning database (`autotune.json` in the "
+    "artifact cache folder, which `zynml tune` writes) for programs that set no strategy "
+    "params",
+    read_by=("zynml/compiler.py",))
 LOG: Knob[tuple[str, ...]] = Knob(
     "ZYNML_LOG", "list of str", (),
     "Log topics to print, comma-separated (for the logging work to come: nothing reads "

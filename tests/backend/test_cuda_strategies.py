@@ -196,3 +196,16 @@ def test_f32_attention_at_head_dim_128_fits_every_chip(chip, block_m):
     assert kernel["strategy"] == "attention_simt_tiled"
     assert kernel["dynamic"] == Params(block_m=block_m).shared_bytes(128, 128)
     assert kernel["dynamic"] <= target.max_shared_per_block
+
+
+def test_every_strategy_has_a_search_space_of_its_own_fields():
+    """What `zynml tune` tries (tuning.SEARCH): sets of real fields, each a valid Params
+    over the defaults, none repeated (the tuner adds the strategy's own choice, {})."""
+    from zynml.backend.cuda.strategies.tuning import SEARCH
+    assert set(SEARCH) == set(strategy_names())
+    for name, sets in SEARCH.items():
+        params = get_strategy(name).Params()
+        assert sets and all(sets), name
+        assert len({tuple(sorted(s.items())) for s in sets}) == len(sets), name
+        for fields in sets:
+            dataclasses.replace(params, **fields)  # raises on a bad field or combination

@@ -4,6 +4,7 @@
                        [--random NAME=4x8[:f32]]... [--output-dir DIR]
     zynml compile FILE.zyn [--device D] [--backend B] [--target sm_90a]
                        --emit STAGE [-o OUT] [--save-temps DIR]
+    zynml tune FILE.zyn --shape NAME=4096x4096:f16... [--set NAME=VALUE]... [--compile-only]
     zynml devices
 
 D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto; B: native (ZynML's CUDA path) or
@@ -28,7 +29,9 @@ import numpy as np
 from .. import compiler, knobs
 from ..cache import atomic_write_bytes
 from ..errors import ZynMLError
+from . import tune
 from .common import bad_knob, internal_error
+from .inputs import UsageError, add_input_arguments, load_inputs
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -37,27 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zynml", description="ZynML compute programs")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def inputs(p):
-        p.add_argument("file", help="a .zyn program")
-        p.add_argument("--device", default="auto",
-                       help="cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto "
-                            "(default: auto, the GPU if one is present)")
-        p.add_argument("--backend", choices=("native", "iree"), default=None,
-                       help="native (ZynML's CUDA path) or iree (default: the best for "
-                            "the device)")
-        p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
-                       help="an input read from a .npy file (repeatable)")
-        p.add_argument("--random", action="append", default=[], metavar="NAME=DIMS[:DTYPE]",
-                       help="a random input, e.g. x=4x8 or x=16:f64 or n=5:i64 (repeatable); "
-                            "DTYPE: f16, bf16, f32, f64, i32, i64 or bool")
-        p.add_argument("--seed", type=int, default=0, help="seed of --random inputs")
-
     run = sub.add_parser("run", help="run a program and print a summary of each output")
-    inputs(run)
+    add_input_arguments(run)
     run.add_argument("--output-dir", help="write each output as DIR/NAME.npy (a device "
                      "list as DIR/NAME.json)")
     comp = sub.add_parser("compile", help="compile a program and print or write one stage")
-    inputs(comp)
+    add_input_arguments(comp)
     stages = compiler.stage_names()
     binary = [name for name in stages if compiler.find_stage(name)[1].output.binary]
     comp.add_argument("--emit", choices=stages, default="linalg")
@@ -68,44 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--save-temps", metavar="DIR", default=None,
                       help="also write every stage's output on the way as DIR/STAGE.EXT "
                            "(compiling even when the artifact is cached)")
+    tune.add_parser(sub)
     sub.add_parser("devices", help="list the compute devices present")
     return parser
-
-
-def _load_inputs(args) -> dict[str, np.ndarray]:
-    values: dict[str, np.ndarray] = {}
-    for item in args.input:
-        name, sep, path = item.partition("=")
-        if not sep or not name:
-            raise _UsageError(f"--input expects NAME=PATH.npy, got '{item}'")
-        try:
-            values[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise _UsageError(f"cannot read input '{name}' from '{path}': {err}")
-    rng = np.random.default_rng(args.seed)
-    for item in args.random:
-        name, sep, spec = item.partition("=")
-        dims, _, dtype = spec.partition(":")
-        try:
-            shape = tuple(int(d) for d in dims.split("x")) if dims else ()
-            np_dtype = np.dtype({"f16": "float16", "bf16": ml_dtypes.bfloat16,
-                                 "f32": "float32", "f64": "float64", "i32": "int32",
-                                 "i64": "int64", "bool": "bool"}[dtype or "f32"])
-        except (ValueError, KeyError):
-            raise _UsageError(f"--random expects NAME=DIMS[:DTYPE] like x=4x8:f32, got '{item}'")
-        if not sep or not name:
-            raise _UsageError(f"--random expects NAME=DIMS[:DTYPE], got '{item}'")
-        if np_dtype.kind == "f" or np_dtype == _BFLOAT16:
-            values[name] = rng.standard_normal(shape).astype(np_dtype)
-        elif np_dtype.kind == "b":
-            values[name] = rng.random(shape) < 0.5
-        else:
-            values[name] = rng.integers(1, 10, size=shape, dtype=np_dtype)
-    return values
-
-
-class _UsageError(Exception):
-    pass
 
 
 def _summary(name: str, value) -> str:
@@ -134,7 +87,7 @@ def _npy_bytes(value) -> bytes:
 
 def _run(args) -> int:
     from .. import api
-    values = _load_inputs(args)
+    values = load_inputs(args)
     program = api.compile(Path(args.file), device=args.device, backend=args.backend)
     outputs = program(**values)
     files = {}  # everything before writing: arrays as .npy, host values (device lists) as JSON
@@ -158,7 +111,7 @@ def _run(args) -> int:
 
 def _compile(args) -> int:
     from .. import api
-    values = _load_inputs(args)
+    values = load_inputs(args)
     backend, stage = compiler.find_stage(args.emit)  # backend None: a shared front stage
     device = args.device
     if backend is not None and backend.emit_device and device == "auto":
@@ -166,13 +119,13 @@ def _compile(args) -> int:
     program = api.compile(Path(args.file), device=device, backend=args.backend,
                           target=args.target, require_device=False)
     if backend is not None and program.backend != backend.name:
-        raise _UsageError(backend.wrong_backend.format(
+        raise UsageError(backend.wrong_backend.format(
             stage=args.emit, device=program.device, backend=program.backend))
     if stage.output.binary and not args.output:
-        raise _UsageError(f"--emit {args.emit} writes binary: give -o FILE")
+        raise UsageError(f"--emit {args.emit} writes binary: give -o FILE")
     shown = program.emit(args.emit, values, save_temps=args.save_temps)
     if shown is None:
-        raise _UsageError(f"--emit {args.emit} made nothing here: "
+        raise UsageError(f"--emit {args.emit} made nothing here: "
                           f"{stage.output.none_means}")
     if args.output:
         atomic_write_bytes(Path(args.output), shown.encode() if isinstance(shown, str)
@@ -201,13 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         knobs.validate()  # a bad ZYNML_* value fails here, before any work
-        return {"run": _run, "compile": _compile, "devices": _devices}[args.command](args)
+        return {"run": _run, "compile": _compile, "tune": tune.run,
+                "devices": _devices}[args.command](args)
     except knobs.KnobError as err:  # before ZynMLError, its base class
         return bad_knob("zynml", err)
     except ZynMLError as err:
         print(str(err), file=sys.stderr)
         return 1
-    except _UsageError as err:
+    except UsageError as err:
         print(f"zynml: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import re
 from typing import Callable, Iterable, Optional, TypeVar
 
@@ -27,8 +28,8 @@ from mlir import ir
 
 from . import get_strategy
 
-__all__ = ["CHIP_TUNING", "TuningError", "parse", "choose", "tuned", "problem_key",
-           "problem_of"]
+__all__ = ["CHIP_TUNING", "SEARCH", "TuningError", "parse", "choose", "tuned", "problem_key",
+           "problem_of", "grid"]
 
 P = TypeVar("P")
 
@@ -36,6 +37,51 @@ P = TypeVar("P")
 # (sm_90a; see each strategy's comments and docs/performance.md): a chip whose best
 # values differ gets an entry here, with the measurement that chose it.
 CHIP_TUNING: dict[str, dict[str, dict[str, object]]] = {}
+
+
+
+def grid(**values) -> tuple[dict, ...]:
+    """Every combination of the given fields' values (Params keyword arguments)."""
+    return tuple(dict(zip(values, combo)) for combo in itertools.product(*values.values()))
+
+
+# strategy -> the Params fields `zynml tune` tries, one dict per set (each set applied
+# over the strategy's own choice for the kernel; sets that do not fit are skipped). From
+# the grids of the scripts that chose the defaults on an H100 (benchmarks/tune_*.py,
+# before `zynml tune` replaced them; docs/performance.md), widened a little.
+SEARCH: dict[str, tuple[dict, ...]] = {
+    "pointwise": grid(vectors=(1, 2, 4), vector_block=(128, 256, 512, 1024)) +
+    # grid-stride: one resident wave (2048 threads per multiprocessor)
+    grid(vectors=(2,), vector_block=(256, 512), blocks_per_multiprocessor=(4, 8)),
+    "row_fused": ({"block": 32, "max_points": 64}, {"block": 64, "max_points": 64},
+                  {"block": 64, "max_points": 32}, {"block": 128, "max_points": 32},
+                  {"block": 256, "max_points": 32}, {"block": 512, "max_points": 32},
+                  {"block": 1024, "max_points": 32}),
+    "row_reduce": grid(max_block=(128, 256, 512, 1024)),
+    "matmul": ({"tile_k": 16}, {"warp_m": 8}, {"tile_k": 16, "warp_m": 4},
+               {"vector_loads": False}, {"tile_n": 64}, {"tile_m": 64},
+               {"tile_n": 64, "tile_k": 16}, {"tile_m": 256}, {"tile_m": 256, "warp_m": 4}),
+    "implicit_gemm": (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=4, thread_n=8),
+                      dict(tile_m=64, tile_n=128, tile_k=16, thread_m=4, thread_n=8),
+                      dict(tile_m=64, tile_n=128, tile_k=8, thread_m=8, thread_n=8),
+                      dict(tile_m=64, tile_n=256, tile_k=8, thread_m=8, thread_n=8),
+                      dict(tile_m=64, tile_n=256, tile_k=16, thread_m=8, thread_n=8),
+                      dict(tile_m=64, tile_n=64, tile_k=8, thread_m=4, thread_n=4),
+                      dict(tile_m=64, tile_n=128, tile_k=16, thread_m=8, thread_n=4),
+                      dict(tile_m=128, tile_n=128, tile_k=8, thread_m=8, thread_n=8)),
+    "matmul_tensor_core": grid(frags_m=(2, 4), frags_n=(2, 4), stage_k=(0, 32, 64)),
+    "matmul_wgmma": ({"persistent": False}, {"group_m": 1}, {"group_m": 16},
+                     {"group_m": 32}, {"stages": 3}, {"stages": 5}, {"tile_n": 128},
+                     {"tile_n": 128, "stages": 6}),
+    "attention": grid(rows_per_block=(32, 64, 128), block_k=(16, 32, 64),
+                      max_per_lane=(16, 32)),
+    "attention_simt_tiled": grid(block_m=(64, 128), block_n=(32, 64), thread_m=(4, 8),
+                                 thread_n=(2, 4, 8)),
+    "attention_tensor_core": grid(warps=(2, 4, 8), m_tiles=(1, 2), block_n=(16, 32, 64),
+                                  q_shared=(False, True)),
+    "attention_wgmma": grid(block_n=(64, 128, 192), stages=(2, 3), overlap=(True, False),
+                            persistent=(True, False)),
+}
 
 _ENTRY = re.compile(r"(?P<strategy>[a-z_0-9]+)(?:@(?P<problem>[A-Za-z0-9_+\-]+))?"
                     r"\.(?P<field>[a-z_0-9]+)=(?P<value>[^;=]+)")

@@ -1,0 +1,67 @@
+"""`zynml tune FILE.zyn --shape NAME=DIMS[:DTYPE]... [--set NAME=VALUE]...`: time the
+strategy parameters of the program's kernels on the GPU present and keep the fastest in
+the autotuning database (zynml/autotune/), which later compiles use.
+
+Compiling needs ZynML's compiler (MLIR), timing a GPU: `--compile-only` compiles every
+candidate into the artifact cache where the compiler is; the same command without it,
+run where the GPU is with that cache folder (ZYNML_CACHE_DIR), times them and writes the
+database into that folder.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .inputs import add_input_arguments, load_inputs
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("tune", help="autotune the program's kernels on the GPU",
+                       description=__doc__.split("\n\n")[0])
+    add_input_arguments(p)
+    p.add_argument("--shape", action="append", dest="random", metavar="NAME=DIMS[:DTYPE]",
+                   help="an input's shape and dtype, e.g. A=4096x4096:f16 (random data; "
+                        "the same as --random)")
+    p.add_argument("--pipeline", default=None, help="tune this pipeline of the program")
+    p.add_argument("--target", default=None, help="CUDA chip (default: sm_90a)")
+    p.add_argument("--limit", type=_positive, default=None,
+                   help="try at most N parameter sets per kernel")
+    p.add_argument("--rounds", type=_positive, default=5,
+                   help="timed rounds per set (the median is kept; default 5)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile every candidate into the artifact cache and stop (where "
+                        "the compiler is but no GPU)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def run(args) -> int:
+    from .. import api
+    values = load_inputs(args)
+    device = "cuda" if args.device == "auto" else args.device
+    program = api.compile(Path(args.file), device=device, backend=args.backend,
+                          target=args.target, require_device=not args.compile_only)
+    if args.pipeline:
+        program = program.pipeline(args.pipeline)
+    report = program.tune(limit=args.limit, rounds=args.rounds,
+                          compile_only=args.compile_only, progress=not args.no_progress,
+                          **values)
+    if args.compile_only:
+        total = sum(len(k.candidates) for k in report.kernels)
+        print(f"compiled {total} parameter sets of {len(report.kernels)} kernels into the "
+              f"artifact cache ({program.cache_folder}); time them where the GPU is with "
+              "the same command, without --compile-only")
+    else:
+        print(report.table())
+    return 0
