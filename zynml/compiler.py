@@ -210,6 +210,12 @@ def emit(job: Compilation, stage: str, save_temps: Union[str, os.PathLike, None]
 
 # ------------------------------------------------------------------------ build, cache
 
+def installed() -> bool:
+    """Whether ZynML's compiler can run here (the MLIR bindings are installed), not only
+    the runtime that loads artifacts."""
+    return importlib.util.find_spec("mlir") is not None
+
+
 def tuned_target(placement, target, cache: ArtifactCache | None = None):
     """The target a build uses: for the native CUDA backend, with the winners that the
     autotuning database (in `cache`'s folder) holds for its chip and this compiler, unless
@@ -249,6 +255,11 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
         cached = cache.get(key)
         if cached is not None:
             return backend.load(cached)
+    if not installed():
+        raise ZynMLError(f"the {backend.name} artifact of this program for these shapes is not "
+                         f"in the artifact cache ({cache.root}), and ZynML's compiler (the "
+                         "MLIR bindings) is not installed here: compile it where it is, "
+                         "into a cache folder carried here (ZYNML_CACHE_DIR)")
     last = backend.stages[-1]
     artifact = run_stages(Compilation(backend, target, source, checked, cache), last.name,
                           save_temps=save_temps)

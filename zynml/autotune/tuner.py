@@ -14,7 +14,6 @@ them without compiling and writes the database there, to be carried back.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -109,7 +108,7 @@ class _Job:
         self.program, self.checked = program, checked
         self.signature, self.scalars = signature, scalars
         self.cache = program._cache
-        self.can_compile = compiler_here()
+        self.can_compile = compiler.installed()
 
     def build(self, params: str):
         target = dataclasses.replace(self.program.target, params=params)
@@ -171,11 +170,6 @@ class _Job:
         backend = compiler.BACKENDS[self.program.backend]
         return compiler.artifact_key(backend, self.program.source, self._pipeline(),
                                      self.signature, self.scalars, self.program.target)
-
-
-def compiler_here() -> bool:
-    """Whether this machine can compile (has the MLIR bindings), not only run."""
-    return importlib.util.find_spec("mlir") is not None
 
 
 def _launches(plan: dict):
