@@ -293,17 +293,26 @@ class Program:
         checked = self._check(signature, scalars, records)
         return checked, dict(checked.inputs), scalars
 
-    def _compilation(self, checked: CheckedProgram) -> "compiler.Compilation":
-        target = compiler.tuned_target(self.placement, self.target, self._cache)
+    def _compilation(self, checked: CheckedProgram, signature=None,
+                     scalars=None) -> "compiler.Compilation":
+        """What the stages read; with a signature, the target the artifact's build uses
+        (the autotuning database's winners for its kernels)."""
+        target = self.target if signature is None else compiler.tuned_target(
+            checked, self.source, self.placement, self.target, signature, scalars,
+            self._pipeline_name(), self._cache)
         return compiler.Compilation(compiler.BACKENDS[self.backend], target, self.source,
                                     checked, self._cache)
+
+    def _pipeline_name(self) -> str:
+        return self._pipeline.name if self._pipeline else ""
 
     def stage_module(self, inputs: dict[str, Any] | None = None, upto: str = "linalg"):
         """The `cir` or linalg module of this program (or a later MLIR stage of its
         backend, e.g. "gpu"), specialized to `inputs` when given (arrays, or anything with
         .shape and .dtype); shape-generic otherwise."""
-        checked = self._specialize(inputs)[0] if inputs else self.generic
-        return compiler.run_stages(self._compilation(checked), upto)
+        if not inputs:
+            return compiler.run_stages(self._compilation(self.generic), upto)
+        return compiler.run_stages(self._compilation(*self._specialize(inputs)), upto)
 
     def emit(self, stage: str, inputs: dict[str, Any] | None = None, *,
              save_temps: Union[str, os.PathLike, None] = None):
@@ -321,7 +330,8 @@ class Program:
         if stage == backend.stages[-1].name:
             artifact = self._compile(checked, signature, scalars, save_temps)
             return backend.stages[-1].output.show(artifact)
-        return compiler.emit(self._compilation(checked), stage, save_temps=save_temps)
+        return compiler.emit(self._compilation(checked, signature, scalars), stage,
+                             save_temps=save_temps)
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
@@ -340,8 +350,8 @@ class Program:
         """The artifact of this signature (a vmfb, a CudaArtifact): the driver's build,
         which reads the cache or compiles."""
         return compiler.build(checked, self.source, self.placement, self.target, signature,
-                              scalars, self._pipeline.name if self._pipeline else "",
-                              cache=self._cache, save_temps=save_temps)
+                              scalars, self._pipeline_name(), cache=self._cache,
+                              save_temps=save_temps)
 
     def artifact(self, **inputs):
         """The native CUDA artifact of this program for these inputs' shapes and dtypes

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from . import knobs
-from .autotune.database import TuningDatabase
+from .autotune.database import TuningDatabase, params_text
 from .backend.cuda import stages as cuda_stages
 from .backend.iree import stages as iree_stages
 from .cache import ArtifactCache, atomic_write_bytes
+from .runtime.cuda.artifact import launches
 from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote
 from .frontend import ast
 from .frontend.checker import check
@@ -216,14 +217,25 @@ def installed() -> bool:
     return importlib.util.find_spec("mlir") is not None
 
 
-def tuned_target(placement, target, cache: ArtifactCache | None = None):
+def tuned_target(checked: CheckedProgram, source: SourceFile, placement, target,
+                 signature: dict, scalars: dict, pipeline_name: str = "",
+                 cache: ArtifactCache | None = None):
     """The target a build uses: for the native CUDA backend, with the winners that the
-    autotuning database (in `cache`'s folder) holds for its chip and this compiler, unless
-    the program chose strategy parameters itself or ZYNML_AUTOTUNE is off."""
+    autotuning database (in `cache`'s folder) holds for this chip and compiler and for the
+    kernels of this program, unless the program chose strategy parameters itself or
+    ZYNML_AUTOTUNE is off. Which kernels: the strategies and problems that the untuned
+    artifact launches (built, or read from the cache), so that the key of the tuned one
+    holds this program's winners and no others'."""
     if placement.backend != "native" or target.params or not knobs.AUTOTUNE.get():
         return target
-    database = TuningDatabase.beside(cache or ArtifactCache())
-    tuned = database.params_text(target.chip, fingerprint())
+    cache = cache or ArtifactCache()
+    entries = TuningDatabase.beside(cache).entries_for(target.chip, fingerprint())
+    if not entries:
+        return target
+    untuned = build(checked, source, placement, target, signature, scalars, pipeline_name,
+                    cache=cache, use_database=False)
+    kernels = {(s.get("strategy"), s.get("problem")) for s in launches(untuned.plan["body"])}
+    tuned = params_text([e for e in entries if (e.strategy, e.problem) in kernels])
     return dataclasses.replace(target, params=tuned) if tuned else target
 
 
@@ -249,7 +261,8 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
     backend.check(checked, target, placement, signature)
     cache = cache if cache is not None else ArtifactCache()
     if use_database:
-        target = tuned_target(placement, target, cache)
+        target = tuned_target(checked, source, placement, target, signature, scalars,
+                              pipeline_name, cache)
     key = artifact_key(backend, source, pipeline_name, signature, scalars, target)
     if save_temps is None:
         cached = cache.get(key)
