@@ -72,11 +72,14 @@ class Program:
         self._parts: list = []
         self._segments: list = []  # Programs, one per run of blocks on one device
         self._check_device_annotations(self.generic)
+        if self.placement.backend == "interpreter":  # runs every block itself, as written
+            self._data_parallel = None
         if self.placement.backend == "native":
             _check_launch_limits(self.generic, self.cuda_target)
         self.device = self.placement.device
         self.backend = self.placement.backend
-        if not _part and _parent is None and self._data_parallel is None:
+        if not _part and _parent is None and self._data_parallel is None \
+                and self.backend != "interpreter":
             self._segments = self._plan_segments()
         self._executables: dict[tuple, _Executable] = {}
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
@@ -270,6 +273,10 @@ class Program:
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
+        if self.backend == "interpreter":
+            from .interpreter import InterpreterFunction
+            return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
+                                                            self.source))
         if self.backend == "native":
             from .runtime.cuda.function import CudaFunction
             artifact = self._cuda_artifact(checked, signature, scalars)
@@ -508,7 +515,7 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             require_device: bool = True) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
-    "metal:N" or "auto") and `backend` ("native" or "iree"; default: the best for the
+    "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend` ("native" or "iree"; default: the best for the
     device); calling the result runs it. `target` picks the CUDA chip of the native
     backend (default sm_90a). `require_device=False` compiles for a device that is not
     here (calling then needs it; `Program.artifact` and the CLI's --emit work anywhere)."""

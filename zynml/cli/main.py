@@ -6,7 +6,7 @@
                        --emit {ast,cir,linalg,vmfb,gpu,nvvm,llvm,ptx,artifact} [-o OUT]
     zynml devices
 
-D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto; B: native (ZynML's CUDA path) or
+D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N], interpreter or auto; B: native (ZynML's CUDA path) or
 iree. `compile` needs no hardware: it compiles for the device named, present or not.
 
 User mistakes print a located error and exit 1; nothing is written on failure. Outputs are
@@ -41,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     def inputs(p):
         p.add_argument("file", help="a .zyn program")
         p.add_argument("--device", default="auto",
-                       help="cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto "
-                            "(default: auto, the GPU if one is present)")
+                       help="cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N], interpreter "
+                            "or auto (default: auto, the GPU if one is present)")
         p.add_argument("--backend", choices=("native", "iree"), default=None,
                        help="native (ZynML's CUDA path) or iree (default: the best for "
                             "the device)")
