@@ -19,8 +19,8 @@ from ..dialects.cir import MAX_PRINT_VALUES
 from ..errors import ZynMLError
 from ..frontend import ast
 from ..frontend.symbols import Kernel, Symbol
-from ..frontend.types import (BOOL, FLOAT_LITERAL, INDEX, INT_LITERAL, ScalarType, TensorType,
-                              concrete, promote)
+from ..frontend.types import (BOOL, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType,
+                              TensorType, concrete, promote)
 
 
 class BodyEmitter:
@@ -119,12 +119,18 @@ class BodyEmitter:
     def _Yield(self, stmt: ast.Yield) -> None:
         value = stmt.value
         if isinstance(value, ast.TupleExpr):
-            v = self.expr(value.elts[0], self._concrete(value.elts[0].ty))
+            v = self.expr(value.elts[0], self._yielded(value.elts[0]))
             i = self.expr(value.elts[1], INDEX)
             ir.Operation.create("cir.yield", results=[], operands=[v, i])
         else:
-            t = self._concrete(value.ty)
-            ir.Operation.create("cir.yield", results=[], operands=[self.expr(value, t)])
+            ir.Operation.create("cir.yield", results=[],
+                                operands=[self.expr(value, self._yielded(value))])
+
+    def _yielded(self, value: ast.Expr) -> ScalarType:
+        """The type a value is reduced in: its own, but i64 for an index (a loop variable,
+        a size), as a reduction's result, like out, holds i64 where the body has index."""
+        t = self._concrete(value.ty)
+        return I64 if t == INDEX else t
 
     def _For(self, stmt: ast.For) -> None:
         self._loops(stmt.ranges, stmt.body, _assigned_vars(stmt.body, self.env))
