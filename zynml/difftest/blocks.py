@@ -158,6 +158,8 @@ def _conditional_var(b: Builder, blk: Block, leaves: list[Expr], kind: str, vars
 def reduction(b: Builder) -> None:
     d = b.d
     op = d.choice(("+", "max", "min", "argmax", "argmin", "*", "and", "or"))
+    if op.startswith("arg") and b.avoid_known_bugs and b.float_type in ("float16", "bfloat16"):
+        op = "max"  # ties in 16-bit floats: tests/test_differential.py, KNOWN_BUGS
     kind = "i" if op not in ("*",) and chance(d, 20) else "f"
     rank = d.choice((1, 2, 2, 3))
     dims = b.sizes_for(rank)
@@ -192,7 +194,8 @@ def reduction(b: Builder) -> None:
         blk.line(f"yield ({value.text}, {vars_[k]})")
         result = Expr("", 0, count)
     else:
-        if op == "+" and axis is None and kind == "f" and chance(d, 30):
+        if op == "+" and axis is None and kind == "f" and chance(d, 30) and not (
+                b.avoid_known_bugs and b.float_type in ("float16", "bfloat16")):
             value = Expr(f"({value.text} * {value.text})", 0, value.bound ** 2)
             pipe = " |> sqrt()"
         blk.line(f"yield {value.text}")

@@ -81,7 +81,7 @@ def _tame(e: Expr) -> Expr:
     """`e` squashed into [-1, 1] when it grew past LIMIT."""
     if e.bound <= LIMIT:
         return e
-    return Expr(f"tanh({e.text})", -1.0, 1.0)
+    return _tanh_of(e)
 
 
 def _positive(d: Draw, e: Expr) -> Expr:
@@ -94,11 +94,23 @@ def _positive(d: Draw, e: Expr) -> Expr:
     return Expr(f"({e.text} * {e.text} + 1.0)", 1.0, e.bound ** 2 + 1.0)
 
 
+def _tanh_of(e: Expr) -> Expr:
+    """tanh(e), its argument scaled by a power of two (exact) into [-4, 4]: beyond,
+    tanh rounds to +-1 in f32 where one backend's approximation may give 1 - ulp, and a
+    floor, a comparison or an argmax of it turns that ulp into a different result."""
+    if e.bound <= 4.0:
+        return Expr(f"tanh({e.text})", math.tanh(e.lo), math.tanh(e.hi))
+    scale = 2.0 ** -math.ceil(math.log2(e.bound / 4.0))
+    lo, hi = e.lo * scale, e.hi * scale
+    return Expr(f"tanh({e.text} * {scale!r})", math.tanh(lo), math.tanh(hi))
+
+
 def _small(e: Expr, limit: float) -> Expr:
     """`e` if its values stay within +-limit, else a tanh of it scaled to limit."""
     if e.bound <= limit:
         return e
-    return Expr(f"({limit!r} * tanh({e.text}))", -limit, limit)
+    t = _tanh_of(e)
+    return Expr(f"({limit!r} * {t.text})", limit * t.lo, limit * t.hi)
 
 
 def _unary_float(d: Draw, a: Expr) -> Expr:
@@ -110,7 +122,7 @@ def _unary_float(d: Draw, a: Expr) -> Expr:
     if name == "abs":
         return Expr(f"abs({t})", 0.0, a.bound)
     if name == "tanh":
-        return Expr(f"tanh({t})", math.tanh(a.lo), math.tanh(a.hi))
+        return _tanh_of(a)
     if name == "exp":
         s = _small(a, 6.0)
         return Expr(f"exp({s.text})", math.exp(s.lo), math.exp(s.hi))
@@ -129,6 +141,8 @@ def _unary_float(d: Draw, a: Expr) -> Expr:
     if name == "neg":
         return Expr(f"(-{t})", -a.hi, -a.lo)
     if name in ("floor", "ceil"):
+        if "(" in t:  # only of exact values: an ulp of an inexact one may cross an integer
+            return Expr(f"relu({t})", max(0.0, a.lo), max(0.0, a.hi))
         return Expr(f"{name}({t})", math.floor(a.lo), math.ceil(a.hi))
     if name == "tan":
         s = _small(a, 1.2)
