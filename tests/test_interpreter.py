@@ -106,6 +106,36 @@ let q = compute(a, b) {
     np.testing.assert_array_equal(interpreted["q"], a // b + (a % b) * 100)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.int8, np.int64])
+def test_integer_types_as_the_cpu_computes_them(dtype):
+    src = """
+let y = compute(a, b) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = a[i] / b[i] + a[i] % b[i] + max(a[i], b[i]) * 3
+}
+let bigger = compute(a, b) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = a[i] > b[i]
+}
+let f = compute(a) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = a[i] * 0.5 + abs(a[i])
+}
+let low = compute(a) {
+    @kernel reduce(min)
+    for i in 0..n:
+        yield a[i]
+}"""
+    info = np.iinfo(dtype)
+    a = np.array([info.max, info.min, 7, 100, info.max // 3 + 1], dtype)
+    b = np.array([3, 5, info.max, 9, 2], dtype)
+    interpreted, compiled = both(src, a=a, b=b)
+    assert not differences(compiled, interpreted)
+
+
 def test_a_read_out_of_range_is_a_located_error():
     src = """let y = compute(x) {
     @kernel elementwise
