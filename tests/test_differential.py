@@ -92,6 +92,16 @@ def test_regression(name, request):
     assert outcome.status == "ok", outcome.report()
 
 
+def test_regressions_found_on_cuda_compile_for_cuda():
+    """Cases tools/differential_cuda.py found failing to compile for the native CUDA
+    backend (compiled here; tools/differential_cuda.py run checks their results)."""
+    import zynml
+    for name in ("abs_of_wide_integers",):
+        case, _ = load_case(REGRESSIONS / name)
+        program = zynml.compile(case.source, device="cuda", require_device=False)
+        assert ".entry" in program.artifact(**case.inputs).ptx
+
+
 def test_known_bugs_are_regressions():
     assert set(KNOWN_BUGS) <= {p.name for p in REGRESSIONS.iterdir()}
 
