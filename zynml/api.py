@@ -69,17 +69,24 @@ class Program:
         self._require_device = require_device
         self.cuda_target = _cuda_target(target, params)
         # what the backend compiles for: IREE's target of the device kind, or the chip
-        self.target = self.cuda_target if self.placement.backend == "native" else \
-            IREE_TARGETS[self.placement.kind]
+        if self.placement.backend == "native":
+            self.target = self.cuda_target
+        elif self.placement.backend == "iree":
+            self.target = IREE_TARGETS[self.placement.kind]
+        else:  # the interpreter runs cir as it is
+            self.target = None
         self._is_part = _part  # a segment, or one device's share of @parallel(data)
         self._data_parallel = None
         self._parts: list = []
         self._segments: list = []  # Programs, one per run of blocks on one device
         self._check_device_annotations(self.generic)
         compiler.check_target(self.generic, self.placement, self.target)
+        if self.placement.backend == "interpreter":  # runs every block itself, as written
+            self._data_parallel = None
         self.device = self.placement.device
         self.backend = self.placement.backend
-        if not _part and _parent is None and self._data_parallel is None:
+        if not _part and _parent is None and self._data_parallel is None \
+                and self.backend != "interpreter":
             self._segments = self._plan_segments()
         self._executables: dict[tuple, _Executable] = {}
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
@@ -327,7 +334,7 @@ class Program:
         else:
             checked, signature, scalars = self.generic, {}, {}
         backend = compiler.BACKENDS[self.backend]
-        if stage == backend.stages[-1].name:
+        if backend.stages and stage == backend.stages[-1].name:
             artifact = self._compile(checked, signature, scalars, save_temps)
             return backend.stages[-1].output.show(artifact)
         return compiler.emit(self._compilation(checked, signature, scalars), stage,
@@ -335,6 +342,10 @@ class Program:
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
+        if self.backend == "interpreter":
+            from .interpreter import InterpreterFunction
+            return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
+                                                            self.source))
         artifact = self._compile(checked, signature, scalars)
         if self.backend == "native":
             from .runtime.cuda.function import CudaFunction
@@ -488,8 +499,8 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             params: str | dict = "", require_device: bool = True) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
-    "metal:N" or "auto") and `backend` ("native" or "iree"; default: the best for the
-    device); calling the result runs it. `target` picks the CUDA chip of the native
+    "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
+    ("native" or "iree"; default: the best for the device); calling the result runs it. `target` picks the CUDA chip of the native
     backend (default sm_90a); `params` sets its strategies' parameters, as text
     ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
     (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a

@@ -134,7 +134,16 @@ FRONT_STAGES = (
 )
 
 # Placement.backend -> the backend's stages and facts.
-BACKENDS: dict[str, Backend] = {b.name: b for b in (iree_stages.BACKEND, cuda_stages.BACKEND)}
+# The cir reference interpreter (zynml/interpreter) runs what the cir stage makes: a
+# backend with no stages of its own, so `--emit` shows the front stages for it.
+INTERPRETER = Backend(
+    name="interpreter", stages=(), load=bytes, check=lambda *args: None,
+    shape_generic=True, emit_device=None,
+    wrong_backend="--emit {stage} is a compiled backend's stage; the interpreter runs cir "
+                  "(this program is for '{device}')")
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (iree_stages.BACKEND, cuda_stages.BACKEND,
+                                                    INTERPRETER)}
 
 
 def stage_names() -> list[str]:
