@@ -319,13 +319,18 @@ func.func private @argmax_body(%x: tensor<16xf32>, %n0_arg: index, %out: tensor<
 // -----
 
 // A data-dependent index x[idx[i]] is a gather: idx[i] is an input of the generic, and
-// x is read with tensor.extract inside the region.
+// x is read with tensor.extract inside the region, at the index clamped into 0..15 (an
+// index out of range reads the nearest element, never outside x).
 // CHECK-LABEL: func.func @gather(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<16xf32>, [[IDX:%[a-z0-9_]+]]: tensor<4xi64>) -> tensor<4xf32>
 // CHECK: linalg.generic {{.*}} ins([[IDX]] : tensor<4xi64>) outs(%{{.*}} : tensor<4xf32>)
 // CHECK-NEXT: ^bb0([[J:%[a-z0-9_]+]]: i64, {{%[a-z0-9_]+}}: f32):
 // CHECK-NEXT: [[JI:%[0-9]+]] = arith.index_cast [[J]] : i64 to index
-// CHECK-NEXT: [[V:%[a-z0-9_]+]] = tensor.extract [[X]][[[JI]]] : tensor<16xf32>
+// CHECK-NEXT: [[C15:%[a-z0-9_]+]] = arith.constant 15 : index
+// CHECK-NEXT: [[C0:%[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK-NEXT: [[LO:%[0-9]+]] = arith.maxsi [[JI]], [[C0]] : index
+// CHECK-NEXT: [[IN:%[0-9]+]] = arith.minsi [[LO]], [[C15]] : index
+// CHECK-NEXT: [[V:%[a-z0-9_]+]] = tensor.extract [[X]][[[IN]]] : tensor<16xf32>
 // CHECK-NEXT: linalg.yield [[V]] : f32
 func.func @gather(%x: tensor<16xf32>, %idx: tensor<4xi64>) -> tensor<4xf32> {
   %c4 = arith.constant 4 : index
@@ -350,7 +355,8 @@ func.func private @gather_body(%x: tensor<16xf32>, %idx: tensor<4xi64>, %n_arg: 
 // -----
 
 // A non-affine index x[i * i] has no indexing map: the generic has no inputs, recomputes
-// the index from linalg.index and gathers with tensor.extract.
+// the index from linalg.index and gathers with tensor.extract (unclamped: i * i stays in
+// 0..9, inside x).
 // CHECK-LABEL: func.func @square_index(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<16xf32>) -> tensor<4xf32>
 // CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4xf32>)

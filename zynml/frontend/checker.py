@@ -18,6 +18,7 @@ from typing import Any, Optional
 from . import ast
 from .body_checker import BodyChecker, eval_extent
 from .program_level import ProgramLevel
+from .ranges import check_divisors, check_extent_divisors
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from ..errors import SourceFile, ZynMLError
@@ -242,6 +243,7 @@ class _ProgramChecker(ProgramLevel):
         if self.signature is not None:
             self._resolve_sizes(kernel)
             self._check_tile_extents(kernel)
+        check_divisors(kernel, self.sizes, self.constants)
         result = kernel.result
         if is_tensor(result):
             dims = tuple(eval_extent(d, self.sizes, self.constants) for d in kernel.out_dims)
@@ -439,6 +441,7 @@ class _ProgramChecker(ProgramLevel):
                 for n in _names_in(d):
                     if n.id in self.sizes:
                         self._resolve_size(n.id)
+        check_extent_divisors(dims, lambda e: eval_extent(e, self.sizes, self.constants))
         shape = tuple(eval_extent(d, self.sizes, self.constants) for d in dims)
         if is_tensor(ty) and ty.shape is not None and None not in ty.shape and None not in shape:
             if math.prod(ty.shape) != math.prod(shape):

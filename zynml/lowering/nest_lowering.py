@@ -19,8 +19,10 @@ A linalg op computes a value at every point of a context at once:
   stores write, over the loops around its declaration plus its own dimensions;
 * loads whose indices are affine in the context's loops become indexing maps (inputs are
   sliced to the loops' extents, since linalg takes loop extents from operand shapes);
-  other loads become `tensor.extract` gathers; loads inside an `if` are gathers with
-  indices clamped into bounds (the `if` may exist to keep them in bounds).
+  other loads become `tensor.extract` gathers, and loads inside an `if` are gathers too
+  (the `if` may exist to keep them in bounds). A gather's indices are clamped into the
+  tensor's bounds: a data-dependent index (`x[idx[i]]`) may be anything, and the program
+  must never read outside its tensors (docs/language.md §3 says what such a read gives).
 """
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ class NestLowering:
         self.named_used = False  # a matmul/batch_matmul named op was emitted
         self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
         self._locals: dict[ir.Value, ir.Value] = {}  # cir.alloc result -> its tensor
+        self._ranges: dict[ir.Value, Optional[tuple[int, int]]] = {}  # see index_range
         # carried value of a loop emitted in main -> (its tensor there, its context)
         self.state: dict[ir.Value, tuple[ir.Value, list[ir.Value]]] = {}
 
@@ -122,6 +125,38 @@ class NestLowering:
             raise LoweringError("a loop with a start or a step needs a constant end",
                                 loop.location)
         return max(0, -(-(ub - lb) // step))
+
+    def index_range(self, value: ir.Value) -> Optional[tuple[int, int]]:
+        """The least and greatest value an index can have, when it is a constant or a
+        loop variable with constant bounds (plus or times a constant); else None."""
+        if value in self._ranges:
+            return self._ranges[value]
+        self._ranges[value] = found = self._index_range(value)
+        return found
+
+    def _index_range(self, value: ir.Value) -> Optional[tuple[int, int]]:
+        c = constant_int(value)
+        if c is not None:
+            return c, c
+        op = _op(value)
+        if op is not None and op.name in ("arith.addi", "arith.subi", "arith.muli"):
+            a, b = (self.index_range(v) for v in op.operands)
+            if a is None or b is None:
+                return None
+            if op.name == "arith.subi":
+                b = (-b[1], -b[0])
+            if op.name == "arith.muli":
+                corners = [x * y for x in a for y in b]
+                return min(corners), max(corners)
+            return a[0] + b[0], a[1] + b[1]
+        parent = value.owner.owner if isinstance(value, ir.BlockArgument) else None
+        if parent is None or parent.operation.name != "scf.for" or value.arg_number != 0:
+            return None
+        loop = loop_of(value)
+        lb, ub, step = (constant_int(v) for v in loop.operands[:3])
+        if lb is None or ub is None or step is None or step <= 0 or ub <= lb:
+            return None
+        return lb, lb + (ub - lb - 1) // step * step
 
     def static_bound(self, iv: ir.Value) -> Optional[int]:
         b = self.bound(iv)
@@ -701,10 +736,8 @@ class _Plan:
         indices = [self.visit(i) for i in op.operands[1:]]
         if not self.emitting:
             return None
-        tensor_value = L.outer(source)
-        if guarded:
-            indices = [_clamp(i, tensor_value, d) for d, i in enumerate(indices)]
-        return tensor.ExtractOp(tensor_value, indices).result
+        return _gather(L.outer(source), indices, value.type,
+                       [self.owner.index_range(i) for i in op.operands[1:]])
 
     def _local_load(self, op: ir.Operation, value: ir.Value, alloc: ir.Operation):
         prefix = self.owner.context(alloc)
@@ -720,9 +753,8 @@ class _Plan:
         materialized = [self.visit(i) for i in indices]
         if not self.emitting:
             return None
-        if self.owner.guarded(op):
-            materialized = [_clamp(i, source, d) for d, i in enumerate(materialized)]
-        return tensor.ExtractOp(source, materialized).result
+        return _gather(source, materialized, value.type,
+                       [self.owner.index_range(i) for i in indices])
 
     def _reduction_result(self, loop: ir.Operation, value: ir.Value):
         k = list(loop.results).index(value)
@@ -823,14 +855,30 @@ def _combine(name: str, acc: ir.Value, value: ir.Value) -> ir.Value:
     return ir.Operation.create(name, results=[acc.type], operands=[acc, value]).results[0]
 
 
-def _clamp(index: ir.Value, source: ir.Value, dim: int) -> ir.Value:
-    """min(max(index, 0), dim - 1): a load under an `if` must stay in bounds."""
+def _gather(source: ir.Value, indices: list[ir.Value], element: ir.Type,
+            ranges: list) -> ir.Value:
+    """`source[indices]` with each index clamped into its dimension (min(max(i, 0),
+    n - 1)) unless `ranges` (a (lo, hi) per index, or None) shows it stays inside: out of
+    range, a gather reads the nearest element, never outside the tensor. An empty tensor
+    has no element to read: the value is 0."""
+    shape = ir.RankedTensorType(source.type).shape
+    if any(d == 0 for d in shape):
+        return _constant_like(element, 0)
     idx = ir.IndexType.get()
-    zero = arith.ConstantOp(idx, 0).result
-    one = arith.ConstantOp(idx, 1).result
-    size = tensor.DimOp(source, arith.ConstantOp(idx, dim).result).result
-    last = arith.SubIOp(size, one).result
-    return arith.MinSIOp(arith.MaxSIOp(index, zero).result, last).result
+    clamped = []
+    for dim, (index, extent, known) in enumerate(zip(indices, shape, ranges)):
+        dynamic = ir.ShapedType.is_dynamic_size(extent)
+        if known is not None and not dynamic and 0 <= known[0] and known[1] < extent:
+            clamped.append(index)
+            continue
+        if dynamic:
+            size = tensor.DimOp(source, arith.ConstantOp(idx, dim).result).result
+            last = arith.SubIOp(size, arith.ConstantOp(idx, 1).result).result
+        else:
+            last = arith.ConstantOp(idx, extent - 1).result
+        index = arith.MaxSIOp(index, arith.ConstantOp(idx, 0).result).result
+        clamped.append(arith.MinSIOp(index, last).result)
+    return tensor.ExtractOp(source, clamped).result
 
 
 def _arg_select(op: str, vals, outs) -> list[ir.Value]:
