@@ -97,32 +97,43 @@ class Lowering:
     @staticmethod
     def affine(value: ir.Value, dims: dict) -> Optional[ir.AffineExpr]:
         """`value` as an affine expression of the loop variables in `dims` (which maps
-        each to its dimension number, or to the expression that stands for it)."""
-        if value in dims:
-            d = dims[value]
-            return ir.AffineDimExpr.get(d) if isinstance(d, int) else d
-        c = constant_int(value)
-        if c is not None:
-            return ir.AffineConstantExpr.get(c)
-        op = defining_op(value)
-        if op is None:
-            return None
-        if op.name == "arith.index_cast":
-            return Lowering.affine(op.operands[0], dims)
-        if op.name in ("arith.addi", "arith.subi", "arith.muli"):
-            a, b = (Lowering.affine(v, dims) for v in op.operands)
-            if a is None or b is None:
+        each to its dimension number, or to the expression that stands for it). Each value
+        is looked at once: index arithmetic may share operands (`k + k` repeated)."""
+        memo: dict = {}
+        constants: dict = {}
+
+        def walk(v: ir.Value) -> Optional[ir.AffineExpr]:
+            if v not in memo:
+                memo[v] = step(v)
+            return memo[v]
+
+        def step(v: ir.Value) -> Optional[ir.AffineExpr]:
+            if v in dims:
+                d = dims[v]
+                return ir.AffineDimExpr.get(d) if isinstance(d, int) else d
+            c = constant_int(v, constants)
+            if c is not None:
+                return ir.AffineConstantExpr.get(c)
+            op = defining_op(v)
+            if op is None:
                 return None
-            if op.name == "arith.addi":
-                return a + b
-            if op.name == "arith.subi":
-                return a - b
-            ca, cb = constant_int(op.operands[0]), constant_int(op.operands[1])
-            if ca is not None:
-                return b * ca
-            if cb is not None:
-                return a * cb
-        return None
+            if op.name == "arith.index_cast":
+                return walk(op.operands[0])
+            if op.name in ("arith.addi", "arith.subi", "arith.muli"):
+                a, b = (walk(x) for x in op.operands)
+                if a is None or b is None:
+                    return None
+                if op.name == "arith.addi":
+                    return a + b
+                if op.name == "arith.subi":
+                    return a - b
+                ca, cb = (constant_int(x, constants) for x in op.operands)
+                if ca is not None:
+                    return b * ca
+                if cb is not None:
+                    return a * cb
+            return None
+        return walk(value)
 
     def load_map(self, load: ir.Operation, dims: dict, n_dims: int) -> Optional[ir.AffineMap]:
         exprs = [self.affine(i, dims) for i in load.operands[1:]]

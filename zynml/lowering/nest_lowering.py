@@ -78,6 +78,7 @@ class NestLowering:
         self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
         self._locals: dict[ir.Value, ir.Value] = {}  # cir.alloc result -> its tensor
         self._ranges: dict[ir.Value, Optional[tuple[int, int]]] = {}  # see index_range
+        self._constants: dict = {}  # constant_int's memo
         # carried value of a loop emitted in main -> (its tensor there, its context)
         self.state: dict[ir.Value, tuple[ir.Value, list[ir.Value]]] = {}
 
@@ -135,7 +136,7 @@ class NestLowering:
         return found
 
     def _index_range(self, value: ir.Value) -> Optional[tuple[int, int]]:
-        c = constant_int(value)
+        c = constant_int(value, self._constants)
         if c is not None:
             return c, c
         op = _op(value)
@@ -670,11 +671,12 @@ class _Plan:
         if isinstance(value, Derived):
             values = [self.visit(d) for d in value.deps]
             return value.build(values) if self.emitting else None
-        if self.emitting and value in self.memo:
+        # Both passes visit each value once (the first pass records None): a body value
+        # read twice (`v = v * v` repeated) is not walked twice, so work stays linear.
+        if value in self.memo:
             return self.memo[value]
         result = self._visit(value)
-        if self.emitting:
-            self.memo[value] = result
+        self.memo[value] = result
         return result
 
     def _visit(self, value: ir.Value):
@@ -781,19 +783,30 @@ class _Plan:
 
 
 def linear(value: ir.Value, dims: dict) -> Optional[tuple[dict, int]]:
-    """`value` as sum(coef[d] * dim_d) + const over loop variables, or None."""
-    if value in dims:
-        return {dims[value]: 1}, 0
-    c = constant_int(value)
-    if c is not None:
-        return {}, c
-    op = defining_op(value)
-    if op is None:
-        return None
-    if op.name == "arith.index_cast":
-        return linear(op.operands[0], dims)
-    if op.name in ("arith.addi", "arith.subi", "arith.muli"):
-        a, b = (linear(v, dims) for v in op.operands)
+    """`value` as sum(coef[d] * dim_d) + const over loop variables, or None. Each value
+    is looked at once (index arithmetic may share operands)."""
+    memo: dict = {}
+    constants: dict = {}
+
+    def walk(v: ir.Value) -> Optional[tuple[dict, int]]:
+        if v not in memo:
+            memo[v] = step(v)
+        return memo[v]
+
+    def step(v: ir.Value) -> Optional[tuple[dict, int]]:
+        if v in dims:
+            return {dims[v]: 1}, 0
+        c = constant_int(v, constants)
+        if c is not None:
+            return {}, c
+        op = defining_op(v)
+        if op is None:
+            return None
+        if op.name == "arith.index_cast":
+            return walk(op.operands[0])
+        if op.name not in ("arith.addi", "arith.subi", "arith.muli"):
+            return None
+        a, b = (walk(x) for x in op.operands)
         if a is None or b is None:
             return None
         if op.name == "arith.muli":
@@ -806,7 +819,7 @@ def linear(value: ir.Value, dims: dict) -> Optional[tuple[dict, int]]:
         for d, x in b[0].items():
             terms[d] = terms.get(d, 0) + sign * x
         return {d: x for d, x in terms.items() if x}, a[1] + sign * b[1]
-    return None
+    return walk(value)
 
 
 def _single_term(form) -> Optional[tuple[int, int, int]]:
