@@ -276,7 +276,8 @@ func.func private @sum_of_squares_body(%x: tensor<16xf32>, %n0_arg: index, %out:
 // -----
 
 // argmax is one generic with two results (best value, its index): a strictly greater
-// value or an equal one at a lower index wins; the result is the index.
+// value or an equal one at a lower index wins, and a NaN beats any number (between NaNs
+// the lower index wins: the first NaN, numpy's rule); the result is the index.
 // CHECK-DAG: [[IN:#[a-z0-9]+]] = affine_map<(d0) -> (d0)>
 // CHECK-DAG: [[SCALAR:#[a-z0-9]+]] = affine_map<(d0) -> ()>
 // CHECK-LABEL: func.func @argmax(
@@ -288,11 +289,16 @@ func.func private @sum_of_squares_body(%x: tensor<16xf32>, %n0_arg: index, %out:
 // CHECK-NEXT: ^bb0([[V:%[a-z0-9_]+]]: f32, [[BEST:%[a-z0-9_]+]]: f32, [[BEST_I:%[a-z0-9_]+]]: i64):
 // CHECK-NEXT: [[I:%[0-9]+]] = linalg.index 0 : index
 // CHECK-NEXT: [[I64:%[0-9]+]] = arith.index_cast [[I]] : index to i64
+// CHECK-NEXT: [[LT:%[0-9]+]] = arith.cmpi slt, [[I64]], [[BEST_I]] : i64
 // CHECK-NEXT: [[GT:%[0-9]+]] = arith.cmpf ogt, [[V]], [[BEST]] : f32
 // CHECK-NEXT: [[EQ:%[0-9]+]] = arith.cmpf oeq, [[V]], [[BEST]] : f32
-// CHECK-NEXT: [[LT:%[0-9]+]] = arith.cmpi slt, [[I64]], [[BEST_I]] : i64
 // CHECK-NEXT: [[TIE:%[0-9]+]] = arith.andi [[EQ]], [[LT]] : i1
-// CHECK-NEXT: [[TAKE:%[0-9]+]] = arith.ori [[GT]], [[TIE]] : i1
+// CHECK-NEXT: [[BETTER:%[0-9]+]] = arith.ori [[GT]], [[TIE]] : i1
+// CHECK-NEXT: [[V_NAN:%[0-9]+]] = arith.cmpf uno, [[V]], [[V]] : f32
+// CHECK-NEXT: [[BEST_NAN:%[0-9]+]] = arith.cmpf uno, [[BEST]], [[BEST]] : f32
+// CHECK-NEXT: [[EARLIER_NAN:%[0-9]+]] = arith.andi [[V_NAN]], [[LT]] : i1
+// CHECK-NEXT: [[NAN_OR_BETTER:%[0-9]+]] = arith.ori [[V_NAN]], [[BETTER]] : i1
+// CHECK-NEXT: [[TAKE:%[0-9]+]] = arith.select [[BEST_NAN]], [[EARLIER_NAN]], [[NAN_OR_BETTER]] : i1
 // CHECK-NEXT: [[NV:%[0-9]+]] = arith.select [[TAKE]], [[V]], [[BEST]] : f32
 // CHECK-NEXT: [[NI:%[0-9]+]] = arith.select [[TAKE]], [[I64]], [[BEST_I]] : i64
 // CHECK-NEXT: linalg.yield [[NV]], [[NI]] : f32, i64

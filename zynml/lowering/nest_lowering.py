@@ -896,23 +896,31 @@ def _gather(source: ir.Value, indices: list[ir.Value], element: ir.Type,
 
 def _arg_select(op: str, vals, outs) -> list[ir.Value]:
     """Keep (value, index) when it beats the best so far; ties keep the lower index, so
-    the result is the first extreme index whatever order the reduction runs in. A third
-    value, when present, is the guard of a conditional yield."""
+    the result is the first extreme index whatever order the reduction runs in. A NaN
+    beats every number and, between NaNs, the lower index wins: the result is the index
+    of the first NaN when there is one (numpy's rule; min and max propagate NaN too). A
+    third value, when present, is the guard of a conditional yield."""
     value, index = vals[0], vals[1]
     best, best_index = outs
     i64 = ir.IntegerType.get_signless(64)
     index = arith.IndexCastOp(i64, index).result if isinstance(index.type, ir.IndexType) \
         else index
+    earlier = arith.CmpIOp(arith.CmpIPredicate.slt, index, best_index).result
     if isinstance(value.type, ir.FloatType):
         better = arith.CmpFOp(arith.CmpFPredicate.OGT if op == "argmax"
                               else arith.CmpFPredicate.OLT, value, best).result
         equal = arith.CmpFOp(arith.CmpFPredicate.OEQ, value, best).result
+        take = arith.OrIOp(better, arith.AndIOp(equal, earlier).result).result
+        value_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
+        best_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, best, best).result
+        # best is NaN: only an earlier NaN replaces it; else a NaN or a better number does
+        take = arith.SelectOp(best_nan, arith.AndIOp(value_nan, earlier).result,
+                              arith.OrIOp(value_nan, take).result).result
     else:
         better = arith.CmpIOp(arith.CmpIPredicate.sgt if op == "argmax"
                               else arith.CmpIPredicate.slt, value, best).result
         equal = arith.CmpIOp(arith.CmpIPredicate.eq, value, best).result
-    earlier = arith.CmpIOp(arith.CmpIPredicate.slt, index, best_index).result
-    take = arith.OrIOp(better, arith.AndIOp(equal, earlier).result).result
+        take = arith.OrIOp(better, arith.AndIOp(equal, earlier).result).result
     if len(vals) > 2:
         take = arith.AndIOp(take, vals[2]).result
     return [arith.SelectOp(take, value, best).result,
