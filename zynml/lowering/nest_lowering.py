@@ -44,6 +44,10 @@ IDENTITY = {
 }
 
 
+# The largest tensor a generic gets only for the extents of loops no input is read along.
+MAX_PLACEHOLDER = 2 ** 31
+
+
 class LoweringError(ValueError):
     """The body has a shape this lowering does not handle; `location` says where."""
 
@@ -75,6 +79,7 @@ class NestLowering:
         self.body = body
         self.named_ops = named_ops
         self.named_used = False  # a matmul/batch_matmul named op was emitted
+        self.skipped_empty = False  # a generic over a loop of no iteration was left out
         self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
         self._locals: dict[ir.Value, ir.Value] = {}  # cir.alloc result -> its tensor
         self._ranges: dict[ir.Value, Optional[tuple[int, int]]] = {}  # see index_range
@@ -115,17 +120,53 @@ class NestLowering:
         return lb, step
 
     def bound(self, iv: ir.Value):
-        """The trip count of `iv`'s loop: its end Value when it runs from 0 in steps of 1,
-        else an int (start and step constants, end constant)."""
+        """The trip count of `iv`'s loop: an int when it is constant (0 for `0..-3`, which
+        runs no iteration), else its end Value when it runs from 0 in steps of 1."""
         loop = loop_of(iv)
         lb, step = self.start_step(iv)
         if lb == 0 and step == 1:
-            return loop.operands[1]
+            end = loop.operands[1]
+            static = constant_int(end, self._constants)
+            if static is not None:
+                return max(0, static)
+            if self.mask(iv) is None:
+                return end
+            known = self.index_range(end)  # a triangular loop: runs to its largest end
+            if known is None:
+                raise LoweringError(
+                    "the end of this loop depends on the loops around it in a way that is not "
+                    "lowered yet: loop over the whole range and skip the rest with 'if'",
+                    loop.location)
+            return max(0, known[1])
         ub = constant_int(loop.operands[1])
         if ub is None:
             raise LoweringError("a loop with a start or a step needs a constant end",
                                 loop.location)
         return max(0, -(-(ub - lb) // step))
+
+    def mask(self, iv: ir.Value) -> Optional["Derived"]:
+        """`iv < end` when the end of iv's loop depends on the loops around it (a
+        triangular loop, `for i in 0..b`): linalg's loops are rectangular, so that loop
+        runs to its largest end and the iterations past its own end are masked. None for
+        any other loop."""
+        loop = loop_of(iv)
+        end = loop.operands[1]
+        if not self.unit(iv) or constant_int(end, self._constants) is not None:
+            return None
+        try:
+            self.L.outer(end)  # computable before the loops, where linalg needs it
+            return None
+        except ValueError:
+            return Derived([iv, end], lambda v: arith.CmpIOp(arith.CmpIPredicate.slt,
+                                                             v[0], v[1]).result)
+
+    def unmasked(self, dims: list[ir.Value], location: ir.Location) -> None:
+        """Stores and loops run in order cover their whole loops: no triangular one."""
+        if any(self.mask(iv) is not None for iv in dims):
+            raise LoweringError("a triangular loop (one whose end depends on a loop around "
+                                "it) is lowered only where it reduces (acc += ...); here, "
+                                "loop over the whole range and skip the rest with 'if'",
+                                location)
 
     def index_range(self, value: ir.Value) -> Optional[tuple[int, int]]:
         """The least and greatest value an index can have, when it is a constant or a
@@ -198,10 +239,18 @@ class NestLowering:
 
     # ------------------------------------------------------------------ generics
 
+    def empty_domain(self, dims: list[ir.Value]) -> bool:
+        """Does a loop of `dims` run no iteration? Then a generic over them leaves its
+        outputs as they are (IREE crashes on some generics with an empty loop)."""
+        return any(self.static_bound(iv) == 0 for iv in dims)
+
     def generic(self, dims: list[ir.Value], iterators: list[str], roots: list,
                 outs: list[tuple[ir.Value, ir.AffineMap]], region) -> list[ir.Value]:
         """A linalg.generic over `dims`. Each root is a body value or a Derived value;
         `region(values, outs)` returns what the region yields."""
+        if self.empty_domain(dims):
+            self.skipped_empty = True
+            return [v for v, _ in outs]
         plan = _Plan(self, dims)
         for root in roots:
             plan.visit(root)
@@ -223,8 +272,11 @@ class NestLowering:
         return list(op.results)
 
     def _cover_all_dims(self, plan: "_Plan", dims, outs) -> None:
-        """linalg infers loop extents from operand shapes: a loop that no indexing map
-        names (it is only gathered from) gets an empty tensor of its extent as an input."""
+        """linalg infers loop extents from operand shapes: the loops that no indexing map
+        names (they are only gathered from) get an empty i8 tensor of their extents as an
+        input, which IREE allocates. One over all of them; when that would be larger than
+        MAX_PLACEHOLDER bytes, one per loop (bytes: the sum of the extents, not their
+        product); a single loop longer than that is refused at the loop."""
         covered = set()
         for _, m in plan.inputs + list(outs):
             for expr in m.results:
@@ -233,15 +285,29 @@ class NestLowering:
                 except ValueError:
                     pass
         missing = [d for d in range(len(dims)) if d not in covered]
-        if missing:
-            extents = self.L.empty([self.bound(dims[d]) for d in missing],
-                                   ir.IntegerType.get_signless(8))
-            plan.inputs.append((extents, ir.AffineMap.get(
-                len(dims), 0, [ir.AffineDimExpr.get(d) for d in missing])))
+        if not missing:
+            return
+        extents = [self.bound(dims[d]) for d in missing]
+        static = [e if isinstance(e, int) else constant_int(e) for e in extents]
+        groups = [missing]
+        if None in static or math.prod(static) > MAX_PLACEHOLDER:
+            groups = [[d] for d in missing]
+            for d, extent in zip(missing, static):
+                if extent is not None and extent > MAX_PLACEHOLDER:
+                    raise LoweringError(
+                        f"this loop runs {extent} times and no input is read along it: "
+                        f"linalg would take its extent from a tensor of {extent} bytes "
+                        f"(at most {MAX_PLACEHOLDER} are lowered)", loop_of(dims[d]).location)
+        for group in groups:
+            placeholder = self.L.empty([self.bound(dims[d]) for d in group],
+                                       ir.IntegerType.get_signless(8))
+            plan.inputs.append((placeholder, ir.AffineMap.get(
+                len(dims), 0, [ir.AffineDimExpr.get(d) for d in group])))
 
     def tensor_over(self, dims: list[ir.Value], value, element: ir.Type) -> ir.Value:
         """`value` computed at every point of `dims`, as a tensor over them."""
         n = len(dims)
+        self.unmasked(dims, self.compute.location if not dims else loop_of(dims[-1]).location)
         init = self.L.empty([self.bound(iv) for iv in dims], element)
         return self.generic(dims, [PARALLEL] * n, [value], [(init, identity_map(n))],
                             lambda vals, outs: vals)[0]
@@ -265,6 +331,8 @@ class NestLowering:
             return self._reductions[iv]
         n = len(ctx)
         dims = ctx + [c.regions[0].blocks[0].arguments[0] for c in chain]
+        masks = [(m, True) for m in map(self.mask, dims[n:]) if m is not None]
+        contributions = [(c, g, guards + masks) for c, g, guards in contributions]
         out_map = ir.AffineMap.get(len(dims), 0, [ir.AffineDimExpr.get(d) for d in range(n)])
         init_tensors = [self._init(ctx, v) for v in inits]
         named = self._named_contraction(ctx, dims, contributions, init_tensors) \
@@ -294,7 +362,12 @@ class NestLowering:
         yielded = list(list(block.operations)[-1].operands)
         inits = [self._init(ctx, v) for v in loop.operands[3:]]
         L = self.L
-        lo, hi, step = (L.outer(v) for v in loop.operands[:3])
+        try:
+            lo, hi, step = (L.outer(v) for v in loop.operands[:3])
+        except ValueError:
+            raise LoweringError("a loop run in order (its values are not only reduced) must "
+                                "have bounds that do not depend on the loops around it",
+                                loop.location) from None
         with L.ip, loop.location:
             main_loop = scf.ForOp(lo, hi, step, inits)
         saved = (L.ip, dict(self._reductions), dict(self._locals), dict(L._outer_memo),
@@ -437,6 +510,8 @@ class NestLowering:
         if any(ir.RankedTensorType(s.type).element_type != element for s in sources):
             return None
         self.named_used = True
+        if self.empty_domain(dims):  # a loop of no iteration (K = 0): C is its init
+            return inits[0]
         with self.L.ip, self.compute.location:
             return named(*sources, outs=[inits[0]])
 
@@ -470,7 +545,7 @@ class NestLowering:
             if not stores:
                 raise LoweringError("a local array is read but never written", alloc.location)
             shape = [self.static_bound(iv) for iv in prefix] + \
-                [constant_int(v) for v in alloc.operands]
+                [None if c is None else max(0, c) for c in map(constant_int, alloc.operands)]
             shape = [ir.ShapedType.get_dynamic_size() if d is None else d for d in shape]
             element = ir.RankedTensorType(key.type).element_type
             self._locals[key] = self._written(stores, prefix, shape, element)
@@ -554,7 +629,9 @@ class NestLowering:
         bounds = [self.bound(ctx[d]) for d in kept]
         iterators = [REDUCTION if d in reduced else PARALLEL for d in range(n)]
         out_map = ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(d) for d in kept])
-        guards = self._yield_guards(y)
+        self.unmasked([ctx[d] for d in kept], y.location)
+        guards = self._yield_guards(y) + [(m, True) for m in map(self.mask, ctx)
+                                          if m is not None]
         value = y.operands[0]
         element = value.type
         L = self.L
@@ -573,7 +650,7 @@ class NestLowering:
                             "arith.minsi": "arith.minui"}.get(combiner, combiner)
             init = L.filled(bounds, element, L.constant(element, identity_of(combiner, element)))
             result = self._named_reduce(y, ctx, init, combiner, reduced) \
-                if self.named_ops and not guards else None
+                if self.named_ops and not guards and not self.empty_domain(ctx) else None
             if result is None:
                 root = self._guarded_root(combiner, value, guards)
                 result = self.generic(ctx, iterators, [root], [(init, out_map)],
@@ -612,8 +689,10 @@ class NestLowering:
         if load is None or load.name != "cir.load" or load.operands[0] not in self.L.args:
             return None
         positions = {iv: d for d, iv in enumerate(ctx)}
-        if not all(self.unit(iv) for iv in ctx) or \
-                self.L.load_map(load, positions, len(ctx)) != identity_map(len(ctx)):
+        if not all(self.unit(iv) for iv in ctx):
+            return None
+        load_map = self.L.load_map(load, positions, len(ctx))  # None: a gather
+        if load_map is None or load_map != identity_map(len(ctx)):
             return None
         source = self.input_for(load, identity_map(len(ctx)), ctx)
         element = y.operands[0].type
