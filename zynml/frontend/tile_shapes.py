@@ -28,6 +28,10 @@ class TileShapes:
         self.var_shapes: dict[ast.Var, Shape] = {}  # a var's declaration -> its shape
         self.analysis = False  # a pass that learns which lets are read across the tile
         self.read_across: set[ast.Let] = set()  # tile lets read off the point
+        # (let, which point each index is) already followed by the analysis: a let read
+        # twice the same way is not followed again (a chain of lets each reading the
+        # previous one twice would take 2^n steps)
+        self.analysed: set = set()
         self.var_version: dict[ast.Var, int] = {}  # a var's declaration -> assignments so far
         self.loops: list[ast.For] = []  # source loops around the statement, outermost first
         self.checks: list[ExtentCheck] = []
