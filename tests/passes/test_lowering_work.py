@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import zynml
-from zynml.lowering import cir_ops, cir_terms, nest_lowering
+from zynml.lowering import cir_ops, cir_terms, generic_region
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "programs" / "examples"
 
@@ -28,7 +28,7 @@ def steps(monkeypatch):
             return original(*args, **kwargs)
         monkeypatch.setattr(owner, name, wrapper)
     counting(cir_terms.Terms, "expand")
-    counting(nest_lowering._Plan, "_visit")
+    counting(generic_region.Plan, "_visit")
     counting(cir_ops, "_fold")
     return counts
 

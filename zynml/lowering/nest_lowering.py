@@ -33,27 +33,15 @@ from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
 from .cir_ops import constant_int, defining_op, ops_in
+from .combiners import (IDENTITY, REDUCE_COMBINER, arg_identity, arg_select, combine,
+                        constant_like, identity_of)
+from .generic_region import Derived, LoweringError, Plan
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
 
-# combiner op -> identity element; "min", "max", "umax": that integer extreme of the type
-IDENTITY = {
-    "arith.addf": 0.0, "arith.addi": 0, "arith.mulf": 1.0, "arith.muli": 1,
-    "arith.maximumf": -math.inf, "arith.maxnumf": -math.inf, "arith.minimumf": math.inf,
-    "arith.minnumf": math.inf, "arith.maxsi": "min", "arith.minsi": "max",
-    "arith.maxui": 0, "arith.minui": "umax", "arith.andi": 1, "arith.ori": 0,
-}
-
+__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "linear", "loop_of"]
 
 # The largest tensor a generic gets only for the extents of loops no input is read along.
 MAX_PLACEHOLDER = 2 ** 31
-
-
-class LoweringError(ValueError):
-    """The body has a shape this lowering does not handle; `location` says where."""
-
-    def __init__(self, message: str, location: Optional[ir.Location] = None):
-        super().__init__(message)
-        self.location = location
 
 
 def _op(value: ir.Value) -> Optional[ir.Operation]:
@@ -251,7 +239,7 @@ class NestLowering:
         if self.empty_domain(dims):
             self.skipped_empty = True
             return [v for v, _ in outs]
-        plan = _Plan(self, dims)
+        plan = Plan(self, dims)
         for root in roots:
             plan.visit(root)
         self._cover_all_dims(plan, dims, outs)
@@ -271,7 +259,7 @@ class NestLowering:
             linalg.YieldOp(region(values, list(block.arguments)[len(plan.inputs):]))
         return list(op.results)
 
-    def _cover_all_dims(self, plan: "_Plan", dims, outs) -> None:
+    def _cover_all_dims(self, plan: "Plan", dims, outs) -> None:
         """linalg infers loop extents from operand shapes: the loops that no indexing map
         names (they are only gathered from) get an empty i8 tensor of their extents as an
         input, which IREE allocates. One over all of them; when that would be larger than
@@ -346,7 +334,7 @@ class NestLowering:
             results = self.generic(
                 dims, [PARALLEL] * n + [REDUCTION] * len(chain), roots,
                 [(t, out_map) for t in init_tensors],
-                lambda vals, outs: [_combine(c[0], o, v)
+                lambda vals, outs: [combine(c[0], o, v)
                                     for c, o, v in zip(contributions, outs, vals)])
         self._reductions[iv] = results
         return results
@@ -458,7 +446,7 @@ class NestLowering:
 
         def build(values):
             value, conds = values[0], values[1:]
-            identity = _constant_like(value.type, identity_of(combiner, value.type))
+            identity = constant_like(value.type, identity_of(combiner, value.type))
             for c, (_, taken) in reversed(list(zip(conds, guards))):
                 value = arith.SelectOp(c, value, identity).result if taken else \
                     arith.SelectOp(c, identity, value).result
@@ -637,14 +625,14 @@ class NestLowering:
         L = self.L
         if op_name in ("argmin", "argmax"):
             i64 = ir.IntegerType.get_signless(64)
-            values = L.filled(bounds, element, L.constant(element, _arg_identity(op_name,
+            values = L.filled(bounds, element, L.constant(element, arg_identity(op_name,
                                                                               element)))
             indices = L.filled(bounds, i64, L.constant(i64, 0))
             roots = [value, y.operands[1]] + ([self._all(guards)] if guards else [])
             result = self.generic(ctx, iterators, roots, [(values, out_map), (indices, out_map)],
-                                  lambda vals, outs: _arg_select(op_name, vals, outs))[1]
+                                  lambda vals, outs: arg_select(op_name, vals, outs))[1]
         else:
-            combiner = _REDUCE_COMBINER[op_name][0 if isinstance(element, ir.FloatType) else 1]
+            combiner = REDUCE_COMBINER[op_name][0 if isinstance(element, ir.FloatType) else 1]
             if unsigned:
                 combiner = {"arith.maxsi": "arith.maxui",
                             "arith.minsi": "arith.minui"}.get(combiner, combiner)
@@ -654,7 +642,7 @@ class NestLowering:
             if result is None:
                 root = self._guarded_root(combiner, value, guards)
                 result = self.generic(ctx, iterators, [root], [(init, out_map)],
-                                      lambda vals, outs: [_combine(combiner, outs[0], vals[0])])[0]
+                                      lambda vals, outs: [combine(combiner, outs[0], vals[0])])[0]
         if axis is None:
             with L.ip, self.compute.location:
                 return tensor.ExtractOp(result, []).result
@@ -679,7 +667,7 @@ class NestLowering:
             value = None
             for c, (_, taken) in zip(conds, guards):
                 if not taken:
-                    c = arith.XOrIOp(c, _constant_like(c.type, 1)).result
+                    c = arith.XOrIOp(c, constant_like(c.type, 1)).result
                 value = c if value is None else arith.AndIOp(value, c).result
             return value
         return Derived([cond for cond, _ in guards], build)
@@ -700,162 +688,8 @@ class NestLowering:
             op = linalg.ReduceOp([init.type], [source], [init], ir.DenseI64ArrayAttr.get(reduced))
             block = op.regions[0].blocks.append(element, element)
             with ir.InsertionPoint(block):
-                linalg.YieldOp([_combine(combiner, block.arguments[1], block.arguments[0])])
+                linalg.YieldOp([combine(combiner, block.arguments[1], block.arguments[0])])
         return op.results[0]
-
-
-class Derived:
-    """A region value built from body values: `build(materialized deps)`."""
-
-    def __init__(self, deps: list[ir.Value], build):
-        self.deps = deps
-        self.build = build
-
-
-class _Plan:
-    """One generic's region: the first pass over the roots collects the inputs (affine
-    loads, reduction tensors), the second (after begin_emit) builds the region's ops."""
-
-    def __init__(self, owner: NestLowering, dims: list[ir.Value]):
-        self.owner = owner
-        self.dim_list = dims
-        self.dims = {iv: d for d, iv in enumerate(dims)}
-        self.exprs = {iv: owner.loop_expr(iv, d) for d, iv in enumerate(dims)}
-        self.n = len(dims)
-        self.inputs: list[tuple[ir.Value, ir.AffineMap]] = []
-        self.slot: dict[ir.Value, int] = {}
-        self.args: Optional[list[ir.Value]] = None
-        self.memo: dict[ir.Value, ir.Value] = {}
-
-    def begin_emit(self, args: list[ir.Value]) -> None:
-        self.args = args
-        self.memo = {}
-
-    @property
-    def emitting(self) -> bool:
-        return self.args is not None
-
-    def _input(self, key: ir.Value, tensor_value: ir.Value, affine_map: ir.AffineMap):
-        if key not in self.slot:
-            for i, (t, m) in enumerate(self.inputs):
-                if t == tensor_value and m == affine_map:
-                    self.slot[key] = i
-                    break
-            else:
-                self.slot[key] = len(self.inputs)
-                self.inputs.append((tensor_value, affine_map))
-        return self.args[self.slot[key]] if self.emitting else None
-
-    def visit(self, value):
-        if isinstance(value, Derived):
-            values = [self.visit(d) for d in value.deps]
-            return value.build(values) if self.emitting else None
-        # Both passes visit each value once (the first pass records None): a body value
-        # read twice (`v = v * v` repeated) is not walked twice, so work stays linear.
-        if value in self.memo:
-            return self.memo[value]
-        result = self._visit(value)
-        self.memo[value] = result
-        return result
-
-    def _visit(self, value: ir.Value):
-        owner, L = self.owner, self.owner.L
-        if value in self.dims:
-            if not self.emitting:
-                return None
-            index = linalg.IndexOp(self.dims[value]).result
-            lb, step = owner.start_step(value)
-            if step != 1:
-                index = arith.MulIOp(index, _constant_like(index.type, step)).result
-            if lb:
-                index = arith.AddIOp(index, _constant_like(index.type, lb)).result
-            return index
-        if value in L.args:
-            return L.args[value]
-        if value in L.fixed:
-            return L.fixed[value] if self.emitting else None
-        if value in owner.state:
-            tensor_value, ctx = owner.state[value]
-            exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in ctx]
-            return self._input(value, tensor_value, ir.AffineMap.get(self.n, 0, exprs))
-        if isinstance(value, ir.BlockArgument):
-            raise LoweringError("a loop variable or accumulator is used outside the loops "
-                                "it belongs to", self.owner.compute.location)
-        op = _op(value)
-        if op.name == "cir.load":
-            return self._load(op, value)
-        if op.name == "scf.for":
-            return self._reduction_result(op, value)
-        if op.name == "scf.if":
-            return self._select(op, value)
-        if op.name.startswith(("arith.", "math.")) or op.name == "tensor.dim":
-            operands = [self.visit(v) for v in op.operands]
-            if not self.emitting:
-                return None
-            return ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                       operands=operands,
-                                       attributes={k: op.attributes[k] for k in op.attributes}
-                                       ).results[0]
-        raise LoweringError(f"'{op.name}' cannot be lowered inside a kernel body", op.location)
-
-    def _load(self, op: ir.Operation, value: ir.Value):
-        L = self.owner.L
-        source = op.operands[0]
-        if source == L.out_arg:
-            raise LoweringError("reading 'out' is not lowered yet; keep the value in a var",
-                                op.location)
-        local = _op(source)
-        if local is not None and local.name == "cir.alloc":
-            return self._local_load(op, value, local)
-        if source not in L.args:
-            raise LoweringError("loads must read a compute input", op.location)
-        guarded = self.owner.guarded(op)
-        affine_map = None if guarded else L.load_map(op, self.exprs, self.n)
-        if affine_map is not None:
-            return self._input(value, self.owner.input_for(op, affine_map, self.dim_list),
-                               affine_map)
-        indices = [self.visit(i) for i in op.operands[1:]]
-        if not self.emitting:
-            return None
-        return _gather(L.outer(source), indices, value.type,
-                       [self.owner.index_range(i) for i in op.operands[1:]])
-
-    def _local_load(self, op: ir.Operation, value: ir.Value, alloc: ir.Operation):
-        prefix = self.owner.context(alloc)
-        if any(iv not in self.dims for iv in prefix):
-            raise LoweringError("a local array is read outside the loops it is declared in",
-                                op.location)
-        source = self.owner.local(alloc)
-        indices = prefix + list(op.operands[1:])
-        exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in prefix] + \
-            [self.owner.L.affine(i, self.exprs) for i in op.operands[1:]]
-        if not self.owner.guarded(op) and all(e is not None for e in exprs):
-            return self._input(value, source, ir.AffineMap.get(self.n, 0, exprs))
-        materialized = [self.visit(i) for i in indices]
-        if not self.emitting:
-            return None
-        return _gather(source, materialized, value.type,
-                       [self.owner.index_range(i) for i in indices])
-
-    def _reduction_result(self, loop: ir.Operation, value: ir.Value):
-        k = list(loop.results).index(value)
-        ctx = self.owner.context(loop)
-        missing = [iv for iv in ctx if iv not in self.dims]
-        if missing:
-            raise LoweringError("a loop's result is used outside the loops around it",
-                                loop.location)
-        tensors = self.owner.reduction(loop)
-        exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in ctx]
-        return self._input(value, tensors[k], ir.AffineMap.get(self.n, 0, exprs))
-
-    def _select(self, op: ir.Operation, value: ir.Value):
-        k = list(op.results).index(value)
-        if len(op.regions[1].blocks) == 0:
-            raise LoweringError("an 'if' without 'else' yields no value", op.location)
-        then_v = list(op.regions[0].blocks[0].operations)[-1].operands[k]
-        else_v = list(op.regions[1].blocks[0].operations)[-1].operands[k]
-        cond, a, b = self.visit(op.operands[0]), self.visit(then_v), self.visit(else_v)
-        return arith.SelectOp(cond, a, b).result if self.emitting else None
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -911,96 +745,7 @@ def _single_term(form) -> Optional[tuple[int, int, int]]:
     (d, a), = terms.items()
     return (d, a, c) if a > 0 else None
 
-_REDUCE_COMBINER = {"+": ("arith.addf", "arith.addi"), "*": ("arith.mulf", "arith.muli"),
-                    "min": ("arith.minimumf", "arith.minsi"),
-                    "max": ("arith.maximumf", "arith.maxsi"),
-                    "and": (None, "arith.andi"), "or": (None, "arith.ori")}
-
-
 def _region_contains(region: ir.Region, op: ir.Operation) -> bool:
     return any(child.operation == op for block in region.blocks for child in block.operations)
 
 
-def _constant_like(t: ir.Type, value) -> ir.Value:
-    if isinstance(t, ir.FloatType):
-        return arith.ConstantOp(t, ir.FloatAttr.get(t, float(value))).result
-    return arith.ConstantOp(t, ir.IntegerAttr.get(t, int(value))).result
-
-
-def identity_of(combiner: str, t: ir.Type):
-    """The identity element of `combiner` on type `t` (IDENTITY names integer extremes)."""
-    value = IDENTITY[combiner]
-    if isinstance(value, str):
-        width = ir.IntegerType(t).width
-        value = {"min": -2 ** (width - 1), "max": 2 ** (width - 1) - 1, "umax": -1}[value]
-    return value
-
-
-def _arg_identity(op: str, element: ir.Type):
-    if isinstance(element, ir.FloatType):
-        return math.inf if op == "argmin" else -math.inf
-    width = ir.IntegerType(element).width
-    return 2 ** (width - 1) - 1 if op == "argmin" else -2 ** (width - 1)
-
-
-def _combine(name: str, acc: ir.Value, value: ir.Value) -> ir.Value:
-    return ir.Operation.create(name, results=[acc.type], operands=[acc, value]).results[0]
-
-
-def _gather(source: ir.Value, indices: list[ir.Value], element: ir.Type,
-            ranges: list) -> ir.Value:
-    """`source[indices]` with each index clamped into its dimension (min(max(i, 0),
-    n - 1)) unless `ranges` (a (lo, hi) per index, or None) shows it stays inside: out of
-    range, a gather reads the nearest element, never outside the tensor. An empty tensor
-    has no element to read: the value is 0."""
-    shape = ir.RankedTensorType(source.type).shape
-    if any(d == 0 for d in shape):
-        return _constant_like(element, 0)
-    idx = ir.IndexType.get()
-    clamped = []
-    for dim, (index, extent, known) in enumerate(zip(indices, shape, ranges)):
-        dynamic = ir.ShapedType.is_dynamic_size(extent)
-        if known is not None and not dynamic and 0 <= known[0] and known[1] < extent:
-            clamped.append(index)
-            continue
-        if dynamic:
-            size = tensor.DimOp(source, arith.ConstantOp(idx, dim).result).result
-            last = arith.SubIOp(size, arith.ConstantOp(idx, 1).result).result
-        else:
-            last = arith.ConstantOp(idx, extent - 1).result
-        index = arith.MaxSIOp(index, arith.ConstantOp(idx, 0).result).result
-        clamped.append(arith.MinSIOp(index, last).result)
-    return tensor.ExtractOp(source, clamped).result
-
-
-def _arg_select(op: str, vals, outs) -> list[ir.Value]:
-    """Keep (value, index) when it beats the best so far; ties keep the lower index, so
-    the result is the first extreme index whatever order the reduction runs in. A NaN
-    beats every number and, between NaNs, the lower index wins: the result is the index
-    of the first NaN when there is one (numpy's rule; min and max propagate NaN too). A
-    third value, when present, is the guard of a conditional yield."""
-    value, index = vals[0], vals[1]
-    best, best_index = outs
-    i64 = ir.IntegerType.get_signless(64)
-    index = arith.IndexCastOp(i64, index).result if isinstance(index.type, ir.IndexType) \
-        else index
-    earlier = arith.CmpIOp(arith.CmpIPredicate.slt, index, best_index).result
-    if isinstance(value.type, ir.FloatType):
-        better = arith.CmpFOp(arith.CmpFPredicate.OGT if op == "argmax"
-                              else arith.CmpFPredicate.OLT, value, best).result
-        equal = arith.CmpFOp(arith.CmpFPredicate.OEQ, value, best).result
-        take = arith.OrIOp(better, arith.AndIOp(equal, earlier).result).result
-        value_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
-        best_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, best, best).result
-        # best is NaN: only an earlier NaN replaces it; else a NaN or a better number does
-        take = arith.SelectOp(best_nan, arith.AndIOp(value_nan, earlier).result,
-                              arith.OrIOp(value_nan, take).result).result
-    else:
-        better = arith.CmpIOp(arith.CmpIPredicate.sgt if op == "argmax"
-                              else arith.CmpIPredicate.slt, value, best).result
-        equal = arith.CmpIOp(arith.CmpIPredicate.eq, value, best).result
-        take = arith.OrIOp(better, arith.AndIOp(equal, earlier).result).result
-    if len(vals) > 2:
-        take = arith.AndIOp(take, vals[2]).result
-    return [arith.SelectOp(take, value, best).result,
-            arith.SelectOp(take, index, best_index).result]
