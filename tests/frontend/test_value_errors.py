@@ -165,3 +165,16 @@ def test_running_out_of_memory_is_a_zynml_error():
     prog = zynml.compile(_elementwise("out[i] = x[0]"))
     with pytest.raises(zynml.ZynMLError, match="needs more memory than is available"):
         prog(x=np.ones(3, np.float32), n=2 ** 45)
+
+
+def test_the_ast_of_a_deep_expression_dumps(tmp_path):
+    """`zynml compile --emit ast` walks expressions as deep as the checker takes."""
+    import subprocess
+    import sys
+    prog = tmp_path / "deep.zyn"
+    prog.write_text(_elementwise("out[i] = " + " + ".join(["x[i]"] * 1200)))
+    result = subprocess.run([sys.executable, "-m", "zynml.cli.main", "compile", str(prog),
+                             "--emit", "ast", "-o", str(tmp_path / "deep.ast")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "deep.ast").read_text().count("Binary @4:") == 1199

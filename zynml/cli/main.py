@@ -25,6 +25,7 @@ import numpy as np
 from ..cache import atomic_write_bytes
 from ..backend.iree.target import IREE_TARGETS
 from ..errors import ZynMLError
+from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 from .common import internal_error
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -170,7 +171,8 @@ def _compile(args) -> int:
     if args.emit in BINARY_STAGES and not args.output:
         raise _UsageError(f"--emit {args.emit} writes binary: give -o FILE")
     if args.emit == "ast":
-        text = _dump_ast(program.ast)
+        with recursion_room(MAX_EXPRESSION_DEPTH):  # the dump recurses into expressions
+            text = _dump_ast(program.ast)
     elif args.emit == "artifact":
         data = program.artifact(**values).to_bytes()
         atomic_write_bytes(Path(args.output), data)
@@ -202,22 +204,29 @@ def _devices(args) -> int:
     return 0
 
 
-def _dump_ast(node, indent: int = 0) -> str:
+def _dump_ast(node, indent: int = 0, out: list | None = None) -> str:
+    """The tree, one node a line; lines are collected in `out` and joined once (joining
+    at every level copied a deep expression's text once per level)."""
     from ..frontend import ast
+    top = out is None
+    out = [] if top else out
     pad = "  " * indent
     if isinstance(node, list):
-        return "".join(_dump_ast(n, indent) for n in node)
-    if not isinstance(node, ast.Node):
-        return f"{pad}{node!r}\n"
-    fields = {k: v for k, v in vars(node).items() if k not in ("loc", "ty", "sym")}
-    simple = {k: v for k, v in fields.items() if not isinstance(v, (ast.Node, list))}
-    head = f"{pad}{type(node).__name__} @{node.loc.line}:{node.loc.col}"
-    head += "".join(f" {k}={v!r}" for k, v in simple.items() if v is not None)
-    out = head + "\n"
-    for k, v in fields.items():
-        if isinstance(v, (ast.Node, list)) and v:
-            out += f"{pad}  {k}:\n" + _dump_ast(v, indent + 2)
-    return out
+        for n in node:
+            _dump_ast(n, indent, out)
+    elif not isinstance(node, ast.Node):
+        out.append(f"{pad}{node!r}\n")
+    else:
+        fields = {k: v for k, v in vars(node).items() if k not in ("loc", "ty", "sym")}
+        simple = {k: v for k, v in fields.items() if not isinstance(v, (ast.Node, list))}
+        head = f"{pad}{type(node).__name__} @{node.loc.line}:{node.loc.col}"
+        head += "".join(f" {k}={v!r}" for k, v in simple.items() if v is not None)
+        out.append(head + "\n")
+        for k, v in fields.items():
+            if isinstance(v, (ast.Node, list)) and v:
+                out.append(f"{pad}  {k}:\n")
+                _dump_ast(v, indent + 2, out)
+    return "".join(out) if top else ""
 
 
 def _show_note(message, category, filename, lineno, file=None, line=None):
