@@ -178,3 +178,15 @@ def test_the_ast_of_a_deep_expression_dumps(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "deep.ast").read_text().count("Binary @4:") == 1199
+
+
+def test_a_result_too_large_for_a_64_bit_size():
+    """Its extents fit in 64 bits, its byte size does not (IREE raised an IndexError at
+    the call; found by test_mutation_fuzz.py)."""
+    prog = zynml.compile("let y = compute(x) {\n    @kernel elementwise\n"
+                         "    for i in 0..n, j in 0..3:\n"
+                         "        out[i, 2305843009213693952 * j] = x[i]\n}\n")
+    with pytest.raises(zynml.ZynMLError) as info:
+        prog(x=np.ones(2, np.float32))
+    assert str(info.value).startswith("<string>:1:9: error: the result would have "
+                                      "9223372036854775810 elements")

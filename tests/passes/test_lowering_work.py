@@ -91,3 +91,20 @@ def test_a_chain_of_tile_lets_read_at_the_point():
     module, seconds = _lower(source, x=x)
     assert seconds < 5
     assert zynml.run(source, x=x)["y"][0, 0] == 2.0 ** 39
+
+
+def test_a_sum_of_reads_of_one_tile_slice(monkeypatch):
+    """400 reads of one slice in the flash attention's K block (found by
+    test_mutation_fuzz.py: 210 s): the rewrite of tiles asks for the shape of each
+    subexpression once per statement, and the slice's bounds guard is kept once."""
+    from zynml.frontend.tile_shapes import TileShapes
+    calls = []
+    shape = TileShapes._shape
+    monkeypatch.setattr(TileShapes, "_shape", lambda self, e: calls.append(1) or shape(self, e))
+    block = "K[b, h, kv_block:kv_block+64]"
+    source = (EXAMPLES / "flash_attention.zyn").read_text().replace(
+        f"let K_block = {block}", "let K_block = (" + " + ".join([block] * 400) + ")")
+    q = np.ones((1, 1, 9, 4), np.float32)
+    module, seconds = _lower(source, Q=q, K=q, V=q)
+    assert len(calls) < 40000, len(calls)  # about 600000 before
+    assert str(module).count("arith.cmpi") < 40

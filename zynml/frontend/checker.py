@@ -21,9 +21,10 @@ from .depth import check_expression_depth
 from .lexer import MAX_INT
 from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
-                     check_steps, result_extent)
+                     check_result_size, check_steps, result_extent)
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
+from .types import concrete as concrete_dtype
 from ..errors import SourceFile, ZynMLError
 from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 
@@ -263,6 +264,7 @@ class _ProgramChecker(ProgramLevel):
         if is_tensor(result):
             dims = tuple(result_extent(eval_extent(d, self.sizes, self.constants), d, k)
                          for k, d in enumerate(kernel.out_dims))
+            check_result_size(dims, concrete_dtype(result.dtype), node)
             result = TensorType(result.dtype, dims)
             kernel.result = result
         return Step(name, stmt.loc, kernel=kernel, ty=result)

@@ -1,8 +1,8 @@
 """Integer values the checker can know before a program runs, checked against what it can
 run: no integer division or remainder by a constant zero (LLVM folds one to an
-unspecified value, IREE refuses one in a loop bound); positive loop steps; result extents that fit in 64 bits
-(a loop `0..-3` runs no iteration, so a negative extent is 0); no argmin/argmax of no
-values (numpy raises too).
+unspecified value, IREE refuses one in a loop bound); positive loop steps; result
+extents that fit in 64 bits (a loop `0..-3` runs no iteration, so a negative extent is
+0); no argmin/argmax of no values (numpy raises too).
 
 A value is known when it is built from integer literals, program constants (`let k =
 0`) and sizes, whose values are known once the inputs' shapes are (checker.py's
@@ -10,6 +10,7 @@ specialization); anything read at run time is not.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Iterator, Optional
 
 from . import ast
@@ -19,7 +20,8 @@ from .types import ScalarType
 from ..errors import ZynMLError
 
 __all__ = ["constant_value", "check_divisors", "check_steps", "check_extent_divisors",
-           "result_extent", "check_arg_reduction", "fits_64_bits", "walk"]
+           "result_extent", "check_result_size", "check_arg_reduction", "fits_64_bits",
+           "walk"]
 
 
 def fits_64_bits(value: int) -> bool:
@@ -111,6 +113,18 @@ def result_extent(value: Optional[int], extent: ast.Expr, dim: int) -> Optional[
         raise ZynMLError(f"dimension {dim} of the result would have {value} elements, more "
                          "than a 64-bit extent holds", ast.leftmost(extent).loc)
     return max(0, value)
+
+
+def check_result_size(dims: tuple, dtype: ScalarType, where: ast.Node) -> None:
+    """A result whose byte size does not fit in 64 bits cannot be allocated (IREE: "shape
+    element count overflows device size")."""
+    if None in dims:
+        return
+    elements = math.prod(dims)
+    size = elements * max(1, dtype.bits // 8)
+    if size > MAX_INT:
+        raise ZynMLError(f"the result would have {elements} elements ({size} bytes), more "
+                         "than a 64-bit size holds", where.loc)
 
 
 def check_arg_reduction(kernel: Kernel, sizes: dict[str, Size],

@@ -280,11 +280,15 @@ class _Rewriter(TileShapes):
 
     def at_point(self, e: ast.Expr) -> tuple[list[ast.Stmt], ast.Expr]:
         """`e` at the current point: statements to run first, and a scalar expression."""
-        if not self.is_tile(e) or self.dry:
+        if self.dry or not self.is_tile(e):
             return [], e
-        rank = self.shape(e).rank
-        self.check_fits_point(rank, e)
-        return self.at(e, self.region.points[:rank])
+        outer, self.memo = self.memo, self.memo if self.memo is not None else {}
+        try:
+            rank = self.shape(e).rank
+            self.check_fits_point(rank, e)
+            return self.at(e, self.region.points[:rank])
+        finally:
+            self.memo = outer
 
     def at(self, e: ast.Expr, idx: list[Ix]) -> tuple[list[ast.Stmt], ast.Expr]:
         """Element `idx` of tile expression `e` (len(idx) == its rank)."""

@@ -437,9 +437,10 @@ class IreeFunction:
             outputs = ireert.VmVariantList(len(self._result_dtypes) if self._result_dtypes else 1)
             try:
                 self._context.invoke(self._vm_function, inputs, outputs)
-            except RuntimeError as err:  # IREE's status text; out of memory is the program's
-                if "RESOURCE_EXHAUSTED" not in str(err):
+            except (RuntimeError, IndexError) as err:  # IREE's status text
+                if "RESOURCE_EXHAUSTED" not in str(err) and "OUT_OF_RANGE" not in str(err):
                     raise
+                # out of memory, or a buffer larger than the device can address
                 raise BackendError("the program needs more memory than is available (its "
                                    "results and temporaries are too large for this device)",
                                    str(err)) from None
