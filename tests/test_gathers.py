@@ -119,3 +119,34 @@ def test_float_division_by_zero_is_ieee():
     out = zynml.run("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n"
                     "        out[i] = x[i] / 0\n}\n", x=np.array([1, -1], np.float32))["y"]
     np.testing.assert_array_equal(out, [np.inf, -np.inf])
+
+
+def test_reads_from_a_constant_offset(rng):
+    """`x[o + k]` with k from 2, `x[2 * d + 1]`: the input is read from the offset on
+    (upstream's convolution analysis in iree-compile crashed on a map's constant term;
+    found by test_mutation_fuzz.py)."""
+    x, w = rng.standard_normal(9).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    conv = ("let y = compute(x, w) {\n    @kernel conv1d\n    for o in 0..out_len:\n"
+            "        var s = 0.0\n        for k in 2..taps:\n            s += x[o + k] * w[k]\n"
+            "        out[o] = s\n}\n")
+    out = zynml.run(conv, x=x, w=w, out_len=5, taps=4)["y"]
+    expected = [sum(x[o + k] * w[k] for k in range(2, 4)) for o in range(5)]
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    m = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    kernel = rng.standard_normal((3, 3, 3)).astype(np.float32)
+    depthwise = ("let y = compute(m, kernel) {\n    @kernel conv2d_depthwise\n"
+                 "    for b in 0..batch, c in 0..channels:\n"
+                 "        for oh in 0..out_h, ow in 0..out_w:\n            var s = 0.0\n"
+                 "            for kh in 0..kernel_h, kw in 2..kernel_w:\n"
+                 "                s += m[b, c, oh + kh, ow + kw] * kernel[c, kh, kw]\n"
+                 "            out[b, c, oh, ow] = s\n}\n")
+    out = zynml.run(depthwise, m=m, kernel=kernel, out_h=3, out_w=3, kernel_w=3)["y"]
+    expected = np.zeros((2, 3, 3, 3))
+    for oh in range(3):
+        for ow in range(3):
+            for kh in range(3):
+                expected[:, :, oh, ow] += m[:, :, oh + kh, ow + 2] * kernel[None, :, kh, 2]
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    odd = zynml.run("let y = compute(x) {\n    @kernel elementwise\n    for d in 0..4:\n"
+                    "        out[d] = x[2 * d + 1] + x[d * d % 3]\n}\n", x=x)["y"]
+    np.testing.assert_allclose(odd, x[2 * np.arange(4) + 1] + x[np.arange(4) ** 2 % 3])

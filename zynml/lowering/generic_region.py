@@ -132,13 +132,12 @@ class Plan:
         guarded = self.owner.guarded(op)
         affine_map = None if guarded else L.load_map(op, self.exprs, self.n)
         if affine_map is not None:
-            return self._input(value, self.owner.input_for(op, affine_map, self.dim_list),
-                               affine_map)
+            return self._input(value, *self.owner.input_for(op, affine_map, self.dim_list))
         indices = [self.visit(i) for i in op.operands[1:]]
         if not self.emitting:
             return None
         return gather(L.outer(source), indices, value.type,
-                       [self.owner.index_range(i) for i in op.operands[1:]])
+                      self._ranges(op, op.operands[1:]))
 
     def _local_load(self, op: ir.Operation, value: ir.Value, alloc: ir.Operation):
         prefix = self.owner.context(alloc)
@@ -154,8 +153,15 @@ class Plan:
         materialized = [self.visit(i) for i in indices]
         if not self.emitting:
             return None
-        return gather(source, materialized, value.type,
-                       [self.owner.index_range(i) for i in indices])
+        return gather(source, materialized, value.type, self._ranges(op, indices))
+
+    def _ranges(self, load: ir.Operation, indices) -> list:
+        """What is known of a gather's indices, to leave out clamps that cannot matter.
+        Under an `if` (a convolution's padding), every index is clamped, as it was before
+        gathers elsewhere were: the code made for those stays as it was."""
+        if self.owner.guarded(load):
+            return [None] * len(indices)
+        return [self.owner.index_range(i) for i in indices]
 
     def _reduction_result(self, loop: ir.Operation, value: ir.Value):
         k = list(loop.results).index(value)

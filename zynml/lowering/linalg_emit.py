@@ -59,18 +59,21 @@ class Lowering:
         with self.ip, self.compute.location:
             return tensor.EmptyOp(sizes, element).result
 
-    def sliced(self, source: ir.Value, sizes: list) -> ir.Value:
-        """The leading `sizes` (int, index Value, or None for all) of `source`: a loop
-        that reads an input directly covers only the loop's extent of it."""
+    def sliced(self, source: ir.Value, sizes: list, offsets: Optional[list] = None
+               ) -> ir.Value:
+        """`sizes` (int, index Value, or None for the rest) of `source` from `offsets`
+        (ints, 0 by default): a loop that reads an input directly covers only the loop's
+        extent of it, from where the loop starts reading."""
         shape = list(ir.RankedTensorType(source.type).shape)
-        if all(s is None or s == d for s, d in zip(sizes, shape)):
+        offsets = offsets or [0] * len(shape)
+        if all(s is None or s == d for s, d in zip(sizes, shape)) and not any(offsets):
             return source
         static, dynamic = [], []
-        for s, d in zip(sizes, shape):
+        for s, d, o in zip(sizes, shape, offsets):
             if s is None:
                 if ir.ShapedType.is_dynamic_size(d):
                     raise ValueError("cannot slice a dynamic dimension without its extent")
-                static.append(d)
+                static.append(d - o)
             elif isinstance(s, int):
                 static.append(s)
             else:
@@ -78,7 +81,7 @@ class Lowering:
                 dynamic.append(s)
         result = ir.RankedTensorType.get(static, ir.RankedTensorType(source.type).element_type)
         with self.ip, self.compute.location:
-            return tensor.ExtractSliceOp(result, source, [], dynamic, [], [0] * len(shape),
+            return tensor.ExtractSliceOp(result, source, [], dynamic, [], offsets,
                                          static, [1] * len(shape)).result
 
     def filled(self, bounds: Sequence[ir.Value], element: ir.Type, value: ir.Value) -> ir.Value:

@@ -27,6 +27,7 @@ A linalg op computes a value at every point of a context at once:
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 from mlir import ir
@@ -201,29 +202,42 @@ class NestLowering:
         return ir.AffineDimExpr.get(position) * step + lb
 
     def input_for(self, load: ir.Operation, affine_map: ir.AffineMap,
-                  dims: list[ir.Value]) -> ir.Value:
-        """The tensor a load reads through `affine_map`, sliced to the loop extents of the
-        dimensions it indexes directly (linalg takes loop extents from operand shapes)."""
+                  dims: list[ir.Value]) -> tuple[ir.Value, ir.AffineMap]:
+        """The tensor a load reads through `affine_map`, and the map to read it with:
+        sliced to the loop extents of the dimensions it indexes directly (linalg takes
+        loop extents from operand shapes), and, where an index sums loop variables and a
+        positive constant (`x[.., ow + kw + 2]`, a loop `kw in 2..`), from the constant on:
+        upstream's convolution analysis, which iree-compile runs on every dispatch,
+        crashes on such a convolution-like index's constant term."""
         source = self.L.outer(load.operands[0])
         shape = list(ir.RankedTensorType(source.type).shape)
-        sizes = []
+        zero = ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(0)] * affine_map.n_dims)
+        exprs, offsets, sizes = [], [], []
         for k, expr in enumerate(affine_map.results):
+            offset = _constant_term(expr, zero)
+            if offset <= 0 or ir.ShapedType.is_dynamic_size(shape[k]) or \
+                    offset >= shape[k] or _dims_in(expr) < 2:
+                offset = 0  # (out of range: the verifier says so, at the compute)
+            expr = expr - offset
+            exprs.append(expr)
+            offsets.append(offset)
             try:
                 d = ir.AffineDimExpr(expr).position
             except ValueError:
-                sizes.append(None)
+                sizes.append(shape[k] - offset if offset else None)
                 continue
             extent = self.bound(dims[d])
             static = extent if isinstance(extent, int) else constant_int(extent)
             if static is not None and not ir.ShapedType.is_dynamic_size(shape[k]) \
-                    and static > shape[k]:
+                    and static > shape[k] - offset:
                 raise LoweringError(f"a loop over {static} runs past the end of dimension {k} "
                                     f"of an input (size {shape[k]})", load.location)
             if static is not None:
                 sizes.append(static)
             else:
                 sizes.append(extent if isinstance(extent, int) else self.L.outer(extent))
-        return self.L.sliced(source, sizes)
+        return (self.L.sliced(source, sizes, offsets),
+                ir.AffineMap.get(affine_map.n_dims, 0, exprs))
 
     # ------------------------------------------------------------------ generics
 
@@ -493,7 +507,7 @@ class NestLowering:
                 return None
         if any(op.operands[0] not in self.L.args for op, _ in pairs):
             return None
-        sources = [self.input_for(op, m, dims) for op, m in pairs]
+        sources = [self.input_for(op, m, dims)[0] for op, m in pairs]
         element = ir.RankedTensorType(inits[0].type).element_type
         if any(ir.RankedTensorType(s.type).element_type != element for s in sources):
             return None
@@ -682,7 +696,7 @@ class NestLowering:
         load_map = self.L.load_map(load, positions, len(ctx))  # None: a gather
         if load_map is None or load_map != identity_map(len(ctx)):
             return None
-        source = self.input_for(load, identity_map(len(ctx)), ctx)
+        source, _ = self.input_for(load, identity_map(len(ctx)), ctx)
         element = y.operands[0].type
         with self.L.ip, self.compute.location:
             op = linalg.ReduceOp([init.type], [source], [init], ir.DenseI64ArrayAttr.get(reduced))
@@ -693,6 +707,19 @@ class NestLowering:
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def _dims_in(expr: ir.AffineExpr) -> int:
+    """How many distinct loop dimensions `expr` reads (`d3 + d5 + 2`: 2)."""
+    return len(set(re.findall(r"\bd(\d+)\b", str(expr))))
+
+
+def _constant_term(expr: ir.AffineExpr, zero: ir.AffineMap) -> int:
+    """c of `expr` = f(dims) + c, f(0) = 0 (`zero` maps every dimension to 0)."""
+    try:
+        return ir.AffineConstantExpr(expr.compose(zero)).value
+    except ValueError:
+        return 0
 
 
 def linear(value: ir.Value, dims: dict) -> Optional[tuple[dict, int]]:
