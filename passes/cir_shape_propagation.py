@@ -51,7 +51,7 @@ def _specialize(compute: ir.Operation, body: ir.Operation) -> None:
         for d, operand_index in enumerate(i64_array(compute, "out_dims") or []):
             value = constant_int(compute.operands[operand_index])
             if value is not None:
-                shape[d] = value
+                shape[d] = max(0, value)  # `for i in 0..n` with n < 0 writes nothing
         result.set_type(ir.RankedTensorType.get(shape, tensor_type.element_type))
     block = entry_block(body)
     args = list(block.arguments)

@@ -84,7 +84,8 @@ def run(module: ir.Operation, options: Options) -> None:
 def _kind_note(kind: str, lowering: NestLowering, options: Options):
     """The kind names a strategy; when the body is not what the kind says, the body wins
     and the user hears about it."""
-    if kind in ("matmul", "batched_matmul") and options.named_ops and not lowering.named_used:
+    if kind in ("matmul", "batched_matmul") and options.named_ops and \
+            not lowering.named_used and not lowering.skipped_empty:
         return (f"the body of this '{kind}' kernel is not a plain matrix product; it is "
                 "lowered generically from the body")
     return None

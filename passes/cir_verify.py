@@ -7,7 +7,8 @@ result dimension; `cir.load`/`cir.store` use one index per dimension and the ele
 `cir.store` writes only `out`; `cir.yield` appears only in the body of a reduction;
 `cir.attention`'s shapes agree (query [P.., Sq, D], key [P.., Sk, D], value [P.., Sk, E],
 result [P.., Sq, E], a bool mask whose `mask_dims` name its loops, a `causal_offset`
-that is an i64).
+that is an i64); and no value is built by a chain of more than MAX_VALUE_DEPTH operations
+(the passes after this one walk values recursively: zynml/limits.py).
 
     // error: 'cir.compute' body @missing is not a function of this module
     %y = "cir.compute"(%x) {kind = "elementwise", body = @missing, ...}
@@ -24,6 +25,7 @@ from ..lowering.cir_ops import (body_of, compute_ops, entry_block, func_by_name,
                       is_body_function, ops_in, string_attr, top_level_funcs)
 from .pipeline import fail
 from ..dialects.cir import REDUCE_OPS
+from ..limits import MAX_VALUE_DEPTH
 
 NAME = "cir-verify"
 
@@ -42,6 +44,8 @@ def run(module: ir.Operation, options: Options) -> None:
             string_attr(compute, "kind")
     for fn in top_level_funcs(module):
         name = ir.StringAttr(fn.attributes["sym_name"]).value
+        for block in fn.regions[0].blocks:
+            _check_value_depth(block, {})
         for op in ops_in(fn, "cir.attention"):
             _check_attention(op)
         for op in ops_in(fn):
@@ -125,6 +129,28 @@ def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None) -> None
         if kind is not None and kind != "reduce":
             raise fail(loc, f"'cir.yield' in the body of a '{kind}' compute; only reductions "
                             "yield")
+
+
+def _check_value_depth(block: ir.Block, depth: dict) -> None:
+    """`depth[value]`: the longest chain of ops that computes it (a loop's or an if's
+    results count the values their regions yield). Iterative along a block: a body may be
+    thousands of statements long; regions nest only as deep as the source's blocks."""
+    for op in block.operations:
+        op = op.operation
+        deepest = max((depth.get(v, 0) for v in op.operands), default=0)
+        for region in op.regions:
+            for inner in region.blocks:
+                _check_value_depth(inner, depth)
+                ops = list(inner.operations)
+                if ops:
+                    yielded = ops[-1].operation.operands
+                    deepest = max([deepest] + [depth.get(v, 0) for v in yielded])
+        if deepest >= MAX_VALUE_DEPTH:
+            raise fail(op.location, f"a value here is built by a chain of more than "
+                                    f"{MAX_VALUE_DEPTH} operations (counting those of the lets "
+                                    "and assignments it reads); compute it in parts")
+        for result in op.results:
+            depth[result] = deepest + 1
 
 
 def _check_indexing(op: ir.Operation, source: ir.Value, indices: list, element: ir.Type):

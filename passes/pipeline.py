@@ -17,6 +17,7 @@ from mlir.passmanager import PassManager
 
 from .. import knobs
 from . import PASSES, get_pass
+from ..limits import MAX_VALUE_DEPTH, recursion_room
 
 __all__ = ["build_pass_manager", "split_pipeline", "PipelineError", "parse_options"]
 
@@ -106,8 +107,8 @@ def build_pass_manager(pipeline: str, context: ir.Context | None = None) -> Pass
 
 def _python_pass(module, options, debug: bool):
     def run(op, pass_):
-        try:
-            with op.context, op.location:
+        try:  # passes walk values recursively; cir-verify bounds how deep (limits.py)
+            with op.context, op.location, recursion_room(MAX_VALUE_DEPTH):
                 module.run(op, options)
         except PassFailure:
             pass_.signal_pass_failure()

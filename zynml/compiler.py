@@ -31,6 +31,7 @@ from .cache import ArtifactCache, atomic_write_bytes
 from .runtime.cuda.artifact import launches
 from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote
 from .frontend import ast
+from .limits import MAX_EXPRESSION_DEPTH, recursion_room
 from .frontend.checker import check
 from .frontend.parser import parse
 from .frontend.symbols import CheckedProgram
@@ -104,6 +105,11 @@ def _emit_notes(module: "ir.Module") -> None:
         del attrs["zynml.notes"]
 
 
+def _show_ast(program: ast.Program) -> str:
+    with recursion_room(MAX_EXPRESSION_DEPTH):  # the dump recurses into expressions
+        return dump_ast(program)
+
+
 def dump_ast(node, indent: int = 0) -> str:
     """The AST as `--emit ast` prints it: one node a line with its location and plain
     fields, children indented (types and symbols the checker adds are left out)."""
@@ -128,7 +134,7 @@ def dump_ast(node, indent: int = 0) -> str:
 # The stages every backend starts with. The ast stage shows the parsed program; cir starts
 # again from the typed AST the compilation was given (checked for the input signature).
 FRONT_STAGES = (
-    Stage("ast", lambda job: parse(job.source), Output("txt", show=dump_ast), inputs=()),
+    Stage("ast", lambda job: parse(job.source), Output("txt", show=_show_ast), inputs=()),
     Stage("cir", lambda job: to_cir(job.checked), TEXT_MLIR, inputs=()),
     Stage("linalg", lambda cir, job: lower(cir, job.source), TEXT_MLIR),
 )

@@ -157,7 +157,7 @@ FUZZ_SCALE: Knob[float] = Knob(
     "Tests: how many inputs the fuzz tests try, as a multiple of the usual (10: a longer "
     "hunt)",
     read_by=("tests/frontend/test_frontend_fuzz.py", "tests/frontend/test_parser_fuzz.py",
-             "tests/test_differential.py"))
+             "tests/test_differential.py", "tests/test_mutation_fuzz.py"))
 FUZZ_SHRINK: Knob[bool] = Knob(
     "ZYNML_FUZZ_SHRINK", "bool", False,
     "Tests: let hypothesis shrink a failing differential-test program (each smaller "

@@ -276,7 +276,8 @@ func.func private @sum_of_squares_body(%x: tensor<16xf32>, %n0_arg: index, %out:
 // -----
 
 // argmax is one generic with two results (best value, its index): a strictly greater
-// value or an equal one at a lower index wins; the result is the index.
+// value or an equal one at a lower index wins, and a NaN beats any number (between NaNs
+// the lower index wins: the first NaN, numpy's rule); the result is the index.
 // CHECK-DAG: [[IN:#[a-z0-9]+]] = affine_map<(d0) -> (d0)>
 // CHECK-DAG: [[SCALAR:#[a-z0-9]+]] = affine_map<(d0) -> ()>
 // CHECK-LABEL: func.func @argmax(
@@ -288,11 +289,16 @@ func.func private @sum_of_squares_body(%x: tensor<16xf32>, %n0_arg: index, %out:
 // CHECK-NEXT: ^bb0([[V:%[a-z0-9_]+]]: f32, [[BEST:%[a-z0-9_]+]]: f32, [[BEST_I:%[a-z0-9_]+]]: i64):
 // CHECK-NEXT: [[I:%[0-9]+]] = linalg.index 0 : index
 // CHECK-NEXT: [[I64:%[0-9]+]] = arith.index_cast [[I]] : index to i64
+// CHECK-NEXT: [[LT:%[0-9]+]] = arith.cmpi slt, [[I64]], [[BEST_I]] : i64
 // CHECK-NEXT: [[GT:%[0-9]+]] = arith.cmpf ogt, [[V]], [[BEST]] : f32
 // CHECK-NEXT: [[EQ:%[0-9]+]] = arith.cmpf oeq, [[V]], [[BEST]] : f32
-// CHECK-NEXT: [[LT:%[0-9]+]] = arith.cmpi slt, [[I64]], [[BEST_I]] : i64
 // CHECK-NEXT: [[TIE:%[0-9]+]] = arith.andi [[EQ]], [[LT]] : i1
-// CHECK-NEXT: [[TAKE:%[0-9]+]] = arith.ori [[GT]], [[TIE]] : i1
+// CHECK-NEXT: [[BETTER:%[0-9]+]] = arith.ori [[GT]], [[TIE]] : i1
+// CHECK-NEXT: [[V_NAN:%[0-9]+]] = arith.cmpf uno, [[V]], [[V]] : f32
+// CHECK-NEXT: [[BEST_NAN:%[0-9]+]] = arith.cmpf uno, [[BEST]], [[BEST]] : f32
+// CHECK-NEXT: [[EARLIER_NAN:%[0-9]+]] = arith.andi [[V_NAN]], [[LT]] : i1
+// CHECK-NEXT: [[NAN_OR_BETTER:%[0-9]+]] = arith.ori [[V_NAN]], [[BETTER]] : i1
+// CHECK-NEXT: [[TAKE:%[0-9]+]] = arith.select [[BEST_NAN]], [[EARLIER_NAN]], [[NAN_OR_BETTER]] : i1
 // CHECK-NEXT: [[NV:%[0-9]+]] = arith.select [[TAKE]], [[V]], [[BEST]] : f32
 // CHECK-NEXT: [[NI:%[0-9]+]] = arith.select [[TAKE]], [[I64]], [[BEST_I]] : i64
 // CHECK-NEXT: linalg.yield [[NV]], [[NI]] : f32, i64
@@ -319,13 +325,18 @@ func.func private @argmax_body(%x: tensor<16xf32>, %n0_arg: index, %out: tensor<
 // -----
 
 // A data-dependent index x[idx[i]] is a gather: idx[i] is an input of the generic, and
-// x is read with tensor.extract inside the region.
+// x is read with tensor.extract inside the region, at the index clamped into 0..15 (an
+// index out of range reads the nearest element, never outside x).
 // CHECK-LABEL: func.func @gather(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<16xf32>, [[IDX:%[a-z0-9_]+]]: tensor<4xi64>) -> tensor<4xf32>
 // CHECK: linalg.generic {{.*}} ins([[IDX]] : tensor<4xi64>) outs(%{{.*}} : tensor<4xf32>)
 // CHECK-NEXT: ^bb0([[J:%[a-z0-9_]+]]: i64, {{%[a-z0-9_]+}}: f32):
 // CHECK-NEXT: [[JI:%[0-9]+]] = arith.index_cast [[J]] : i64 to index
-// CHECK-NEXT: [[V:%[a-z0-9_]+]] = tensor.extract [[X]][[[JI]]] : tensor<16xf32>
+// CHECK-NEXT: [[C15:%[a-z0-9_]+]] = arith.constant 15 : index
+// CHECK-NEXT: [[C0:%[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK-NEXT: [[LO:%[0-9]+]] = arith.maxsi [[JI]], [[C0]] : index
+// CHECK-NEXT: [[IN:%[0-9]+]] = arith.minsi [[LO]], [[C15]] : index
+// CHECK-NEXT: [[V:%[a-z0-9_]+]] = tensor.extract [[X]][[[IN]]] : tensor<16xf32>
 // CHECK-NEXT: linalg.yield [[V]] : f32
 func.func @gather(%x: tensor<16xf32>, %idx: tensor<4xi64>) -> tensor<4xf32> {
   %c4 = arith.constant 4 : index
@@ -350,7 +361,8 @@ func.func private @gather_body(%x: tensor<16xf32>, %idx: tensor<4xi64>, %n_arg: 
 // -----
 
 // A non-affine index x[i * i] has no indexing map: the generic has no inputs, recomputes
-// the index from linalg.index and gathers with tensor.extract.
+// the index from linalg.index and gathers with tensor.extract (unclamped: i * i stays in
+// 0..9, inside x).
 // CHECK-LABEL: func.func @square_index(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<16xf32>) -> tensor<4xf32>
 // CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4xf32>)

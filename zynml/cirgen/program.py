@@ -23,6 +23,7 @@ from . import scalar as S
 from .body import BodyEmitter
 from ..dialects.cir import MAX_COMPUTE_INPUTS
 from ..errors import ZynMLError
+from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 from ..frontend import ast
 from ..frontend.symbols import CheckedProgram, Kernel, Step, is_tensor
 from ..frontend.types import INDEX, ScalarType, concrete
@@ -84,7 +85,7 @@ def emit_cir(program: CheckedProgram, context: ir.Context) -> ir.Module:
             raise ZynMLError(f"the rank of input '{name}' is only known from its value: "
                              "give example inputs (--input or --random) to compile it",
                              program.input_locs.get(name))
-    with context, ir.Location.unknown():
+    with context, ir.Location.unknown(), recursion_room(MAX_EXPRESSION_DEPTH):
         module = ir.Module.create()
         _ProgramEmitter(program, module, "main", set()).emit()
     return module

@@ -56,6 +56,8 @@ def convert(v: ir.Value, src: ScalarType, dst: ScalarType) -> ir.Value:
     if dst == INDEX:
         if src.is_float:  # only for inputs of unknown type (checking without a signature)
             v = arith.FPToSIOp(ir.IntegerType.get_signless(64), v).result
+        elif _unsigned(src):  # a u8 index of 200 is 200, not -56
+            return arith.IndexCastUIOp(dst_ty, v).result
         return arith.IndexCastOp(dst_ty, v).result
     if src.is_float and dst.is_float:
         if dst.bits == src.bits:  # f16 <-> bf16: through f32, which holds both exactly

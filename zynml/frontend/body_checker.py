@@ -11,6 +11,7 @@ import functools
 from typing import Any, Callable, Optional
 
 from . import ast
+from .ranges import fits_64_bits, walk
 from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
 from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
@@ -166,15 +167,19 @@ class BodyChecker:
         return out
 
     def _const_int(self, expr: ast.Expr, allow_sizes: bool = False) -> Optional[int]:
-        """Evaluate a constant integer expression (annotation arguments)."""
+        """Evaluate a constant integer expression (annotation arguments), which must fit
+        in 64 bits (it becomes an i64 attribute)."""
         if isinstance(expr, ast.IntLit):
             return expr.value
-        if isinstance(expr, ast.Binary) and expr.op in "+-*":
+        if isinstance(expr, ast.Binary) and expr.op in ("+", "-", "*"):
             a = self._const_int(expr.left, allow_sizes)
             b = self._const_int(expr.right, allow_sizes)
             if a is None or b is None:
                 return None
-            return {"+": a + b, "-": a - b, "*": a * b}[expr.op]
+            value = {"+": a + b, "-": a - b, "*": a * b}[expr.op]
+            if not fits_64_bits(value):
+                raise _err(f"this constant is {value}, which does not fit in 64 bits", expr)
+            return value
         if allow_sizes and isinstance(expr, ast.Name):
             return None  # depends on sizes: known only at specialization
         raise _err("expected a constant integer", expr)
@@ -698,6 +703,7 @@ class BodyChecker:
                                   "longer the loop variable of that name", idx.sym.loc)]
                     raise _err("cannot infer the output shape: index 'out' with a*i + c, "
                                "i a loop variable running from 0 in steps of 1", idx, notes)
+                _check_extent_is_known(extent, idx)
                 if not any(ast.same_extent(extent, e) for e in extents[dim]):
                     extents[dim].append(extent)
         dims = [e[0] if len(e) == 1 else
@@ -745,6 +751,7 @@ class BodyChecker:
             if not _is_zero(rng.lo) or not _is_unit_step(rng.step):
                 raise _err("cannot infer the output shape: kept loops must run from 0 in "
                            "steps of 1", rng)
+            _check_extent_is_known(rng.hi, rng)
             dims.append(rng.hi)
         return TensorType(elem, (None,) * len(dims)), dims
 
@@ -824,10 +831,22 @@ def _extent_of_index(idx: ast.Expr) -> Optional[ast.Expr]:
         return None
     if a == 1 and c == 0:
         return rng.hi
-    loc = idx.loc
+    loc = ast.leftmost(idx).loc  # where the index starts, for errors about the extent
     last = ast.Binary(loc, "-", rng.hi, ast.IntLit(loc, 1))
     return ast.Binary(loc, "+", ast.Binary(loc, "*", ast.IntLit(loc, a), last),
                       ast.IntLit(loc, c + 1))
+
+
+def _check_extent_is_known(extent: ast.Expr, where: ast.Node) -> None:
+    """An extent of the result is known before the loops run: a loop whose end is a
+    variable (`for i in 0..b`, a triangular loop) gives 'out' no shape."""
+    for node in walk(extent):
+        if isinstance(node, ast.Name) and node.sym is not None and \
+                node.sym.kind in ("loop", "let", "var"):
+            raise _err(f"cannot infer the output shape: the loop that gives this dimension "
+                       f"of the result runs to '{node.id}', a {node.sym.kind} variable; its "
+                       "extent must be known before the loops run (a size or a constant)",
+                       where, [(f"'{node.id}' is the end of that loop", node.loc)])
 
 
 def _is_zero(e: ast.Expr) -> bool:

@@ -17,10 +17,16 @@ from typing import Any, Optional
 
 from . import ast
 from .body_checker import BodyChecker, eval_extent
+from .depth import check_expression_depth
+from .lexer import MAX_INT
 from .program_level import ProgramLevel
+from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
+                     check_result_size, check_steps, result_extent)
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
+from .types import concrete as concrete_dtype
 from ..errors import SourceFile, ZynMLError
+from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 
 __all__ = ["check", "check_pipeline", "Signature"]
 
@@ -34,6 +40,14 @@ def check(program: ast.Program, source: SourceFile,
           records: Optional[dict[str, Any]] = None) -> CheckedProgram:
     """Check the script part of `program`; every pipeline is checked too (shape-generic)
     and attached as `pipelines`."""
+    check_expression_depth(program)
+    with recursion_room(MAX_EXPRESSION_DEPTH):  # the walks over expressions recurse
+        return _check(program, source, signature, scalar_values, records)
+
+
+def _check(program: ast.Program, source: SourceFile, signature: Optional[Signature],
+           scalar_values: Optional[dict[str, Any]],
+           records: Optional[dict[str, Any]]) -> CheckedProgram:
     table = {}
     for pipeline in program.pipelines:
         if pipeline.name in table:
@@ -60,7 +74,8 @@ def check_pipeline(pipeline: ast.Pipeline, source: SourceFile,
     checker = _ProgramChecker(pipeline.body, source, signature, scalar_values or {},
                               pipeline=pipeline, records=records, pipelines=pipelines,
                               depth=_depth)
-    checked = checker.run()
+    with recursion_room(MAX_EXPRESSION_DEPTH):
+        checked = checker.run()
     checked.name = pipeline.name
     return checked
 
@@ -242,9 +257,14 @@ class _ProgramChecker(ProgramLevel):
         if self.signature is not None:
             self._resolve_sizes(kernel)
             self._check_tile_extents(kernel)
+        check_divisors(kernel, self.sizes, self.constants)
+        check_steps(kernel, self.sizes, self.constants)
+        check_arg_reduction(kernel, self.sizes, self.constants)
         result = kernel.result
         if is_tensor(result):
-            dims = tuple(eval_extent(d, self.sizes, self.constants) for d in kernel.out_dims)
+            dims = tuple(result_extent(eval_extent(d, self.sizes, self.constants), d, k)
+                         for k, d in enumerate(kernel.out_dims))
+            check_result_size(dims, concrete_dtype(result.dtype), node)
             result = TensorType(result.dtype, dims)
             kernel.result = result
         return Step(name, stmt.loc, kernel=kernel, ty=result)
@@ -439,7 +459,12 @@ class _ProgramChecker(ProgramLevel):
                 for n in _names_in(d):
                     if n.id in self.sizes:
                         self._resolve_size(n.id)
+        check_extent_divisors(dims, lambda e: eval_extent(e, self.sizes, self.constants))
         shape = tuple(eval_extent(d, self.sizes, self.constants) for d in dims)
+        for d, extent in zip(dims, shape):
+            if extent is not None and not 0 <= extent <= MAX_INT:
+                raise ZynMLError(f"a reshape extent must be from 0 to {MAX_INT}, got {extent}",
+                                 ast.leftmost(d).loc)
         if is_tensor(ty) and ty.shape is not None and None not in ty.shape and None not in shape:
             if math.prod(ty.shape) != math.prod(shape):
                 raise ZynMLError(f"cannot reshape '{name}' of shape {list(ty.shape)} to "

@@ -47,7 +47,10 @@ from typing import Any, Callable
 
 from ..errors import DiagnosticSink, SourceFile, SourceLocation
 
-__all__ = ["Token", "tokenize", "KEYWORDS", "SOFT_KEYWORDS", "UNITS"]
+__all__ = ["Token", "tokenize", "KEYWORDS", "SOFT_KEYWORDS", "UNITS", "MAX_INT"]
+
+# The largest integer literal: integers are 64-bit (i64, and index on 64-bit targets).
+MAX_INT = 2 ** 63 - 1
 
 # Reserved everywhere. `inf` is lexed as a FLOAT token.
 KEYWORDS = frozenset({
@@ -461,7 +464,13 @@ class _Lexer:
             except ValueError:  # beyond Python's int-from-string digit limit
                 self.error("integer literal is too long", text, lineno, i + 1)
             else:
-                self.emit("INT", text, value, lineno, i + 1)
+                if value > MAX_INT:  # every integer the compiler builds fits in 64 bits
+                    shown = text if len(text) <= 24 else text[:20] + "..."
+                    self.error(f"integer literal {shown} is out of range: integers have 64 "
+                               f"bits (at most {MAX_INT}); write a float such as 1e20 for a "
+                               "larger number", text, lineno, i + 1)
+                else:
+                    self.emit("INT", text, value, lineno, i + 1)
         return i + len(text)
 
     def string(self, lineno: int, line: str, i: int) -> int:

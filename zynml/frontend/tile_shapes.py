@@ -11,8 +11,8 @@ from typing import Optional
 
 from . import ast
 from .tile_types import (ELEMENTWISE_OPS, ROW_REDUCTIONS, SCALAR, TILE_FUNCTIONS, Dim,
-                         ExtentCheck, Local, Shape, SizeUse, TileInput, check_same, is_zero,
-                         leftmost_loc, minus, names, slice_length, tile_error)
+                         ExtentCheck, Inside, Local, Shape, SizeUse, TileInput, check_same,
+                         is_zero, leftmost_loc, minus, names, slice_length, tile_error)
 
 
 class TileShapes:
@@ -28,9 +28,14 @@ class TileShapes:
         self.var_shapes: dict[ast.Var, Shape] = {}  # a var's declaration -> its shape
         self.analysis = False  # a pass that learns which lets are read across the tile
         self.read_across: set[ast.Let] = set()  # tile lets read off the point
+        # (let, which point each index is) already followed by the analysis: a let read
+        # twice the same way is not followed again (a chain of lets each reading the
+        # previous one twice would take 2^n steps)
+        self.analysed: set = set()
         self.var_version: dict[ast.Var, int] = {}  # a var's declaration -> assignments so far
         self.loops: list[ast.For] = []  # source loops around the statement, outermost first
         self.checks: list[ExtentCheck] = []
+        self.memo: Optional[dict] = None  # see _memoized
 
     def same(self, a: Dim, b: Dim, node: ast.Node, what: str) -> None:
         """Equal lengths: now when both are numbers, else once sizes are known."""
@@ -66,6 +71,20 @@ class TileShapes:
     # ------------------------------------------------------------------ what an expression is
 
     def is_tile(self, e: ast.Expr) -> bool:
+        return self._memoized("tile", e, self._is_tile)
+
+    def _memoized(self, what: str, e: ast.Expr, compute):
+        """While one expression is rewritten at a point (tiles.py's at_point), names mean
+        one thing and var shapes hold: is_tile and shape of a subexpression are computed
+        once (the rewrite asks again at every level of a deep expression)."""
+        if self.memo is None:
+            return compute(e)
+        key = (what, id(e))
+        if key not in self.memo:
+            self.memo[key] = (e, compute(e))  # e kept alive: its id stays its own
+        return self.memo[key][1]
+
+    def _is_tile(self, e: ast.Expr) -> bool:
         if isinstance(e, ast.Name):
             local = self.lookup(e.id)
             if local is not None:
@@ -97,6 +116,9 @@ class TileShapes:
         return found
 
     def shape(self, e: ast.Expr) -> Shape:
+        return self._memoized("shape", e, self._shape)
+
+    def _shape(self, e: ast.Expr) -> Shape:
         if isinstance(e, ast.Name):
             local = self.lookup(e.id)
             if local is not None:
@@ -171,8 +193,11 @@ class TileShapes:
         for o, s in zip(operands, shapes):
             for k, dim in enumerate(s.dims):
                 self.same(result.dims[k], dim, node, f"dimension {k} of the operands")
-                if dim is not dims[k]:
-                    dims[k] = Dim(dims[k].nominal, dims[k].guards + dim.guards)
+                # each guard once: a sum of n reads of one slice has one condition, not n
+                extra = tuple(g for g in dim.guards
+                              if not any(_same_guard(g, h) for h in dims[k].guards))
+                if extra:
+                    dims[k] = Dim(dims[k].nominal, dims[k].guards + extra)
         result = Shape(dims, result.trailing)
         if isinstance(node, ast.Binary) and result.rank and node.op not in ELEMENTWISE_OPS:
             raise tile_error(f"operator '{node.op}' is not supported on tiles", node)
@@ -239,7 +264,8 @@ class TileShapes:
         if isinstance(nominal, ast.IntLit) and nominal.value <= 0:
             raise tile_error(f"an empty slice: its length is {nominal.value}", item)
 
-        def inside(rel: ast.Expr) -> ast.Expr:
-            index = rel if is_zero(lo) else ast.Binary(item.loc, "+", lo, rel)
-            return ast.Binary(item.loc, "<", index, extent)
-        return Dim(nominal, (inside,))
+        return Dim(nominal, (Inside(lo, extent, item.loc),))
+
+
+def _same_guard(a, b) -> bool:
+    return a is b or (isinstance(a, Inside) and a.same(b))

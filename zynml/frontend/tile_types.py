@@ -36,6 +36,26 @@ class Dim:
     guards: tuple = ()
 
 
+@dataclass(frozen=True, eq=False)
+class Inside:
+    """The guard of a slice `lo:hi` of an input of `extent` along that dimension: index
+    `rel` into the tile is inside the input when lo + rel < extent."""
+
+    lo: ast.Expr
+    extent: ast.Expr
+    loc: object
+
+    def __call__(self, rel: ast.Expr) -> ast.Expr:
+        index = rel if is_zero(self.lo) else ast.Binary(self.loc, "+", self.lo, rel)
+        return ast.Binary(self.loc, "<", index, self.extent)
+
+    def same(self, other) -> bool:
+        """The same condition (two reads of one slice, `K[j:j+4] + K[j:j+4]`)."""
+        return other is self or (isinstance(other, Inside) and
+                                 ast.same_extent(self.lo, other.lo) and
+                                 ast.same_extent(self.extent, other.extent))
+
+
 @dataclass
 class Shape:
     dims: list[Dim]

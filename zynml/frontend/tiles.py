@@ -11,10 +11,10 @@ The region is rewritten into the element form the rest of the compiler already h
 loops over the points of the written tile wrap the region's statements, and every tile
 statement computes its value at that point.
 
-* A tile `var` holds one element per point; so does a tile `let` that reads a `var`
-  (`m_new = max(m, row_max(S))`). Such a value can only be read at the point itself.
-* Any other tile `let` (`K_block`, `S`) is substituted where it is read, at the indices it
-  is read at.
+* A tile `var` holds one element per point; so does a tile `let` read only at the point
+  (`m_new = max(m, row_max(S))`), computed once there.
+* Any other tile `let`, one read across the tile (`K_block`, `S`, read by `@` and
+  `row_max`), is substituted where it is read, at the indices it is read at.
 * `A @ B` and `row_max(A)` at a point are reduction loops over the contracted dimension.
 * A slice `a:b` covers a .. min(b, extent): the last tile of a dimension may be partial,
   and reductions run over its real extent (what masking does in a tile language).
@@ -133,6 +133,7 @@ class _Rewriter(TileShapes):
             self._learn_var_shapes(loop.body)
             region.setup(self, loop_scope)
             self.analysis = True
+            self.analysed.clear()
             try:
                 self.block(loop.body, True)
             except ZynMLError:
@@ -189,8 +190,9 @@ class _Rewriter(TileShapes):
         name = s.targets[0]
         shape = self.shape(s.value)
         var_reads = self.var_reads(s.value)
-        if var_reads and not self.analysis and s not in self.read_across:
-            # it reads a var and is only read at the point: computed once, there
+        if not self.analysis and s not in self.read_across:
+            # only read at the point: computed once, there (substituting it at each read
+            # would copy it, and a chain of such lets would grow exponentially)
             prelude, value = self.at_point(s.value)
             self.declare(name, Local("point", shape, decl=s))
             return prelude + [ast.Let(s.loc, [name], value, s.target_locs)]
@@ -278,11 +280,15 @@ class _Rewriter(TileShapes):
 
     def at_point(self, e: ast.Expr) -> tuple[list[ast.Stmt], ast.Expr]:
         """`e` at the current point: statements to run first, and a scalar expression."""
-        if not self.is_tile(e) or self.dry:
+        if self.dry or not self.is_tile(e):
             return [], e
-        rank = self.shape(e).rank
-        self.check_fits_point(rank, e)
-        return self.at(e, self.region.points[:rank])
+        outer, self.memo = self.memo, self.memo if self.memo is not None else {}
+        try:
+            rank = self.shape(e).rank
+            self.check_fits_point(rank, e)
+            return self.at(e, self.region.points[:rank])
+        finally:
+            self.memo = outer
 
     def at(self, e: ast.Expr, idx: list[Ix]) -> tuple[list[ast.Stmt], ast.Expr]:
         """Element `idx` of tile expression `e` (len(idx) == its rank)."""
@@ -326,6 +332,11 @@ class _Rewriter(TileShapes):
             self.check_substitution(e, local)
             if any(ix.point != k for k, ix in enumerate(idx)):
                 self.read_across.add(local.decl)
+            if self.analysis:  # what the analysis learns depends on the points only
+                key = (local.decl, tuple(ix.point for ix in idx))
+                if key in self.analysed:
+                    return [], ast.Name(e.loc, e.id)
+                self.analysed.add(key)
             return self.at(local.value, idx)
         if any(ix.point != k for k, ix in enumerate(idx)):
             what = "a 'var'" if local.kind == "var" else "a tile computed from a 'var'"

@@ -3,6 +3,8 @@
     cir_ops             finding compute ops and body functions, reading attributes, walking
     cir_terms           loop bodies as hashable trees (cir-raise-attention compares them)
     nest_lowering       a compute body's loop nest -> linalg named ops and generics
+    generic_region      one generic's region from the body values it computes
+    combiners           reductions' identities and argmin/argmax's select
     linalg_emit         building linalg generics from a body
     attention_lowering  cir.attention -> the four tagged generics that IREE runs and the
                         CUDA attention strategies take as one kernel

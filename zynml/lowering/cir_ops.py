@@ -81,9 +81,27 @@ def clone_op(op: ir.Operation, operands: list[ir.Value]) -> ir.Operation:
                                loc=op.location)
 
 
-def constant_int(value: ir.Value) -> Optional[int]:
+def constant_int(value: ir.Value, memo: Optional[dict] = None) -> Optional[int]:
     """The integer `value` always holds, folding constants, tensor.dim of static tensors
-    and index arithmetic on those; None when it is not known."""
+    and index arithmetic on those; None when it is not known. Each value is folded once
+    per `memo` (a dict the caller may share between calls): an operand read twice, as in
+    `k = k + k` repeated, is not folded again, so the work is linear in the values."""
+    memo = {} if memo is None else memo
+    if value in memo:
+        return memo[value]
+    memo[value] = result = _fold(value, memo)
+    return result
+
+
+_FOLDS = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
+          "arith.muli": lambda a, b: a * b,
+          "arith.floordivsi": lambda a, b: a // b if b else None,
+          "arith.divsi": lambda a, b: int(a / b) if b else None,
+          "arith.remsi": lambda a, b: a % b if b else None,
+          "arith.maxsi": max, "arith.minsi": min}
+
+
+def _fold(value: ir.Value, memo: dict) -> Optional[int]:
     op = defining_op(value)
     if op is None:
         return None
@@ -91,20 +109,14 @@ def constant_int(value: ir.Value) -> Optional[int]:
         attr = op.attributes["value"]
         return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
     if op.name == "tensor.dim":
-        source, dim = op.operands[0], constant_int(op.operands[1])
+        source, dim = op.operands[0], constant_int(op.operands[1], memo)
         shaped = ir.RankedTensorType(source.type) if isinstance(source.type, ir.RankedTensorType) else None
         if shaped is None or dim is None or shaped.is_dynamic_dim(dim):
             return None
         return shaped.get_dim_size(dim)
-    folds = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
-             "arith.muli": lambda a, b: a * b,
-             "arith.floordivsi": lambda a, b: a // b if b else None,
-             "arith.divsi": lambda a, b: int(a / b) if b else None,
-             "arith.remsi": lambda a, b: a % b if b else None,
-             "arith.maxsi": max, "arith.minsi": min}
-    if op.name in folds:
-        a, b = constant_int(op.operands[0]), constant_int(op.operands[1])
-        return None if a is None or b is None else folds[op.name](a, b)
+    if op.name in _FOLDS:
+        a, b = constant_int(op.operands[0], memo), constant_int(op.operands[1], memo)
+        return None if a is None or b is None else _FOLDS[op.name](a, b)
     if op.name == "arith.index_cast":
-        return constant_int(op.operands[0])
+        return constant_int(op.operands[0], memo)
     return None

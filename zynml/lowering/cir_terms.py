@@ -16,6 +16,12 @@ turns a value into a nested tuple:
 Two loops computing the same thing give equal trees, whatever their SSA names. Names set
 with `Terms.name(value, tree)` (the variables of enclosing loops, say) stand for values
 the caller has already identified.
+
+A value's tree depends only on the loops being expanded around it (their variables read
+as "iv"/"acc" relative to the current depth) and on the names, so trees are memoized per
+(value, loops being expanded) and the memo is cleared when a name is set: each op is
+expanded once per loop context, and a value read twice gives the same tuple object, so
+work stays linear in the body's size (a chain of 40 unary minuses, `v = v * v` chains).
 """
 from __future__ import annotations
 
@@ -34,9 +40,13 @@ class Terms:
         self.free: list[ir.Value] = []
         self._bound: dict = {}  # variables of loops being expanded -> (kind, depth, k..)
         self._depth = 0
+        self._loops: tuple = ()  # induction variables of the loops being expanded
+        self._memo: dict = {}  # (value, self._loops) -> tree
+        self._constants: dict = {}  # constant_int's memo
 
     def name(self, value: ir.Value, tree: tuple) -> None:
         self.names[value] = tree
+        self._memo.clear()  # trees that read `value` change
 
     def of(self, value: ir.Value) -> tuple:
         if value in self._bound:
@@ -44,11 +54,17 @@ class Terms:
             return (kind, self._depth - 1 - depth, *k)
         if value in self.names:
             return self.names[value]
-        if isinstance(value.type, ir.IndexType):
-            folded = constant_int(value)
-            if folded is not None:
-                return ("const", folded, "index")
-        return self.expand(value)
+        key = (value, self._loops)
+        tree = self._memo.get(key)
+        if tree is None:
+            if isinstance(value.type, ir.IndexType):
+                folded = constant_int(value, self._constants)
+                if folded is not None:
+                    tree = ("const", folded, "index")
+            if tree is None:
+                tree = self.expand(value)
+            self._memo[key] = tree
+        return tree
 
     def expand(self, value: ir.Value) -> tuple:
         """The tree of `value`'s defining op, even when `value` has a name."""
@@ -57,18 +73,17 @@ class Terms:
             return self._free(value)
         if op.name == "arith.constant":
             return _constant(op)
-        if op.name == "arith.negf":
-            inner = self.of(op.operands[0])
-            if inner[0] == "const":
-                return ("const", -inner[1], inner[2])
         if op.name == "scf.for":
             return self._loop(op, _result_number(op, value))
         if op.name == "scf.if":
             return self._branch(op, _result_number(op, value))
         if len(op.regions):
             return self._free(value)
+        operands = tuple(self.of(v) for v in op.operands)
+        if op.name == "arith.negf" and operands[0][0] == "const":
+            return ("const", -operands[0][1], operands[0][2])
         attrs = tuple(sorted((name, str(attr)) for name, attr in op.attributes.items()))
-        return (op.name, attrs) + tuple(self.of(v) for v in op.operands)
+        return (op.name, attrs) + operands
 
     def _free(self, value: ir.Value) -> tuple:
         for n, known in enumerate(self.free):
@@ -80,15 +95,17 @@ class Terms:
     def _loop(self, op: ir.Operation, k: int) -> tuple:
         lower, upper, step, *inits = [self.of(v) for v in op.operands]
         body = op.regions[0].blocks[0]
-        depth = self._depth
+        depth, outer_loops = self._depth, self._loops
         self._bound[body.arguments[0]] = ("iv", depth)
         for n, acc in enumerate(list(body.arguments)[1:]):
             self._bound[acc] = ("acc", depth, n)
         self._depth += 1
+        self._loops = outer_loops + (body.arguments[0],)
         try:
             yields = self._yields(body)
         finally:
             self._depth -= 1
+            self._loops = outer_loops
             for arg in body.arguments:
                 del self._bound[arg]
         return ("for", lower, upper, step, tuple(inits), k, yields)

@@ -59,18 +59,21 @@ class Lowering:
         with self.ip, self.compute.location:
             return tensor.EmptyOp(sizes, element).result
 
-    def sliced(self, source: ir.Value, sizes: list) -> ir.Value:
-        """The leading `sizes` (int, index Value, or None for all) of `source`: a loop
-        that reads an input directly covers only the loop's extent of it."""
+    def sliced(self, source: ir.Value, sizes: list, offsets: Optional[list] = None
+               ) -> ir.Value:
+        """`sizes` (int, index Value, or None for the rest) of `source` from `offsets`
+        (ints, 0 by default): a loop that reads an input directly covers only the loop's
+        extent of it, from where the loop starts reading."""
         shape = list(ir.RankedTensorType(source.type).shape)
-        if all(s is None or s == d for s, d in zip(sizes, shape)):
+        offsets = offsets or [0] * len(shape)
+        if all(s is None or s == d for s, d in zip(sizes, shape)) and not any(offsets):
             return source
         static, dynamic = [], []
-        for s, d in zip(sizes, shape):
+        for s, d, o in zip(sizes, shape, offsets):
             if s is None:
                 if ir.ShapedType.is_dynamic_size(d):
                     raise ValueError("cannot slice a dynamic dimension without its extent")
-                static.append(d)
+                static.append(d - o)
             elif isinstance(s, int):
                 static.append(s)
             else:
@@ -78,7 +81,7 @@ class Lowering:
                 dynamic.append(s)
         result = ir.RankedTensorType.get(static, ir.RankedTensorType(source.type).element_type)
         with self.ip, self.compute.location:
-            return tensor.ExtractSliceOp(result, source, [], dynamic, [], [0] * len(shape),
+            return tensor.ExtractSliceOp(result, source, [], dynamic, [], offsets,
                                          static, [1] * len(shape)).result
 
     def filled(self, bounds: Sequence[ir.Value], element: ir.Type, value: ir.Value) -> ir.Value:
@@ -97,32 +100,43 @@ class Lowering:
     @staticmethod
     def affine(value: ir.Value, dims: dict) -> Optional[ir.AffineExpr]:
         """`value` as an affine expression of the loop variables in `dims` (which maps
-        each to its dimension number, or to the expression that stands for it)."""
-        if value in dims:
-            d = dims[value]
-            return ir.AffineDimExpr.get(d) if isinstance(d, int) else d
-        c = constant_int(value)
-        if c is not None:
-            return ir.AffineConstantExpr.get(c)
-        op = defining_op(value)
-        if op is None:
-            return None
-        if op.name == "arith.index_cast":
-            return Lowering.affine(op.operands[0], dims)
-        if op.name in ("arith.addi", "arith.subi", "arith.muli"):
-            a, b = (Lowering.affine(v, dims) for v in op.operands)
-            if a is None or b is None:
+        each to its dimension number, or to the expression that stands for it). Each value
+        is looked at once: index arithmetic may share operands (`k + k` repeated)."""
+        memo: dict = {}
+        constants: dict = {}
+
+        def walk(v: ir.Value) -> Optional[ir.AffineExpr]:
+            if v not in memo:
+                memo[v] = step(v)
+            return memo[v]
+
+        def step(v: ir.Value) -> Optional[ir.AffineExpr]:
+            if v in dims:
+                d = dims[v]
+                return ir.AffineDimExpr.get(d) if isinstance(d, int) else d
+            c = constant_int(v, constants)
+            if c is not None:
+                return ir.AffineConstantExpr.get(c)
+            op = defining_op(v)
+            if op is None:
                 return None
-            if op.name == "arith.addi":
-                return a + b
-            if op.name == "arith.subi":
-                return a - b
-            ca, cb = constant_int(op.operands[0]), constant_int(op.operands[1])
-            if ca is not None:
-                return b * ca
-            if cb is not None:
-                return a * cb
-        return None
+            if op.name == "arith.index_cast":
+                return walk(op.operands[0])
+            if op.name in ("arith.addi", "arith.subi", "arith.muli"):
+                a, b = (walk(x) for x in op.operands)
+                if a is None or b is None:
+                    return None
+                if op.name == "arith.addi":
+                    return a + b
+                if op.name == "arith.subi":
+                    return a - b
+                ca, cb = (constant_int(x, constants) for x in op.operands)
+                if ca is not None:
+                    return b * ca
+                if cb is not None:
+                    return a * cb
+            return None
+        return walk(value)
 
     def load_map(self, load: ir.Operation, dims: dict, n_dims: int) -> Optional[ir.AffineMap]:
         exprs = [self.affine(i, dims) for i in load.operands[1:]]

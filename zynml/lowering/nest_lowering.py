@@ -19,35 +19,30 @@ A linalg op computes a value at every point of a context at once:
   stores write, over the loops around its declaration plus its own dimensions;
 * loads whose indices are affine in the context's loops become indexing maps (inputs are
   sliced to the loops' extents, since linalg takes loop extents from operand shapes);
-  other loads become `tensor.extract` gathers; loads inside an `if` are gathers with
-  indices clamped into bounds (the `if` may exist to keep them in bounds).
+  other loads become `tensor.extract` gathers, and loads inside an `if` are gathers too
+  (the `if` may exist to keep them in bounds). A gather's indices are clamped into the
+  tensor's bounds: a data-dependent index (`x[idx[i]]`) may be anything, and the program
+  must never read outside its tensors (docs/language.md §3 says what such a read gives).
 """
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
 from .cir_ops import constant_int, defining_op, ops_in
+from .combiners import (IDENTITY, REDUCE_COMBINER, arg_identity, arg_select, combine,
+                        constant_like, identity_of)
+from .generic_region import Derived, LoweringError, Plan
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
 
-# combiner op -> identity element; "min", "max", "umax": that integer extreme of the type
-IDENTITY = {
-    "arith.addf": 0.0, "arith.addi": 0, "arith.mulf": 1.0, "arith.muli": 1,
-    "arith.maximumf": -math.inf, "arith.maxnumf": -math.inf, "arith.minimumf": math.inf,
-    "arith.minnumf": math.inf, "arith.maxsi": "min", "arith.minsi": "max",
-    "arith.maxui": 0, "arith.minui": "umax", "arith.andi": 1, "arith.ori": 0,
-}
+__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "linear", "loop_of"]
 
-
-class LoweringError(ValueError):
-    """The body has a shape this lowering does not handle; `location` says where."""
-
-    def __init__(self, message: str, location: Optional[ir.Location] = None):
-        super().__init__(message)
-        self.location = location
+# The largest tensor a generic gets only for the extents of loops no input is read along.
+MAX_PLACEHOLDER = 2 ** 31
 
 
 def _op(value: ir.Value) -> Optional[ir.Operation]:
@@ -73,8 +68,11 @@ class NestLowering:
         self.body = body
         self.named_ops = named_ops
         self.named_used = False  # a matmul/batch_matmul named op was emitted
+        self.skipped_empty = False  # a generic over a loop of no iteration was left out
         self._reductions: dict[ir.Value, list[ir.Value]] = {}  # loop iv -> result tensors
         self._locals: dict[ir.Value, ir.Value] = {}  # cir.alloc result -> its tensor
+        self._ranges: dict[ir.Value, Optional[tuple[int, int]]] = {}  # see index_range
+        self._constants: dict = {}  # constant_int's memo
         # carried value of a loop emitted in main -> (its tensor there, its context)
         self.state: dict[ir.Value, tuple[ir.Value, list[ir.Value]]] = {}
 
@@ -111,17 +109,85 @@ class NestLowering:
         return lb, step
 
     def bound(self, iv: ir.Value):
-        """The trip count of `iv`'s loop: its end Value when it runs from 0 in steps of 1,
-        else an int (start and step constants, end constant)."""
+        """The trip count of `iv`'s loop: an int when it is constant (0 for `0..-3`, which
+        runs no iteration), else its end Value when it runs from 0 in steps of 1."""
         loop = loop_of(iv)
         lb, step = self.start_step(iv)
         if lb == 0 and step == 1:
-            return loop.operands[1]
+            end = loop.operands[1]
+            static = constant_int(end, self._constants)
+            if static is not None:
+                return max(0, static)
+            if self.mask(iv) is None:
+                return end
+            known = self.index_range(end)  # a triangular loop: runs to its largest end
+            if known is None:
+                raise LoweringError(
+                    "the end of this loop depends on the loops around it in a way that is not "
+                    "lowered yet: loop over the whole range and skip the rest with 'if'",
+                    loop.location)
+            return max(0, known[1])
         ub = constant_int(loop.operands[1])
         if ub is None:
             raise LoweringError("a loop with a start or a step needs a constant end",
                                 loop.location)
         return max(0, -(-(ub - lb) // step))
+
+    def mask(self, iv: ir.Value) -> Optional["Derived"]:
+        """`iv < end` when the end of iv's loop depends on the loops around it (a
+        triangular loop, `for i in 0..b`): linalg's loops are rectangular, so that loop
+        runs to its largest end and the iterations past its own end are masked. None for
+        any other loop."""
+        loop = loop_of(iv)
+        end = loop.operands[1]
+        if not self.unit(iv) or constant_int(end, self._constants) is not None:
+            return None
+        try:
+            self.L.outer(end)  # computable before the loops, where linalg needs it
+            return None
+        except ValueError:
+            return Derived([iv, end], lambda v: arith.CmpIOp(arith.CmpIPredicate.slt,
+                                                             v[0], v[1]).result)
+
+    def unmasked(self, dims: list[ir.Value], location: ir.Location) -> None:
+        """Stores and loops run in order cover their whole loops: no triangular one."""
+        if any(self.mask(iv) is not None for iv in dims):
+            raise LoweringError("a triangular loop (one whose end depends on a loop around "
+                                "it) is lowered only where it reduces (acc += ...); here, "
+                                "loop over the whole range and skip the rest with 'if'",
+                                location)
+
+    def index_range(self, value: ir.Value) -> Optional[tuple[int, int]]:
+        """The least and greatest value an index can have, when it is a constant or a
+        loop variable with constant bounds (plus or times a constant); else None."""
+        if value in self._ranges:
+            return self._ranges[value]
+        self._ranges[value] = found = self._index_range(value)
+        return found
+
+    def _index_range(self, value: ir.Value) -> Optional[tuple[int, int]]:
+        c = constant_int(value, self._constants)
+        if c is not None:
+            return c, c
+        op = _op(value)
+        if op is not None and op.name in ("arith.addi", "arith.subi", "arith.muli"):
+            a, b = (self.index_range(v) for v in op.operands)
+            if a is None or b is None:
+                return None
+            if op.name == "arith.subi":
+                b = (-b[1], -b[0])
+            if op.name == "arith.muli":
+                corners = [x * y for x in a for y in b]
+                return min(corners), max(corners)
+            return a[0] + b[0], a[1] + b[1]
+        parent = value.owner.owner if isinstance(value, ir.BlockArgument) else None
+        if parent is None or parent.operation.name != "scf.for" or value.arg_number != 0:
+            return None
+        loop = loop_of(value)
+        lb, ub, step = (constant_int(v) for v in loop.operands[:3])
+        if lb is None or ub is None or step is None or step <= 0 or ub <= lb:
+            return None
+        return lb, lb + (ub - lb - 1) // step * step
 
     def static_bound(self, iv: ir.Value) -> Optional[int]:
         b = self.bound(iv)
@@ -136,37 +202,58 @@ class NestLowering:
         return ir.AffineDimExpr.get(position) * step + lb
 
     def input_for(self, load: ir.Operation, affine_map: ir.AffineMap,
-                  dims: list[ir.Value]) -> ir.Value:
-        """The tensor a load reads through `affine_map`, sliced to the loop extents of the
-        dimensions it indexes directly (linalg takes loop extents from operand shapes)."""
+                  dims: list[ir.Value]) -> tuple[ir.Value, ir.AffineMap]:
+        """The tensor a load reads through `affine_map`, and the map to read it with:
+        sliced to the loop extents of the dimensions it indexes directly (linalg takes
+        loop extents from operand shapes), and, where an index sums loop variables and a
+        positive constant (`x[.., ow + kw + 2]`, a loop `kw in 2..`), from the constant on:
+        upstream's convolution analysis, which iree-compile runs on every dispatch,
+        crashes on such a convolution-like index's constant term."""
         source = self.L.outer(load.operands[0])
         shape = list(ir.RankedTensorType(source.type).shape)
-        sizes = []
+        zero = ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(0)] * affine_map.n_dims)
+        exprs, offsets, sizes = [], [], []
         for k, expr in enumerate(affine_map.results):
+            offset = _constant_term(expr, zero)
+            if offset <= 0 or ir.ShapedType.is_dynamic_size(shape[k]) or \
+                    offset >= shape[k] or _dims_in(expr) < 2:
+                offset = 0  # (out of range: the verifier says so, at the compute)
+            expr = expr - offset
+            exprs.append(expr)
+            offsets.append(offset)
             try:
                 d = ir.AffineDimExpr(expr).position
             except ValueError:
-                sizes.append(None)
+                sizes.append(shape[k] - offset if offset else None)
                 continue
             extent = self.bound(dims[d])
             static = extent if isinstance(extent, int) else constant_int(extent)
             if static is not None and not ir.ShapedType.is_dynamic_size(shape[k]) \
-                    and static > shape[k]:
+                    and static > shape[k] - offset:
                 raise LoweringError(f"a loop over {static} runs past the end of dimension {k} "
                                     f"of an input (size {shape[k]})", load.location)
             if static is not None:
                 sizes.append(static)
             else:
                 sizes.append(extent if isinstance(extent, int) else self.L.outer(extent))
-        return self.L.sliced(source, sizes)
+        return (self.L.sliced(source, sizes, offsets),
+                ir.AffineMap.get(affine_map.n_dims, 0, exprs))
 
     # ------------------------------------------------------------------ generics
+
+    def empty_domain(self, dims: list[ir.Value]) -> bool:
+        """Does a loop of `dims` run no iteration? Then a generic over them leaves its
+        outputs as they are (IREE crashes on some generics with an empty loop)."""
+        return any(self.static_bound(iv) == 0 for iv in dims)
 
     def generic(self, dims: list[ir.Value], iterators: list[str], roots: list,
                 outs: list[tuple[ir.Value, ir.AffineMap]], region) -> list[ir.Value]:
         """A linalg.generic over `dims`. Each root is a body value or a Derived value;
         `region(values, outs)` returns what the region yields."""
-        plan = _Plan(self, dims)
+        if self.empty_domain(dims):
+            self.skipped_empty = True
+            return [v for v, _ in outs]
+        plan = Plan(self, dims)
         for root in roots:
             plan.visit(root)
         self._cover_all_dims(plan, dims, outs)
@@ -186,9 +273,12 @@ class NestLowering:
             linalg.YieldOp(region(values, list(block.arguments)[len(plan.inputs):]))
         return list(op.results)
 
-    def _cover_all_dims(self, plan: "_Plan", dims, outs) -> None:
-        """linalg infers loop extents from operand shapes: a loop that no indexing map
-        names (it is only gathered from) gets an empty tensor of its extent as an input."""
+    def _cover_all_dims(self, plan: "Plan", dims, outs) -> None:
+        """linalg infers loop extents from operand shapes: the loops that no indexing map
+        names (they are only gathered from) get an empty i8 tensor of their extents as an
+        input, which IREE allocates. One over all of them; when that would be larger than
+        MAX_PLACEHOLDER bytes, one per loop (bytes: the sum of the extents, not their
+        product); a single loop longer than that is refused at the loop."""
         covered = set()
         for _, m in plan.inputs + list(outs):
             for expr in m.results:
@@ -197,15 +287,29 @@ class NestLowering:
                 except ValueError:
                     pass
         missing = [d for d in range(len(dims)) if d not in covered]
-        if missing:
-            extents = self.L.empty([self.bound(dims[d]) for d in missing],
-                                   ir.IntegerType.get_signless(8))
-            plan.inputs.append((extents, ir.AffineMap.get(
-                len(dims), 0, [ir.AffineDimExpr.get(d) for d in missing])))
+        if not missing:
+            return
+        extents = [self.bound(dims[d]) for d in missing]
+        static = [e if isinstance(e, int) else constant_int(e) for e in extents]
+        groups = [missing]
+        if None in static or math.prod(static) > MAX_PLACEHOLDER:
+            groups = [[d] for d in missing]
+            for d, extent in zip(missing, static):
+                if extent is not None and extent > MAX_PLACEHOLDER:
+                    raise LoweringError(
+                        f"this loop runs {extent} times and no input is read along it: "
+                        f"linalg would take its extent from a tensor of {extent} bytes "
+                        f"(at most {MAX_PLACEHOLDER} are lowered)", loop_of(dims[d]).location)
+        for group in groups:
+            placeholder = self.L.empty([self.bound(dims[d]) for d in group],
+                                       ir.IntegerType.get_signless(8))
+            plan.inputs.append((placeholder, ir.AffineMap.get(
+                len(dims), 0, [ir.AffineDimExpr.get(d) for d in group])))
 
     def tensor_over(self, dims: list[ir.Value], value, element: ir.Type) -> ir.Value:
         """`value` computed at every point of `dims`, as a tensor over them."""
         n = len(dims)
+        self.unmasked(dims, self.compute.location if not dims else loop_of(dims[-1]).location)
         init = self.L.empty([self.bound(iv) for iv in dims], element)
         return self.generic(dims, [PARALLEL] * n, [value], [(init, identity_map(n))],
                             lambda vals, outs: vals)[0]
@@ -229,6 +333,8 @@ class NestLowering:
             return self._reductions[iv]
         n = len(ctx)
         dims = ctx + [c.regions[0].blocks[0].arguments[0] for c in chain]
+        masks = [(m, True) for m in map(self.mask, dims[n:]) if m is not None]
+        contributions = [(c, g, guards + masks) for c, g, guards in contributions]
         out_map = ir.AffineMap.get(len(dims), 0, [ir.AffineDimExpr.get(d) for d in range(n)])
         init_tensors = [self._init(ctx, v) for v in inits]
         named = self._named_contraction(ctx, dims, contributions, init_tensors) \
@@ -242,7 +348,7 @@ class NestLowering:
             results = self.generic(
                 dims, [PARALLEL] * n + [REDUCTION] * len(chain), roots,
                 [(t, out_map) for t in init_tensors],
-                lambda vals, outs: [_combine(c[0], o, v)
+                lambda vals, outs: [combine(c[0], o, v)
                                     for c, o, v in zip(contributions, outs, vals)])
         self._reductions[iv] = results
         return results
@@ -258,7 +364,12 @@ class NestLowering:
         yielded = list(list(block.operations)[-1].operands)
         inits = [self._init(ctx, v) for v in loop.operands[3:]]
         L = self.L
-        lo, hi, step = (L.outer(v) for v in loop.operands[:3])
+        try:
+            lo, hi, step = (L.outer(v) for v in loop.operands[:3])
+        except ValueError:
+            raise LoweringError("a loop run in order (its values are not only reduced) must "
+                                "have bounds that do not depend on the loops around it",
+                                loop.location) from None
         with L.ip, loop.location:
             main_loop = scf.ForOp(lo, hi, step, inits)
         saved = (L.ip, dict(self._reductions), dict(self._locals), dict(L._outer_memo),
@@ -349,7 +460,7 @@ class NestLowering:
 
         def build(values):
             value, conds = values[0], values[1:]
-            identity = _constant_like(value.type, identity_of(combiner, value.type))
+            identity = constant_like(value.type, identity_of(combiner, value.type))
             for c, (_, taken) in reversed(list(zip(conds, guards))):
                 value = arith.SelectOp(c, value, identity).result if taken else \
                     arith.SelectOp(c, identity, value).result
@@ -396,11 +507,13 @@ class NestLowering:
                 return None
         if any(op.operands[0] not in self.L.args for op, _ in pairs):
             return None
-        sources = [self.input_for(op, m, dims) for op, m in pairs]
+        sources = [self.input_for(op, m, dims)[0] for op, m in pairs]
         element = ir.RankedTensorType(inits[0].type).element_type
         if any(ir.RankedTensorType(s.type).element_type != element for s in sources):
             return None
         self.named_used = True
+        if self.empty_domain(dims):  # a loop of no iteration (K = 0): C is its init
+            return inits[0]
         with self.L.ip, self.compute.location:
             return named(*sources, outs=[inits[0]])
 
@@ -434,7 +547,7 @@ class NestLowering:
             if not stores:
                 raise LoweringError("a local array is read but never written", alloc.location)
             shape = [self.static_bound(iv) for iv in prefix] + \
-                [constant_int(v) for v in alloc.operands]
+                [None if c is None else max(0, c) for c in map(constant_int, alloc.operands)]
             shape = [ir.ShapedType.get_dynamic_size() if d is None else d for d in shape]
             element = ir.RankedTensorType(key.type).element_type
             self._locals[key] = self._written(stores, prefix, shape, element)
@@ -518,30 +631,32 @@ class NestLowering:
         bounds = [self.bound(ctx[d]) for d in kept]
         iterators = [REDUCTION if d in reduced else PARALLEL for d in range(n)]
         out_map = ir.AffineMap.get(n, 0, [ir.AffineDimExpr.get(d) for d in kept])
-        guards = self._yield_guards(y)
+        self.unmasked([ctx[d] for d in kept], y.location)
+        guards = self._yield_guards(y) + [(m, True) for m in map(self.mask, ctx)
+                                          if m is not None]
         value = y.operands[0]
         element = value.type
         L = self.L
         if op_name in ("argmin", "argmax"):
             i64 = ir.IntegerType.get_signless(64)
-            values = L.filled(bounds, element, L.constant(element, _arg_identity(op_name,
+            values = L.filled(bounds, element, L.constant(element, arg_identity(op_name,
                                                                               element)))
             indices = L.filled(bounds, i64, L.constant(i64, 0))
             roots = [value, y.operands[1]] + ([self._all(guards)] if guards else [])
             result = self.generic(ctx, iterators, roots, [(values, out_map), (indices, out_map)],
-                                  lambda vals, outs: _arg_select(op_name, vals, outs))[1]
+                                  lambda vals, outs: arg_select(op_name, vals, outs))[1]
         else:
-            combiner = _REDUCE_COMBINER[op_name][0 if isinstance(element, ir.FloatType) else 1]
+            combiner = REDUCE_COMBINER[op_name][0 if isinstance(element, ir.FloatType) else 1]
             if unsigned:
                 combiner = {"arith.maxsi": "arith.maxui",
                             "arith.minsi": "arith.minui"}.get(combiner, combiner)
             init = L.filled(bounds, element, L.constant(element, identity_of(combiner, element)))
             result = self._named_reduce(y, ctx, init, combiner, reduced) \
-                if self.named_ops and not guards else None
+                if self.named_ops and not guards and not self.empty_domain(ctx) else None
             if result is None:
                 root = self._guarded_root(combiner, value, guards)
                 result = self.generic(ctx, iterators, [root], [(init, out_map)],
-                                      lambda vals, outs: [_combine(combiner, outs[0], vals[0])])[0]
+                                      lambda vals, outs: [combine(combiner, outs[0], vals[0])])[0]
         if axis is None:
             with L.ip, self.compute.location:
                 return tensor.ExtractOp(result, []).result
@@ -566,7 +681,7 @@ class NestLowering:
             value = None
             for c, (_, taken) in zip(conds, guards):
                 if not taken:
-                    c = arith.XOrIOp(c, _constant_like(c.type, 1)).result
+                    c = arith.XOrIOp(c, constant_like(c.type, 1)).result
                 value = c if value is None else arith.AndIOp(value, c).result
             return value
         return Derived([cond for cond, _ in guards], build)
@@ -576,192 +691,62 @@ class NestLowering:
         if load is None or load.name != "cir.load" or load.operands[0] not in self.L.args:
             return None
         positions = {iv: d for d, iv in enumerate(ctx)}
-        if not all(self.unit(iv) for iv in ctx) or \
-                self.L.load_map(load, positions, len(ctx)) != identity_map(len(ctx)):
+        if not all(self.unit(iv) for iv in ctx):
             return None
-        source = self.input_for(load, identity_map(len(ctx)), ctx)
+        load_map = self.L.load_map(load, positions, len(ctx))  # None: a gather
+        if load_map is None or load_map != identity_map(len(ctx)):
+            return None
+        source, _ = self.input_for(load, identity_map(len(ctx)), ctx)
         element = y.operands[0].type
         with self.L.ip, self.compute.location:
             op = linalg.ReduceOp([init.type], [source], [init], ir.DenseI64ArrayAttr.get(reduced))
             block = op.regions[0].blocks.append(element, element)
             with ir.InsertionPoint(block):
-                linalg.YieldOp([_combine(combiner, block.arguments[1], block.arguments[0])])
+                linalg.YieldOp([combine(combiner, block.arguments[1], block.arguments[0])])
         return op.results[0]
-
-
-class Derived:
-    """A region value built from body values: `build(materialized deps)`."""
-
-    def __init__(self, deps: list[ir.Value], build):
-        self.deps = deps
-        self.build = build
-
-
-class _Plan:
-    """One generic's region: the first pass over the roots collects the inputs (affine
-    loads, reduction tensors), the second (after begin_emit) builds the region's ops."""
-
-    def __init__(self, owner: NestLowering, dims: list[ir.Value]):
-        self.owner = owner
-        self.dim_list = dims
-        self.dims = {iv: d for d, iv in enumerate(dims)}
-        self.exprs = {iv: owner.loop_expr(iv, d) for d, iv in enumerate(dims)}
-        self.n = len(dims)
-        self.inputs: list[tuple[ir.Value, ir.AffineMap]] = []
-        self.slot: dict[ir.Value, int] = {}
-        self.args: Optional[list[ir.Value]] = None
-        self.memo: dict[ir.Value, ir.Value] = {}
-
-    def begin_emit(self, args: list[ir.Value]) -> None:
-        self.args = args
-        self.memo = {}
-
-    @property
-    def emitting(self) -> bool:
-        return self.args is not None
-
-    def _input(self, key: ir.Value, tensor_value: ir.Value, affine_map: ir.AffineMap):
-        if key not in self.slot:
-            for i, (t, m) in enumerate(self.inputs):
-                if t == tensor_value and m == affine_map:
-                    self.slot[key] = i
-                    break
-            else:
-                self.slot[key] = len(self.inputs)
-                self.inputs.append((tensor_value, affine_map))
-        return self.args[self.slot[key]] if self.emitting else None
-
-    def visit(self, value):
-        if isinstance(value, Derived):
-            values = [self.visit(d) for d in value.deps]
-            return value.build(values) if self.emitting else None
-        if self.emitting and value in self.memo:
-            return self.memo[value]
-        result = self._visit(value)
-        if self.emitting:
-            self.memo[value] = result
-        return result
-
-    def _visit(self, value: ir.Value):
-        owner, L = self.owner, self.owner.L
-        if value in self.dims:
-            if not self.emitting:
-                return None
-            index = linalg.IndexOp(self.dims[value]).result
-            lb, step = owner.start_step(value)
-            if step != 1:
-                index = arith.MulIOp(index, _constant_like(index.type, step)).result
-            if lb:
-                index = arith.AddIOp(index, _constant_like(index.type, lb)).result
-            return index
-        if value in L.args:
-            return L.args[value]
-        if value in L.fixed:
-            return L.fixed[value] if self.emitting else None
-        if value in owner.state:
-            tensor_value, ctx = owner.state[value]
-            exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in ctx]
-            return self._input(value, tensor_value, ir.AffineMap.get(self.n, 0, exprs))
-        if isinstance(value, ir.BlockArgument):
-            raise LoweringError("a loop variable or accumulator is used outside the loops "
-                                "it belongs to", self.owner.compute.location)
-        op = _op(value)
-        if op.name == "cir.load":
-            return self._load(op, value)
-        if op.name == "scf.for":
-            return self._reduction_result(op, value)
-        if op.name == "scf.if":
-            return self._select(op, value)
-        if op.name.startswith(("arith.", "math.")) or op.name == "tensor.dim":
-            operands = [self.visit(v) for v in op.operands]
-            if not self.emitting:
-                return None
-            return ir.Operation.create(op.name, results=[r.type for r in op.results],
-                                       operands=operands,
-                                       attributes={k: op.attributes[k] for k in op.attributes}
-                                       ).results[0]
-        raise LoweringError(f"'{op.name}' cannot be lowered inside a kernel body", op.location)
-
-    def _load(self, op: ir.Operation, value: ir.Value):
-        L = self.owner.L
-        source = op.operands[0]
-        if source == L.out_arg:
-            raise LoweringError("reading 'out' is not lowered yet; keep the value in a var",
-                                op.location)
-        local = _op(source)
-        if local is not None and local.name == "cir.alloc":
-            return self._local_load(op, value, local)
-        if source not in L.args:
-            raise LoweringError("loads must read a compute input", op.location)
-        guarded = self.owner.guarded(op)
-        affine_map = None if guarded else L.load_map(op, self.exprs, self.n)
-        if affine_map is not None:
-            return self._input(value, self.owner.input_for(op, affine_map, self.dim_list),
-                               affine_map)
-        indices = [self.visit(i) for i in op.operands[1:]]
-        if not self.emitting:
-            return None
-        tensor_value = L.outer(source)
-        if guarded:
-            indices = [_clamp(i, tensor_value, d) for d, i in enumerate(indices)]
-        return tensor.ExtractOp(tensor_value, indices).result
-
-    def _local_load(self, op: ir.Operation, value: ir.Value, alloc: ir.Operation):
-        prefix = self.owner.context(alloc)
-        if any(iv not in self.dims for iv in prefix):
-            raise LoweringError("a local array is read outside the loops it is declared in",
-                                op.location)
-        source = self.owner.local(alloc)
-        indices = prefix + list(op.operands[1:])
-        exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in prefix] + \
-            [self.owner.L.affine(i, self.exprs) for i in op.operands[1:]]
-        if not self.owner.guarded(op) and all(e is not None for e in exprs):
-            return self._input(value, source, ir.AffineMap.get(self.n, 0, exprs))
-        materialized = [self.visit(i) for i in indices]
-        if not self.emitting:
-            return None
-        if self.owner.guarded(op):
-            materialized = [_clamp(i, source, d) for d, i in enumerate(materialized)]
-        return tensor.ExtractOp(source, materialized).result
-
-    def _reduction_result(self, loop: ir.Operation, value: ir.Value):
-        k = list(loop.results).index(value)
-        ctx = self.owner.context(loop)
-        missing = [iv for iv in ctx if iv not in self.dims]
-        if missing:
-            raise LoweringError("a loop's result is used outside the loops around it",
-                                loop.location)
-        tensors = self.owner.reduction(loop)
-        exprs = [ir.AffineDimExpr.get(self.dims[iv]) for iv in ctx]
-        return self._input(value, tensors[k], ir.AffineMap.get(self.n, 0, exprs))
-
-    def _select(self, op: ir.Operation, value: ir.Value):
-        k = list(op.results).index(value)
-        if len(op.regions[1].blocks) == 0:
-            raise LoweringError("an 'if' without 'else' yields no value", op.location)
-        then_v = list(op.regions[0].blocks[0].operations)[-1].operands[k]
-        else_v = list(op.regions[1].blocks[0].operations)[-1].operands[k]
-        cond, a, b = self.visit(op.operands[0]), self.visit(then_v), self.visit(else_v)
-        return arith.SelectOp(cond, a, b).result if self.emitting else None
 
 
 # ---------------------------------------------------------------------------- helpers
 
 
+def _dims_in(expr: ir.AffineExpr) -> int:
+    """How many distinct loop dimensions `expr` reads (`d3 + d5 + 2`: 2)."""
+    return len(set(re.findall(r"\bd(\d+)\b", str(expr))))
+
+
+def _constant_term(expr: ir.AffineExpr, zero: ir.AffineMap) -> int:
+    """c of `expr` = f(dims) + c, f(0) = 0 (`zero` maps every dimension to 0)."""
+    try:
+        return ir.AffineConstantExpr(expr.compose(zero)).value
+    except ValueError:
+        return 0
+
+
 def linear(value: ir.Value, dims: dict) -> Optional[tuple[dict, int]]:
-    """`value` as sum(coef[d] * dim_d) + const over loop variables, or None."""
-    if value in dims:
-        return {dims[value]: 1}, 0
-    c = constant_int(value)
-    if c is not None:
-        return {}, c
-    op = defining_op(value)
-    if op is None:
-        return None
-    if op.name == "arith.index_cast":
-        return linear(op.operands[0], dims)
-    if op.name in ("arith.addi", "arith.subi", "arith.muli"):
-        a, b = (linear(v, dims) for v in op.operands)
+    """`value` as sum(coef[d] * dim_d) + const over loop variables, or None. Each value
+    is looked at once (index arithmetic may share operands)."""
+    memo: dict = {}
+    constants: dict = {}
+
+    def walk(v: ir.Value) -> Optional[tuple[dict, int]]:
+        if v not in memo:
+            memo[v] = step(v)
+        return memo[v]
+
+    def step(v: ir.Value) -> Optional[tuple[dict, int]]:
+        if v in dims:
+            return {dims[v]: 1}, 0
+        c = constant_int(v, constants)
+        if c is not None:
+            return {}, c
+        op = defining_op(v)
+        if op is None:
+            return None
+        if op.name == "arith.index_cast":
+            return walk(op.operands[0])
+        if op.name not in ("arith.addi", "arith.subi", "arith.muli"):
+            return None
+        a, b = (walk(x) for x in op.operands)
         if a is None or b is None:
             return None
         if op.name == "arith.muli":
@@ -774,7 +759,7 @@ def linear(value: ir.Value, dims: dict) -> Optional[tuple[dict, int]]:
         for d, x in b[0].items():
             terms[d] = terms.get(d, 0) + sign * x
         return {d: x for d, x in terms.items() if x}, a[1] + sign * b[1]
-    return None
+    return walk(value)
 
 
 def _single_term(form) -> Optional[tuple[int, int, int]]:
@@ -787,72 +772,7 @@ def _single_term(form) -> Optional[tuple[int, int, int]]:
     (d, a), = terms.items()
     return (d, a, c) if a > 0 else None
 
-_REDUCE_COMBINER = {"+": ("arith.addf", "arith.addi"), "*": ("arith.mulf", "arith.muli"),
-                    "min": ("arith.minimumf", "arith.minsi"),
-                    "max": ("arith.maximumf", "arith.maxsi"),
-                    "and": (None, "arith.andi"), "or": (None, "arith.ori")}
-
-
 def _region_contains(region: ir.Region, op: ir.Operation) -> bool:
     return any(child.operation == op for block in region.blocks for child in block.operations)
 
 
-def _constant_like(t: ir.Type, value) -> ir.Value:
-    if isinstance(t, ir.FloatType):
-        return arith.ConstantOp(t, ir.FloatAttr.get(t, float(value))).result
-    return arith.ConstantOp(t, ir.IntegerAttr.get(t, int(value))).result
-
-
-def identity_of(combiner: str, t: ir.Type):
-    """The identity element of `combiner` on type `t` (IDENTITY names integer extremes)."""
-    value = IDENTITY[combiner]
-    if isinstance(value, str):
-        width = ir.IntegerType(t).width
-        value = {"min": -2 ** (width - 1), "max": 2 ** (width - 1) - 1, "umax": -1}[value]
-    return value
-
-
-def _arg_identity(op: str, element: ir.Type):
-    if isinstance(element, ir.FloatType):
-        return math.inf if op == "argmin" else -math.inf
-    width = ir.IntegerType(element).width
-    return 2 ** (width - 1) - 1 if op == "argmin" else -2 ** (width - 1)
-
-
-def _combine(name: str, acc: ir.Value, value: ir.Value) -> ir.Value:
-    return ir.Operation.create(name, results=[acc.type], operands=[acc, value]).results[0]
-
-
-def _clamp(index: ir.Value, source: ir.Value, dim: int) -> ir.Value:
-    """min(max(index, 0), dim - 1): a load under an `if` must stay in bounds."""
-    idx = ir.IndexType.get()
-    zero = arith.ConstantOp(idx, 0).result
-    one = arith.ConstantOp(idx, 1).result
-    size = tensor.DimOp(source, arith.ConstantOp(idx, dim).result).result
-    last = arith.SubIOp(size, one).result
-    return arith.MinSIOp(arith.MaxSIOp(index, zero).result, last).result
-
-
-def _arg_select(op: str, vals, outs) -> list[ir.Value]:
-    """Keep (value, index) when it beats the best so far; ties keep the lower index, so
-    the result is the first extreme index whatever order the reduction runs in. A third
-    value, when present, is the guard of a conditional yield."""
-    value, index = vals[0], vals[1]
-    best, best_index = outs
-    i64 = ir.IntegerType.get_signless(64)
-    index = arith.IndexCastOp(i64, index).result if isinstance(index.type, ir.IndexType) \
-        else index
-    if isinstance(value.type, ir.FloatType):
-        better = arith.CmpFOp(arith.CmpFPredicate.OGT if op == "argmax"
-                              else arith.CmpFPredicate.OLT, value, best).result
-        equal = arith.CmpFOp(arith.CmpFPredicate.OEQ, value, best).result
-    else:
-        better = arith.CmpIOp(arith.CmpIPredicate.sgt if op == "argmax"
-                              else arith.CmpIPredicate.slt, value, best).result
-        equal = arith.CmpIOp(arith.CmpIPredicate.eq, value, best).result
-    earlier = arith.CmpIOp(arith.CmpIPredicate.slt, index, best_index).result
-    take = arith.OrIOp(better, arith.AndIOp(equal, earlier).result).result
-    if len(vals) > 2:
-        take = arith.AndIOp(take, vals[2]).result
-    return [arith.SelectOp(take, value, best).result,
-            arith.SelectOp(take, index, best_index).result]

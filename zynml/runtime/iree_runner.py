@@ -435,7 +435,15 @@ class IreeFunction:
                     else:
                         held.append(h)
             outputs = ireert.VmVariantList(len(self._result_dtypes) if self._result_dtypes else 1)
-            self._context.invoke(self._vm_function, inputs, outputs)
+            try:
+                self._context.invoke(self._vm_function, inputs, outputs)
+            except (RuntimeError, IndexError) as err:  # IREE's status text
+                if "RESOURCE_EXHAUSTED" not in str(err) and "OUT_OF_RANGE" not in str(err):
+                    raise
+                # out of memory, or a buffer larger than the device can address
+                raise BackendError("the program needs more memory than is available (its "
+                                   "results and temporaries are too large for this device)",
+                                   str(err)) from None
         except BaseException:
             if held is not None:
                 inputs = None  # drop IREE's references before looking at who holds what
