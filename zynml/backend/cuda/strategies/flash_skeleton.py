@@ -497,17 +497,18 @@ class KeyTileLoop:
             gpu.BarrierOp()            # ... for all; S of tile j done: K is free
             next_j = add(j, 1)
             more = arith.CmpIOp(arith.CmpIPredicate.ult, next_j, tiles).result
+            next_kv0 = mul(next_j, self.block_n)
             if token is not None:
                 prefetch = scf.IfOp(more, [token.type], has_else=True)
                 with ir.InsertionPoint(prefetch.then_block):
-                    scf.YieldOp([self.copy_keys(mul(next_j, self.block_n))])
+                    scf.YieldOp([self.copy_keys(next_kv0)])
                 with ir.InsertionPoint(prefetch.else_block):  # the last tile: nothing
                     scf.YieldOp([v_token])                    # to fetch, a spent token
                 tokens = [prefetch.results[0]]
             else:
                 prefetch = scf.IfOp(more)
                 with ir.InsertionPoint(prefetch.then_block):
-                    self.copy_keys(mul(next_j, self.block_n))
+                    self.copy_keys(next_kv0)
                     scf.YieldOp([])
             o = self.weighted_values(o, update)
             scf.YieldOp(tokens + update.maxima + update.sums + o)
