@@ -317,7 +317,8 @@ class _Kernel(FlashFrame):
                     partial = mmath.FmaOp(q_regs[n], q, partial).result
                 # the lanes' partial dot products meet: each holds the whole score
                 total = xor_reduce(partial, arith.AddFOp, self.lanes)
-                allowed = self.allowed(add(kv0, j), row_in, slice_ivs, True, mask)
+                key_at = arith.AddIOp(kv0, index_const(j)).result
+                allowed = self.allowed(key_at, row_in, slice_ivs, True, mask)
                 scores.append(only_allowed(allowed, total))
             # one row per thread, its scores whole
             (m_new,), (l_new,), (alpha,), (weights,) = \

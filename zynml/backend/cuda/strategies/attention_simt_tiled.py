@@ -230,7 +230,7 @@ class _Kernel(FlashFrame):
         p, layout = self.p, self.layout
         f32 = ir.F32Type.get()
         self.f32, self.vec4 = f32, ir.VectorType.get([4], f32)
-        self.zero, self.neg_inf = float_constant(f32, 0.0), float_constant(f32, float("-inf"))
+        self.zero = float_constant(f32, 0.0)
         self.tid = gpu.thread_id(gpu.Dimension.x)
         self.tx = arith.RemUIOp(self.tid, index_const(p.lanes)).result
         self.ty = arith.DivUIOp(self.tid, index_const(p.lanes)).result

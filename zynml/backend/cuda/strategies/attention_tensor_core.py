@@ -55,9 +55,9 @@ from .tuning import choose
 from .attention import Group, attention_groups
 from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
                              async_copy_chunk, async_group, base2_factor, block_slice,
-                             both, covering, declare_static_tiles, frame_fields, head_dims,
-                             inverse_sum, kernel_entry, kernel_values, less, mask_allows,
-                             mask_pair, positive_scale, problem, quad_reduce,
+                             both, clamp, covering, declare_static_tiles, frame_fields,
+                             head_dims, inverse_sum, kernel_entry, kernel_values, less,
+                             mask_allows, mask_pair, positive_scale, problem, quad_reduce,
                              row_blocks_grid, row_major, sizes, spread_over_threads,
                              static_tiles)
 
@@ -181,8 +181,7 @@ class _Kernel(FlashFrame):
             warp, index_const(p.warp_m)).result).result, self.group)
         self.my_rows = [add(row0, MMA_M * tile + 8 * h)
                         for tile in range(p.m_tiles) for h in (0, 1)]
-        last_row = index_const(self.rows - 1)
-        self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+        self.rows_in = [clamp(r, self.rows) for r in self.my_rows]  # the mask's rows
         # ldmatrix x4: lanes 8m..8m+7 give the rows of matrix m
         self.ld_row = arith.RemUIOp(lane, index_const(8)).result
         self.ld_matrix = arith.DivUIOp(lane, index_const(8)).result
@@ -338,10 +337,11 @@ class _Kernel(FlashFrame):
         allowed = self._allowed(kv0)
         if allowed is not None:
             allowed = [[a for pair in row for a in pair] for row in allowed]
-        rows = ([vector.ExtractOp(s, [], [h, col]).result
-                 for s in scores[tile] for col in (0, 1)]
-                for tile in range(self.p.m_tiles) for h in (0, 1))
-        return self.softmax.update(rows, m_old, l_old, allowed)
+        # a generator: each row's values are extracted as the update reaches the row
+        row_scores = ([vector.ExtractOp(s, [], [h, col]).result
+                       for s in scores[tile] for col in (0, 1)]
+                      for tile in range(self.p.m_tiles) for h in (0, 1))
+        return self.softmax.update(row_scores, m_old, l_old, allowed)
 
     def _weighted_values(self, o, alphas, probs, v_tile):
         """O * alpha + P V (o: [tile * e/8 + n]). P's f32 accumulators of keys 16kk..
@@ -379,8 +379,7 @@ class _Kernel(FlashFrame):
         per_tile = self.e // MMA_N
         for r, row in enumerate(self.my_rows):
             tile, h = divmod(r, 2)
-            inside = arith.CmpIOp(arith.CmpIPredicate.ult, row, index_const(self.rows)).result
-            guard = scf.IfOp(inside)
+            guard = scf.IfOp(less(row, self.rows))
             with ir.InsertionPoint(guard.then_block):
                 inverse = inverse_sum(sums[r])
                 for n in range(per_tile):

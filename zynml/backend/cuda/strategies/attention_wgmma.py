@@ -82,10 +82,10 @@ from . import hopper
 from .tuning import choose
 from .attention import Group, attention_groups
 from .attention_wgmma_ring import BOX_COLUMNS, RingKernel
-from .flash_skeleton import (OnlineSoftmax, add, base2_factor, common_element, frame_fields,
-                             head_dims, inverse_sum, keys_last, mask_allows, mask_pair,
-                             only_allowed, positive_scale, problem, quad_reduce, row_major,
-                             sizes)
+from .flash_skeleton import (OnlineSoftmax, add, base2_factor, clamp, common_element,
+                             frame_fields, head_dims, inverse_sum, keys_last, mask_allows,
+                             mask_pair, only_allowed, positive_scale, problem, quad_reduce,
+                             row_major, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, equals, only_if, parity,
                      tensor_map_type, wait)
 
@@ -271,8 +271,8 @@ class _Kernel(RingKernel):
             first_row = arith.AddIOp(self.row0, my_rows).result
             self.my_rows = [first_row, add(first_row, 8)]  # rows 16 w + lane / 4 (+ 8)
             self.warp_row0 = arith.AddIOp(self.row0, warp_rows).result  # warp-uniform
-            last_row = index_const(self.rows - 1)  # the mask's row of a row past the end
-            self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+            # the mask's row of a row past the end: the last
+            self.rows_in = [clamp(r, self.rows) for r in self.my_rows]
             wait(self.q_full, 0, parity(local, 1))
             state = self._overlapped() if p.overlap else self._serial()
             self._store(out, state[2:4], state[4:4 + self.e // 2])
