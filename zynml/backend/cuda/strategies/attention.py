@@ -6,12 +6,8 @@ each holding every lanes-th 4-wide chunk of the row's query (pre-scaled) and of 
 output accumulator in registers. Keys and values pass through shared memory `block_k`
 rows at a time; per tile each thread computes its rows' scores (partial dot products
 summed across the row's lanes with shuffles), then the online softmax of the spec's flash
-attention:
-
-    m_new = max(m, max_j s_j);  alpha = exp(m - m_new);  p_j = exp(s_j - m_new)
-    (scores kept in base 2, log2(e) folded into the query's scale: exp2 is one instruction)
-    l = l * alpha + sum_j p_j;  o = o * alpha + sum_j p_j * v_j
-    out = o / l  (0 for a row with no allowed key)
+attention (flash_skeleton.py: the update, the key rule, out = O / l), its scores in base
+2 from the start: log2(e) is folded into the query's scale.
 
 Causal attention (the lowering's `zynml.causal_offset = c`: key j allowed for row i
 when j <= i + c) is half the work: a block's loop over key tiles stops after its last
@@ -27,7 +23,6 @@ f16 with head dims that are multiples of 16 up to 128 runs on tensor cores inste
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -37,14 +32,18 @@ from mlir.dialects import math as mmath
 
 from ....lowering.attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, float_constant, \
     widened
-from ....lowering.cir_ops import clone_op, defining_op
-from .kernel_builder import delinearize, generic_operands, index_const, kernel_type, \
-    new_kernel
+from ....lowering.cir_ops import defining_op
+from .kernel_builder import generic_operands, index_const
 from . import Launch
-from .tuning import choose, problem_key
+from .tuning import choose
+from .flash_skeleton import (FlashFrame, OnlineSoftmax, add, base2_scale, block_slice,
+                             clamp, declare_static_tiles, frame_fields, head_dims,
+                             inverse_sum, kernel_entry, kernel_values, less, mul,
+                             only_allowed, problem, row_blocks_grid, sizes,
+                             spread_over_threads, static_tiles, xor_reduce)
+
 
 NAME = "attention"
-WARP = 32
 
 
 @dataclass(frozen=True)
@@ -67,23 +66,19 @@ class Causal:
 
     def allows(self, key: ir.Value, row: ir.Value) -> ir.Value:
         """key <= row + offset (an i1; signed: row + offset may be negative)."""
-        return arith.CmpIOp(arith.CmpIPredicate.sle, key, _plus(row, self.offset)).result
+        return arith.CmpIOp(arith.CmpIPredicate.sle, key, add(row, self.offset)).result
 
     def key_end(self, first_row: ir.Value, block_rows: int, rows: int, keys: int) -> ir.Value:
         """The keys a block of rows first_row.. (block_rows of them, `rows` in all)
         needs: 0..end, end = min(keys, its last row + offset + 1), 0 when that is < 0.
         The tiles from there on lie above the diagonal: the block skips them."""
-        past_last = arith.MinSIOp(_plus(first_row, block_rows), index_const(rows)).result
-        end = _plus(past_last, self.offset)
+        past_last = arith.MinSIOp(add(first_row, block_rows), index_const(rows)).result
+        end = add(past_last, self.offset)
         if self.offset < 0:  # the first rows may see no key at all
             end = arith.MaxSIOp(end, index_const(0)).result
         if rows + self.offset > keys:  # the last rows see every key
             end = arith.MinSIOp(end, index_const(keys)).result
         return end
-
-
-def _plus(value: ir.Value, n: int) -> ir.Value:
-    return value if n == 0 else arith.AddIOp(value, index_const(n)).result
 
 
 @dataclass
@@ -250,13 +245,8 @@ def _chunk_and_lanes(d: int, e: int, params: Params):
     return chunk, None
 
 
-def problem(group: Group) -> str:
-    """The tuning problem of an attention (tuning.py): what its kernel takes."""
-    return problem_key(kernel_values(group))
-
-
 def _params_for(group: Group, target) -> Optional[Params]:
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    d, e = head_dims(group)
     return choose(NAME, [DEFAULT_PARAMS], target, problem(group),
                   lambda p: _chunk_and_lanes(d, e, p)[1] is not None)
 
@@ -271,51 +261,35 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
     tiles = {name: ir.MemRefType.get([params.block_k, width], acc, memory_space=shared)
              for name, width in (("k", d), ("v", e))}
-    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), group.ops[-1].location:
-        for name, type_ in tiles.items():
-            memref.GlobalOp(f"{kernel_name}_{name}", ir.TypeAttr.get(type_),
-                            sym_visibility="private", alignment=16)
+    declare_static_tiles(gpu_module, kernel_name, tiles, group.ops[-1].location)
     values = kernel_values(group)
-    func = new_kernel(gpu_module, kernel_name, [kernel_type(v.type) for v in values],
-                      [threads])
-    with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
-        args = dict(zip(values, func.regions[0].blocks[0].arguments))
-        scale = scale_in_kernel(group, args)
-        kernel = _Kernel(params, acc, chunk, lanes, threads, d, e, keys, rows)
-        # scores in base 2: exp(x) = exp2(x * log2(e)), one ex2 instruction each
-        log2e = float_constant(acc, math.log2(math.e))
+    with kernel_entry(gpu_module, kernel_name, values, threads,
+                      group.ops[-1].location) as args:
+        kernel = _Kernel(params=params, acc=acc, chunk=chunk, lanes=lanes, threads=threads,
+                         **frame_fields(group))
         kernel.emit(args[group.query], args[group.key], args[group.value],
-                    args.get(group.mask) if group.mask is not None else None,
-                    group.mask_dims, group.causal, args[group.out],
-                    arith.MulFOp(widened(scale, acc), log2e).result, lead,
-                    {name: memref.get_global(t, f"{kernel_name}_{name}")
-                     for name, t in tiles.items()})
-        gpu.ReturnOp([])
-    grid = (math.ceil(rows / params.rows_per_block), math.prod(lead), 1)
+                    args.get(group.mask) if group.mask is not None else None, args[group.out],
+                    base2_scale(group, args, acc), static_tiles(kernel_name, tiles))
+    grid = row_blocks_grid(rows, params.rows_per_block, lead)
     return Launch(kernel_name, values, grid, (threads, 1, 1))
 
 
 @dataclass
-class _Kernel:
+class _Kernel(FlashFrame):
     params: Params
-    acc: ir.Type
-    chunk: int
-    lanes: int
+    acc: ir.Type      # the arithmetic's type: f64 for f64, else f32
+    chunk: int        # elements per vector access
+    lanes: int        # threads per query row
     threads: int
-    d: int
-    e: int
-    keys: int
-    rows: int
 
-    def emit(self, query, key, value, mask, mask_dims, causal, out, scale, lead, tiles):
-        p = self.params
+    def emit(self, query, key, value, mask, out, scale, tiles):
+        p, causal = self.params, self.causal
         tid = gpu.thread_id(gpu.Dimension.x)
         lane = arith.RemUIOp(tid, index_const(self.lanes)).result
-        first_row = arith.MulIOp(gpu.block_id(gpu.Dimension.x),
-                                 index_const(p.rows_per_block)).result
-        row = arith.AddIOp(first_row, arith.DivUIOp(tid, index_const(self.lanes)).result).result
-        row_in = arith.MinUIOp(row, index_const(self.rows - 1)).result
-        slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), lead) if lead else []
+        first_row = mul(gpu.block_id(gpu.Dimension.x), p.rows_per_block)
+        row = add(first_row, arith.DivUIOp(tid, index_const(self.lanes)).result)
+        row_in = clamp(row, self.rows)
+        slice_ivs = block_slice(self.lead)
         lane_base = arith.MulIOp(lane, index_const(self.chunk)).result
         q_regs = [arith.MulFOp(widened(memref.LoadOp(query, slice_ivs + [row_in, col]).result,
                                         self.acc), scale).result
@@ -341,46 +315,26 @@ class _Kernel:
                 partial = zero
                 for n, q in enumerate(self._row_values(tiles["k"], j, lane_base, self.d)):
                     partial = mmath.FmaOp(q_regs[n], q, partial).result
-                total = self._sum_lanes(partial)
+                # the lanes' partial dot products meet: each holds the whole score
+                total = xor_reduce(partial, arith.AddFOp, self.lanes)
                 key_at = arith.AddIOp(kv0, index_const(j)).result
-                allowed = arith.CmpIOp(arith.CmpIPredicate.ult, key_at,
-                                       index_const(self.keys)).result
-                if mask is not None:
-                    key_in = arith.MinUIOp(key_at, index_const(self.keys - 1)).result
-                    loops = slice_ivs + [row_in, key_in]
-                    bit = memref.LoadOp(mask, [loops[k] for k in mask_dims]).result
-                    set_ = arith.CmpIOp(arith.CmpIPredicate.ne, bit,
-                                        arith.ConstantOp(bit.type, 0).result).result
-                    allowed = arith.AndIOp(allowed, set_).result
-                if causal:
-                    allowed = arith.AndIOp(allowed, causal.allows(key_at, row_in)).result
-                scores.append(arith.SelectOp(allowed, total, neg_inf).result)
-            m_new = m
-            for s in scores:
-                m_new = arith.MaximumFOp(m_new, s).result
-            # a row with no allowed key yet: m_new = -inf; shift by 0 so exp gives 0, not NaN
-            empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, m_new, neg_inf).result
-            shift = arith.SelectOp(empty, zero, m_new).result
-            alpha = mmath.Exp2Op(arith.SubFOp(m, shift).result).result
-            weights = [mmath.Exp2Op(arith.SubFOp(s, shift).result).result for s in scores]
-            l_new = arith.MulFOp(l, alpha).result
-            for w in weights:
-                l_new = arith.AddFOp(l_new, w).result
+                allowed = self.allowed(key_at, row_in, slice_ivs, True, mask)
+                scores.append(only_allowed(allowed, total))
+            # one row per thread, its scores whole
+            (m_new,), (l_new,), (alpha,), (weights,) = \
+                OnlineSoftmax(self.acc).update([scores], [m], [l])
             o_new = [arith.MulFOp(x, alpha).result for x in o]
             for j, w in enumerate(weights):
                 for n, v in enumerate(self._row_values(tiles["v"], j, lane_base, self.e)):
                     o_new[n] = mmath.FmaOp(w, v, o_new[n]).result
             scf.YieldOp([m_new, l_new] + o_new)
         _, l_final, *o_final = loop.results
-        inside = arith.CmpIOp(arith.CmpIPredicate.ult, row, index_const(self.rows)).result
-        store = scf.IfOp(inside)
+        store = scf.IfOp(less(row, self.rows))
         with ir.InsertionPoint(store.then_block):
-            some = arith.CmpFOp(arith.CmpFPredicate.OGT, l_final, zero).result
-            inverse = arith.DivFOp(float_constant(self.acc, 1.0), l_final).result
+            inverse = inverse_sum(l_final)
             out_type = ir.MemRefType(out.type).element_type
             for n, col in enumerate(self._lane_columns(lane_base, self.e)):
-                result = arith.SelectOp(some, arith.MulFOp(o_final[n], inverse).result,
-                                        zero).result
+                result = arith.MulFOp(o_final[n], inverse).result
                 if result.type != out_type:
                     result = arith.TruncFOp(out_type, result).result
                 memref.StoreOp(result, out, slice_ivs + [row, col])
@@ -405,29 +359,11 @@ class _Kernel:
             values += [vector.ExtractOp(vec, [], [c]).result for c in range(self.chunk)]
         return values
 
-    def _sum_lanes(self, value):
-        i32 = ir.IntegerType.get_signless(32)
-        offset = 1
-        while offset < self.lanes:
-            other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
-                                arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
-            value = arith.AddFOp(value, other).result
-            offset *= 2
-        return value
-
     def _copy_tile(self, source, tile, slice_ivs, kv0, width, tid):
         """Rows kv0.. of `source` into `tile` (zeros past the last key), coalesced."""
-        chunks = self.params.block_k * width // self.chunk
-        for first in range(0, chunks, self.threads):
-            flat = arith.AddIOp(tid, index_const(first)).result
-            if first + self.threads <= chunks:
-                self._copy_chunk(source, tile, slice_ivs, kv0, width, flat)
-                continue
-            guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, flat,
-                                          index_const(chunks)).result)
-            with ir.InsertionPoint(guard.then_block):
-                self._copy_chunk(source, tile, slice_ivs, kv0, width, flat)
-                scf.YieldOp([])
+        spread_over_threads(
+            tid, self.params.block_k * width // self.chunk, self.threads,
+            lambda flat: self._copy_chunk(source, tile, slice_ivs, kv0, width, flat))
 
     def _copy_chunk(self, source, tile, slice_ivs, kv0, width, flat):
         j = arith.DivUIOp(flat, index_const(width // self.chunk)).result
@@ -450,69 +386,3 @@ class _Kernel:
         zeros = arith.ConstantOp(wide, ir.DenseElementsAttr.get_splat(
             wide, ir.FloatAttr.get(self.acc, 0.0))).result
         vector.StoreOp(arith.SelectOp(real, loaded, zeros).result, tile, [j, col])
-
-
-# ---------------------------------------------------------------- shared by the kernels
-# (attention_tensor_core, attention_wgmma, attention_simt_tiled ask these of a group)
-
-def operand_shape(value: ir.Value) -> list[int]:
-    return list(ir.MemRefType(value.type).shape)
-
-
-def sizes(group: Group) -> tuple[list, int, int, int, int]:
-    """(lead, rows, d, keys, e): the (p..) loops' sizes, the queries, Q's and K's head
-    dim, the keys, V's head dim."""
-    q_shape = operand_shape(group.query)
-    return (q_shape[:-2], q_shape[-2], q_shape[-1], operand_shape(group.key)[-2],
-            operand_shape(group.value)[-1])
-
-
-def _constant_scale(group: Group):
-    op = defining_op(group.scale)
-    return op if op is not None and op.name == "arith.constant" else None
-
-
-def kernel_values(group: Group) -> list:
-    """What a kernel that reads its operands itself takes, in order: query, key, value,
-    the mask if any, out, and the scale unless it is a constant (cloned in instead)."""
-    return [group.query, group.key, group.value] + \
-        ([group.mask] if group.mask is not None else []) + [group.out] + \
-        ([] if _constant_scale(group) is not None else [group.scale])
-
-
-def scale_in_kernel(group: Group, args: dict) -> ir.Value:
-    """The scale inside the kernel: the constant cloned, or its argument (`args`: the
-    kernel_values -> the kernel's arguments)."""
-    constant = _constant_scale(group)
-    return clone_op(constant, []).results[0] if constant is not None else args[group.scale]
-
-
-def row_major(value: ir.Value) -> bool:
-    """Dense row-major from the buffer's start (16-byte copies stay aligned)."""
-    type_ = ir.MemRefType(value.type)
-    strides, offset = type_.get_strides_and_offset()
-    expected, step = [], 1
-    for extent in reversed(type_.shape):
-        expected.append(step)
-        step *= extent
-    return offset == 0 and list(strides) == list(reversed(expected))
-
-
-def positive_scale(group: Group) -> Optional[float]:
-    """The scale when it is a constant > 0 (the kernels' max and exp2 trick needs c > 0)."""
-    op = defining_op(group.scale)
-    if op is None or op.name != "arith.constant":
-        return None
-    value = ir.FloatAttr(op.attributes["value"]).value
-    return value if value > 0 and math.isfinite(value) else None
-
-
-def quad_reduce(value: ir.Value, op) -> ir.Value:
-    """`op` over the 4 lanes of a quad (xor shuffles 1, 2): an mma accumulator row's
-    values lie in one quad."""
-    i32 = ir.IntegerType.get_signless(32)
-    for offset in (1, 2):
-        other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
-                            arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
-        value = op(value, other).result
-    return value

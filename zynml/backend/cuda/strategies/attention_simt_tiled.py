@@ -20,11 +20,12 @@ through shared memory block_n rows at a time. Per key tile:
 
 then out = O / l (0 for a row with no allowed key, as the spec's loops give). Where the
 buffers are row-major f32 with head dims that are multiples of 4, K and V tiles are
-copied with cp.async in FlashAttention-2's order (K tile j+1 in flight during P V of tile
-j, V tile j during S of tile j); otherwise (f16, bf16, other head dims) they are loaded,
-widened and stored by the threads, in the same order. Head dims are padded to multiples
-of 4 with zeros in shared memory, rows past the last key are zeros (P is 0 there), rows
-past the last query are computed on the last one and not stored.
+copied with cp.async in FlashAttention-2's order (flash_skeleton.KeyTileLoop: K tile j+1
+in flight during P V of tile j, V tile j during S of tile j); otherwise (f16, bf16, other
+head dims) they are loaded, widened and stored by the threads, in the same order. Head
+dims are padded to multiples of 4 with zeros in shared memory, rows past the last key
+are zeros (P is 0 there), rows past the last query are computed on the last one and not
+stored. The softmax and the key rule are flash_skeleton.py's.
 
 Takes what attention.attention_groups finds in f32, f16 or bf16 with both head dims up
 to 128; f64, wider heads and causal groups stay on `attention`. The mask (bool, any of
@@ -40,20 +41,25 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, nvgpu, scf, vector
+from mlir.dialects import arith, gpu, memref, scf, vector
 from mlir.dialects import math as mmath
 
 from ....lowering.attention_lowering import float_constant, widened
-from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
+from .kernel_builder import index_const
 from . import Launch
 from .tuning import choose
-from .attention import (Group, attention_groups, kernel_values, operand_shape, problem,
-                        row_major, scale_in_kernel, sizes)
+from .attention import Group, attention_groups
+from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
+                             async_copy_chunk, async_group, base2_scale, block_slice,
+                             clamp, common_element, covering, element_name, frame_fields,
+                             head_dims, inverse_sum, kernel_entry, kernel_values, less,
+                             mul, problem, row_blocks_grid, row_major, sizes,
+                             spread_over_threads, xor_reduce)
+
 
 NAME = "attention_simt_tiled"
 # cp.async (the f32 tile copies): sm_80 and later; older chips keep `attention`.
 REQUIRES = frozenset({"cp_async"})
-WARP = 32
 MAX_HEAD_DIM = 128
 ELEMENTS = ("f32", "f16", "bf16")
 
@@ -146,9 +152,8 @@ CONFIGS = ((64, DEFAULT_PARAMS), (MAX_HEAD_DIM, Params(block_m=128)),
 def params_for(group: Group, target) -> Optional[Params]:
     """The first CONFIGS entry (tuned) whose head dim covers Q's and V's and whose tiles
     fit the target's shared memory; None: none fits."""
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
-    return choose(NAME, [p for bound, p in CONFIGS if max(d, e) <= bound], target,
-                  problem(group),
+    d, e = head_dims(group)
+    return choose(NAME, covering(CONFIGS, group), target, problem(group),
                   lambda p: p.valid() and p.shared_bytes(d, e) <= target.max_shared_per_block)
 
 
@@ -157,18 +162,11 @@ def find_groups(generics: list, target) -> list[Group]:
     return [group for group in attention_groups(generics) if matches(group, target)]
 
 
-def _element(value: ir.Value) -> str:
-    return str(ir.MemRefType(value.type).element_type)
-
-
 def matches(group: Group, target) -> bool:
     """f32, f16 or bf16 throughout, head dims up to 128, no causal flag, tiles that fit."""
-    if group.causal is not None:
+    if group.causal is not None or common_element(group) not in ELEMENTS:
         return False
-    elements = {_element(v) for v in (group.query, group.key, group.value, group.out)}
-    if len(elements) != 1 or elements.pop() not in ELEMENTS:
-        return False
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    d, e = head_dims(group)
     if max(d, e) > MAX_HEAD_DIM:
         return False
     return params_for(group, target) is not None
@@ -177,8 +175,8 @@ def matches(group: Group, target) -> bool:
 def _async_copies(group: Group) -> bool:
     """K and V by cp.async, 16 bytes a copy: f32 and row-major from the buffer's start
     (16-byte aligned rows), head dims multiples of 4."""
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
-    return d % 4 == 0 and e % 4 == 0 and _element(group.key) == "f32" and \
+    d, e = head_dims(group)
+    return d % 4 == 0 and e % 4 == 0 and element_name(group.key) == "f32" and \
         row_major(group.key) and row_major(group.value)
 
 
@@ -188,24 +186,17 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     assert p.valid(), p
     layout = p.layout(d, e)
     values = kernel_values(group)
-    func = new_kernel(gpu_module, kernel_name, [kernel_type(v.type) for v in values],
-                      [p.threads])
-    with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
-        args = dict(zip(values, func.regions[0].blocks[0].arguments))
-        f32 = ir.F32Type.get()
-        scale = scale_in_kernel(group, args)
-        # scores in base 2: exp(x) = exp2(x * log2(e)), one ex2 instruction each
-        scale = arith.MulFOp(widened(scale, f32),
-                             float_constant(f32, math.log2(math.e))).result
-        kernel = _Kernel(p, layout, rows, keys, lead, group.mask_dims,
-                         _async_copies(group), row_major(group.query),
-                         row_major(group.key) and row_major(group.value),
-                         row_major(group.out))
+    with kernel_entry(gpu_module, kernel_name, values, p.threads,
+                      group.ops[-1].location) as args:
+        scale = base2_scale(group, args, ir.F32Type.get())
+        kernel = _Kernel(p=p, layout=layout, async_copy=_async_copies(group),
+                         q_vectors=row_major(group.query),
+                         kv_vectors=row_major(group.key) and row_major(group.value),
+                         out_vectors=row_major(group.out), **frame_fields(group))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None,
                     args[group.out], scale, _tiles(layout))
-        gpu.ReturnOp([])
-    grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
+    grid = row_blocks_grid(rows, p.block_m, lead)
     return Launch(kernel_name, values, grid, (p.threads, 1, 1), layout.bytes)
 
 
@@ -226,34 +217,10 @@ def _tiles(layout: Layout) -> dict:
 
 # ---------------------------------------------------------------- the kernel
 
-def _add(a: ir.Value, b) -> ir.Value:
-    if isinstance(b, int):
-        if b == 0:
-            return a
-        b = index_const(b)
-    return arith.AddIOp(a, b).result
-
-
-def _mul(a: ir.Value, b: int) -> ir.Value:
-    return arith.MulIOp(a, index_const(b)).result
-
-
-def _lt(a: ir.Value, b: int) -> ir.Value:
-    return arith.CmpIOp(arith.CmpIPredicate.ult, a, index_const(b)).result
-
-
-def _clamp(a: ir.Value, extent: int) -> ir.Value:
-    return arith.MinUIOp(a, index_const(extent - 1)).result
-
-
 @dataclass
-class _Kernel:
+class _Kernel(FlashFrame):
     p: Params
     layout: Layout
-    rows: int
-    keys: int
-    lead: list          # the (p..) loops' sizes
-    mask_dims: list     # mask axis -> loop of (p.., i, j)
     async_copy: bool    # K and V by cp.async
     q_vectors: bool     # Q read 4 at a time (row-major; where d % 4 == 0)
     kv_vectors: bool    # K and V likewise
@@ -263,71 +230,34 @@ class _Kernel:
         p, layout = self.p, self.layout
         f32 = ir.F32Type.get()
         self.f32, self.vec4 = f32, ir.VectorType.get([4], f32)
-        self.zero, self.neg_inf = float_constant(f32, 0.0), float_constant(f32, float("-inf"))
+        self.zero = float_constant(f32, 0.0)
         self.tid = gpu.thread_id(gpu.Dimension.x)
         self.tx = arith.RemUIOp(self.tid, index_const(p.lanes)).result
         self.ty = arith.DivUIOp(self.tid, index_const(p.lanes)).result
-        self.slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), self.lead) \
-            if self.lead else []
-        row0 = self.row0 = _mul(gpu.block_id(gpu.Dimension.x), p.block_m)
-        self.tile_rows = [_add(_mul(self.ty, p.thread_m), i) for i in range(p.thread_m)]
-        self.my_rows = [_add(row0, r) for r in self.tile_rows]
-        self.rows_in = [_clamp(r, self.rows) for r in self.my_rows]
-        self.key_cols = [_add(self.tx, p.lanes * j) for j in range(p.thread_n)]
-        self.v_cols = [_mul(_add(self.tx, p.lanes * q), 4) for q in range(layout.e_chunks)]
+        self.slice_ivs = block_slice(self.lead)
+        row0 = self.row0 = mul(gpu.block_id(gpu.Dimension.x), p.block_m)
+        self.tile_rows = [add(mul(self.ty, p.thread_m), i) for i in range(p.thread_m)]
+        self.my_rows = [add(row0, r) for r in self.tile_rows]
+        self.rows_in = [clamp(r, self.rows) for r in self.my_rows]
+        self.key_cols = [add(self.tx, p.lanes * j) for j in range(p.thread_n)]
+        self.v_cols = [mul(add(self.tx, p.lanes * q), 4) for q in range(layout.e_chunks)]
         self.mask, self.bounds = mask, self.keys % p.block_n != 0
 
         self._copy(query, tiles["q"], row0, p.block_m, layout.d, layout.d_pad, self.rows,
                    scale=scale)
-        tiles_n = math.ceil(self.keys / p.block_n)
         first = self._copy_kv(key, tiles["k"], index_const(0), layout.d, layout.d_pad)
-        tm = p.thread_m
-        o_count = tm * 4 * layout.e_chunks
-        tokens = [first] if self.async_copy else []
-        loop = scf.ForOp(index_const(0), index_const(tiles_n), index_const(1),
-                         tokens + [self.neg_inf] * tm + [self.zero] * tm +
-                         [self.zero] * o_count)
-        with ir.InsertionPoint(loop.body):
-            j = loop.induction_variable
-            state = list(loop.inner_iter_args)
-            token = state.pop(0) if self.async_copy else None
-            m, l, o = state[:tm], state[tm:2 * tm], state[2 * tm:]
-            kv0 = _mul(j, p.block_n)
-            if token is not None:
-                nvgpu.DeviceAsyncWaitOp(token, numGroups=0)   # K tile j is here
-            gpu.BarrierOp()             # ... for all; P V of tile j - 1 done: V, P free
-            v_token = self._copy_kv(value, tiles["v"], kv0, layout.e, layout.e_pad)
-            scores = self._scores(tiles["q"], tiles["k"])
-            m, l, alphas, probs = self._softmax(scores, kv0, m, l)
-            for i, row in enumerate(self.tile_rows):
-                for jj, col in enumerate(self.key_cols):
-                    memref.StoreOp(probs[i][jj], tiles["p"], [row, col])
-            if v_token is not None:
-                nvgpu.DeviceAsyncWaitOp(v_token, numGroups=0)  # V tile j is here
-            gpu.BarrierOp()             # ... for all, and P; S of tile j done: K free
-            next_j = _add(j, 1)
-            more = arith.CmpIOp(arith.CmpIPredicate.ult, next_j, index_const(tiles_n)).result
-            next_kv0 = _mul(next_j, p.block_n)
-            if self.async_copy:
-                prefetch = scf.IfOp(more, [token.type], has_else=True)
-                with ir.InsertionPoint(prefetch.then_block):
-                    scf.YieldOp([self._copy_kv(key, tiles["k"], next_kv0, layout.d,
-                                               layout.d_pad)])
-                with ir.InsertionPoint(prefetch.else_block):
-                    scf.YieldOp([v_token])
-                tokens = [prefetch.results[0]]
-            else:
-                prefetch = scf.IfOp(more)
-                with ir.InsertionPoint(prefetch.then_block):
-                    self._copy_kv(key, tiles["k"], next_kv0, layout.d, layout.d_pad)
-                    scf.YieldOp([])
-            o = self._weighted_values(o, alphas, tiles["p"], tiles["v"])
-            scf.YieldOp(tokens + m + l + o)
-        state = list(loop.results)
-        if self.async_copy:
-            nvgpu.DeviceAsyncWaitOp(state.pop(0), numGroups=0)  # nothing left in flight
-        sums = [self._lanes_reduce(x, arith.AddFOp) for x in state[tm:2 * tm]]
-        self._store(out, sums, state[2 * tm:], tiles["o"])
+        self.softmax = OnlineSoftmax(f32, lanes=p.lanes)
+        loop = KeyTileLoop(
+            p.block_n, p.thread_m,
+            copy_keys=lambda kv0: self._copy_kv(key, tiles["k"], kv0, layout.d, layout.d_pad),
+            copy_values=lambda kv0: self._copy_kv(value, tiles["v"], kv0, layout.e,
+                                                  layout.e_pad),
+            scores=lambda kv0, m, l: self._tile_softmax(tiles, kv0, m, l),
+            weighted_values=lambda o, update: self._weighted_values(
+                o, update.alphas, tiles["p"], tiles["v"]))
+        sums, o = loop.emit(index_const(math.ceil(self.keys / p.block_n)), first,
+                            [self.zero] * (p.thread_m * 4 * layout.e_chunks))
+        self._store(out, [xor_reduce(x, arith.AddFOp, p.lanes) for x in sums], o, tiles["o"])
 
     # ------------------------------------------------------------ copies
 
@@ -338,27 +268,19 @@ class _Kernel:
         vectors = width % 4 == 0 and (self.q_vectors if scale is not None
                                       else self.kv_vectors)
         per_row = width // 4 if vectors else width_pad
-        total = count * per_row
-        threads = self.p.threads
-        for first in range(0, total, threads):
-            flat = _add(self.tid, first)
-            args = (source, tile, row0, per_row, flat, width, extent, scale, vectors)
-            if first + threads <= total:
-                self._copy_one(*args)
-                continue
-            guard = scf.IfOp(_lt(flat, total))
-            with ir.InsertionPoint(guard.then_block):
-                self._copy_one(*args)
-                scf.YieldOp([])
+        spread_over_threads(
+            self.tid, count * per_row, self.p.threads,
+            lambda flat: self._copy_one(source, tile, row0, per_row, flat, width, extent,
+                                        scale, vectors))
 
     def _copy_one(self, source, tile, row0, per_row, flat, width, extent, scale, vectors):
         r = arith.DivUIOp(flat, index_const(per_row)).result
         col = arith.RemUIOp(flat, index_const(per_row)).result
         if vectors:
-            col = _mul(col, 4)
-        row_at = _add(row0, r)
-        real = _lt(row_at, extent)
-        where = self.slice_ivs + [_clamp(row_at, extent), col]
+            col = mul(col, 4)
+        row_at = add(row0, r)
+        real = less(row_at, extent)
+        where = self.slice_ivs + [clamp(row_at, extent), col]
         if vectors:
             element = ir.MemRefType(source.type).element_type
             loaded = vector.LoadOp(ir.VectorType.get([4], element), source, where).result
@@ -373,8 +295,8 @@ class _Kernel:
                 loaded = arith.SelectOp(real, loaded, zeros).result
             vector.StoreOp(loaded, tile, [r, col])
             return
-        inside = _lt(col, width)
-        where[-1] = _clamp(col, width)
+        inside = less(col, width)
+        where[-1] = clamp(col, width)
         loaded = widened(memref.LoadOp(source, where).result, self.f32)
         if scale is not None:
             loaded = arith.MulFOp(loaded, scale).result
@@ -388,33 +310,11 @@ class _Kernel:
         if not self.async_copy:
             self._copy(source, tile, kv0, self.p.block_n, width, width_pad, self.keys)
             return None
-        per_row = width // 4
-        total = self.p.block_n * per_row
-        threads = self.p.threads
-        copies = []
-        for first in range(0, total, threads):
-            flat = _add(self.tid, first)
-            if first + threads <= total:
-                copies.append(self._copy_async(source, tile, kv0, per_row, flat))
-                continue
-            guard = scf.IfOp(_lt(flat, total))
-            with ir.InsertionPoint(guard.then_block):
-                self._copy_async(source, tile, kv0, per_row, flat)
-                scf.YieldOp([])
-        return nvgpu.DeviceAsyncCreateGroupOp(copies).result
-
-    def _copy_async(self, source, tile, kv0, per_row, flat):
-        r = arith.DivUIOp(flat, index_const(per_row)).result
-        col = _mul(arith.RemUIOp(flat, index_const(per_row)).result, 4)
-        key_at = _add(kv0, r)
-        src_elements = None
-        if self.bounds:
-            src_elements = arith.SelectOp(_lt(key_at, self.keys), index_const(4),
-                                          index_const(0)).result
-        return nvgpu.DeviceAsyncCopyOp(
-            tile, [r, col], source, self.slice_ivs + [_clamp(key_at, self.keys), col],
-            ir.IntegerAttr.get(ir.IndexType.get(), 4), srcElements=src_elements,
-            bypassL1=True).result
+        per_row = width // 4  # 16-byte copies of 4 f32
+        return async_group(spread_over_threads(
+            self.tid, self.p.block_n * per_row, self.p.threads,
+            lambda flat: async_copy_chunk(source, tile, self.slice_ivs, kv0, per_row, flat,
+                                          self.keys, 4, self.bounds)))
 
     # ------------------------------------------------------------ the products
 
@@ -440,61 +340,22 @@ class _Kernel:
         """allowed[i][j]: may row i see key j (an i1), or None when every key is."""
         if self.mask is None and not self.bounds:
             return None
-        i1 = ir.IntegerType.get_signless(1)
-        out = [[arith.ConstantOp(i1, 1).result] * self.p.thread_n
-               for _ in range(self.p.thread_m)]
+        out = [[None] * self.p.thread_n for _ in range(self.p.thread_m)]
         for j, col in enumerate(self.key_cols):
-            key = _add(kv0, col)
-            inside = _lt(key, self.keys) if self.bounds else None
-            key_in = _clamp(key, self.keys) if self.bounds else key
             for i, row in enumerate(self.rows_in):
-                allowed = inside
-                if self.mask is not None:
-                    loops = self.slice_ivs + [row, key_in]
-                    bit = memref.LoadOp(self.mask, [loops[k] for k in self.mask_dims]).result
-                    set_ = arith.CmpIOp(arith.CmpIPredicate.ne, bit,
-                                        arith.ConstantOp(bit.type, 0).result).result
-                    allowed = set_ if allowed is None else arith.AndIOp(allowed, set_).result
-                out[i][j] = allowed
+                out[i][j] = self.allowed(add(kv0, col), row, self.slice_ivs, self.bounds,
+                                         self.mask)
         return out
 
-    def _softmax(self, scores, kv0, m_old, l_old):
-        """The online softmax of one tile, per row i: new maxima, new partial sums (this
-        thread's keys only), alphas, P[i][j]."""
-        allowed = self._allowed(kv0)
-        m_new, l_new, alphas, probs = [], [], [], []
-        for i in range(self.p.thread_m):
-            values = scores[i]
-            if allowed is not None:
-                values = [arith.SelectOp(allowed[i][j], v, self.neg_inf).result
-                          for j, v in enumerate(values)]
-            row_max = m_old[i]
-            for v in values:
-                row_max = arith.MaximumFOp(row_max, v).result
-            row_max = self._lanes_reduce(row_max, arith.MaximumFOp)
-            # a row with no allowed key yet: m = -inf; shift by 0 so exp2 gives 0, not NaN
-            empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max, self.neg_inf).result
-            shift = arith.SelectOp(empty, self.zero, row_max).result
-            alpha = mmath.Exp2Op(arith.SubFOp(m_old[i], shift).result).result
-            row_probs = [mmath.Exp2Op(arith.SubFOp(v, shift).result).result for v in values]
-            total = arith.MulFOp(l_old[i], alpha).result
-            for v in row_probs:
-                total = arith.AddFOp(total, v).result
-            m_new.append(row_max)
-            l_new.append(total)
-            alphas.append(alpha)
-            probs.append(row_probs)
-        return m_new, l_new, alphas, probs
-
-    def _lanes_reduce(self, value, op):
-        i32 = ir.IntegerType.get_signless(32)
-        offset = 1
-        while offset < self.p.lanes:
-            other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
-                                arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
-            value = op(value, other).result
-            offset *= 2
-        return value
+    def _tile_softmax(self, tiles, kv0, m, l):
+        """S of key tile kv0.. and its online softmax; P to its shared tile (the threads
+        of a row multiply P V with columns of every lane's keys)."""
+        scores = self._scores(tiles["q"], tiles["k"])
+        update = self.softmax.update(scores, m, l, self._allowed(kv0))
+        for i, row in enumerate(self.tile_rows):
+            for jj, col in enumerate(self.key_cols):
+                memref.StoreOp(update.probs[i][jj], tiles["p"], [row, col])
+        return update
 
     def _weighted_values(self, o, alphas, p_tile, v_tile):
         """O * alpha + P V; o[i * 4 * e_chunks + 4 * q + c] is row i, column
@@ -525,9 +386,7 @@ class _Kernel:
         per_row = 4 * self.layout.e_chunks
         gpu.BarrierOp()
         for i, row in enumerate(self.tile_rows):
-            some = arith.CmpFOp(arith.CmpFPredicate.OGT, sums[i], self.zero).result
-            inverse = arith.SelectOp(some, arith.DivFOp(float_constant(self.f32, 1.0),
-                                                        sums[i]).result, self.zero).result
+            inverse = inverse_sum(sums[i])
             for q, col in enumerate(self.v_cols):
                 values = [arith.MulFOp(o[i * per_row + 4 * q + c], inverse).result
                           for c in range(4)]
@@ -539,17 +398,17 @@ class _Kernel:
         per_row = e // 4 if vectors else e
         total = p.block_m * per_row
         for first in range(0, total, p.threads):
-            flat = _add(self.tid, first)
+            flat = add(self.tid, first)
             r = arith.DivUIOp(flat, index_const(per_row)).result
             col = arith.RemUIOp(flat, index_const(per_row)).result
-            row = _add(self.row0, r)
-            inside = _lt(row, self.rows)
+            row = add(self.row0, r)
+            inside = less(row, self.rows)
             if first + p.threads > total:
-                inside = arith.AndIOp(inside, _lt(flat, total)).result
+                inside = arith.AndIOp(inside, less(flat, total)).result
             guard = scf.IfOp(inside)
             with ir.InsertionPoint(guard.then_block):
                 if vectors:
-                    col = _mul(col, 4)
+                    col = mul(col, 4)
                     value = vector.LoadOp(self.vec4, o_tile, [r, col], alignment=16).result
                     if out_type != self.f32:
                         value = arith.TruncFOp(ir.VectorType.get([4], out_type),

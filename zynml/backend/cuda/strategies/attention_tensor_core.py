@@ -8,8 +8,8 @@ warp m_tiles tiles of 16 rows; Q's A fragments stay in registers for the whole k
 Keys and values pass through shared memory `block_n` rows at a time, copied with
 cp.async (16 bytes a thread, zero-filled past the last key): K tile j+1 is in flight
 while the warps multiply P V of tile j, and V tile j while they compute the scores of
-tile j (FlashAttention-2's order; one buffer each). Per tile each warp computes, all in
-registers:
+tile j (FlashAttention-2's order, flash_skeleton.KeyTileLoop; one buffer each). Per
+tile each warp computes, all in registers (the softmax: flash_skeleton.OnlineSoftmax):
 
     S = Q K^T                      mma.sync; K's fragments by ldmatrix from shared memory,
                                    each feeding the m_tiles row tiles
@@ -43,24 +43,27 @@ shared memory, more than 48 KB of shared memory (dynamic).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, nvgpu, scf, vector
-from mlir.dialects import math as mmath
+from mlir.dialects import arith, gpu, nvgpu, scf, vector
 
-from ....lowering.attention_lowering import float_constant
-from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
+from .kernel_builder import index_const
 from . import Launch
 from .tuning import choose
-from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
-                        problem, quad_reduce, row_major, sizes)
+from .attention import Group, attention_groups
+from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
+                             async_copy_chunk, async_group, base2_factor, block_slice,
+                             both, clamp, covering, declare_static_tiles, frame_fields,
+                             head_dims, inverse_sum, kernel_entry, kernel_values, less,
+                             mask_allows, mask_pair, positive_scale, problem, quad_reduce,
+                             row_blocks_grid, row_major, sizes, spread_over_threads,
+                             static_tiles)
+
 
 NAME = "attention_tensor_core"
 REQUIRES = frozenset({"mma_sync", "ldmatrix", "cp_async"})
-WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 MAX_HEAD_DIM = 128  # Q and O fragments stay in registers
 
@@ -101,9 +104,8 @@ CONFIGS = ((MAX_HEAD_DIM, DEFAULT_PARAMS),)
 def params_for(group: Group, target) -> Optional[Params]:
     """The first CONFIGS entry (tuned) whose head dim covers Q's and V's and whose tiles
     fit a block's static shared memory."""
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
-    return choose(NAME, [p for bound, p in CONFIGS if max(d, e) <= bound], target,
-                  problem(group),
+    d, e = head_dims(group)
+    return choose(NAME, covering(CONFIGS, group), target, problem(group),
                   lambda p: p.block_n % MMA_K == 0 and
                   p.shared_bytes(d, e) <= target.facts.max_static_shared_per_block)
 
@@ -122,7 +124,7 @@ def matches(group: Group, target) -> bool:
     constant scale, tiles that fit; causal or not."""
     if not all(_f16_row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    d, e = head_dims(group)
     if any(n % MMA_K or n > MAX_HEAD_DIM for n in (d, e)):
         return False
     if group.mask is not None and not row_major(group.mask):
@@ -139,55 +141,25 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
              for name, width in (("k", d), ("v", e))}
     if p.q_shared:
         tiles["q"] = ir.MemRefType.get([p.block_m, d + p.pad], f16, memory_space=shared)
-    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), group.ops[-1].location:
-        for name, type_ in tiles.items():
-            memref.GlobalOp(f"{kernel_name}_{name}", ir.TypeAttr.get(type_),
-                            sym_visibility="private", alignment=16)
-    values = [group.query, group.key, group.value] + \
-        ([group.mask] if group.mask is not None else []) + [group.out]
+    declare_static_tiles(gpu_module, kernel_name, tiles, group.ops[-1].location)
+    values = kernel_values(group)  # the scale is a constant: not among them
     threads = WARP * p.warps
-    func = new_kernel(gpu_module, kernel_name, [kernel_type(v.type) for v in values],
-                      [threads])
-    with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
-        args = dict(zip(values, func.regions[0].blocks[0].arguments))
+    with kernel_entry(gpu_module, kernel_name, values, threads,
+                      group.ops[-1].location) as args:
         mask = args[group.mask] if group.mask is not None else None
-        kernel = _Kernel(p, d, e, rows, keys, lead, group.mask_dims,
-                         positive_scale(group) * math.log2(math.e), group.causal)
+        kernel = _Kernel(p=p, c=base2_factor(group), **frame_fields(group))
         kernel.emit(args[group.query], args[group.key], args[group.value], mask,
-                    args[group.out],
-                    {name: memref.get_global(t, f"{kernel_name}_{name}")
-                     for name, t in tiles.items()})
-        gpu.ReturnOp([])
-    grid = (math.ceil(rows / p.block_m), math.prod(lead), 1)
+                    args[group.out], static_tiles(kernel_name, tiles))
+    grid = row_blocks_grid(rows, p.block_m, lead)
     return Launch(kernel_name, values, grid, (threads, 1, 1))
 
 
 # ---------------------------------------------------------------- the kernel
 
-def _group(copies: list) -> ir.Value:
-    """Commit the thread's cp.async copies so far as one group (wait on its token)."""
-    return nvgpu.DeviceAsyncCreateGroupOp(copies).result
-
-
-def _add(a: ir.Value, b) -> ir.Value:
-    if isinstance(b, int):
-        if b == 0:
-            return a
-        b = index_const(b)
-    return arith.AddIOp(a, b).result
-
-
 @dataclass
-class _Kernel:
+class _Kernel(FlashFrame):
     p: Params
-    d: int            # query / key head dim
-    e: int            # value / out head dim
-    rows: int         # queries
-    keys: int
-    lead: list        # the (p..) loops' sizes
-    mask_dims: list   # mask axis -> loop of (p.., i, j)
     c: float          # scale * log2(e)
-    causal: Optional[Causal] = None
 
     # A lane holds two rows of each of the warp's m_tiles 16-row tiles (accumulator rows
     # 0 and 1: g and g + 8); "row r" below is r = 2 * tile + (0 or 1).
@@ -203,15 +175,13 @@ class _Kernel:
         self.group = arith.DivUIOp(lane, index_const(4)).result        # g: row in an 8
         self.quad = arith.RemUIOp(lane, index_const(4)).result         # t: lane of a quad
         self.quad2 = arith.MulIOp(self.quad, index_const(2)).result    # 2t: first column
-        self.slice_ivs = delinearize(gpu.block_id(gpu.Dimension.y), self.lead) \
-            if self.lead else []
+        self.slice_ivs = block_slice(self.lead)
         block_row0 = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.block_m)).result
-        row0 = _add(arith.AddIOp(block_row0, arith.MulIOp(
+        row0 = add(arith.AddIOp(block_row0, arith.MulIOp(
             warp, index_const(p.warp_m)).result).result, self.group)
-        self.my_rows = [_add(row0, MMA_M * tile + 8 * h)
+        self.my_rows = [add(row0, MMA_M * tile + 8 * h)
                         for tile in range(p.m_tiles) for h in (0, 1)]
-        last_row = index_const(self.rows - 1)
-        self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+        self.rows_in = [clamp(r, self.rows) for r in self.my_rows]  # the mask's rows
         # ldmatrix x4: lanes 8m..8m+7 give the rows of matrix m
         self.ld_row = arith.RemUIOp(lane, index_const(8)).result
         self.ld_matrix = arith.DivUIOp(lane, index_const(8)).result
@@ -223,61 +193,29 @@ class _Kernel:
         else:
             q_frags = [self._q_fragments(query, tile) for tile in range(p.m_tiles)]
         self.mask, self.bounds = mask, self.keys % p.block_n != 0
-        self.pairs = mask is not None and self.mask_dims[-1] == len(self.lead) + 1 and \
-            self.keys % 2 == 0
-
-        neg_inf = float_constant(f32, float("-inf"))
-        zero = float_constant(f32, 0.0)
+        self.pairs = mask is not None and self.mask_pairs
         acc_type = ir.VectorType.get([2, 2], f32)
         self.zero_acc = arith.ConstantOp(acc_type, ir.DenseElementsAttr.get_splat(
             acc_type, ir.FloatAttr.get(f32, 0.0))).result
-        tiles_n = self._key_tiles(block_row0)
+        tiles_n = self.key_tiles(block_row0, p.block_m, p.block_n)
         copies = self._copy_tile(key, tiles["k"], index_const(0), self.d)
         # Q (where shared) and K tile 0: one group, the loop's first wait
-        first = _group((q_copies if p.q_shared else []) + copies)
-        count = 2 * p.m_tiles
-        o_count = p.m_tiles * (self.e // MMA_N)
-        loop = scf.ForOp(index_const(0), tiles_n, index_const(1),
-                         [first] + [neg_inf] * count + [zero] * count +
-                         [self.zero_acc] * o_count)
-        with ir.InsertionPoint(loop.body):
-            j = loop.induction_variable
-            token, *state = loop.inner_iter_args
-            m, l, o = state[:count], state[count:2 * count], state[2 * count:]
-            kv0 = arith.MulIOp(j, index_const(p.block_n)).result
-            nvgpu.DeviceAsyncWaitOp(token, numGroups=0)   # K tile j is here
-            gpu.BarrierOp()                                # ... for all; V is free
-            v_token = _group(self._copy_tile(value, tiles["v"], kv0, self.e))
-            scores = self._scores(q_frags, tiles["k"])
-            m, l, alphas, probs = self._softmax(scores, kv0, m, l)
-            nvgpu.DeviceAsyncWaitOp(v_token, numGroups=0)  # V tile j is here
-            gpu.BarrierOp()                                # ... for all; K is free
-            next_j = _add(j, 1)
-            more = arith.CmpIOp(arith.CmpIPredicate.ult, next_j, tiles_n).result
-            prefetch = scf.IfOp(more, [token.type], has_else=True)
-            with ir.InsertionPoint(prefetch.then_block):
-                scf.YieldOp([_group(self._copy_tile(
-                    key, tiles["k"], arith.MulIOp(next_j, index_const(p.block_n)).result,
-                    self.d))])
-            with ir.InsertionPoint(prefetch.else_block):
-                scf.YieldOp([v_token])
-            o = self._weighted_values(o, alphas, probs, tiles["v"])
-            scf.YieldOp([prefetch.results[0]] + m + l + o)
-        token, *state = loop.results
-        nvgpu.DeviceAsyncWaitOp(token, numGroups=0)  # nothing left in flight at exit
-        sums = [quad_reduce(x, arith.AddFOp) for x in state[count:2 * count]]
-        self._store(out, sums, state[2 * count:])
+        first = async_group((q_copies if p.q_shared else []) + copies)
+        self.softmax = OnlineSoftmax(f32, lanes=4, scale=self.c)
+        loop = KeyTileLoop(
+            p.block_n, 2 * p.m_tiles,
+            copy_keys=lambda kv0: async_group(
+                self._copy_tile(key, tiles["k"], kv0, self.d)),
+            copy_values=lambda kv0: async_group(
+                self._copy_tile(value, tiles["v"], kv0, self.e)),
+            scores=lambda kv0, m, l: self._softmax(self._scores(q_frags, tiles["k"]), kv0,
+                                                   m, l),
+            weighted_values=lambda o, update: self._weighted_values(
+                o, update.alphas, update.probs, tiles["v"]))
+        sums, o = loop.emit(tiles_n, first, [self.zero_acc] * (p.m_tiles * (self.e // MMA_N)))
+        self._store(out, [quad_reduce(x, arith.AddFOp) for x in sums], o)
 
     # ------------------------------------------------------------ pieces
-
-    def _key_tiles(self, block_row0):
-        """How many key tiles the block visits: all, or (causal) those up to its last
-        row's last allowed key; the tiles above the diagonal are skipped (tile 0 is
-        copied before the loop either way: a block with none only waits for it)."""
-        if not self.causal:
-            return index_const(math.ceil(self.keys / self.p.block_n))
-        end = self.causal.key_end(block_row0, self.p.block_m, self.rows, self.keys)
-        return arith.DivUIOp(_add(end, self.p.block_n - 1), index_const(self.p.block_n)).result
 
     def _q_fragments(self, query, tile):
         """The A fragments of Q's rows of `tile`, one vector<4x2xf16> per 16 columns
@@ -290,7 +228,7 @@ class _Kernel:
             for col in (k0, k0 + 8):
                 for row in self.rows_in[2 * tile:2 * tile + 2]:
                     parts.append(vector.LoadOp(pair, query, self.slice_ivs +
-                                               [row, _add(self.quad2, col)],
+                                               [row, add(self.quad2, col)],
                                                alignment=4).result)
             scalars = [vector.ExtractOp(v, [], [c]).result for v in parts for c in (0, 1)]
             frags.append(vector.FromElementsOp(ir.VectorType.get([4, 2], self.f16),
@@ -309,38 +247,11 @@ class _Kernel:
         bytes a thread and step; rows past the end read the last row (zero_fill: nothing,
         and zeros land). Returns the copies' tokens (those outside a guard: a group
         commits every copy the thread issued before it either way)."""
-        threads = WARP * self.p.warps
-        per_row = width // 8
-        chunks = count * per_row
-        tokens = []
-        for first in range(0, chunks, threads):
-            flat = _add(self.tid, first)
-            args = (source, tile, row0, per_row, flat, extent, zero_fill)
-            if first + threads <= chunks:
-                tokens.append(self._copy_chunk(*args))
-                continue
-            guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, flat,
-                                          index_const(chunks)).result)
-            with ir.InsertionPoint(guard.then_block):
-                self._copy_chunk(*args)
-                scf.YieldOp([])
-        return tokens
-
-    def _copy_chunk(self, source, tile, row0, per_row, flat, extent, zero_fill):
-        r = arith.DivUIOp(flat, index_const(per_row)).result
-        col = arith.MulIOp(arith.RemUIOp(flat, index_const(per_row)).result,
-                           index_const(8)).result
-        row_at = arith.AddIOp(row0, r).result
-        src_elements = None
-        if zero_fill:
-            real = arith.CmpIOp(arith.CmpIPredicate.ult, row_at,
-                                index_const(extent)).result
-            src_elements = arith.SelectOp(real, index_const(8), index_const(0)).result
-        row_at = arith.MinUIOp(row_at, index_const(extent - 1)).result
-        return nvgpu.DeviceAsyncCopyOp(
-            tile, [r, col], source, self.slice_ivs + [row_at, col],
-            ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=src_elements,
-            bypassL1=True).result
+        per_row = width // 8  # 16-byte copies of 8 f16
+        return spread_over_threads(
+            self.tid, count * per_row, WARP * self.p.warps,
+            lambda flat: async_copy_chunk(source, tile, self.slice_ivs, row0, per_row, flat,
+                                          extent, 8, zero_fill))
 
     def _ldmatrix(self, tile, row, col, transpose):
         return nvgpu.LdMatrixOp(ir.VectorType.get([4, 2], self.f16), tile, [row, col],
@@ -364,12 +275,12 @@ class _Kernel:
         16 dims) gives them, (rows +0, dims +0), (+8, +0), (+0, +8), (+8, +8)."""
         tiles = self.p.m_tiles
         s = [[self.zero_acc] * (self.p.block_n // MMA_N) for _ in range(tiles)]
-        key_row = _add(self.ld_row, arith.MulIOp(
+        key_row = add(self.ld_row, arith.MulIOp(
             arith.DivUIOp(self.ld_matrix, index_const(2)).result, index_const(8)).result)
         dim_col = arith.MulIOp(arith.RemUIOp(self.ld_matrix, index_const(2)).result,
                                index_const(8)).result
         if not isinstance(q_frags, list):
-            q_row = _add(_add(self.warp_row, self.ld_row), arith.MulIOp(
+            q_row = add(add(self.warp_row, self.ld_row), arith.MulIOp(
                 arith.RemUIOp(self.ld_matrix, index_const(2)).result, index_const(8)).result)
             q_col = arith.MulIOp(arith.DivUIOp(self.ld_matrix, index_const(2)).result,
                                  index_const(8)).result
@@ -377,11 +288,11 @@ class _Kernel:
             if isinstance(q_frags, list):
                 a_frags = [q_frags[tile][ks] for tile in range(tiles)]
             else:
-                a_frags = [self._ldmatrix(q_frags, _add(q_row, MMA_M * tile),
-                                          _add(q_col, ks * MMA_K), False)
+                a_frags = [self._ldmatrix(q_frags, add(q_row, MMA_M * tile),
+                                          add(q_col, ks * MMA_K), False)
                            for tile in range(tiles)]
             for n0 in range(0, self.p.block_n, 16):
-                frag = self._ldmatrix(k_tile, _add(key_row, n0), _add(dim_col, ks * MMA_K),
+                frag = self._ldmatrix(k_tile, add(key_row, n0), add(dim_col, ks * MMA_K),
                                       False)
                 for half, b in enumerate(self._halves(frag)):
                     n = n0 // MMA_N + half
@@ -395,90 +306,42 @@ class _Kernel:
         count = self.p.block_n // MMA_N
         if self.mask is None and not self.bounds and not self.causal:
             return None
-        i1 = ir.IntegerType.get_signless(1)
-        true = arith.ConstantOp(i1, 1).result
-        out = [[[true, true] for _ in range(count)] for _ in self.my_rows]
-        base = _add(kv0, self.quad2)
+        out = [[[None, None] for _ in range(count)] for _ in self.my_rows]
+        base = add(kv0, self.quad2)
         for n in range(count):
-            key0 = _add(base, n * MMA_N)
+            key0 = add(base, n * MMA_N)
             if self.bounds:
                 for c in (0, 1):
-                    inside = arith.CmpIOp(arith.CmpIPredicate.ult, _add(key0, c),
-                                          index_const(self.keys)).result
+                    inside = less(add(key0, c), self.keys)
                     for r in range(len(self.my_rows)):
                         out[r][n][c] = inside
             if self.causal:
                 for c in (0, 1):
                     for r, row in enumerate(self.my_rows):
-                        below = self.causal.allows(_add(key0, c), row)
-                        out[r][n][c] = arith.AndIOp(out[r][n][c], below).result
+                        below = self.causal.allows(add(key0, c), row)
+                        out[r][n][c] = both(out[r][n][c], below)
             if self.mask is None:
                 continue
             for r, row in enumerate(self.rows_in):
-                bits = self._mask_bits(row, key0)
+                bits = mask_pair(self.mask,
+                                 lambda key: self.mask_index(self.slice_ivs, row, key),
+                                 key0, self.keys, self.pairs, self.bounds)
                 for c in (0, 1):
-                    set_ = arith.CmpIOp(arith.CmpIPredicate.ne, bits[c],
-                                        arith.ConstantOp(bits[c].type, 0).result).result
-                    out[r][n][c] = set_ if not (self.bounds or self.causal) else \
-                        arith.AndIOp(out[r][n][c], set_).result
+                    out[r][n][c] = both(out[r][n][c], mask_allows(bits[c]))
         return out
 
-    def _mask_bits(self, row, key0):
-        """The mask's bytes at (row, key0) and (row, key0 + 1)."""
-        def where(key):
-            loops = self.slice_ivs + [row, key]
-            return [loops[k] for k in self.mask_dims]
-        if self.pairs:  # key0 even, rows of even length: one 2-byte load
-            if self.bounds:
-                key0 = arith.MinUIOp(key0, index_const(self.keys - 2)).result
-            pair = vector.LoadOp(ir.VectorType.get([2], ir.IntegerType.get_signless(8)),
-                                 self.mask, where(key0), alignment=2).result
-            return [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
-        bits = []
-        for c in (0, 1):
-            key = _add(key0, c)
-            if self.bounds:
-                key = arith.MinUIOp(key, index_const(self.keys - 1)).result
-            bits.append(memref.LoadOp(self.mask, where(key)).result)
-        return bits
-
     def _softmax(self, scores, kv0, m_old, l_old):
-        """The online softmax of one tile in the accumulators' layout, per row r: new
-        maxima, new partial sums (this lane's columns only), alphas, P [r][n][c] (f32)."""
-        f32 = self.f32
-        neg_inf = float_constant(f32, float("-inf"))
-        zero = float_constant(f32, 0.0)
-        c = float_constant(f32, self.c)
+        """The online softmax of one tile in the accumulators' layout: row r = 2 * tile + h
+        holds accumulator row h of each 8-key tile n, columns 2t, 2t + 1; its values (and
+        its P) in the order [n][c], flat."""
         allowed = self._allowed(kv0)
-        m_new, l_new, alphas, probs = [], [], [], []
-        for r in range(len(self.my_rows)):
-            tile, h = divmod(r, 2)
-            values = [[vector.ExtractOp(s, [], [h, col]).result for col in (0, 1)]
-                      for s in scores[tile]]
-            if allowed is not None:
-                values = [[arith.SelectOp(allowed[r][n][col], v, neg_inf).result
-                           for col, v in enumerate(pair)] for n, pair in enumerate(values)]
-            row_max = m_old[r]
-            for pair in values:
-                for v in pair:
-                    row_max = arith.MaximumFOp(row_max, v).result
-            row_max = quad_reduce(row_max, arith.MaximumFOp)
-            # a row with no allowed key yet: m = -inf; shift by 0 so exp2 gives 0, not NaN
-            empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max, neg_inf).result
-            shift = arith.SelectOp(empty, zero, arith.MulFOp(row_max, c).result).result
-            neg_shift = arith.NegFOp(shift).result
-            alpha = mmath.Exp2Op(mmath.FmaOp(m_old[r], c, neg_shift).result).result
-            row_probs = [[mmath.Exp2Op(mmath.FmaOp(v, c, neg_shift).result).result
-                          for v in pair] for pair in values]
-            total = arith.MulFOp(l_old[r], alpha).result
-            for pair in row_probs:
-                for v in pair:
-                    total = arith.AddFOp(total, v).result
-            m_new.append(row_max)
-            l_new.append(total)
-            alphas.append(alpha)
-            probs.append(row_probs)
-        return m_new, l_new, alphas, probs
+        if allowed is not None:
+            allowed = [[a for pair in row for a in pair] for row in allowed]
+        # a generator: each row's values are extracted as the update reaches the row
+        row_scores = ([vector.ExtractOp(s, [], [h, col]).result
+                       for s in scores[tile] for col in (0, 1)]
+                      for tile in range(self.p.m_tiles) for h in (0, 1))
+        return self.softmax.update(row_scores, m_old, l_old, allowed)
 
     def _weighted_values(self, o, alphas, probs, v_tile):
         """O * alpha + P V (o: [tile * e/8 + n]). P's f32 accumulators of keys 16kk..
@@ -491,18 +354,18 @@ class _Kernel:
                                                    alphas[2 * t + 1], alphas[2 * t + 1]]
                                         ).result for t in range(self.p.m_tiles)]
         o = [arith.MulFOp(x, scales[i // per_tile]).result for i, x in enumerate(o)]
-        key_row = _add(self.ld_row, arith.MulIOp(
+        key_row = add(self.ld_row, arith.MulIOp(
             arith.RemUIOp(self.ld_matrix, index_const(2)).result, index_const(8)).result)
         val_col = arith.MulIOp(arith.DivUIOp(self.ld_matrix, index_const(2)).result,
                                index_const(8)).result
         a_type = ir.VectorType.get([4, 2], self.f16)
         for kk in range(self.p.block_n // MMA_K):
             a_frags = [vector.FromElementsOp(a_type, [
-                arith.TruncFOp(self.f16, probs[2 * t + h][2 * kk + half][col]).result
+                arith.TruncFOp(self.f16, probs[2 * t + h][2 * (2 * kk + half) + col]).result
                 for half in (0, 1) for h in (0, 1) for col in (0, 1)]).result
                 for t in range(self.p.m_tiles)]
             for n0 in range(0, self.e, 16):
-                frag = self._ldmatrix(v_tile, _add(key_row, kk * MMA_K), _add(val_col, n0),
+                frag = self._ldmatrix(v_tile, add(key_row, kk * MMA_K), add(val_col, n0),
                                       True)
                 for half, b in enumerate(self._halves(frag)):
                     for t, a in enumerate(a_frags):
@@ -512,23 +375,19 @@ class _Kernel:
 
     def _store(self, out, sums, o):
         """out = O / l in f16 where the row exists; 0 for a row with no allowed key."""
-        zero = float_constant(self.f32, 0.0)
         pair = ir.VectorType.get([2], self.f16)
         per_tile = self.e // MMA_N
         for r, row in enumerate(self.my_rows):
             tile, h = divmod(r, 2)
-            inside = arith.CmpIOp(arith.CmpIPredicate.ult, row, index_const(self.rows)).result
-            guard = scf.IfOp(inside)
+            guard = scf.IfOp(less(row, self.rows))
             with ir.InsertionPoint(guard.then_block):
-                some = arith.CmpFOp(arith.CmpFPredicate.OGT, sums[r], zero).result
-                inverse = arith.SelectOp(some, arith.DivFOp(float_constant(self.f32, 1.0),
-                                                            sums[r]).result, zero).result
+                inverse = inverse_sum(sums[r])
                 for n in range(per_tile):
                     acc = o[tile * per_tile + n]
                     scalars = [arith.TruncFOp(self.f16, arith.MulFOp(
                         vector.ExtractOp(acc, [], [h, col]).result, inverse).result).result
                         for col in (0, 1)]
                     vector.StoreOp(vector.FromElementsOp(pair, scalars).result, out,
-                                   self.slice_ivs + [row, _add(self.quad2, n * MMA_N)],
+                                   self.slice_ivs + [row, add(self.quad2, n * MMA_N)],
                                    alignment=4)
                 scf.YieldOp([])

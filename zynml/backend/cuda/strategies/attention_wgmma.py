@@ -13,13 +13,10 @@ BERT's 8x12x512, 384 items of 4 key tiles). Without it, one block per item. A bl
 128 * (warpgroups + 1) threads:
 
 - the last warpgroup copies (and gives most of its registers to the others with
-  setmaxnreg): its first thread copies, with the copy engine (`cp.async.bulk.tensor`,
-  128-byte swizzle, 64-column boxes), an item's Q tile (once every warpgroup has
-  released the previous item's, after its last S), then each tile of `block_n` keys
-  of K and V into a slot of a `stages`-slot ring in shared memory; a slot's copies
-  complete on its "full" mbarrier, and it is refilled once every warpgroup has
-  arrived on its "empty" mbarrier;
-- warpgroup g takes query rows 64 g .. 64 g + 63. Per key tile:
+  setmaxnreg) Q's tile and the K and V tiles into a ring of `stages` slots in shared
+  memory by TMA (attention_wgmma_ring.py: the ring, its mbarriers, the work items);
+- warpgroup g takes query rows 64 g .. 64 g + 63. Per key tile (flash_skeleton.py's
+  online softmax):
 
       S = Q K^T              wgmma m64 n{block_n} k16, Q and K from shared memory
       m_new = max(m, rowmax(S))     a row's values lie in one quad of lanes
@@ -40,17 +37,11 @@ A bool mask (`Group.mask`, any of the loops (p.., i, j) as its axes; a masked sc
 keys 2t, 2t + 1 of every 8 in its two rows (t = lane % 4), one 2-byte load per pair, 32
 per tile of 128 keys, issued after S's wgmma and before the wait for it. Where the
 mask's last axis is the keys' and its rows are a multiple of 16 bytes (BERT's
-[seq, seq] of 512), the tile is staged: two warps of the copying warpgroup (idle
-otherwise) copy each key tile's block_m x block_n bytes by cp.async, 16 bytes a thread
-and 8 threads a row (coalesced), into a mask ring beside the K/V ring (rows padded by
-16 bytes: a warp's 8 rows then fall in different banks), wait for their copies and
-arrive on the slot's full barrier, whose count includes them; the warpgroups read the
-pairs from shared memory. Read straight from global memory instead, each warp load
-touches 8 rows (8 lines of L1) for 64 useful bytes: on the BERT row that cost 50% over
-the unmasked kernel (0.053 against 0.035 ms, H100), L1 throughput rather than latency.
-Not TMA: it needs the global row pitch to be a multiple of 16 bytes too, and would need
-a swizzled layout to avoid the same bank conflicts; cp.async zero-fills the 16-key
-chunks past the last key as TMA would. Other masks (odd rows such as 17, 131 or 300
+[seq, seq] of 512), the copying warpgroup stages the tile in a mask ring beside the K/V
+ring (attention_wgmma_ring.py) and the warpgroups read the pairs from shared memory.
+Read straight from global memory instead, each warp load touches 8 rows (8 lines of
+L1) for 64 useful bytes: on the BERT row that cost 50% over the unmasked kernel (0.053
+against 0.035 ms, H100), L1 throughput rather than latency. Other masks (odd rows such as 17, 131 or 300
 keys, keys not the last axis) are read from global memory (L1 / L2, 2-byte loads where
 rows have even length, else byte loads). At head dim 128 Q, 3 K/V slots and 3 mask
 slots would exceed the 227 KB: a staged mask takes 2 stages, one product after the
@@ -78,31 +69,30 @@ tiles a mask leaves empty, a dynamic item scheduler (items are dealt round-robin
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
-from mlir.dialects import math as mmath
+from mlir.dialects import arith, builtin, gpu, nvgpu, scf, vector
 
 from ....lowering.attention_lowering import float_constant
-from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
+from .kernel_builder import index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
 from .tuning import choose
-from .attention import (Causal, Group, attention_groups, operand_shape, positive_scale,
-                        problem, quad_reduce, row_major, sizes)
-from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
-                     equals, free_slot, only_if, parity, shared, split_roles,
-                     tensor_map_type, uniform_warp, wait)
+from .attention import Group, attention_groups
+from .attention_wgmma_ring import BOX_COLUMNS, RingKernel
+from .flash_skeleton import (OnlineSoftmax, add, base2_factor, clamp, common_element,
+                             frame_fields, head_dims, inverse_sum, keys_last, mask_allows,
+                             mask_pair, only_allowed, positive_scale, problem, quad_reduce,
+                             row_major, sizes)
+from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, equals, only_if, parity,
+                     tensor_map_type, wait)
 
 NAME = "attention_wgmma"
 REQUIRES = frozenset({"wgmma", "tma", "setmaxnreg"})
 ROWS_PER_WARPGROUP = 64       # wgmma's m
-BOX_COLUMNS = 64              # f16 / bf16 per 128-byte swizzled row
 HEAD_DIMS = (64, 128)
-MASK_COPIERS = 64  # threads of the copying warpgroup (its warps 1 and 2) staging the mask
 MASK_PAD = 16      # bytes after each staged mask row
 _ELEMENTS = ("f16", "bf16")
 
@@ -180,15 +170,14 @@ def _stageable(group: Group) -> bool:
     """Whether the mask can be staged in shared memory by cp.async: its last axis is
     the keys' (16 keys are 16 contiguous bytes) and its rows are a multiple of 16 bytes
     (each copy is 16-byte aligned)."""
-    lead = len(operand_shape(group.query)) - 2
-    return group.mask is not None and group.mask_dims[-1] == lead + 1 and \
-        operand_shape(group.key)[-2] % 16 == 0
+    lead, _, _, keys, _ = sizes(group)
+    return group.mask is not None and keys_last(group.mask_dims, lead) and keys % 16 == 0
 
 
 def plan(group: Group, target) -> Optional[tuple[Params, bool]]:
     """(the Params to build with, tuned, whether the mask is staged in shared memory);
     None: Q's tile and the ring do not fit the target's shared memory."""
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    d, e = head_dims(group)
     stageable, limit = _stageable(group), target.max_shared_per_block
     default = params_for(d, e, limit, stageable, group.causal is not None)
     p = choose(NAME, [default], target, problem(group),
@@ -206,12 +195,10 @@ def matches(group: Group, target) -> bool:
     constant scale; masked, causal or neither."""
     if group.mask is not None and not row_major(group.mask):
         return False
-    values = (group.query, group.key, group.value, group.out)
-    elements = {str(ir.MemRefType(v.type).element_type) for v in values}
-    if len(elements) != 1 or elements.pop() not in _ELEMENTS or \
-            not all(row_major(v) for v in values):
+    if common_element(group) not in _ELEMENTS or \
+            not all(row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
-    d, e = operand_shape(group.query)[-1], operand_shape(group.value)[-1]
+    d, e = head_dims(group)
     if d not in HEAD_DIMS or e not in HEAD_DIMS:
         return False
     return plan(group, target) is not None and positive_scale(group) is not None
@@ -235,9 +222,8 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
         out, mask = arguments[0], (arguments[1] if group.mask is not None else None)
         maps = [builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
                 for t, arg in zip((q_map_type, kv_map_type, kv_map_type), arguments[-3:])]
-        kernel = _Kernel(p, d, e, rows, keys, lead, element,
-                         positive_scale(group) * math.log2(math.e), mask, group.mask_dims,
-                         group.causal, staged)
+        kernel = _Kernel(p=p, element=element, c=base2_factor(group), mask=mask,
+                         staged=staged, **frame_fields(group))
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     # one block per (row block, slice); persistent: the run time launches at most one
@@ -253,238 +239,14 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
 
 # ---------------------------------------------------------------- the kernel
 
-def _tree(values: list, op) -> ir.Value:
-    """op over `values` as a balanced tree (independent steps the GPU can overlap)."""
-    while len(values) > 1:
-        values = [op(a, b).result for a, b in zip(values[::2], values[1::2])] + \
-            ([values[-1]] if len(values) % 2 else [])
-    return values[0]
-
-
-@dataclass
-class _Kernel:
-    p: Params
-    d: int            # query / key head dim
-    e: int            # value / out head dim
-    rows: int         # queries
-    keys: int
-    lead: list        # the (p..) loops' sizes
-    element: ir.Type  # f16 or bf16
-    c: float          # scale * log2(e)
-    mask: Optional[ir.Value] = None  # the kernel's i8 mask argument
-    mask_dims: list = field(default_factory=list)  # mask axis -> loop of (p.., i, j)
-    causal: Optional[Causal] = None
-    staged: bool = False  # the mask reaches shared memory by cp.async (else: read directly)
+class _Kernel(RingKernel):
+    """The warpgroups' part (the ring and the copier: attention_wgmma_ring.py)."""
 
     @property
     def may_be_empty(self) -> bool:
         """Whether a row can have no allowed key (its max stays -inf, its sum 0): with a
         mask, or causal with a negative offset (with offset >= 0 row i sees key 0)."""
         return self.mask is not None or (self.causal is not None and self.causal.offset < 0)
-
-    def emit(self, out, q_map, k_map, v_map):
-        p = self.p
-        self.f32 = ir.F32Type.get()
-        tid = gpu.thread_id(gpu.Dimension.x)
-        consumers = WARPGROUP * p.warpgroups
-        self.ring = aligned_dynamic_shared(p.shared_bytes(self.d, self.e, self.staged) - 1024)
-        self.full = barrier_group(p.stages)   # a slot's K and V tiles (and mask) have landed
-        self.empty = barrier_group(p.stages)  # every warpgroup is done with a slot
-        self.q_full = barrier_group(1)   # the item's Q tile has landed
-        self.q_empty = barrier_group(1)  # every warpgroup's last S has read it
-        copier = equals(tid, consumers)
-        with only_if(copier):
-            # the TMA thread's arrival (with the bytes it expects) and the mask copiers'
-            full_count = 1 + (MASK_COPIERS if self.staged else 0)
-            # each warpgroup's releasing thread (a staged mask: all its threads)
-            empty_count = p.warpgroups * (WARPGROUP if self.staged else 1)
-            for s in range(p.stages):
-                nvgpu.mbarrier_init(self.full, index_const(full_count), index_const(s))
-                nvgpu.mbarrier_init(self.empty, index_const(empty_count), index_const(s))
-            nvgpu.mbarrier_init(self.q_full, index_const(1), index_const(0))
-            nvgpu.mbarrier_init(self.q_empty, index_const(p.warpgroups), index_const(0))
-            for tensor_map in (q_map, k_map, v_map):
-                nvgpu.tma_prefetch_descriptor(tensor_map)
-        gpu.BarrierOp()
-        self.row_blocks = math.ceil(self.rows / p.block_m)
-        self.block = gpu.block_id(gpu.Dimension.x)
-        self.blocks = gpu.grid_dim(gpu.Dimension.x)
-        items = self.row_blocks * math.prod(self.lead)
-        # this block's work items: block, block + grid, ... (the grid has at most `items`)
-        self.my_items = arith.DivUIOp(arith.SubIOp(
-            _add(self.blocks, items - 1), self.block).result, self.blocks).result
-        warp = uniform_warp(tid)
-
-        def copy():
-            with only_if(copier):
-                self._copy(q_map, k_map, v_map)
-            if self.staged:  # warps 1 and 2 of the copying warpgroup (warp-uniform)
-                first = consumers // WARP + 1
-                with only_if(arith.AndIOp(
-                        arith.CmpIOp(arith.CmpIPredicate.uge, warp, index_const(first)).result,
-                        arith.CmpIOp(arith.CmpIPredicate.ult, warp,
-                                     index_const(first + MASK_COPIERS // WARP)).result).result):
-                    self._copy_mask(arith.SubIOp(tid, index_const(first * WARP)).result)
-        split_roles(warp, consumers, copy, lambda: self._consume(tid, warp, out))
-
-    @contextmanager
-    def _items(self):
-        """A loop over this block's work items, with `_item`'s values set for each;
-        yields (the item's index among the block's, the ring steps the items before it
-        took). The ring (and Q's barriers) run on across items: the copier fills the
-        next item's first slots while the warpgroups finish this one."""
-        counted = self.causal is not None  # items differ in key tiles: count the steps
-        loop = scf.ForOp(index_const(0), self.my_items, index_const(1),
-                         [index_const(0)] if counted else [])
-        with ir.InsertionPoint(loop.body):
-            local = loop.induction_variable
-            self._item(arith.AddIOp(self.block, arith.MulIOp(
-                local, self.blocks).result).result)
-            steps = loop.inner_iter_args[0] if counted else \
-                arith.MulIOp(local, self.tiles).result
-            yield local, steps
-            scf.YieldOp([arith.AddIOp(steps, self.tiles).result] if counted else [])
-
-    def _item(self, item: ir.Value) -> None:
-        """Work item `item`'s row block (row0), (p..) indices and key tiles. Items run
-        row block fastest (one slice's K and V stay in L2 for its row blocks), except
-        causal ones, which differ in work (row block x visits about x + 1 key tiles)
-        and are numbered heaviest first: blocks start in about linear-id order and take
-        their items in order, so the light ones fill in at the end."""
-        row_blocks, slices = self.row_blocks, math.prod(self.lead)
-        if self.causal and row_blocks > 1:
-            row_block = arith.SubIOp(index_const(row_blocks - 1), arith.DivUIOp(
-                item, index_const(slices)).result).result
-            slice_index = arith.RemUIOp(item, index_const(slices)).result
-        else:
-            row_block = arith.RemUIOp(item, index_const(row_blocks)).result
-            slice_index = arith.DivUIOp(item, index_const(row_blocks)).result
-        self.slice_ivs = delinearize(slice_index, self.lead) if self.lead else []
-        self.row0 = arith.MulIOp(row_block, index_const(self.p.block_m)).result
-        self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count
-
-    def _key_tiles(self) -> ir.Value:
-        """The key tiles the item visits: all, or (causal) those up to its last row's
-        last allowed key; the tiles above the diagonal are neither copied nor multiplied.
-        At least one: an item whose rows see no key (a negative offset) still takes tile
-        0, whose scores the causal check then makes -inf (its rows store 0)."""
-        block_n = self.p.block_n
-        if not self.causal:
-            return index_const(math.ceil(self.keys / block_n))
-        end = self.causal.key_end(self.row0, self.p.block_m, self.rows, self.keys)
-        tiles = arith.DivUIOp(_add(end, block_n - 1), index_const(block_n)).result
-        return arith.MaxUIOp(tiles, index_const(1)).result if self.causal.offset < 0 else tiles
-
-    # ------------------------------------------------------------ the copying thread
-
-    def _view(self, rows: int, offset: ir.Value) -> ir.Value:
-        """The box of `rows` x 64 at byte `offset` of the ring (with the tensors' leading
-        unit dims: the shape the TMA copy writes)."""
-        shape = (1,) * len(self.lead) + (rows, BOX_COLUMNS)
-        return memref.ViewOp(shared(shape, self.element), self.ring, offset, []).result
-
-    def _coords(self, column: int, row: ir.Value) -> list:
-        """TMA coordinates, innermost first: column, row, then the (p..) indices."""
-        return [index_const(column), row] + list(reversed(self.slice_ivs))
-
-    def _copy(self, q_map, k_map, v_map):
-        """Per item: Q's tile, once the previous item's Q is released, then the key
-        tiles, each into the next ring slot once it is free."""
-        with self._items() as (local, steps):
-            self._copy_item(q_map, k_map, v_map, local, steps)
-
-    def _copy_item(self, q_map, k_map, v_map, local, steps):
-        p, box_bytes = self.p, self.p.block_n * SWIZZLE_BYTES
-        free_slot(self.q_empty, local, 1)
-        nvgpu.mbarrier_arrive_expect_tx(self.q_full, index_const(p.q_bytes(self.d)),
-                                        index_const(0))
-        for box in range(self.d // BOX_COLUMNS):
-            target = self._view(p.block_m, index_const(box * p.block_m * SWIZZLE_BYTES))
-            nvgpu.TmaAsyncLoadOp(target, self.q_full, q_map,
-                                 self._coords(box * BOX_COLUMNS, self.row0),
-                                 mbarId=index_const(0))
-        loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
-        with ir.InsertionPoint(loop.body):
-            j = loop.induction_variable
-            slot = free_slot(self.empty, arith.AddIOp(steps, j).result, p.stages)
-            nvgpu.mbarrier_arrive_expect_tx(
-                self.full, index_const(p.stage_bytes(self.d, self.e)), slot)
-            base = arith.AddIOp(index_const(p.q_bytes(self.d)), arith.MulIOp(
-                slot, index_const(p.stage_bytes(self.d, self.e))).result).result
-            key0 = arith.MulIOp(j, index_const(p.block_n)).result
-            boxes = [(k_map, n) for n in range(self.d // BOX_COLUMNS)] + \
-                [(v_map, n) for n in range(self.e // BOX_COLUMNS)]
-            for number, (tensor_map, n) in enumerate(boxes):
-                target = self._view(p.block_n, arith.AddIOp(
-                    base, index_const(number * box_bytes)).result)
-                nvgpu.TmaAsyncLoadOp(target, self.full, tensor_map,
-                                     self._coords(n * BOX_COLUMNS, key0), mbarId=slot)
-            scf.YieldOp([])
-
-    def _mask_view(self) -> ir.Value:
-        """The staged mask's ring: [stage][row of the block][key of the tile], padded
-        rows, after Q's tile and the K/V ring."""
-        p = self.p
-        offset = p.q_bytes(self.d) + p.stages * p.stage_bytes(self.d, self.e)
-        return memref.ViewOp(shared((p.stages, p.block_m, p.mask_pitch),
-                                    ir.IntegerType.get_signless(8)),
-                             self.ring, index_const(offset), []).result
-
-    def _mask_where(self, row: ir.Value, key: ir.Value) -> list:
-        loops = self.slice_ivs + [row, key]
-        return [loops[k] for k in self.mask_dims]
-
-    def _copy_mask(self, local: ir.Value) -> None:
-        """Thread `local` of MASK_COPIERS stages the mask's block_m x block_n byte tile of
-        each key tile the block visits into the slot K and V take, by cp.async 16 bytes
-        at a time (8 threads a 128-byte row: coalesced, where the warpgroups' own reads
-        of their accumulators' bytes touch 8 rows per load). Keys past the last are
-        zero-filled, rows past the last read the last row (never stored). It waits for
-        its copies, then arrives on the slot's full barrier (with release semantics:
-        the warpgroups, which wait on it, see the bytes); it waits for the slot's empty
-        barrier like the TMA thread."""
-        view = self._mask_view()
-        with self._items() as (_, steps):
-            self._copy_mask_item(local, view, steps)
-
-    def _copy_mask_item(self, local, view, steps) -> None:
-        p, per_row = self.p, self.p.block_n // 16
-        chunks = p.block_m * per_row
-        assert chunks % MASK_COPIERS == 0, p
-        loop = scf.ForOp(index_const(0), self.tiles, index_const(1))
-        with ir.InsertionPoint(loop.body):
-            j = loop.induction_variable
-            slot = free_slot(self.empty, arith.AddIOp(steps, j).result, p.stages)
-            key0 = arith.MulIOp(j, index_const(p.block_n)).result
-            # a loop, not unrolled copies: after setmaxnreg this warpgroup has 40
-            # registers, fewer than 16 hoisted 64-bit source addresses need
-            chunk_loop = scf.ForOp(local, index_const(chunks), index_const(MASK_COPIERS))
-            with ir.InsertionPoint(chunk_loop.body):
-                flat = chunk_loop.induction_variable
-                row = arith.DivUIOp(flat, index_const(per_row)).result
-                column = arith.MulIOp(arith.RemUIOp(flat, index_const(per_row)).result,
-                                      index_const(16)).result
-                source_row = arith.MinUIOp(arith.AddIOp(self.row0, row).result,
-                                           index_const(self.rows - 1)).result
-                key = arith.AddIOp(key0, column).result
-                filled = None
-                if self.keys % p.block_n:  # the last tile: 16-key chunks past the end
-                    real = arith.CmpIOp(arith.CmpIPredicate.ult, key,
-                                        index_const(self.keys)).result
-                    filled = arith.SelectOp(real, index_const(16), index_const(0)).result
-                    key = arith.MinUIOp(key, index_const(self.keys - 16)).result
-                nvgpu.DeviceAsyncCopyOp(
-                    view, [slot, row, column], self.mask, self._mask_where(source_row, key),
-                    ir.IntegerAttr.get(ir.IndexType.get(), 16), srcElements=filled,
-                    bypassL1=True)
-                scf.YieldOp([])
-            # one group: every copy this thread issued so far
-            token = nvgpu.DeviceAsyncCreateGroupOp([]).result
-            nvgpu.DeviceAsyncWaitOp(token, numGroups=0)
-            nvgpu.mbarrier_arrive(self.full, slot)
-            scf.YieldOp([])
-
-    # ------------------------------------------------------------ the warpgroups
 
     def _consume(self, tid, warp, out):
         p = self.p
@@ -507,10 +269,10 @@ class _Kernel:
         with self._items() as (local, steps):
             self.steps = steps  # ring steps before this item's first key tile
             first_row = arith.AddIOp(self.row0, my_rows).result
-            self.my_rows = [first_row, _add(first_row, 8)]  # rows 16 w + lane / 4 (+ 8)
+            self.my_rows = [first_row, add(first_row, 8)]  # rows 16 w + lane / 4 (+ 8)
             self.warp_row0 = arith.AddIOp(self.row0, warp_rows).result  # warp-uniform
-            last_row = index_const(self.rows - 1)  # the mask's row of a row past the end
-            self.rows_in = [arith.MinUIOp(r, last_row).result for r in self.my_rows]
+            # the mask's row of a row past the end: the last
+            self.rows_in = [clamp(r, self.rows) for r in self.my_rows]
             wait(self.q_full, 0, parity(local, 1))
             state = self._overlapped() if p.overlap else self._serial()
             self._store(out, state[2:4], state[4:4 + self.e // 2])
@@ -648,9 +410,7 @@ class _Kernel:
         loads. Issued before the wait for S, so they arrive while the wgmma runs."""
         if self.mask is None:
             return None
-        i8 = ir.IntegerType.get_signless(8)
-        pair_type = ir.VectorType.get([2], i8)
-        zero = arith.ConstantOp(i8, 0).result
+        pair_type = ir.VectorType.get([2], ir.IntegerType.get_signless(8))
         quad2 = arith.MulIOp(self.quad, index_const(2)).result
         bits = [None] * (self.p.block_n // 2)
         for r in (0, 1):
@@ -658,14 +418,13 @@ class _Kernel:
                 if self.staged:
                     local_row = arith.SubIOp(self.my_rows[r], self.row0).result
                     pair = vector.LoadOp(pair_type, self.mask_view,
-                                         [slot, local_row, _add(quad2, 8 * n)],
+                                         [slot, local_row, add(quad2, 8 * n)],
                                          alignment=2).result
                     values = [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
                 else:
                     values = self._global_mask_pair(j, r, quad2, n)
                 for c, value in enumerate(values):
-                    bits[4 * n + 2 * r + c] = arith.CmpIOp(arith.CmpIPredicate.ne, value,
-                                                           zero).result
+                    bits[4 * n + 2 * r + c] = mask_allows(value)
         return bits
 
     def _global_mask_pair(self, j, r: int, quad2, n: int) -> list:
@@ -674,21 +433,12 @@ class _Kernel:
         2-byte load where the mask's rows are its last axis and have even length, else
         two. Rows and keys past the end read the last one's (the limit check drops
         those keys)."""
-        pairs = self.mask_dims[-1] == len(self.lead) + 1 and self.keys % 2 == 0
-        clamp = self.keys % self.p.block_n != 0  # the last tile reaches past the keys
-        key0 = _add(arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
-                                 quad2).result, 8 * n)
+        key0 = add(arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
+                                quad2).result, 8 * n)
         row = self.rows_in[r]
-        if pairs:
-            if clamp:
-                key0 = arith.MinUIOp(key0, index_const(self.keys - 2)).result
-            pair = vector.LoadOp(ir.VectorType.get([2], ir.IntegerType.get_signless(8)),
-                                 self.mask, self._mask_where(row, key0), alignment=2).result
-            return [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
-        keys = [_add(key0, c) for c in (0, 1)]
-        if clamp:
-            keys = [arith.MinUIOp(k, index_const(self.keys - 1)).result for k in keys]
-        return [memref.LoadOp(self.mask, self._mask_where(row, k)).result for k in keys]
+        bounds = self.keys % self.p.block_n != 0  # the last tile reaches past the keys
+        return mask_pair(self.mask, lambda key: self.mask_index(self.slice_ivs, row, key),
+                         key0, self.keys, self.mask_pairs, bounds)
 
     def _needs_limit(self, j) -> Optional[ir.Value]:
         """Whether key tile j needs the per-key limit check (an i1, warp-uniform; None:
@@ -699,9 +449,9 @@ class _Kernel:
         if self.keys % block_n:
             conditions.append(equals(j, math.ceil(self.keys / block_n) - 1))
         if self.causal:
-            last_key = _add(arith.MulIOp(j, index_const(block_n)).result, block_n - 1)
+            last_key = add(arith.MulIOp(j, index_const(block_n)).result, block_n - 1)
             conditions.append(arith.CmpIOp(arith.CmpIPredicate.sgt, last_key,
-                                           _add(self.warp_row0, self.causal.offset)).result)
+                                           add(self.warp_row0, self.causal.offset)).result)
         if not conditions:
             return None
         return conditions[0] if len(conditions) == 1 else \
@@ -712,9 +462,8 @@ class _Kernel:
         past a row's last allowed key are -inf. The last two are one comparison per
         score, in the tiles that need it: column (within the tile, less 2t) <= the
         row's limit, min(keys, row + offset + 1) - 1 - (first key + 2t)."""
-        neg_inf = float_constant(self.f32, float("-inf"))
         if bits is not None:
-            scores = [arith.SelectOp(bit, s, neg_inf).result for bit, s in zip(bits, scores)]
+            scores = [only_allowed(bit, s) for bit, s in zip(bits, scores)]
         check = self._needs_limit(j)
         if check is None:
             return scores
@@ -727,13 +476,13 @@ class _Kernel:
             for row in self.my_rows:
                 last = last_key
                 if self.causal:
-                    last = arith.MinSIOp(_add(row, self.causal.offset), last_key).result
+                    last = arith.MinSIOp(add(row, self.causal.offset), last_key).result
                 limits.append(arith.SubIOp(last, first).result)
             masked = []
             for v, s in enumerate(scores):
                 inside = arith.CmpIOp(arith.CmpIPredicate.sle, index_const(self._key_columns(v)),
                                       limits[v % 4 // 2]).result
-                masked.append(arith.SelectOp(inside, s, neg_inf).result)
+                masked.append(only_allowed(inside, s))
             scf.YieldOp(masked)
         with ir.InsertionPoint(branch.else_block):
             scf.YieldOp(scores)
@@ -741,29 +490,17 @@ class _Kernel:
 
     def _softmax(self, scores, m_old, l_old):
         """Per row r (accumulators v with v % 4 // 2 == r): the new max, the new partial
-        sum (this lane's columns), alpha, and P (f32, in the accumulators' order)."""
-        f32 = self.f32
-        c = float_constant(f32, self.c)
-        m_new, l_new, alphas = [], [], []
+        sum (this lane's columns), alpha, and P (f32, in the accumulators' order). The
+        rows' 32 or 64 values as balanced trees: short dependency chains."""
+        mine = [[v for v in range(len(scores)) if v % 4 // 2 == r] for r in (0, 1)]
+        update = OnlineSoftmax(self.f32, lanes=4, scale=self.c, balanced=True,
+                               may_be_empty=self.may_be_empty).update(
+            [[scores[v] for v in row] for row in mine], m_old, l_old)
         probs = [None] * len(scores)
-        for r in (0, 1):
-            mine = [v for v in range(len(scores)) if v % 4 // 2 == r]
-            row_max = _tree([m_old[r]] + [scores[v] for v in mine], arith.MaximumFOp)
-            row_max = quad_reduce(row_max, arith.MaximumFOp)
-            neg_shift = arith.NegFOp(arith.MulFOp(row_max, c).result).result
-            if self.may_be_empty:  # no allowed key yet: shift by 0, exp2 gives 0 (not NaN)
-                empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max,
-                                     float_constant(f32, float("-inf"))).result
-                neg_shift = arith.SelectOp(empty, float_constant(f32, 0.0), neg_shift).result
-            alpha = mmath.Exp2Op(mmath.FmaOp(m_old[r], c, neg_shift).result).result
-            for v in mine:
-                probs[v] = mmath.Exp2Op(mmath.FmaOp(scores[v], c, neg_shift).result).result
-            total = _tree([arith.MulFOp(l_old[r], alpha).result] + [probs[v] for v in mine],
-                          arith.AddFOp)
-            m_new.append(row_max)
-            l_new.append(total)
-            alphas.append(alpha)
-        return m_new, l_new, alphas, probs
+        for row, row_probs in zip(mine, update.probs):
+            for v, p in zip(row, row_probs):
+                probs[v] = p
+        return update.maxima, update.sums, update.alphas, probs
 
     def _pack(self, low, high) -> ir.Value:
         """Two f32 rounded to the element type, as one i32 register (low half first)."""
@@ -798,16 +535,10 @@ class _Kernel:
     def _store(self, out, sums, o):
         """out = O / l, rounded once, where the row exists; 0 for a row with no allowed
         key (l = 0 and O = 0, as the spec's loops and the other kernels give)."""
-        f32 = self.f32
-        one, zero = float_constant(f32, 1.0), float_constant(f32, 0.0)
         pair = ir.VectorType.get([2], self.element)
         quad2 = arith.MulIOp(self.quad, index_const(2)).result
         for r, row in enumerate(self.my_rows):
-            total = quad_reduce(sums[r], arith.AddFOp)
-            inverse = arith.DivFOp(one, total).result
-            if self.may_be_empty:
-                some = arith.CmpFOp(arith.CmpFPredicate.OGT, total, zero).result
-                inverse = arith.SelectOp(some, inverse, zero).result
+            inverse = inverse_sum(quad_reduce(sums[r], arith.AddFOp), self.may_be_empty)
             guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, row,
                                           index_const(self.rows)).result)
             with ir.InsertionPoint(guard.then_block):
@@ -815,9 +546,5 @@ class _Kernel:
                     values = [arith.TruncFOp(self.element, arith.MulFOp(
                         o[4 * j + 2 * r + c], inverse).result).result for c in (0, 1)]
                     vector.StoreOp(vector.FromElementsOp(pair, values).result, out,
-                                   self.slice_ivs + [row, _add(quad2, 8 * j)], alignment=4)
+                                   self.slice_ivs + [row, add(quad2, 8 * j)], alignment=4)
                 scf.YieldOp([])
-
-
-def _add(a: ir.Value, b: int) -> ir.Value:
-    return a if b == 0 else arith.AddIOp(a, index_const(b)).result
