@@ -19,7 +19,6 @@ import functools
 import hashlib
 import importlib.util
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -28,7 +27,7 @@ from .autotune.database import TuningDatabase
 from .backend.cuda import stages as cuda_stages
 from .backend.iree import stages as iree_stages
 from .cache import ArtifactCache, atomic_write_bytes
-from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote
+from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote, note
 from .frontend import ast
 from .frontend.checker import check
 from .frontend.parser import parse
@@ -98,8 +97,8 @@ def _emit_notes(module: "ir.Module") -> None:
     from mlir import ir
     attrs = module.operation.attributes
     if "zynml.notes" in attrs:
-        for note in ir.ArrayAttr(attrs["zynml.notes"]):
-            warnings.warn(ir.StringAttr(note).value, ZynMLNote, stacklevel=3)
+        for text in ir.ArrayAttr(attrs["zynml.notes"]):
+            note(ir.StringAttr(text).value)
         del attrs["zynml.notes"]
 
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..cache import atomic_write_bytes, default_cache_dir
-from ..errors import ZynMLNote
+from ..errors import note
 
 __all__ = ["Entry", "TuningDatabase", "FILE_NAME"]
 
@@ -111,8 +110,7 @@ class TuningDatabase:
             return None
 
     def _ignore(self, why: str) -> None:
-        warnings.warn(f"note: ignoring the autotuning database {self.path}: {why}",
-                      ZynMLNote, stacklevel=3)
+        note(f"note: ignoring the autotuning database {self.path}: {why}")
 
 
 def _text(value) -> str:
