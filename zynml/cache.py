@@ -12,10 +12,12 @@ same key at once: the last complete file wins, and all of them hold the same byt
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -41,15 +43,34 @@ def default_cache_dir() -> Path:
     return base / "zynml"
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = False,
+                       follow: bool = True) -> None:
     """Write `data` to `path` so that `path` holds either its old content or all of `data`.
 
     The bytes go to a temporary file in the same folder (same file system, so the
     rename is atomic) that `os.replace` moves over `path`; on any failure, the
     temporary file is removed and the exception propagates. `fsync=True` also survives
     a power cut, at the price of a disk flush.
+
+    With `follow` (the default: a user's output file), a symlink is followed, so the file
+    it names gets the new content, and a path that is no regular file (/dev/null,
+    /dev/stdout, a FIFO) is written in place, as a shell's `>` does: a rename would
+    replace the device node itself (as root, /dev/null would become a file). The cache
+    passes follow=False: its entries are replaced whatever they are.
     """
     path = Path(path)
+    if follow:
+        try:
+            mode = os.stat(path).st_mode  # follows links, /proc's (/dev/stdout) included
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if mode is not None and not stat.S_ISREG(mode):
+            with open(path, "wb") as f:
+                f.write(data)
+            return
+        path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
