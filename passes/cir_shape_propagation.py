@@ -26,6 +26,8 @@ from ..lowering.cir_ops import (body_of, compute_ops, constant_int, entry_block,
                       i64_array, is_body_function, set_function_type,
                       top_level_funcs)
 
+from .cir_verify import verify_bodies
+
 NAME = "cir-shape-propagation"
 
 
@@ -35,6 +37,7 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
+    verify_bodies(module)  # what this pass relies on, also when run on its own
     funcs = func_by_name(module)
     for compute in compute_ops(module):
         _specialize(compute, body_of(compute, funcs))

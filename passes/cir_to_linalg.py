@@ -29,6 +29,7 @@ from ..lowering.attention_lowering import lower_attention
 from ..lowering.cir_ops import (body_of, compute_ops, func_by_name, int_attr, ops_in, string_attr,
                       top_level_funcs)
 from ..lowering.nest_lowering import LoweringError, NestLowering
+from .cir_verify import verify_bodies
 from .pipeline import fail
 
 NAME = "cir-to-linalg"
@@ -43,6 +44,7 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
+    verify_bodies(module)  # what this pass relies on, also when run on its own
     funcs = func_by_name(module)
     bodies = set()
     notes: list[str] = []

@@ -40,9 +40,17 @@ def compute_ops(module: ir.Operation) -> list[ir.Operation]:
             for op in ops_in(f, "cir.compute")]
 
 
-def body_of(compute: ir.Operation, funcs: dict[str, ir.Operation]) -> Optional[ir.Operation]:
+def body_name(compute: ir.Operation) -> Optional[str]:
+    """The symbol `body` names, or None when it is missing or no symbol reference."""
+    if "body" not in compute.attributes:
+        return None
     attr = compute.attributes["body"]
-    return funcs.get(ir.FlatSymbolRefAttr(attr).value)
+    return attr.value if isinstance(attr, ir.FlatSymbolRefAttr) else None
+
+
+def body_of(compute: ir.Operation, funcs: dict[str, ir.Operation]) -> Optional[ir.Operation]:
+    name = body_name(compute)
+    return funcs.get(name) if name is not None else None
 
 
 def string_attr(op: ir.Operation, name: str) -> Optional[str]:

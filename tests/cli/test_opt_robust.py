@@ -1,0 +1,132 @@
+"""zynml-opt on input that makes MLIR abort, and on cir the passes once crashed on: exit 1
+with a located error, never a signal, a traceback or exit 2. Found by a hostile-user
+campaign: `array<index: 1>` failed an assertion in MLIR's parser (SIGABRT), a tensor of
+99999999999 elements an LLVM ERROR (SIGABRT), and a `cir.compute` whose body symbol names
+no function was an AttributeError in cir-to-linalg and cir-shape-propagation."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zynml.cli import isolate
+
+ABORTS_IN_ASSERTION = "module attributes {x = array<index: 1>} {}\n"
+ABORTS_IN_LLVM_ERROR = """\
+func.func @f() -> tensor<99999999999xf32> {
+  %c = arith.constant 1.0 : f32
+  %t = tensor.from_elements %c : tensor<99999999999xf32>
+  return %t : tensor<99999999999xf32>
+}
+"""
+NO_BODY = """\
+func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %c8 = arith.constant 8 : index
+  %y = "cir.compute"(%x, %c8) {kind = "elementwise", body = @missing, out_dims = array<i64: 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<8xf32>, index) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+"""
+MATMUL_TIMES_2 = """let C = compute(A, B) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var sum = 0.0
+        for k in 0..K:
+            sum += A[i, k] * B[k, j] * 2.0
+        out[i, j] = sum
+}
+"""
+
+
+def zynml_opt(*args, env=None):
+    done = subprocess.run([sys.executable, "-m", "zynml.cli.opt", *map(str, args)],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})))
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    return done
+
+
+@pytest.mark.parametrize("text,why", [
+    (ABORTS_IN_ASSERTION, 'assertion isIntOrFloat() && "only integers and floats have a '
+                          'bitwidth" failed (Types.cpp:123)'),
+    (ABORTS_IN_LLVM_ERROR, "SmallVector unable to grow. Requested capacity (99999999999) "
+                           "is larger than maximum value for size type (4294967295)"),
+])
+def test_mlir_aborting_is_a_located_error_exit_1(tmp_path, text, why):
+    path = tmp_path / "a.mlir"
+    path.write_text(text)
+    done = zynml_opt(path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"{path}:1:1: error: MLIR crashed (SIGABRT) while processing this input: {why}",
+        text.splitlines()[0], "^"]
+
+
+def test_a_chunk_that_aborts_fails_alone(tmp_path):
+    path = tmp_path / "a.mlir"
+    path.write_text("module {}\n// -----\n\n" + ABORTS_IN_ASSERTION +
+                    "// -----\nfunc.func @g() {\n  return\n}\n")
+    done = zynml_opt(path, "--split-input-file")
+    assert done.returncode == 1 and done.stdout == ""  # no output when any chunk fails
+    assert done.stderr.splitlines()[0].startswith(f"{path}:4:1: error: MLIR crashed (SIGABRT)")
+    assert len(done.stderr.splitlines()) == 3  # the other chunks were fine
+
+
+def test_the_debug_knob_shows_mlirs_own_words(tmp_path):
+    path = tmp_path / "a.mlir"
+    path.write_text(ABORTS_IN_ASSERTION)
+    done = zynml_opt(path, env={"ZYNML_DEBUG": "1"})
+    assert done.returncode == 1 and "Assertion `isIntOrFloat()" in done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--cir-to-linalg", "--cir-shape-propagation",
+                                  "--cir-raise-attention", "--cir-verify"])
+def test_a_missing_body_is_a_located_error_of_every_cir_pass(tmp_path, flag):
+    path = tmp_path / "a.mlir"
+    path.write_text(NO_BODY)
+    done = zynml_opt(path, flag)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (f"{path}:3:8: error: 'cir.compute' body @missing "
+                                           "is not a function of this module")
+
+
+def test_usage_errors_print_the_usage_line(tmp_path):
+    path = tmp_path / "a.mlir"
+    path.write_text("module {}\n")
+    done = zynml_opt(path, path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "usage: zynml-opt [options] [passes] [input file | -]",
+        f"zynml-opt: error: expected one input file, got 2: {path} {path}"]
+    done = zynml_opt(path, "-o", tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == f"zynml-opt: error: cannot write -o '{tmp_path}': Is a directory\n"
+
+
+def test_notes_of_the_passes_print_as_notes(tmp_path):
+    path = tmp_path / "mm.zyn"
+    path.write_text(MATMUL_TIMES_2)
+    done = zynml_opt(path, "--zyn-input=A=4x3", "--zyn-input=B=3x5", "--cir-to-linalg")
+    assert done.returncode == 0
+    assert done.stderr.splitlines() == [
+        f"{path}:1:9: note: the body of this 'matmul' kernel is not a plain matrix "
+        "product; it is lowered generically from the body",
+        "let C = compute(A, B) {", "        ^"]
+    assert "zynml.notes" not in done.stdout
+
+
+def test_isolated_passes_results_exceptions_and_deaths():
+    assert isolate.isolated(sum, [1, 2, 3]) == 6
+    with pytest.raises(KeyError, match="gone"):
+        isolate.isolated(_raises_key_error)
+    with pytest.raises(isolate.Crashed) as err:
+        isolate.isolated(os.abort)
+    assert err.value.how == "MLIR crashed (SIGABRT)"
+
+
+def _raises_key_error():
+    raise KeyError("gone")
