@@ -227,3 +227,35 @@ def test_a_note_points_at_the_users_line_not_at_zynml():
         "<string>:1:9: note: the body of this 'matmul' kernel is not a plain matrix "
         "product; it is lowered generically from the body"]
     assert notes[0].filename == __file__
+
+
+# ------------------------------------------------------------------ reads out of bounds
+
+
+@pytest.mark.parametrize("body,shape,message,col", [
+    # a constant index: linalg's verifier said "'linalg.generic' op inferred input/output
+    # operand #1 has shape's dimension #0 to be greater than or equal to 8", at `compute`
+    ("    for i in 0..n:\n        out[i] = x[i] + x[7]", (4,),
+     "'x' is read out of bounds: index 7 of dimension 0, but that dimension of 'x' has "
+     "size 4", 25),
+    ("    for i in 0..n:\n        out[i] = x[i] + x[i - 1]", (4,),
+     "'x' is read out of bounds: the index of dimension 0 runs from -1 to 2, but that "
+     "dimension of 'x' has size 4", 25),
+    ("    for i in 0..n, j in 0..m:\n        out[i, j] = x[i, j] + x[i, j + 1]", (5, 3),
+     "'x' is read out of bounds: the index of dimension 1 runs from 1 to 3, but that "
+     "dimension of 'x' has size 3", 31),
+])
+def test_a_read_out_of_bounds_is_located_at_the_read(body, shape, message, col):
+    source = f"let y = compute(x) {{\n    @kernel elementwise\n{body}\n}}\n"
+    with pytest.raises(ZynMLError) as err:
+        zynml.run(source, x=np.ones(shape, np.float32), device="cpu")
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"<string>:4:{col}: error: {message}"
+    assert lines[2] == " " * (col - 1) + "^" and "linalg" not in str(err.value)
+
+
+def test_a_read_inside_the_input_at_an_offset_runs():
+    x = np.arange(5, dtype=np.float32)
+    out = zynml.run("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..3:\n"
+                    "        out[i] = x[i + 2]\n}\n", x=x, device="cpu")["y"]
+    np.testing.assert_array_equal(out, x[2:])

@@ -162,8 +162,10 @@ class BodyEmitter:
         if isinstance(e, ast.Index):
             indices = [self.expr(i, INDEX) for i in e.indices]
             source = self.out if e.base.sym.kind == "out" else self.env[e.base.sym]
-            return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
-                                       operands=[source, *indices]).result
+            # the read's own location (its name): an out-of-bounds read is reported there
+            with ir.Location.file(e.base.loc.file.name, e.base.loc.line, e.base.loc.col):
+                return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
+                                           operands=[source, *indices]).result
         if isinstance(e, ast.Call):
             if e.func.id == "dot":
                 return self._dot(e, t)

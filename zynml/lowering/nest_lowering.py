@@ -31,6 +31,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
 from .cir_ops import constant_int, defining_op, ops_in
+from .bounds import check_read
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
 
 # combiner op -> identity element; "min", "max", "umax": that integer extreme of the type
@@ -141,6 +142,7 @@ class NestLowering:
         dimensions it indexes directly (linalg takes loop extents from operand shapes)."""
         source = self.L.outer(load.operands[0])
         shape = list(ir.RankedTensorType(source.type).shape)
+        self._check_bounds(load, affine_map, dims, shape)
         sizes = []
         for k, expr in enumerate(affine_map.results):
             try:
@@ -150,15 +152,26 @@ class NestLowering:
                 continue
             extent = self.bound(dims[d])
             static = extent if isinstance(extent, int) else constant_int(extent)
-            if static is not None and not ir.ShapedType.is_dynamic_size(shape[k]) \
-                    and static > shape[k]:
-                raise LoweringError(f"a loop over {static} runs past the end of dimension {k} "
-                                    f"of an input (size {shape[k]})", load.location)
             if static is not None:
                 sizes.append(static)
             else:
                 sizes.append(extent if isinstance(extent, int) else self.L.outer(extent))
         return self.L.sliced(source, sizes)
+
+    def _check_bounds(self, load: ir.Operation, affine_map: ir.AffineMap,
+                      dims: list[ir.Value], shape: list[int]) -> None:
+        check_read(affine_map, [self.static_bound(iv) for iv in dims], shape,
+                   self._input_name(load.operands[0]), load.location)
+
+    def _input_name(self, arg: ir.Value) -> str:
+        """The program's name of a body argument (the compute's `names`), else 'input #N'."""
+        names = self.compute.attributes["names"] if "names" in self.compute.attributes \
+            else None
+        number = ir.BlockArgument(arg).arg_number if isinstance(arg, ir.BlockArgument) \
+            else None
+        if names is not None and number is not None and number < len(names):
+            return ir.StringAttr(names[number]).value
+        return f"input #{number}"
 
     # ------------------------------------------------------------------ generics
 
