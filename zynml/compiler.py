@@ -58,7 +58,8 @@ def parse_source(source_or_path: Union[str, os.PathLike]) -> tuple[SourceFile, a
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            raise ZynMLError(f"cannot read '{path}': {err}",
+            why = err.strerror if isinstance(err, OSError) and err.strerror else err
+            raise ZynMLError(f"cannot read '{path}': {why}",
                              SourceLocation(SourceFile(str(path), ""), 1, 1)) from None
         src = SourceFile(str(path), text)
     else:

@@ -197,3 +197,11 @@ def test_notes_print_as_note_lines_not_python_warnings(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == (f"{prog}:1:9: note: the body of this 'matmul' kernel is not a "
                            "plain matrix product; it is lowered generically from the body\n")
+
+
+def test_an_empty_output_name_is_a_usage_error(prog):
+    """test_cli_fuzz: `--output-dir ''` was ignored (exit 0, nothing written)."""
+    usage_error(zynml("run", prog, "--device", "cpu", "--random", "x=4", "--output-dir", ""),
+                "zynml: error: --output-dir needs a name, not ''")
+    usage_error(zynml("compile", prog, "--random", "x=4", "-o", ""),
+                "zynml: error: --output needs a name, not ''")

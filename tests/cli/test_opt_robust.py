@@ -130,3 +130,29 @@ def test_isolated_passes_results_exceptions_and_deaths():
 
 def _raises_key_error():
     raise KeyError("gone")
+
+
+# ------------------------------------------------------------------ found by the fuzzers
+
+
+def test_an_invalid_regex_in_an_expectation_is_a_located_error(tmp_path):
+    """test_opt_fuzz seed 832: re.error escaped as an internal error (exit 2)."""
+    path = tmp_path / "a.mlir"
+    path.write_text("func.func @f() {\n  // expected-error-re@+1 {{a {{[0-9}} b}}\n"
+                    "  return\n}\n")
+    done = zynml_opt(path, "--verify-diagnostics")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith(
+        f"{path}:2:6: error: invalid regex in expected-error-re: ")
+
+
+def test_cir_to_linalg_lowers_a_shape_generic_gather_of_a_dynamic_input(tmp_path):
+    """test_opt_fuzz seed 854: conv2d_depthwise without --zyn-input reads `input[.., oh +
+    kh, ..]` of a dynamic dimension: "cannot slice a dynamic dimension without its
+    extent" was an internal error; the whole dimension is its tensor.dim."""
+    path = tmp_path / "conv.zyn"
+    path.write_text((Path(__file__).resolve().parents[1] / "programs" / "examples" /
+                     "conv2d_depthwise.zyn").read_text())
+    done = zynml_opt(path, "--cir-to-linalg")
+    assert done.returncode == 0, done.stderr
+    assert "linalg.generic" in done.stdout and "tensor.dim" in done.stdout

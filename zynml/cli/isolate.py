@@ -17,6 +17,7 @@ Where there is no fork() the function runs in-process, as before.
 from __future__ import annotations
 
 import faulthandler
+import io
 import os
 import pickle
 import re
@@ -71,6 +72,10 @@ def _child(fn, args, read_fd: int, write_fd: int, err_fd: int) -> None:
         os.close(read_fd)
         os.dup2(err_fd, 2)  # what MLIR writes on stderr (dumps, timing, its last words)
         faulthandler.disable()  # an abort here is reported by the parent, in its words
+        # Python's own stderr writes (a pass's traceback with ZYNML_DEBUG) go there too,
+        # even where sys.stderr was replaced (tests capture it): the parent passes it on
+        sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False),
+                                      line_buffering=True)
         try:
             outcome = ("ok", fn(*args), "")
         except BaseException as err:
@@ -82,6 +87,7 @@ def _child(fn, args, read_fd: int, write_fd: int, err_fd: int) -> None:
                                                        f"{outcome[1]}"), outcome[2]))
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(data)
+        sys.stderr.flush()
     finally:
         os._exit(0)  # no atexit handlers, no buffers of the parent flushed twice
 

@@ -89,10 +89,10 @@ def _npy_bytes(value) -> bytes:
     return buffer.getvalue()
 
 
-def _check_device(args, present: bool) -> None:
+def _check_device(args, present: bool, device: str | None = None) -> None:
     """--device and --backend: a mistake in them is one of the arguments, not the program's."""
     try:
-        resolve(args.device, args.backend, require_present=present)
+        resolve(device or args.device, args.backend, require_present=present)
     except DeviceError as err:
         raise UsageError(f"--device {args.device}: {err.message}") from None
 
@@ -106,7 +106,15 @@ def _program(args, device: str, **options):
     return program, values
 
 
+def _named(args, *flags: str) -> None:
+    """An output flag given an empty name: no path, not "the current folder"."""
+    for flag in flags:
+        if getattr(args, flag.lstrip("-").replace("-", "_"), None) == "":
+            raise UsageError(f"{flag} needs a name, not ''")
+
+
 def _run(args) -> int:
+    _named(args, "--output-dir")
     _check_device(args, present=True)
     if args.output_dir:
         check_output_dir(Path(args.output_dir))
@@ -129,13 +137,14 @@ def _run(args) -> int:
 
 
 def _compile(args) -> int:
-    _check_device(args, present=False)
-    if args.output:
-        check_output_file(Path(args.output))
+    _named(args, "--output", "--save-temps")
     backend, stage = compiler.find_stage(args.emit)  # backend None: a shared front stage
     device = args.device
     if backend is not None and backend.emit_device and device == "auto":
         device = backend.emit_device  # e.g. the native stages only exist for CUDA
+    _check_device(args, present=False, device=device)
+    if args.output:
+        check_output_file(Path(args.output))
     program, values = _program(args, device, target=args.target, require_device=False)
     if backend is not None and program.backend != backend.name:
         raise UsageError(backend.wrong_backend.format(

@@ -53,7 +53,7 @@ def run(args) -> int:
     values, origins = load_inputs(args)
     device = "cuda" if args.device == "auto" else args.device
     try:
-        resolve(device, args.backend, require_present=False)
+        resolve(device, args.backend, require_present=not args.compile_only)
     except DeviceError as err:
         raise UsageError(f"--device {args.device}: {err.message}") from None
     program = api.compile(Path(args.file), device=device, backend=args.backend,

@@ -18,9 +18,10 @@ from mlir import ir
 __all__ = ["OutOfBounds", "check_read", "affine_form"]
 
 
-class OutOfBounds(ValueError):
-    """A read at an index outside its input's shape; `location` is the read's. Not a
-    LoweringError: no fallback lowering may swallow it, it is the program's mistake."""
+class OutOfBounds(Exception):
+    """A read at an index outside its input's shape; `location` is the read's. Neither a
+    LoweringError nor a ValueError: no fallback lowering that catches those may swallow
+    it, it is the program's mistake."""
 
     def __init__(self, message: str, location: ir.Location):
         super().__init__(message)

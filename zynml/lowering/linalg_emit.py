@@ -66,10 +66,13 @@ class Lowering:
         if all(s is None or s == d for s, d in zip(sizes, shape)):
             return source
         static, dynamic = [], []
-        for s, d in zip(sizes, shape):
-            if s is None:
-                if ir.ShapedType.is_dynamic_size(d):
-                    raise ValueError("cannot slice a dynamic dimension without its extent")
+        for k, (s, d) in enumerate(zip(sizes, shape)):
+            if s is None and ir.ShapedType.is_dynamic_size(d):  # all of it: its extent
+                with self.ip, self.compute.location:
+                    index = arith.ConstantOp(ir.IndexType.get(), k).result
+                    dynamic.append(tensor.DimOp(source, index).result)
+                static.append(d)
+            elif s is None:
                 static.append(d)
             elif isinstance(s, int):
                 static.append(s)
