@@ -128,7 +128,7 @@ DEBUG: Knob[bool] = Knob(
     "ZYNML_DEBUG", "bool", False,
     "Show the Python traceback of an internal error (a bug) in `zynml`, `zynml-opt` and "
     "Python passes",
-    read_by=("zynml/cli/common.py", "passes/pipeline.py"))
+    read_by=("zynml/cli/common.py", "zynml/cli/opt.py", "passes/pipeline.py"))
 IREE_COMPILE: Knob[Path | None] = Knob(
     "ZYNML_IREE_COMPILE", "path", None,
     "The `iree-compile` to run (a path, or a name on `PATH`); unset: the one in the "
@@ -155,7 +155,9 @@ FUZZ_SCALE: Knob[float] = Knob(
     "ZYNML_FUZZ_SCALE", "float", 1.0,
     "Tests: how many inputs the fuzz tests try, as a multiple of the usual (10: a longer "
     "hunt)",
-    read_by=("tests/frontend/test_frontend_fuzz.py", "tests/frontend/test_parser_fuzz.py"))
+    read_by=("tests/frontend/test_frontend_fuzz.py", "tests/frontend/test_parser_fuzz.py",
+             "tests/cli/test_cli_fuzz.py", "tests/cli/test_opt_fuzz.py",
+             "tests/backend/test_cache_fuzz.py"))
 GPU_COMPILE_ONLY: Knob[bool] = Knob(
     "ZYNML_GPU_COMPILE_ONLY", "bool", False,
     "Tests, on a machine without a GPU: run the GPU tests as far as compiling (into "
