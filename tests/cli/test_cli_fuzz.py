@@ -241,11 +241,18 @@ if __name__ == "__main__":  # a campaign: python tests/cli/test_cli_fuzz.py FIRS
     os.environ.setdefault(knobs.CACHE_DIR.name, tempfile.mkdtemp(prefix="zynml-fuzz-cache-"))
     first, count = (int(a) for a in sys.argv[1:3])
     codes, messages = Counter(), Counter()
+    failures = []
     for seed in range(first, first + count):
-        code, err = run_case(seed, in_subprocess=seed % SUBPROCESS_EVERY == 0)
+        try:
+            code, err = run_case(seed, in_subprocess=seed % SUBPROCESS_EVERY == 0)
+        except AssertionError as failure:  # keep going: count them all
+            failures.append(seed)
+            print(f"FAILED {failure}", flush=True)
+            continue
         codes[code] += 1
         last = (err.strip().splitlines() or ["(nothing)"])[-1]
         messages["ok" if code == 0 else last.split(": error: ")[-1][:60]] += 1
-    print(f"{count} cases from seed {first}: exit 0: {codes[0]}, exit 1: {codes[1]}")
+    print(f"{count} cases from seed {first}: exit 0: {codes[0]}, exit 1: {codes[1]}, "
+          f"failed: {len(failures)} {failures[:20]}")
     for message, n in messages.most_common(40):
         print(f"{n:6d}  {message}")

@@ -54,36 +54,37 @@ def usage_error(done, message: str, usage: bool = False) -> None:
     assert lines[0].startswith("usage: zynml") == usage, done.stderr
 
 
-@pytest.mark.parametrize("args,message", [
+@pytest.mark.parametrize("args,message,usage", [
     (["--random", "x=4x-1"], "zynml: error: --random x=4x-1: sizes are non-negative "
-                             "integers"),
+                             "integers", True),
     (["--random", "x=4", "--random", "x=5"], "zynml: error: input 'x' is given twice: "
-                                             "--random x=4 and --random x=5"),
+                                             "--random x=4 and --random x=5", True),
     (["--random", "x=4", "--set", "n=99999999999999999999999"],
      "zynml: error: --set n=99999999999999999999999: does not fit in a 64-bit integer "
-     "(i64 holds -2**63 to 2**63 - 1)"),
+     "(i64 holds -2**63 to 2**63 - 1)", True),
     (["--input", "x=/dev/null"], "zynml: error: cannot read input 'x' from '/dev/null': "
-                                 "No data left in file"),
+                                 "No data left in file", False),
     (["--random", "x=4", "--device", "bogus"],
      "zynml: error: --device bogus: unknown device 'bogus'; devices are cpu, cuda:N, "
-     "vulkan:N, rocm:N, metal:N and auto"),
+     "vulkan:N, rocm:N, metal:N and auto", True),
     (["--random", "x=4", "--random", "q=3"],
-     "zynml: error: --random q=3: the program has no input 'q'; its inputs: x"),
+     "zynml: error: --random q=3: the program has no input 'q'; its inputs: x", True),
     (["--random", "x=4", "--output-dir", "/proc/zynml-out"],
      "zynml: error: cannot write the outputs into '/proc/zynml-out': No such file or "
-     "directory; nothing was written"),
+     "directory; nothing was written", False),
 ])
-def test_argument_and_environment_mistakes_are_usage_errors(prog, args, message):
+def test_argument_and_environment_mistakes_are_usage_errors(prog, args, message, usage):
+    """A mistake in the arguments follows the usage line; one of the file system not."""
     usage_error(zynml("run", prog, "--device", "cpu", *args) if "--device" not in args
-                else zynml("run", prog, *args), message)
+                else zynml("run", prog, *args), message, usage)
 
 
 def test_an_array_larger_than_memory_is_a_usage_error(prog):
     done = zynml("run", prog, "--random", "x=99999999999x99999")
-    assert done.returncode == 1
-    assert done.stderr.startswith("zynml: error: --random x=99999999999x99999 (shape "
-                                  "99999999999x99999, float64) needs 71.1 PiB, more than "
-                                  "this machine's memory (")
+    assert done.returncode == 1 and done.stderr.startswith("usage: zynml run")
+    assert done.stderr.splitlines()[-1].startswith(
+        "zynml: error: --random x=99999999999x99999 (shape 99999999999x99999, float64) "
+        "needs 71.1 PiB, more than this machine's memory (")
 
 
 @pytest.mark.parametrize("args,message", [
@@ -202,6 +203,6 @@ def test_notes_print_as_note_lines_not_python_warnings(tmp_path):
 def test_an_empty_output_name_is_a_usage_error(prog):
     """test_cli_fuzz: `--output-dir ''` was ignored (exit 0, nothing written)."""
     usage_error(zynml("run", prog, "--device", "cpu", "--random", "x=4", "--output-dir", ""),
-                "zynml: error: --output-dir needs a name, not ''")
+                "zynml: error: --output-dir needs a name, not ''", usage=True)
     usage_error(zynml("compile", prog, "--random", "x=4", "-o", ""),
-                "zynml: error: --output needs a name, not ''")
+                "zynml: error: --output needs a name, not ''", usage=True)

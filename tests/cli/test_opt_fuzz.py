@@ -170,13 +170,19 @@ def test_the_corpus_is_the_lit_inputs():
 if __name__ == "__main__":  # a campaign: python tests/cli/test_opt_fuzz.py FIRST COUNT
     first, count = (int(a) for a in sys.argv[1:3])
     codes, messages, crashes = Counter(), Counter(), 0
+    failures = []
     for seed in range(first, first + count):
-        code, err = run_case(seed)
+        try:
+            code, err = run_case(seed)
+        except AssertionError as failure:  # keep going: count them all
+            failures.append(seed)
+            print(f"FAILED {failure}", flush=True)
+            continue
         codes[code] += 1
         crashes += "MLIR crashed" in err
         head = (err.strip().splitlines() or ["(nothing)"])[0]
         messages["ok" if code == 0 else re.sub(r"^\S*: error: ", "", head)[:70]] += 1
     print(f"{count} mutants from seed {first}: exit 0: {codes[0]}, exit 1: {codes[1]}, "
-          f"MLIR aborts caught: {crashes}")
+          f"MLIR aborts caught: {crashes}, failed: {len(failures)} {failures[:20]}")
     for message, n in messages.most_common(40):
         print(f"{n:6d}  {message}")

@@ -16,7 +16,7 @@ import warnings
 from .. import knobs
 from ..errors import ZynMLNote
 
-__all__ = ["UsageError", "ArgumentParser", "report_usage", "internal_error", "bad_knob",
+__all__ = ["UsageError", "FileSystemError", "ArgumentParser", "report_usage", "internal_error", "bad_knob",
            "printed_notes"]
 
 
@@ -27,6 +27,12 @@ class UsageError(Exception):
     def __init__(self, message: str, usage: str | None = None, prog: str | None = None):
         super().__init__(message)
         self.usage, self.prog = usage, prog
+
+
+class FileSystemError(UsageError):
+    """The file system refused (a folder in the way, a full disk, a size limit, a file
+    that is no array): a usage error too, but not one of the arguments' spelling, so no
+    usage line."""
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ZynMLError
 from ..limits import as_i64, check_fits
-from .common import UsageError
+from .common import FileSystemError, UsageError
 
 __all__ = ["UsageError", "add_input_arguments", "load_inputs", "check_input_names"]
 
@@ -100,10 +100,10 @@ def _read_npy(name: str, path: str) -> np.ndarray:
     except (OSError, ValueError, EOFError, MemoryError) as err:  # EOFError: an empty file
         why = err.strerror if isinstance(err, OSError) and err.strerror else \
             str(err) or type(err).__name__
-        raise UsageError(f"cannot read input '{name}' from '{path}': {why}") from None
+        raise FileSystemError(f"cannot read input '{name}' from '{path}': {why}") from None
     if not isinstance(value, np.ndarray):  # an .npz archive: several arrays, by name
         value.close()
-        raise UsageError(f"cannot read input '{name}' from '{path}': it is an .npz "
+        raise FileSystemError(f"cannot read input '{name}' from '{path}': it is an .npz "
                          "archive; give one array as a .npy file")
     return value
 

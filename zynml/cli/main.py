@@ -32,8 +32,8 @@ from .. import compiler, knobs
 from ..devices import DeviceError, resolve
 from ..errors import ZynMLError
 from . import tune
-from .common import (ArgumentParser, UsageError, bad_knob, internal_error, printed_notes,
-                     report_usage)
+from .common import (ArgumentParser, FileSystemError, UsageError, bad_knob, internal_error,
+                     printed_notes, report_usage)
 from .inputs import add_input_arguments, check_input_names, load_inputs
 from .outputs import check_output_dir, check_output_file, write_all, write_file
 
@@ -62,6 +62,7 @@ def _parser() -> ArgumentParser:
                            "(compiling even when the artifact is cached)")
     tune.add_parser(sub)
     sub.add_parser("devices", help="list the compute devices present")
+    parser.commands = sub.choices  # name -> its parser, for the usage line of its errors
     return parser
 
 
@@ -177,15 +178,16 @@ def _make_folder(path: Path, flag: str) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UsageError(f"{flag} '{path}': cannot make this folder: "
+        raise FileSystemError(f"{flag} '{path}': cannot make this folder: "
                          f"{err.strerror or err}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     with printed_notes("zynml"):
         try:
+            parser, args = _parser(), None
             try:
-                args = _parser().parse_args(argv)
+                args = parser.parse_args(argv)
             except SystemExit as done:  # --help: printed; argparse exits
                 return done.code or 0
             knobs.validate()  # a bad ZYNML_* value fails here, before any work
@@ -197,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             print(str(err), file=sys.stderr)
             return 1
         except UsageError as err:
+            if err.usage is None and not isinstance(err, FileSystemError):  # the arguments'
+                command = parser.commands.get(getattr(args, "command", None))
+                err.usage = (command or parser).format_usage()
             return report_usage("zynml", err)
         except BrokenPipeError:  # `zynml compile ... | head`
             sys.stderr.close()

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from ..cache import atomic_write_bytes
-from .common import UsageError
+from .common import FileSystemError
 
 __all__ = ["write_all", "write_file", "check_output_dir", "check_output_file"]
 
@@ -36,18 +36,18 @@ def _why(err: OSError) -> str:
 def check_output_dir(path: Path) -> None:
     """Before any work: a path that can never be an output folder is a usage error."""
     if path.exists() and not path.is_dir():
-        raise UsageError(f"--output-dir '{path}' is a file, not a folder")
+        raise FileSystemError(f"--output-dir '{path}' is a file, not a folder")
     ancestor = _existing_ancestor(path)
     if not ancestor.is_dir():
-        raise UsageError(f"--output-dir '{path}': '{ancestor}' is a file, not a folder")
+        raise FileSystemError(f"--output-dir '{path}': '{ancestor}' is a file, not a folder")
 
 
 def check_output_file(path: Path, flag: str = "-o") -> None:
     """Before any work: an output file named by a folder, or in no folder."""
     if path.is_dir():
-        raise UsageError(f"{flag} '{path}' is a folder; give the name of a file")
+        raise FileSystemError(f"{flag} '{path}' is a folder; give the name of a file")
     if not path.parent.is_dir():
-        raise UsageError(f"{flag} '{path}': the folder '{path.parent}' does not exist")
+        raise FileSystemError(f"{flag} '{path}': the folder '{path.parent}' does not exist")
 
 
 def write_file(path: Path, data: bytes, flag: str = "-o") -> None:
@@ -56,7 +56,7 @@ def write_file(path: Path, data: bytes, flag: str = "-o") -> None:
     try:
         atomic_write_bytes(path, data)
     except OSError as err:
-        raise UsageError(f"cannot write {flag} '{path}': {_why(err)}") from None
+        raise FileSystemError(f"cannot write {flag} '{path}': {_why(err)}") from None
 
 
 def write_all(out_dir: Path, files: dict[str, bytes]) -> None:
@@ -68,7 +68,7 @@ def write_all(out_dir: Path, files: dict[str, bytes]) -> None:
         else:
             _as_new_folder(out_dir, files)
     except OSError as err:
-        raise UsageError(f"cannot write the outputs into '{out_dir}': {_why(err)}; "
+        raise FileSystemError(f"cannot write the outputs into '{out_dir}': {_why(err)}; "
                          "nothing was written") from None
 
 
