@@ -23,10 +23,11 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ..lowering.cir_ops import (body_of, compute_ops, constant_int, entry_block, func_by_name,
-                      i64_array, is_body_function, set_function_type,
+                      is_body_function, set_function_type,
                       top_level_funcs)
 
-from .cir_verify import verify_bodies
+from .cir_verify import check_out_dims, verify_bodies
+from .pipeline import fail
 
 NAME = "cir-shape-propagation"
 
@@ -51,8 +52,15 @@ def _specialize(compute: ir.Operation, body: ir.Operation) -> None:
     if isinstance(result.type, ir.RankedTensorType):
         tensor_type = ir.RankedTensorType(result.type)
         shape = list(tensor_type.shape)
-        for d, operand_index in enumerate(i64_array(compute, "out_dims") or []):
+        # no out_dims: nothing to propagate (cir-verify requires them; hand-written
+        # input for this pass alone may leave them out)
+        out_dims = check_out_dims(compute, tensor_type.rank) \
+            if "out_dims" in compute.attributes else []
+        for d, operand_index in enumerate(out_dims):
             value = constant_int(compute.operands[operand_index])
+            if value is not None and value < 0:
+                raise fail(compute.location, f"dimension {d} of this compute's result is "
+                                             f"{value}: a size is never negative")
             if value is not None:
                 shape[d] = value
         result.set_type(ir.RankedTensorType.get(shape, tensor_type.element_type))

@@ -114,8 +114,15 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
         ir.RankedTensorType.get([], result_type)
     if out_type != expected_out:
         raise fail(loc, f"body @{body_name} takes out as {out_type}; expected {expected_out}")
+    check_out_dims(op, ir.RankedTensorType(expected_out).rank)
+    return fn
+
+
+def check_out_dims(op: ir.Operation, rank: int) -> list[int]:
+    """`out_dims` names one index operand per dimension of the result (shape propagation
+    reads them): its entries, or a located PassFailure."""
+    loc, operands = op.location, list(op.operands)
     out_dims = i64_array(op, "out_dims")
-    rank = ir.RankedTensorType(expected_out).rank
     if out_dims is None:
         raise fail(loc, "'cir.compute' needs 'out_dims' (one operand index per result "
                         "dimension)")
@@ -124,7 +131,7 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
     for d in out_dims:
         if not 0 <= d < len(operands) or not isinstance(operands[d].type, ir.IndexType):
             raise fail(loc, f"'out_dims' entry {d} is not an index operand")
-    return fn
+    return out_dims
 
 
 def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None) -> None:

@@ -156,3 +156,44 @@ def test_cir_to_linalg_lowers_a_shape_generic_gather_of_a_dynamic_input(tmp_path
     done = zynml_opt(path, "--cir-to-linalg")
     assert done.returncode == 0, done.stderr
     assert "linalg.generic" in done.stdout and "tensor.dim" in done.stdout
+
+
+ONE_COMPUTE = """\
+func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %n = arith.constant SIZE : index
+  %y = "cir.compute"(%x, %n) {kind = "elementwise", body = @body, ATTRS
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<8xf32>, index) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+func.func private @body(%x: tensor<8xf32>, %n: index, %out: tensor<8xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<8xf32>, index) -> f32
+    "cir.store"(%v, %out, %i) : (f32, tensor<8xf32>, index) -> ()
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("size,attrs,flag,message", [
+    # test_opt_fuzz seed 15565: tensor<-8xf32> was an MLIRError (exit 2)
+    ("-8", "out_dims = array<i64: 1>,", "--cir-shape-propagation",
+     "3:8: error: dimension 0 of this compute's result is -8: a size is never negative"),
+    ("8", "out_dims = array<i64: 5>,", "--cir-shape-propagation",
+     "3:8: error: 'out_dims' entry 5 is not an index operand"),
+    # test_opt_fuzz seed 14833: `reduce` as a unit attribute was a ValueError (exit 2)
+    ("8", "out_dims = array<i64: 1>, reduce,", "--cir-verify",
+     "3:8: error: 'cir.compute' attribute 'reduce' must be a string, not unit"),
+    ("8", "out_dims = array<i64: 1>, names = [1, 2],", "--cir-to-linalg",
+     "3:8: error: 'cir.compute' attribute 'names' must be an array of strings, not [1, 2]"),
+])
+def test_cir_attributes_of_the_wrong_kind_or_value_are_located_errors(tmp_path, size, attrs,
+                                                                      flag, message):
+    path = tmp_path / "a.mlir"
+    path.write_text(ONE_COMPUTE.replace("SIZE", size).replace("ATTRS", attrs))
+    done = zynml_opt(path, flag)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == f"{path}:{message}"

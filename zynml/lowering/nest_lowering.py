@@ -30,7 +30,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
-from .cir_ops import constant_int, defining_op, ops_in
+from .cir_ops import constant_int, defining_op, ops_in, string_array
 from .bounds import check_read
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
 
@@ -165,12 +165,11 @@ class NestLowering:
 
     def _input_name(self, arg: ir.Value) -> str:
         """The program's name of a body argument (the compute's `names`), else 'input #N'."""
-        names = self.compute.attributes["names"] if "names" in self.compute.attributes \
-            else None
+        names = string_array(self.compute, "names")
         number = ir.BlockArgument(arg).arg_number if isinstance(arg, ir.BlockArgument) \
             else None
         if names is not None and number is not None and number < len(names):
-            return ir.StringAttr(names[number]).value
+            return names[number]
         return f"input #{number}"
 
     # ------------------------------------------------------------------ generics
