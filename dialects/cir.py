@@ -8,8 +8,8 @@ properties (attributes are discardable). `cir` is shaped around that, the way
   attribute names a private "body function" holding the loop nest as written;
 * inside a body function, control flow and arithmetic are upstream ops (`scf.for`,
   `scf.if`, `arith`, `math`); only what upstream lacks is `cir`: element reads and writes
-  of kernel tensors (`cir.load`, `cir.store`), reduction contributions (`cir.yield`) and
-  workgroup synchronisation (`cir.barrier`).
+  of kernel tensors (`cir.load`, `cir.store`), reduction contributions (`cir.yield`),
+  workgroup synchronisation (`cir.barrier`) and the reference interpreter's `cir.print`.
 
 IRDL checks operand/result counts and attribute kinds; the `cir-verify` pass checks the
 rest (ranks, element types, the body function's signature, known kinds).
@@ -21,7 +21,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import irdl
 
-__all__ = ["OPS", "IRDL_SOURCE", "load_cir_dialect", "new_context", "op_doc", "MAX_COMPUTE_INPUTS", "KERNEL_KINDS", "REDUCE_OPS"]
+__all__ = ["OPS", "IRDL_SOURCE", "load_cir_dialect", "new_context", "op_doc", "MAX_COMPUTE_INPUTS",
+           "MAX_PRINT_VALUES", "KERNEL_KINDS", "REDUCE_OPS"]
 
 # Kernel kinds the compiler knows by name; any other kind is lowered generically from its body.
 KERNEL_KINDS = ("elementwise", "reduce", "matmul", "batched_matmul", "conv2d",
@@ -32,6 +33,9 @@ REDUCE_OPS = ("+", "*", "min", "max", "and", "or", "argmin", "argmax")
 
 # How many inputs one compute block may take (see cir.compute's documentation).
 MAX_COMPUTE_INPUTS = 16
+
+# How many values one `print(...)` may show (see cir.print's documentation).
+MAX_PRINT_VALUES = 8
 
 
 def _compute_irdl() -> str:
@@ -44,6 +48,17 @@ def _compute_irdl() -> str:
     irdl.operands({operands})
     irdl.results(result: %result)
     irdl.attributes {{ "kind" = %str, "body" = %sym }}
+    """
+
+
+def _print_irdl() -> str:
+    slots = "".join(f"\n    %v{i} = irdl.any" for i in range(MAX_PRINT_VALUES))
+    operands = ", ".join(f"v{i}: optional %v{i}" for i in range(MAX_PRINT_VALUES))
+    return f"""{slots}
+    %str = irdl.base "#builtin.string"
+    irdl.operands({operands})
+    irdl.results()
+    irdl.attributes {{ "format" = %str }}
     """
 
 
@@ -157,6 +172,18 @@ i; c > 0: c more keys, a KV cache's; c < 0: fewer).
             tensor<17x17xi1>) -> tensor<2x3x17x5xf32>
     %c = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 0 : i64,
            operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (...) -> tensor<2x3x17x5xf32>
+"""),
+    ("print", _print_irdl(), """\
+cir.print — `print(...)` in a compute body: a line on stdout when the reference
+interpreter runs the body (device="interpreter"); the compiled backends reject it.
+
+Operands: the values shown, up to MAX_PRINT_VALUES, of any scalar types; like
+cir.compute, one `optional` slot each, `operandSegmentSizes` says which are used.
+Attribute `format` (string): the line, `{}` where a value goes (`{u}` for an unsigned
+integer) and `{{`/`}}` for braces.
+
+    "cir.print"(%i, %v) {format = "row {} x = {}", operandSegmentSizes =
+        array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (index, f32) -> ()
 """),
     ("barrier", """
     irdl.operands()

@@ -83,7 +83,8 @@ def _match(compute: ir.Operation, body: ir.Operation) -> Optional[_Attention]:
     out = block.arguments[len(block.arguments) - 1]
     if not _static(out.type) or ir.RankedTensorType(out.type).rank < 2:
         return None
-    if any(op.name in ("cir.yield", "cir.alloc", "cir.barrier") for op in ops_in(body)):
+    if any(op.name in ("cir.yield", "cir.alloc", "cir.barrier", "cir.print")
+           for op in ops_in(body)):
         return None
     stores = list(ops_in(body, "cir.store"))
     if len(stores) != 1 or stores[0].operands[1] != out:

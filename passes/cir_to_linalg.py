@@ -10,6 +10,7 @@ The body decides the lowering (nest_lowering.py); the kind only names intent:
 * `yield g` in a `reduce` kernel         -> `linalg.reduce` when g is a plain load, else a
   reduction generic; argmin/argmax as a two-result generic (value, first index)
 * `cir.attention` (cir-raise-attention)  -> four generics (attention_lowering.py)
+* `cir.print` (`print(...)`)              -> an error: it runs only on the interpreter
 
 Loads with affine indices become indexing maps; other loads become `tensor.extract`
 gathers (clamped into bounds when they sit under an `if`). Body functions are erased.
@@ -47,6 +48,11 @@ class Options:
 def run(module: ir.Operation, options: Options) -> None:
     verify_bodies(module)  # what this pass relies on, also when run on its own
     funcs = func_by_name(module)
+    for fn in funcs.values():
+        for op in ops_in(fn, "cir.print"):
+            raise fail(op.location, "'print' runs only with device=\"interpreter\" (the "
+                                    "reference interpreter); remove it to compile for "
+                                    "this device")
     bodies = set()
     notes: list[str] = []
     for compute in compute_ops(module):

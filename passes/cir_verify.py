@@ -50,7 +50,8 @@ def run(module: ir.Operation, options: Options) -> None:
         for op in ops_in(fn, "cir.attention"):
             _check_attention(op)
         for op in ops_in(fn):
-            if op.name in ("cir.load", "cir.store", "cir.yield", "cir.barrier", "cir.alloc"):
+            if op.name in ("cir.load", "cir.store", "cir.yield", "cir.barrier", "cir.alloc",
+                           "cir.print"):
                 if not is_body_function(fn):
                     raise fail(op.location, f"'{op.name}' is only valid in a compute body "
                                             "function (marked cir.body)")

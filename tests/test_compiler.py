@@ -168,6 +168,16 @@ def test_a_cached_artifact_runs_where_there_is_no_mlir(tmp_path):
     assert outputs[0] == outputs[1] and int(outputs[0]) > 0
 
 
+def test_an_artifact_that_is_not_cached_where_there_is_no_compiler_says_so(tmp_path,
+                                                                         monkeypatch):
+    checked, source, signature = double_checked()
+    monkeypatch.setattr(compiler, "installed", lambda: False)
+    with pytest.raises(ZynMLError, match=r"not in the artifact cache \(.*\), and ZynML's "
+                       r"compiler \(the MLIR bindings\) is not installed here"):
+        compiler.build(checked, source, resolve("cpu"), CPU, signature, {},
+                       cache=ArtifactCache(tmp_path))
+
+
 # ------------------------------------------------------------------ save_temps
 
 def written(folder: Path) -> dict[str, bytes]:

@@ -33,13 +33,14 @@ VULKAN_KNOWN_FAILURES = {
 }
 
 
-@pytest.fixture(autouse=True, params=["cpu", "cuda"] + (
+@pytest.fixture(autouse=True, params=["cpu", "cuda", "interpreter"] + (
     ["cuda-iree"] if knobs.TEST_IREE_GPU.get() else []) + (
     ["vulkan-iree"] if knobs.TEST_VULKAN.get() else []))
 def device(request):
-    """Every test runs on the CPU (IREE) and through the native CUDA backend. Without a
-    GPU, the CUDA variant compiles each call's artifact (PTX, checked by ptxas when the
-    toolkit is installed) and skips the run; on the device machine it runs.
+    """Every test runs on the CPU (IREE), through the native CUDA backend and on the `cir`
+    reference interpreter. Without a GPU, the CUDA variant compiles each call's artifact
+    (PTX, checked by ptxas when the toolkit is installed) and skips the run; on the device
+    machine it runs.
     ZYNML_TEST_IREE_GPU=1 (tools/gpu_tests.sh) adds IREE's CUDA target on the GPU, and
     ZYNML_TEST_VULKAN=1 IREE's Vulkan target."""
     _DEVICE[0] = request.param
@@ -53,7 +54,8 @@ def device(request):
 def program(name: str):
     """One Program per example file and device, so that a shape seen twice compiles once."""
     prog = _program(name, _DEVICE[0])
-    return prog if _DEVICE[0] == "cpu" or conftest.HAS_GPU else _CompileOnly(prog)
+    return prog if _DEVICE[0] in ("cpu", "interpreter") or conftest.HAS_GPU else \
+        _CompileOnly(prog)
 
 
 @functools.lru_cache(maxsize=None)

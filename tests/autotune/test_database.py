@@ -2,12 +2,11 @@
 never a failure for a file that is not one."""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from zynml.autotune.database import MAX_BYTES, Entry, TuningDatabase
+from zynml.autotune.database import MAX_BYTES, Entry, TuningDatabase, params_text
 from zynml.errors import ZynMLNote
 
 
@@ -26,13 +25,14 @@ def test_record_merges_and_replaces_by_key(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))  # atomic: no temporary file left
 
 
-def test_params_text_is_the_chip_s_and_compiler_s_entries(tmp_path):
+def test_the_entries_of_a_chip_and_compiler_as_params_text(tmp_path):
     db = TuningDatabase(tmp_path / "autotune.json")
     db.record([entry(vectors=2, persistent=False), entry(chip="sm_80"),
                entry(compiler="old", problem="1f32_1f32")])
-    assert db.params_text("sm_90a", "c1") == \
+    mine = db.entries_for("sm_90a", "c1")
+    assert params_text(mine) == \
         "pointwise@4096f32_4096f32.persistent=false;pointwise@4096f32_4096f32.vectors=2"
-    assert db.params_text("sm_90a", "c2") == ""  # another compiler: not its tuning
+    assert db.entries_for("sm_90a", "c2") == []  # another compiler: not its tuning
 
 
 @pytest.mark.parametrize("content", [b"", b"{", b"\x00" * 100, b"[]", b'{"format": "x"}',
@@ -67,11 +67,12 @@ def test_a_missing_file_is_an_empty_database(tmp_path):
 
 def test_values_of_the_wrong_kind_make_the_file_unreadable(tmp_path):
     """test_cache_fuzz: JSON that parses may hold a string where params go (a hand edit,
-    a flipped byte); params_text then failed with an AttributeError in every compile."""
+    a flipped byte); making the params text then failed with an AttributeError in every
+    compile."""
     path = tmp_path / "autotune.json"
     path.write_text('{"format": "zynml-autotune", "version": 1, "entries": [{"chip": '
                     '"sm_90a", "compiler": "c", "strategy": "pointwise", "problem": "p", '
                     '"params": "vectors=2", "ms": 1.0, "default_ms": 2.0, "tuned": ""}]}')
     database = TuningDatabase(path)
     with pytest.warns(ZynMLNote, match="entry field 'params' is not a table"):
-        assert database.params_text("sm_90a", "c") == ""
+        assert database.entries_for("sm_90a", "c") == []

@@ -91,7 +91,7 @@ def test_compile_here_time_there(cache, rng, monkeypatch):
     x = rng.standard_normal(4096).astype(np.float32)
     planned = tuner.tune(gelu(), {"x": x}, compile_only=True, limit=4)
     assert not TuningDatabase.beside(gelu()._cache).entries()  # nothing timed yet
-    monkeypatch.setattr(compiler, "compiler_here", lambda: False)
+    monkeypatch.setattr(compiler, "installed", lambda: False)
 
     def no_compiling(*args, **kwargs):
         raise AssertionError("compiled on the GPU side")
@@ -102,7 +102,7 @@ def test_compile_here_time_there(cache, rng, monkeypatch):
 
 
 def test_without_a_compiler_or_a_plan_the_error_says_what_to_do(cache, rng, monkeypatch):
-    monkeypatch.setattr(compiler, "compiler_here", lambda: False)
+    monkeypatch.setattr(compiler, "installed", lambda: False)
     x = rng.standard_normal(4096).astype(np.float32)
     with pytest.raises(zynml.ZynMLError, match="zynml tune --compile-only"):
         tuner.tune(gelu(), {"x": x}, timer=prefers_big_blocks)
@@ -153,3 +153,22 @@ def test_tuning_on_the_gpu(rng, monkeypatch):
     x64 = x.astype(np.float64)
     reference = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
     assert_close(out, reference, rtol=1e-5, floor=1e-6)
+
+
+def test_a_program_gets_only_its_own_kernels_winners(cache, rng):
+    """The database holds other programs' winners too: a tuned artifact's key (and its
+    params) holds its own kernels' only, so the tuned artifact of a one-kernel program is
+    the winning candidate, already in the cache (a GPU machine finds it there)."""
+    x = rng.standard_normal(4096).astype(np.float32)
+    tuner.tune(gelu(), {"x": x}, timer=prefers_big_blocks, progress=False, limit=6)
+    other = rng.standard_normal(8192).astype(np.float32)
+    tuner.tune(gelu(), {"x": other}, timer=prefers_big_blocks, progress=False, limit=6)
+    program = gelu()
+    checked, signature, scalars = program._specialize({"x": x})
+    target = compiler.tuned_target(checked, program.source, program.placement,
+                                   program.target, signature, scalars, "", program._cache)
+    assert target.params == "pointwise@4096f32_4096f32.vector_block=1024;" \
+                            "pointwise@4096f32_4096f32.vectors=1"
+    before = set(program._cache.root.iterdir())
+    assert block_of(program, x) == 1024
+    assert set(program._cache.root.iterdir()) == before  # nothing new compiled

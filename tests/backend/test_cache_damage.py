@@ -141,14 +141,14 @@ def test_without_a_compiler_a_damaged_entry_is_an_error_saying_what_to_do(filled
                                                                          monkeypatch):
     for path in entries(filled):
         zero(path)
-    monkeypatch.setattr(compiler, "compiler_here", lambda: False)
+    monkeypatch.setattr(compiler, "installed", lambda: False)
     with pytest.raises(zynml.ZynMLError) as err:
         zynml.run(DOUBLE, x=X, device="cpu")
     text = str(err.value)
-    assert text.startswith(f"error: the cached artifact {filled}/") and \
+    assert text.startswith(f"error: the cached iree artifact {filled}/") and \
         "was damaged (no ZynML cache header) and has been removed, and it cannot be " \
-        "compiled again: ZynML's compiler (the `mlir` package" in text
-    assert "carry that folder here" in text
+        "compiled again: ZynML's compiler (the MLIR bindings) is not installed here" in text
+    assert "into a cache folder carried here (ZYNML_CACHE_DIR" in text
 
 
 def test_without_a_compiler_a_missing_entry_is_an_error_saying_what_to_do(tmp_path):
@@ -162,9 +162,9 @@ def test_without_a_compiler_a_missing_entry_is_an_error_saying_what_to_do(tmp_pa
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, ZYNML_CACHE_DIR=str(tmp_path)))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"error: no compiled artifact for this program and these "
-                                  f"input shapes in the cache folder {tmp_path}, and it "
-                                  "cannot be compiled here: ZynML's compiler")
+    assert done.stdout.startswith(f"error: the iree artifact of this program for these "
+                                  f"shapes is not in the artifact cache ({tmp_path}), and "
+                                  "ZynML's compiler (the MLIR bindings) is not installed")
 
 
 def test_a_whole_entry_that_is_no_artifact_is_compiled_again(tmp_path, caplog):

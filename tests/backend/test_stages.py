@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_backends_are_the_placements_backends():
     from zynml.devices import BACKENDS
     assert set(compiler.BACKENDS) == set(BACKENDS)
-    assert compiler.BACKENDS == {"iree": IREE, "native": NATIVE}
+    assert compiler.BACKENDS == {"iree": IREE, "native": NATIVE,
+                                 "interpreter": compiler.INTERPRETER}
 
 
 def test_todays_stage_names_all_exist_in_run_order():

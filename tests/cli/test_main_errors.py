@@ -66,7 +66,7 @@ def usage_error(done, message: str, usage: bool = False) -> None:
                                  "No data left in file", False),
     (["--random", "x=4", "--device", "bogus"],
      "zynml: error: --device bogus: unknown device 'bogus'; devices are cpu, cuda:N, "
-     "vulkan:N, rocm:N, metal:N and auto", True),
+     "vulkan:N, rocm:N, metal:N, interpreter and auto", True),
     (["--random", "x=4", "--random", "q=3"],
      "zynml: error: --random q=3: the program has no input 'q'; its inputs: x", True),
     (["--random", "x=4", "--output-dir", "/proc/zynml-out"],

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..cache import atomic_write_bytes, default_cache_dir
 from ..errors import note
 
-__all__ = ["Entry", "TuningDatabase", "FILE_NAME"]
+__all__ = ["Entry", "TuningDatabase", "FILE_NAME", "params_text"]
 
 FILE_NAME = "autotune.json"
 FORMAT, VERSION = "zynml-autotune", 1
@@ -75,13 +75,9 @@ class TuningDatabase:
             self._ignore(f"it is not a tuning database ({err})")
             return []
 
-    def params_text(self, chip: str, compiler: str) -> str:
-        """The entries of `chip` and `compiler` as linalg-to-gpu-kernels' params option:
-        `strategy@problem.field=value`, joined by ';' (target.params_text's syntax)."""
-        items = [f"{e.strategy}@{e.problem}.{name}={_text(value)}"
-                 for e in self.entries() if e.chip == chip and e.compiler == compiler
-                 for name, value in sorted(e.params.items())]
-        return ";".join(sorted(items))
+    def entries_for(self, chip: str, compiler: str) -> list[Entry]:
+        """The entries that `chip` and `compiler` tuned."""
+        return [e for e in self.entries() if e.chip == chip and e.compiler == compiler]
 
     def record(self, new: list[Entry]) -> None:
         """Add `new`, replacing entries of the same chip, compiler, strategy and problem."""
@@ -129,6 +125,13 @@ def _check_types(entry: Entry) -> None:
             isinstance(k, str) and isinstance(v, (bool, int, float, str))
             for k, v in entry.params.items()):
         raise TypeError("entry field 'params' is not a table of parameter values")
+
+
+def params_text(entries: list[Entry]) -> str:
+    """Entries as linalg-to-gpu-kernels' params option: `strategy@problem.field=value`,
+    joined by ';' and sorted (target.params_text's canonical form)."""
+    return ";".join(sorted(f"{e.strategy}@{e.problem}.{name}={_text(value)}"
+                           for e in entries for name, value in e.params.items()))
 
 
 def _text(value) -> str:

@@ -108,7 +108,7 @@ class _Job:
         self.program, self.checked = program, checked
         self.signature, self.scalars = signature, scalars
         self.cache = program._cache
-        self.can_compile = compiler.compiler_here()
+        self.can_compile = compiler.installed()
 
     def build(self, params: str):
         target = dataclasses.replace(self.program.target, params=params)

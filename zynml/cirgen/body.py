@@ -15,10 +15,12 @@ from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
 from . import scalar as S
+from ..dialects.cir import MAX_PRINT_VALUES
+from ..errors import ZynMLError
 from ..frontend import ast
 from ..frontend.symbols import Kernel, Symbol
-from ..frontend.types import (BOOL, FLOAT_LITERAL, INDEX, INT_LITERAL, ScalarType, TensorType,
-                              concrete, promote)
+from ..frontend.types import (BOOL, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType,
+                              TensorType, concrete, promote)
 
 
 class BodyEmitter:
@@ -55,10 +57,31 @@ class BodyEmitter:
 
     def _SharedVar(self, stmt: ast.SharedVar) -> None:
         extents = [self.expr(d, INDEX) for d in stmt.dims]
-        self.env[stmt.sym] = self._alloc(extents, stmt.sym.ty.dtype)
+        self.env[stmt.sym] = self._alloc(extents, stmt.sym.ty.dtype, stmt.sym.name)
 
-    def _ExprStmt(self, stmt: ast.ExprStmt) -> None:  # barrier(): the checker allows no other
+    def _ExprStmt(self, stmt: ast.ExprStmt) -> None:  # barrier() or print(...)
+        if stmt.value.func.id == "print":
+            self._print(stmt.value)
+            return
         ir.Operation.create("cir.barrier", results=[], operands=[])
+
+    def _print(self, call: ast.Call) -> None:
+        """print(a, "text", b) -> cir.print with format "{} text {}" (Python's spacing)."""
+        parts, values = [], []
+        for arg in call.args:
+            if isinstance(arg, ast.StringLit):
+                parts.append(arg.value.replace("{", "{{").replace("}", "}}"))
+                continue
+            t = self._concrete(arg.ty)
+            values.append(self.expr(arg, t))
+            parts.append("{u}" if t.name.startswith("u") else "{}")
+        if len(values) > MAX_PRINT_VALUES:
+            raise ZynMLError(f"'print' shows at most {MAX_PRINT_VALUES} values; this one "
+                             f"shows {len(values)}", call.loc)
+        ir.Operation.create("cir.print", results=[], operands=values, attributes={
+            "format": ir.StringAttr.get(" ".join(parts)),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get(
+                [1] * len(values) + [0] * (MAX_PRINT_VALUES - len(values)))})
 
     def _Var(self, stmt: ast.Var) -> None:
         self.env[stmt.sym] = self.expr(stmt.value, stmt.sym.ty)
@@ -96,12 +119,18 @@ class BodyEmitter:
     def _Yield(self, stmt: ast.Yield) -> None:
         value = stmt.value
         if isinstance(value, ast.TupleExpr):
-            v = self.expr(value.elts[0], self._concrete(value.elts[0].ty))
+            v = self.expr(value.elts[0], self._yielded(value.elts[0]))
             i = self.expr(value.elts[1], INDEX)
             ir.Operation.create("cir.yield", results=[], operands=[v, i])
         else:
-            t = self._concrete(value.ty)
-            ir.Operation.create("cir.yield", results=[], operands=[self.expr(value, t)])
+            ir.Operation.create("cir.yield", results=[],
+                                operands=[self.expr(value, self._yielded(value))])
+
+    def _yielded(self, value: ast.Expr) -> ScalarType:
+        """The type a value is reduced in: its own, but i64 for an index (a loop variable,
+        a size), as a reduction's result, like out, holds i64 where the body has index."""
+        t = self._concrete(value.ty)
+        return I64 if t == INDEX else t
 
     def _For(self, stmt: ast.For) -> None:
         self._loops(stmt.ranges, stmt.body, _assigned_vars(stmt.body, self.env))
@@ -162,8 +191,7 @@ class BodyEmitter:
         if isinstance(e, ast.Index):
             indices = [self.expr(i, INDEX) for i in e.indices]
             source = self.out if e.base.sym.kind == "out" else self.env[e.base.sym]
-            # the read's own location (its name): an out-of-bounds read is reported there
-            with ir.Location.file(e.base.loc.file.name, e.base.loc.line, e.base.loc.col):
+            with _loc(e):  # a read is located at its expression (interpreter's errors)
                 return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
                                            operands=[source, *indices]).result
         if isinstance(e, ast.Call):
@@ -180,10 +208,11 @@ class BodyEmitter:
     # become loop nests over the shape of the input they are shaped like: the same IR as
     # the per-element form, so cir-to-linalg needs nothing new.
 
-    def _alloc(self, extents: list[ir.Value], dtype: ScalarType) -> ir.Value:
+    def _alloc(self, extents: list[ir.Value], dtype: ScalarType, name: str) -> ir.Value:
         dyn = ir.ShapedType.get_dynamic_size()
         t = ir.RankedTensorType.get([dyn] * len(extents), S.mlir_type(dtype))
-        return ir.Operation.create("cir.alloc", results=[t], operands=extents).result
+        return ir.Operation.create("cir.alloc", results=[t], operands=extents, attributes={
+            "name": ir.StringAttr.get(name)}).result  # the source's name, for diagnostics
 
     def _extents(self, value: ast.Expr) -> list[ir.Value]:
         from ..frontend.body_checker import BodyChecker
@@ -192,7 +221,7 @@ class BodyEmitter:
         return [tensor.DimOp(source, S.index(d)).result for d in range(ref.ty.rank)]
 
     def _tensor_local(self, sym, value: ast.Expr) -> ir.Value:
-        local = self._alloc(self._extents(value), sym.ty.dtype)
+        local = self._alloc(self._extents(value), sym.ty.dtype, sym.name)
         self._store_whole(local, value, sym.ty.dtype)
         return local
 
@@ -289,9 +318,10 @@ class BodyEmitter:
             product = None
             for row, prefix in zip(rows, prefixes):
                 element = self._concrete(row.ty)
-                value = ir.Operation.create(
-                    "cir.load", results=[S.mlir_type(element)],
-                    operands=[self.env[row.base.sym], *prefix, k]).result
+                with _loc(row):
+                    value = ir.Operation.create(
+                        "cir.load", results=[S.mlir_type(element)],
+                        operands=[self.env[row.base.sym], *prefix, k]).result
                 value = S.convert(value, element, t)
                 product = value if product is None else S.binary("*", product, value, t)
             acc = loop.inner_iter_args[0]
@@ -315,6 +345,11 @@ class BodyEmitter:
             return S.compare(e.op, a, b, operand_t)
         a, b = self.expr(e.left, operand_t), self.expr(e.right, operand_t)
         return S.convert(S.binary(e.op, a, b, operand_t), operand_t, t)
+
+
+def _loc(node: ast.Node) -> ir.Location:
+    loc = ast.leftmost(node).loc  # `x[i]` starts at `x`
+    return ir.Location.file(loc.file.name, loc.line, loc.col)
 
 
 def _children(e: ast.Expr) -> list[ast.Expr]:

@@ -156,7 +156,13 @@ def builtin(name: str, args: list[ir.Value], t: ScalarType) -> ir.Value:
     if name == "relu":
         return maximum(args[0], constant(t, 0), t)
     if name == "abs":
-        return (mmath.AbsFOp if t.is_float else mmath.AbsIOp)(args[0]).result
+        if t.is_float:
+            return mmath.AbsFOp(args[0]).result
+        if _unsigned(t):  # math.absi would read 250 as -6
+            return args[0]
+        # max(x, -x), not math.absi: the native CUDA path cannot lower absi on i64 or
+        # index (tests/programs/differential/abs_of_wide_integers)
+        return maximum(args[0], negate(args[0], t), t)
     if name == "min":
         return minimum(args[0], args[1], t)
     if name == "max":

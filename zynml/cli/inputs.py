@@ -42,8 +42,8 @@ def add_input_arguments(p) -> None:
     """The program and its inputs, as run, compile and tune take them."""
     p.add_argument("file", help="a .zyn program")
     p.add_argument("--device", default="auto",
-                   help="cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto "
-                        "(default: auto, the GPU if one is present)")
+                   help="cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N], interpreter "
+                        "or auto (default: auto, the GPU if one is present)")
     p.add_argument("--backend", choices=("native", "iree"), default=None,
                    help="native (ZynML's CUDA path) or iree (default: the best for "
                         "the device)")

@@ -7,8 +7,8 @@
     zynml tune FILE.zyn --shape NAME=4096x4096:f16... [--set NAME=VALUE]... [--compile-only]
     zynml devices
 
-D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N] or auto; B: native (ZynML's CUDA path) or
-iree. `compile` needs no hardware: it compiles for the device named, present or not.
+D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N], interpreter or auto; B: native (ZynML's
+CUDA path) or iree. `compile` needs no hardware: it compiles for the device named, present or not.
 STAGE: a stage of the shared front (zynml/compiler.py) or of the program's backend
 (zynml/backend/*/stages.py); `zynml compile --help` lists them. `--save-temps DIR` also
 writes every stage's output on the way as DIR/STAGE.EXT.

@@ -349,7 +349,19 @@ class BodyChecker:
             if value.args or value.kwargs:
                 raise _err("'barrier()' takes no arguments", value)
             return
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                and value.func.id == "print":
+            self._print(value)
+            return
         raise _err("an expression statement has no effect here", stmt)
+
+    def _print(self, call: ast.Call) -> None:
+        """`print(v, ...)`: scalar values and string literals (device="interpreter")."""
+        if call.kwargs:
+            raise _err("'print' takes no keyword arguments", call.kwargs[0].value)
+        for arg in call.args:
+            if not isinstance(arg, ast.StringLit):
+                self._expr(arg)
 
     # ------------------------------------------------------------------ expressions
 

@@ -1,7 +1,7 @@
 // Every cir op parses, verifies (IRDL, then --cir-verify) and prints back the same:
 // cir.compute (elementwise, reduce, argmax, axis reduction, fused with its optional
 // attributes), cir.load, cir.store, cir.yield with one and two operands, cir.alloc,
-// cir.barrier, cir.attention with and without a mask, causal with and without one.
+// cir.barrier, cir.print, cir.attention with and without a mask, causal with and without one.
 // RUN: zynml-opt %s | filecheck %s
 // RUN: zynml-opt %s --cir-verify | filecheck %s
 // RUN: zynml-opt %s --mlir-print-op-generic | zynml-opt | filecheck %s
@@ -49,6 +49,7 @@ func.func @main(%x: tensor<8xf32>, %m: tensor<4x8xf32>)
 // CHECK-NEXT: [[V:%[0-9]+]] = "cir.load"([[X]], [[I]]) : (tensor<8xf32>, index) -> f32
 // CHECK-NEXT: [[RELU:%[0-9]+]] = arith.maximumf [[V]], %{{.*}} : f32
 // CHECK-NEXT: "cir.store"([[RELU]], [[OUT]], [[I]]) : (f32, tensor<8xf32>, index) -> ()
+// CHECK-NEXT: "cir.print"([[I]], [[RELU]]) {format = "i = {} relu = {}", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (index, f32) -> ()
 func.func private @relu_body(%x: tensor<8xf32>, %n: index, %out: tensor<8xf32>) attributes {cir.body} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -57,6 +58,8 @@ func.func private @relu_body(%x: tensor<8xf32>, %n: index, %out: tensor<8xf32>) 
     %v = "cir.load"(%x, %i) : (tensor<8xf32>, index) -> f32
     %relu = arith.maximumf %v, %zero : f32
     "cir.store"(%relu, %out, %i) : (f32, tensor<8xf32>, index) -> ()
+    "cir.print"(%i, %relu) {format = "i = {} relu = {}",
+        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (index, f32) -> ()
   }
   return
 }

@@ -107,6 +107,14 @@ func.func @alloc_without_result(%n: index) {
 
 // -----
 
+func.func @print_without_format(%i: index) {
+  // expected-error@+1 {{'cir.print' op attribute "format" is expected but not provided}}
+  "cir.print"(%i) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (index) -> ()
+  return
+}
+
+// -----
+
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %c4 = arith.constant 4 : index
   // expected-error@+1 {{'cir.compute' op attribute "kind" is expected but not provided}}
@@ -197,6 +205,14 @@ func.func @not_a_body(%t: tensor<4xf32>, %i: index) -> f32 {
 func.func @barrier_not_in_body() {
   // expected-error@+1 {{'cir.barrier' is only valid in a compute body function (marked cir.body)}}
   "cir.barrier"() : () -> ()
+  return
+}
+
+// -----
+
+func.func @print_not_in_body(%i: index) {
+  // expected-error@+1 {{'cir.print' is only valid in a compute body function (marked cir.body)}}
+  "cir.print"(%i) {format = "{}", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (index) -> ()
   return
 }
 
