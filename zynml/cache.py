@@ -14,10 +14,13 @@ Reads are checked, because a cache folder outlives processes and is carried betw
 machines (a disk that filled up, a copy cut short, a file zeroed by a crash, a hand
 edit). Each entry starts with a header,
 
-    b"ZYNMLART" | version: u32 | payload length: u64 | sha256 of the payload (32 bytes)
+    b"ZYNMLART" | version: u32 | payload length: u64 | sha256(key + payload) (32 bytes)
 
 all little-endian, and only a regular file (a symlink is followed only to one) whose size
 is the header's and whose payload hashes right is read, never more than MAX_ENTRY_BYTES.
+The hash covers the key too: a whole entry copied or renamed to another key's name is
+not that key's artifact (found by tests/backend/test_cache_fuzz.py: IREE then refused
+another key's bytes as a vmfb, on every run).
 Anything else is a damaged entry: it is removed, with a `logging` warning, and reads as
 missing, so the artifact is compiled again and stored whole; `removed` remembers why,
 for a machine that has no compiler to say so (zynml/compiler.py's `build`).
@@ -45,7 +48,7 @@ log = logging.getLogger(__name__)
 # v2: entries have a header (v1 files, bare payloads, are never looked up).
 _KEY_VERSION = b"zynml-artifact-cache-v2"
 _KEY_RE = re.compile(r"[0-9a-f]{64}")
-_MAGIC, _FORMAT = b"ZYNMLART", 1
+_MAGIC, _FORMAT = b"ZYNMLART", 2  # 2: the digest covers the key
 _HEADER = struct.Struct("<8sIQ32s")  # magic, format version, payload length, sha256
 # Larger than any artifact ZynML writes (the largest, with constants, are some MiB): a
 # bigger file is not an entry, and is not read into memory to find that out.
@@ -171,7 +174,7 @@ class ArtifactCache:
             return None
         finally:
             os.close(fd)
-        payload, why = _unpack(blob)
+        payload, why = _unpack(key, blob)
         if payload is None:
             return self.discard(key, why)
         return payload
@@ -195,7 +198,7 @@ class ArtifactCache:
     def put(self, key: str, data: bytes) -> None:
         """Store `data` under `key` atomically; an unwritable cache only logs (debug)."""
         path = self.path(key)
-        header = _HEADER.pack(_MAGIC, _FORMAT, len(data), hashlib.sha256(data).digest())
+        header = _HEADER.pack(_MAGIC, _FORMAT, len(data), _digest(key, data))
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             # follow=False: the entry itself is replaced, whatever (damaged) thing it is
@@ -218,8 +221,12 @@ def _read_exactly(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _unpack(blob: bytes) -> tuple[bytes | None, str]:
-    """(the payload, "") of an entry's bytes, or (None, what is wrong with them)."""
+def _digest(key: str, payload: bytes) -> bytes:
+    return hashlib.sha256(key.encode("ascii") + payload).digest()
+
+
+def _unpack(key: str, blob: bytes) -> tuple[bytes | None, str]:
+    """(the payload, "") of `key`'s entry's bytes, or (None, what is wrong with them)."""
     if len(blob) < _HEADER.size:
         return None, f"{len(blob)} bytes, shorter than its header"
     magic, version, length, digest = _HEADER.unpack_from(blob)
@@ -230,6 +237,6 @@ def _unpack(blob: bytes) -> tuple[bytes | None, str]:
     payload = blob[_HEADER.size:]
     if len(payload) != length:
         return None, f"{len(payload)} bytes of payload where the header says {length}"
-    if hashlib.sha256(payload).digest() != digest:
-        return None, "its content does not match its sha256"
+    if _digest(key, payload) != digest:
+        return None, "its content does not match its sha256 (or it is another key's)"
     return payload, ""

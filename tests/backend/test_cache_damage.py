@@ -130,11 +130,18 @@ def test_an_entry_larger_than_the_bound_is_not_read(tmp_path, monkeypatch):
 
 
 def test_a_symlink_to_a_whole_entry_is_followed(tmp_path):
-    cache = ArtifactCache(tmp_path)
-    key, other = cache.key("a"), cache.key("b")
-    cache.put(other, b"shared")
-    cache.path(key).symlink_to(cache.path(other))
-    assert cache.get(key) == b"shared"
+    """A cache of links to another (shared) cache reads; a link to another key's entry
+    does not (its hash covers its key)."""
+    shared, mine = ArtifactCache(tmp_path / "shared"), ArtifactCache(tmp_path / "mine")
+    key, other = shared.key("a"), shared.key("b")
+    shared.put(key, b"shared")
+    shared.put(other, b"another")
+    mine.root.mkdir()
+    mine.path(key).symlink_to(shared.path(key))
+    assert mine.get(key) == b"shared"
+    mine.path(other).symlink_to(shared.path(key))
+    assert mine.get(other) is None and "another key's" in mine.removed[other]
+    assert shared.get(key) == b"shared"  # the link went, not what it named
 
 
 def test_without_a_compiler_a_damaged_entry_is_an_error_saying_what_to_do(filled,
