@@ -60,10 +60,23 @@ def run(module: ir.Operation, options: Options) -> None:
 
 def verify_bodies(module: ir.Operation) -> None:
     """What every pass that reads `cir` relies on: each compute's body is a function of
-    the module, marked cir.body, defined, taking the compute's operands then `out`."""
+    the module, marked cir.body, defined, taking the compute's operands then `out`; a
+    reduce compute names a known operator."""
     funcs = func_by_name(module)
     for compute in compute_ops(module):
         _check_body(compute, funcs)
+        _check_reduce(compute)
+
+
+def _check_reduce(op: ir.Operation) -> None:
+    """A reduce compute names a known operator (the lowering looks it up); no other does."""
+    kind, reduce_op = string_attr(op, "kind"), string_attr(op, "reduce")
+    if kind == "reduce":
+        if reduce_op not in REDUCE_OPS:
+            raise fail(op.location, f"'cir.compute' of kind reduce needs 'reduce' to be one "
+                                    f"of {', '.join(REDUCE_OPS)}; got {reduce_op!r}")
+    elif reduce_op is not None:
+        raise fail(op.location, f"'reduce' attribute on a compute of kind '{kind}'")
 
 
 def _check_body(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Operation:
@@ -96,14 +109,8 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
     if not kind:
         raise fail(loc, "'cir.compute' needs a non-empty kind")
     fn = _check_body(op, funcs)
+    _check_reduce(op)
     body_name = cir_ops.body_name(op)
-    reduce_op = string_attr(op, "reduce")
-    if kind == "reduce":
-        if reduce_op not in REDUCE_OPS:
-            raise fail(loc, f"'cir.compute' of kind reduce needs 'reduce' to be one of "
-                            f"{', '.join(REDUCE_OPS)}; got {reduce_op!r}")
-    elif reduce_op is not None:
-        raise fail(loc, f"'reduce' attribute on a compute of kind '{kind}'")
     args = list(entry_block(fn).arguments)
     operands = list(op.operands)
     result_type = op.results[0].type

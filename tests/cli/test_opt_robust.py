@@ -197,3 +197,32 @@ def test_cir_attributes_of_the_wrong_kind_or_value_are_located_errors(tmp_path, 
     done = zynml_opt(path, flag)
     assert done.returncode == 1
     assert done.stderr.splitlines()[0] == f"{path}:{message}"
+
+
+def test_an_unknown_reduce_operator_is_a_located_error_of_cir_to_linalg(tmp_path):
+    """test_opt_fuzz seed 40953: reduce = "vector" was a KeyError in cir-to-linalg run
+    without cir-verify (exit 2)."""
+    path = tmp_path / "a.mlir"
+    path.write_text("""\
+func.func @f(%x: tensor<16xf32>) -> f32 {
+  %c16 = arith.constant 16 : index
+  %r = "cir.compute"(%x, %c16) {kind = "reduce", reduce = "vector", body = @sum_body,
+      out_dims = array<i64>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<16xf32>, index) -> f32
+  return %r : f32
+}
+func.func private @sum_body(%x: tensor<16xf32>, %n: index, %out: tensor<f32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<16xf32>, index) -> f32
+    "cir.yield"(%v) : (f32) -> ()
+  }
+  return
+}
+""")
+    done = zynml_opt(path, "--cir-to-linalg")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        f"{path}:3:8: error: 'cir.compute' of kind reduce needs 'reduce' to be one of +, *, "
+        "min, max, and, or, argmin, argmax; got 'vector'")
