@@ -179,7 +179,10 @@ if __name__ == "__main__":  # a campaign: python tests/cli/test_opt_fuzz.py FIRS
             print(f"FAILED {failure}", flush=True)
             continue
         codes[code] += 1
-        crashes += "MLIR crashed" in err
+        if "MLIR crashed" in err:
+            crashes += 1
+            print(f"seed {seed}: {err.strip().splitlines()[0].split(': error: ')[-1]}",
+                  flush=True)
         head = (err.strip().splitlines() or ["(nothing)"])[0]
         messages["ok" if code == 0 else re.sub(r"^\S*: error: ", "", head)[:70]] += 1
     print(f"{count} mutants from seed {first}: exit 0: {codes[0]}, exit 1: {codes[1]}, "
