@@ -41,6 +41,8 @@ from mlir.dialects import arith
 from ..lowering.cir_ops import body_of, compute_ops, func_by_name, ops_in
 from ..lowering.cir_terms import Terms, evaluate, float_const, shifted
 
+from .cir_verify import verify_bodies
+
 NAME = "cir-raise-attention"
 
 
@@ -62,6 +64,7 @@ class _Attention:
 
 
 def run(module: ir.Operation, options: Options) -> None:
+    verify_bodies(module)  # what this pass relies on, also when run on its own
     funcs = func_by_name(module)
     for compute in compute_ops(module):
         body = body_of(compute, funcs)

@@ -23,8 +23,10 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ..lowering.cir_ops import (body_of, compute_ops, constant_int, entry_block, func_by_name,
-                      i64_array, is_body_function, set_function_type,
+                      is_body_function, set_function_type,
                       top_level_funcs)
+
+from .cir_verify import check_out_dims, verify_bodies
 
 NAME = "cir-shape-propagation"
 
@@ -35,6 +37,7 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
+    verify_bodies(module)  # what this pass relies on, also when run on its own
     funcs = func_by_name(module)
     for compute in compute_ops(module):
         _specialize(compute, body_of(compute, funcs))
@@ -48,7 +51,11 @@ def _specialize(compute: ir.Operation, body: ir.Operation) -> None:
     if isinstance(result.type, ir.RankedTensorType):
         tensor_type = ir.RankedTensorType(result.type)
         shape = list(tensor_type.shape)
-        for d, operand_index in enumerate(i64_array(compute, "out_dims") or []):
+        # no out_dims: nothing to propagate (cir-verify requires them; hand-written
+        # input for this pass alone may leave them out)
+        out_dims = check_out_dims(compute, tensor_type.rank) \
+            if "out_dims" in compute.attributes else []
+        for d, operand_index in enumerate(out_dims):
             value = constant_int(compute.operands[operand_index])
             if value is not None:
                 shape[d] = max(0, value)  # `for i in 0..n` with n < 0 writes nothing

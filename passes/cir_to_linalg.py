@@ -29,7 +29,9 @@ from mlir import ir
 from ..lowering.attention_lowering import lower_attention
 from ..lowering.cir_ops import (body_of, compute_ops, func_by_name, int_attr, ops_in, string_attr,
                       top_level_funcs)
+from ..lowering.bounds import OutOfBounds
 from ..lowering.nest_lowering import LoweringError, NestLowering
+from .cir_verify import verify_bodies
 from .pipeline import fail
 
 NAME = "cir-to-linalg"
@@ -44,6 +46,7 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
+    verify_bodies(module)  # what this pass relies on, also when run on its own
     funcs = func_by_name(module)
     for fn in funcs.values():
         for op in ops_in(fn, "cir.print"):
@@ -64,6 +67,8 @@ def run(module: ir.Operation, options: Options) -> None:
                                               unsigned="unsigned" in compute.attributes)
             else:
                 result = lowering.lower_stores(compute.results[0].type)
+        except OutOfBounds as err:  # the program's mistake, not the lowering's limit
+            raise fail(err.location or compute.location, str(err))
         except LoweringError as err:
             raise fail(err.location or compute.location,
                        f"cannot lower this '{kind}' body to linalg: {err}")

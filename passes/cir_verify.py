@@ -13,7 +13,11 @@ that is an i64); and no value is built by a chain of more than MAX_VALUE_DEPTH o
     // error: 'cir.compute' body @missing is not a function of this module
     %y = "cir.compute"(%x) {kind = "elementwise", body = @missing, ...}
 
-The pass changes nothing; it fails with located errors.
+The pass changes nothing; it fails with located errors. The passes that read `cir`
+(cir-shape-propagation, cir-raise-attention, cir-to-linalg) call `verify_bodies` first:
+run on their own (`zynml-opt --cir-to-linalg`), they meet unverified input too, and their
+code relies on every compute having its body (a body symbol that names no function was an
+AttributeError). They do not need the rest (`out_dims` is for shape propagation only).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from ..lowering import cir_ops
 from ..lowering.cir_ops import (body_of, compute_ops, entry_block, func_by_name, i64_array,
                       is_body_function, ops_in, string_attr, top_level_funcs)
 from .pipeline import fail
@@ -57,26 +62,39 @@ def run(module: ir.Operation, options: Options) -> None:
                 _check_body_op(op, fn, kinds_of_body.get(name))
 
 
-def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Operation:
+def verify_bodies(module: ir.Operation) -> None:
+    """What every pass that reads `cir` relies on: each compute's body is a function of
+    the module, marked cir.body, defined, taking the compute's operands then `out`; a
+    reduce compute names a known operator."""
+    funcs = func_by_name(module)
+    for compute in compute_ops(module):
+        _check_body(compute, funcs)
+        _check_reduce(compute)
+
+
+def _check_reduce(op: ir.Operation) -> None:
+    """A reduce compute names a known operator (the lowering looks it up); no other does."""
+    kind, reduce_op = string_attr(op, "kind"), string_attr(op, "reduce")
+    if kind == "reduce":
+        if reduce_op not in REDUCE_OPS:
+            raise fail(op.location, f"'cir.compute' of kind reduce needs 'reduce' to be one "
+                                    f"of {', '.join(REDUCE_OPS)}; got {reduce_op!r}")
+    elif reduce_op is not None:
+        raise fail(op.location, f"'reduce' attribute on a compute of kind '{kind}'")
+
+
+def _check_body(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Operation:
     loc = op.location
-    kind = string_attr(op, "kind")
-    if not kind:
-        raise fail(loc, "'cir.compute' needs a non-empty kind")
     fn = body_of(op, funcs)
-    body_name = ir.FlatSymbolRefAttr(op.attributes["body"]).value
+    body_name = cir_ops.body_name(op)
+    if body_name is None:
+        raise fail(loc, "'cir.compute' needs 'body', a symbol naming its body function")
     if fn is None:
         raise fail(loc, f"'cir.compute' body @{body_name} is not a function of this module")
     if not is_body_function(fn):
         raise fail(loc, f"'cir.compute' body @{body_name} is not marked 'cir.body'")
     if not len(fn.regions[0].blocks):
         raise fail(loc, f"'cir.compute' body @{body_name} is a declaration; it needs a body")
-    reduce_op = string_attr(op, "reduce")
-    if kind == "reduce":
-        if reduce_op not in REDUCE_OPS:
-            raise fail(loc, f"'cir.compute' of kind reduce needs 'reduce' to be one of "
-                            f"{', '.join(REDUCE_OPS)}; got {reduce_op!r}")
-    elif reduce_op is not None:
-        raise fail(loc, f"'reduce' attribute on a compute of kind '{kind}'")
     args = list(entry_block(fn).arguments)
     operands = list(op.operands)
     if len(args) != len(operands) + 1:
@@ -86,6 +104,19 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
         if arg.type != operand.type:
             raise fail(loc, f"operand #{i} has type {operand.type} but body @{body_name} "
                             f"takes {arg.type}")
+    return fn
+
+
+def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Operation:
+    loc = op.location
+    kind = string_attr(op, "kind")
+    if not kind:
+        raise fail(loc, "'cir.compute' needs a non-empty kind")
+    fn = _check_body(op, funcs)
+    _check_reduce(op)
+    body_name = cir_ops.body_name(op)
+    args = list(entry_block(fn).arguments)
+    operands = list(op.operands)
     result_type = op.results[0].type
     if kind != "reduce" and not isinstance(result_type, ir.RankedTensorType):
         raise fail(loc, f"a '{kind}' compute has a tensor result; only 'reduce' computes "
@@ -95,8 +126,15 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
         ir.RankedTensorType.get([], result_type)
     if out_type != expected_out:
         raise fail(loc, f"body @{body_name} takes out as {out_type}; expected {expected_out}")
+    check_out_dims(op, ir.RankedTensorType(expected_out).rank)
+    return fn
+
+
+def check_out_dims(op: ir.Operation, rank: int) -> list[int]:
+    """`out_dims` names one index operand per dimension of the result (shape propagation
+    reads them): its entries, or a located PassFailure."""
+    loc, operands = op.location, list(op.operands)
     out_dims = i64_array(op, "out_dims")
-    rank = ir.RankedTensorType(expected_out).rank
     if out_dims is None:
         raise fail(loc, "'cir.compute' needs 'out_dims' (one operand index per result "
                         "dimension)")
@@ -105,7 +143,7 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
     for d in out_dims:
         if not 0 <= d < len(operands) or not isinstance(operands[d].type, ir.IndexType):
             raise fail(loc, f"'out_dims' entry {d} is not an index operand")
-    return fn
+    return out_dims
 
 
 def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None) -> None:

@@ -18,6 +18,7 @@ from mlir.passmanager import PassManager
 from .. import knobs
 from . import PASSES, get_pass
 from ..limits import MAX_VALUE_DEPTH, recursion_room
+from ..lowering.cir_ops import AttributeKindError
 
 __all__ = ["build_pass_manager", "split_pipeline", "PipelineError", "parse_options"]
 
@@ -111,6 +112,9 @@ def _python_pass(module, options, debug: bool):
             with op.context, op.location, recursion_room(MAX_VALUE_DEPTH):
                 module.run(op, options)
         except PassFailure:
+            pass_.signal_pass_failure()
+        except AttributeKindError as err:  # the input's mistake: located, not a bug
+            err.location.emit_error(str(err))
             pass_.signal_pass_failure()
         except Exception as err:  # a bug in the pass: report it, don't unwind through C++
             if debug:

@@ -393,9 +393,10 @@ def test_loop_past_the_end_of_an_input_is_a_located_error():
     with pytest.raises(zynml.ZynMLError) as info:
         zynml.run("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..7:\n"
                   "        out[i] = x[i] * 2.0\n}", x=np.ones(5, np.float32))
-    # located at the read that runs past the end
-    assert str(info.value).startswith("<string>:4:18: error: cannot lower this 'elementwise' "
-                                      "body to linalg: a loop over 7 runs past the end")
+    assert str(info.value) == (
+        "<string>:4:18: error: 'x' is read out of bounds: the index of dimension 0 runs "
+        "from 0 to 6, but that dimension of 'x' has size 5\n"
+        "        out[i] = x[i] * 2.0\n" + " " * 17 + "^")
 
 
 DOUBLE = """

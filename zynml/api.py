@@ -24,6 +24,7 @@ from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType, from_numpy, to_numpy
+from .machine_limits import as_i64, check_fits
 
 __all__ = ["Program", "compile", "run", "load"]
 
@@ -34,7 +35,7 @@ def _placement(device: str, backend: str | None, loc: SourceLocation | None,
     try:
         return resolve(device, backend, require_present)
     except DeviceError as err:
-        raise ZynMLError(str(err), loc) from None
+        raise ZynMLError(err.message, loc) from None
 
 
 @dataclass
@@ -160,13 +161,16 @@ class Program:
         """The artifact cache this program compiles into (and its autotuning database)."""
         return self._cache.root
 
-    def tune(self, *, limit: int | None = None, rounds: int = 5, compile_only: bool = False,
-             progress: bool = True, **inputs):
+    def tune(self, inputs: dict[str, Any] | None = None, /, *, limit: int | None = None,
+             rounds: int = 5, compile_only: bool = False, progress: bool = True, **named):
         """Autotune the strategy parameters of this program's kernels for these inputs'
         shapes and dtypes on its GPU, keep the winners in the autotuning database, and
         return the report (`.table()`): zynml/autotune/tuner.py. `compile_only` compiles
         the candidates into the cache for a GPU machine to time (no GPU needed)."""
         from .autotune.tuner import tune
+        for option, value in (("limit", limit), ("rounds", rounds)):
+            _option("Program.tune", option, value, (int, type(None)), "a number")
+        inputs = _merge_inputs(inputs, named)
         report = tune(self, inputs, limit=limit, rounds=rounds, compile_only=compile_only,
                       progress=progress)
         if not compile_only:  # later calls compile with the winners
@@ -185,7 +189,9 @@ class Program:
 
     # ------------------------------------------------------------------ calling
 
-    def __call__(self, **inputs) -> dict[str, Any]:
+    def __call__(self, inputs: dict[str, Any] | None = None, /, **named) -> dict[str, Any]:
+        """Run on `inputs` by name: `prog(x=a)`, or `prog({"x": a})` for any input name."""
+        inputs = _merge_inputs(inputs, named)
         if self._fast_calls is not None:
             outputs = self._fast_calls.call(inputs)
             if outputs is not None:
@@ -215,7 +221,7 @@ class Program:
                 executable = self._executables[key] = self._build(signature, scalars,
                                                                   records, checked)
         checked = executable.checked
-        args = [_argument(values[name], checked.inputs[name]) for name in checked.inputs]
+        args = [_argument(name, values[name], checked) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
         if self._fast_calls is not None and not checked.list_outputs and not records:
             self._fast_calls.add(inputs, executable.function, list(checked.inputs),
@@ -266,7 +272,11 @@ class Program:
                                  + (", ".join(sorted(known)) or "(none)"), self._first_loc())
         for name in known:
             if name not in inputs:
-                raise ZynMLError(f"missing input '{name}'", self.generic.input_locs.get(name))
+                hint = (f"; zynml.run's {name}= is an option, not this input: pass the inputs "
+                        f"as a dict, zynml.run(source, {{'{name}': ...}})"
+                        if name in _RUN_OPTIONS else "")
+                raise ZynMLError(f"missing input '{name}'{hint}",
+                                 self.generic.input_locs.get(name))
         values, signature, scalars = {}, {}, {}
         for name, value in inputs.items():
             loc = self.generic.input_locs.get(name)
@@ -274,6 +284,8 @@ class Program:
             values[name] = array
             dtype = from_numpy(array.dtype)
             generic = self.generic.inputs[name]
+            if not isinstance(array, _GpuInput):  # a broadcast view may be far larger
+                check_fits(f"input '{name}'", array.shape, array.dtype, loc)
             if array.ndim == 0 and (not is_tensor(generic) or generic.rank is None):
                 signature[name] = dtype
                 if dtype.is_int:
@@ -342,6 +354,8 @@ class Program:
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
+        if self.placement.kind in ("cpu", "interpreter"):  # host memory, before compiling:
+            _check_outputs_fit(checked)  # the allocator's failure would say less
         if self.backend == "interpreter":
             from .interpreter import InterpreterFunction
             return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
@@ -364,13 +378,13 @@ class Program:
                               scalars, self._pipeline_name(), cache=self._cache,
                               save_temps=save_temps)
 
-    def artifact(self, **inputs):
+    def artifact(self, inputs: dict[str, Any] | None = None, /, **named):
         """The native CUDA artifact of this program for these inputs' shapes and dtypes
         (compiled, or from the cache); `.save(path)` writes it for `zynml.load`."""
         if self.backend != "native":
             raise ZynMLError(f"artifacts are made by the native CUDA backend; this program "
                              f"is for '{self.device}' with backend '{self.backend}'")
-        return self._compile(*self._specialize(inputs))
+        return self._compile(*self._specialize(_merge_inputs(inputs, named)))
 
 
 def _cuda_target(chip: str | None, params: str | dict):
@@ -396,7 +410,7 @@ class _PipelineMethod:
         self._params = [p.name for p in pipeline.params]
         self._pipeline = pipeline
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         inputs = self._bind(args, kwargs) if args else kwargs
         fast = self._program._fast_calls  # as Program.__call__, without a second **inputs
         outputs = fast.call(inputs) if fast is not None else None
@@ -422,7 +436,7 @@ def _as_array(name: str, value: Any, loc) -> np.ndarray:
     if isinstance(value, bool):
         return np.asarray(value, dtype=np.bool_)
     if isinstance(value, int):
-        return np.asarray(value, dtype=np.int64)
+        return as_i64(name, value, loc)
     if isinstance(value, float):
         return np.asarray(value, dtype=np.float32)
     try:
@@ -473,11 +487,17 @@ class _GpuInput:
         self.ndim = len(self.shape)
 
 
-def _argument(array: Any, ty: Any) -> Any:
+def _argument(name: str, array: Any, checked: CheckedProgram) -> Any:
+    ty = checked.inputs[name]
     if isinstance(array, _GpuInput):
         return array.value
     if is_tensor(ty):
-        return np.ascontiguousarray(array)
+        try:
+            return np.ascontiguousarray(array)
+        except MemoryError:  # smaller than the machine (checked), larger than what is free
+            raise ZynMLError(f"not enough free memory to copy input '{name}' (shape "
+                             f"{'x'.join(map(str, array.shape))}, {array.dtype}) into one "
+                             "block", checked.input_locs.get(name)) from None
     if ty.is_bool:  # bool scalars cross as i8 (cirgen/program.py)
         return np.asarray(array, dtype=np.int8).reshape(())
     # a float parameter declared f16/bf16 takes the number given (a Python float is f32)
@@ -510,10 +530,56 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
                    params=params, require_device=require_device)
 
 
-def run(source: Union[str, os.PathLike], *, device: str = "auto", backend: str | None = None,
-        **inputs) -> dict[str, Any]:
-    """Compile `source` and run it once on `inputs`; returns {output name: value}."""
-    return Program(source, device=device, backend=backend)(**inputs)
+def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /, *,
+        device: str = "auto", backend: str | None = None, **named) -> dict[str, Any]:
+    """Compile `source` and run it once on its inputs; returns {output name: value}.
+
+    Inputs are keywords, `zynml.run(src, x=a)`, or a dict, `zynml.run(src, {"x": a})`.
+    `source` and the dict are positional, so inputs may be called `source` or `inputs`;
+    `device` and `backend` are always the options: inputs of those names go in the dict,
+    `zynml.run(src, {"device": a}, device="cpu")`."""
+    for option, value in (("device", device), ("backend", backend)):
+        _option("zynml.run", option, value, (str, type(None)), "a name such as 'cpu'")
+    return Program(source, device=device, backend=backend)(_merge_inputs(inputs, named))
+
+
+# zynml.run's keyword options: an input of one of these names must come in the dict
+_RUN_OPTIONS = ("device", "backend")
+
+
+def _option(function: str, option: str, value: Any, types: tuple, expected: str) -> None:
+    """A keyword option given something of the wrong kind: most likely an input of that
+    name meant for the program. Say how to pass it."""
+    if isinstance(value, types) and not isinstance(value, bool):
+        return
+    raise ZynMLError(f"{function}'s {option}= takes {expected}, not {type(value).__name__}; "
+                     f"an input called '{option}' goes in the inputs dict: "
+                     f"{function}(..., {{'{option}': value}})")
+
+
+def _merge_inputs(inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
+    """The inputs given as a dict and as keywords, in one dict; a name given both ways is
+    an error."""
+    if inputs is None:
+        return named
+    if not isinstance(inputs, dict) or not all(isinstance(k, str) for k in inputs):
+        raise ZynMLError(f"the inputs are a dict of input name -> value, not "
+                         f"{type(inputs).__name__}")
+    twice = sorted(set(inputs) & set(named))
+    if twice:
+        raise ZynMLError(f"input '{twice[0]}' is given twice, in the dict and as a keyword")
+    return {**inputs, **named}
+
+
+def _check_outputs_fit(checked: CheckedProgram) -> None:
+    """Outputs of a static shape larger than the machine's memory: a located error now,
+    rather than the allocator's failure in the middle of a run."""
+    outputs = set(checked.flat_outputs())
+    for step in checked.steps:
+        if step.target in outputs and is_tensor(step.ty) and \
+                step.ty.shape is not None and None not in step.ty.shape:
+            check_fits(f"output '{step.target}'", step.ty.shape, to_numpy(step.ty.dtype),
+                       step.loc)
 
 
 def load(path: Union[str, os.PathLike], device: str = "cuda:0"):

@@ -19,7 +19,6 @@ import functools
 import hashlib
 import importlib.util
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -29,7 +28,7 @@ from .backend.cuda import stages as cuda_stages
 from .backend.iree import stages as iree_stages
 from .cache import ArtifactCache, atomic_write_bytes
 from .runtime.cuda.artifact import launches
-from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote
+from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote, note
 from .frontend import ast
 from .limits import MAX_EXPRESSION_DEPTH, recursion_room
 from .frontend.checker import check
@@ -61,7 +60,8 @@ def parse_source(source_or_path: Union[str, os.PathLike]) -> tuple[SourceFile, a
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            raise ZynMLError(f"cannot read '{path}': {err}",
+            why = err.strerror if isinstance(err, OSError) and err.strerror else err
+            raise ZynMLError(f"cannot read '{path}': {why}",
                              SourceLocation(SourceFile(str(path), ""), 1, 1)) from None
         src = SourceFile(str(path), text)
     else:
@@ -100,8 +100,8 @@ def _emit_notes(module: "ir.Module") -> None:
     from mlir import ir
     attrs = module.operation.attributes
     if "zynml.notes" in attrs:
-        for note in ir.ArrayAttr(attrs["zynml.notes"]):
-            warnings.warn(ir.StringAttr(note).value, ZynMLNote, stacklevel=3)
+        for text in ir.ArrayAttr(attrs["zynml.notes"]):
+            note(ir.StringAttr(text).value)
         del attrs["zynml.notes"]
 
 
@@ -282,17 +282,31 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
     if save_temps is None:
         cached = cache.get(key)
         if cached is not None:
-            return backend.load(cached)
+            try:
+                return backend.load(cached)
+            except ValueError as err:  # whole (its hash holds) but not an artifact
+                cache.discard(key, f"it is not an artifact: {err}")
     if not installed():
-        raise ZynMLError(f"the {backend.name} artifact of this program for these shapes is not "
-                         f"in the artifact cache ({cache.root}), and ZynML's compiler (the "
-                         "MLIR bindings) is not installed here: compile it where it is, "
-                         "into a cache folder carried here (ZYNML_CACHE_DIR)")
+        raise ZynMLError(_cannot_compile_here(backend, cache, key))
     last = backend.stages[-1]
     artifact = run_stages(Compilation(backend, target, source, checked, cache), last.name,
                           save_temps=save_temps)
     cache.put(key, last.output.show(artifact))
     return artifact
+
+
+def _cannot_compile_here(backend: Backend, cache: ArtifactCache, key: str) -> str:
+    """Why a machine without the compiler (a GPU machine running cached artifacts) cannot
+    go on, and what to do."""
+    todo = ("ZynML's compiler (the MLIR bindings) is not installed here: compile it where "
+            "it is, into a cache folder carried here (ZYNML_CACHE_DIR; e.g. run the program "
+            "once there, or `zynml compile FILE --emit artifact ...`)")
+    if key in cache.removed:
+        return (f"the cached {backend.name} artifact {cache.path(key)} was damaged "
+                f"({cache.removed[key]}) and has been removed, and it cannot be compiled "
+                f"again: {todo}")
+    return (f"the {backend.name} artifact of this program for these shapes is not in the "
+            f"artifact cache ({cache.root}), and {todo}")
 
 
 def artifact_key(backend: Backend, source: SourceFile, pipeline_name: str, signature: dict,

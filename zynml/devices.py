@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .errors import ZynMLError
+
 __all__ = ["DEVICE_KINDS", "BACKENDS", "parse_device", "Placement", "resolve",
            "compute_devices", "DeviceError"]
 
@@ -38,14 +40,17 @@ BACKENDS = ("native", "iree", "interpreter")
 _HOST_KINDS = ("cpu", "interpreter")  # always present, no device number
 
 
-class DeviceError(ValueError):
-    """A device or backend name that is malformed, unknown, or not present."""
+class DeviceError(ZynMLError, ValueError):
+    """A device or backend name that is malformed, unknown, or not present (a ValueError
+    too, as it always was; a ZynMLError, as every user mistake is)."""
 
 
 def parse_device(name: str) -> tuple[str, int]:
     """"cpu" -> ("cpu", 0); "cuda" or "cuda:0" -> ("cuda", 0); "auto" -> ("auto", 0)."""
     if not isinstance(name, str):
-        raise DeviceError(f"a device is named by a string such as 'cuda:0', not {name!r}")
+        shown = repr(name) if isinstance(name, (int, float, type(None))) else \
+            type(name).__name__  # not the repr of a large array
+        raise DeviceError(f"a device is named by a string such as 'cuda:0', not {shown}")
     match = re.fullmatch(r"\s*([a-z]+)(?::(\d+))?\s*", name)
     if not match or (match.group(1) not in DEVICE_KINDS and match.group(1) != "auto"):
         raise DeviceError(f"unknown device '{name}'; devices are "

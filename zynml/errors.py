@@ -10,9 +10,12 @@ Internal invariants may still assert; anything a user can cause is a ZynMLError.
 """
 from __future__ import annotations
 
+import sys
+import warnings
 from dataclasses import dataclass, field
 
-__all__ = ["SourceLocation", "Diagnostic", "ZynMLError", "SourceFile", "BackendError", "ZynMLNote"]
+__all__ = ["SourceLocation", "Diagnostic", "ZynMLError", "SourceFile", "BackendError",
+           "ZynMLNote", "note"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +126,14 @@ class BackendError(ZynMLError):
 
 class ZynMLNote(UserWarning):
     """A remark about how a program was compiled (e.g. a kind lowered generically)."""
+
+
+def note(message: str) -> None:
+    """Warn a ZynMLNote, `FILE:LINE:COL: note: ...` or `note: ...`, attributed to the first
+    caller outside ZynML: Python then shows the user's line under it, not ZynML's own
+    (and the CLIs print it as it is: zynml/cli/common.py)."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and \
+            frame.f_globals.get("__name__", "").partition(".")[0] == "zynml":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, ZynMLNote, stacklevel=level)

@@ -129,7 +129,7 @@ DEBUG: Knob[bool] = Knob(
     "ZYNML_DEBUG", "bool", False,
     "Show the Python traceback of an internal error (a bug) in `zynml`, `zynml-opt` and "
     "Python passes",
-    read_by=("zynml/cli/common.py", "passes/pipeline.py"))
+    read_by=("zynml/cli/common.py", "zynml/cli/opt.py", "passes/pipeline.py"))
 IREE_COMPILE: Knob[Path | None] = Knob(
     "ZYNML_IREE_COMPILE", "path", None,
     "The `iree-compile` to run (a path, or a name on `PATH`); unset: the one in the "
@@ -157,7 +157,9 @@ FUZZ_SCALE: Knob[float] = Knob(
     "Tests: how many inputs the fuzz tests try, as a multiple of the usual (10: a longer "
     "hunt)",
     read_by=("tests/frontend/test_frontend_fuzz.py", "tests/frontend/test_parser_fuzz.py",
-             "tests/test_differential.py", "tests/test_mutation_fuzz.py"))
+             "tests/test_differential.py", "tests/test_mutation_fuzz.py",
+             "tests/cli/test_cli_fuzz.py", "tests/cli/test_opt_fuzz.py",
+             "tests/backend/test_cache_fuzz.py"))
 FUZZ_SHRINK: Knob[bool] = Knob(
     "ZYNML_FUZZ_SHRINK", "bool", False,
     "Tests: let hypothesis shrink a failing differential-test program (each smaller "

@@ -17,16 +17,24 @@ from __future__ import annotations
 
 from typing import Any
 
+
 import numpy as np
 
 from .devices import DeviceError, parse_device
+from .errors import ZynMLError, note
+from .machine_limits import check_fits
 
-__all__ = ["allocate", "memory_pool", "HostArray", "MemoryPool", "PoolError"]
+__all__ = ["allocate", "memory_pool", "HostArray", "MemoryPool", "PoolError",
+           "AllocationError"]
 
 ALIGN = 256
 
 
-class PoolError(ValueError):
+class AllocationError(ZynMLError, ValueError):
+    """A shape, dtype or size that cannot be allocated (a ValueError, as it always was)."""
+
+
+class PoolError(ZynMLError, ValueError):
     """A pool that is full, or a free of memory the pool does not hold live."""
 
 
@@ -46,8 +54,7 @@ class HostArray(np.ndarray):
             raise DeviceError(f"to_device('{device}'): arrays move to 'cpu', 'cuda:N' and "
                               f"the IREE GPUs ({', '.join(IREE_DRIVERS)})")
         from .runtime.cuda.device_array import DeviceArray
-        from .runtime.cuda.driver import get_device
-        return DeviceArray.from_numpy(np.asarray(self), get_device(ordinal))
+        return DeviceArray.from_numpy(np.asarray(self), _cuda_device(ordinal))
 
 
 # device kind -> IREE runtime driver, for arrays on GPUs that only IREE drives
@@ -94,19 +101,26 @@ class IreeArray:
 
 
 def _cuda_device(ordinal: int):
-    from .runtime.cuda.driver import get_device
-    return get_device(ordinal)
+    """The CUDA device; no driver, no GPU or a failing one is a DeviceError that says so."""
+    from .runtime.cuda.driver import CudaError, get_device
+    try:
+        return get_device(ordinal)
+    except CudaError as err:
+        raise DeviceError(f"cannot use 'cuda:{ordinal}': {err}") from None
 
 
 def allocate(shape, dtype="float32", device: str = "cpu", pinned: bool = False) -> Any:
     """A zero-filled array of `shape` and `dtype` on `device`. `pinned=True` (CPU only)
     gives page-locked host memory, which copies to and from a GPU faster."""
-    shape = _shape(shape)
-    dtype = np.dtype(dtype)
+    shape, dtype = _shape(shape), _dtype(dtype)
     kind, ordinal = parse_device(device)
     if kind == "cpu":
+        _fits(shape, dtype)
         if pinned:
-            return _pinned(shape, dtype)
+            try:
+                return _pinned(shape, dtype)
+            except DeviceError as err:  # no CUDA here: nothing to copy to faster
+                note(f"note: pinned=True: {err.message}; allocating ordinary host memory")
         return np.zeros(shape, dtype=dtype).view(HostArray)
     if pinned:
         raise DeviceError("pinned=True is for host memory (device='cpu')")
@@ -122,19 +136,44 @@ def allocate(shape, dtype="float32", device: str = "cpu", pinned: bool = False) 
 
 
 def _shape(shape) -> tuple[int, ...]:
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
-        raise ValueError(f"a shape is a sequence of non-negative integers, not {shape!r}")
-    return tuple(int(d) for d in shape)
+    try:
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    except TypeError:
+        dims = None
+    if dims is None or any(not isinstance(d, (int, np.integer)) or isinstance(d, bool)
+                           or d < 0 for d in dims):
+        shown = repr(shape)
+        shown = shown if len(shown) <= 80 else type(shape).__name__  # not a whole array
+        raise AllocationError(f"a shape is a sequence of non-negative integers, not {shown}")
+    return tuple(int(d) for d in dims)
+
+
+def _dtype(dtype) -> np.dtype:
+    try:
+        return np.dtype(dtype)
+    except (TypeError, ValueError) as err:
+        raise AllocationError(f"not a dtype: {dtype!r} ({err})") from None
+
+
+def _fits(shape, dtype: np.dtype) -> None:
+    """Host memory larger than the machine's: an AllocationError, not numpy's MemoryError."""
+    try:
+        check_fits("the allocation", shape, dtype, None)
+    except ZynMLError as err:
+        raise AllocationError(err.message) from None
 
 
 def _pinned(shape, dtype) -> "HostArray":
     import ctypes
-    from .runtime.cuda.driver import _driver, check
+    from .runtime.cuda.driver import CudaError, _driver, check
     _cuda_device(0)  # pinned memory belongs to a CUDA context
     nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
     driver = _driver()
-    ptr = int(check(driver.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+    try:
+        ptr = int(check(driver.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+    except CudaError as err:
+        raise AllocationError(f"cannot allocate {nbytes} bytes of pinned memory: "
+                              f"{err}") from None
     buffer = (ctypes.c_byte * nbytes).from_address(ptr)
     array = np.frombuffer(buffer, dtype=np.uint8, count=nbytes)[: nbytes]
     out = array[: int(np.prod(shape, dtype=np.int64)) * dtype.itemsize].view(dtype)
@@ -157,8 +196,12 @@ class MemoryPool:
         if kind not in ("cpu", "cuda") and kind not in IREE_DRIVERS:
             raise DeviceError(f"memory_pool on '{device}': pools live on 'cpu', 'cuda:N' "
                               f"and the IREE GPUs ({', '.join(IREE_DRIVERS)})")
-        if not isinstance(size, int) or size <= 0:
-            raise ValueError(f"a pool's size is a positive number of bytes, not {size!r}")
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size <= 0:
+            raise AllocationError("a pool's size is a positive number of bytes, not "
+                                  f"{size if isinstance(size, (int, float)) else type(size).__name__}")
+        size = int(size)
+        if kind == "cpu":
+            _fits((size,), np.dtype(np.uint8))
         self.device, self.size = ("cpu" if kind == "cpu" else f"{kind}:{ordinal}"), size
         self._iree = kind if kind in IREE_DRIVERS else None
         self._gpu = None
@@ -181,7 +224,7 @@ class MemoryPool:
         return sum(nbytes for nbytes, _ in self._live.values())
 
     def allocate(self, shape, dtype="float32") -> Any:
-        shape, dtype = _shape(shape), np.dtype(dtype)
+        shape, dtype = _shape(shape), _dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         rounded = -(-max(nbytes, 1) // ALIGN) * ALIGN
         for index, (offset, free) in enumerate(self._free):

@@ -63,3 +63,16 @@ def test_only_a_regular_file_of_bounded_size_is_read(tmp_path):
 
 def test_a_missing_file_is_an_empty_database(tmp_path):
     assert TuningDatabase(tmp_path / "none.json").entries() == []
+
+
+def test_values_of_the_wrong_kind_make_the_file_unreadable(tmp_path):
+    """test_cache_fuzz: JSON that parses may hold a string where params go (a hand edit,
+    a flipped byte); making the params text then failed with an AttributeError in every
+    compile."""
+    path = tmp_path / "autotune.json"
+    path.write_text('{"format": "zynml-autotune", "version": 1, "entries": [{"chip": '
+                    '"sm_90a", "compiler": "c", "strategy": "pointwise", "problem": "p", '
+                    '"params": "vectors=2", "ms": 1.0, "default_ms": 2.0, "tuned": ""}]}')
+    database = TuningDatabase(path)
+    with pytest.warns(ZynMLNote, match="entry field 'params' is not a table"):
+        assert database.entries_for("sm_90a", "c") == []

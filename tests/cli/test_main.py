@@ -62,7 +62,7 @@ def test_user_error_exits_1_with_a_located_message_and_writes_nothing(tmp_path):
     (["run", EXAMPLES / "softmax.zyn", "--input", "x=missing.npy"],
      "zynml: error: cannot read input 'x'"),
     (["run", EXAMPLES / "softmax.zyn", "--random", "x=4x8", "--device", "cuda:0"],
-     "error: device 'cuda:0' is not available"),
+     "zynml: error: --device cuda:0: device 'cuda:0' is not available"),
     (["run", EXAMPLES / "softmax.zyn", "--random", "x=4xq"], "zynml: error: --random expects"),
 ])
 def test_bad_invocations_exit_1_without_traceback(args, message):

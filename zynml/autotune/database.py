@@ -19,12 +19,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..cache import atomic_write_bytes, default_cache_dir
-from ..errors import ZynMLNote
+from ..errors import note
 
 __all__ = ["Entry", "TuningDatabase", "FILE_NAME", "params_text"]
 
@@ -68,7 +67,10 @@ class TuningDatabase:
         try:
             if data.get("format") != FORMAT or data.get("version") != VERSION:
                 raise ValueError(f"not a {FORMAT} version {VERSION} file")
-            return [Entry(**item) for item in data["entries"]]
+            entries = [Entry(**item) for item in data["entries"]]
+            for entry in entries:
+                _check_types(entry)
+            return entries
         except (AttributeError, KeyError, TypeError, ValueError) as err:
             self._ignore(f"it is not a tuning database ({err})")
             return []
@@ -107,8 +109,22 @@ class TuningDatabase:
             return None
 
     def _ignore(self, why: str) -> None:
-        warnings.warn(f"note: ignoring the autotuning database {self.path}: {why}",
-                      ZynMLNote, stacklevel=3)
+        note(f"note: ignoring the autotuning database {self.path}: {why}")
+
+
+def _check_types(entry: Entry) -> None:
+    """JSON that parses may still hold the wrong kinds of values (a hand edit, a flipped
+    byte): later code relies on these, so a wrong one makes the file unreadable here."""
+    for name in ("chip", "compiler", "strategy", "problem", "tuned"):
+        if not isinstance(getattr(entry, name), str):
+            raise TypeError(f"entry field '{name}' is not text")
+    for name in ("ms", "default_ms"):
+        if not isinstance(getattr(entry, name), (int, float)):
+            raise TypeError(f"entry field '{name}' is not a number")
+    if not isinstance(entry.params, dict) or not all(
+            isinstance(k, str) and isinstance(v, (bool, int, float, str))
+            for k, v in entry.params.items()):
+        raise TypeError("entry field 'params' is not a table of parameter values")
 
 
 def params_text(entries: list[Entry]) -> str:

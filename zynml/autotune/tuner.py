@@ -145,7 +145,15 @@ class _Job:
                                  "run `zynml tune --compile-only` (or Program.tune("
                                  "compile_only=True)) where ZynML's compiler is installed, "
                                  "and carry the cache folder")
-            return [Kernel(**k) for k in json.loads(saved)]
+            try:
+                return [Kernel(**k) for k in json.loads(saved)]
+            except (ValueError, TypeError) as err:  # whole (hash checked), yet not a plan
+                self.cache.discard(key, f"it is not a tune plan: {err}")
+                raise ZynMLError("the tuning plan in the artifact cache "
+                                 f"({self.cache.root}) was not readable and has been "
+                                 "removed: run `zynml tune --compile-only` again where "
+                                 "ZynML's compiler is installed, and carry the cache "
+                                 "folder") from None
         from ..backend.cuda.strategies.tuning import SEARCH  # needs MLIR: compile side only
         kernels, seen = [], set()
         for step in _launches(self.build(self.program.target.params).plan):

@@ -169,7 +169,8 @@ def _regex(text: str) -> re.Pattern:
 def parse_expected(text: str, file: str) -> list[Expected]:
     """The `expected-*` comments of `text` (line numbers are lines of `text`).
 
-    Raises ValueError (with the line) for a comment whose designated line does not exist.
+    Raises ValueError (with the line) for a comment whose designated line does not exist,
+    or whose `-re` text is no regex.
     """
     lines = text.splitlines()
     found: list[Expected] = []
@@ -190,8 +191,13 @@ def parse_expected(text: str, file: str) -> list[Expected]:
             designated = None
         elif offset:
             designated = number + int(offset)
-        found.append(Expected(severity, message, _regex(message) if is_re else None, file,
-                              designated, number, start + 1))
+        try:
+            regex = _regex(message) if is_re else None
+        except re.error as err:  # mlir-opt: "invalid regex" at the comment, not a crash
+            raise ValueError(f"{file}:{number}:{start + 1}: error: invalid regex in "
+                             f"expected-{severity}-re: {err}") from None
+        found.append(Expected(severity, message, regex, file, designated, number,
+                              start + 1))
     for e in found:
         if e.line in (-1, -2):
             step = -1 if e.line == -1 else 1

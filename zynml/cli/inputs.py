@@ -1,18 +1,41 @@
 """The inputs of a program on the command line: `--input NAME=PATH.npy`, `--random
 NAME=DIMS[:DTYPE]` (random data of that shape; `zynml tune` calls it `--shape`) and `--set
-NAME=VALUE` (a scalar)."""
+NAME=VALUE` (a scalar).
+
+Every mistake in them is a UsageError naming the argument (exit 1): a malformed or
+negative size, an array larger than the machine's memory, a file that is no .npy array,
+a name given twice, an integer beyond 64 bits. `load_inputs` also returns which argument
+gave each input, so that the caller can say which one names no input of the program.
+"""
 from __future__ import annotations
+
+import argparse
+import re
 
 import ml_dtypes
 import numpy as np
 
-__all__ = ["UsageError", "add_input_arguments", "load_inputs"]
+from ..errors import ZynMLError
+from ..machine_limits import as_i64, check_fits
+from .common import FileSystemError, UsageError
+
+__all__ = ["UsageError", "add_input_arguments", "load_inputs", "check_input_names"]
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_DTYPES = {"f16": "float16", "bf16": ml_dtypes.bfloat16, "f32": "float32", "f64": "float64",
+           "i32": "int32", "i64": "int64", "bool": "bool"}
+_INTEGER = re.compile(r"[+-]?\d[\d_]*")
 
 
-class UsageError(Exception):
-    """A mistake in the command's arguments: `zynml: error: ...`, exit 1."""
+def _seed(text: str) -> int:
+    """--seed: a non-negative integer (numpy's generators take no other)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
 
 
 def add_input_arguments(p) -> None:
@@ -31,51 +54,108 @@ def add_input_arguments(p) -> None:
                         "DTYPE: f16, bf16, f32, f64, i32, i64 or bool")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a scalar input, e.g. eps=1e-5 or n=56 (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="seed of --random inputs")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of --random inputs")
 
 
-def load_inputs(args) -> dict[str, np.ndarray]:
+def load_inputs(args) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(input name -> value, input name -> the argument that gave it)."""
     values: dict[str, np.ndarray] = {}
+    origins: dict[str, str] = {}
+
+    def add(flag: str, item: str, name: str, value) -> None:
+        if name in values:
+            raise UsageError(f"input '{name}' is given twice: {origins[name]} and "
+                             f"{flag} {item}")
+        values[name], origins[name] = value, f"{flag} {item}"
+
     for item in args.input:
         name, sep, path = item.partition("=")
-        if not sep or not name:
+        if not sep or not name or not path:
             raise UsageError(f"--input expects NAME=PATH.npy, got '{item}'")
-        try:
-            values[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise UsageError(f"cannot read input '{name}' from '{path}': {err}")
+        add("--input", item, name, _read_npy(name, path))
     rng = np.random.default_rng(args.seed)
-    for item in args.random:
-        name, sep, spec = item.partition("=")
-        dims, _, dtype = spec.partition(":")
-        try:
-            shape = tuple(int(d) for d in dims.split("x")) if dims else ()
-            np_dtype = np.dtype({"f16": "float16", "bf16": ml_dtypes.bfloat16,
-                                 "f32": "float32", "f64": "float64", "i32": "int32",
-                                 "i64": "int64", "bool": "bool"}[dtype or "f32"])
-        except (ValueError, KeyError):
-            raise UsageError(f"--random expects NAME=DIMS[:DTYPE] like x=4x8:f32, got '{item}'")
-        if not sep or not name:
-            raise UsageError(f"--random expects NAME=DIMS[:DTYPE], got '{item}'")
-        if np_dtype.kind == "f" or np_dtype == _BFLOAT16:
-            values[name] = rng.standard_normal(shape).astype(np_dtype)
-        elif np_dtype.kind == "b":
-            values[name] = rng.random(shape) < 0.5
-        else:
-            values[name] = rng.integers(1, 10, size=shape, dtype=np_dtype)
+    for item in args.random or []:
+        name, shape, np_dtype = _random_spec(item)
+        add("--random", item, name, _random(item, rng, shape, np_dtype))
     for item in args.set:
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise UsageError(f"--set expects NAME=VALUE, got '{item}'")
+        add("--set", item, name, _number(name, text))
+    return values, origins
+
+
+def check_input_names(program, origins: dict[str, str]) -> None:
+    """An input the program does not have is a mistake in the arguments: say which."""
+    known = set(program.inputs) | set(program.generic.record_roots)
+    for name, origin in origins.items():
+        if name not in known:
+            raise UsageError(f"{origin}: the program has no input '{name}'; its inputs: "
+                             + (", ".join(program.inputs) or "(none)"))
+
+
+def _read_npy(name: str, path: str) -> np.ndarray:
+    try:
+        value = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, MemoryError) as err:  # EOFError: an empty file
+        why = err.strerror if isinstance(err, OSError) and err.strerror else \
+            str(err) or type(err).__name__
+        raise FileSystemError(f"cannot read input '{name}' from '{path}': {why}") from None
+    if not isinstance(value, np.ndarray):  # an .npz archive: several arrays, by name
+        value.close()
+        raise FileSystemError(f"cannot read input '{name}' from '{path}': it is an .npz "
+                         "archive; give one array as a .npy file")
+    return value
+
+
+def _random_spec(item: str) -> tuple[str, tuple[int, ...], np.dtype]:
+    name, sep, spec = item.partition("=")
+    dims, _, dtype = spec.partition(":")
+    usage = f"--random expects NAME=DIMS[:DTYPE] like x=4x8:f32, got '{item}'"
+    if not sep or not name:
+        raise UsageError(usage)
+    try:
+        shape = tuple(int(d) for d in dims.split("x")) if dims else ()
+        np_dtype = np.dtype(_DTYPES[dtype or "f32"])
+    except (ValueError, KeyError):
+        raise UsageError(f"{usage}; DTYPE: {', '.join(_DTYPES)}") from None
+    if any(d < 0 for d in shape):
+        raise UsageError(f"--random {item}: sizes are non-negative integers")
+    return name, shape, np_dtype
+
+
+def _random(item: str, rng, shape, np_dtype: np.dtype) -> np.ndarray:
+    # floats are drawn as f64 and then cast: that is what must fit, at the start
+    drawn = np.dtype(np.float64) if np_dtype.kind == "f" or np_dtype == _BFLOAT16 \
+        else np_dtype
+    try:
+        check_fits(f"--random {item}", shape, drawn, None)
+        if np_dtype.kind == "f" or np_dtype == _BFLOAT16:
+            return rng.standard_normal(shape).astype(np_dtype)
+        if np_dtype.kind == "b":
+            return rng.random(shape) < 0.5
+        return rng.integers(1, 10, size=shape, dtype=np_dtype)
+    except ZynMLError as err:
+        raise UsageError(err.message) from None
+    except (MemoryError, ValueError) as err:  # fits the machine, not its free memory
+        raise UsageError(f"--random {item}: cannot make this array: "
+                         f"{str(err) or type(err).__name__}") from None
+
+
+def _number(name: str, text: str):
+    if _INTEGER.fullmatch(text.strip()):
         try:
-            values[name] = int(text)
-        except ValueError:
-            try:
-                values[name] = float(text)
-            except ValueError:
-                raise UsageError(f"--set {name}: '{text}' is not a number") from None
-    return values
-
-
-class UsageError(Exception):
-    pass
+            value = int(text)
+        except ValueError:  # more digits than Python converts (4300)
+            raise UsageError(f"--set {name}: '{text[:20]}...' does not fit in a 64-bit "
+                             "integer") from None
+        try:
+            as_i64(name, value, None)
+        except ZynMLError:
+            raise UsageError(f"--set {name}={text}: does not fit in a 64-bit integer "
+                             "(i64 holds -2**63 to 2**63 - 1)") from None
+        return value
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"--set {name}: '{text}' is not a number") from None

@@ -13,12 +13,14 @@ STAGE: a stage of the shared front (zynml/compiler.py) or of the program's backe
 (zynml/backend/*/stages.py); `zynml compile --help` lists them. `--save-temps DIR` also
 writes every stage's output on the way as DIR/STAGE.EXT.
 
-User mistakes print a located error and exit 1; nothing is written on failure. Outputs are
+Mistakes in the program print a located error, mistakes in the arguments or the
+environment a usage error (`zynml: error: ...`); both exit 1, and nothing is written on
+failure: the outputs of `run` are written all or nothing (zynml/cli/outputs.py). Notes
+print as `note: ...` lines on stderr. Exit code 2 means a bug in zynml. Outputs are
 written as .npy files, bf16 ones as float32 (exact: .npy has no bfloat16).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -27,17 +29,19 @@ import ml_dtypes
 import numpy as np
 
 from .. import compiler, knobs
-from ..cache import atomic_write_bytes
+from ..devices import DeviceError, resolve
 from ..errors import ZynMLError
 from . import tune
-from .common import bad_knob, internal_error
-from .inputs import UsageError, add_input_arguments, load_inputs
+from .common import (ArgumentParser, FileSystemError, UsageError, bad_knob, internal_error,
+                     printed_notes, report_usage)
+from .inputs import add_input_arguments, check_input_names, load_inputs
+from .outputs import check_output_dir, check_output_file, write_all, write_file
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zynml", description="ZynML compute programs")
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="zynml", description="ZynML compute programs")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a program and print a summary of each output")
@@ -58,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                            "(compiling even when the artifact is cached)")
     tune.add_parser(sub)
     sub.add_parser("devices", help="list the compute devices present")
+    parser.commands = sub.choices  # name -> its parser, for the usage line of its errors
     return parser
 
 
@@ -85,11 +90,37 @@ def _npy_bytes(value) -> bytes:
     return buffer.getvalue()
 
 
-def _run(args) -> int:
+def _check_device(args, present: bool, device: str | None = None) -> None:
+    """--device and --backend: a mistake in them is one of the arguments, not the program's."""
+    try:
+        resolve(device or args.device, args.backend, require_present=present)
+    except DeviceError as err:
+        raise UsageError(f"--device {args.device}: {err.message}") from None
+
+
+def _program(args, device: str, **options):
+    """The program of args.file, its inputs checked against the arguments."""
     from .. import api
-    values = load_inputs(args)
-    program = api.compile(Path(args.file), device=args.device, backend=args.backend)
-    outputs = program(**values)
+    values, origins = load_inputs(args)
+    program = api.compile(Path(args.file), device=device, backend=args.backend, **options)
+    check_input_names(program, origins)
+    return program, values
+
+
+def _named(args, *flags: str) -> None:
+    """An output flag given an empty name: no path, not "the current folder"."""
+    for flag in flags:
+        if getattr(args, flag.lstrip("-").replace("-", "_"), None) == "":
+            raise UsageError(f"{flag} needs a name, not ''")
+
+
+def _run(args) -> int:
+    _named(args, "--output-dir")
+    _check_device(args, present=True)
+    if args.output_dir:
+        check_output_dir(Path(args.output_dir))
+    program, values = _program(args, args.device)
+    outputs = program(values)
     files = {}  # everything before writing: arrays as .npy, host values (device lists) as JSON
     for name, value in outputs.items():
         if isinstance(value, list) and all(isinstance(v, dict) for v in value):
@@ -97,10 +128,7 @@ def _run(args) -> int:
         else:
             files[f"{name}.npy"] = _npy_bytes(value)
     if args.output_dir:
-        out_dir = Path(args.output_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for filename, data in files.items():
-            atomic_write_bytes(out_dir / filename, data)
+        write_all(Path(args.output_dir), files)
     for name, value in outputs.items():
         if f"{name}.json" in files:
             print(f"{name}: " + ", ".join(d["id"] for d in value))
@@ -110,26 +138,28 @@ def _run(args) -> int:
 
 
 def _compile(args) -> int:
-    from .. import api
-    values = load_inputs(args)
+    _named(args, "--output", "--save-temps")
     backend, stage = compiler.find_stage(args.emit)  # backend None: a shared front stage
     device = args.device
     if backend is not None and backend.emit_device and device == "auto":
         device = backend.emit_device  # e.g. the native stages only exist for CUDA
-    program = api.compile(Path(args.file), device=device, backend=args.backend,
-                          target=args.target, require_device=False)
+    _check_device(args, present=False, device=device)
+    if args.output:
+        check_output_file(Path(args.output))
+    program, values = _program(args, device, target=args.target, require_device=False)
     if backend is not None and program.backend != backend.name:
         raise UsageError(backend.wrong_backend.format(
             stage=args.emit, device=program.device, backend=program.backend))
     if stage.output.binary and not args.output:
         raise UsageError(f"--emit {args.emit} writes binary: give -o FILE")
+    if args.save_temps is not None:
+        _make_folder(Path(args.save_temps), "--save-temps")
     shown = program.emit(args.emit, values, save_temps=args.save_temps)
     if shown is None:
         raise UsageError(f"--emit {args.emit} made nothing here: "
                           f"{stage.output.none_means}")
     if args.output:
-        atomic_write_bytes(Path(args.output), shown.encode() if isinstance(shown, str)
-                           else shown)
+        write_file(Path(args.output), shown.encode() if isinstance(shown, str) else shown)
     else:
         sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
     return 0
@@ -144,30 +174,47 @@ def _devices(args) -> int:
     return 0
 
 
-def _show_note(message, category, filename, lineno, file=None, line=None):
-    print(str(message), file=sys.stderr)
+def _make_folder(path: Path, flag: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise FileSystemError(f"{flag} '{path}': cannot make this folder: "
+                         f"{err.strerror or err}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    import warnings
-    warnings.showwarning = _show_note  # notes print as compiler notes, not Python warnings
-    args = _parser().parse_args(argv)
-    try:
-        knobs.validate()  # a bad ZYNML_* value fails here, before any work
-        return {"run": _run, "compile": _compile, "tune": tune.run,
-                "devices": _devices}[args.command](args)
-    except knobs.KnobError as err:  # before ZynMLError, its base class
-        return bad_knob("zynml", err)
-    except ZynMLError as err:
-        print(str(err), file=sys.stderr)
-        return 1
-    except UsageError as err:
-        print(f"zynml: error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except Exception as err:  # a compiler bug: say so, without a traceback unless asked
-        return internal_error("zynml", err)
+    with printed_notes("zynml"):
+        try:
+            parser, args = _parser(), None
+            try:
+                args = parser.parse_args(argv)
+            except SystemExit as done:  # --help: printed; argparse exits
+                return done.code or 0
+            knobs.validate()  # a bad ZYNML_* value fails here, before any work
+            return {"run": _run, "compile": _compile, "tune": tune.run,
+                    "devices": _devices}[args.command](args)
+        except knobs.KnobError as err:  # before ZynMLError, its base class
+            return bad_knob("zynml", err)
+        except ZynMLError as err:
+            print(str(err), file=sys.stderr)
+            return 1
+        except UsageError as err:
+            if err.usage is None and not isinstance(err, FileSystemError):  # the arguments'
+                command = parser.commands.get(getattr(args, "command", None))
+                err.usage = (command or parser).format_usage()
+            return report_usage("zynml", err)
+        except BrokenPipeError:  # `zynml compile ... | head`
+            sys.stderr.close()
+            return 1
+        except OSError as err:  # the file system refused (a full disk, a limit, a fault)
+            where = f" '{err.filename}'" if err.filename else ""
+            print(f"zynml: error: cannot read or write{where}: {err.strerror or err}",
+                  file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        except Exception as err:  # a compiler bug: say so, without a traceback unless asked
+            return internal_error("zynml", err)
 
 
 if __name__ == "__main__":

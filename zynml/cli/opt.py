@@ -8,22 +8,26 @@
 Pass flags (zynml's and upstream MLIR's) run in command-line order; they become one
 pipeline, `builtin.module(a,b{k=v},...)`, built by `zynml.passes.pipeline` (the Python
 bindings have no global registry for Python passes). Errors of any kind are located
-diagnostics on stderr and exit code 1; only a bug in zynml-opt exits 2.
+diagnostics on stderr and exit code 1, usage errors `zynml-opt: error: ...` after the
+usage line, exit code 1; only a bug in zynml-opt exits 2. Notes of the passes (a kernel
+lowered generically) print as `FILE:LINE:COL: note: ...`.
 
-The file has three parts: the command line (`parse_args`, `help_text`), processing one
-input chunk (`process_chunk`: read, run the pipeline, print), and `main`, which splits the
-input, checks expected diagnostics (`zynml/cli/diagnostics.py`) and writes the output.
+Input is not trusted: MLIR aborts the process on some of it (an LLVM ERROR, a failed
+assertion), so each chunk is read and run in a forked child (zynml/cli/isolate.py, about
+10 ms a chunk); a child that dies is an error located at the chunk.
+
+The command line is zynml/cli/opt_args.py; this file processes one input chunk
+(`process_chunk`: read, run the pipeline, print) and holds `main`, which splits the input,
+checks expected diagnostics (`zynml/cli/diagnostics.py`) and writes the output.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import sys
 import tempfile
-import textwrap
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -32,203 +36,25 @@ from mlir import ir
 from .. import compiler, knobs
 from ..dialects import new_context
 from ..cache import atomic_write_bytes
-from .common import bad_knob, internal_error
+from .common import bad_knob, internal_error, printed_notes, report_usage
 from ..errors import SourceFile, ZynMLError
 from ..frontend.parser import parse
 from ..frontend.types import SCALARS, TensorType
-from ..passes import PASSES, get_pass
+from ..passes import PASSES
 from ..passes.pipeline import PipelineError, build_pass_manager, split_pipeline
 from . import diagnostics as diag
 from .diagnostics import Diagnostic
+from .isolate import Crashed, isolated
+from .opt_args import PROG, SPLIT_MARKER, USAGE, OptOptions, UsageError, parse_args, \
+    help_text, list_passes_text
 
 __all__ = ["main", "parse_args", "OptOptions", "UsageError", "process_chunk",
            "split_input", "SPLIT_MARKER"]
 
-PROG = "zynml-opt"
-SPLIT_MARKER = "// -----"
 # MLIR recurses per nesting level (parser, verifier, printer, passes): zynml-opt runs on a
 # thread with a large stack (reserved, not used) and refuses deeper MLIR input.
 MAX_NESTING = 2000
 STACK_BYTES = 512 * 1024 * 1024
-
-# ============================================================================ command line
-
-
-class UsageError(Exception):
-    """A bad command line; reported as `zynml-opt: error: ...`, exit code 1."""
-
-
-@dataclass
-class OptOptions:
-    input: str = "-"
-    output: str = "-"
-    input_kind: Optional[str] = None  # "mlir" | "zyn"; None: from the file extension
-    pass_flags: list[str] = field(default_factory=list)  # pipeline elements, in order
-    pass_pipeline: Optional[str] = None
-    split_input_file: bool = False
-    verify_diagnostics: bool = False
-    verify_each: bool = True
-    print_ir_before_all: bool = False
-    print_ir_after_all: bool = False
-    print_ir_after_change: bool = False
-    print_ir_after_failure: bool = False
-    print_ir_module_scope: bool = False
-    print_op_generic: bool = False
-    print_debuginfo: bool = False
-    timing: bool = False
-    allow_unregistered_dialect: bool = False
-    reproducer: Optional[str] = None
-    zyn_inputs: list[str] = field(default_factory=list)
-    show_help: bool = False
-    list_passes: bool = False
-
-    @property
-    def pipeline(self) -> Optional[str]:
-        """The whole pipeline as text, or None when no pass was asked for."""
-        if self.pass_pipeline is not None:
-            return self.pass_pipeline
-        if self.pass_flags:
-            return f"builtin.module({','.join(self.pass_flags)})"
-        return None
-
-
-# flag -> (OptOptions field, help). Boolean flags take `=true|false` (or nothing: true).
-BOOL_FLAGS = {
-    "split-input-file": ("split_input_file",
-                         f"Split the input at lines '{SPLIT_MARKER}' and process each chunk "
-                         "on its own; outputs are joined by the same marker"),
-    "verify-diagnostics": ("verify_diagnostics",
-                           "Check that the diagnostics are exactly the input's "
-                           "expected-error/warning/note/remark comments"),
-    "verify-each": ("verify_each", "Verify the IR after each pass (default true)"),
-    "mlir-print-ir-before-all": ("print_ir_before_all", "Print the IR before each pass"),
-    "mlir-print-ir-after-all": ("print_ir_after_all", "Print the IR after each pass"),
-    "mlir-print-ir-after-change": ("print_ir_after_change",
-                                   "With --mlir-print-ir-after-all: only when a pass changed it"),
-    "mlir-print-ir-after-failure": ("print_ir_after_failure",
-                                    "Print the IR after a pass fails"),
-    "mlir-print-ir-module-scope": ("print_ir_module_scope",
-                                   "IR printing shows the whole module"),
-    "mlir-print-op-generic": ("print_op_generic", "Print the output in generic op form"),
-    "mlir-print-debuginfo": ("print_debuginfo", "Print locations in the output"),
-    "mlir-timing": ("timing", "Report the time each pass takes (on stderr)"),
-    "allow-unregistered-dialect": ("allow_unregistered_dialect",
-                                   "Accept ops of dialects nobody registered"),
-    "help": ("show_help", "Show this help"),
-    "h": ("show_help", "Show this help"),
-    "list-passes": ("list_passes", "List zynml's passes and their options"),
-}
-
-# flag -> (OptOptions field, metavar, help). The value is `--flag=V` or `--flag V`.
-VALUE_FLAGS = {
-    "o": ("output", "FILE", "Output file ('-': stdout, the default); written only on success"),
-    "pass-pipeline": ("pass_pipeline", "PIPELINE",
-                      "A textual pipeline, 'builtin.module(a,b{k=v},func.func(c))'"),
-    "x": ("input_kind", "mlir|zyn", "The input language (default: by extension, .zyn is "
-                                    "ZynML source)"),
-    "zyn-input": ("zyn_inputs", "NAME=DIMS[:DTYPE]",
-                  "Type of a ZynML input (repeatable; given one, give all): x=4x8 (f32), "
-                  "x=?x8:f16, eps=:f32, an integer with its value n=:i64=6"),
-    "mlir-pass-pipeline-crash-reproducer": (
-        "reproducer", "FILE", "When a pass fails, save the IR given to the pipeline with the "
-                              "pipeline in a header comment (or set "
-                              f"${knobs.REPRODUCER_DIR.name})"),
-}
-
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-def parse_args(argv: list[str]) -> OptOptions:
-    """mlir-opt's command line: `-flag` or `--flag`, `--flag=value`, values of non-boolean
-    flags also as the next argument; any other flag is a pass (`--name=opts`)."""
-    options = OptOptions()
-    positionals: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--":
-            positionals += list(args)
-            break
-        if arg == "-" or not arg.startswith("-"):
-            positionals.append(arg)
-            continue
-        name, has_value, value = arg.lstrip("-").partition("=")
-        if name in BOOL_FLAGS:
-            attr = BOOL_FLAGS[name][0]
-            if not has_value or value.lower() in _TRUE:
-                setattr(options, attr, True)
-            elif value.lower() in _FALSE:
-                setattr(options, attr, False)
-            else:
-                raise UsageError(f"'{arg}': expected true or false, got '{value}'")
-        elif name in VALUE_FLAGS:
-            attr = VALUE_FLAGS[name][0]
-            if not has_value:
-                value = next(args, None)
-                if value is None:
-                    raise UsageError(f"'{arg}' needs a value ({VALUE_FLAGS[name][1]})")
-            if isinstance(getattr(options, attr), list):
-                getattr(options, attr).append(value)
-            else:
-                setattr(options, attr, value)
-        elif not name or not re.fullmatch(r"[A-Za-z][\w.-]*", name):
-            raise UsageError(f"unknown argument '{arg}'")
-        else:  # a pass: `--name` or `--name=k1=v1 k2=v2`
-            options.pass_flags.append(f"{name}{{{value}}}" if has_value else name)
-    if len(positionals) > 1:
-        raise UsageError(f"expected one input file, got {len(positionals)}: "
-                         + " ".join(positionals))
-    if positionals:
-        options.input = positionals[0]
-    if options.pass_pipeline is not None and options.pass_flags:
-        raise UsageError("'--pass-pipeline' cannot be used with individual pass flags "
-                         f"(got --{options.pass_flags[0]})")
-    if options.input_kind not in (None, "mlir", "zyn"):
-        raise UsageError(f"'--x={options.input_kind}': the input language is mlir or zyn")
-    return options
-
-
-def _pass_options(name: str) -> list[str]:
-    module = get_pass(name)
-    lines = []
-    for f in dataclasses.fields(module.Options):
-        type_name = getattr(f.type, "__name__", str(f.type))
-        default = f.default if f.default is not dataclasses.MISSING else None
-        if isinstance(default, bool):
-            default = str(default).lower()
-        lines.append(f"      {f.name.replace('_', '-')}=<{type_name}>  (default: {default})")
-    return lines
-
-
-def list_passes_text() -> str:
-    lines = ["zynml passes (flag, or element of --pass-pipeline; options as "
-             "--pass=opt=value or pass{opt=value}):"]
-    for name, (_, description) in PASSES.items():
-        lines.append(f"  --{name:<24} {description}")
-        lines += _pass_options(name)
-    lines.append("Upstream MLIR passes are flags too: --canonicalize, --cse, "
-                 "--canonicalize=max-iterations=3, ... (anything mlir-opt's "
-                 "--pass-pipeline accepts).")
-    return "\n".join(lines)
-
-
-def help_text() -> str:
-    lines = [f"USAGE: {PROG} [options] [passes] [input file | -]", "",
-             __doc__.strip().split("\n\n")[1], "", "OPTIONS:"]
-    flags = [(f"{'-' if len(name) == 1 else '--'}{name}={metavar}", text)
-             for name, (_, metavar, text) in VALUE_FLAGS.items()]
-    flags += [(f"--{name}", text) for name, (_, text) in BOOL_FLAGS.items() if name != "h"]
-    for flag, text in flags:
-        wrapped = textwrap.wrap(text, 96 - 34)
-        if len(flag) + 2 >= 34:
-            lines.append(f"  {flag}")
-        else:
-            lines.append(f"  {flag}".ljust(34) + wrapped.pop(0))
-        lines += [" " * 34 + rest for rest in wrapped]
-    lines += ["", list_passes_text(), "",
-              "Exit status: 0 success, 1 invalid input or failing pass (diagnostics on "
-              "stderr), 2 a bug in zynml-opt."]
-    return "\n".join(lines)
-
 
 # ============================================================================ one chunk
 
@@ -301,9 +127,44 @@ def process_chunk(text: str, source: Source, options: OptOptions) -> ChunkResult
                 reproducer = _write_reproducer(snapshot, source, options) if snapshot else None
                 return ChunkResult(None, _with_error(diagnostics, "the pass pipeline failed"),
                                    reproducer)
+        diagnostics += _pass_notes(module, rename)
         return ChunkResult(_print(module, options, source=source), diagnostics)
     finally:
         handler.detach()
+
+
+_NOTE = re.compile(r"(.*):(\d+):(\d+): note: (.*)", re.S)
+
+
+def _pass_notes(module: ir.Module, rename: dict[str, str]) -> list[Diagnostic]:
+    """The notes a pass left on the module (cir-to-linalg's `zynml.notes`) as diagnostics,
+    taken off the module, as the compiler does (zynml/compiler.py)."""
+    attrs = module.operation.attributes
+    if "zynml.notes" not in attrs:
+        return []
+    notes = []
+    for attr in ir.ArrayAttr(attrs["zynml.notes"]):
+        text = ir.StringAttr(attr).value
+        match = _NOTE.fullmatch(text)
+        if match:
+            name, line, col, message = match.groups()
+            notes.append(Diagnostic("note", message, rename.get(name, name), int(line),
+                                    int(col)))
+        else:
+            notes.append(Diagnostic("note", text.removeprefix("note: ")))
+    del attrs["zynml.notes"]
+    return notes
+
+
+def _crashed(err: Crashed, chunk: str, source: Source) -> ChunkResult:
+    """A chunk whose child died: an error at the chunk's first line that has text."""
+    skipped = len(chunk) - len(chunk.lstrip("\n"))
+    line = chunk.count("\n", 0, skipped) + 1
+    why = f": {err.why}" if err.why else ""
+    message = f"{err.how} while processing this input{why}"
+    if knobs.DEBUG.get():
+        sys.stderr.write(err.stderr)
+    return ChunkResult(None, [Diagnostic("error", message, source.name, line, 1)])
 
 
 def _with_error(diagnostics: list[Diagnostic], message: str) -> list[Diagnostic]:
@@ -322,7 +183,8 @@ def _pass_manager(options: OptOptions, context: ir.Context):
     try:
         pm = build_pass_manager(text, context)
     except PipelineError as err:
-        raise UsageError(_locate_pipeline_error(text, err, options, context)) from None
+        raise UsageError(_locate_pipeline_error(text, err, options, context),
+                         USAGE) from None
     pm.enable_verifier(options.verify_each)
     if options.timing:
         pm.enable_timing()
@@ -435,7 +297,7 @@ def _zyn_signature(items: list[str]):
         except ValueError:
             raise UsageError(f"'--zyn-input={item}': expected NAME=DIMS[:DTYPE] (x=4x8, "
                              "x=?x8:f16, eps=:f32) or NAME=:INT_TYPE=VALUE (n=:i64=6); "
-                             f"types: {', '.join(SCALARS)}") from None
+                             f"types: {', '.join(SCALARS)}", USAGE) from None
     return signature, scalars
 
 
@@ -509,7 +371,10 @@ def run(options: OptOptions) -> int:
     sources = {source.name: source.text}
     outputs, failed, internal = [], False, False
     for chunk in split_input(source.text, options.split_input_file):
-        result = process_chunk(chunk, source, options)
+        try:
+            result = isolated(process_chunk, chunk, source, options)
+        except Crashed as err:
+            result = _crashed(err, chunk, source)
         reported = result.diagnostics
         if options.verify_diagnostics:  # like mlir-opt, without "see current operation"
             try:
@@ -535,7 +400,11 @@ def run(options: OptOptions) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        write_atomically(options.output, text)
+        try:
+            write_atomically(options.output, text)
+        except OSError as err:
+            raise UsageError(f"cannot write -o '{options.output}': "
+                             f"{err.strerror or err}") from None
     return 0
 
 
@@ -568,6 +437,11 @@ def _on_big_stack(fn, *args):
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    with printed_notes(PROG):
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         options = parse_args(argv)
         if options.show_help:
@@ -579,14 +453,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         knobs.validate()  # a bad ZYNML_* value fails here, before any work
         return _on_big_stack(run, options)
     except UsageError as err:
-        text = str(err)
-        prefix = "" if text.startswith("<") or ": error: " in text else f"{PROG}: error: "
-        print(prefix + text, file=sys.stderr)
-        return 1
+        return report_usage(PROG, err)
     except knobs.KnobError as err:
         return bad_knob(PROG, err)
     except BrokenPipeError:  # `zynml-opt ... | head`
         sys.stderr.close()
+        return 1
+    except OSError as err:  # the file system refused (a full disk, a limit, a fault)
+        where = f" '{err.filename}'" if err.filename else ""
+        print(f"{PROG}: error: cannot read or write{where}: {err.strerror or err}",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

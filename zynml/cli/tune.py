@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .inputs import add_input_arguments, load_inputs
+from .common import UsageError
+from .inputs import add_input_arguments, check_input_names, load_inputs
 
 __all__ = ["add_parser", "run"]
 
@@ -48,15 +49,20 @@ def _positive(text: str) -> int:
 
 def run(args) -> int:
     from .. import api
-    values = load_inputs(args)
+    from ..devices import DeviceError, resolve
+    values, origins = load_inputs(args)
     device = "cuda" if args.device == "auto" else args.device
+    try:
+        resolve(device, args.backend, require_present=not args.compile_only)
+    except DeviceError as err:
+        raise UsageError(f"--device {args.device}: {err.message}") from None
     program = api.compile(Path(args.file), device=device, backend=args.backend,
                           target=args.target, require_device=not args.compile_only)
     if args.pipeline:
         program = program.pipeline(args.pipeline)
-    report = program.tune(limit=args.limit, rounds=args.rounds,
-                          compile_only=args.compile_only, progress=not args.no_progress,
-                          **values)
+    check_input_names(program, origins)
+    report = program.tune(values, limit=args.limit, rounds=args.rounds,
+                          compile_only=args.compile_only, progress=not args.no_progress)
     if args.compile_only:
         total = sum(len(k.candidates) for k in report.kernels)
         print(f"compiled {total} parameter sets of {len(report.kernels)} kernels into the "

@@ -21,6 +21,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg, math, tensor
 
+from .cir_ops import i64_array, int_attr
 from .linalg_emit import iterator_attr
 
 __all__ = ["CAUSAL_OFFSET", "LIBRARY_CALL_PREFIX", "float_constant", "lower_attention",
@@ -34,9 +35,8 @@ def lower_attention(op: ir.Operation) -> ir.Value:
     """Emit the generics before `op`; return the value that replaces its result."""
     query, key, value, scale, *rest = op.operands
     mask = rest[0] if rest else None
-    mask_dims = list(ir.DenseI64ArrayAttr(op.attributes["mask_dims"])) if mask else []
-    causal = ir.IntegerAttr(op.attributes["causal_offset"]).value \
-        if "causal_offset" in op.attributes else None
+    mask_dims = (i64_array(op, "mask_dims") or []) if mask else []
+    causal = int_attr(op, "causal_offset")
     q_shape = list(ir.RankedTensorType(query.type).shape)
     k_shape = list(ir.RankedTensorType(key.type).shape)
     v_shape = list(ir.RankedTensorType(value.type).shape)

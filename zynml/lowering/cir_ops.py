@@ -40,23 +40,61 @@ def compute_ops(module: ir.Operation) -> list[ir.Operation]:
             for op in ops_in(f, "cir.compute")]
 
 
-def body_of(compute: ir.Operation, funcs: dict[str, ir.Operation]) -> Optional[ir.Operation]:
+def body_name(compute: ir.Operation) -> Optional[str]:
+    """The symbol `body` names, or None when it is missing or no symbol reference."""
+    if "body" not in compute.attributes:
+        return None
     attr = compute.attributes["body"]
-    return funcs.get(ir.FlatSymbolRefAttr(attr).value)
+    return attr.value if isinstance(attr, ir.FlatSymbolRefAttr) else None
+
+
+def body_of(compute: ir.Operation, funcs: dict[str, ir.Operation]) -> Optional[ir.Operation]:
+    name = body_name(compute)
+    return funcs.get(name) if name is not None else None
+
+
+class AttributeKindError(ValueError):
+    """An attribute of the wrong kind on an op (IRDL checks only `kind` and `body` of
+    cir.compute; the rest are discardable): input that cirgen did not make, reported at
+    the op by the pass runner (passes/pipeline.py), not as a bug of the pass."""
+
+    def __init__(self, op: ir.Operation, name: str, expected: str):
+        super().__init__(f"'{op.name}' attribute '{name}' must be {expected}, not "
+                         f"{op.attributes[name]}")
+        self.location = op.location
+
+
+def _attr(op: ir.Operation, name: str, kind: type, expected: str):
+    if name not in op.attributes:
+        return None
+    attr = op.attributes[name]
+    if not isinstance(attr, kind):
+        raise AttributeKindError(op, name, expected)
+    return attr
 
 
 def string_attr(op: ir.Operation, name: str) -> Optional[str]:
-    return ir.StringAttr(op.attributes[name]).value if name in op.attributes else None
+    attr = _attr(op, name, ir.StringAttr, "a string")
+    return attr.value if attr is not None else None
 
 
 def int_attr(op: ir.Operation, name: str) -> Optional[int]:
-    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else None
+    attr = _attr(op, name, ir.IntegerAttr, "an integer")
+    return attr.value if attr is not None else None
 
 
 def i64_array(op: ir.Operation, name: str) -> Optional[list[int]]:
-    if name not in op.attributes:
+    attr = _attr(op, name, ir.DenseI64ArrayAttr, "an array<i64: ...>")
+    return list(attr) if attr is not None else None
+
+
+def string_array(op: ir.Operation, name: str) -> Optional[list[str]]:
+    attr = _attr(op, name, ir.ArrayAttr, "an array of strings")
+    if attr is None:
         return None
-    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+    if not all(isinstance(a, ir.StringAttr) for a in attr):
+        raise AttributeKindError(op, name, "an array of strings")
+    return [a.value for a in attr]
 
 
 def entry_block(fn: ir.Operation) -> ir.Block:

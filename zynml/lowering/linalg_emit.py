@@ -69,10 +69,17 @@ class Lowering:
         if all(s is None or s == d for s, d in zip(sizes, shape)) and not any(offsets):
             return source
         static, dynamic = [], []
-        for s, d, o in zip(sizes, shape, offsets):
-            if s is None:
-                if ir.ShapedType.is_dynamic_size(d):
-                    raise ValueError("cannot slice a dynamic dimension without its extent")
+        for k, (s, d, o) in enumerate(zip(sizes, shape, offsets)):
+            if s is None and ir.ShapedType.is_dynamic_size(d):  # the rest: extent - offset
+                with self.ip, self.compute.location:
+                    index = arith.ConstantOp(ir.IndexType.get(), k).result
+                    extent = tensor.DimOp(source, index).result
+                    if o:
+                        extent = arith.SubIOp(
+                            extent, arith.ConstantOp(ir.IndexType.get(), o).result).result
+                    dynamic.append(extent)
+                static.append(d)
+            elif s is None:
                 static.append(d - o)
             elif isinstance(s, int):
                 static.append(s)

@@ -33,7 +33,8 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
-from .cir_ops import constant_int, defining_op, ops_in
+from .bounds import check_read
+from .cir_ops import constant_int, defining_op, ops_in, string_array
 from .combiners import (IDENTITY, REDUCE_COMBINER, arg_identity, arg_select, combine,
                         constant_like, identity_of)
 from .generic_region import Derived, LoweringError, Plan
@@ -211,6 +212,7 @@ class NestLowering:
         crashes on such a convolution-like index's constant term."""
         source = self.L.outer(load.operands[0])
         shape = list(ir.RankedTensorType(source.type).shape)
+        self._check_bounds(load, affine_map, dims, shape)
         zero = ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(0)] * affine_map.n_dims)
         exprs, offsets, sizes = [], [], []
         for k, expr in enumerate(affine_map.results):
@@ -228,16 +230,26 @@ class NestLowering:
                 continue
             extent = self.bound(dims[d])
             static = extent if isinstance(extent, int) else constant_int(extent)
-            if static is not None and not ir.ShapedType.is_dynamic_size(shape[k]) \
-                    and static > shape[k] - offset:
-                raise LoweringError(f"a loop over {static} runs past the end of dimension {k} "
-                                    f"of an input (size {shape[k]})", load.location)
             if static is not None:
                 sizes.append(static)
             else:
                 sizes.append(extent if isinstance(extent, int) else self.L.outer(extent))
         return (self.L.sliced(source, sizes, offsets),
                 ir.AffineMap.get(affine_map.n_dims, 0, exprs))
+
+    def _check_bounds(self, load: ir.Operation, affine_map: ir.AffineMap,
+                      dims: list[ir.Value], shape: list[int]) -> None:
+        check_read(affine_map, [self.static_bound(iv) for iv in dims], shape,
+                   self._input_name(load.operands[0]), load.location)
+
+    def _input_name(self, arg: ir.Value) -> str:
+        """The program's name of a body argument (the compute's `names`), else 'input #N'."""
+        names = string_array(self.compute, "names")
+        number = ir.BlockArgument(arg).arg_number if isinstance(arg, ir.BlockArgument) \
+            else None
+        if names is not None and number is not None and number < len(names):
+            return names[number]
+        return f"input #{number}"
 
     # ------------------------------------------------------------------ generics
 

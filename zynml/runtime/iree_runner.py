@@ -435,19 +435,14 @@ class IreeFunction:
                     else:
                         held.append(h)
             outputs = ireert.VmVariantList(len(self._result_dtypes) if self._result_dtypes else 1)
-            try:
-                self._context.invoke(self._vm_function, inputs, outputs)
-            except (RuntimeError, IndexError) as err:  # IREE's status text
-                if "RESOURCE_EXHAUSTED" not in str(err) and "OUT_OF_RANGE" not in str(err):
-                    raise
-                # out of memory, or a buffer larger than the device can address
-                raise BackendError("the program needs more memory than is available (its "
-                                   "results and temporaries are too large for this device)",
-                                   str(err)) from None
-        except BaseException:
+            self._context.invoke(self._vm_function, inputs, outputs)
+        except BaseException as err:
             if held is not None:
                 inputs = None  # drop IREE's references before looking at who holds what
                 _settle(held, None)
+            if isinstance(err, (RuntimeError, IndexError, ValueError)) and \
+                    str(err).startswith("Error invoking function"):
+                raise BackendError(_invoke_failure(self.name, str(err)), str(err)) from None
             raise
         n = len(outputs)
         dtypes = self._result_dtypes
@@ -469,6 +464,25 @@ class IreeFunction:
         if self._mappable:
             return _mapped_array(view, dtype)
         return ireert.DeviceArray(self._device, view).to_host()
+
+
+# IREE's status codes a run can end with, and what they mean to the user
+_STATUS_MEANING = {
+    "RESOURCE_EXHAUSTED": "out of memory: an array of the program is too large for this "
+                          "machine",
+    "OUT_OF_RANGE": "a size is negative or too large to allocate",
+}
+
+
+def _invoke_failure(name: str, text: str) -> str:
+    """IREE's `Error invoking function: FILE:LINE: STATUS; detail; while ...` as one line
+    that says what went wrong first and keeps IREE's words after it."""
+    match = re.search(r"\b([A-Z][A-Z_]{3,}); ([^;\n]*)", text)
+    if match is None:
+        return f"running '{name}' failed in the IREE runtime: {text.splitlines()[0]}"
+    status, detail = match.groups()
+    meaning = _STATUS_MEANING.get(status, "the IREE runtime failed")
+    return f"running '{name}' failed: {meaning} (IREE: {status}; {detail})"
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 20) -> bool:

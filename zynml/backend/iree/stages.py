@@ -3,9 +3,8 @@ the driver's shared stages (ast, cir, linalg; zynml/compiler.py)."""
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
-from ...errors import BackendError, SourceLocation, ZynMLError, ZynMLNote
+from ...errors import BackendError, SourceLocation, ZynMLError, note
 from ...stage import Backend, Output, Stage
 from .compile import compile_to_vmfb
 from .target import IreeTarget, for_module
@@ -28,8 +27,7 @@ def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
         crashed = "Please report issues" in err.stderr
         if not crashed or _DATA_TILING not in target.flags:
             raise
-        warnings.warn(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it",
-                      ZynMLNote, stacklevel=2)
+        note(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it")
         fallback = dataclasses.replace(
             target, flags=tuple(f for f in target.flags if f != _DATA_TILING))
         return compile_to_vmfb(text, fallback, cache=cache)
