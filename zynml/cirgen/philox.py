@@ -49,10 +49,12 @@ def _halves(v: ir.Value) -> tuple[ir.Value, ir.Value]:
 
 
 def _mulhilo(multiplier: int, x: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """(high, low) 32-bit halves of the 64-bit product multiplier * x (unsigned)."""
+    """(high, low) 32-bit halves of the 64-bit product multiplier * x (unsigned). The low
+    half is an i32 product, not a truncation of the wide one: LLVM would otherwise do
+    the rounds' xors on i64 and NVPTX lose its 32-bit mul.hi (64-bit multiplies instead)."""
     wide = arith.MulIOp(_const(_i64(), multiplier), arith.ExtUIOp(_i64(), x).result).result
-    low, high = _halves(wide)
-    return high, low
+    high = arith.TruncIOp(_i32(), arith.ShRUIOp(wide, _const(_i64(), 32)).result).result
+    return high, arith.MulIOp(_const(_i32(), multiplier), x).result
 
 
 def philox4x32_10(counter: list[ir.Value], key: list[ir.Value]) -> list[ir.Value]:
