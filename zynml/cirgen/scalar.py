@@ -8,6 +8,7 @@ from mlir import ir
 from mlir.dialects import arith
 from mlir.dialects import math as mmath
 
+from . import f64_math
 from ..frontend.types import INDEX, ScalarType, TensorType, concrete
 
 
@@ -154,6 +155,8 @@ _UNARY_FLOAT = {"exp": mmath.ExpOp, "log": mmath.LogOp, "sqrt": mmath.SqrtOp,
 
 def builtin(name: str, args: list[ir.Value], t: ScalarType) -> ir.Value:
     """A math builtin on arguments already converted to `t`."""
+    if name in f64_math.EXPANDED and concrete(t).name == "f64":
+        return f64_math.expand(name, args[0])
     if name in _UNARY_FLOAT:
         return _UNARY_FLOAT[name](args[0]).result
     if name == "relu":
