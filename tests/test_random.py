@@ -143,8 +143,7 @@ def test_dropout_mask_is_the_same_on_cpu_and_interpreter(rng, n):
     expected, keep = _dropout_reference(x, seed, p)
     for out in outs.values():
         np.testing.assert_array_equal(out != 0, keep)
-        np.testing.assert_allclose(out, expected, rtol=1e-6)
-    np.testing.assert_array_equal(outs["cpu"], outs["interpreter"])
+        np.testing.assert_array_equal(out, expected)  # x / (1 - p), rounded once in f32
 
 
 # ------------------------------------------------------------------ statistics: fixed
