@@ -249,3 +249,12 @@ def test_random_builtins_compile_to_ptx(rng):
     # the rounds' high products stay 32-bit (mul.hi.u32), not emulated 64-bit multiplies:
     # two per round past the first (whose factor comes from the 64-bit counter)
     assert len(re.findall(r"\bmul\.hi\.u32\b", artifact.ptx)) >= 2 * 9
+
+
+def test_interpreter_shifts_right_logically():
+    """arith.shrui, which the rounds use, on the interpreter's signless integers."""
+    from zynml.interpreter.scalars import shrui
+    assert shrui(np.int32(-1), np.int32(8)) == np.int32(0x00FFFFFF)
+    assert shrui(np.int64(-2), np.int64(32)) == np.int64(0xFFFFFFFF)
+    assert shrui(-1, 60) == 15 and shrui(np.int32(5), np.int32(32)) == 0
+    assert shrui(np.int32(-1), np.int32(8)).dtype == np.int32

@@ -98,8 +98,7 @@ SCALAR_OPS: dict[str, Emitter] = {
     "arith.andi": "{0} & {1}", "arith.ori": "{0} | {1}", "arith.xori": "{0} ^ {1}",
     "arith.maxsi": "({0} if {0} >= {1} else {1})", "arith.minsi": "({0} if {0} <= {1} else {1})",
     "arith.maxui": "_s.maxui({0}, {1})", "arith.minui": "_s.minui({0}, {1})",
-    "arith.shli": "_s.shli({0}, {1})", "arith.shrui": "_s.shrui({0}, {1})",
-    "arith.shrsi": "_s.shrsi({0}, {1})",
+    "arith.shrui": "_s.shrui({0}, {1})",
     "arith.cmpi": _cmpi,
     "arith.select": "({1} if {0} else {2})",
     # conversions

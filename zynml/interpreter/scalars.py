@@ -195,24 +195,11 @@ def extui(v, dtype: np.dtype):
     return wrap(unsigned(v), dtype) if dtype.kind == "i" else int(unsigned(v))
 
 
-def _bits(a) -> int:
-    return 64 if isinstance(a, int) else a.dtype.itemsize * 8
-
-
-def shli(a, b):
-    """arith.shli: bits shifted past the width are lost (a shift by the width or more
-    is poison in MLIR; 0 here)."""
-    return _like(int(a) << int(b), a) if 0 <= int(b) < _bits(a) else _like(0, a)
-
-
 def shrui(a, b):
-    """arith.shrui: a logical shift right (zeros come in)."""
-    return from_unsigned(unsigned(a) >> int(b), a) if 0 <= int(b) < _bits(a) else _like(0, a)
-
-
-def shrsi(a, b):
-    """arith.shrsi: an arithmetic shift right (the sign comes in)."""
-    return _like(int(a) >> min(int(b), _bits(a) - 1), a) if int(b) >= 0 else _like(0, a)
+    """arith.shrui: a logical shift right (zeros come in); by the width or more (poison
+    in MLIR) 0."""
+    bits = 64 if isinstance(a, int) else a.dtype.itemsize * 8
+    return from_unsigned(unsigned(a) >> int(b), a) if 0 <= int(b) < bits else _like(0, a)
 
 
 def uitofp(v, dtype: np.dtype):
