@@ -5,6 +5,7 @@ statistics over a million draws with fixed seeds, located errors, and PTX for CU
 (tests/runtime/test_cuda_random_math.py runs them on the GPU)."""
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,16 +47,7 @@ let z = compute(x, seed, offset) {
 }
 """
 
-DROPOUT = """
-let out = compute(x, seed, p) {
-    @kernel elementwise
-    for i in 0..n:
-        var v = x[i] / (1.0 - p)
-        if rand(seed, i) < p:
-            v = 0.0
-        out[i] = v
-}
-"""
+DROPOUT = (Path(__file__).resolve().parent / "programs" / "dropout.zyn").read_text()
 
 DRAWS = """
 let u = compute(seed) {
@@ -139,7 +131,8 @@ def _dropout_reference(x, seed, p):
 def test_dropout_mask_is_the_same_on_cpu_and_interpreter(rng, n):
     seed, p = int(rng.integers(0, 2 ** 31)), 0.1
     x = (rng.standard_normal(n) + 3).astype(np.float32)  # never 0: the mask is visible
-    outs = {d: zynml.run(DROPOUT, device=d, x=x, seed=seed, p=p)["out"] for d in DEVICES}
+    outs = {d: zynml.run(DROPOUT, device=d, x=x, seed=seed, p=p)["dropped"]
+            for d in DEVICES}
     expected, keep = _dropout_reference(x, seed, p)
     for out in outs.values():
         np.testing.assert_array_equal(out != 0, keep)

@@ -55,7 +55,7 @@ def test_a_million_draws_on_cuda():
 def test_dropout_mask_on_cuda_is_the_cpu_mask(rng, n):
     seed, p = int(rng.integers(0, 2 ** 31)), 0.1
     x = (rng.standard_normal(n) + 3).astype(np.float32)
-    gpu = zynml.run(DROPOUT, device="cuda:0", x=x, seed=seed, p=p)["out"]
+    gpu = zynml.run(DROPOUT, device="cuda:0", x=x, seed=seed, p=p)["dropped"]
     # the numpy reference the CPU and the interpreter give bit for bit (tests/test_random.py)
     expected, keep = _dropout_reference(x, seed, p)
     np.testing.assert_array_equal(gpu != 0, keep)
