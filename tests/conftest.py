@@ -54,6 +54,38 @@ def attention_reference(q, k, v, mask=None, scale=None):
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0) @ v
 
 
+def transformer_layer(rng, hidden: int, ffn_hidden: int) -> dict:
+    """Random weights of one layer of tests/programs/transformer/transformer_block.zyn,
+    f32, scaled so that the activations stay of order one."""
+    def w(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+    return dict(qkv_proj=w(hidden, 3 * hidden), out_proj=w(hidden, hidden),
+                ln1_weight=w(hidden) * np.sqrt(hidden), ln1_bias=w(hidden),
+                ffn_up=w(hidden, ffn_hidden), ffn_down=w(ffn_hidden, hidden),
+                ln2_weight=w(hidden) * np.sqrt(hidden), ln2_bias=w(hidden))
+
+
+def transformer_block_reference(x, layer: dict, num_heads: int, head_dim: int):
+    """tests/programs/transformer/transformer_block.zyn in float64 numpy."""
+    f = {name: np.asarray(value, np.float64) for name, value in layer.items()}
+    x = np.asarray(x, np.float64)
+    batch, seq, hidden = x.shape
+    q, k, v = np.split(x @ f["qkv_proj"], 3, axis=-1)
+    q, k, v = (t.reshape(batch, seq, num_heads, head_dim).transpose(0, 2, 1, 3)
+               for t in (q, k, v))
+    attn = attention_reference(q, k, v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
+
+    def layer_norm(t, weight, bias):
+        mean = t.mean(-1, keepdims=True)
+        var = (t * t).mean(-1, keepdims=True) - mean * mean
+        return (t - mean) / np.sqrt(var + 1e-6) * weight + bias
+
+    normed = layer_norm(x + attn @ f["out_proj"], f["ln1_weight"], f["ln1_bias"])
+    up = normed @ f["ffn_up"]
+    up = up * 0.5 * (1 + np.tanh(0.7978845608 * (up + 0.044715 * up ** 3)))
+    return layer_norm(normed + up @ f["ffn_down"], f["ln2_weight"], f["ln2_bias"])
+
+
 def conditioned_attention(condition: str, inputs: str = "Q, K, V") -> str:
     """The spec's attention (tests/programs/examples/attention.zyn) over `keys` keys (K's
     and V's own count, which may differ from the queries'), its three key loops under
