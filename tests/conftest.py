@@ -57,12 +57,13 @@ def attention_reference(q, k, v, mask=None, scale=None):
 def transformer_layer(rng, hidden: int, ffn_hidden: int) -> dict:
     """Random weights of one layer of tests/programs/transformer/transformer_block.zyn,
     f32, scaled so that the activations stay of order one."""
-    def w(*shape):
-        return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+    def w(*shape, scale=None):
+        scale = 1 / np.sqrt(shape[0]) if scale is None else scale
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
     return dict(qkv_proj=w(hidden, 3 * hidden), out_proj=w(hidden, hidden),
-                ln1_weight=w(hidden) * np.sqrt(hidden), ln1_bias=w(hidden),
+                ln1_weight=w(hidden, scale=1), ln1_bias=w(hidden),
                 ffn_up=w(hidden, ffn_hidden), ffn_down=w(ffn_hidden, hidden),
-                ln2_weight=w(hidden) * np.sqrt(hidden), ln2_bias=w(hidden))
+                ln2_weight=w(hidden, scale=1), ln2_bias=w(hidden))
 
 
 def transformer_block_reference(x, layer: dict, num_heads: int, head_dim: int):
