@@ -3,10 +3,12 @@ import os
 import secrets
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import zynml
 from zynml import knobs
 
 
@@ -85,6 +87,18 @@ def transformer_block_reference(x, layer: dict, num_heads: int, head_dim: int):
     up = normed @ f["ffn_up"]
     up = up * 0.5 * (1 + np.tanh(0.7978845608 * (up + 0.044715 * up ** 3)))
     return layer_norm(normed + up @ f["ffn_down"], f["ln2_weight"], f["ln2_bias"])
+
+
+def run_transformer_block(device, rng, batch, seq, heads, head_dim, ffn):
+    """(result, float64 reference) of tests/programs/transformer/transformer_block.zyn on
+    `device` for fresh random inputs of these sizes, layer 1 of two."""
+    hidden = heads * head_dim
+    layers = [transformer_layer(rng, hidden, ffn) for _ in range(2)]
+    x = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
+    program = Path(__file__).parent / "programs" / "transformer" / "transformer_block.zyn"
+    out = zynml.compile(program, device=device).transformer_block(
+        x, 1, model={"layers": layers}, num_heads=heads, head_dim=head_dim)
+    return out, transformer_block_reference(x, layers[1], heads, head_dim)
 
 
 def conditioned_attention(condition: str, inputs: str = "Q, K, V") -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import zynml
-from conftest import assert_close, transformer_block_reference, transformer_layer
+from conftest import assert_close, run_transformer_block
 from zynml.compiler import ZynMLNote
 
 TRANSFORMER = Path(__file__).resolve().parent / "programs" / "transformer" / \
@@ -24,18 +24,13 @@ TRANSFORMER = Path(__file__).resolve().parent / "programs" / "transformer" / \
 ])
 def test_the_transformer_block_on_the_cpu_against_numpy(rng, batch, seq, heads, head_dim,
                                                         ffn):
-    hidden = heads * head_dim
-    layers = [transformer_layer(rng, hidden, ffn) for _ in range(2)]
-    x = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
-    prog = zynml.compile(TRANSFORMER, device="cpu")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = prog.transformer_block(x, 1, model={"layers": layers}, num_heads=heads,
-                                     head_dim=head_dim)
+        out, expected = run_transformer_block("cpu", rng, batch, seq, heads, head_dim, ffn)
     notes = [str(w.message) for w in caught if issubclass(w.category, ZynMLNote)]
     assert not [n for n in notes if "not a plain matrix product" in n], notes
-    assert out.shape == (batch, seq, hidden) and out.dtype == np.float32
-    assert_close(out, transformer_block_reference(x, layers[1], heads, head_dim), rtol=1e-4)
+    assert out.shape == expected.shape and out.dtype == np.float32
+    assert_close(out, expected, rtol=1e-4)
 
 
 def test_its_projections_are_matrix_products_of_the_rows():

@@ -14,19 +14,7 @@ from zynml.runtime.cuda.artifact import launches
 
 TRANSFORMER = Path(__file__).resolve().parents[1] / "programs" / "transformer" / \
     "transformer_block.zyn"
-RESHAPE = """
-let y = compute(x) {
-    @kernel elementwise
-    for i in 0..n:
-        out[i] = x[i] * 2.0
-}
-let z = reshape(y, [a, b])
-let w = compute(z) {
-    @kernel elementwise
-    for i in 0..a, j in 0..b:
-        out[i, j] = z[i, j] + 1.0
-}
-"""
+RESHAPE = TRANSFORMER.parents[1] / "reshape_views.zyn"
 
 
 def views(body: list[dict]) -> list[dict]:

@@ -8,25 +8,11 @@ import numpy as np
 import pytest
 
 import zynml
-from conftest import assert_close, transformer_block_reference, transformer_layer
+from conftest import assert_close, run_transformer_block
 
 pytestmark = pytest.mark.gpu
 
-TRANSFORMER = Path(__file__).resolve().parents[1] / "programs" / "transformer" / \
-    "transformer_block.zyn"
-RESHAPE = """
-let y = compute(x) {
-    @kernel elementwise
-    for i in 0..n:
-        out[i] = x[i] * 2.0
-}
-let z = reshape(y, [a, b])
-let w = compute(z) {
-    @kernel elementwise
-    for i in 0..a, j in 0..b:
-        out[i, j] = z[i, j] + 1.0 * i
-}
-"""
+RESHAPE = Path(__file__).resolve().parents[1] / "programs" / "reshape_views.zyn"
 
 
 def test_a_reshape_on_the_gpu(rng):
@@ -42,12 +28,6 @@ def test_a_reshape_on_the_gpu(rng):
 ])
 def test_the_transformer_block_on_the_gpu_against_numpy(rng, batch, seq, heads, head_dim,
                                                         ffn):
-    hidden = heads * head_dim
-    layers = [transformer_layer(rng, hidden, ffn) for _ in range(2)]
-    x = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
-    prog = zynml.compile(TRANSFORMER, device="cuda:0")
-    out = prog.transformer_block(x, 1, model={"layers": layers}, num_heads=heads,
-                                 head_dim=head_dim)
-    assert np.asarray(out).shape == (batch, seq, hidden)
-    assert_close(np.asarray(out), transformer_block_reference(x, layers[1], heads, head_dim),
-                 rtol=1e-3)
+    out, expected = run_transformer_block("cuda:0", rng, batch, seq, heads, head_dim, ffn)
+    assert np.asarray(out).shape == expected.shape
+    assert_close(np.asarray(out), expected, rtol=1e-3)

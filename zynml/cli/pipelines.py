@@ -77,15 +77,4 @@ def _type_text(t: ast.TypeExpr | None) -> str:
         return "?"
     if t.dims is None:
         return t.name
-    return f"{t.name}[{', '.join(_expr_text(d) for d in t.dims)}]"
-
-
-def _expr_text(e: ast.Expr) -> str:
-    """A dimension as the program writes it (names, numbers and arithmetic on them)."""
-    if isinstance(e, ast.Name):
-        return e.id
-    if isinstance(e, ast.IntLit):
-        return str(e.value)
-    if isinstance(e, ast.Binary):
-        return f"{_expr_text(e.left)} {e.op} {_expr_text(e.right)}"
-    return "?"
+    return f"{t.name}[{', '.join(ast.extent_text(d) for d in t.dims)}]"
