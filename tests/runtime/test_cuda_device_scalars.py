@@ -83,3 +83,21 @@ def test_a_scalar_result_on_the_gpu(rng):
         assert isinstance(loss, DeviceArray) and loss.shape == ()
         assert_close(float(loss), np.sum(x.astype(np.float64) ** 2))
     assert isinstance(prog(x=x)["loss"], np.float32)
+
+
+def test_a_loaded_artifact_keeps_a_bool_scalar_on_the_gpu(fake, monkeypatch):
+    """zynml.load's programs: a bool result (0-d int8 at the boundary) computed on GPU
+    arrays is a 0-d bool DeviceArray of the same memory; from numpy, an np.bool_."""
+    from types import SimpleNamespace
+
+    from zynml.runtime.cuda import loaded
+    program = loaded.LoadedProgram.__new__(loaded.LoadedProgram)
+    program.artifact = SimpleNamespace(plan={"bool_outputs": ["found"]})
+    program.function = None
+    on_gpu = upload(np.array(1, np.int8))
+    monkeypatch.setattr(loaded, "named_call", lambda function, inputs: dict(inputs))
+    found = program(found=on_gpu, other=on_gpu)
+    assert isinstance(found["found"], DeviceArray) and found["found"].dtype == np.bool_
+    assert found["found"].ptr == on_gpu.ptr and bool(found["found"]) is True
+    assert found["other"] is on_gpu  # not a bool output: as it came
+    assert program(found=np.array(0, np.int8))["found"] is np.False_
