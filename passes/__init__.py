@@ -29,6 +29,9 @@ PASSES: dict[str, tuple[str, str]] = {
     "split-shared-fills": ("split_shared_fills",
                            "Give each linalg init that a fill shares with others a fill "
                            "of its own"),
+    "collapse-matmul-rows": ("collapse_matmul_rows",
+                             "View the row loops of a matrix product by one weight matrix "
+                             "(C[b, s, j] = A[b, s, k] W[k, j]) as one, on row-major memrefs"),
     "linalg-to-gpu-kernels": ("linalg_to_gpu_kernels",
                               "Outline each linalg.generic on memrefs into a gpu.func chosen "
                               "by strategy"),

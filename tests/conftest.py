@@ -3,10 +3,12 @@ import os
 import secrets
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import zynml
 from zynml import knobs
 
 
@@ -52,6 +54,51 @@ def attention_reference(q, k, v, mask=None, scale=None):
     e = np.where(allowed, np.exp(s - np.where(np.isfinite(m), m, 0)), 0)
     total = e.sum(-1, keepdims=True)
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0) @ v
+
+
+def transformer_layer(rng, hidden: int, ffn_hidden: int) -> dict:
+    """Random weights of one layer of tests/programs/transformer/transformer_block.zyn,
+    f32, scaled so that the activations stay of order one."""
+    def w(*shape, scale=None):
+        scale = 1 / np.sqrt(shape[0]) if scale is None else scale
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+    return dict(qkv_proj=w(hidden, 3 * hidden), out_proj=w(hidden, hidden),
+                ln1_weight=w(hidden, scale=1), ln1_bias=w(hidden),
+                ffn_up=w(hidden, ffn_hidden), ffn_down=w(ffn_hidden, hidden),
+                ln2_weight=w(hidden, scale=1), ln2_bias=w(hidden))
+
+
+def transformer_block_reference(x, layer: dict, num_heads: int, head_dim: int):
+    """tests/programs/transformer/transformer_block.zyn in float64 numpy."""
+    f = {name: np.asarray(value, np.float64) for name, value in layer.items()}
+    x = np.asarray(x, np.float64)
+    batch, seq, hidden = x.shape
+    q, k, v = np.split(x @ f["qkv_proj"], 3, axis=-1)
+    q, k, v = (t.reshape(batch, seq, num_heads, head_dim).transpose(0, 2, 1, 3)
+               for t in (q, k, v))
+    attn = attention_reference(q, k, v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
+
+    def layer_norm(t, weight, bias):
+        mean = t.mean(-1, keepdims=True)
+        var = (t * t).mean(-1, keepdims=True) - mean * mean
+        return (t - mean) / np.sqrt(var + 1e-6) * weight + bias
+
+    normed = layer_norm(x + attn @ f["out_proj"], f["ln1_weight"], f["ln1_bias"])
+    up = normed @ f["ffn_up"]
+    up = up * 0.5 * (1 + np.tanh(0.7978845608 * (up + 0.044715 * up ** 3)))
+    return layer_norm(normed + up @ f["ffn_down"], f["ln2_weight"], f["ln2_bias"])
+
+
+def run_transformer_block(device, rng, batch, seq, heads, head_dim, ffn):
+    """(result, float64 reference) of tests/programs/transformer/transformer_block.zyn on
+    `device` for fresh random inputs of these sizes, layer 1 of two."""
+    hidden = heads * head_dim
+    layers = [transformer_layer(rng, hidden, ffn) for _ in range(2)]
+    x = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
+    program = Path(__file__).parent / "programs" / "transformer" / "transformer_block.zyn"
+    out = zynml.compile(program, device=device).transformer_block(
+        x, 1, model={"layers": layers}, num_heads=heads, head_dim=head_dim)
+    return out, transformer_block_reference(x, layers[1], heads, head_dim)
 
 
 def conditioned_attention(condition: str, inputs: str = "Q, K, V") -> str:

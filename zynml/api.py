@@ -458,10 +458,11 @@ def _host_values(queries: dict[str, str]) -> dict[str, Any]:
 
 
 def _scalar_outputs(checked: CheckedProgram):
-    """For the fast calls of `checked`: outputs by name -> with scalars as numpy scalars
-    (None when all outputs are tensors, which pass as they are)."""
+    """For the fast calls of `checked` (GPU arrays in, out): outputs by name -> with bool
+    and unsigned scalars read as their type (they cross as int8 / signless); None when
+    there are none: other results, 0-d ones too, pass as they are."""
     scalars = [n for n in checked.flat_outputs()
-               if not is_tensor(next(s for s in checked.steps if s.target == n).ty)]
+               if _retyped(next(s for s in checked.steps if s.target == n).ty)]
     if not scalars:
         return None
 
@@ -470,6 +471,10 @@ def _scalar_outputs(checked: CheckedProgram):
             results[name] = _output(results[name], checked, name)
         return results
     return finish
+
+
+def _retyped(ty) -> bool:
+    return not is_tensor(ty) and (ty.is_bool or to_numpy(ty).kind == "u")
 
 
 def _is_gpu_array(value: Any) -> bool:
@@ -511,6 +516,8 @@ def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
         value = value.view(dtype)  # signless in IREE: same bits
     if is_tensor(step.ty):
         return value
+    if _is_gpu_array(value):  # computed on GPU arrays: it stays there (no wait), 0-d
+        return value.view(dtype)
     scalar = np.asarray(value).reshape(())[()]  # a numpy scalar
     return np.bool_(scalar) if step.ty.is_bool else scalar
 

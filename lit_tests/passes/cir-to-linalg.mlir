@@ -179,6 +179,54 @@ func.func private @bmm_body(%a: tensor<2x4x8xf32>, %b: tensor<2x8x16xf32>, %batc
 
 // -----
 
+// A projection by one weight matrix, C[b, s, j] = sum_k A[b, s, k] * W[k, j] (W has no
+// batch dim), is one linalg.matmul of A's rows: collapse, matmul, expand.
+// CHECK-LABEL: func.func @projection(
+// CHECK-SAME: [[A:%[a-z0-9_]+]]: tensor<2x3x5xf32>, [[W:%[a-z0-9_]+]]: tensor<5x7xf32>)
+// CHECK: [[A2:%[a-z0-9_]+]] = tensor.collapse_shape [[A]] {{\[}}[0, 1], [2]] : tensor<2x3x5xf32> into tensor<6x5xf32>
+// CHECK: [[P:%[0-9]+]] = linalg.matmul ins([[A2]], [[W]] : tensor<6x5xf32>, tensor<5x7xf32>) outs(%{{.*}} : tensor<6x7xf32>) -> tensor<6x7xf32>
+// CHECK: tensor.expand_shape [[P]] {{\[}}[0, 1], [2]] output_shape [2, 3, 7] : tensor<6x7xf32> into tensor<2x3x7xf32>
+// GENERIC-LABEL: func.func @projection(
+// GENERIC-NOT: linalg.matmul
+// GENERIC: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+func.func @projection(%a: tensor<2x3x5xf32>, %w: tensor<5x7xf32>) -> tensor<2x3x7xf32> {
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c7 = arith.constant 7 : index
+  %c5 = arith.constant 5 : index
+  %c = "cir.compute"(%a, %w, %c2, %c3, %c7, %c5) {kind = "matmul", body = @proj_body,
+      out_dims = array<i64: 2, 3, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<2x3x5xf32>, tensor<5x7xf32>, index, index, index, index) -> tensor<2x3x7xf32>
+  return %c : tensor<2x3x7xf32>
+}
+func.func private @proj_body(%a: tensor<2x3x5xf32>, %w: tensor<5x7xf32>, %b_arg: index, %s_arg: index,
+                             %n_arg: index, %k_arg: index, %out: tensor<2x3x7xf32>) attributes {cir.body} {
+  %batch = arith.constant 2 : index  // as cir-shape-propagation leaves it
+  %seq = arith.constant 3 : index  // as cir-shape-propagation leaves it
+  %n = arith.constant 7 : index  // as cir-shape-propagation leaves it
+  %k = arith.constant 5 : index  // as cir-shape-propagation leaves it
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  scf.for %bb = %c0 to %batch step %c1 {
+    scf.for %s = %c0 to %seq step %c1 {
+      scf.for %j = %c0 to %n step %c1 {
+        %sum = scf.for %kk = %c0 to %k step %c1 iter_args(%acc = %zero) -> (f32) {
+          %x = "cir.load"(%a, %bb, %s, %kk) : (tensor<2x3x5xf32>, index, index, index) -> f32
+          %y = "cir.load"(%w, %kk, %j) : (tensor<5x7xf32>, index, index) -> f32
+          %p = arith.mulf %x, %y : f32
+          %t = arith.addf %acc, %p : f32
+          scf.yield %t : f32
+        }
+        "cir.store"(%sum, %out, %bb, %s, %j) : (f32, tensor<2x3x7xf32>, index, index, index) -> ()
+      }
+    }
+  }
+  return
+}
+
+// -----
+
 // reduce(+) of a plain load is linalg.reduce over a zero-filled rank-0 init; the scalar
 // result is a tensor.extract.
 // CHECK-LABEL: func.func @sum(

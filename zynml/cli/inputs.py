@@ -1,6 +1,7 @@
 """The inputs of a program on the command line: `--input NAME=PATH.npy`, `--random
 NAME=DIMS[:DTYPE]` (random data of that shape; `zynml tune` calls it `--shape`) and `--set
-NAME=VALUE` (a scalar).
+NAME=VALUE` (a scalar). A NAME with fields or indices, `model.layers[0].w`, is a member of
+the record input `model` (records: docs/language.md, section 6).
 
 Every mistake in them is a UsageError naming the argument (exit 1): a malformed or
 negative size, an array larger than the machine's memory, a file that is no .npy array,
@@ -19,12 +20,17 @@ from ..errors import ZynMLError
 from ..machine_limits import as_i64, check_fits
 from .common import FileSystemError, UsageError
 
-__all__ = ["UsageError", "add_input_arguments", "load_inputs", "check_input_names"]
+__all__ = ["UsageError", "add_input_arguments", "load_inputs", "check_input_names",
+           "nest_records"]
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _DTYPES = {"f16": "float16", "bf16": ml_dtypes.bfloat16, "f32": "float32", "f64": "float64",
            "i32": "int32", "i64": "int64", "bool": "bool"}
 _INTEGER = re.compile(r"[+-]?\d[\d_]*")
+_IDENTIFIER = r"[A-Za-z_]\w*"
+# `model.layers[0].w`: a root, then fields and integer indices
+_MEMBER = re.compile(rf"({_IDENTIFIER})((?:\.{_IDENTIFIER}|\[\d+\])+)")
+_SEGMENT = re.compile(rf"\.({_IDENTIFIER})|\[(\d+)\]")
 
 
 def _seed(text: str) -> int:
@@ -87,11 +93,40 @@ def load_inputs(args) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 def check_input_names(program, origins: dict[str, str]) -> None:
     """An input the program does not have is a mistake in the arguments: say which."""
-    known = set(program.inputs) | set(program.generic.record_roots)
+    roots = program.generic.record_roots
+    plain = [n for n in program.inputs if _record_root(n) not in roots]
+    shown = plain + [f"{root} (a record: {root}.FIELD...)" for root in sorted(roots)]
     for name, origin in origins.items():
-        if name not in known:
+        if name not in plain and _record_root(name) not in roots:
             raise UsageError(f"{origin}: the program has no input '{name}'; its inputs: "
-                             + (", ".join(program.inputs) or "(none)"))
+                             + (", ".join(shown) or "(none)"))
+
+
+def nest_records(values: dict[str, object]) -> dict[str, object]:
+    """The inputs with record members (`model.layers[0].w`) gathered under their root
+    (`model`) as nested dicts, which records are read from like lists: `[0]` is key 0."""
+    nested: dict[str, object] = {}
+    for name, value in values.items():
+        found = _MEMBER.fullmatch(name)
+        root, keys = (found.group(1), [field or int(index) for field, index
+                                       in _SEGMENT.findall(found.group(2))]) \
+            if found else (name, [])
+        node, place = nested, root
+        for key in keys:
+            node = node.setdefault(place, {})
+            place = key
+            if not isinstance(node, dict):
+                break
+        if not isinstance(node, dict) or place in node:  # an array where a record is
+            raise UsageError(f"input '{name}': a record is given as an array too, or an "
+                             "array as a record")
+        node[place] = value
+    return nested
+
+
+def _record_root(name: str) -> str | None:
+    found = _MEMBER.fullmatch(name)
+    return found.group(1) if found else None
 
 
 def _read_npy(name: str, path: str) -> np.ndarray:

@@ -1,17 +1,20 @@
 """The `zynml` command: run a program, compile it and show any stage, list devices.
 
-    zynml run FILE.zyn [--device D] [--backend B] [--input NAME=PATH.npy]...
-                       [--random NAME=4x8[:f32]]... [--output-dir DIR]
-    zynml compile FILE.zyn [--device D] [--backend B] [--target sm_90a]
+    zynml run FILE.zyn [--pipeline NAME] [--device D] [--backend B]
+                       [--input NAME=PATH.npy]... [--random NAME=4x8[:f32]]...
+                       [--set NAME=VALUE]... [--output-dir DIR]
+    zynml compile FILE.zyn [--pipeline NAME] [--device D] [--backend B] [--target sm_90a]
                        --emit STAGE [-o OUT] [--save-temps DIR]
-    zynml tune FILE.zyn --shape NAME=4096x4096:f16... [--set NAME=VALUE]... [--compile-only]
+    zynml tune FILE.zyn [--pipeline NAME] --shape NAME=4096x4096:f16... [--set NAME=VALUE]...
+                       [--compile-only]
     zynml devices
 
 D: cpu, cuda[:N], vulkan[:N], rocm[:N], metal[:N], interpreter or auto; B: native (ZynML's
 CUDA path) or iree. `compile` needs no hardware: it compiles for the device named, present or not.
 STAGE: a stage of the shared front (zynml/compiler.py) or of the program's backend
 (zynml/backend/*/stages.py); `zynml compile --help` lists them. `--save-temps DIR` also
-writes every stage's output on the way as DIR/STAGE.EXT.
+writes every stage's output on the way as DIR/STAGE.EXT. `--pipeline NAME` works on that
+pipeline of the file instead of its script (zynml/cli/pipelines.py).
 
 Mistakes in the program print a located error, mistakes in the arguments or the
 environment a usage error (`zynml: error: ...`); both exit 1, and nothing is written on
@@ -34,8 +37,9 @@ from ..errors import ZynMLError
 from . import tune
 from .common import (ArgumentParser, FileSystemError, UsageError, bad_knob, internal_error,
                      printed_notes, report_usage)
-from .inputs import add_input_arguments, check_input_names, load_inputs
+from .inputs import add_input_arguments, check_input_names, load_inputs, nest_records
 from .outputs import check_output_dir, check_output_file, write_all, write_file
+from .pipelines import add_pipeline_argument, choose
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -46,10 +50,12 @@ def _parser() -> ArgumentParser:
 
     run = sub.add_parser("run", help="run a program and print a summary of each output")
     add_input_arguments(run)
+    add_pipeline_argument(run)
     run.add_argument("--output-dir", help="write each output as DIR/NAME.npy (a device "
                      "list as DIR/NAME.json)")
     comp = sub.add_parser("compile", help="compile a program and print or write one stage")
     add_input_arguments(comp)
+    add_pipeline_argument(comp)
     stages = compiler.stage_names()
     binary = [name for name in stages if compiler.find_stage(name)[1].output.binary]
     comp.add_argument("--emit", choices=stages, default="linalg")
@@ -98,13 +104,15 @@ def _check_device(args, present: bool, device: str | None = None) -> None:
         raise UsageError(f"--device {args.device}: {err.message}") from None
 
 
-def _program(args, device: str, **options):
-    """The program of args.file, its inputs checked against the arguments."""
+def _program(args, device: str, stage: str | None = None, **options):
+    """The program of args.file (its script or the pipeline --pipeline names), its inputs
+    checked against the arguments; `stage`: the one --emit shows."""
     from .. import api
     values, origins = load_inputs(args)
     program = api.compile(Path(args.file), device=device, backend=args.backend, **options)
+    program = choose(program, args, stage)
     check_input_names(program, origins)
-    return program, values
+    return program, nest_records(values)
 
 
 def _named(args, *flags: str) -> None:
@@ -146,7 +154,8 @@ def _compile(args) -> int:
     _check_device(args, present=False, device=device)
     if args.output:
         check_output_file(Path(args.output))
-    program, values = _program(args, device, target=args.target, require_device=False)
+    program, values = _program(args, device, args.emit, target=args.target,
+                               require_device=False)
     if backend is not None and program.backend != backend.name:
         raise UsageError(backend.wrong_backend.format(
             stage=args.emit, device=program.device, backend=program.backend))

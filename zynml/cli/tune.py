@@ -13,7 +13,8 @@ import argparse
 from pathlib import Path
 
 from .common import UsageError
-from .inputs import add_input_arguments, check_input_names, load_inputs
+from .inputs import add_input_arguments, check_input_names, load_inputs, nest_records
+from .pipelines import add_pipeline_argument, choose
 
 __all__ = ["add_parser", "run"]
 
@@ -25,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--shape", action="append", dest="random", metavar="NAME=DIMS[:DTYPE]",
                    help="an input's shape and dtype, e.g. A=4096x4096:f16 (random data; "
                         "the same as --random)")
-    p.add_argument("--pipeline", default=None, help="tune this pipeline of the program")
+    add_pipeline_argument(p)
     p.add_argument("--target", default=None, help="CUDA chip (default: sm_90a)")
     p.add_argument("--limit", type=_positive, default=None,
                    help="try at most N parameter sets per kernel")
@@ -58,10 +59,9 @@ def run(args) -> int:
         raise UsageError(f"--device {args.device}: {err.message}") from None
     program = api.compile(Path(args.file), device=device, backend=args.backend,
                           target=args.target, require_device=not args.compile_only)
-    if args.pipeline:
-        program = program.pipeline(args.pipeline)
+    program = choose(program, args)
     check_input_names(program, origins)
-    report = program.tune(values, limit=args.limit, rounds=args.rounds,
+    report = program.tune(nest_records(values), limit=args.limit, rounds=args.rounds,
                           compile_only=args.compile_only, progress=not args.no_progress)
     if args.compile_only:
         total = sum(len(k.candidates) for k in report.kernels)

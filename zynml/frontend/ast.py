@@ -348,6 +348,19 @@ def same_extent(a: Expr, b: Expr) -> bool:
     return False
 
 
+def extent_text(e: Expr) -> str:
+    """An extent expression as the program would write it (`3 * hidden`, `max(a, b)`)."""
+    if isinstance(e, Name):
+        return e.id
+    if isinstance(e, IntLit):
+        return str(e.value)
+    if isinstance(e, Binary):
+        return f"{extent_text(e.left)} {e.op} {extent_text(e.right)}"
+    if isinstance(e, Call) and isinstance(e.func, Name):
+        return f"{e.func.id}({', '.join(extent_text(a) for a in e.args)})"
+    return "?"
+
+
 def leftmost(node: Node) -> Node:
     """The node where an expression's text starts (`x` of `x[i]`, `a` of `a + b`): errors
     about a whole expression point there."""

@@ -620,17 +620,7 @@ def _shown(e: ast.Expr, value: Optional[int]) -> str:
     return f"{_text(e)} = {value}"
 
 
-def _text(e: ast.Expr) -> str:
-    """An extent expression as the program would write it."""
-    if isinstance(e, ast.Name):
-        return e.id
-    if isinstance(e, ast.IntLit):
-        return str(e.value)
-    if isinstance(e, ast.Binary):
-        return f"{_text(e.left)} {e.op} {_text(e.right)}"
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
-        return f"{e.func.id}({', '.join(_text(a) for a in e.args)})"
-    return "?"
+_text = ast.extent_text
 
 
 def _describe(t: Any) -> str:

@@ -39,11 +39,25 @@ from .combiners import (IDENTITY, REDUCE_COMBINER, arg_identity, arg_select, com
                         constant_like, identity_of)
 from .generic_region import Derived, LoweringError, Plan
 from .linalg_emit import PARALLEL, REDUCTION, Lowering, identity_map, iterator_attr
+from .shared_weight_matmul import shared_weight_maps, shared_weight_matmul
 
 __all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "linear", "loop_of"]
 
 # The largest tensor a generic gets only for the extents of loops no input is read along.
 MAX_PLACEHOLDER = 2 ** 31
+
+
+def _as_a_and_b(pairs: list, a_map: ir.AffineMap, b_map: ir.AffineMap) -> Optional[list]:
+    """The (load, map) pairs of a product ordered as (A, B), or None if the maps are not
+    A's and B's."""
+    for ordered in (pairs, pairs[::-1]):
+        if ordered[0][1] == a_map and ordered[1][1] == b_map:
+            return ordered
+    return None
+
+
+def _shared_weight(a: ir.Value, w: ir.Value, outs: list[ir.Value]) -> ir.Value:
+    return shared_weight_matmul(a, w, outs[0])
 
 
 def _op(value: ir.Value) -> Optional[ir.Operation]:
@@ -504,19 +518,23 @@ class NestLowering:
         positions = {iv: d for d, iv in enumerate(dims)}
         maps = [self.L.load_map(op, positions, len(dims)) for op in loads]
         n = len(ctx)
-        if n not in (2, 3) or any(m is None for m in maps):
+        if n < 2 or any(m is None for m in maps):
             return None
         d = [ir.AffineDimExpr.get(i) for i in range(n + 1)]
+        named = None
         if n == 2:
             a_exprs, b_exprs, named = [d[0], d[2]], [d[2], d[1]], linalg.matmul
-        else:
+        elif n == 3:
             a_exprs, b_exprs, named = [d[0], d[1], d[3]], [d[0], d[3], d[2]], linalg.batch_matmul
-        a_map, b_map = (ir.AffineMap.get(n + 1, 0, e) for e in (a_exprs, b_exprs))
-        pairs = list(zip(loads, maps))
-        if not (pairs[0][1] == a_map and pairs[1][1] == b_map):
-            pairs.reverse()
-            if not (pairs[0][1] == a_map and pairs[1][1] == b_map):
-                return None
+        pairs = None
+        if named is not None:
+            pairs = _as_a_and_b(list(zip(loads, maps)), *(
+                ir.AffineMap.get(n + 1, 0, e) for e in (a_exprs, b_exprs)))
+        if pairs is None and n >= 3:  # C[.., i, j] = A[.., i, k] * W[k, j]: one weight
+            pairs = _as_a_and_b(list(zip(loads, maps)), *shared_weight_maps(n))
+            named = _shared_weight
+        if pairs is None:
+            return None
         if any(op.operands[0] not in self.L.args for op, _ in pairs):
             return None
         sources = [self.input_for(op, m, dims)[0] for op, m in pairs]

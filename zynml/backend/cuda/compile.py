@@ -2,8 +2,8 @@
 table (stages.py) runs.
 
     kernel_pipeline   a fill per accumulator, generalize, fuse elementwise producers,
-                      bufferize, outline one gpu.func per linalg.generic by strategy
-                      (zynml/backend/cuda/strategies/)
+                      bufferize, view a projection's rows as one, outline one
+                      gpu.func per linalg.generic by strategy (zynml/backend/cuda/strategies/)
     nvvm_pipeline     inside gpu.module: scf -> cf, gpu -> nvvm (math through libdevice)
     binary            nvvm-attach-target + gpu-module-to-binary{format=isa}: PTX text
 """
@@ -34,7 +34,8 @@ def kernel_pipeline(target: CudaTarget) -> str:
         "linalg-fuse-elementwise-ops,"
         "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
         "function-boundary-type-conversion=identity-layout-map},"
-        f"canonicalize,cse,linalg-to-gpu-kernels{{{target.pass_options}}},canonicalize,cse)")
+        "canonicalize,cse,collapse-matmul-rows,"
+        f"linalg-to-gpu-kernels{{{target.pass_options}}},canonicalize,cse)")
 
 
 

@@ -8,7 +8,8 @@ MLIR. The format, one dict per op, values named "%N":
     {"op": "alloc",  "result": "%3", "shape": [33, 100], "dtype": "float32"}
     {"op": "global", "result": "%4", "name": "g0"}                 (constant data)
     {"op": "view",   "result": "%5", "source": "%3", "offset": X, "sizes": [X..],
-                     "strides": [X..]}                             (elements, X: int | "%N")
+                     "strides": [X..]}                             (elements, X: int | "%N";
+                     a subview, expand/collapse_shape or reshape: no copy)
     {"op": "launch", "kernel": "k0_pointwise", "grid": [X, X, X], "block": [X, X, X],
                      "shared_bytes": 0, "args": ["%3", "%5", "%6"]}
                      (+ "blocks_per_multiprocessor": K for a grid-stride kernel: the
@@ -114,7 +115,7 @@ class _Extractor:
             return {"op": "alloc", "result": self.define(op.results[0]),
                     "shape": list(memref.shape), "dtype": element_dtype(memref.element_type)}
         if name == "memref.get_global":
-            return self._global(op)
+            return None if _only_a_shape(op) else self._global(op)
         if name == "memref.cast" and isinstance(op.results[0].type, ir.UnrankedMemRefType):
             self.names[op.results[0]] = self.name(op.operands[0])  # what a TMA map reads
             return None
@@ -123,6 +124,8 @@ class _Extractor:
         if name in ("memref.subview", "memref.expand_shape", "memref.collapse_shape",
                     "memref.cast", "memref.reinterpret_cast"):
             return self._view(op)
+        if name == "memref.reshape":
+            return self._reshape(op)
         if name == "builtin.unrealized_conversion_cast":  # i1 memref seen as i8: same bytes
             self.names[op.results[0]] = self.name(op.operands[0])
             return None
@@ -176,6 +179,22 @@ class _Extractor:
         return {"op": "view", "result": self.define(op.results[0]),
                 "source": self.name(op.operands[0]), "offset": offset,
                 "sizes": list(result.shape), "strides": list(strides), "absolute": True}
+
+    def _reshape(self, op: ir.Operation) -> dict:
+        """`memref.reshape` (the language's `reshape`) of a row-major buffer: the same
+        elements, read with the new shape's row-major strides, from where the source
+        starts (a relative view of offset 0)."""
+        source = ir.MemRefType(op.operands[0].type)
+        result = ir.MemRefType(op.results[0].type)
+        strides, _ = source.get_strides_and_offset()
+        dynamic = ir.ShapedType.get_dynamic_size()
+        if dynamic in list(source.shape) + list(result.shape) or \
+                list(strides) != _row_major(list(source.shape)):
+            raise PlanError("'memref.reshape' of a strided or dynamic buffer on the host",
+                            op.location)
+        return {"op": "view", "result": self.define(op.results[0]),
+                "source": self.name(op.operands[0]), "offset": 0,
+                "sizes": list(result.shape), "strides": _row_major(list(result.shape))}
 
     def _dynamic_subview(self, op: ir.Operation) -> dict:
         """A subview whose offsets are loop variables: offset = source offset +
@@ -315,6 +334,21 @@ def _constant(op: ir.Operation) -> Any:
 def _require_identity(memref: ir.MemRefType, op: ir.Operation) -> None:
     if any(d == ir.ShapedType.get_dynamic_size() for d in memref.shape):
         raise PlanError("a host allocation of dynamic shape", op.location)
+
+
+def _only_a_shape(op: ir.Operation) -> bool:
+    """Is this constant read only as the shape of reshapes (static: views need none)?"""
+    uses = list(op.results[0].uses)
+    return bool(uses) and all(use.owner.name == "memref.reshape" and use.operand_number == 1
+                              for use in uses)
+
+
+def _row_major(shape: list[int]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return strides[::-1]
 
 
 def _kept_dims(static_sizes: list[int], result_shape: list[int]) -> list[int]:

@@ -10,6 +10,10 @@ before 2.5 raises for it (as JAX does), 2.5 says "<f2" (float16's), later versio
 (any 2-byte void; ml_dtypes' string). So a bfloat16 DeviceArray has no interface
 (`torch.from_dlpack(a)` takes it), and a GPU array whose interface cannot name its dtype
 comes in through `__dlpack__`.
+
+A program's scalar result (a loss) computed on GPU arrays is a 0-d DeviceArray: it stays
+on the GPU, so a call does not wait for the GPU. Reading it is the caller's explicit step,
+which waits: `float(loss)`, `int(n)`, `bool(flag)`, `loss.item()` or `loss.numpy()`.
 """
 from __future__ import annotations
 
@@ -133,6 +137,32 @@ class DeviceArray:
         self.device.copy_to_host(host.ctypes.data, self.ptr, self.nbytes)
         self.device.synchronize()
         return host
+
+    def item(self) -> Any:
+        """The one element as a Python number (copied to the host: waits for the GPU)."""
+        if self.size != 1:
+            raise ValueError(f"item() of a DeviceArray of {self.size} elements; only one "
+                             "element converts to a Python number")
+        return self.numpy().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def view(self, dtype) -> "DeviceArray":
+        """The same memory read as `dtype` of the same item size (a bool result that
+        crossed as int8, an unsigned one as signless): no copy."""
+        name = dtype if isinstance(dtype, str) else dtype_name(dtype)
+        if name == self._dtype_name:
+            return self
+        if _numpy_dtype(name).itemsize != self.dtype.itemsize:
+            raise ValueError(f"cannot view {self._dtype_name} as {name}: item sizes differ")
+        return DeviceArray(self.device, self.ptr, self.shape, name, owner=self)
 
     def __array__(self, dtype=None, copy=None):
         host = self.numpy()

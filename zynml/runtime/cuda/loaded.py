@@ -8,6 +8,7 @@ import numpy as np
 
 from ...devices import parse_device
 from .artifact import CudaArtifact, describe
+from .device_array import DeviceArray
 from .function import CudaFunction, named_call
 
 __all__ = ["LoadedProgram"]
@@ -36,6 +37,8 @@ class LoadedProgram:
             value = results[name]
             if isinstance(value, np.ndarray):
                 results[name] = np.bool_(value.reshape(())[()])
+            elif isinstance(value, DeviceArray):  # stays on the GPU, read as bool
+                results[name] = value.view(np.bool_)
         return results
 
     def __repr__(self) -> str:
