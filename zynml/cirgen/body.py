@@ -36,6 +36,10 @@ class BodyEmitter:
 
     # ------------------------------------------------------------------ types
 
+    def _out_dtype(self, sym: Symbol) -> ScalarType:
+        """The element type of the output `sym` (`out`, or `out.NAME` of several)."""
+        return next(o.result.dtype for o in self.kernel.outputs if o.sym is sym)
+
     def _concrete(self, t: ScalarType) -> ScalarType:
         if t == FLOAT_LITERAL:
             return self.kernel.default_float
@@ -89,7 +93,7 @@ class BodyEmitter:
     def _Assign(self, stmt: ast.Assign) -> None:
         target = stmt.target
         if isinstance(target, ast.Name) and target.sym.kind == "out":
-            self._store_whole(self.out, stmt.value, self.kernel.result.dtype)
+            self._store_whole(self.env[target.sym], stmt.value, self._out_dtype(target.sym))
             return
         if isinstance(target, ast.Name):
             sym = target.sym
@@ -100,7 +104,8 @@ class BodyEmitter:
         if target.base.sym.kind == "shared":
             dest, dest_t = self.env[target.base.sym], target.base.sym.ty.dtype
         else:
-            dest, dest_t = self.out, self.kernel.result.dtype
+            sym = target.base.sym
+            dest, dest_t = self.env[sym], self._out_dtype(sym)
         value = self._combined(
             stmt, lambda: ir.Operation.create(
                 "cir.load", results=[S.mlir_type(dest_t)], operands=[dest, *indices]).result,
@@ -190,7 +195,7 @@ class BodyEmitter:
             return self._binary(e, t)
         if isinstance(e, ast.Index):
             indices = [self.expr(i, INDEX) for i in e.indices]
-            source = self.out if e.base.sym.kind == "out" else self.env[e.base.sym]
+            source = self.env[e.base.sym]
             with _loc(e):  # a read is located at its expression (interpreter's errors)
                 return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
                                            operands=[source, *indices]).result

@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 
 from . import ast
 from .ranges import fits_64_bits, walk
-from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
+from .outputs import OUTPUTS_NAMESPACE, check_outputs, output_target, unknown_output
+from .symbols import Kernel, KernelOutput, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
 from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
                     concrete, promote)
@@ -32,6 +33,16 @@ REDUCE_OPS = ("+", "*", "min", "max", "and", "or", "argmin", "argmax")
 KNOWN_ANNOTATIONS = {"workgroup", "shared", "broadcast", "tile", "device", "async", "parallel"}
 
 
+def _written_sym(store: ast.Assign) -> Optional[Symbol]:
+    """The output an `out...` write writes."""
+    target = store.target
+    return target.sym if isinstance(target, ast.Name) else target.base.sym
+
+
+def _out_label(sym: Symbol) -> str:
+    return "out" if sym.name == "out" else f"out.{sym.name}"
+
+
 def _err(message: str, node: ast.Node, notes=None) -> ZynMLError:
     return ZynMLError(message, ast.leftmost(node).loc, notes=notes)
 
@@ -41,8 +52,12 @@ class BodyChecker:
 
     def __init__(self, node: ast.Compute, name: str, args: list[tuple[str, Any]],
                  resolve_outer: Callable[[str, Any], Optional[Symbol]],
-                 sizes: dict[str, Size], outer_tensors: frozenset = frozenset()):
+                 sizes: dict[str, Size], outer_tensors: frozenset = frozenset(),
+                 outputs: Optional[list[tuple[str, Any]]] = None):
         self.node = node
+        # `let (a, b) = compute(...)`: the body writes out.a and out.b; None: it writes out.
+        # outputs: (name, location in the let) of each
+        self.output_names = None if outputs is None else [name for name, _ in outputs]
         self.outer_tensors = outer_tensors  # program tensors, for a helpful error
         self.name = name
         self.args = args  # (program value name, type) per compute input, in order
@@ -52,9 +67,12 @@ class BodyChecker:
         self.captures: dict[str, Symbol] = {}
         self.used_sizes: dict[str, Symbol] = {}
         self.stores: list[ast.Assign] = []
+        self.all_stores = self.stores  # every write of an output (stores: one output's)
         self.whole_out: Optional[ast.Assign] = None
         self.yields: list[ast.Yield] = []
         self.out_sym = Symbol("out", "out", None, node.loc)
+        self.out_syms = [self.out_sym] if outputs is None else \
+            [Symbol("out", name, None, loc) for name, loc in outputs]
         floats = [t.dtype for _, t in args if is_tensor(t) and t.dtype.is_float]
         floats += [t for _, t in args if isinstance(t, ScalarType) and t.is_float]
         self.default_float = F32 if not floats else functools.reduce(promote, floats)
@@ -79,19 +97,30 @@ class BodyChecker:
                 raise _err(f"'{local}' is passed to compute(...) twice", expr)
             scope[local] = Symbol("arg", arg_name, ty, expr.loc)
             self.arg_syms.append(scope[local])
-        scope["out"] = self.out_sym
+        if self.output_names is None:
+            scope["out"] = self.out_sym
+        else:
+            scope["out"] = Symbol(OUTPUTS_NAMESPACE, "out", None, node.loc)
+            scope.update({f"out.{sym.name}": sym for sym in self.out_syms})
         self.scopes.append(scope)
         annotations = self._annotations(node)
         self.body = self._element_body(node.body, scope)
         self._block(self.body)
-        result, out_dims = self._result(kind, reduce_op, axis)
+        outputs = []
+        for sym in self.out_syms:  # each output's shape from its own writes
+            self.stores = [s for s in self.all_stores if _written_sym(s) is sym]
+            self.whole_out = self.whole_out if self.whole_out in self.stores else None
+            if self.output_names is not None:
+                check_outputs(self, sym, kind)
+            result, out_dims = self._result(kind, reduce_op, axis)
+            outputs.append(KernelOutput(sym.name, sym, result, out_dims))
         if "broadcast" in annotations:
             self._check_broadcast(annotations["broadcast"])
         return Kernel(
             name=self.name, node=node, kind=kind, reduce_op=reduce_op, axis=axis,
             arg_syms=self.arg_syms, capture_syms=list(self.captures.values()),
-            size_syms=list(self.used_sizes.values()), result=result, out_dims=out_dims,
-            default_float=self.default_float, annotations=annotations, out_sym=self.out_sym,
+            size_syms=list(self.used_sizes.values()), outputs=outputs,
+            default_float=self.default_float, annotations=annotations,
             body=self.body, tile_checks=self.tile_checks)
 
     def _element_body(self, body: list[ast.Stmt], scope: dict[str, Symbol]) -> list[ast.Stmt]:
@@ -267,6 +296,7 @@ class BodyChecker:
 
     def _stmt_Assign(self, stmt: ast.Assign) -> None:
         target = stmt.target
+        target = output_target(self, target)  # out.NAME[...] of several outputs
         whole_out = isinstance(target, ast.Name) and target.id == "out" and \
             self._lookup("out") is self.out_sym
         value_t = self._value(stmt.value) if whole_out else self._expr(stmt.value)
@@ -310,8 +340,8 @@ class BodyChecker:
             target.base.sym = sym
             for idx in target.indices:
                 self._index_expr(idx)
-            if stmt.op is not None and not self.stores:
-                raise _err("'out' is read before it is written", target)
+            if stmt.op is not None and not self._stores_of(sym):
+                raise _err(f"'{_out_label(sym)}' is read before it is written", target)
             self.stores.append(stmt)
             target.ty = value_t
             return
@@ -464,18 +494,22 @@ class BodyChecker:
             raise _err("only inputs and 'out' can be indexed", e)
         local = self._arg_local_name(e.base) if isinstance(e.base, ast.Attribute) else e.base.id
         sym = self._lookup(local)
+        if sym is None and local.startswith("out."):
+            raise unknown_output(self, e.base)
         if sym is None:
             if local in self.outer_tensors:
                 raise _err(f"'{local}' is not an input of this compute; add it to compute(...)",
                            e.base)
             raise _err(f"unknown name '{local}'", e.base)
+        if sym.kind == OUTPUTS_NAMESPACE:
+            raise unknown_output(self, e.base)
         if sym.kind == "out":
-            if not self.stores:
-                raise _err("'out' is read before it is written", e)
+            if not self._stores_of(sym):
+                raise _err(f"'{_out_label(sym)}' is read before it is written", e)
             e.base.sym = sym
             for idx in e.indices:
                 self._index_expr(idx)
-            return self._store_type()
+            return self._store_type(self._stores_of(sym))
         if sym.kind == "shared":
             e.base.sym = sym
             self._check_rank(sym, e, len(e.indices))
@@ -494,9 +528,12 @@ class BodyChecker:
             self._bind_size(sym.name, dim, idx)
         return ty.dtype
 
-    def _store_type(self) -> ScalarType:
+    def _stores_of(self, sym: Symbol) -> list[ast.Assign]:
+        return [s for s in self.stores if _written_sym(s) is sym]
+
+    def _store_type(self, stores=None) -> ScalarType:
         """The element type of `out`: the first written value's (an index as i64)."""
-        t = concrete_in(self.stores[0].target.ty, self)
+        t = concrete_in((stores or self.stores)[0].target.ty, self)
         return I64 if t == INDEX else t
 
     def _bind_size(self, tensor: str, dim: int, idx: ast.Expr) -> None:

@@ -19,6 +19,7 @@ from . import ast
 from .body_checker import BodyChecker, eval_extent
 from .depth import check_expression_depth
 from .lexer import MAX_INT
+from .outputs import several_outputs
 from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
                      check_result_size, check_steps, result_extent)
@@ -177,6 +178,10 @@ class _ProgramChecker(ProgramLevel):
             return
         if isinstance(stmt, ast.ExprStmt) and self.memory_statement(stmt):
             return
+        if isinstance(stmt, ast.Let) and len(stmt.targets) > 1 and \
+                isinstance(stmt.value, ast.Compute):
+            several_outputs(self, stmt)
+            return
         if isinstance(stmt, ast.Let) and len(stmt.targets) == 1:
             name = stmt.targets[0]
             value, pipes = stmt.value, []
@@ -241,7 +246,8 @@ class _ProgramChecker(ProgramLevel):
 
     # ------------------------------------------------------------------ compute blocks
 
-    def _compute(self, name: str, node: ast.Compute, stmt: ast.Let) -> Step:
+    def _compute(self, name: str, node: ast.Compute, stmt: ast.Let,
+                 outputs: Optional[list[str]] = None) -> Step:
         args = []
         for expr in node.inputs:
             if isinstance(expr, ast.Name) and expr.id not in self.aliases:
@@ -252,7 +258,8 @@ class _ProgramChecker(ProgramLevel):
                 raise ZynMLError("a compute input must be a name or a record field such as "
                                  "weights.qkv_proj", expr.loc)
         tensors = frozenset(n for n, t in {**self.inputs, **self.values}.items() if is_tensor(t))
-        checker = BodyChecker(node, name, args, self._resolve_outer, self.sizes, tensors)
+        checker = BodyChecker(node, name, args, self._resolve_outer, self.sizes, tensors,
+                              outputs)
         kernel = checker.check()
         if self.signature is not None:
             self._resolve_sizes(kernel)
@@ -260,14 +267,14 @@ class _ProgramChecker(ProgramLevel):
         check_divisors(kernel, self.sizes, self.constants)
         check_steps(kernel, self.sizes, self.constants)
         check_arg_reduction(kernel, self.sizes, self.constants)
-        result = kernel.result
-        if is_tensor(result):
-            dims = tuple(result_extent(eval_extent(d, self.sizes, self.constants), d, k)
-                         for k, d in enumerate(kernel.out_dims))
-            check_result_size(dims, concrete_dtype(result.dtype), node)
-            result = TensorType(result.dtype, dims)
-            kernel.result = result
-        return Step(name, stmt.loc, kernel=kernel, ty=result)
+        for output in kernel.outputs:
+            result = output.result
+            if is_tensor(result):
+                dims = tuple(result_extent(eval_extent(d, self.sizes, self.constants), d, k)
+                             for k, d in enumerate(output.out_dims))
+                check_result_size(dims, concrete_dtype(result.dtype), node)
+                output.result = TensorType(result.dtype, dims)
+        return Step(name, stmt.loc, kernel=kernel, ty=kernel.result)
 
     def _input_type(self, expr: ast.Name, node: ast.Compute) -> Any:
         name = expr.id

@@ -51,6 +51,10 @@ class ComputeSpec:
         self.scalar_result = not isinstance(result, ir.RankedTensorType)
         element = result if self.scalar_result else ir.RankedTensorType(result).element_type
         self.dtype = dtype_of(element)
+        # a cir.multi_compute: (dtype, rank) of every result (scalar results are reduce's)
+        self.results = [(dtype_of(ir.RankedTensorType(r.type).element_type),
+                         ir.RankedTensorType(r.type).rank) for r in op.results] \
+            if len(op.results) > 1 else None
         self.site = sites.add("compute", op.location, tensor="out")
         self.yield_site = yield_site  # the cir.yield of a reduction
         self.yield_dtype: Optional[np.dtype] = None
@@ -162,7 +166,8 @@ class FunctionWriter:
         for k, (arg, param) in enumerate(zip(block.arguments, params)):
             if isinstance(arg.type, ir.RankedTensorType):
                 self._shape(param, ir.RankedTensorType(arg.type).rank)
-                is_out = self.spec is not None and k == len(params) - 1
+                outs = len(self.spec.results) if self.spec and self.spec.results else 1
+                is_out = self.spec is not None and k >= len(params) - outs
                 self.tensor_names[param] = "out" if is_out else (
                     self.arg_names[k] if k < len(self.arg_names) else f"argument {k}")
         self.block(block)
@@ -348,6 +353,9 @@ class FunctionWriter:
 
     # ------------------------------------------------------------------ the program function
 
+    def _cir_multi_compute(self, op: ir.Operation) -> None:
+        self._cir_compute(op)
+
     def _cir_compute(self, op: ir.Operation) -> None:
         body_name = ir.FlatSymbolRefAttr(op.attributes["body"]).value
         body = self.funcs.get(body_name)
@@ -360,8 +368,9 @@ class FunctionWriter:
         spec.body = writer.write()
         self.t.computes.append(spec)
         operands = ", ".join(self.value(v) for v in op.operands)
-        self.line(f"{self.define(op.results[0])} = _compute{len(self.t.computes) - 1}"
-                  f"({operands})")
+        results = ", ".join(self.define(r) for r in op.results)
+        self.line(f"{results}{',' if len(op.results) > 1 else ''} = "
+                  f"_compute{len(self.t.computes) - 1}({operands})")
 
     def _tensor_extract(self, op: ir.Operation) -> None:
         tensor = self.value(op.operands[0])

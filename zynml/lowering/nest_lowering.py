@@ -531,8 +531,9 @@ class NestLowering:
 
     # ------------------------------------------------------------------ stores
 
-    def lower_stores(self, result_type: ir.Type) -> ir.Value:
-        out = self.L.out_arg
+    def lower_stores(self, result_type: ir.Type, out: Optional[ir.Value] = None) -> ir.Value:
+        """The tensor the body's writes of `out` (the first output by default) make."""
+        out = out if out is not None else self.L.out_arg
         stores = [op for op in ops_in(self.body) if op.name == "cir.store"
                   and op.operands[1] == out]
         if not stores:
