@@ -106,9 +106,11 @@ class BodyEmitter:
         else:
             sym = target.base.sym
             dest, dest_t = self.env[sym], self._out_dtype(sym)
+        # `x[i] += v` of a `mut x` reads x's value before the block, as every read of x does
+        source = self.env[target.base.sym.init] if target.base.sym.init is not None else dest
         value = self._combined(
             stmt, lambda: ir.Operation.create(
-                "cir.load", results=[S.mlir_type(dest_t)], operands=[dest, *indices]).result,
+                "cir.load", results=[S.mlir_type(dest_t)], operands=[source, *indices]).result,
             dest_t)
         ir.Operation.create("cir.store", results=[], operands=[value, dest, *indices])
 

@@ -291,6 +291,10 @@ class _ProgramEmitter:
         if n > MAX_COMPUTE_OUTPUTS:
             raise ZynMLError(f"a compute block may have at most {MAX_COMPUTE_OUTPUTS} "
                              f"outputs; this one has {n}", kernel.node.loc)
+        if any(o.init is not None for o in kernel.outputs):  # `mut x`: starts from x
+            attributes["inits"] = ir.DenseI64ArrayAttr.get(
+                [-1 if o.init is None else kernel.arg_syms.index(o.init)
+                 for o in kernel.outputs])
         if n > 1:
             attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(
                 [1] * n + [0] * (MAX_COMPUTE_OUTPUTS - n))
@@ -357,7 +361,8 @@ class _ProgramEmitter:
         syms = kernel.arg_syms + kernel.capture_syms + kernel.size_syms
         for sym, arg in zip(syms, block.arguments):
             env[sym] = arg
-        outs = list(block.arguments)[len(syms):]
+        args = list(block.arguments)
+        outs = args[len(args) - len(kernel.outputs):]  # after the operands: extents too
         for output, arg in zip(kernel.outputs, outs):
             env[output.sym] = arg
         with ir.InsertionPoint(block):

@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 
 from . import ast
 from .ranges import fits_64_bits, walk
-from .outputs import OUTPUTS_NAMESPACE, check_outputs, output_target, unknown_output
+from .outputs import (OUTPUTS_NAMESPACE, check_outputs, mutable_outputs, mutable_result,
+                      output_target, unknown_output)
 from .symbols import Kernel, KernelOutput, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
 from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
@@ -97,6 +98,8 @@ class BodyChecker:
                 raise _err(f"'{local}' is passed to compute(...) twice", expr)
             scope[local] = Symbol("arg", arg_name, ty, expr.loc)
             self.arg_syms.append(scope[local])
+        self.mutables = mutable_outputs(self, node)  # arg symbol -> its output symbol
+        self.out_syms += list(self.mutables.values())
         if self.output_names is None:
             scope["out"] = self.out_sym
         else:
@@ -110,10 +113,14 @@ class BodyChecker:
         for sym in self.out_syms:  # each output's shape from its own writes
             self.stores = [s for s in self.all_stores if _written_sym(s) is sym]
             self.whole_out = self.whole_out if self.whole_out in self.stores else None
-            if self.output_names is not None:
+            if self.output_names is not None or sym.init is not None:
                 check_outputs(self, sym, kind)
+            if sym.init is not None:
+                outputs.append(mutable_result(self, sym))
+                continue
             result, out_dims = self._result(kind, reduce_op, axis)
-            outputs.append(KernelOutput(sym.name, sym, result, out_dims))
+            name = self.name if self.output_names is None else sym.name  # `let name = ...`
+            outputs.append(KernelOutput(name, sym, result, out_dims))
         if "broadcast" in annotations:
             self._check_broadcast(annotations["broadcast"])
         return Kernel(
@@ -322,8 +329,19 @@ class BodyChecker:
             sym = self._lookup(target.base.id)
             if sym is None:
                 raise _err(f"unknown name '{target.base.id}'", target.base)
+            if sym.kind == "arg" and sym in self.mutables:  # `mut x`: a write of x's output
+                target.base.sym = sym = self.mutables[sym]
+                self._check_rank(sym.init, target, len(target.indices))
+                for dim, idx in enumerate(target.indices):
+                    self._index_expr(idx)
+                    self._bind_size(sym.init.name, dim, idx)
+                self.stores.append(stmt)
+                target.ty = value_t
+                return
             if sym.kind == "arg":
-                raise _err(f"cannot write to input '{target.base.id}'", target.base)
+                raise _err(f"cannot write to input '{target.base.id}'"
+                           + (" (mark it 'mut' in compute(...) to update it in place)"
+                              if is_tensor(sym.ty) else ""), target.base)
             if sym.kind == "shared":
                 target.base.sym = sym
                 self._check_rank(sym, target, len(target.indices))

@@ -19,7 +19,7 @@ from . import ast
 from .body_checker import BodyChecker, eval_extent
 from .depth import check_expression_depth
 from .lexer import MAX_INT
-from .outputs import several_outputs
+from .outputs import bind_outputs, several_outputs
 from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
                      check_result_size, check_steps, result_extent)
@@ -125,7 +125,7 @@ class _ProgramChecker(ProgramLevel):
                               record_values=self.record_values,
                               list_outputs=self.list_outputs,
                               devices_named=self.devices_named,
-                              host_values=self.host_values)
+                              host_values=self.host_values, mutated=self.mutated)
 
     # ------------------------------------------------------------------ statements
 
@@ -178,8 +178,8 @@ class _ProgramChecker(ProgramLevel):
             return
         if isinstance(stmt, ast.ExprStmt) and self.memory_statement(stmt):
             return
-        if isinstance(stmt, ast.Let) and len(stmt.targets) > 1 and \
-                isinstance(stmt.value, ast.Compute):
+        if (isinstance(stmt, ast.Let) and len(stmt.targets) > 1 or
+                isinstance(stmt, ast.ExprStmt)) and isinstance(stmt.value, ast.Compute):
             several_outputs(self, stmt)
             return
         if isinstance(stmt, ast.Let) and len(stmt.targets) == 1:
@@ -191,10 +191,8 @@ class _ProgramChecker(ProgramLevel):
             if isinstance(value, ast.Compute):
                 step = self._compute(name, value, stmt)
                 step.pipes = [self._check_pipe(call, step.ty) for call in pipes]
-                self.values[name] = step.ty
                 self.steps.append(step)
-                if self.pipeline is None and name not in self.outputs:
-                    self.outputs.append(name)
+                bind_outputs(self, step, stmt)  # and the inputs it updates (`mut x`)
                 return
             if not pipes and isinstance(value, (ast.Attribute, ast.Index)) and \
                     _is_path(value) and _root(value).id not in self.values \
@@ -225,9 +223,6 @@ class _ProgramChecker(ProgramLevel):
             for step in self._split(stmt):
                 self._add_step(step)
             return
-        if isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Compute):
-            raise ZynMLError("bind the compute block's value with 'let name = compute(...)'",
-                             stmt.loc)
         raise ZynMLError("this statement is not supported at the top level yet", stmt.loc)
 
     def _check_pipe(self, call: ast.Call, ty: Any) -> ast.Call:

@@ -9,10 +9,11 @@ of that output's symbol, and `check_outputs` checks each output once the body is
 from __future__ import annotations
 
 from . import ast
-from .symbols import Step
+from .symbols import KernelOutput, Size, SizeBinding, Step, Symbol, is_tensor
+from .types import TensorType
 from ..errors import ZynMLError
 
-__all__ = ["OUTPUTS_NAMESPACE", "several_outputs", "output_target", "unknown_output", "check_outputs",
+__all__ = ["OUTPUTS_NAMESPACE", "several_outputs", "mutable_outputs", "mutable_result", "output_target", "unknown_output", "check_outputs",
            "check_output_names"]
 
 # The kind of the symbol `out` in a block of several outputs: not writable itself.
@@ -75,23 +76,78 @@ def check_output_names(node: ast.Compute, names: list[str], locs: list) -> None:
 
 def check_outputs(checker, sym, kind: str) -> None:
     """After the body: every output is written."""
-    if not checker.stores:
-        raise ZynMLError(f"output '{sym.name}' is never written: the body must write "
-                         f"out.{sym.name}[...]", sym.loc)
+    if checker.stores:
+        return
+    if sym.init is not None:
+        raise ZynMLError(f"'{sym.name}' is marked 'mut' but never written; remove 'mut'",
+                         sym.loc)
+    raise ZynMLError(f"output '{sym.name}' is never written: the body must write "
+                     f"out.{sym.name}[...]", sym.loc)
 
 
-def several_outputs(checker, stmt: ast.Let) -> None:
-    """`let (a, b) = compute(...)` at the top level (checker.py): one step computes all
-    outputs and binds `a`; a step of op "result" binds each other output."""
-    check_output_names(stmt.value, stmt.targets, stmt.target_locs)
-    step = checker._compute(stmt.targets[0], stmt.value, stmt,
-                            outputs=list(zip(stmt.targets, stmt.target_locs)))
+def mutable_outputs(checker, node: ast.Compute) -> dict[Symbol, Symbol]:
+    """`compute(mut x, ...)`: for each input marked `mut`, the output symbol its writes
+    (`x[i] = v`) go to; reads of `x` keep reading the input, its values before the block."""
+    found: dict[Symbol, Symbol] = {}
+    for expr, marked, arg in zip(node.inputs, node.mutable, checker.arg_syms):
+        if not marked:
+            continue
+        if not isinstance(expr, ast.Name):
+            raise _err("only an input named by a plain name can be 'mut'", expr)
+        if not is_tensor(arg.ty):
+            raise _err(f"'{expr.id}' is a scalar: only a tensor input can be 'mut'", expr)
+        if node.kernel is not None and node.kernel.kind == "reduce":
+            raise _err("a 'reduce' kernel cannot update an input in place: write it in a "
+                       "block of another kind", expr)
+        found[arg] = Symbol("out", arg.name, arg.ty, expr.loc, init=arg)
+    return found
+
+
+def mutable_result(checker, sym: Symbol) -> KernelOutput:
+    """The output of `mut x`: x's dtype and shape (extents bound to x's dimensions)."""
+    arg = sym.init
+    if arg.ty.rank is None:  # known at the call
+        return KernelOutput(arg.name, sym, TensorType(arg.ty.dtype, None), [], init=arg)
+    dims = []
+    for d in range(arg.ty.rank):
+        name = f"{arg.name}.shape[{d}]"
+        size = checker.sizes.setdefault(name, Size(name, sym.loc))
+        if not any(b.tensor == arg.name and b.dim == d for b in size.bindings):
+            size.bindings.append(SizeBinding(arg.name, d, sym.loc))
+        dims.append(ast.Name(sym.loc, name))
+    return KernelOutput(arg.name, sym, TensorType(arg.ty.dtype, (None,) * arg.ty.rank), dims,
+                        init=arg)
+
+
+def several_outputs(checker, stmt: ast.Stmt) -> None:
+    """`let (a, b) = compute(...)`, or a block that only updates inputs in place
+    (`compute(mut x) {...}` as a statement), at the top level (checker.py)."""
+    node = stmt.value
+    if isinstance(stmt, ast.Let):
+        check_output_names(node, stmt.targets, stmt.target_locs)
+        names = list(zip(stmt.targets, stmt.target_locs))
+    else:
+        if not any(node.mutable):
+            raise ZynMLError("bind the compute block's value with 'let name = compute(...)'",
+                             stmt.loc)
+        names = []
+    first = names[0][0] if names else \
+        next(e.id for e, m in zip(node.inputs, node.mutable) if m and isinstance(e, ast.Name))
+    step = checker._compute(first, node, stmt, outputs=names)
+    checker.steps.append(step)
+    bind_outputs(checker, step, stmt)
+
+
+def bind_outputs(checker, step: Step, stmt: ast.Stmt) -> None:
+    """After the step of a compute: a step of op "result" binds each output but the first,
+    each output is a value of the program, and an input updated in place (`mut x`) is an
+    output too (its new values; the call writes them into the caller's array)."""
     for k, output in enumerate(step.kernel.outputs):
-        if k == 0:
-            checker.steps.append(step)
-        else:
+        if k:
             checker.steps.append(Step(output.name, stmt.loc, ty=output.result, op="result",
                                       operands=[step.target], params={"index": k}))
         checker.values[output.name] = output.result
+        if output.init is not None and output.name in checker.inputs:
+            checker.mutated.setdefault(output.name, output.sym.loc)
         if checker.pipeline is None and output.name not in checker.outputs:
             checker.outputs.append(output.name)

@@ -27,6 +27,7 @@ class Symbol:
     ty: Any
     loc: Optional[SourceLocation] = None
     range: Optional[ast.Range] = None  # for loop variables
+    init: Optional["Symbol"] = None  # an "out" of `mut x`: x's "arg" symbol
 
 
 @dataclass
@@ -57,6 +58,7 @@ class KernelOutput:
     sym: Symbol
     result: Any  # TensorType, or ScalarType for a full reduction
     out_dims: list  # one extent expression (over sizes) per result dimension
+    init: Optional[Symbol] = None  # `mut x`: the input whose values it starts from
 
 
 @dataclass(eq=False)
@@ -138,6 +140,7 @@ class CheckedProgram:
     config: dict = field(default_factory=dict)  # `config { key: value }`: key -> (value, loc)
     devices_named: list = field(default_factory=list)  # (device, loc) of allocate/to_device
     host_values: dict = field(default_factory=dict)  # name -> host query (compute_devices)
+    mutated: dict = field(default_factory=dict)  # input written in place (`mut`) -> its loc
 
     def flat_outputs(self) -> list[str]:
         """Outputs as the compiled function returns them: lists expanded."""

@@ -54,7 +54,9 @@ class ComputeSpec:
         # a cir.multi_compute: (dtype, rank) of every result (scalar results are reduce's)
         self.results = [(dtype_of(ir.RankedTensorType(r.type).element_type),
                          ir.RankedTensorType(r.type).rank) for r in op.results] \
-            if len(op.results) > 1 else None
+            if len(op.results) > 1 or "inits" in op.attributes else None
+        # `mut x`: per result, the operand it starts from (-1: zero-filled)
+        self.inits = i64_array(op, "inits") or [-1] * len(op.results)
         self.site = sites.add("compute", op.location, tensor="out")
         self.yield_site = yield_site  # the cir.yield of a reduction
         self.yield_dtype: Optional[np.dtype] = None

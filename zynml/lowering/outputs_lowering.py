@@ -20,7 +20,7 @@ from typing import Optional
 
 from mlir import ir
 
-from .cir_ops import ops_in
+from .cir_ops import i64_array, ops_in
 from .generic_region import LoweringError
 from .linalg_emit import PARALLEL, identity_map
 
@@ -30,14 +30,17 @@ __all__ = ["lower_outputs"]
 def lower_outputs(nest, result_types: list[ir.Type]) -> list[ir.Value]:
     """The value of each output of `nest`'s compute (a NestLowering), in order."""
     outs = nest.L.out_args
+    operands = list(nest.compute.operands)
+    inits = [None if k < 0 else operands[k]
+             for k in i64_array(nest.compute, "inits") or [-1] * len(outs)]
     if len(outs) == 1:
-        return [nest.lower_stores(result_types[0])]
+        return [nest.lower_stores(result_types[0], outs[0], inits[0])]
     stores = [[op for op in ops_in(nest.body) if op.name == "cir.store"
                and op.operands[1] == out] for out in outs]
     fused = _one_generic(nest, stores, result_types)
     if fused is not None:
         return fused
-    return [nest.lower_stores(t, out) for out, t in zip(outs, result_types)]
+    return [nest.lower_stores(t, out, init) for out, t, init in zip(outs, result_types, inits)]
 
 
 def _one_generic(nest, stores: list[list[ir.Operation]],
