@@ -56,6 +56,9 @@ def output_target(checker, target: ast.Expr) -> ast.Expr:
     if several and isinstance(base, ast.Name) and base.id == "out" and \
             checker._lookup("out") is not None and checker._lookup("out").kind == \
             OUTPUTS_NAMESPACE:
+        if not checker.output_names:
+            raise _err("this block is not bound by a 'let', so it has no 'out': it writes "
+                       "its 'mut' inputs; bind it (let y = compute(...)) to write out", base)
         first = checker.output_names[0]
         raise _err(f"this block has {len(checker.output_names)} outputs "
                    f"({_names(checker)}): write each as out.NAME[...], e.g. "
