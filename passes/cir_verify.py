@@ -165,9 +165,9 @@ def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None,
         dest = op.operands[1]
         local = not isinstance(dest, ir.BlockArgument) and dest.owner.name == "cir.alloc"
         if dest not in outs and not local:
-            raise fail(loc, "'cir.store' may only write 'out' (the body's last argument, or "
-                            "one of the last ones of a cir.multi_compute) or a 'cir.alloc' "
-                            "tensor")
+            raise fail(loc, "'cir.store' may only write 'out' (the body's last argument) "
+                            "or a 'cir.alloc' tensor; a cir.multi_compute's body has an "
+                            "'out' per result, its last arguments")
         _check_indexing(op, op.operands[1], list(op.operands[2:]), op.operands[0].type)
     elif op.name == "cir.alloc":
         result = op.results[0].type
