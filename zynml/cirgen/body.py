@@ -18,6 +18,7 @@ from . import scalar as S
 from ..dialects.cir import MAX_PRINT_VALUES
 from ..errors import ZynMLError
 from ..frontend import ast
+from ..frontend.outputs import reads_data
 from ..frontend.symbols import Kernel, Symbol
 from ..frontend.types import (BOOL, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType,
                               TensorType, concrete, promote)
@@ -106,6 +107,12 @@ class BodyEmitter:
         else:
             sym = target.base.sym
             dest, dest_t = self.env[sym], self._out_dtype(sym)
+        if target.base.sym.init is not None and any(reads_data(i) for i in target.indices):
+            # a scatter, `x[ids[i], d] += v`: each contribution adds to the element
+            value = self.expr(stmt.value, dest_t)
+            ir.Operation.create("cir.store", results=[], operands=[value, dest, *indices],
+                                attributes={"combine": ir.StringAttr.get("+")})
+            return
         # `x[i] += v` of a `mut x` reads x's value before the block, as every read of x does
         source = self.env[target.base.sym.init] if target.base.sym.init is not None else dest
         value = self._combined(

@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional
 
 from . import ast
 from .ranges import fits_64_bits, walk
-from .outputs import (OUTPUTS_NAMESPACE, check_outputs, mutable_outputs, mutable_result,
-                      output_target, unknown_output)
+from .outputs import (OUTPUTS_NAMESPACE, check_outputs, check_scatter, mutable_outputs,
+                      mutable_result, output_target, unknown_output)
 from .symbols import Kernel, KernelOutput, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
 from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
@@ -69,6 +69,7 @@ class BodyChecker:
         self.used_sizes: dict[str, Symbol] = {}
         self.stores: list[ast.Assign] = []
         self.all_stores = self.stores  # every write of an output (stores: one output's)
+        self.scatters: list = []  # locations of writes at indices read from data
         self.whole_out: Optional[ast.Assign] = None
         self.yields: list[ast.Yield] = []
         self.out_sym = Symbol("out", "out", None, node.loc)
@@ -126,7 +127,7 @@ class BodyChecker:
         return Kernel(
             name=self.name, node=node, kind=kind, reduce_op=reduce_op, axis=axis,
             arg_syms=self.arg_syms, capture_syms=list(self.captures.values()),
-            size_syms=list(self.used_sizes.values()), outputs=outputs,
+            size_syms=list(self.used_sizes.values()), outputs=outputs, scatters=self.scatters,
             default_float=self.default_float, annotations=annotations,
             body=self.body, tile_checks=self.tile_checks)
 
@@ -335,6 +336,7 @@ class BodyChecker:
                 for dim, idx in enumerate(target.indices):
                     self._index_expr(idx)
                     self._bind_size(sym.init.name, dim, idx)
+                check_scatter(self, stmt)  # x[ids[i], d] += v
                 self.stores.append(stmt)
                 target.ty = value_t
                 return

@@ -13,7 +13,8 @@ from .symbols import KernelOutput, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import TensorType
 from ..errors import ZynMLError
 
-__all__ = ["OUTPUTS_NAMESPACE", "several_outputs", "mutable_outputs", "mutable_result", "output_target", "unknown_output", "check_outputs",
+__all__ = ["OUTPUTS_NAMESPACE", "several_outputs", "mutable_outputs", "mutable_result",
+           "reads_data", "check_scatter", "output_target", "unknown_output", "check_outputs",
            "check_output_names"]
 
 # The kind of the symbol `out` in a block of several outputs: not writable itself.
@@ -75,6 +76,32 @@ def check_output_names(node: ast.Compute, names: list[str], locs: list) -> None:
     for k, name in enumerate(names):
         if name in names[:k]:
             raise ZynMLError(f"'{name}' is bound twice by this 'let'", locs[k])
+
+
+def reads_data(e: ast.Expr) -> bool:
+    """Does an index read a tensor (`idx[i]`): a data-dependent index, a scatter's?"""
+    if isinstance(e, ast.Index):
+        return True
+    if isinstance(e, ast.Binary):
+        return reads_data(e.left) or reads_data(e.right)
+    if isinstance(e, ast.Unary):
+        return reads_data(e.operand)
+    if isinstance(e, ast.Call):
+        return any(reads_data(a) for a in e.args)
+    return False
+
+
+def check_scatter(checker, stmt: ast.Assign) -> bool:
+    """A write of a `mut x` at an index read from data (`x[ids[i], d] += v`) is a
+    scatter: it must accumulate with `+=` (repeated indices add up). True for one."""
+    if not any(reads_data(i) for i in stmt.target.indices):
+        return False
+    if stmt.op != "+":
+        raise _err(f"a write at an index read from data is a scatter and must accumulate: "
+                   f"write {stmt.target.base.id}[...] += value (repeated indices add up)",
+                   stmt.target)
+    checker.scatters.append(stmt.loc)
+    return True
 
 
 def check_outputs(checker, sym, kind: str) -> None:

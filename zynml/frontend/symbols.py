@@ -86,6 +86,7 @@ class Kernel:
     # the statements to compile: the body as written, or in element form (tiles.py)
     body: list = field(default_factory=list)
     tile_checks: list = field(default_factory=list)  # tiles.ExtentCheck, once sizes are known
+    scatters: list = field(default_factory=list)  # locations of `x[ids[i]] += v` writes
 
     @property
     def result(self) -> Any:

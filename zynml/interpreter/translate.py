@@ -303,6 +303,9 @@ class FunctionWriter:
     def _cir_store(self, op: ir.Operation) -> None:
         value, tensor = self.value(op.operands[0]), self.value(op.operands[1])
         index = self._check("write", op, tensor, [self.value(v) for v in op.operands[2:]])
+        if "combine" in op.attributes:  # a scatter's `x[ids[i]] += v`: contributions add
+            self.line(f"{tensor}[{index}] = {tensor}[{index}] + {value}")
+            return
         self.line(f"{tensor}[{index}] = {value}")
 
     def _cir_alloc(self, op: ir.Operation) -> None:

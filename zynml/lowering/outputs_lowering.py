@@ -23,6 +23,7 @@ from mlir import ir
 from .cir_ops import i64_array, ops_in
 from .generic_region import LoweringError
 from .linalg_emit import PARALLEL, identity_map
+from .scatter_lowering import lower_scatter
 
 __all__ = ["lower_outputs"]
 
@@ -33,10 +34,15 @@ def lower_outputs(nest, result_types: list[ir.Type]) -> list[ir.Value]:
     operands = list(nest.compute.operands)
     inits = [None if k < 0 else operands[k]
              for k in i64_array(nest.compute, "inits") or [-1] * len(outs)]
-    if len(outs) == 1:
-        return [nest.lower_stores(result_types[0], outs[0], inits[0])]
     stores = [[op for op in ops_in(nest.body) if op.name == "cir.store"
                and op.operands[1] == out] for out in outs]
+    if any("combine" in s.attributes for written in stores for s in written):
+        return [lower_scatter(nest, written, t, init)
+                if any("combine" in s.attributes for s in written)
+                else nest.lower_stores(t, out, init)
+                for out, written, t, init in zip(outs, stores, result_types, inits)]
+    if len(outs) == 1:
+        return [nest.lower_stores(result_types[0], outs[0], inits[0])]
     fused = _one_generic(nest, stores, result_types)
     if fused is not None:
         return fused
