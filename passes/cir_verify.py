@@ -136,7 +136,29 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
                             f"{expected_out}")
         rank += ir.RankedTensorType(expected_out).rank
     check_out_dims(op, rank)
+    _check_inits(op)
     return fn
+
+
+def _check_inits(op: ir.Operation) -> None:
+    """`inits` (`mut x`): per result, -1 or the operand of the result's type it starts
+    from."""
+    inits = i64_array(op, "inits")
+    if inits is None:
+        return
+    if len(inits) != len(op.results):
+        raise fail(op.location, f"'inits' has {len(inits)} entries for {len(op.results)} "
+                                "results")
+    operands = list(op.operands)
+    for k, (init, result) in enumerate(zip(inits, op.results)):
+        if init == -1:
+            continue
+        if not 0 <= init < len(operands) or not isinstance(
+                operands[init].type, ir.RankedTensorType) or \
+                ir.RankedTensorType(operands[init].type).element_type != \
+                ir.RankedTensorType(result.type).element_type:
+            raise fail(op.location, f"'inits' entry {init} of result #{k} is not a tensor "
+                                    "operand of the result's element type")
 
 
 def check_out_dims(op: ir.Operation, rank: int) -> list[int]:
@@ -169,6 +191,8 @@ def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None,
                             "or a 'cir.alloc' tensor; a cir.multi_compute's body has an "
                             "'out' per result, its last arguments")
         _check_indexing(op, op.operands[1], list(op.operands[2:]), op.operands[0].type)
+        if "combine" in op.attributes and string_attr(op, "combine") != "+":
+            raise fail(loc, "'cir.store' combine must be \"+\" (a scatter-add)")
     elif op.name == "cir.alloc":
         result = op.results[0].type
         if not isinstance(result, ir.RankedTensorType) or result.rank != len(op.operands):

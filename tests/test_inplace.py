@@ -219,3 +219,19 @@ def test_errors_are_located(source, where, message):
     with pytest.raises(zynml.ZynMLError) as err:
         zynml.run(source, x=np.ones(3, np.float32), y=np.ones(3, np.float32), s=1.0)
     assert str(err.value).startswith(f"<string>:{where}: error: {message}"), str(err.value)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_partial_update_beside_another_output(rng, device):
+    src = """let y = compute(mut x) {
+    @kernel elementwise
+    for i in 0..3:
+        x[i] = x[i] * 3.0
+        out[i] = x[i]
+}
+"""
+    x = rng.standard_normal(5).astype(np.float32)
+    before = x.copy()
+    out = zynml.run(src, device=device, x=x)
+    np.testing.assert_array_equal(out["y"], before[:3])  # reads see the old values
+    np.testing.assert_array_equal(x, np.concatenate([before[:3] * 3, before[3:]]))

@@ -43,16 +43,16 @@ def lower_outputs(nest, result_types: list[ir.Type]) -> list[ir.Value]:
                 for out, written, t, init in zip(outs, stores, result_types, inits)]
     if len(outs) == 1:
         return [nest.lower_stores(result_types[0], outs[0], inits[0])]
-    fused = _one_generic(nest, stores, result_types)
+    fused = _one_generic(nest, stores, result_types, inits)
     if fused is not None:
         return fused
     return [nest.lower_stores(t, out, init) for out, t, init in zip(outs, result_types, inits)]
 
 
-def _one_generic(nest, stores: list[list[ir.Operation]],
-                 result_types: list[ir.Type]) -> Optional[list[ir.Value]]:
+def _one_generic(nest, stores: list[list[ir.Operation]], result_types: list[ir.Type],
+                 inits: list) -> Optional[list[ir.Value]]:
     """One generic computing every output, when each is one plain write over the same
-    loops; None otherwise."""
+    loops (covering the whole of a `mut` input's output); None otherwise."""
     from .nest_lowering import loop_of
     if any(len(written) != 1 for written in stores):
         return None
@@ -71,6 +71,10 @@ def _one_generic(nest, stores: list[list[ir.Operation]],
     dims = layouts[0]
     if any(layout != dims for layout in layouts[1:]):
         return None
+    extents = [nest.static_bound(iv) for iv in dims]
+    for t, init in zip(result_types, inits):
+        if init is not None and extents != list(ir.RankedTensorType(t).shape):
+            return None  # a partial update: the rest keeps the input's values
     location = stores[0][0].location if not dims else loop_of(dims[-1]).location
     nest.unmasked(dims, location)
     bounds = [nest.bound(iv) for iv in dims]
