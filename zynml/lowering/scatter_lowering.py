@@ -24,12 +24,10 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, tensor
 
+from . import SCATTER_PREFIX
 from .generic_region import Derived, LoweringError
 
-__all__ = ["SCATTER_PREFIX", "lower_scatter"]
-
-# The callee's name: the prefix, the index depth, a number unique in the module.
-SCATTER_PREFIX = "__zynml_scatter_add_d"
+__all__ = ["lower_scatter"]
 
 
 def lower_scatter(nest, stores: list[ir.Operation], result_type: ir.Type,

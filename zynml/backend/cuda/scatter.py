@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, memref
 
 from ...lowering.cir_ops import ops_in
-from ...lowering.scatter_lowering import SCATTER_PREFIX
+from ...lowering import SCATTER_PREFIX
 
 __all__ = ["SCATTER_ATTR", "expand_scatter_calls"]
 

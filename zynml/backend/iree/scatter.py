@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from ...lowering.scatter_lowering import SCATTER_PREFIX
+from ...lowering import SCATTER_PREFIX
 
 __all__ = ["expand_scatters"]
 
