@@ -35,6 +35,7 @@ from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_A
                                       get_strategy, group_strategies, single_strategies)
 from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
 from ..backend.cuda.strategies.tuning import TuningError, parse, problem_of
+from ..backend.cuda.inplace import write_in_place
 from ..backend.cuda.scatter import SCATTER_ATTR, expand_scatter_calls
 from ..backend.cuda.target import CudaTarget, DEFAULT_CHIP
 from ..lowering.cir_ops import ops_in
@@ -64,6 +65,7 @@ def run(module: ir.Operation, options: Options) -> None:
     except (ValueError, TuningError) as err:
         raise fail(module.location, str(err))
     expand_scatter_calls(module)  # x[ids[i]] += v: atomics (zynml/backend/cuda/scatter.py)
+    write_in_place(module)  # `mut x` written in x's buffer where safe (cuda/inplace.py)
     for op in list(_host_ops(module)):
         if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
                                              _contiguous(op.operands[1].type)):

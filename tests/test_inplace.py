@@ -139,6 +139,10 @@ def test_adamw_in_place_is_one_cuda_kernel(rng):
                   **HYPER)
     artifact = zynml.compile(ADAMW, device="cuda", require_device=False).artifact(**inputs)
     assert len(list(launches(artifact.plan["body"]))) == 1
+    # written in the caller's buffers: each output is its input, marked `updates`
+    assert [(o["value"], o.get("updates")) for o in artifact.plan["outputs"]] == \
+        [("%in0", 0), ("%in2", 2), ("%in3", 3)]
+    assert not [s for s in artifact.plan["body"] if s["op"] in ("alloc", "copy")]
 
 
 @pytest.mark.gpu

@@ -79,6 +79,8 @@ def test_embedding_backward_is_atomics_in_one_cuda_kernel(rng):
     artifact = prog.artifact(grad_w=grad_w, ids=ids, grad_out=grad_out)
     assert len(list(launches(artifact.plan["body"]))) == 1
     assert re.search(r"\b(?:red|atom)\.global\.add\.f32\b", artifact.ptx)
+    # the atomics add into the caller's grad_w itself (no copy of it)
+    assert artifact.plan["outputs"][0]["updates"] == 0
     table = zynml.compile(TWO_INDICES, device="cuda", require_device=False).artifact(
         table=np.zeros((4, 3, 6), np.float32), rows=np.zeros((2, 5), np.int64),
         cols=np.zeros((2, 5), np.int64), v=np.zeros((2, 5, 6), np.float32))

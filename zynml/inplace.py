@@ -77,6 +77,7 @@ def write_back(results: dict[str, Any], inputs: dict[str, Any],
         else:  # a GPU array: on the device, ordered after the kernels on the stream
             from .runtime.cuda.device_array import from_cuda_array
             destination = from_cuda_array(target, value.device)
-            value.device.copy_on_device(destination.ptr, value.ptr, value.nbytes)
+            if destination.ptr != value.ptr:  # else the kernels wrote it in place
+                value.device.copy_on_device(destination.ptr, value.ptr, value.nbytes)
         results[name] = target
     return results
