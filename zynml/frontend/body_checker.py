@@ -12,9 +12,9 @@ from typing import Any, Callable, Optional
 
 from . import ast
 from .ranges import fits_64_bits, walk
-from .outputs import (OUTPUTS_NAMESPACE, check_outputs, check_scatter, mutable_outputs,
-                      mutable_result, output_target, unknown_output)
-from .symbols import Kernel, KernelOutput, Size, SizeBinding, Symbol, is_tensor
+from .outputs import (OUTPUTS_NAMESPACE, kernel_outputs, mutable_outputs, mutable_write,
+                      out_label, output_target, unknown_output, written_sym)
+from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
 from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
                     concrete, promote)
@@ -32,16 +32,6 @@ FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "tan", "sinh"
               "floor", "ceil", "pow"}
 REDUCE_OPS = ("+", "*", "min", "max", "and", "or", "argmin", "argmax")
 KNOWN_ANNOTATIONS = {"workgroup", "shared", "broadcast", "tile", "device", "async", "parallel"}
-
-
-def _written_sym(store: ast.Assign) -> Optional[Symbol]:
-    """The output an `out...` write writes."""
-    target = store.target
-    return target.sym if isinstance(target, ast.Name) else target.base.sym
-
-
-def _out_label(sym: Symbol) -> str:
-    return "out" if sym.name == "out" else f"out.{sym.name}"
 
 
 def _err(message: str, node: ast.Node, notes=None) -> ZynMLError:
@@ -110,18 +100,7 @@ class BodyChecker:
         annotations = self._annotations(node)
         self.body = self._element_body(node.body, scope)
         self._block(self.body)
-        outputs = []
-        for sym in self.out_syms:  # each output's shape from its own writes
-            self.stores = [s for s in self.all_stores if _written_sym(s) is sym]
-            self.whole_out = self.whole_out if self.whole_out in self.stores else None
-            if self.output_names is not None or sym.init is not None:
-                check_outputs(self, sym, kind)
-            if sym.init is not None:
-                outputs.append(mutable_result(self, sym))
-                continue
-            result, out_dims = self._result(kind, reduce_op, axis)
-            name = self.name if self.output_names is None else sym.name  # `let name = ...`
-            outputs.append(KernelOutput(name, sym, result, out_dims))
+        outputs = kernel_outputs(self, kind, reduce_op, axis)
         if "broadcast" in annotations:
             self._check_broadcast(annotations["broadcast"])
         return Kernel(
@@ -331,14 +310,7 @@ class BodyChecker:
             if sym is None:
                 raise _err(f"unknown name '{target.base.id}'", target.base)
             if sym.kind == "arg" and sym in self.mutables:  # `mut x`: a write of x's output
-                target.base.sym = sym = self.mutables[sym]
-                self._check_rank(sym.init, target, len(target.indices))
-                for dim, idx in enumerate(target.indices):
-                    self._index_expr(idx)
-                    self._bind_size(sym.init.name, dim, idx)
-                check_scatter(self, stmt)  # x[ids[i], d] += v
-                self.stores.append(stmt)
-                target.ty = value_t
+                mutable_write(self, stmt, self.mutables[sym], value_t)
                 return
             if sym.kind == "arg":
                 raise _err(f"cannot write to input '{target.base.id}'"
@@ -361,7 +333,7 @@ class BodyChecker:
             for idx in target.indices:
                 self._index_expr(idx)
             if stmt.op is not None and not self._stores_of(sym):
-                raise _err(f"'{_out_label(sym)}' is read before it is written", target)
+                raise _err(f"'{out_label(sym)}' is read before it is written", target)
             self.stores.append(stmt)
             target.ty = value_t
             return
@@ -525,7 +497,7 @@ class BodyChecker:
             raise unknown_output(self, e.base)
         if sym.kind == "out":
             if not self._stores_of(sym):
-                raise _err(f"'{_out_label(sym)}' is read before it is written", e)
+                raise _err(f"'{out_label(sym)}' is read before it is written", e)
             e.base.sym = sym
             for idx in e.indices:
                 self._index_expr(idx)
@@ -549,7 +521,7 @@ class BodyChecker:
         return ty.dtype
 
     def _stores_of(self, sym: Symbol) -> list[ast.Assign]:
-        return [s for s in self.stores if _written_sym(s) is sym]
+        return [s for s in self.stores if written_sym(s) is sym]
 
     def _store_type(self, stores=None) -> ScalarType:
         """The element type of `out`: the first written value's (an index as i64)."""

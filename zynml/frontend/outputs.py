@@ -14,7 +14,8 @@ from .types import TensorType
 from ..errors import ZynMLError
 
 __all__ = ["OUTPUTS_NAMESPACE", "several_outputs", "mutable_outputs", "mutable_result",
-           "reads_data", "check_scatter", "output_target", "unknown_output", "check_outputs",
+           "mutable_write", "kernel_outputs", "written_sym", "out_label", "reads_data",
+           "check_scatter", "output_target", "unknown_output", "check_outputs",
            "check_output_names"]
 
 # The kind of the symbol `out` in a block of several outputs: not writable itself.
@@ -76,6 +77,48 @@ def check_output_names(node: ast.Compute, names: list[str], locs: list) -> None:
     for k, name in enumerate(names):
         if name in names[:k]:
             raise ZynMLError(f"'{name}' is bound twice by this 'let'", locs[k])
+
+
+def written_sym(store: ast.Assign) -> Symbol:
+    """The output an `out...` (or `mut x`) write writes."""
+    target = store.target
+    return target.sym if isinstance(target, ast.Name) else target.base.sym
+
+
+def out_label(sym: Symbol) -> str:
+    return "out" if sym.name == "out" else f"out.{sym.name}"
+
+
+def kernel_outputs(checker, kind: str, reduce_op, axis) -> list[KernelOutput]:
+    """After the body: each output's type and extents, from its own writes."""
+    outputs = []
+    for sym in checker.out_syms:
+        checker.stores = [s for s in checker.all_stores if written_sym(s) is sym]
+        if checker.whole_out not in checker.stores:
+            checker.whole_out = None
+        if checker.output_names is not None or sym.init is not None:
+            check_outputs(checker, sym, kind)
+        if sym.init is not None:
+            outputs.append(mutable_result(checker, sym))
+            continue
+        result, out_dims = checker._result(kind, reduce_op, axis)
+        name = checker.name if checker.output_names is None else sym.name  # `let name`
+        outputs.append(KernelOutput(name, sym, result, out_dims))
+    return outputs
+
+
+def mutable_write(checker, stmt: ast.Assign, sym: Symbol, value_t) -> None:
+    """`x[i] = v` of a `mut x`: a write of x's output `sym` (the indices bind sizes to x's
+    dimensions, as reads do)."""
+    target = stmt.target
+    target.base.sym = sym
+    checker._check_rank(sym.init, target, len(target.indices))
+    for dim, idx in enumerate(target.indices):
+        checker._index_expr(idx)
+        checker._bind_size(sym.init.name, dim, idx)
+    check_scatter(checker, stmt)  # x[ids[i], d] += v
+    checker.stores.append(stmt)
+    target.ty = value_t
 
 
 def reads_data(e: ast.Expr) -> bool:
