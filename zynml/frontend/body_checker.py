@@ -748,14 +748,19 @@ class BodyChecker:
         ref = self.ref_sym(stmt.value)
         if ref.ty.rank is None:  # known at the call
             return TensorType(self._store_type(), None), []
+        dims = self.shape_sizes(ref, stmt.loc)
+        return TensorType(self._store_type(), (None,) * len(dims)), dims
+
+    def shape_sizes(self, ref: Symbol, loc) -> list[ast.Name]:
+        """A size per dimension of the input `ref` (`x.shape[0]`, ...), bound to it."""
         dims = []
         for d in range(ref.ty.rank):
             name = f"{ref.name}.shape[{d}]"
-            size = self.sizes.setdefault(name, Size(name, stmt.loc))
+            size = self.sizes.setdefault(name, Size(name, loc))
             if not any(b.tensor == ref.name and b.dim == d for b in size.bindings):
-                size.bindings.append(SizeBinding(ref.name, d, stmt.loc))
-            dims.append(ast.Name(stmt.loc, name))
-        return TensorType(self._store_type(), (None,) * len(dims)), dims
+                size.bindings.append(SizeBinding(ref.name, d, loc))
+            dims.append(ast.Name(loc, name))
+        return dims
 
     def _reduce_result(self, reduce_op: str, axis: Optional[int]):
         if len(self.yields) != 1:

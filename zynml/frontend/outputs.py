@@ -9,7 +9,7 @@ of that output's symbol, and `check_outputs` checks each output once the body is
 from __future__ import annotations
 
 from . import ast
-from .symbols import KernelOutput, Size, SizeBinding, Step, Symbol, is_tensor
+from .symbols import KernelOutput, Step, Symbol, is_tensor
 from .types import TensorType
 from ..errors import ZynMLError
 
@@ -181,13 +181,7 @@ def mutable_result(checker, sym: Symbol) -> KernelOutput:
     arg = sym.init
     if arg.ty.rank is None:  # known at the call
         return KernelOutput(arg.name, sym, TensorType(arg.ty.dtype, None), [], init=arg)
-    dims = []
-    for d in range(arg.ty.rank):
-        name = f"{arg.name}.shape[{d}]"
-        size = checker.sizes.setdefault(name, Size(name, sym.loc))
-        if not any(b.tensor == arg.name and b.dim == d for b in size.bindings):
-            size.bindings.append(SizeBinding(arg.name, d, sym.loc))
-        dims.append(ast.Name(sym.loc, name))
+    dims = checker.shape_sizes(arg, sym.loc)
     return KernelOutput(arg.name, sym, TensorType(arg.ty.dtype, (None,) * arg.ty.rank), dims,
                         init=arg)
 
