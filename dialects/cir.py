@@ -22,6 +22,7 @@ from mlir import ir
 from mlir.dialects import irdl
 
 __all__ = ["OPS", "IRDL_SOURCE", "load_cir_dialect", "new_context", "op_doc", "MAX_COMPUTE_INPUTS",
+           "MAX_COMPUTE_OUTPUTS", "COMPUTE_OPS",
            "MAX_PRINT_VALUES", "KERNEL_KINDS", "REDUCE_OPS"]
 
 # Kernel kinds the compiler knows by name; any other kind is lowered generically from its body.
@@ -34,19 +35,29 @@ REDUCE_OPS = ("+", "*", "min", "max", "and", "or", "argmin", "argmax")
 # How many inputs one compute block may take (see cir.compute's documentation).
 MAX_COMPUTE_INPUTS = 16
 
+# How many outputs one compute block may have (`let (a, b, ...) = compute(...)`).
+MAX_COMPUTE_OUTPUTS = 8
+
+# The ops that run a compute body: one output, or several.
+COMPUTE_OPS = ("cir.compute", "cir.multi_compute")
+
 # How many values one `print(...)` may show (see cir.print's documentation).
 MAX_PRINT_VALUES = 8
 
 
-def _compute_irdl() -> str:
+def _compute_irdl(outputs: int = 1) -> str:
     slots = "".join(f"\n    %in{i} = irdl.any" for i in range(MAX_COMPUTE_INPUTS))
     operands = ", ".join(f"in{i}: optional %in{i}" for i in range(MAX_COMPUTE_INPUTS))
-    return f"""{slots}
-    %result = irdl.any
+    if outputs == 1:
+        result_slots, results = "\n    %result = irdl.any", "result: %result"
+    else:
+        result_slots = "".join(f"\n    %r{i} = irdl.any" for i in range(outputs))
+        results = ", ".join(f"r{i}: optional %r{i}" for i in range(outputs))
+    return f"""{slots}{result_slots}
     %str = irdl.base "#builtin.string"
     %sym = irdl.base "#builtin.symbol_ref"
     irdl.operands({operands})
-    irdl.results(result: %result)
+    irdl.results({results})
     irdl.attributes {{ "kind" = %str, "body" = %sym }}
     """
 
@@ -83,6 +94,23 @@ a tensor of the result type, or of rank 0 for a scalar result). Optional (checke
     %y = "cir.compute"(%x) {kind = "elementwise", body = @y_body,
            operandSegmentSizes = array<i32: 1, 0, ...>} : (tensor<7xf32>) -> tensor<7xf32>
 """),
+    ("multi_compute", _compute_irdl(MAX_COMPUTE_OUTPUTS), """\
+cir.multi_compute — a `compute()` block with several outputs, `let (a, b) = compute(...)`
+(a body that writes `out.a[...]` and `out.b[...]`).
+
+As cir.compute, but with up to MAX_COMPUTE_OUTPUTS results, of any types (the outputs'
+shapes and dtypes may differ): like the operands, one `optional` result slot each, and
+`resultSegmentSizes` says how many are used (a separate op, so that cir.compute keeps its
+one result without that attribute). The body function takes the operands, then one
+`out` tensor per result, in order. `out_dims` names one index operand per dimension of
+each result, the results' dimensions one after the other. No `reduce` kind: each output
+is written with cir.store.
+
+    %p2, %m2 = "cir.multi_compute"(%p, %g, %n) {kind = "elementwise", body = @p2_body,
+           out_dims = array<i64: 2, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 0, ...>,
+           resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>}
+         : (tensor<7xf32>, tensor<7xf32>, index) -> (tensor<7xf32>, tensor<7xf32>)
+"""),
     ("load", """
     %source = irdl.any
     %value = irdl.any
@@ -105,10 +133,14 @@ Operands: the tensor, then one `index` per dimension. Result: the element.
     """, """\
 cir.store — write one element of the kernel's output `out` in a body function.
 
-Operands: the value, the `out` argument of the body function, one `index` per dimension.
-Writes have effect on the compute's result; `out` is never an input tensor.
+Operands: the value, the `out` argument of the body function (one of them, for a
+cir.multi_compute), one `index` per dimension.
+Writes have effect on the compute's result; `out` is never an input tensor. Attribute
+`combine = "+"` (a scatter, `x[ids[i], d] += v` of a `mut x`): the value is added to the
+element instead of replacing it, so writes at one index add up.
 
     "cir.store"(%v, %out, %i) : (f32, tensor<7xf32>, index) -> ()
+    "cir.store"(%v, %out, %k, %d) {combine = "+"} : (f32, tensor<9x4xf32>, index, index) -> ()
 """),
     ("yield", """
     %value = irdl.any

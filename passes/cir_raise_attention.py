@@ -68,7 +68,7 @@ def run(module: ir.Operation, options: Options) -> None:
     funcs = func_by_name(module)
     for compute in compute_ops(module):
         body = body_of(compute, funcs)
-        if body is None:
+        if body is None or len(compute.results) != 1:  # attention has one result
             continue
         found = _match(compute, body)
         if found is not None:

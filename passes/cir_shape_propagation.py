@@ -23,7 +23,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ..lowering.cir_ops import (body_of, compute_ops, constant_int, entry_block, func_by_name,
-                      is_body_function, set_function_type,
+                      is_body_function, out_args, set_function_type,
                       top_level_funcs)
 
 from .cir_verify import check_out_dims, verify_bodies
@@ -47,26 +47,29 @@ def run(module: ir.Operation, options: Options) -> None:
 
 
 def _specialize(compute: ir.Operation, body: ir.Operation) -> None:
-    result = compute.results[0]
-    if isinstance(result.type, ir.RankedTensorType):
+    tensors = [r for r in compute.results if isinstance(r.type, ir.RankedTensorType)]
+    ranks = [ir.RankedTensorType(r.type).rank for r in tensors]
+    # no out_dims: nothing to propagate (cir-verify requires them; hand-written
+    # input for this pass alone may leave them out)
+    out_dims = check_out_dims(compute, sum(ranks)) \
+        if "out_dims" in compute.attributes and tensors else []
+    first = 0
+    for result, rank in zip(tensors, ranks):  # each result's dimensions, in turn
         tensor_type = ir.RankedTensorType(result.type)
         shape = list(tensor_type.shape)
-        # no out_dims: nothing to propagate (cir-verify requires them; hand-written
-        # input for this pass alone may leave them out)
-        out_dims = check_out_dims(compute, tensor_type.rank) \
-            if "out_dims" in compute.attributes else []
-        for d, operand_index in enumerate(out_dims):
+        for d, operand_index in enumerate(out_dims[first:first + rank]):
             value = constant_int(compute.operands[operand_index])
             if value is not None:
                 shape[d] = max(0, value)  # `for i in 0..n` with n < 0 writes nothing
+        first += rank
         result.set_type(ir.RankedTensorType.get(shape, tensor_type.element_type))
     block = entry_block(body)
     args = list(block.arguments)
     for arg, operand in zip(args, compute.operands):
         arg.set_type(operand.type)
-    out_type = result.type if isinstance(result.type, ir.RankedTensorType) else \
-        ir.RankedTensorType.get([], result.type)
-    args[-1].set_type(out_type)
+    for result, out in zip(compute.results, out_args(compute, body)):
+        out.set_type(result.type if isinstance(result.type, ir.RankedTensorType) else
+                     ir.RankedTensorType.get([], result.type))
     set_function_type(body, [a.type for a in args], [])
     _inline_constant_arguments(compute, block)
 

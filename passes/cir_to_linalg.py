@@ -3,7 +3,9 @@
 The body decides the lowering (nest_lowering.py); the kind only names intent:
 
 * a write `out[P] = f(loads)`            -> one `linalg.generic`, all loops parallel;
-  writes at offsets/strides (`out[.., 2*d + 1]`) add a `tensor.insert_slice`
+  writes at offsets/strides (`out[.., 2*d + 1]`) add a `tensor.insert_slice`; the
+  outputs of a `cir.multi_compute` written over the same loops share one generic
+  (outputs_lowering.py)
 * a reduction loop `acc = acc op g`      -> a generic with reduction loops, one result per
   accumulator (`linalg.matmul` / `linalg.batch_matmul` when g is A*B with matmul maps);
   a guarded update `if c: acc += g` becomes `select(c, g, 0)`
@@ -31,6 +33,7 @@ from ..lowering.cir_ops import (body_of, compute_ops, func_by_name, int_attr, op
                       top_level_funcs)
 from ..lowering.bounds import OutOfBounds
 from ..lowering.nest_lowering import LoweringError, NestLowering
+from ..lowering.outputs_lowering import lower_outputs
 from .cir_verify import verify_bodies
 from .pipeline import fail
 
@@ -62,11 +65,11 @@ def run(module: ir.Operation, options: Options) -> None:
         lowering = NestLowering(compute, body, named_ops=options.named_ops)
         try:
             if kind == "reduce":
-                result = lowering.lower_yield(string_attr(compute, "reduce"),
-                                              int_attr(compute, "axis"),
-                                              unsigned="unsigned" in compute.attributes)
+                results = [lowering.lower_yield(string_attr(compute, "reduce"),
+                                                int_attr(compute, "axis"),
+                                                unsigned="unsigned" in compute.attributes)]
             else:
-                result = lowering.lower_stores(compute.results[0].type)
+                results = lower_outputs(lowering, [r.type for r in compute.results])
         except OutOfBounds as err:  # the program's mistake, not the lowering's limit
             raise fail(err.location or compute.location, str(err))
         except LoweringError as err:
@@ -75,7 +78,8 @@ def run(module: ir.Operation, options: Options) -> None:
         note = _kind_note(kind, lowering, options)
         if note:
             notes.append(f"{_where(compute.location)}: note: {note}")
-        compute.results[0].replace_all_uses_with(result)
+        for old, new in zip(compute.results, results):
+            old.replace_all_uses_with(new)
         compute.erase()
     for name in bodies:
         funcs[name].erase()

@@ -27,7 +27,7 @@ from mlir import ir
 
 from ..lowering import cir_ops
 from ..lowering.cir_ops import (body_of, compute_ops, entry_block, func_by_name, i64_array,
-                      is_body_function, ops_in, string_attr, top_level_funcs)
+                      is_body_function, ops_in, out_args, string_attr, top_level_funcs)
 from .pipeline import fail
 from ..dialects.cir import REDUCE_OPS
 from ..limits import MAX_VALUE_DEPTH
@@ -43,10 +43,12 @@ class Options:
 def run(module: ir.Operation, options: Options) -> None:
     funcs = func_by_name(module)
     kinds_of_body: dict[str, str] = {}
+    outs_of_body: dict[str, list[ir.Value]] = {}
     for compute in compute_ops(module):
         fn = _check_compute(compute, funcs)
-        kinds_of_body[ir.StringAttr(fn.attributes["sym_name"]).value] = \
-            string_attr(compute, "kind")
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        kinds_of_body[name] = string_attr(compute, "kind")
+        outs_of_body[name] = out_args(compute, fn)
     for fn in top_level_funcs(module):
         name = ir.StringAttr(fn.attributes["sym_name"]).value
         for block in fn.regions[0].blocks:
@@ -59,7 +61,7 @@ def run(module: ir.Operation, options: Options) -> None:
                 if not is_body_function(fn):
                     raise fail(op.location, f"'{op.name}' is only valid in a compute body "
                                             "function (marked cir.body)")
-                _check_body_op(op, fn, kinds_of_body.get(name))
+                _check_body_op(op, fn, kinds_of_body.get(name), outs_of_body.get(name))
 
 
 def verify_bodies(module: ir.Operation) -> None:
@@ -97,9 +99,11 @@ def _check_body(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Operatio
         raise fail(loc, f"'cir.compute' body @{body_name} is a declaration; it needs a body")
     args = list(entry_block(fn).arguments)
     operands = list(op.operands)
-    if len(args) != len(operands) + 1:
+    outs = len(op.results)
+    if len(args) != len(operands) + outs:
         raise fail(loc, f"body @{body_name} takes {len(args)} arguments; expected "
-                        f"{len(operands) + 1} (the {len(operands)} operands, then out)")
+                        f"{len(operands) + outs} (the {len(operands)} operands, then "
+                        f"{'out' if outs == 1 else f'{outs} outs'})")
     for i, (arg, operand) in enumerate(zip(args, operands)):
         if arg.type != operand.type:
             raise fail(loc, f"operand #{i} has type {operand.type} but body @{body_name} "
@@ -117,17 +121,44 @@ def _check_compute(op: ir.Operation, funcs: dict[str, ir.Operation]) -> ir.Opera
     body_name = cir_ops.body_name(op)
     args = list(entry_block(fn).arguments)
     operands = list(op.operands)
-    result_type = op.results[0].type
-    if kind != "reduce" and not isinstance(result_type, ir.RankedTensorType):
-        raise fail(loc, f"a '{kind}' compute has a tensor result; only 'reduce' computes "
-                        f"give a scalar (got {result_type})")
-    out_type = args[-1].type
-    expected_out = result_type if isinstance(result_type, ir.RankedTensorType) else \
-        ir.RankedTensorType.get([], result_type)
-    if out_type != expected_out:
-        raise fail(loc, f"body @{body_name} takes out as {out_type}; expected {expected_out}")
-    check_out_dims(op, ir.RankedTensorType(expected_out).rank)
+    if kind == "reduce" and len(op.results) != 1:
+        raise fail(loc, "a 'reduce' compute has one result")
+    rank = 0
+    for result, out in zip(op.results, out_args(op, fn)):
+        result_type = result.type
+        if kind != "reduce" and not isinstance(result_type, ir.RankedTensorType):
+            raise fail(loc, f"a '{kind}' compute has a tensor result; only 'reduce' computes "
+                            f"give a scalar (got {result_type})")
+        expected_out = result_type if isinstance(result_type, ir.RankedTensorType) else \
+            ir.RankedTensorType.get([], result_type)
+        if out.type != expected_out:
+            raise fail(loc, f"body @{body_name} takes out as {out.type}; expected "
+                            f"{expected_out}")
+        rank += ir.RankedTensorType(expected_out).rank
+    check_out_dims(op, rank)
+    _check_inits(op)
     return fn
+
+
+def _check_inits(op: ir.Operation) -> None:
+    """`inits` (`mut x`): per result, -1 or the operand of the result's type it starts
+    from."""
+    inits = i64_array(op, "inits")
+    if inits is None:
+        return
+    if len(inits) != len(op.results):
+        raise fail(op.location, f"'inits' has {len(inits)} entries for {len(op.results)} "
+                                "results")
+    operands = list(op.operands)
+    for k, (init, result) in enumerate(zip(inits, op.results)):
+        if init == -1:
+            continue
+        if not 0 <= init < len(operands) or not isinstance(
+                operands[init].type, ir.RankedTensorType) or \
+                ir.RankedTensorType(operands[init].type).element_type != \
+                ir.RankedTensorType(result.type).element_type:
+            raise fail(op.location, f"'inits' entry {init} of result #{k} is not a tensor "
+                                    "operand of the result's element type")
 
 
 def check_out_dims(op: ir.Operation, rank: int) -> list[int]:
@@ -146,18 +177,22 @@ def check_out_dims(op: ir.Operation, rank: int) -> list[int]:
     return out_dims
 
 
-def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None) -> None:
+def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None,
+                   outs: list[ir.Value] | None) -> None:
     loc = op.location
     if op.name == "cir.load":
         _check_indexing(op, op.operands[0], list(op.operands[1:]), op.results[0].type)
     elif op.name == "cir.store":
-        out = entry_block(fn).arguments[-1]
+        outs = outs or [entry_block(fn).arguments[-1]]
         dest = op.operands[1]
         local = not isinstance(dest, ir.BlockArgument) and dest.owner.name == "cir.alloc"
-        if dest != out and not local:
+        if dest not in outs and not local:
             raise fail(loc, "'cir.store' may only write 'out' (the body's last argument) "
-                            "or a 'cir.alloc' tensor")
+                            "or a 'cir.alloc' tensor; a cir.multi_compute's body has an "
+                            "'out' per result, its last arguments")
         _check_indexing(op, op.operands[1], list(op.operands[2:]), op.operands[0].type)
+        if "combine" in op.attributes and string_attr(op, "combine") != "+":
+            raise fail(loc, "'cir.store' combine must be \"+\" (a scatter-add)")
     elif op.name == "cir.alloc":
         result = op.results[0].type
         if not isinstance(result, ir.RankedTensorType) or result.rank != len(op.operands):

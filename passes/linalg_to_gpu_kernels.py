@@ -35,6 +35,8 @@ from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_A
                                       get_strategy, group_strategies, single_strategies)
 from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
 from ..backend.cuda.strategies.tuning import TuningError, parse, problem_of
+from ..backend.cuda.inplace import write_in_place
+from ..backend.cuda.scatter import SCATTER_ATTR, expand_scatter_calls
 from ..backend.cuda.target import CudaTarget, DEFAULT_CHIP
 from ..lowering.cir_ops import ops_in
 from .pipeline import fail
@@ -62,6 +64,8 @@ def run(module: ir.Operation, options: Options) -> None:
         parse(target.params)
     except (ValueError, TuningError) as err:
         raise fail(module.location, str(err))
+    expand_scatter_calls(module)  # x[ids[i]] += v: atomics (zynml/backend/cuda/scatter.py)
+    write_in_place(module)  # `mut x` written in x's buffer where safe (cuda/inplace.py)
     for op in list(_host_ops(module)):
         if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
                                              _contiguous(op.operands[1].type)):
@@ -91,7 +95,8 @@ def run(module: ir.Operation, options: Options) -> None:
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
     kernels, number = _kernel_module(module)
     for group_strategy in groups:  # runs of generics one kernel takes: attention, rows
-        for group in group_strategy.find_groups(generics, target):
+        for group in group_strategy.find_groups(
+                [g for g in generics if SCATTER_ATTR not in g.attributes], target):
             launch = group_strategy.build(group, kernels, f"k{number}_{group_strategy.NAME}",
                                           target)
             _replace_with_launch(list(group), launch, group_strategy.NAME,
@@ -102,7 +107,8 @@ def run(module: ir.Operation, options: Options) -> None:
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
             raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
-        strategy = next((s for s in singles if s.matches(generic, target)), None)
+        strategy = next((s for s in singles if s.matches(generic, target)), None) \
+            if SCATTER_ATTR not in generic.attributes else get_strategy("pointwise")
         if strategy is None:  # only when a strategy is forced: pointwise takes anything
             raise fail(generic.location, f"GPU strategy '{options.strategy}' does not fit "
                        "this loop nest")

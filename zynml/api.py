@@ -18,6 +18,7 @@ import numpy as np
 from . import compiler
 from .cache import ArtifactCache
 from .backend.iree.target import IREE_TARGETS
+from .inplace import check_updatable, write_back
 from .devices import DeviceError, Placement, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
@@ -192,6 +193,9 @@ class Program:
     def __call__(self, inputs: dict[str, Any] | None = None, /, **named) -> dict[str, Any]:
         """Run on `inputs` by name: `prog(x=a)`, or `prog({"x": a})` for any input name."""
         inputs = _merge_inputs(inputs, named)
+        if self.generic.mutated:  # `compute(mut x)`: x's new values go to the caller's x
+            check_updatable(self.generic.mutated, inputs)
+            return write_back(self._run(inputs), inputs, self.generic.mutated)
         if self._fast_calls is not None:
             outputs = self._fast_calls.call(inputs)
             if outputs is not None:

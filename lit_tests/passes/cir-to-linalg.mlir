@@ -743,6 +743,76 @@ func.func @attention_causal(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: te
 
 // -----
 
+// A cir.multi_compute whose outputs are written once each over the same loop is ONE
+// generic with a result per output (outputs_lowering.py); the shared load is one input.
+// CHECK-LABEL: func.func @two_outputs(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<5xf32>)
+// CHECK: [[R:%[0-9]+]]:2 = linalg.generic {{.*}} ins([[X]] : tensor<5xf32>) outs(%{{.*}}, %{{.*}} : tensor<5xf32>, tensor<5xi1>)
+// CHECK: linalg.yield %{{.*}}, %{{.*}} : f32, i1
+// CHECK-NOT: linalg.generic
+// CHECK: return [[R]]#0, [[R]]#1 : tensor<5xf32>, tensor<5xi1>
+// GENERIC-LABEL: func.func @two_outputs(
+// GENERIC-COUNT-1: linalg.generic
+// GENERIC-NOT: linalg.generic
+func.func @two_outputs(%x: tensor<5xf32>) -> (tensor<5xf32>, tensor<5xi1>) {
+  %c5 = arith.constant 5 : index
+  %y:2 = "cir.multi_compute"(%x, %c5) {kind = "elementwise", body = @two_body,
+      out_dims = array<i64: 1, 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+      resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>}
+      : (tensor<5xf32>, index) -> (tensor<5xf32>, tensor<5xi1>)
+  return %y#0, %y#1 : tensor<5xf32>, tensor<5xi1>
+}
+func.func private @two_body(%x: tensor<5xf32>, %n_arg: index, %a: tensor<5xf32>,
+                            %b: tensor<5xi1>) attributes {cir.body} {
+  %n = arith.constant 5 : index
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<5xf32>, index) -> f32
+    %d = arith.addf %v, %v : f32
+    %zero = arith.constant 0.0 : f32
+    %p = arith.cmpf ogt, %v, %zero : f32
+    "cir.store"(%d, %a, %i) : (f32, tensor<5xf32>, index) -> ()
+    "cir.store"(%p, %b, %i) : (i1, tensor<5xi1>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+// `mut x` (inits names the operand a result starts from): a partial write inserts into
+// the input itself, so the elements it does not write keep their values.
+// CHECK-LABEL: func.func @update_odd(
+// GENERIC-LABEL: func.func @update_odd(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<6xf32>)
+// CHECK: [[T:%[0-9]+]] = linalg.generic
+// CHECK: [[R:%[a-z0-9_]+]] = tensor.insert_slice [[T]] into [[X]][1] [3] [2] : tensor<3xf32> into tensor<6xf32>
+// CHECK: return [[R]] : tensor<6xf32>
+func.func @update_odd(%x: tensor<6xf32>) -> tensor<6xf32> {
+  %c6 = arith.constant 6 : index
+  %y = "cir.compute"(%x, %c6) {kind = "elementwise", body = @odd_body, inits = array<i64: 0>,
+      out_dims = array<i64: 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<6xf32>, index) -> tensor<6xf32>
+  return %y : tensor<6xf32>
+}
+func.func private @odd_body(%x: tensor<6xf32>, %n: index, %out: tensor<6xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  scf.for %i = %c0 to %c3 step %c1 {
+    %j = arith.muli %i, %c2 : index
+    %k = arith.addi %j, %c1 : index
+    %v = "cir.load"(%x, %k) : (tensor<6xf32>, index) -> f32
+    %w = arith.negf %v : f32
+    "cir.store"(%w, %out, %k) : (f32, tensor<6xf32>, index) -> ()
+  }
+  return
+}
+// -----
+
 // From here on, bodies the lowering rejects: each error is located at the op it cannot
 // handle. Reading back what the body wrote to out.
 func.func @read_out(%x: tensor<8xf32>) -> tensor<8xf32> {

@@ -1784,6 +1784,29 @@ func.func @attention_f32(%arg0: memref<1x2x20x16xf32>, %arg1: memref<1x2x20x16xf
 
 // -----
 
+// A scatter's call (zynml/backend/cuda/scatter.py) becomes a pointwise kernel of atomic
+// adds, one thread per update; the copy of the updated input it works on becomes the
+// input itself (zynml/backend/cuda/inplace.py: `mut grad_w` written where it is).
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: [[W:%[a-z0-9_]+]]: memref<7x5xf32>, [[IDS:%[a-z0-9_]+]]: memref<13x1xi64>, [[G:%[a-z0-9_]+]]: memref<13x5xf32>)
+// CHECK-NOT: memref.copy
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} args([[G]] : memref<13x5xf32>, [[IDS]] : memref<13x1xi64>, [[W]] : memref<7x5xf32>)
+// CHECK: return [[W]] : memref<7x5xf32>
+// CHECK-NOT: __zynml_scatter_add
+// CHECK: gpu.func @k0_pointwise(
+// CHECK: memref.atomic_rmw addf
+// FORCE-LABEL: func.func @main(
+// FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise
+func.func @main(%w: memref<7x5xf32>, %ids: memref<13x1xi64>, %g: memref<13x5xf32>)
+    -> memref<7x5xf32> attributes {zynml.inputs = ["grad_w", "ids", "g"], zynml.outputs = ["grad_w"]} {
+  %a = memref.alloc() {alignment = 64 : i64} : memref<7x5xf32>
+  memref.copy %w, %a : memref<7x5xf32> to memref<7x5xf32>
+  %r = call @__zynml_scatter_add_d1_0(%g, %ids, %a) : (memref<13x5xf32>, memref<13x1xi64>, memref<7x5xf32>) -> memref<7x5xf32>
+  return %r : memref<7x5xf32>
+}
+func.func private @__zynml_scatter_add_d1_0(memref<13x5xf32>, memref<13x1xi64>, memref<7x5xf32>) -> memref<7x5xf32> attributes {zynml.scatter}
+// -----
+
 // No generic: the module is left as it is (no gpu.container_module, no gpu.module). The
 // rejected chunks after this one print nothing, so this is the end of the output.
 // CHECK-LABEL: func.func @only_contiguous_copy(

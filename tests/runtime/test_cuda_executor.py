@@ -962,6 +962,17 @@ def test_an_input_returned_as_output_is_copied(fake, rng):
     np.testing.assert_array_equal(out.numpy(), x)
 
 
+def test_an_input_updated_in_place_is_returned_itself(fake, rng):
+    """`compute(mut x)` written in x's buffer (zynml/backend/cuda/inplace.py): the plan
+    marks the output `updates`, and the caller gets its own array back, with no copy."""
+    plan = plan_of([tensor((4, 3))], [], [dict(tensor((4, 3)), value="%in0", updates=0)])
+    executor = executor_for(fake, plan)
+    array = upload(f32(rng, 4, 3))
+    mark = fake.mark()
+    out, = executor([array])
+    assert out is array and fake.since(mark).copies == []
+
+
 def test_globals_upload_once_and_outputs_of_them_are_copies(fake, rng):
     data = f32(rng, 9)
     plan = plan_of(

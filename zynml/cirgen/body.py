@@ -19,6 +19,7 @@ from .philox import random_builtin
 from ..dialects.cir import MAX_PRINT_VALUES
 from ..errors import ZynMLError
 from ..frontend import ast
+from ..frontend.outputs import reads_data
 from ..frontend.random_calls import RANDOM_BUILTINS
 from ..frontend.symbols import Kernel, Symbol
 from ..frontend.types import (BOOL, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType,
@@ -37,6 +38,10 @@ class BodyEmitter:
         self.out = out
 
     # ------------------------------------------------------------------ types
+
+    def _out_dtype(self, sym: Symbol) -> ScalarType:
+        """The element type of the output `sym` (`out`, or `out.NAME` of several)."""
+        return next(o.result.dtype for o in self.kernel.outputs if o.sym is sym)
 
     def _concrete(self, t: ScalarType) -> ScalarType:
         if t == FLOAT_LITERAL:
@@ -91,7 +96,7 @@ class BodyEmitter:
     def _Assign(self, stmt: ast.Assign) -> None:
         target = stmt.target
         if isinstance(target, ast.Name) and target.sym.kind == "out":
-            self._store_whole(self.out, stmt.value, self.kernel.result.dtype)
+            self._store_whole(self.env[target.sym], stmt.value, self._out_dtype(target.sym))
             return
         if isinstance(target, ast.Name):
             sym = target.sym
@@ -102,10 +107,19 @@ class BodyEmitter:
         if target.base.sym.kind == "shared":
             dest, dest_t = self.env[target.base.sym], target.base.sym.ty.dtype
         else:
-            dest, dest_t = self.out, self.kernel.result.dtype
+            sym = target.base.sym
+            dest, dest_t = self.env[sym], self._out_dtype(sym)
+        if target.base.sym.init is not None and any(reads_data(i) for i in target.indices):
+            # a scatter, `x[ids[i], d] += v`: each contribution adds to the element
+            value = self.expr(stmt.value, dest_t)
+            ir.Operation.create("cir.store", results=[], operands=[value, dest, *indices],
+                                attributes={"combine": ir.StringAttr.get("+")})
+            return
+        # `x[i] += v` of a `mut x` reads x's value before the block, as every read of x does
+        source = self.env[target.base.sym.init] if target.base.sym.init is not None else dest
         value = self._combined(
             stmt, lambda: ir.Operation.create(
-                "cir.load", results=[S.mlir_type(dest_t)], operands=[dest, *indices]).result,
+                "cir.load", results=[S.mlir_type(dest_t)], operands=[source, *indices]).result,
             dest_t)
         ir.Operation.create("cir.store", results=[], operands=[value, dest, *indices])
 
@@ -192,7 +206,7 @@ class BodyEmitter:
             return self._binary(e, t)
         if isinstance(e, ast.Index):
             indices = [self.expr(i, INDEX) for i in e.indices]
-            source = self.out if e.base.sym.kind == "out" else self.env[e.base.sym]
+            source = self.env[e.base.sym]
             with _loc(e):  # a read is located at its expression (interpreter's errors)
                 return ir.Operation.create("cir.load", results=[S.mlir_type(t)],
                                            operands=[source, *indices]).result

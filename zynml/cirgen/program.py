@@ -21,7 +21,7 @@ from mlir.dialects import func, linalg, tensor
 
 from . import scalar as S
 from .body import BodyEmitter
-from ..dialects.cir import MAX_COMPUTE_INPUTS
+from ..dialects.cir import MAX_COMPUTE_INPUTS, MAX_COMPUTE_OUTPUTS
 from ..errors import ZynMLError
 from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 from ..frontend import ast
@@ -216,6 +216,8 @@ class _ProgramEmitter:
             self.values[step.target] = linalg.fill(S.constant(step.ty.dtype, 0), outs=[empty])
             self.types[step.target] = step.ty
             return
+        if step.op == "result":  # another output of a compute: _compute bound it
+            return
         if step.op == "alias":  # `await f`, `x.to_device(...)`: the value itself
             self.values[step.target] = source
             self.types[step.target] = step.ty
@@ -273,7 +275,7 @@ class _ProgramEmitter:
         for sym in kernel.size_syms:
             operands.append(self._size(sym.name))
         out_dims = []
-        for extent in kernel.out_dims:
+        for extent in (e for output in kernel.outputs for e in output.out_dims):
             if isinstance(extent, ast.Name) and extent.id in kernel.sizes:
                 out_dims.append(len(kernel.arg_syms) + len(kernel.capture_syms)
                                 + kernel.sizes.index(extent.id))
@@ -284,20 +286,34 @@ class _ProgramEmitter:
             raise ZynMLError(f"a compute block may use at most {MAX_COMPUTE_INPUTS} inputs, "
                              f"sizes and constants; this one uses {len(operands)}",
                              kernel.node.loc)
-        result = kernel.result
-        result_type = (S.tensor_type(result, dynamic_dims=True) if is_tensor(result)
-                       else S.mlir_type(result))
-        out_type = result_type if is_tensor(result) else ir.RankedTensorType.get([], result_type)
-        body_name = self._body_function(kernel, [v.type for v in operands], out_type)
-        op = ir.Operation.create(
-            "cir.compute", results=[result_type], operands=operands,
-            attributes=self._attributes(kernel, body_name, len(operands), out_dims))
-        value = op.result
-        result_t = result
+        result_types = [S.tensor_type(o.result, dynamic_dims=True) if is_tensor(o.result)
+                        else S.mlir_type(o.result) for o in kernel.outputs]
+        out_types = [t if is_tensor(o.result) else ir.RankedTensorType.get([], t)
+                     for t, o in zip(result_types, kernel.outputs)]
+        body_name = self._body_function(kernel, [v.type for v in operands], out_types)
+        attributes = self._attributes(kernel, body_name, len(operands), out_dims)
+        n = len(result_types)
+        if n > MAX_COMPUTE_OUTPUTS:
+            raise ZynMLError(f"a compute block may have at most {MAX_COMPUTE_OUTPUTS} "
+                             f"outputs; this one has {n}", kernel.node.loc)
+        if any(o.init is not None for o in kernel.outputs):  # `mut x`: starts from x
+            attributes["inits"] = ir.DenseI64ArrayAttr.get(
+                [-1 if o.init is None else kernel.arg_syms.index(o.init)
+                 for o in kernel.outputs])
+        if n > 1:
+            attributes["resultSegmentSizes"] = ir.DenseI32ArrayAttr.get(
+                [1] * n + [0] * (MAX_COMPUTE_OUTPUTS - n))
+        op = ir.Operation.create("cir.compute" if n == 1 else "cir.multi_compute",
+                                 results=result_types, operands=operands,
+                                 attributes=attributes)
+        value = op.results[0]
         for call in step.pipes:
-            value = S.builtin(call.func.id, [value], result_t)
+            value = S.builtin(call.func.id, [value], kernel.result)
         self.values[step.target] = value
         self.types[step.target] = step.ty
+        for output, result in list(zip(kernel.outputs, op.results))[1:]:
+            self.values[output.name] = result
+            self.types[output.name] = output.result
 
     def _attributes(self, kernel: Kernel, body: str, n_operands: int,
                     out_dims: list[int]) -> dict[str, ir.Attribute]:
@@ -339,10 +355,10 @@ class _ProgramEmitter:
         return attrs
 
     def _body_function(self, kernel: Kernel, arg_types: list[ir.Type],
-                       out_type: ir.Type) -> str:
+                       out_types: list[ir.Type]) -> str:
         name = self._unique(f"{kernel.name}_body")
         with ir.InsertionPoint(self.module.body):
-            fn = func.FuncOp(name, (arg_types + [out_type], []))
+            fn = func.FuncOp(name, (arg_types + out_types, []))
         fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
         fn.attributes["cir.body"] = ir.UnitAttr.get()
         block = fn.add_entry_block()
@@ -350,8 +366,12 @@ class _ProgramEmitter:
         syms = kernel.arg_syms + kernel.capture_syms + kernel.size_syms
         for sym, arg in zip(syms, block.arguments):
             env[sym] = arg
+        args = list(block.arguments)
+        outs = args[len(args) - len(kernel.outputs):]  # after the operands: extents too
+        for output, arg in zip(kernel.outputs, outs):
+            env[output.sym] = arg
         with ir.InsertionPoint(block):
-            BodyEmitter(kernel, env, block.arguments[-1]).block(kernel.body)
+            BodyEmitter(kernel, env, outs[0]).block(kernel.body)
             func.ReturnOp([])
         return name
 

@@ -178,7 +178,8 @@ class ReduceOpName(Expr):
 class Compute(Expr):
     """`compute(inputs) [@device(..)] [@async] [@parallel(..)] { @kernel ...; annotations; body }`.
 
-    `inputs` are expressions (names or attribute paths such as `weights.qkv_proj`).
+    `inputs` are expressions (names or attribute paths such as `weights.qkv_proj`);
+    `mutable[k]` says input k was written `mut x` (the body may write it in place).
     `outer` holds the annotations written between `)` and `{`; `inner` those inside the
     braces after @kernel. `kernel` is None when the block has none (an error the checker
     reports). `elided` is True for a body written as `...`.
@@ -190,6 +191,7 @@ class Compute(Expr):
     inner: list[Annotation]
     body: list["Stmt"]
     elided: bool = False
+    mutable: list = field(default_factory=list)  # per input: marked `mut` (may be written)
 
 
 # ----------------------------------------------------------------------------- statements

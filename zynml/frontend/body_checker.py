@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional
 from . import ast
 from .random_calls import RANDOM_BUILTINS, check_random_call
 from .ranges import fits_64_bits, walk
+from .outputs import (OUTPUTS_NAMESPACE, kernel_outputs, mutable_outputs, mutable_write,
+                      out_label, output_target, unknown_output, written_sym)
 from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
 from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
@@ -43,8 +45,12 @@ class BodyChecker:
 
     def __init__(self, node: ast.Compute, name: str, args: list[tuple[str, Any]],
                  resolve_outer: Callable[[str, Any], Optional[Symbol]],
-                 sizes: dict[str, Size], outer_tensors: frozenset = frozenset()):
+                 sizes: dict[str, Size], outer_tensors: frozenset = frozenset(),
+                 outputs: Optional[list[tuple[str, Any]]] = None):
         self.node = node
+        # `let (a, b) = compute(...)`: the body writes out.a and out.b; None: it writes out.
+        # outputs: (name, location in the let) of each
+        self.output_names = None if outputs is None else [name for name, _ in outputs]
         self.outer_tensors = outer_tensors  # program tensors, for a helpful error
         self.name = name
         self.args = args  # (program value name, type) per compute input, in order
@@ -54,9 +60,13 @@ class BodyChecker:
         self.captures: dict[str, Symbol] = {}
         self.used_sizes: dict[str, Symbol] = {}
         self.stores: list[ast.Assign] = []
+        self.all_stores = self.stores  # every write of an output (stores: one output's)
+        self.scatters: list = []  # locations of writes at indices read from data
         self.whole_out: Optional[ast.Assign] = None
         self.yields: list[ast.Yield] = []
         self.out_sym = Symbol("out", "out", None, node.loc)
+        self.out_syms = [self.out_sym] if outputs is None else \
+            [Symbol("out", name, None, loc) for name, loc in outputs]
         floats = [t.dtype for _, t in args if is_tensor(t) and t.dtype.is_float]
         floats += [t for _, t in args if isinstance(t, ScalarType) and t.is_float]
         self.default_float = F32 if not floats else functools.reduce(promote, floats)
@@ -81,19 +91,25 @@ class BodyChecker:
                 raise _err(f"'{local}' is passed to compute(...) twice", expr)
             scope[local] = Symbol("arg", arg_name, ty, expr.loc)
             self.arg_syms.append(scope[local])
-        scope["out"] = self.out_sym
+        self.mutables = mutable_outputs(self, node)  # arg symbol -> its output symbol
+        self.out_syms += list(self.mutables.values())
+        if self.output_names is None:
+            scope["out"] = self.out_sym
+        else:
+            scope["out"] = Symbol(OUTPUTS_NAMESPACE, "out", None, node.loc)
+            scope.update({f"out.{sym.name}": sym for sym in self.out_syms})
         self.scopes.append(scope)
         annotations = self._annotations(node)
         self.body = self._element_body(node.body, scope)
         self._block(self.body)
-        result, out_dims = self._result(kind, reduce_op, axis)
+        outputs = kernel_outputs(self, kind, reduce_op, axis)
         if "broadcast" in annotations:
             self._check_broadcast(annotations["broadcast"])
         return Kernel(
             name=self.name, node=node, kind=kind, reduce_op=reduce_op, axis=axis,
             arg_syms=self.arg_syms, capture_syms=list(self.captures.values()),
-            size_syms=list(self.used_sizes.values()), result=result, out_dims=out_dims,
-            default_float=self.default_float, annotations=annotations, out_sym=self.out_sym,
+            size_syms=list(self.used_sizes.values()), outputs=outputs, scatters=self.scatters,
+            default_float=self.default_float, annotations=annotations,
             body=self.body, tile_checks=self.tile_checks)
 
     def _element_body(self, body: list[ast.Stmt], scope: dict[str, Symbol]) -> list[ast.Stmt]:
@@ -269,6 +285,7 @@ class BodyChecker:
 
     def _stmt_Assign(self, stmt: ast.Assign) -> None:
         target = stmt.target
+        target = output_target(self, target)  # out.NAME[...] of several outputs
         whole_out = isinstance(target, ast.Name) and target.id == "out" and \
             self._lookup("out") is self.out_sym
         value_t = self._value(stmt.value) if whole_out else self._expr(stmt.value)
@@ -294,8 +311,13 @@ class BodyChecker:
             sym = self._lookup(target.base.id)
             if sym is None:
                 raise _err(f"unknown name '{target.base.id}'", target.base)
+            if sym.kind == "arg" and sym in self.mutables:  # `mut x`: a write of x's output
+                mutable_write(self, stmt, self.mutables[sym], value_t)
+                return
             if sym.kind == "arg":
-                raise _err(f"cannot write to input '{target.base.id}'", target.base)
+                raise _err(f"cannot write to input '{target.base.id}'"
+                           + (" (mark it 'mut' in compute(...) to update it in place)"
+                              if is_tensor(sym.ty) else ""), target.base)
             if sym.kind == "shared":
                 target.base.sym = sym
                 self._check_rank(sym, target, len(target.indices))
@@ -312,8 +334,8 @@ class BodyChecker:
             target.base.sym = sym
             for idx in target.indices:
                 self._index_expr(idx)
-            if stmt.op is not None and not self.stores:
-                raise _err("'out' is read before it is written", target)
+            if stmt.op is not None and not self._stores_of(sym):
+                raise _err(f"'{out_label(sym)}' is read before it is written", target)
             self.stores.append(stmt)
             target.ty = value_t
             return
@@ -466,18 +488,22 @@ class BodyChecker:
             raise _err("only inputs and 'out' can be indexed", e)
         local = self._arg_local_name(e.base) if isinstance(e.base, ast.Attribute) else e.base.id
         sym = self._lookup(local)
+        if sym is None and local.startswith("out."):
+            raise unknown_output(self, e.base)
         if sym is None:
             if local in self.outer_tensors:
                 raise _err(f"'{local}' is not an input of this compute; add it to compute(...)",
                            e.base)
             raise _err(f"unknown name '{local}'", e.base)
+        if sym.kind == OUTPUTS_NAMESPACE:
+            raise unknown_output(self, e.base)
         if sym.kind == "out":
-            if not self.stores:
-                raise _err("'out' is read before it is written", e)
+            if not self._stores_of(sym):
+                raise _err(f"'{out_label(sym)}' is read before it is written", e)
             e.base.sym = sym
             for idx in e.indices:
                 self._index_expr(idx)
-            return self._store_type()
+            return self._store_type(self._stores_of(sym))
         if sym.kind == "shared":
             e.base.sym = sym
             self._check_rank(sym, e, len(e.indices))
@@ -496,9 +522,12 @@ class BodyChecker:
             self._bind_size(sym.name, dim, idx)
         return ty.dtype
 
-    def _store_type(self) -> ScalarType:
+    def _stores_of(self, sym: Symbol) -> list[ast.Assign]:
+        return [s for s in self.stores if written_sym(s) is sym]
+
+    def _store_type(self, stores=None) -> ScalarType:
         """The element type of `out`: the first written value's (an index as i64)."""
-        t = concrete_in(self.stores[0].target.ty, self)
+        t = concrete_in((stores or self.stores)[0].target.ty, self)
         return I64 if t == INDEX else t
 
     def _bind_size(self, tensor: str, dim: int, idx: ast.Expr) -> None:
@@ -723,14 +752,19 @@ class BodyChecker:
         ref = self.ref_sym(stmt.value)
         if ref.ty.rank is None:  # known at the call
             return TensorType(self._store_type(), None), []
+        dims = self.shape_sizes(ref, stmt.loc)
+        return TensorType(self._store_type(), (None,) * len(dims)), dims
+
+    def shape_sizes(self, ref: Symbol, loc) -> list[ast.Name]:
+        """A size per dimension of the input `ref` (`x.shape[0]`, ...), bound to it."""
         dims = []
         for d in range(ref.ty.rank):
             name = f"{ref.name}.shape[{d}]"
-            size = self.sizes.setdefault(name, Size(name, stmt.loc))
+            size = self.sizes.setdefault(name, Size(name, loc))
             if not any(b.tensor == ref.name and b.dim == d for b in size.bindings):
-                size.bindings.append(SizeBinding(ref.name, d, stmt.loc))
-            dims.append(ast.Name(stmt.loc, name))
-        return TensorType(self._store_type(), (None,) * len(dims)), dims
+                size.bindings.append(SizeBinding(ref.name, d, loc))
+            dims.append(ast.Name(loc, name))
+        return dims
 
     def _reduce_result(self, reduce_op: str, axis: Optional[int]):
         if len(self.yields) != 1:

@@ -19,6 +19,7 @@ from . import ast
 from .body_checker import BodyChecker, eval_extent
 from .depth import check_expression_depth
 from .lexer import MAX_INT
+from .outputs import bind_outputs, several_outputs
 from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
                      check_result_size, check_steps, result_extent)
@@ -124,7 +125,7 @@ class _ProgramChecker(ProgramLevel):
                               record_values=self.record_values,
                               list_outputs=self.list_outputs,
                               devices_named=self.devices_named,
-                              host_values=self.host_values)
+                              host_values=self.host_values, mutated=self.mutated)
 
     # ------------------------------------------------------------------ statements
 
@@ -177,6 +178,10 @@ class _ProgramChecker(ProgramLevel):
             return
         if isinstance(stmt, ast.ExprStmt) and self.memory_statement(stmt):
             return
+        if (isinstance(stmt, ast.Let) and len(stmt.targets) > 1 or
+                isinstance(stmt, ast.ExprStmt)) and isinstance(stmt.value, ast.Compute):
+            several_outputs(self, stmt)
+            return
         if isinstance(stmt, ast.Let) and len(stmt.targets) == 1:
             name = stmt.targets[0]
             value, pipes = stmt.value, []
@@ -186,10 +191,8 @@ class _ProgramChecker(ProgramLevel):
             if isinstance(value, ast.Compute):
                 step = self._compute(name, value, stmt)
                 step.pipes = [self._check_pipe(call, step.ty) for call in pipes]
-                self.values[name] = step.ty
                 self.steps.append(step)
-                if self.pipeline is None and name not in self.outputs:
-                    self.outputs.append(name)
+                bind_outputs(self, step, stmt)  # and the inputs it updates (`mut x`)
                 return
             if not pipes and isinstance(value, (ast.Attribute, ast.Index)) and \
                     _is_path(value) and _root(value).id not in self.values \
@@ -220,9 +223,6 @@ class _ProgramChecker(ProgramLevel):
             for step in self._split(stmt):
                 self._add_step(step)
             return
-        if isinstance(stmt, ast.ExprStmt) and isinstance(stmt.value, ast.Compute):
-            raise ZynMLError("bind the compute block's value with 'let name = compute(...)'",
-                             stmt.loc)
         raise ZynMLError("this statement is not supported at the top level yet", stmt.loc)
 
     def _check_pipe(self, call: ast.Call, ty: Any) -> ast.Call:
@@ -241,7 +241,8 @@ class _ProgramChecker(ProgramLevel):
 
     # ------------------------------------------------------------------ compute blocks
 
-    def _compute(self, name: str, node: ast.Compute, stmt: ast.Let) -> Step:
+    def _compute(self, name: str, node: ast.Compute, stmt: ast.Let,
+                 outputs: Optional[list[str]] = None) -> Step:
         args = []
         for expr in node.inputs:
             if isinstance(expr, ast.Name) and expr.id not in self.aliases:
@@ -252,7 +253,8 @@ class _ProgramChecker(ProgramLevel):
                 raise ZynMLError("a compute input must be a name or a record field such as "
                                  "weights.qkv_proj", expr.loc)
         tensors = frozenset(n for n, t in {**self.inputs, **self.values}.items() if is_tensor(t))
-        checker = BodyChecker(node, name, args, self._resolve_outer, self.sizes, tensors)
+        checker = BodyChecker(node, name, args, self._resolve_outer, self.sizes, tensors,
+                              outputs)
         kernel = checker.check()
         if self.signature is not None:
             self._resolve_sizes(kernel)
@@ -260,14 +262,14 @@ class _ProgramChecker(ProgramLevel):
         check_divisors(kernel, self.sizes, self.constants)
         check_steps(kernel, self.sizes, self.constants)
         check_arg_reduction(kernel, self.sizes, self.constants)
-        result = kernel.result
-        if is_tensor(result):
-            dims = tuple(result_extent(eval_extent(d, self.sizes, self.constants), d, k)
-                         for k, d in enumerate(kernel.out_dims))
-            check_result_size(dims, concrete_dtype(result.dtype), node)
-            result = TensorType(result.dtype, dims)
-            kernel.result = result
-        return Step(name, stmt.loc, kernel=kernel, ty=result)
+        for output in kernel.outputs:
+            result = output.result
+            if is_tensor(result):
+                dims = tuple(result_extent(eval_extent(d, self.sizes, self.constants), d, k)
+                             for k, d in enumerate(output.out_dims))
+                check_result_size(dims, concrete_dtype(result.dtype), node)
+                output.result = TensorType(result.dtype, dims)
+        return Step(name, stmt.loc, kernel=kernel, ty=kernel.result)
 
     def _input_type(self, expr: ast.Name, node: ast.Compute) -> Any:
         name = expr.id

@@ -448,7 +448,9 @@ class Parser:
     def parse_compute(self) -> ast.Compute:
         """`compute(inputs) @outer... { @kernel K; @annotations; body }`."""
         kw = self.advance()
-        inputs, kwargs = self.parse_arguments(self.expect("(", "expected '(' after 'compute'"))
+        mutable: list[bool] = []
+        inputs, kwargs = self.parse_arguments(self.expect("(", "expected '(' after 'compute'"),
+                                              mutable=mutable)
         if kwargs:
             self.report("compute inputs cannot be keyword arguments", kwargs[0].loc)
         outer: list[ast.Annotation] = []
@@ -466,7 +468,8 @@ class Parser:
             self.parse_compute_line(body, opener)
         self.expect_closer("}", opener)
         elided = len(body.stmts) == 1 and isinstance(body.stmts[0], ast.Ellipsis_)
-        return ast.Compute(kw.loc, inputs, outer, body.kernel, body.inner, body.stmts, elided)
+        return ast.Compute(kw.loc, inputs, outer, body.kernel, body.inner, body.stmts, elided,
+                           mutable)
 
     def parse_compute_block(self, body: "_ComputeBody") -> None:
         """Multi-line body: annotation lines first, then statements, in an indented block."""
@@ -688,10 +691,13 @@ class Parser:
         self.expect_closer("]", opener)
         return indices
 
-    def parse_arguments(self, opener: Token, reduce_mode: Optional[str] = None
+    def parse_arguments(self, opener: Token, reduce_mode: Optional[str] = None,
+                        mutable: Optional[list[bool]] = None
                         ) -> tuple[list[ast.Expr], list[ast.Keyword]]:
         """`a, b, name=value` up to the `)` matching `opener` (consumed). With
-        `reduce_mode`, a bare operator first argument (`+`, `max`) is a ReduceOpName."""
+        `reduce_mode`, a bare operator first argument (`+`, `max`) is a ReduceOpName.
+        With `mutable` (compute inputs), `mut a` is an argument too; `mutable` gets one
+        bool per positional argument (whether it was marked `mut`)."""
         args: list[ast.Expr] = []
         kwargs: list[ast.Keyword] = []
         if reduce_mode and self.at_reduce_operator(reduce_mode):
@@ -708,6 +714,13 @@ class Parser:
             else:
                 if kwargs:
                     self.report("positional argument after a keyword argument", self.tok.loc)
+                marked = mutable is not None and self.kind == "NAME" and \
+                    self.tok.text == "mut" and self.peek().kind == "NAME"
+                if marked:
+                    self.advance()
+                    mutable.append(True)
+                elif mutable is not None:
+                    mutable.append(False)
                 args.append(self.parse_expr())
             if not self.accept(","):
                 break

@@ -43,6 +43,7 @@ class ProgramLevel:
         self.pools: dict[str, dict] = {}  # memory_pool name -> {size, live: {name: bytes}}
         self.devices_named: list[tuple[str, Any]] = []  # (device, loc) for the API to check
         self.host_values: dict[str, str] = {}  # `let d = compute_devices()`: name -> query
+        self.mutated: dict[str, Any] = {}  # inputs updated in place (`mut x`) -> loc
 
     def host_value_let(self, name: str, value: ast.Expr) -> bool:
         """`let devices = compute_devices()`: a value of the host, not of a kernel (the

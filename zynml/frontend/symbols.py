@@ -27,6 +27,7 @@ class Symbol:
     ty: Any
     loc: Optional[SourceLocation] = None
     range: Optional[ast.Range] = None  # for loop variables
+    init: Optional["Symbol"] = None  # an "out" of `mut x`: x's "arg" symbol
 
 
 @dataclass
@@ -49,12 +50,26 @@ class Size:
 
 
 @dataclass(eq=False)
+class KernelOutput:
+    """One result of a compute block: `out` (one result), or `out.NAME` of a block bound
+    with `let (a, b) = compute(...)` (NAME is a's, b's name), in the let's order."""
+
+    name: str  # the program name it is bound to
+    sym: Symbol
+    result: Any  # TensorType, or ScalarType for a full reduction
+    out_dims: list  # one extent expression (over sizes) per result dimension
+    init: Optional[Symbol] = None  # `mut x`: the input whose values it starts from
+
+
+@dataclass(eq=False)
 class Kernel:
     """A checked compute block.
 
     The body function it lowers to takes, in order: `arg_syms` (the compute's inputs),
     `capture_syms` (program scalars the body reads), `size_syms` (extents the body uses),
-    then `out`. Each Symbol's `name` is the program-level name it stands for.
+    then one `out` per output (`outputs`, in order). Each Symbol's `name` is the
+    program-level name it stands for. `result`, `out_dims` and `out_sym` are the first
+    output's.
     """
 
     name: str
@@ -65,14 +80,25 @@ class Kernel:
     arg_syms: list[Symbol]
     capture_syms: list[Symbol]
     size_syms: list[Symbol]
-    result: Any  # TensorType, or ScalarType for a full reduction
-    out_dims: list[ast.Expr]  # one extent expression (over sizes) per result dimension
+    outputs: list[KernelOutput]
     default_float: ScalarType
     annotations: dict[str, Any]
-    out_sym: Symbol
     # the statements to compile: the body as written, or in element form (tiles.py)
     body: list = field(default_factory=list)
     tile_checks: list = field(default_factory=list)  # tiles.ExtentCheck, once sizes are known
+    scatters: list = field(default_factory=list)  # locations of `x[ids[i]] += v` writes
+
+    @property
+    def result(self) -> Any:
+        return self.outputs[0].result
+
+    @property
+    def out_dims(self) -> list:
+        return self.outputs[0].out_dims
+
+    @property
+    def out_sym(self) -> Symbol:
+        return self.outputs[0].sym
 
     @property
     def sizes(self) -> list[str]:
@@ -115,6 +141,7 @@ class CheckedProgram:
     config: dict = field(default_factory=dict)  # `config { key: value }`: key -> (value, loc)
     devices_named: list = field(default_factory=list)  # (device, loc) of allocate/to_device
     host_values: dict = field(default_factory=dict)  # name -> host query (compute_devices)
+    mutated: dict = field(default_factory=dict)  # input written in place (`mut`) -> its loc
 
     def flat_outputs(self) -> list[str]:
         """Outputs as the compiled function returns them: lists expanded."""

@@ -35,6 +35,8 @@ def make_compute(spec: ComputeSpec, body: Callable, sites: Sites) -> Callable:
     out_dims, scalar_result = spec.out_dims, spec.scalar_result
 
     def run(*operands):
+        if spec.results is not None:  # several outputs (or a `mut x`)
+            return _outputs(spec, sites, operands, body)
         shape = tuple(int(operands[d]) for d in out_dims)
         if shape and min(shape) < 0:
             sites.bad_extent(spec.site, shape)
@@ -46,6 +48,20 @@ def make_compute(spec: ComputeSpec, body: Callable, sites: Sites) -> Callable:
             body(*operands, out, red)
         return out[()] if scalar_result else out
     return run
+
+
+def _outputs(spec: ComputeSpec, sites: Sites, operands: tuple, body: Callable) -> tuple:
+    """A cir.multi_compute: one array per result, its extents the next of `out_dims`."""
+    outs, first = [], 0
+    for (dtype, rank), init in zip(spec.results, spec.inits):
+        shape = tuple(int(operands[d]) for d in spec.out_dims[first:first + rank])
+        first += rank
+        if shape and min(shape) < 0:
+            sites.bad_extent(spec.site, shape)
+        # `mut x` starts from x's values; the body reads x itself, so reads see them
+        outs.append(np.array(operands[init], dtype) if init >= 0 else np.zeros(shape, dtype))
+    body(*operands, *outs, None)
+    return tuple(outs) if len(outs) > 1 else outs[0]
 
 
 def _identity(op: str, dtype: np.dtype, is_unsigned: bool):

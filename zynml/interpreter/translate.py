@@ -51,6 +51,12 @@ class ComputeSpec:
         self.scalar_result = not isinstance(result, ir.RankedTensorType)
         element = result if self.scalar_result else ir.RankedTensorType(result).element_type
         self.dtype = dtype_of(element)
+        # a cir.multi_compute: (dtype, rank) of every result (scalar results are reduce's)
+        self.results = [(dtype_of(ir.RankedTensorType(r.type).element_type),
+                         ir.RankedTensorType(r.type).rank) for r in op.results] \
+            if len(op.results) > 1 or "inits" in op.attributes else None
+        # `mut x`: per result, the operand it starts from (-1: zero-filled)
+        self.inits = i64_array(op, "inits") or [-1] * len(op.results)
         self.site = sites.add("compute", op.location, tensor="out")
         self.yield_site = yield_site  # the cir.yield of a reduction
         self.yield_dtype: Optional[np.dtype] = None
@@ -162,7 +168,8 @@ class FunctionWriter:
         for k, (arg, param) in enumerate(zip(block.arguments, params)):
             if isinstance(arg.type, ir.RankedTensorType):
                 self._shape(param, ir.RankedTensorType(arg.type).rank)
-                is_out = self.spec is not None and k == len(params) - 1
+                outs = len(self.spec.results) if self.spec and self.spec.results else 1
+                is_out = self.spec is not None and k >= len(params) - outs
                 self.tensor_names[param] = "out" if is_out else (
                     self.arg_names[k] if k < len(self.arg_names) else f"argument {k}")
         self.block(block)
@@ -296,6 +303,9 @@ class FunctionWriter:
     def _cir_store(self, op: ir.Operation) -> None:
         value, tensor = self.value(op.operands[0]), self.value(op.operands[1])
         index = self._check("write", op, tensor, [self.value(v) for v in op.operands[2:]])
+        if "combine" in op.attributes:  # a scatter's `x[ids[i]] += v`: contributions add
+            self.line(f"{tensor}[{index}] = {tensor}[{index}] + {value}")
+            return
         self.line(f"{tensor}[{index}] = {value}")
 
     def _cir_alloc(self, op: ir.Operation) -> None:
@@ -348,6 +358,9 @@ class FunctionWriter:
 
     # ------------------------------------------------------------------ the program function
 
+    def _cir_multi_compute(self, op: ir.Operation) -> None:
+        self._cir_compute(op)
+
     def _cir_compute(self, op: ir.Operation) -> None:
         body_name = ir.FlatSymbolRefAttr(op.attributes["body"]).value
         body = self.funcs.get(body_name)
@@ -360,8 +373,9 @@ class FunctionWriter:
         spec.body = writer.write()
         self.t.computes.append(spec)
         operands = ", ".join(self.value(v) for v in op.operands)
-        self.line(f"{self.define(op.results[0])} = _compute{len(self.t.computes) - 1}"
-                  f"({operands})")
+        results = ", ".join(self.define(r) for r in op.results)
+        self.line(f"{results}{',' if len(op.results) > 1 else ''} = "
+                  f"_compute{len(self.t.computes) - 1}({operands})")
 
     def _tensor_extract(self, op: ir.Operation) -> None:
         tensor = self.value(op.operands[0])

@@ -36,8 +36,15 @@ def ops_in(op: ir.Operation, name: Optional[str] = None,
 
 
 def compute_ops(module: ir.Operation) -> list[ir.Operation]:
+    """cir.compute and cir.multi_compute ops of the program functions, in order."""
     return [op for f in top_level_funcs(module) if not is_body_function(f)
-            for op in ops_in(f, "cir.compute")]
+            for op in ops_in(f) if op.name in ("cir.compute", "cir.multi_compute")]
+
+
+def out_args(compute: ir.Operation, body: ir.Operation) -> list[ir.Value]:
+    """The body function's `out` arguments: its last ones, one per result."""
+    args = list(entry_block(body).arguments)
+    return args[len(args) - len(compute.results):]
 
 
 def body_name(compute: ir.Operation) -> Optional[str]:

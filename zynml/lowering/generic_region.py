@@ -121,7 +121,7 @@ class Plan:
     def _load(self, op: ir.Operation, value: ir.Value):
         L = self.owner.L
         source = op.operands[0]
-        if source == L.out_arg:
+        if source in L.out_args:
             raise LoweringError("reading 'out' is not lowered yet; keep the value in a var",
                                 op.location)
         local = defining_op(source)

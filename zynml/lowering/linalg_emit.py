@@ -26,7 +26,9 @@ class Lowering:
         self.compute = compute
         block = body.regions[0].blocks[0]
         self.args = {arg: operand for arg, operand in zip(block.arguments, compute.operands)}
-        self.out_arg = block.arguments[len(block.arguments) - 1]
+        args = list(block.arguments)
+        self.out_args = args[len(args) - len(compute.results):]  # one per result
+        self.out_arg = self.out_args[0]
         self.ip = ir.InsertionPoint(compute)
         self._outer_memo: dict[ir.Value, ir.Value] = {}
         self.fixed: dict[ir.Value, ir.Value] = {}  # body loop variable -> value in main

@@ -549,14 +549,18 @@ class NestLowering:
 
     # ------------------------------------------------------------------ stores
 
-    def lower_stores(self, result_type: ir.Type) -> ir.Value:
-        out = self.L.out_arg
+    def lower_stores(self, result_type: ir.Type, out: Optional[ir.Value] = None,
+                     init: Optional[ir.Value] = None) -> ir.Value:
+        """The tensor the body's writes of `out` (the first output by default) make; what
+        they do not write is 0, or `init`'s (the input of a `mut x`, in main)."""
+        out = out if out is not None else self.L.out_arg
         stores = [op for op in ops_in(self.body) if op.name == "cir.store"
                   and op.operands[1] == out]
         if not stores:
             raise LoweringError("the body never writes 'out'", self.compute.location)
         tensor_type = ir.RankedTensorType(result_type)
-        written = self._written(stores, [], list(tensor_type.shape), tensor_type.element_type)
+        written = self._written(stores, [], list(tensor_type.shape), tensor_type.element_type,
+                                init)
         return self._cast(written, result_type)
 
     def _cast(self, value: ir.Value, result_type: ir.Type) -> ir.Value:
@@ -584,7 +588,7 @@ class NestLowering:
         return self._locals[key]
 
     def _written(self, stores, prefix: list[ir.Value], shape: list[int],
-                 element: ir.Type) -> ir.Value:
+                 element: ir.Type, init: Optional[ir.Value] = None) -> ir.Value:
         """The tensor that `stores` (each at `prefix` ivs + its indices) write."""
         current = None
         for store in stores:
@@ -608,6 +612,8 @@ class NestLowering:
                             for t, d in zip(tile_shape, shape)))
             if full:  # one write of everything (extents checked where they are known)
                 return tile
+            if current is None and init is not None:  # `mut x`: the rest keeps x's values
+                current = init
             if current is None:  # partial writes: what no store covers reads as 0
                 if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
                     raise LoweringError("strided or offset writes need static shapes",

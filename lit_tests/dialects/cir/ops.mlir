@@ -153,3 +153,29 @@ func.func @causal_attention(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: te
   %both = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = -2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
   return %causal, %both : tensor<2x3x6xf32>, tensor<2x3x6xf32>
 }
+
+// cir.multi_compute: several results of different types, an `out` per result; `inits`
+// (`mut x`) names the operand a result starts from.
+// CHECK-LABEL: func.func @several(
+// CHECK: "cir.multi_compute"({{.*}}) {body = @several_body, inits = array<i64: 0, -1>, kind = "elementwise", {{.*}}out_dims = array<i64: 1, 1>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<8xf32>, index) -> (tensor<8xf32>, tensor<8xi64>)
+func.func @several(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xi64>) {
+  %c8 = arith.constant 8 : index
+  %r:2 = "cir.multi_compute"(%x, %c8) {kind = "elementwise", body = @several_body,
+      inits = array<i64: 0, -1>, out_dims = array<i64: 1, 1>,
+      operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+      resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>}
+      : (tensor<8xf32>, index) -> (tensor<8xf32>, tensor<8xi64>)
+  return %r#0, %r#1 : tensor<8xf32>, tensor<8xi64>
+}
+func.func private @several_body(%x: tensor<8xf32>, %n: index, %a: tensor<8xf32>,
+                                %b: tensor<8xi64>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<8xf32>, index) -> f32
+    %k = arith.index_cast %i : index to i64
+    "cir.store"(%v, %a, %i) : (f32, tensor<8xf32>, index) -> ()
+    "cir.store"(%k, %b, %i) : (i64, tensor<8xi64>, index) -> ()
+  }
+  return
+}

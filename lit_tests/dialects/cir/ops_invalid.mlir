@@ -652,3 +652,18 @@ func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attri
   }
   return
 }
+
+// -----
+
+// `inits` names, per result, the operand it starts from (a `mut` input): one per result.
+func.func @bad_inits(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
+  // expected-error@+1 {{'inits' has 2 entries for 1 results}}
+  %y = "cir.compute"(%x, %c4) {kind = "elementwise", body = @inits_body, inits = array<i64: 0, -1>,
+      out_dims = array<i64: 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<4xf32>, index) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func private @inits_body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attributes {cir.body} {
+  return
+}

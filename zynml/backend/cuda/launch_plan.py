@@ -283,19 +283,33 @@ def extract_plan(module: ir.Operation, func_name: str = "main") -> tuple[dict, d
     terminator = list(entry.operations)[-1].operation
     outputs = [extractor.name(v) for v in terminator.operands]
     attrs = func.attributes
+    input_names = _string_list(attrs, "zynml.inputs")
+    output_names = _string_list(attrs, "zynml.outputs")
     plan = {
         "version": PLAN_VERSION,
-        "input_names": _string_list(attrs, "zynml.inputs"),
-        "output_names": _string_list(attrs, "zynml.outputs"),
+        "input_names": input_names,
+        "output_names": output_names,
         "inputs": inputs,
-        "outputs": [dict(_value_spec(v.type), value=name)
-                    for v, name in zip(terminator.operands, outputs)],
+        "outputs": [dict(_value_spec(v.type), value=name,
+                         **_updates(name, k, input_names, output_names))
+                    for k, (v, name) in enumerate(zip(terminator.operands, outputs))],
         # bool scalars cross the boundary as 0-d i8 (cirgen): a loaded artifact gives bools
         "bool_outputs": _string_list(attrs, "zynml.bool_outputs"),
         "globals": list(extractor.globals.values()),
         "body": body,
     }
     return plan, extractor.global_data
+
+
+def _updates(value: Any, k: int, input_names: list, output_names: list) -> dict:
+    """`{"updates": i}` for output k when it is input i's own buffer, written in place
+    (`compute(mut x)`, zynml/backend/cuda/inplace.py): the run time returns the caller's
+    array. Else nothing."""
+    if not isinstance(value, str) or not value.startswith("%in") or k >= len(output_names):
+        return {}
+    i = int(value[3:])
+    return {"updates": i} if i < len(input_names) and \
+        input_names[i] == output_names[k] else {}
 
 
 def _value_spec(type_: ir.Type) -> dict:

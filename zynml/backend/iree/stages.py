@@ -7,6 +7,7 @@ import dataclasses
 from ...errors import BackendError, SourceLocation, ZynMLError, note
 from ...stage import Backend, Output, Stage
 from .compile import compile_to_vmfb
+from .scatter import expand_scatters
 from .target import IreeTarget, for_module
 
 __all__ = ["BACKEND", "STAGES", "to_vmfb", "refuse_f64"]
@@ -19,7 +20,7 @@ _DATA_TILING = "--iree-opt-data-tiling"
 
 def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
     """linalg on tensors -> vmfb; `cache` keeps iree-compile's results by MLIR text."""
-    text = str(linalg_module)
+    text = expand_scatters(str(linalg_module))  # iree_linalg_ext.scatter, IREE's own
     target = for_module(target, text)
     try:
         return compile_to_vmfb(text, target, cache=cache)

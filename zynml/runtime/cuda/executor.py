@@ -151,7 +151,8 @@ class PlanExecutor:
             else:
                 env[f"%in{i}"] = value
         self._run(self.plan["body"], env)
-        return [self._output(env, spec) for spec in self.plan["outputs"]]
+        return [inputs[spec["updates"]] if "updates" in spec else self._output(env, spec)
+                for spec in self.plan["outputs"]]  # updates: the input, written in place
 
     def _output(self, env: dict, spec: dict) -> Any:
         value = self._value(env, spec["value"])

@@ -1,0 +1,241 @@
+"""In-place updates, `compute(mut x, ...)` (docs/language.md §2): the caller's array is
+updated and returned, reads see the values from before the block, aliasing is an error at
+the call; AdamW as one block over 10 steps against numpy float64, on the CPU (IREE) and
+the interpreter; one CUDA kernel (compiled here; the `gpu` tests run it)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zynml
+from zynml.runtime.cuda.artifact import launches
+
+ADAMW = Path(__file__).parent / "programs" / "training" / "adamw_inplace.zyn"
+HYPER = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.01)
+
+ADD_ASSIGN = """compute(mut acc, x) {
+    @kernel elementwise
+    for i in 0..rows, j in 0..cols:
+        acc[i, j] += x[i, j]
+}
+"""
+ZERO = """compute(mut buf) {
+    @kernel elementwise
+    for i in 0..n:
+        buf[i] = 0.0
+}
+"""
+DEVICES = ["cpu", "interpreter"]
+
+
+def adamw_reference(param, m, v, grads, lr, beta1, beta2, eps, wd):
+    param, m, v = (np.asarray(a, np.float64) for a in (param, m, v))
+    for t, g in enumerate(grads, start=1):
+        g = g.astype(np.float64)
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        update = (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + eps)
+        param = param - lr * (update + wd * param)
+    return param, m, v
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [1, 37, 1009])
+def test_adamw_in_place_over_ten_steps(rng, device, n):
+    param = rng.standard_normal(n).astype(np.float32)
+    m, v = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    grads = [rng.standard_normal(n).astype(np.float32) for _ in range(10)]
+    expected = adamw_reference(param, m, v, grads, **HYPER)
+    prog = zynml.compile(ADAMW, device=device)
+    assert prog.outputs == ["param", "m", "v"]
+    buffers = (param, m, v)
+    for t, grad in enumerate(grads, start=1):
+        out = prog(param=param, grad=grad, m=m, v=v, bc1=1 - HYPER["beta1"] ** t,
+                   bc2=1 - HYPER["beta2"] ** t, **HYPER)
+        assert all(out[k] is b for k, b in zip(("param", "m", "v"), buffers))
+    for got, want in zip(buffers, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_add_assign_and_zero_update_the_callers_arrays(rng, device):
+    acc = rng.standard_normal((3, 5)).astype(np.float32)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    before = acc.astype(np.float64)
+    out = zynml.run(ADD_ASSIGN, device=device, acc=acc, x=x)
+    assert out["acc"] is acc
+    np.testing.assert_allclose(acc, before + x, rtol=1e-6)
+    buf = rng.standard_normal(7).astype(np.float32) + 3
+    assert zynml.run(ZERO, device=device, buf=buf)["buf"] is buf
+    np.testing.assert_array_equal(buf, np.zeros(7, np.float32))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reads_see_the_values_before_the_block(rng, device):
+    src = """compute(mut x) {
+    @kernel elementwise
+    for i in 0..n:
+        x[i] = x[(i + 1) % n] * 2.0
+}
+"""
+    x = rng.standard_normal(11).astype(np.float32)
+    expected = np.roll(x, -1) * 2
+    zynml.run(src, device=device, x=x)
+    np.testing.assert_array_equal(x, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_elements_not_written_keep_their_values(rng, device):
+    src = """compute(mut x) {
+    @kernel elementwise
+    for i in 0..half:
+        x[2 * i + 1] = -1.0
+}
+"""
+    x = rng.standard_normal(9).astype(np.float32)
+    expected = x.copy()
+    expected[1:9:2] = -1
+    zynml.run(src, device=device, x=x, half=4)
+    np.testing.assert_array_equal(x, expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_later_blocks_read_the_new_values_and_outputs_mix(rng, device):
+    src = """let old_sum = compute(acc, x) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = acc[i] + x[i]
+}
+let doubled = compute(mut acc, x) {
+    @kernel elementwise
+    for i in 0..n:
+        acc[i] += x[i]
+        out[i] = 2.0 * x[i]
+}
+let total = compute(acc) {
+    @kernel reduce(+)
+    for i in 0..n:
+        yield acc[i]
+}
+"""
+    acc = rng.standard_normal(13).astype(np.float32)
+    x = rng.standard_normal(13).astype(np.float32)
+    new = acc.astype(np.float64) + x
+    out = zynml.run(src, device=device, acc=acc, x=x)
+    assert list(out) == ["old_sum", "doubled", "acc", "total"] and out["acc"] is acc
+    np.testing.assert_allclose(out["old_sum"], new, rtol=1e-6)
+    np.testing.assert_allclose(acc, new, rtol=1e-6)
+    np.testing.assert_array_equal(out["doubled"], 2 * x)
+    np.testing.assert_allclose(out["total"], new.sum(), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------- CUDA
+
+def test_adamw_in_place_is_one_cuda_kernel(rng):
+    n = 101
+    inputs = dict(param=rng.standard_normal(n).astype(np.float32),
+                  grad=rng.standard_normal(n).astype(np.float32),
+                  m=np.zeros(n, np.float32), v=np.zeros(n, np.float32), bc1=0.1, bc2=0.001,
+                  **HYPER)
+    artifact = zynml.compile(ADAMW, device="cuda", require_device=False).artifact(**inputs)
+    assert len(list(launches(artifact.plan["body"]))) == 1
+    # written in the caller's buffers: each output is its input, marked `updates`
+    assert [(o["value"], o.get("updates")) for o in artifact.plan["outputs"]] == \
+        [("%in0", 0), ("%in2", 2), ("%in3", 3)]
+    assert not [s for s in artifact.plan["body"] if s["op"] in ("alloc", "copy")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_adamw_in_place_on_the_gpu(rng, kind):
+    n = 100003
+    param = rng.standard_normal(n).astype(np.float32)
+    grads = [rng.standard_normal(n).astype(np.float32) for _ in range(10)]
+    m, v = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    expected = adamw_reference(param, m, v, grads, **HYPER)
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        param, m, v = (torch.from_numpy(a).cuda() for a in (param, m, v))
+        grads = [torch.from_numpy(g).cuda() for g in grads]
+    buffers = (param, m, v)
+    prog = zynml.compile(ADAMW, device="cuda:0")
+    for t, grad in enumerate(grads, start=1):
+        out = prog(param=param, grad=grad, m=m, v=v, bc1=1 - HYPER["beta1"] ** t,
+                   bc2=1 - HYPER["beta2"] ** t, **HYPER)
+        assert all(out[k] is b for k, b in zip(("param", "m", "v"), buffers))
+    for got, want in zip(buffers, expected):
+        got = got.cpu().numpy() if kind == "torch" else got
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------- errors
+
+def _error(source, **inputs):
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.run(source, **inputs)
+    return str(err.value)
+
+
+def test_the_same_array_as_two_mutable_inputs_is_an_error():
+    a = np.ones(4, np.float32)
+    message = _error(ADAMW, param=a, grad=np.ones(4, np.float32), m=a,
+                     v=np.ones(4, np.float32), bc1=0.1, bc2=0.1, **HYPER)
+    assert message.startswith("tests/programs/training/adamw_inplace.zyn:3:13: error: inputs "
+                              "'param' and 'm' share memory: 'param' is updated in place "
+                              "('mut') and 'm' is updated in place too") or \
+        ":3:13: error: inputs 'param' and 'm' share memory" in message
+
+
+def test_a_view_read_by_the_program_is_an_error():
+    buffer = np.ones(8, np.float32)
+    message = _error(ADD_ASSIGN.replace("rows, j in 0..cols", "rows, j in 0..cols"),
+                     acc=buffer[:4].reshape(2, 2), x=buffer[2:6].reshape(2, 2))
+    assert message.startswith("<string>:1:13: error: inputs 'acc' and 'x' share memory: "
+                              "'acc' is updated in place ('mut') and 'x' is read by the "
+                              "program")
+
+
+def test_a_mutable_input_must_be_a_writable_array():
+    frozen = np.ones(3, np.float32)
+    frozen.flags.writeable = False
+    assert _error(ZERO, buf=frozen).startswith(
+        "<string>:1:13: error: input 'buf' is updated in place ('mut'), so it must be a "
+        "writable numpy array or a GPU array; got a read-only array")
+    assert "got a list" in _error(ZERO, buf=[1.0, 2.0])
+
+
+@pytest.mark.parametrize("source,where,message", [
+    ("let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n        x[i] = 1.0\n"
+     "        out[i] = 1.0\n}\n",
+     "4:9", "cannot write to input 'x' (mark it 'mut' in compute(...) to update it in place)"),
+    ("let z = compute(mut x, y) {\n    @kernel elementwise\n    for i in 0..n:\n"
+     "        out[i] = x[i] + y[i]\n}\n",
+     "1:21", "'x' is marked 'mut' but never written; remove 'mut'"),
+    ("compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n        x[i] = 1.0\n}\n",
+     "1:1", "bind the compute block's value with 'let name = compute(...)'"),
+    ("let t = compute(mut x) {\n    @kernel reduce(+)\n    for i in 0..n:\n        yield x[i]\n}\n",
+     "1:21", "a 'reduce' kernel cannot update an input in place"),
+    ("compute(mut x) {\n    @kernel elementwise\n    for i in 0..n:\n        out[i] = 1.0\n"
+     "        x[i] = 0.0\n}\n",
+     "4:9", "this block is not bound by a 'let', so it has no 'out'"),
+])
+def test_errors_are_located(source, where, message):
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.run(source, x=np.ones(3, np.float32), y=np.ones(3, np.float32), s=1.0)
+    assert str(err.value).startswith(f"<string>:{where}: error: {message}"), str(err.value)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_partial_update_beside_another_output(rng, device):
+    src = """let y = compute(mut x) {
+    @kernel elementwise
+    for i in 0..3:
+        x[i] = x[i] * 3.0
+        out[i] = x[i]
+}
+"""
+    x = rng.standard_normal(5).astype(np.float32)
+    before = x.copy()
+    out = zynml.run(src, device=device, x=x)
+    np.testing.assert_array_equal(out["y"], before[:3])  # reads see the old values
+    np.testing.assert_array_equal(x, np.concatenate([before[:3] * 3, before[3:]]))
