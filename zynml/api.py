@@ -63,8 +63,7 @@ class Program:
             # Check once without shapes so mistakes surface at compile time.
             self.generic = compiler.check_program(self.source, self.ast)
         self._methods = {p.name: p for p in self.ast.pipelines} if _parent is None else {}
-        _option("zynml.compile", "checked", checked, (bool, type(None)), "True or False",
-                booleans=True)
+        _option("zynml.compile", "checked", checked, (bool, type(None)), "True or False")
         # checked mode (zynml/checks.py); the interpreter checks every run anyway
         self.checks = knobs.CHECK.get() if checked is None else checked
         configured = self.generic.config.get("compute_device") if _parent is None else None
@@ -386,11 +385,11 @@ class Program:
                  with_table: bool = False):
         """The artifact of this signature (a vmfb, a CudaArtifact): the driver's build,
         which reads the cache or compiles; `with_table`: (artifact, check table or None)."""
-        build = compiler.build_checked if self.checks else compiler.build
-        made = build(checked, self.source, self.placement, self.target, signature, scalars,
-                     self._pipeline_name(), cache=self._cache, save_temps=save_temps)
-        artifact, table = made if self.checks else (made, None)
-        return (artifact, table) if with_table else artifact
+        made = (compiler.build_checked if self.checks else compiler.build)(
+            checked, self.source, self.placement, self.target, signature, scalars,
+            self._pipeline_name(), cache=self._cache, save_temps=save_temps)
+        made = made if self.checks else (made, None)
+        return made if with_table else made[0]
 
     def artifact(self, inputs: dict[str, Any] | None = None, /, **named):
         """The native CUDA artifact of this program for these inputs' shapes and dtypes
@@ -540,9 +539,8 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
     ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
     (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a
     device that is not here (calling then needs it; `Program.artifact` and the CLI's
-    --emit work anywhere). `checked=True` compiles in checked mode: a read out of range
-    or an integer division by zero at run time raises a located ZynMLError
-    (docs/language.md; default: the ZYNML_CHECK variable, off)."""
+    --emit work anywhere). `checked=True`: checked mode (docs/language.md §11; default:
+    ZYNML_CHECK), where bad indices and divisions at run time are located errors."""
     return Program(source_or_path, device=device, backend=backend, target=target,
                    params=params, require_device=require_device, checked=checked)
 
@@ -554,13 +552,11 @@ def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /
 
     Inputs are keywords, `zynml.run(src, x=a)`, or a dict, `zynml.run(src, {"x": a})`.
     `source` and the dict are positional, so inputs may be called `source` or `inputs`;
-    `device`, `backend` and `checked` are always the options: inputs of those names go
-    in the dict, `zynml.run(src, {"device": a}, device="cpu")`. `checked`: as in
-    `zynml.compile`."""
+    `device`, `backend` and `checked` (as in `compile`) are always the options: inputs of
+    those names go in the dict, `zynml.run(src, {"device": a}, device="cpu")`."""
     for option, value in (("device", device), ("backend", backend)):
         _option("zynml.run", option, value, (str, type(None)), "a name such as 'cpu'")
-    _option("zynml.run", "checked", checked, (bool, type(None)), "True or False",
-            booleans=True)
+    _option("zynml.run", "checked", checked, (bool, type(None)), "True or False")
     return Program(source, device=device, backend=backend, checked=checked)(
         _merge_inputs(inputs, named))
 
@@ -569,11 +565,10 @@ def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /
 _RUN_OPTIONS = ("device", "backend", "checked")
 
 
-def _option(function: str, option: str, value: Any, types: tuple, expected: str,
-            booleans: bool = False) -> None:
+def _option(function: str, option: str, value: Any, types: tuple, expected: str) -> None:
     """A keyword option given something of the wrong kind: most likely an input of that
     name meant for the program. Say how to pass it."""
-    if isinstance(value, types) and (booleans or not isinstance(value, bool)):
+    if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
         return
     raise ZynMLError(f"{function}'s {option}= takes {expected}, not {type(value).__name__}; "
                      f"an input called '{option}' goes in the inputs dict: "
