@@ -237,3 +237,26 @@ def test_codes_decode_to_the_first_check_and_its_value():
     assert checks.decode(-1) is None
     table = [Check("read", "f.zyn", 2, 3, "x", 1, 4)]
     assert checks.table_from_json(checks.table_to_json(table)) == table
+
+
+LOG = """let y = compute(x) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = log(x[i])
+}
+"""
+
+
+def test_a_nan_made_from_inputs_without_nan_is_reported_at_its_block():
+    x = np.array([1.5, 2.0, -1.0, 3.0, -2.0], np.float32)
+    assert _error(LOG, x=x) == ("<string>:1:1: error: 'y' holds NaN at [2], but no input "
+                                "holds NaN: this block produced it (0/0, inf - inf, 0 * inf, "
+                                "log or sqrt of a negative number, ...)\n"
+                                "let y = compute(x) {\n^")
+    assert np.isnan(zynml.run(LOG, device="cpu", x=x)["y"][2])  # unchecked: as IEEE says
+
+
+def test_nan_in_an_input_may_flow_to_the_outputs():
+    x = np.array([1.0, np.nan, 4.0], np.float32)
+    y = zynml.run(LOG, device="cpu", checked=True, x=x)["y"]
+    np.testing.assert_array_equal(np.isnan(y), [False, True, False])

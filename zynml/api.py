@@ -377,8 +377,10 @@ class Program:
         else:
             from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
             function = IreeModule(artifact, self.target.device).function("main")
-        if table:  # main returns the violation code last
-            function = CheckedFunction(function, table, self.source)
+        if self.checks:  # with a table, main returns the violation code last
+            locs = {step.target: step.loc for step in checked.steps}
+            function = CheckedFunction(function, table, self.source, [
+                (n, locs.get(n, locs.get(n.split("[")[0]))) for n in checked.flat_outputs()])
         return _Executable(checked, function)
 
     def _compile(self, checked: CheckedProgram, signature, scalars, save_temps=None,

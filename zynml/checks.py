@@ -13,7 +13,8 @@ order, so that when several fail the first in the source is reported, every time
 
 `value` is the offending index of a read, or the dividend of a division. This module is
 plain Python: the runtime (no MLIR) decodes what the compiler encoded. The interpreter
-(zynml/interpreter) says the same words.
+(zynml/interpreter) says the same words. After the run, a float output holding NaN when
+no input does is an error at the block that makes it (`nan_produced`).
 """
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+import numpy as np
+
 from .errors import SourceFile, SourceLocation, ZynMLError
 
 __all__ = ["Check", "INDEX_BITS", "INDEX_BIAS", "MAX_CHECKS", "priority", "decode",
            "read_out_of_bounds", "division_by_zero", "raise_violation", "table_to_json",
-           "table_from_json", "OUTPUT_NAME", "CheckedFunction"]
+           "table_from_json", "OUTPUT_NAME", "CheckedFunction",
+           "nan_produced"]
 
 INDEX_BITS = 40
 INDEX_BIAS = 1 << (INDEX_BITS - 1)  # values in [-INDEX_BIAS, INDEX_BIAS - 1] are exact
@@ -112,15 +116,49 @@ def table_from_json(text: str) -> list[Check]:
 
 class CheckedFunction:
     """A compiled main in checked mode: runs `function` (positional arrays in, results
-    out, the violation code last), raises the violation's located error, else returns
-    the program's own results."""
+    out, with a check table the violation code last), raises the violation's located
+    error, then `nan_produced`'s; else returns the program's own results. `outputs`:
+    (name, location of the block that makes it) per result, in order."""
 
-    def __init__(self, function, table: list[Check], src: Optional[SourceFile]):
-        self.function, self.table, self.src = function, table, src
+    def __init__(self, function, table: list[Check], src: Optional[SourceFile],
+                 outputs: list[tuple[str, Optional[SourceLocation]]]):
+        self.function, self.table, self.src, self.outputs = function, table, src, outputs
 
     def __call__(self, *args):
         results = list(self.function(*args))
-        code = results.pop()
-        import numpy as np  # numpy only: the runtime has it
-        raise_violation(self.table, int(np.asarray(code).reshape(())), self.src)
+        if self.table:
+            code = results.pop()
+            raise_violation(self.table, int(np.asarray(code).reshape(())), self.src)
+        nan_produced(args, results, self.outputs)
         return results
+
+
+def nan_produced(args, results, outputs) -> None:
+    """Raise when a float result holds NaN though no input does: located at the block
+    that makes the result (the run's kernels keep no NaN flags of their own)."""
+    try:
+        if any(_nan_at(np.asarray(a)) is not None for a in args):
+            return
+        arrays = [np.asarray(r) for r in results]
+    except (TypeError, ValueError, RuntimeError):  # a GPU array numpy cannot read
+        return
+    for (name, loc), array in zip(outputs, arrays):
+        where = _nan_at(array)
+        if where is not None:
+            shown = f" at [{', '.join(map(str, where))}]" if where else ""
+            raise ZynMLError(f"'{name}' holds NaN{shown}, but no input holds NaN: this "
+                             "block produced it (0/0, inf - inf, 0 * inf, log or sqrt of "
+                             "a negative number, ...)", loc)
+
+
+def _nan_at(array) -> Optional[tuple]:
+    """The index of the first NaN of `array`, or None (also for non-float arrays)."""
+    if array.dtype.kind not in "fcV":
+        return None
+    try:
+        mask = np.isnan(array)
+    except TypeError:
+        return None
+    if not mask.any():
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
