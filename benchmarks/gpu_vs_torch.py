@@ -24,7 +24,8 @@ import ml_dtypes
 import numpy as np
 
 import zynml
-from programs import BIAS_GELU, BIAS_RESIDUAL_LAYERNORM, SOFTMAX  # benchmarks/programs.py
+from programs import (BIAS_GELU, BIAS_RESIDUAL_LAYERNORM, DROPOUT,  # benchmarks/programs.py
+                      SOFTMAX)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "programs" / "examples"
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -48,6 +49,8 @@ class Case:
     bytes: int = 0         # fewest bytes moved (for GB/s)
     flops: int = 0         # for TFLOP/s
     pipeline: str = ""     # call this pipeline of the program instead of the program
+    # (torch, tensors, ZynML's result) -> the tensor to compare against; default torch_fn's
+    reference: Callable | None = None
 
 
 def _cases() -> list[Case]:
@@ -87,6 +90,14 @@ def _cases() -> list[Case]:
     def conv(t, x):
         return t.nn.functional.conv2d(x["input"], x["kernel"], x["bias"], padding=1)
 
+    def dropout(t, x):
+        return t.nn.functional.dropout(x["x"], p=x["p"], training=True)
+
+    def dropout_reference(t, x, result):
+        # PyTorch's generator draws another mask: compare the values under ZynML's own
+        # mask (its bits are checked against a numpy Philox by tests/test_random.py)
+        return t.where(result != 0, x["x"] / (1 - x["p"]), t.zeros_like(x["x"]))
+
     return [
         Case("add 1024 (per-call overhead)", ADD, "z",
              {"x": ((1024,), f32), "y": ((1024,), f32)}, lambda t, x: x["x"] + x["y"],
@@ -114,6 +125,11 @@ def _cases() -> list[Case]:
         Case("bias + GELU 8x2048x4096 f32", BIAS_GELU, "activated",
              {"x": ((8, 2048, 4096), f32), "bias": ((4096,), f32)}, bias_gelu,
              bytes=2 * 4 * 8 * 2048 * 4096),
+        # rand's Philox-4x32-10 per element and the scaling, one kernel; bytes: x read
+        # and the result written (PyTorch also writes its mask)
+        Case("dropout p=0.1 64M f32", DROPOUT, "dropped",
+             {"x": ((n64m,), f32), "seed": 1234, "p": 0.1}, dropout, bytes=2 * 4 * n64m,
+             reference=dropout_reference),
         Case("matmul 4096 f32 (no TF32)", "matmul.zyn", "C",
              {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
@@ -269,7 +285,8 @@ def _measure(case: Case, torch, rng, repeat: int) -> tuple:
     result = zynml_call()
     result = torch.from_dlpack(result) if result.dtype == BF16 else \
         torch.as_tensor(result, device="cuda")  # (bf16 has no __cuda_array_interface__)
-    reference = case.torch_fn(torch, tensors)
+    reference = (case.reference(torch, tensors, result) if case.reference
+                 else case.torch_fn(torch, tensors))
     ref64 = reference.double()
     error = ((result.double() - ref64).norm() / ref64.norm()).item()
     z_ms = median_ms(zynml_call, repeat, torch)

@@ -11,3 +11,6 @@ SOFTMAX = (_PROGRAMS / "softmax_pipeline.zyn").read_text()
 # (row_fused) and gelu(x + bias) (pointwise); the GPU tests run the same files.
 BIAS_RESIDUAL_LAYERNORM = (_PROGRAMS / "bias_residual_layernorm.zyn").read_text()
 BIAS_GELU = (_PROGRAMS / "bias_gelu.zyn").read_text()
+
+# Dropout with rand's mask (the same on every device); tests/test_random.py runs it too.
+DROPOUT = (_PROGRAMS / "dropout.zyn").read_text()

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autotune/test_tuner.py
-       tests/test_checks_cuda.py)
+       tests/runtime/test_cuda_random_math.py tests/test_checks_cuda.py)
 SELECT="cuda or gpu or native or iree"
 export ZYNML_TEST_CACHE_DIR="$PWD/.gpucache"
 export ZYNML_TEST_IREE_GPU=1  # IREE's CUDA target too (iree-base-runtime's cp312 wheel in .whl/)

@@ -63,6 +63,16 @@ def test_tune_times_every_set_and_keeps_the_fastest(cache, rng):
     assert block_of(gelu(), x) == 1024
 
 
+def test_a_win_within_timing_noise_keeps_the_strategys_own_choice():
+    kernel = tuner.Kernel("pointwise", "7f32", [{}, {"vectors": 2}, {"vectors": 4}],
+                          [1.000, 0.985, 0.990])  # 1.5% faster: noise
+    assert kernel.best() == ({}, 1.000)
+    kernel.times = [1.000, 0.970, 0.990]  # 3% faster: a win
+    assert kernel.best() == ({"vectors": 2}, 0.970)
+    kernel.times = [None, 0.985, 0.990]  # the default not timed: the fastest
+    assert kernel.best() == ({"vectors": 2}, 0.985)
+
+
 def test_a_second_process_uses_the_database(cache, rng, tmp_path):
     x = rng.standard_normal(4096).astype(np.float32)
     tuner.tune(gelu(), {"x": x}, timer=prefers_big_blocks, progress=False, limit=6)

@@ -1336,3 +1336,25 @@ def test_causal_attention_on_sm90a_launches_a_block_per_item():
     assert launch["kernel"].endswith("_attention_wgmma"), launch
     assert launch["grid"] == [3 * 2, 1, 1]
     assert not launch.get("blocks_per_multiprocessor")
+
+
+# ============================================================================ bool scalars
+
+ANY_POSITIVE = """
+let found = compute(x) {
+    @kernel reduce(or)
+    for i in 0..n:
+        yield x[i] > 0.0
+}
+"""
+
+
+def test_the_plan_names_bool_scalar_outputs():
+    """A bool scalar crosses the boundary as 0-d i8; the plan says which outputs are bools,
+    so a loaded artifact returns np.bool_ as the API does (differential_cuda found int8)."""
+    prog = zynml.compile(ANY_POSITIVE, device="cuda", require_device=False)
+    plan = prog.artifact(x=f32(13)).plan
+    assert plan["bool_outputs"] == ["found"]
+    assert plan["outputs"][0]["dtype"] == "int8"
+    softmax = zynml.compile(SOFTMAX, device="cuda", require_device=False)
+    assert softmax.artifact(x=f32(3, 17)).plan["bool_outputs"] == []

@@ -67,6 +67,18 @@ def test_saved_artifact_runs_through_load(rng, tmp_path):
     assert_close(out["probs"], np.exp(x - x.max(axis=1, keepdims=True)))
 
 
+def test_a_loaded_artifact_gives_bool_scalars_as_bools(rng, tmp_path):
+    prog = zynml.compile("let found = compute(x) {\n    @kernel reduce(or)\n"
+                         "    for i in 0..n:\n        yield x[i] > 2.5\n}\n", device="cuda:0")
+    x = rng.standard_normal(37).astype(np.float32)
+    path = tmp_path / "any.zynart"
+    prog.artifact(x=x).save(path)
+    for data in (x, x + 3.0):
+        found = zynml.load(path)(x=data)["found"]
+        assert isinstance(found, np.bool_) and found == bool((data > 2.5).any())
+        assert found == prog(x=data)["found"]
+
+
 def test_auto_picks_the_gpu():
     if conftest.COMPILE_ONLY:
         pytest.skip("compile-only: no GPU to pick")

@@ -15,9 +15,11 @@ from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
 from . import scalar as S
+from .philox import random_builtin
 from ..dialects.cir import MAX_PRINT_VALUES
 from ..errors import ZynMLError
 from ..frontend import ast
+from ..frontend.random_calls import RANDOM_BUILTINS
 from ..frontend.symbols import Kernel, Symbol
 from ..frontend.types import (BOOL, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType,
                               TensorType, concrete, promote)
@@ -199,6 +201,10 @@ class BodyEmitter:
                 return self._dot(e, t)
             if e.func.id == "reduce":
                 return self._reduce_whole(e, t)
+            if e.func.id in RANDOM_BUILTINS:  # integer arguments, read as 64 bits
+                words = [self.expr(a, I64) for a in e.args[:3]]
+                word = e.args[3].value if e.func.id == "philox" else None
+                return random_builtin(e.func.id, words, word)
             args = [self.expr(a, t) for a in e.args]
             return S.builtin(e.func.id, args, t)
         raise AssertionError(f"unexpected expression {type(e).__name__}")

@@ -123,7 +123,7 @@ class _ProgramEmitter:
                 self.values[name] = arg if is_tensor(t) else S.convert(
                     tensor.ExtractOp(arg, []).result, _boundary_scalar(t), concrete(t))
             self.emit_steps()
-            results = []
+            results, bools = [], []
             for name in outputs:
                 if name in program.constants:  # `let (r, index) = await any(fs)`
                     t = concrete(next(s.ty for s in program.steps if s.target == name))
@@ -131,12 +131,17 @@ class _ProgramEmitter:
                 else:
                     value, t = self.values[name], self.types[name]
                 if not is_tensor(t):
+                    if concrete(t).is_bool:
+                        bools.append(name)
                     value = S.convert(value, concrete(t), _boundary_scalar(t))
                     value = tensor.FromElementsOp(_boundary_type(t), [value]).result
                 results.append(value)
             func.ReturnOp(results)
         main.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(input_types, [v.type for v in results]))
+        if bools:  # i8 at the boundary: a loaded artifact's plan says they are bools
+            main.attributes["zynml.bool_outputs"] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(n) for n in bools])
 
     def emit_steps(self) -> None:
         for step in self.program.steps:

@@ -8,6 +8,7 @@ from mlir import ir
 from mlir.dialects import arith
 from mlir.dialects import math as mmath
 
+from . import f64_math
 from ..frontend.types import INDEX, ScalarType, TensorType, concrete
 
 
@@ -148,11 +149,14 @@ def maximum(a, b, t: ScalarType) -> ir.Value:
 _UNARY_FLOAT = {"exp": mmath.ExpOp, "log": mmath.LogOp, "sqrt": mmath.SqrtOp,
                 "rsqrt": mmath.RsqrtOp, "tanh": mmath.TanhOp, "sin": mmath.SinOp,
                 "cos": mmath.CosOp, "tan": mmath.TanOp, "sinh": mmath.SinhOp,
-                "cosh": mmath.CoshOp, "floor": mmath.FloorOp, "ceil": mmath.CeilOp}
+                "cosh": mmath.CoshOp, "floor": mmath.FloorOp, "ceil": mmath.CeilOp,
+                "erf": mmath.ErfOp, "log1p": mmath.Log1pOp, "expm1": mmath.ExpM1Op}
 
 
 def builtin(name: str, args: list[ir.Value], t: ScalarType) -> ir.Value:
     """A math builtin on arguments already converted to `t`."""
+    if name in f64_math.EXPANDED and concrete(t).name == "f64":
+        return f64_math.expand(name, args[0])
     if name in _UNARY_FLOAT:
         return _UNARY_FLOAT[name](args[0]).result
     if name == "relu":
@@ -173,7 +177,21 @@ def builtin(name: str, args: list[ir.Value], t: ScalarType) -> ir.Value:
         return mmath.PowFOp(args[0], args[1]).result
     if name == "clamp":
         return minimum(maximum(args[0], args[1], t), args[2], t)
+    if name == "sigmoid":
+        return sigmoid(args[0], t)
+    if name == "silu":
+        return arith.MulFOp(args[0], sigmoid(args[0], t)).result
     raise AssertionError(f"unknown builtin {name}")
+
+
+def sigmoid(x: ir.Value, t: ScalarType) -> ir.Value:
+    """1 / (1 + exp(-x)) without overflow: with e = exp(-|x|) <= 1, 1 / (1 + e) for
+    x >= 0 and e / (1 + e) below, so no exp(-x) reaches inf and a large negative x keeps
+    its tiny result (sigmoid(-100) = exp(-100), not 1 / inf = 0)."""
+    e = mmath.ExpOp(negate(mmath.AbsFOp(x).result, t)).result
+    r = arith.DivFOp(constant(t, 1), arith.AddFOp(constant(t, 1), e).result).result
+    nonnegative = compare(">=", x, constant(t, 0), t)
+    return arith.SelectOp(nonnegative, r, arith.MulFOp(e, r).result).result
 
 
 def integer_power(base: ir.Value, exponent: int, t: ScalarType) -> ir.Value:

@@ -11,6 +11,7 @@ import functools
 from typing import Any, Callable, Optional
 
 from . import ast
+from .random_calls import RANDOM_BUILTINS, check_random_call
 from .ranges import fits_64_bits, walk
 from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
@@ -24,10 +25,11 @@ MATH_BUILTINS = {
     "tanh": (1, 1), "sin": (1, 1), "cos": (1, 1), "tan": (1, 1), "sinh": (1, 1),
     "cosh": (1, 1), "abs": (1, 1), "floor": (1, 1), "ceil": (1, 1), "min": (2, 2),
     "max": (2, 2), "pow": (2, 2), "clamp": (3, 3),
+    "erf": (1, 1), "log1p": (1, 1), "expm1": (1, 1), "sigmoid": (1, 1), "silu": (1, 1),
 }
 # Builtins whose result is float even for integer arguments.
 FLOAT_ONLY = {"exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "tan", "sinh", "cosh",
-              "floor", "ceil", "pow"}
+              "floor", "ceil", "pow", "erf", "log1p", "expm1", "sigmoid", "silu"}
 REDUCE_OPS = ("+", "*", "min", "max", "and", "or", "argmin", "argmax")
 KNOWN_ANNOTATIONS = {"workgroup", "shared", "broadcast", "tile", "device", "async", "parallel"}
 
@@ -517,9 +519,11 @@ class BodyChecker:
         name = e.func.id
         if name == "dot":
             return self._dot(e)
+        if name in RANDOM_BUILTINS:
+            return check_random_call(e, self._expr)
         if name not in MATH_BUILTINS:
             raise _err(f"unknown function '{name}'; builtins are "
-                       + ", ".join(sorted(MATH_BUILTINS)), e.func)
+                       + ", ".join(sorted([*MATH_BUILTINS, *RANDOM_BUILTINS])), e.func)
         lo, hi = MATH_BUILTINS[name]
         if e.kwargs:
             raise _err(f"'{name}' takes no keyword arguments", e.kwargs[0])

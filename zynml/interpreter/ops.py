@@ -98,6 +98,7 @@ SCALAR_OPS: dict[str, Emitter] = {
     "arith.andi": "{0} & {1}", "arith.ori": "{0} | {1}", "arith.xori": "{0} ^ {1}",
     "arith.maxsi": "({0} if {0} >= {1} else {1})", "arith.minsi": "({0} if {0} <= {1} else {1})",
     "arith.maxui": "_s.maxui({0}, {1})", "arith.minui": "_s.minui({0}, {1})",
+    "arith.shrui": "_s.shrui({0}, {1})",
     "arith.cmpi": _cmpi,
     "arith.select": "({1} if {0} else {2})",
     # conversions
@@ -114,6 +115,7 @@ SCALAR_OPS: dict[str, Emitter] = {
     "math.absf": "abs({0})", "math.absi": "abs({0})", "math.powf": "np.power({0}, {1})",
     "math.fpowi": "_s.fpowi({0}, {1})", "math.exp2": "np.exp2({0})",
     "math.log2": "np.log2({0})", "math.log10": "np.log10({0})",
+    "math.erf": "_s.erf({0})", "math.log1p": "np.log1p({0})", "math.expm1": "np.expm1({0})",
 }
 
 # Integer divisions and remainders: the writer checks the divisor first.

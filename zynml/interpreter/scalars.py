@@ -124,6 +124,11 @@ def rsqrt(a):
     return a.dtype.type(1) / np.sqrt(a)
 
 
+def erf(a):
+    """math.erf: numpy has none; math.erf in f64, rounded once to a's type."""
+    return a.dtype.type(math.erf(float(a)))
+
+
 def fpowi(a, n):
     """math.fpowi: a float to an integer power."""
     return a ** int(n)
@@ -188,6 +193,13 @@ def trunci(v, dtype: np.dtype):
 
 def extui(v, dtype: np.dtype):
     return wrap(unsigned(v), dtype) if dtype.kind == "i" else int(unsigned(v))
+
+
+def shrui(a, b):
+    """arith.shrui: a logical shift right (zeros come in); by the width or more (poison
+    in MLIR) 0."""
+    bits = 64 if isinstance(a, int) else a.dtype.itemsize * 8
+    return from_unsigned(unsigned(a) >> int(b), a) if 0 <= int(b) < bits else _like(0, a)
 
 
 def uitofp(v, dtype: np.dtype):

@@ -271,6 +271,8 @@ def extract_plan(module: ir.Operation, func_name: str = "main") -> tuple[dict, d
         "inputs": inputs,
         "outputs": [dict(_value_spec(v.type), value=name)
                     for v, name in zip(terminator.operands, outputs)],
+        # bool scalars cross the boundary as 0-d i8 (cirgen): a loaded artifact gives bools
+        "bool_outputs": _string_list(attrs, "zynml.bool_outputs"),
         "globals": list(extractor.globals.values()),
         "body": body,
     }

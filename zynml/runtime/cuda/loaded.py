@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from typing import Any, Union
 
+import numpy as np
+
 from ...devices import parse_device
 from .artifact import CudaArtifact, describe
 from .function import CudaFunction, named_call
@@ -29,7 +31,12 @@ class LoadedProgram:
         return list(self.artifact.plan["output_names"])
 
     def __call__(self, **inputs: Any) -> dict[str, Any]:
-        return named_call(self.function, inputs)
+        results = named_call(self.function, inputs)
+        for name in self.artifact.plan.get("bool_outputs", ()):  # 0-d i8 at the boundary
+            value = results[name]
+            if isinstance(value, np.ndarray):
+                results[name] = np.bool_(value.reshape(())[()])
+        return results
 
     def __repr__(self) -> str:
         info = describe(self.artifact)
