@@ -18,6 +18,9 @@ PASSES: dict[str, tuple[str, str]] = {
                    "Check cir invariants IRDL cannot express (ranks, body signatures, kinds)"),
     "cir-shape-propagation": ("cir_shape_propagation",
                               "Make compute results and body functions static from input shapes"),
+    "cir-insert-checks": ("cir_insert_checks",
+                          "Checked mode: report out-of-range reads and integer division by "
+                          "zero at run time"),
     "cir-raise-attention": ("cir_raise_attention",
                             "Replace compute bodies that are attention written out with "
                             "cir.attention"),

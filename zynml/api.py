@@ -15,7 +15,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import compiler
+from . import compiler, knobs
+from .checks import CheckedFunction
 from .cache import ArtifactCache
 from .backend.iree.target import IREE_TARGETS
 from .inplace import check_updatable, write_back
@@ -51,7 +52,8 @@ class Program:
 
     def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
                  backend: str | None = None, *, target: str | None = None,
-                 params: str | dict = "", require_device: bool = True, _pipeline: Any = None,
+                 params: str | dict = "", require_device: bool = True,
+                 checked: bool | None = None, _pipeline: Any = None,
                  _parent: "Program | None" = None, _part: bool = False):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
@@ -62,6 +64,9 @@ class Program:
             # Check once without shapes so mistakes surface at compile time.
             self.generic = compiler.check_program(self.source, self.ast)
         self._methods = {p.name: p for p in self.ast.pipelines} if _parent is None else {}
+        _option("zynml.compile", "checked", checked, (bool, type(None)), "True or False")
+        # checked mode (zynml/checks.py); the interpreter checks every run anyway
+        self.checks = knobs.CHECK.get() if checked is None else checked
         configured = self.generic.config.get("compute_device") if _parent is None else None
         if device == "auto" and configured is not None:  # `config { compute_device: .. }`
             device, device_loc = configured
@@ -93,7 +98,7 @@ class Program:
         self._executables: dict[tuple, _Executable] = {}
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
-                                             self.generic.host_values):
+                                             self.generic.host_values or self.checks):
             from .runtime.cuda.function import FastCalls
             self._fast_calls = FastCalls()
         self._lock = threading.Lock()
@@ -142,7 +147,7 @@ class Program:
         if name in methods:  # one Program per pipeline: its executables are reused
             pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
                                params=self.cuda_target.params,
-                               require_device=self._require_device,
+                               require_device=self._require_device, checked=self.checks,
                                _pipeline=methods[name], _parent=self)
             # kept as an attribute: the next `prog.name` finds it without __getattr__
             method = self.__dict__[name] = _PipelineMethod(pipeline, methods[name])
@@ -248,7 +253,8 @@ class Program:
         return [Program(seg.source, seg.device,
                         self.backend if seg.device.split(":")[0] == kind else None,
                         target=self.cuda_target.chip, params=self.cuda_target.params,
-                        require_device=self._require_device, _part=True) for seg in plan]
+                        require_device=self._require_device, checked=self.checks,
+                        _part=True) for seg in plan]
 
     def _device_parts(self) -> list["Program"]:
         """One Program per device of @parallel(data), compiled per chunk shape."""
@@ -256,7 +262,8 @@ class Program:
             source = self.source.text if self.source.name == "<string>" else \
                 Path(self.source.name)
             self._parts = [Program(source, device, self.backend if device != "cpu" else None,
-                                   require_device=self._require_device, _part=True)
+                                   require_device=self._require_device,
+                                   checked=self.checks, _part=True)
                            for device in self._data_parallel.devices]
         return self._parts
 
@@ -324,7 +331,7 @@ class Program:
             checked, self.source, self.placement, self.target, signature, scalars,
             self._pipeline_name(), self._cache)
         return compiler.Compilation(compiler.BACKENDS[self.backend], target, self.source,
-                                    checked, self._cache)
+                                    checked, self._cache, checks=self.checks)
 
     def _pipeline_name(self) -> str:
         return self._pipeline.name if self._pipeline else ""
@@ -364,23 +371,31 @@ class Program:
             from .interpreter import InterpreterFunction
             return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
                                                             self.source))
-        artifact = self._compile(checked, signature, scalars)
+        artifact, table = self._compile(checked, signature, scalars, with_table=True)
         if self.backend == "native":
             from .runtime.cuda.function import CudaFunction
             try:
-                return _Executable(checked, CudaFunction(artifact, self.placement.ordinal))
+                function = CudaFunction(artifact, self.placement.ordinal)
             except Exception as err:  # no driver or GPU, or a CUDA failure at load
                 raise ZynMLError(f"cannot run on '{self.device}': {err}") from None
-        from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
-        function = IreeModule(artifact, self.target.device).function("main")
+        else:
+            from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
+            function = IreeModule(artifact, self.target.device).function("main")
+        if self.checks:  # with a table, main returns the violation code last
+            locs = {step.target: step.loc for step in checked.steps}
+            function = CheckedFunction(function, table, self.source, [
+                (n, locs.get(n, locs.get(n.split("[")[0]))) for n in checked.flat_outputs()])
         return _Executable(checked, function)
 
-    def _compile(self, checked: CheckedProgram, signature, scalars, save_temps=None):
+    def _compile(self, checked: CheckedProgram, signature, scalars, save_temps=None,
+                 with_table: bool = False):
         """The artifact of this signature (a vmfb, a CudaArtifact): the driver's build,
-        which reads the cache or compiles."""
-        return compiler.build(checked, self.source, self.placement, self.target, signature,
-                              scalars, self._pipeline_name(), cache=self._cache,
-                              save_temps=save_temps)
+        which reads the cache or compiles; `with_table`: (artifact, check table or None)."""
+        made = (compiler.build_checked if self.checks else compiler.build)(
+            checked, self.source, self.placement, self.target, signature, scalars,
+            self._pipeline_name(), cache=self._cache, save_temps=save_temps)
+        made = made if self.checks else (made, None)
+        return made if with_table else made[0]
 
     def artifact(self, inputs: dict[str, Any] | None = None, /, **named):
         """The native CUDA artifact of this program for these inputs' shapes and dtypes
@@ -528,7 +543,8 @@ def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
 
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
-            params: str | dict = "", require_device: bool = True) -> Program:
+            params: str | dict = "", require_device: bool = True,
+            checked: bool | None = None) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
     "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
     ("native" or "iree"; default: the best for the device); calling the result runs it. `target` picks the CUDA chip of the native
@@ -536,32 +552,36 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
     ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
     (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a
     device that is not here (calling then needs it; `Program.artifact` and the CLI's
-    --emit work anywhere)."""
+    --emit work anywhere). `checked=True`: checked mode (docs/language.md §11; default:
+    ZYNML_CHECK), where bad indices and divisions at run time are located errors."""
     return Program(source_or_path, device=device, backend=backend, target=target,
-                   params=params, require_device=require_device)
+                   params=params, require_device=require_device, checked=checked)
 
 
 def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /, *,
-        device: str = "auto", backend: str | None = None, **named) -> dict[str, Any]:
+        device: str = "auto", backend: str | None = None, checked: bool | None = None,
+        **named) -> dict[str, Any]:
     """Compile `source` and run it once on its inputs; returns {output name: value}.
 
     Inputs are keywords, `zynml.run(src, x=a)`, or a dict, `zynml.run(src, {"x": a})`.
     `source` and the dict are positional, so inputs may be called `source` or `inputs`;
-    `device` and `backend` are always the options: inputs of those names go in the dict,
-    `zynml.run(src, {"device": a}, device="cpu")`."""
+    `device`, `backend` and `checked` (as in `compile`) are always the options: inputs of
+    those names go in the dict, `zynml.run(src, {"device": a}, device="cpu")`."""
     for option, value in (("device", device), ("backend", backend)):
         _option("zynml.run", option, value, (str, type(None)), "a name such as 'cpu'")
-    return Program(source, device=device, backend=backend)(_merge_inputs(inputs, named))
+    _option("zynml.run", "checked", checked, (bool, type(None)), "True or False")
+    return Program(source, device=device, backend=backend, checked=checked)(
+        _merge_inputs(inputs, named))
 
 
 # zynml.run's keyword options: an input of one of these names must come in the dict
-_RUN_OPTIONS = ("device", "backend")
+_RUN_OPTIONS = ("device", "backend", "checked")
 
 
 def _option(function: str, option: str, value: Any, types: tuple, expected: str) -> None:
     """A keyword option given something of the wrong kind: most likely an input of that
     name meant for the program. Say how to pass it."""
-    if isinstance(value, types) and not isinstance(value, bool):
+    if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
         return
     raise ZynMLError(f"{function}'s {option}= takes {expected}, not {type(value).__name__}; "
                      f"an input called '{option}' goes in the inputs dict: "

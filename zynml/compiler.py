@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from . import knobs
+from . import checks, knobs
 from .autotune.database import TuningDatabase, params_text
 from .backend.cuda import stages as cuda_stages
 from .backend.iree import stages as iree_stages
@@ -39,7 +39,8 @@ from .stage import TEXT_MLIR, Backend, Compilation, Output, Stage
 if TYPE_CHECKING:  # MLIR loads on the first compilation: running an artifact needs none
     from mlir import ir
 
-__all__ = ["FRONT_STAGES", "BACKENDS", "CIR_TO_LINALG_PIPELINE", "Compilation",
+__all__ = ["FRONT_STAGES", "BACKENDS", "CIR_TO_LINALG_PIPELINE", "CHECKED_PIPELINE",
+           "Compilation", "build_checked",
            "parse_source", "check_program", "to_cir", "lower", "dump_ast", "stage_names",
            "find_stage", "run_stages", "emit", "check_target", "build", "artifact_key",
            "fingerprint", "compiler_files", "mlir_error_to_zynml", "ZynMLNote"]
@@ -49,6 +50,10 @@ __all__ = ["FRONT_STAGES", "BACKENDS", "CIR_TO_LINALG_PIPELINE", "Compilation",
 CIR_TO_LINALG_PIPELINE = ("builtin.module(cir-verify,cir-shape-propagation,cir-raise-attention,"
                           "cir-to-linalg,"
                           "canonicalize,cse)")
+# Checked mode (zynml/checks.py): the same, with the run-time checks added once shapes
+# are static and before a body is raised to cir.attention or lowered.
+CHECKED_PIPELINE = CIR_TO_LINALG_PIPELINE.replace(
+    "cir-shape-propagation,", "cir-shape-propagation,cir-insert-checks,")
 
 
 def parse_source(source_or_path: Union[str, os.PathLike]) -> tuple[SourceFile, ast.Program]:
@@ -96,6 +101,20 @@ def lower(module: ir.Module, src: SourceFile | None = None,
     return module
 
 
+def _to_linalg(cir: "ir.Module", job: Compilation) -> "ir.Module":
+    """The linalg stage; in checked mode, the check table goes to `job.check_table`."""
+    if not job.checks:
+        return lower(cir, job.source)
+    from mlir import ir
+    lower(cir, job.source, CHECKED_PIPELINE)
+    attrs = cir.operation.attributes
+    job.check_table = []
+    if "zynml.checks" in attrs:
+        job.check_table = checks.table_from_json(ir.StringAttr(attrs["zynml.checks"]).value)
+        del attrs["zynml.checks"]
+    return cir
+
+
 def _emit_notes(module: "ir.Module") -> None:
     from mlir import ir
     attrs = module.operation.attributes
@@ -136,7 +155,7 @@ def dump_ast(node, indent: int = 0) -> str:
 FRONT_STAGES = (
     Stage("ast", lambda job: parse(job.source), Output("txt", show=_show_ast), inputs=()),
     Stage("cir", lambda job: to_cir(job.checked), TEXT_MLIR, inputs=()),
-    Stage("linalg", lambda cir, job: lower(cir, job.source), TEXT_MLIR),
+    Stage("linalg", _to_linalg, TEXT_MLIR),
 )
 
 # Placement.backend -> the backend's stages and facts.
@@ -272,27 +291,50 @@ def build(checked: CheckedProgram, source: SourceFile, placement, target, signat
     stored. `save_temps` compiles even then, writing every stage's output in the folder.
     `use_database=False` builds with the strategies' own choices (the tuner's baseline).
     """
+    return _build(checked, source, placement, target, signature, scalars, pipeline_name,
+                  cache, save_temps, use_database, False)[0]
+
+
+def build_checked(checked: CheckedProgram, source: SourceFile, placement, target,
+                  signature: dict, scalars: dict, pipeline_name: str = "", *,
+                  cache: ArtifactCache | None = None,
+                  save_temps: Union[str, os.PathLike, None] = None) -> tuple[Any, list]:
+    """`build` in checked mode: (the artifact, its check table). The artifact's main has
+    one more result, the violation code (zynml/checks.py); the table is cached beside it,
+    under a key of its own, so that a machine without the compiler reads both."""
+    return _build(checked, source, placement, target, signature, scalars, pipeline_name,
+                  cache, save_temps, True, True)
+
+
+def _build(checked, source, placement, target, signature, scalars, pipeline_name, cache,
+           save_temps, use_database, with_checks) -> tuple[Any, list | None]:
     backend = BACKENDS[placement.backend]
     backend.check(checked, target, placement, signature)
     cache = cache if cache is not None else ArtifactCache()
     if use_database:
         target = tuned_target(checked, source, placement, target, signature, scalars,
                               pipeline_name, cache)
-    key = artifact_key(backend, source, pipeline_name, signature, scalars, target)
+    key = artifact_key(backend, source, pipeline_name, signature, scalars, target,
+                       with_checks)
+    table_key = ArtifactCache.key(key, "check table") if with_checks else None
     if save_temps is None:
         cached = cache.get(key)
-        if cached is not None:
+        table = cache.get(table_key) if with_checks else b"[]"
+        if cached is not None and table is not None:
             try:
-                return backend.load(cached)
+                return backend.load(cached), \
+                    checks.table_from_json(table.decode()) if with_checks else None
             except ValueError as err:  # whole (its hash holds) but not an artifact
                 cache.discard(key, f"it is not an artifact: {err}")
     if not installed():
         raise ZynMLError(_cannot_compile_here(backend, cache, key))
     last = backend.stages[-1]
-    artifact = run_stages(Compilation(backend, target, source, checked, cache), last.name,
-                          save_temps=save_temps)
+    job = Compilation(backend, target, source, checked, cache, checks=with_checks)
+    artifact = run_stages(job, last.name, save_temps=save_temps)
+    if with_checks:  # the table first: an artifact found without it is compiled again
+        cache.put(table_key, checks.table_to_json(job.check_table).encode())
     cache.put(key, last.output.show(artifact))
-    return artifact
+    return artifact, job.check_table
 
 
 def _cannot_compile_here(backend: Backend, cache: ArtifactCache, key: str) -> str:
@@ -310,20 +352,23 @@ def _cannot_compile_here(backend: Backend, cache: ArtifactCache, key: str) -> st
 
 
 def artifact_key(backend: Backend, source: SourceFile, pipeline_name: str, signature: dict,
-                 scalars: dict, target) -> str:
+                 scalars: dict, target, checks: bool = False) -> str:
     """The cache key of an artifact: the source and signature, not the IR, so that a
     machine without MLIR finds what another compiled into a shared cache; the compiler's
-    fingerprint, so that a changed compiler never reuses an old artifact."""
+    fingerprint, so that a changed compiler never reuses an old artifact; checked mode's
+    artifacts apart from the others."""
+    mode = ("checked",) if checks else ()
     return ArtifactCache.key(backend.name, fingerprint(), source.text, pipeline_name,
                              repr(sorted((n, str(t)) for n, t in signature.items())),
-                             repr(sorted(scalars.items())), target.cache_key())
+                             repr(sorted(scalars.items())), target.cache_key(), *mode)
 
 
 # What decides an artifact besides the program, its signature and the target: the
 # compiler's own source. The runtime, the API and the CLI are left out, so editing them
 # keeps the cache.
 COMPILER_SOURCES = ("zynml.frontend", "zynml.cirgen", "zynml.lowering", "zynml.backend",
-                    "zynml.passes", "zynml.dialects", "zynml.compiler", "zynml.stage")
+                    "zynml.passes", "zynml.dialects", "zynml.compiler", "zynml.stage",
+                    "zynml.checks")
 
 
 def compiler_files() -> list[Path]:

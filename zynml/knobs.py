@@ -24,7 +24,7 @@ from .errors import ZynMLError
 
 __all__ = [
     "Knob", "KnobError", "KNOBS", "validate", "markdown_table",
-    "CACHE_DIR", "CUDA_POISON", "DEBUG", "IREE_COMPILE", "REPRODUCER_DIR", "AUTOTUNE", "LOG",
+    "CACHE_DIR", "CHECK", "CUDA_POISON", "DEBUG", "IREE_COMPILE", "REPRODUCER_DIR", "AUTOTUNE", "LOG",
     "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
     "TEST_VULKAN",
 ]
@@ -119,6 +119,12 @@ CACHE_DIR: Knob[Path | None] = Knob(
     "The folder of the compiled-artifact cache; unset: `$XDG_CACHE_HOME/zynml`, "
     "else `~/.cache/zynml`",
     read_by=("zynml/cache.py", "tests/autotune/test_tuner.py"))
+CHECK: Knob[bool] = Knob(
+    "ZYNML_CHECK", "bool", False,
+    "Checked mode for programs that do not choose (`checked=` of `zynml.compile`/`run`): "
+    "out-of-range reads and integer division by zero at run time are located errors "
+    "(docs/language.md, checked mode)",
+    read_by=("zynml/api.py",))
 CUDA_POISON: Knob[bool] = Knob(
     "ZYNML_CUDA_POISON", "bool", False,
     "Fill every native CUDA allocation with 0xFF bytes (NaN, -1), so that an element no "
@@ -184,7 +190,7 @@ TEST_VULKAN: Knob[bool] = Knob(
     "Tests: also run the spec examples on IREE's Vulkan target",
     read_by=("tests/test_spec_examples.py",))
 
-KNOBS: tuple[Knob, ...] = (CACHE_DIR, CUDA_POISON, DEBUG, IREE_COMPILE, REPRODUCER_DIR,
+KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CUDA_POISON, DEBUG, IREE_COMPILE, REPRODUCER_DIR,
                            AUTOTUNE, LOG, FUZZ_SCALE, FUZZ_SHRINK, GPU_COMPILE_ONLY,
                            TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 

@@ -86,10 +86,14 @@ class Backend:
 class Compilation:
     """What the stages of one compilation read besides their inputs: the program's
     source (for the ast stage and for locating errors), its typed AST, the backend and its
-    target, and the cache `iree-compile` keeps its own results in."""
+    target, and the cache `iree-compile` keeps its own results in. `checks`: checked mode
+    (zynml/checks.py); the linalg stage then leaves the program's check table in
+    `check_table`."""
 
     backend: Backend
     target: Any
     source: Any = None  # SourceFile
     checked: Any = None  # CheckedProgram
     cache: Any = None  # ArtifactCache
+    checks: bool = False
+    check_table: Any = None  # list[zynml.checks.Check], once the linalg stage has run

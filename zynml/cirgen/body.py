@@ -364,6 +364,9 @@ class BodyEmitter:
             a, b = self.expr(e.left, operand_t), self.expr(e.right, operand_t)
             return S.compare(e.op, a, b, operand_t)
         a, b = self.expr(e.left, operand_t), self.expr(e.right, operand_t)
+        if e.op in ("/", "%"):  # a division by zero at run time points at its operator
+            with ir.Location.file(e.loc.file.name, e.loc.line, e.loc.col):
+                return S.convert(S.binary(e.op, a, b, operand_t), operand_t, t)
         return S.convert(S.binary(e.op, a, b, operand_t), operand_t, t)
 
 

@@ -56,6 +56,11 @@ def _parser() -> ArgumentParser:
     comp = sub.add_parser("compile", help="compile a program and print or write one stage")
     add_input_arguments(comp)
     add_pipeline_argument(comp)
+    for command in (run, comp):
+        command.add_argument("--checked", action="store_true", default=None,
+                             help="checked mode: an index out of range or an integer "
+                                  "division by zero at run time is a located error "
+                                  "(default: ZYNML_CHECK)")
     stages = compiler.stage_names()
     binary = [name for name in stages if compiler.find_stage(name)[1].output.binary]
     comp.add_argument("--emit", choices=stages, default="linalg")
@@ -127,7 +132,7 @@ def _run(args) -> int:
     _check_device(args, present=True)
     if args.output_dir:
         check_output_dir(Path(args.output_dir))
-    program, values = _program(args, args.device)
+    program, values = _program(args, args.device, checked=args.checked)
     outputs = program(values)
     files = {}  # everything before writing: arrays as .npy, host values (device lists) as JSON
     for name, value in outputs.items():
@@ -155,7 +160,7 @@ def _compile(args) -> int:
     if args.output:
         check_output_file(Path(args.output))
     program, values = _program(args, device, args.emit, target=args.target,
-                               require_device=False)
+                               require_device=False, checked=args.checked)
     if backend is not None and program.backend != backend.name:
         raise UsageError(backend.wrong_backend.format(
             stage=args.emit, device=program.device, backend=program.backend))

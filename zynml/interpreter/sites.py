@@ -7,7 +7,8 @@ from; the generated code names it by its number in `Sites`.
 
     site = sites.add("read", loc, tensor="x")
     sites.out_of_range(site, x, (2, 7))   # raises
-    -> prog.zyn:5:18: error: read of 'x' out of range: x[2, 7], but 'x' has shape [4, 7]
+    -> prog.zyn:5:18: error: 'x' is read out of bounds: index 7 of dimension 1, but that
+       dimension of 'x' has size 7          (checked mode's words: zynml/checks.py)
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, NoReturn, Optional
 
 from mlir import ir
 
+from ..checks import division_by_zero, read_out_of_bounds
 from ..errors import SourceFile, SourceLocation, ZynMLError
 
 __all__ = ["Site", "Sites", "source_location"]
@@ -61,17 +63,16 @@ class Sites:
         return ZynMLError(message, self.items[k].loc)
 
     def out_of_range(self, k: int, array, index: tuple) -> NoReturn:
+        """The first dimension whose index leaves `array`, in checked mode's words."""
         site = self.items[k]
         name = site.tensor or "a tensor"
-        shown = ", ".join(str(i) for i in index)
-        shape = ", ".join(str(d) for d in array.shape)
-        raise ZynMLError(f"{site.what} of '{name}' out of range: {name}[{shown}], but "
-                         f"'{name}' has shape [{shape}]", site.loc)
+        dim = next(d for d, (i, n) in enumerate(zip(index, array.shape)) if not 0 <= i < n)
+        raise ZynMLError(read_out_of_bounds(name, dim, index[dim], array.shape[dim],
+                                            written=site.what == "write"), site.loc)
 
     def division_by_zero(self, k: int, op: str, a) -> NoReturn:
         kind = "remainder" if op.startswith("rem") else "division"
-        raise ZynMLError(f"integer {kind} by zero: {a} {'%' if kind == 'remainder' else '/'} 0 "
-                         f"(arith.{op})", self.items[k].loc)
+        raise ZynMLError(division_by_zero(kind, a), self.items[k].loc)
 
     def bad_step(self, k: int, step: int) -> NoReturn:
         raise ZynMLError(f"a loop's step must be positive, got {step}", self.items[k].loc)

@@ -1,0 +1,76 @@
+"""Checked mode on the native CUDA backend. The check computes are kernels like any other
+and the violation code is one more output of the launch plan, read after the launches:
+compiled here (no GPU needed), run by the tests marked `gpu` (tools/gpu_tests.sh)."""
+import numpy as np
+import pytest
+
+import zynml
+from test_checks import CASES, GATHER, MODULO, REDUCE, EMBED_MATMUL
+
+INPUTS = {"x": np.zeros(4, np.float32), "idx": np.zeros(5, np.int64)}
+
+
+def _artifact(source, checked, inputs=INPUTS):
+    return zynml.compile(source, device="cuda", require_device=False,
+                         checked=checked).artifact(inputs)
+
+
+def _launches(artifact) -> list[str]:
+    return [step["kernel"] for step in artifact.plan["body"] if step.get("op") == "launch"]
+
+
+def test_the_check_kernels_and_their_output_are_in_the_launch_plan():
+    checked, plain = _artifact(GATHER, True), _artifact(GATHER, False)
+    assert checked.plan["output_names"] == ["y", "zynml.checks"]
+    assert plain.plan["output_names"] == ["y"]
+    assert len(_launches(checked)) > len(_launches(plain))
+    assert checked.ptx.count(".entry") == len(set(_launches(checked)))
+    assert checked.plan["outputs"][-1]["dtype"] == "int64"
+
+
+def test_the_unchecked_cuda_artifact_is_unchanged_by_checked_mode_elsewhere():
+    before = _artifact(GATHER, False)
+    _artifact(GATHER, True)
+    after = _artifact(GATHER, False)
+    assert before.ptx == after.ptx and before.plan == after.plan
+
+
+def _same_error(source, **inputs) -> None:
+    """CUDA's error is the CPU's (the CPU's first: compile-only runs cache its vmfb)."""
+    errors = []
+    for device in ("cpu", "cuda"):
+        with pytest.raises(zynml.ZynMLError) as info:
+            zynml.run(source, device=device, checked=True, **inputs)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad", [4, -1, 2 ** 31])
+def test_cuda_gather_out_of_range_is_the_cpu_error(bad):
+    _same_error(GATHER, x=np.arange(4, dtype=np.float32), idx=np.array([0, bad, 1], np.int64))
+
+
+@pytest.mark.gpu
+def test_cuda_reduce_and_matmul_gathers_are_checked():
+    _same_error(REDUCE, x=np.ones(6, np.float32), idx=np.array([1, 2, 6], np.int64))
+    _same_error(EMBED_MATMUL, e=np.ones((5, 3), np.float32), w=np.ones((3, 7), np.float32),
+                tok=np.array([0, 4, -2], np.int64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,k", [(0, 1), (3, 0)])
+def test_cuda_division_by_zero_is_the_cpu_error(m, k):
+    _same_error(MODULO, x=np.ones(5, np.float32), n=5, m=m, k=k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cuda_valid_inputs_give_the_unchecked_results(name, rng):
+    source, make = CASES[name]
+    inputs = make(rng)
+    checked = zynml.run(source, device="cuda", checked=True, **inputs)
+    unchecked = zynml.run(source, device="cuda", **inputs)
+    assert checked.keys() == unchecked.keys()
+    for key in unchecked:
+        np.testing.assert_array_equal(np.asarray(checked[key]), np.asarray(unchecked[key]))
