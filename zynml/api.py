@@ -8,7 +8,6 @@ returns a dict of outputs as numpy values.
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Union
@@ -16,6 +15,7 @@ from typing import Any, Union
 import numpy as np
 
 from . import compiler
+from . import specialize
 from .cache import ArtifactCache
 from .backend.iree.target import IREE_TARGETS
 from .devices import DeviceError, Placement, resolve
@@ -51,7 +51,8 @@ class Program:
     def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
                  backend: str | None = None, *, target: str | None = None,
                  params: str | dict = "", require_device: bool = True, _pipeline: Any = None,
-                 _parent: "Program | None" = None, _part: bool = False):
+                 _parent: "Program | None" = None, _part: bool = False,
+                 dynamic: Any = None, static: Any = ()):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
             self.generic = _parent.generic.pipelines[_pipeline.name]
@@ -89,14 +90,16 @@ class Program:
         if not _part and _parent is None and self._data_parallel is None \
                 and self.backend != "interpreter":
             self._segments = self._plan_segments()
-        self._executables: dict[tuple, _Executable] = {}
+        self._dynamic, self._static = dynamic, tuple(static)
+        self._cache = ArtifactCache()
+        self._shapes = specialize.for_program(self, dynamic, self._static,
+                                              validate_names=_parent is None and not _part)
+        self._executables = self._shapes.executables  # signature key -> _Executable
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
                                              self.generic.host_values):
             from .runtime.cuda.function import FastCalls
             self._fast_calls = FastCalls()
-        self._lock = threading.Lock()
-        self._cache = ArtifactCache()
 
     @property
     def inputs(self) -> list[str]:
@@ -142,7 +145,8 @@ class Program:
             pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
                                params=self.cuda_target.params,
                                require_device=self._require_device,
-                               _pipeline=methods[name], _parent=self)
+                               _pipeline=methods[name], _parent=self,
+                               dynamic=self._dynamic, static=self._static)
             # kept as an attribute: the next `prog.name` finds it without __getattr__
             method = self.__dict__[name] = _PipelineMethod(pipeline, methods[name])
             return method
@@ -155,6 +159,11 @@ class Program:
             raise ZynMLError(f"the program has no pipeline '{name}'; its pipelines: "
                              + (", ".join(self._methods) or "(none)"))
         return getattr(self, name)._program
+
+    def stats(self) -> "specialize.Stats":
+        """Calls, memory and disk cache hits, compiles and specializations of this
+        Program (a pipeline's: `prog.pipeline(name).stats()`), and its dynamic sizes."""
+        return self._shapes.stats()
 
     @property
     def cache_folder(self) -> Path:
@@ -213,13 +222,7 @@ class Program:
             checked = self._check(signature, scalars, records)
             signature = dict(checked.inputs)
             values.update(checked.record_values)
-        key = tuple(sorted((n, str(t)) for n, t in signature.items())) + \
-            tuple(sorted(scalars.items()))
-        with self._lock:
-            executable = self._executables.get(key)
-            if executable is None:
-                executable = self._executables[key] = self._build(signature, scalars,
-                                                                  records, checked)
+        executable = self._shapes.executable(signature, scalars, records, checked)
         checked = executable.checked
         args = [_argument(name, values[name], checked) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
@@ -351,6 +354,12 @@ class Program:
             return backend.stages[-1].output.show(artifact)
         return compiler.emit(self._compilation(checked, signature, scalars), stage,
                              save_temps=save_temps)
+
+    def _validate(self, signature, scalars) -> None:
+        """Check the program at a call's concrete shapes (a dynamic executable runs it)."""
+        checked = self._check(signature, scalars)
+        if self.placement.kind in ("cpu", "interpreter"):
+            _check_outputs_fit(checked)
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
@@ -517,7 +526,8 @@ def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
 
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
-            params: str | dict = "", require_device: bool = True) -> Program:
+            params: str | dict = "", require_device: bool = True, dynamic: Any = None,
+            static: Any = ()) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
     "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
     ("native" or "iree"; default: the best for the device); calling the result runs it. `target` picks the CUDA chip of the native
@@ -525,9 +535,12 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
     ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
     (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a
     device that is not here (calling then needs it; `Program.artifact` and the CLI's
-    --emit work anywhere)."""
+    --emit work anywhere). `dynamic` (sizes compiled once for every value: a list of
+    size names, True for all, False for none; default: a size is dynamic once it took a
+    second value) and `static` (sizes always specialized): zynml/specialize.py."""
     return Program(source_or_path, device=device, backend=backend, target=target,
-                   params=params, require_device=require_device)
+                   params=params, require_device=require_device, dynamic=dynamic,
+                   static=static)
 
 
 def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /, *,
