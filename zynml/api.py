@@ -90,9 +90,9 @@ class Program:
         if not _part and _parent is None and self._data_parallel is None \
                 and self.backend != "interpreter":
             self._segments = self._plan_segments()
-        self._dynamic, self._static = dynamic, tuple(static)
+        self._dynamic, self._static = dynamic, static
         self._cache = ArtifactCache()
-        self._shapes = specialize.for_program(self, dynamic, self._static,
+        self._shapes = specialize.for_program(self, dynamic, static,
                                               validate_names=_parent is None and not _part)
         self._executables = self._shapes.executables  # signature key -> _Executable
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels

@@ -126,9 +126,9 @@ class SizePolicy:
             return False
         return group in self.declared or group in self.made_dynamic or self.everything
 
-    def observe(self, values: dict[str, int]) -> None:
-        """A call's value of each group: a second value makes it dynamic (automatic);
-        one note names every size that turned dynamic at this call."""
+    def observe(self, values: dict[str, int]) -> str:
+        """A call's value of each group: a second value makes it dynamic (automatic).
+        Returns the sizes that turned dynamic at this call, for one note ("" if none)."""
         changed = []
         for group, value in values.items():
             seen = self.first.setdefault(group, value)
@@ -137,15 +137,12 @@ class SizePolicy:
                     and group not in self.fell_back:
                 self.made_dynamic.add(group)
                 changed.append(f"'{group}' ({value} after {seen})")
-        if not changed:
-            return
-        sizes = f"size{'s' if len(changed) > 1 else ''} {', '.join(changed)}"
-        if not self.capable:  # noted once a size; compiled static each time
-            note(f"note: {sizes} took a second value; this backend compiles static sizes "
-                 "only, so each new value compiles again")
-        else:
-            note(f"note: {sizes} took a second value: compiled dynamic from now on "
-                 "(zynml.compile(..., static=[...]) keeps a size static)")
+        if changed and not self.capable:  # noted once a size; static each time
+            note(f"note: size{'s' if len(changed) > 1 else ''} {', '.join(changed)} took "
+                 "a second value; this backend compiles static sizes only, so each new "
+                 "value compiles again")
+            return ""
+        return ", ".join(changed)
 
 
 class Specializations:
@@ -165,6 +162,7 @@ class Specializations:
         self._validated: set[tuple] = set()
         self._last: dict | None = None  # the concrete signature of the last compile
         self._capped = False
+        self._turned = ""  # sizes a second value made dynamic at this call, for the note
         self._counts = dict(calls=0, memory_hits=0, disk_hits=0, compiles=0)
 
     def stats(self) -> Stats:
@@ -176,7 +174,8 @@ class Specializations:
     # ------------------------------------------------------------------ the key
 
     def generalize(self, signature: dict, observe: bool = True) -> dict:
-        """`signature` with the dimensions of dynamic groups as None."""
+        """`signature` with the dimensions of dynamic groups as None; the sizes that a
+        second value made dynamic wait in `_turned` for the compile's outcome."""
         if not self._enabled:
             return signature
         values: dict[str, set[int]] = {}
@@ -185,8 +184,8 @@ class Specializations:
                 for dim, extent in enumerate(ty.shape):
                     values.setdefault(self.groups.group(name, dim), set()).add(extent)
         if observe:  # dimensions that disagree: the check says so
-            self.policy.observe({g: next(iter(seen)) for g, seen in values.items()
-                                 if len(seen) == 1})
+            self._turned = self.policy.observe({g: next(iter(seen)) for g, seen in
+                                                values.items() if len(seen) == 1})
         dynamic = {g for g, seen in values.items()
                    if len(seen) == 1 and self.policy.is_dynamic(g)}
         if not dynamic:
@@ -258,6 +257,13 @@ class Specializations:
             except ZynMLError as err:
                 general = self._fall_back(signature, general, scalars, err)
                 made = self._counted_build(general, scalars, records, None)
+            else:
+                if self._turned:
+                    n = "s" if "," in self._turned else ""
+                    note(f"note: size{n} {self._turned} took a second value: compiled "
+                         "dynamic from now on (zynml.compile(..., static=[...]) keeps a "
+                         "size static)")
+            self._turned = ""
         else:
             made = self._counted_build(signature, scalars, records, checked)
         self._log(signature, general, scalars)
@@ -289,7 +295,7 @@ class Specializations:
             self.policy.fell_back[group] = reason
         note(f"note: size{'s' if len(groups) > 1 else ''} "
              + ", ".join(f"'{g}'" for g in groups)
-             + f" compiled static: a dynamic compile failed ({reason})")
+             + f" compiled static for each value: it cannot be dynamic here ({reason})")
         return signature
 
     # ------------------------------------------------------------------ the log
