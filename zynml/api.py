@@ -29,7 +29,6 @@ from .machine_limits import as_i64, check_fits
 __all__ = ["Program", "compile", "run", "load"]
 
 
-
 def _placement(device: str, backend: str | None, loc: SourceLocation | None,
                require_present: bool = True) -> Placement:
     try:
@@ -51,8 +50,8 @@ class Program:
     def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
                  backend: str | None = None, *, target: str | None = None,
                  params: str | dict = "", require_device: bool = True, _pipeline: Any = None,
-                 _parent: "Program | None" = None, _part: bool = False,
-                 dynamic: Any = None, static: Any = ()):
+                 _parent: "Program | None" = None, _part: bool = False, dynamic: Any = None,
+                 static: Any = ()):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
             self.generic = _parent.generic.pipelines[_pipeline.name]
@@ -90,10 +89,8 @@ class Program:
         if not _part and _parent is None and self._data_parallel is None \
                 and self.backend != "interpreter":
             self._segments = self._plan_segments()
-        self._dynamic, self._static = dynamic, static
-        self._cache = ArtifactCache()
-        self._shapes = specialize.for_program(self, dynamic, static,
-                                              validate_names=_parent is None and not _part)
+        self._dynamic, self._static, self._cache = dynamic, static, ArtifactCache()
+        self._shapes = specialize.for_program(self, dynamic, static, _parent is None and not _part)
         self._executables = self._shapes.executables  # signature key -> _Executable
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
@@ -161,8 +158,7 @@ class Program:
         return getattr(self, name)._program
 
     def stats(self) -> "specialize.Stats":
-        """Calls, memory and disk cache hits, compiles and specializations of this
-        Program (a pipeline's: `prog.pipeline(name).stats()`), and its dynamic sizes."""
+        """Calls, cache hits, compiles, specializations and dynamic sizes of this Program."""
         return self._shapes.stats()
 
     @property
@@ -312,6 +308,8 @@ class Program:
     def _specialize(self, inputs: dict[str, Any]):
         """(typed AST, signature, integer scalars) of the program for these inputs."""
         _, signature, scalars, records = self._signature(inputs)
+        if not records:  # sizes declared dynamic stay `?` (zynml/specialize.py)
+            signature = self._shapes.generalize(signature, observe=False)
         checked = self._check(signature, scalars, records)
         return checked, dict(checked.inputs), scalars
 
@@ -357,14 +355,11 @@ class Program:
 
     def _validate(self, signature, scalars) -> None:
         """Check the program at a call's concrete shapes (a dynamic executable runs it)."""
-        checked = self._check(signature, scalars)
-        if self.placement.kind in ("cpu", "interpreter"):
-            _check_outputs_fit(checked)
+        _check_outputs_fit(self._check(signature, scalars), self.placement.kind)
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
-        if self.placement.kind in ("cpu", "interpreter"):  # host memory, before compiling:
-            _check_outputs_fit(checked)  # the allocator's failure would say less
+        _check_outputs_fit(checked, self.placement.kind)
         if self.backend == "interpreter":
             from .interpreter import InterpreterFunction
             return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
@@ -440,6 +435,8 @@ class _PipelineMethod:
 
 
 def _as_array(name: str, value: Any, loc) -> np.ndarray:
+    if isinstance(value, specialize.ShapeOnly):  # `zynml compile --shape`: no data
+        return value
     if isinstance(value, np.generic):  # numpy scalars keep their dtype (np.float64 is a float)
         return np.asarray(value)
     if isinstance(value, bool):
@@ -535,9 +532,8 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
     ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
     (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a
     device that is not here (calling then needs it; `Program.artifact` and the CLI's
-    --emit work anywhere). `dynamic` (sizes compiled once for every value: a list of
-    size names, True for all, False for none; default: a size is dynamic once it took a
-    second value) and `static` (sizes always specialized): zynml/specialize.py."""
+    --emit work anywhere). `dynamic`: sizes compiled once for any value (names, True,
+    False; default: once a size took two values); `static`: zynml/specialize.py."""
     return Program(source_or_path, device=device, backend=backend, target=target,
                    params=params, require_device=require_device, dynamic=dynamic,
                    static=static)
@@ -584,9 +580,10 @@ def _merge_inputs(inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
     return {**inputs, **named}
 
 
-def _check_outputs_fit(checked: CheckedProgram) -> None:
-    """Outputs of a static shape larger than the machine's memory: a located error now,
-    rather than the allocator's failure in the middle of a run."""
+def _check_outputs_fit(checked: CheckedProgram, kind: str) -> None:
+    """Host outputs (`kind` cpu, interpreter) larger than memory: an error before a run."""
+    if kind not in ("cpu", "interpreter"):
+        return
     outputs = set(checked.flat_outputs())
     for step in checked.steps:
         if step.target in outputs and is_tensor(step.ty) and \

@@ -36,7 +36,7 @@ from .errors import SourceLocation, ZynMLError, note
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType
 
-__all__ = ["Stats", "SizePolicy", "Specializations", "LOGGER", "declared_dynamic",
+__all__ = ["Stats", "ShapeOnly", "SizePolicy", "Specializations", "LOGGER", "declared_dynamic",
            "check_size_names"]
 
 LOGGER = logging.getLogger("zynml.recompiles")
@@ -56,6 +56,13 @@ class Stats:
     disk_hits: int = 0
     compiles: int = 0
     dynamic: tuple[str, ...] = ()
+
+
+class ShapeOnly:
+    """An input given by shape and dtype only (`zynml compile --shape`), for a compile."""
+
+    def __init__(self, shape: tuple[int, ...], dtype):
+        self.shape, self.dtype, self.ndim = shape, dtype, len(shape)
 
 
 class _Groups:
@@ -83,6 +90,11 @@ class _Groups:
 
     def group(self, tensor: str, dim: int) -> str:
         return self.of.get((tensor, dim), f"{tensor}.shape[{dim}]")
+
+    def canonical(self, name: str) -> str:
+        """`x.shape[0]` of a dimension that a size binds: that size's group."""
+        match = _DIM_NAME.match(name)
+        return self.group(match.group(1), int(match.group(2))) if match else name
 
 
 def declared_dynamic(pipelines) -> dict[str, SourceLocation]:
@@ -154,6 +166,8 @@ class Specializations:
     def __init__(self, generic: CheckedProgram, policy: SizePolicy, build: Callable,
                  check: Callable, cache, enabled: bool = True):
         self.groups = _Groups(generic)
+        policy.declared = {self.groups.canonical(n): loc for n, loc in policy.declared.items()}
+        policy.pinned = frozenset(self.groups.canonical(n) for n in policy.pinned)
         self.policy = policy
         self.executables: dict[tuple, Any] = {}
         self._build, self._check, self._cache = build, check, cache
