@@ -109,6 +109,13 @@ def test_attention_one_compile(rng, name):
     one_compile(prog)
 
 
+def test_emit_keeps_declared_sizes_dynamic():
+    prog = zynml.compile(MATMUL, device="cpu", dynamic=["A.shape[0]"])  # that is 'M'
+    text = prog.emit("linalg", {"A": np.ones((3, 4), np.float32),
+                                "B": np.ones((4, 5), np.float32)})
+    assert "(%arg0: tensor<?x4xf32>, %arg1: tensor<4x5xf32>) -> tensor<?x5xf32>" in text
+
+
 def test_a_dynamic_compile_shows_question_marks():
     prog = zynml.compile(MATMUL, device="cpu", dynamic=["M"], static=["N"])
     a, b = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32)
