@@ -189,7 +189,7 @@ class Specializations:
 
     def generalize(self, signature: dict, observe: bool = True) -> dict:
         """`signature` with the dimensions of dynamic groups as None; the sizes that a
-        second value made dynamic wait in `_turned` for the compile's outcome."""
+        second value made dynamic wait in `_turned` for the call's note."""
         if not self._enabled:
             return signature
         values: dict[str, set[int]] = {}
@@ -219,27 +219,26 @@ class Specializations:
 
     def executable(self, signature: dict, scalars: dict, records=None, checked=None):
         """The executable of a call's concrete `signature`: from memory, else built."""
-        general = signature if records else self.generalize(signature)
-        key = self.key(general, scalars)
         with self._lock:
             self._counts["calls"] += 1
-            found = self.executables.get(key)
-            if found is not None and general is not signature:
-                self._validate(signature, scalars)
-            if found is not None:
-                self._counts["memory_hits"] += 1
-                return found
-            if self._cap_reached() and not records:
+            general = signature if records else self.generalize(signature)
+            turned, self._turned = self._turned, ""  # for the note, once compiled
+            found = self.executables.get(self.key(general, scalars))
+            if found is None and self._cap_reached() and not records:
                 general = self.generalize(signature, observe=False)
-                key = self.key(general, scalars)
-                found = self.executables.get(key)
-                if found is not None:
+                found = self.executables.get(self.key(general, scalars))
+            if found is not None:
+                if general is not signature:
                     self._validate(signature, scalars)
-                    self._counts["memory_hits"] += 1
-                    return found
-            made = self._make(signature, general, scalars, records, checked)
-            self.executables[self.key(made[1], scalars)] = made[0]
-            return made[0]
+                self._counts["memory_hits"] += 1
+            else:
+                found, general = self._make(signature, general, scalars, records, checked)
+                self.executables[self.key(general, scalars)] = found
+            if turned and general is not signature:  # (a fall back's note said it)
+                note(f"note: size{'s' if ',' in turned else ''} {turned} took a second "
+                     "value: compiled dynamic from now on (zynml.compile(..., "
+                     "static=[...]) keeps a size static)")
+            return found
 
     def _validate(self, signature: dict, scalars: dict) -> None:
         concrete = self.key(signature, scalars)
@@ -271,13 +270,6 @@ class Specializations:
             except ZynMLError as err:
                 general = self._fall_back(signature, general, scalars, err)
                 made = self._counted_build(general, scalars, records, None)
-            else:
-                if self._turned:
-                    n = "s" if "," in self._turned else ""
-                    note(f"note: size{n} {self._turned} took a second value: compiled "
-                         "dynamic from now on (zynml.compile(..., static=[...]) keeps a "
-                         "size static)")
-            self._turned = ""
         else:
             made = self._counted_build(signature, scalars, records, checked)
         self._log(signature, general, scalars)
