@@ -3,7 +3,7 @@
     zynml run FILE.zyn [--device D] [--backend B] [--input NAME=PATH.npy]...
                        [--random NAME=4x8[:f32]]... [--output-dir DIR]
     zynml compile FILE.zyn [--device D] [--backend B] [--target sm_90a]
-                       --emit STAGE [-o OUT] [--save-temps DIR]
+                       [--shape NAME=4096x?[:f16]]... --emit STAGE [-o OUT] [--save-temps DIR]
     zynml tune FILE.zyn --shape NAME=4096x4096:f16... [--set NAME=VALUE]... [--compile-only]
     zynml devices
 
