@@ -296,3 +296,17 @@ def test_disk_hits_are_counted(rng):
     again = zynml.compile(ELEMENTWISE, device="cpu", dynamic=True)
     again(x=f32(rng, 11), z=f32(rng, 11))
     assert again.stats().disk_hits == 1 and again.stats().compiles == 0
+
+
+def test_the_native_cuda_backend_keeps_sizes_static(rng):
+    """It compiles static sizes only (yet): a size declared dynamic is a note, and what it
+    compiles is static (compiled here, no GPU needed)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        prog = zynml.compile(MATMUL, device="cuda", require_device=False, dynamic=["M"])
+    notes = [str(w.message) for w in seen if issubclass(w.category, ZynMLNote)]
+    assert len(notes) == 1 and "size 'M' is declared dynamic, but the native CUDA " \
+        "backend compiles static sizes only (yet)" in notes[0], notes
+    gpu = prog.emit("gpu", {"A": np.ones((3, 4), np.float32), "B": np.ones((4, 5),
+                                                                          np.float32)})
+    assert "memref<3x4xf32>" in gpu and "?x" not in gpu
