@@ -1,6 +1,7 @@
 """Dynamic sizes on the CPU (zynml/specialize.py): one compile serves every size, the
 automatic policy, pinned sizes, the recompile log, the specialization cap."""
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -310,3 +311,24 @@ def test_the_native_cuda_backend_keeps_sizes_static(rng):
     gpu = prog.emit("gpu", {"A": np.ones((3, 4), np.float32), "B": np.ones((4, 5),
                                                                           np.float32)})
     assert "memref<3x4xf32>" in gpu and "?x" not in gpu
+
+
+def test_tile_level_bodies_stay_static(rng):
+    """The spec's tile-level flash attention needs static sizes (its tiles' extents are
+    checked per call): a second size compiles again, with one note; declared dynamic, a
+    located error naming the size."""
+    source = PROGRAMS / "examples" / "flash_attention.zyn"
+    prog = zynml.compile(source, device="cpu")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for seq, dim in [(3, 4), (65, 5)]:
+            q, k, v = (f32(rng, 1, 2, seq, dim) for _ in range(3))
+            assert_close(prog(Q=q, K=k, V=v)["attn"], attention_reference(q, k, v))
+    notes = [str(w.message) for w in seen if issubclass(w.category, ZynMLNote)]
+    assert len(notes) == 1 and "tile-level bodies (docs/language.md §3) need static " \
+        "sizes, so each new value compiles again" in notes[0], notes
+    assert prog.stats().specializations == 2 and prog.stats().dynamic == ()
+    size = next(iter(prog.generic.sizes))
+    with pytest.raises(ZynMLError, match=re.escape(f"size '{size}' is declared dynamic, but "
+                                                   "this block's tile-level body needs")):
+        zynml.compile(source, device="cpu", dynamic=[size])

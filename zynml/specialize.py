@@ -121,20 +121,20 @@ def check_size_names(option: str, names: Any, known: set[str], inputs: set[str],
 @dataclass
 class SizePolicy:
     """Which groups are dynamic. `automatic`: a group's second value makes it dynamic;
-    `everything`: all groups dynamic from the first call; `capable`: whether the backend
-    compiles dynamic sizes at all."""
+    `everything`: all groups dynamic from the first call; `static_only`: why no group
+    can be dynamic (a backend of static sizes, tile-level bodies), or ""."""
 
     declared: dict[str, SourceLocation]  # dynamic by the user: group -> where said
     pinned: frozenset[str]  # static by the user
     automatic: bool = True
     everything: bool = False
-    capable: bool = True
+    static_only: str = ""  # why every size compiles static (the backend, tiles), if so
     made_dynamic: set[str] = field(default_factory=set)  # by the policy or the cap
     fell_back: dict[str, str] = field(default_factory=dict)  # group -> why it is static
     first: dict[str, int] = field(default_factory=dict)  # group -> first value seen
 
     def is_dynamic(self, group: str) -> bool:
-        if group in self.pinned or group in self.fell_back or not self.capable:
+        if group in self.pinned or group in self.fell_back or self.static_only:
             return False
         return group in self.declared or group in self.made_dynamic or self.everything
 
@@ -149,10 +149,9 @@ class SizePolicy:
                     and group not in self.fell_back:
                 self.made_dynamic.add(group)
                 changed.append(f"'{group}' ({value} after {seen})")
-        if changed and not self.capable:  # noted once a size; static each time
+        if changed and self.static_only:  # noted once a size; static each time
             note(f"note: size{'s' if len(changed) > 1 else ''} {', '.join(changed)} took "
-                 "a second value; this backend compiles static sizes only, so each new "
-                 "value compiles again")
+                 f"a second value; {self.static_only}, so each new value compiles again")
             return ""
         return ", ".join(changed)
 
@@ -254,8 +253,8 @@ class Specializations:
             return False
         if not self._capped:
             self._capped = True
-            then = "every size not pinned static is compiled dynamic from now on" \
-                if self.policy.capable else "this backend compiles static sizes only"
+            then = self.policy.static_only or \
+                "every size not pinned static is compiled dynamic from now on"
             note(f"note: this program has {len(self.executables)} specializations "
                  f"(ZYNML_SPECIALIZATION_LIMIT={limit}); {then}")
             self.policy.everything = True
@@ -380,13 +379,19 @@ def for_program(program, dynamic, static, validate_names: bool) -> Specializatio
             check_size_names("dynamic", dynamic, known, inputs, loc)
     names = dynamic if dynamic not in (None, True, False) else ()
     declared.update({name: loc for name in names})
+    tiles = next((s.kernel for s in generic.steps if s.kernel and s.kernel.tile_checks), None)
+    static_only = "this backend compiles static sizes only" if program.backend != "iree" \
+        else "tile-level bodies (docs/language.md §3) need static sizes" if tiles else ""
     policy = SizePolicy(declared=declared, pinned=frozenset(static),
                         automatic=dynamic is not False, everything=dynamic is True,
-                        capable=program.backend == "iree")
+                        static_only=static_only)
     for name, where in declared.items():
         if name in policy.pinned:
             raise ZynMLError(f"size '{name}' is declared both dynamic and static", where)
-        if not policy.capable and program.backend == "native" and validate_names:
+        if tiles is not None and program.backend == "iree":
+            raise ZynMLError(f"size '{name}' is declared dynamic, but this block's "
+                             "tile-level body needs static sizes", tiles.node.loc)
+        if static_only and program.backend == "native" and validate_names:
             note(f"{where}: note: size '{name}' is declared dynamic, but the native CUDA "
                  "backend compiles static sizes only (yet): each value compiles")
     return Specializations(generic, policy, program._build, program._validate, program._cache,
