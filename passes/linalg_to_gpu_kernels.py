@@ -80,6 +80,12 @@ def run(module: ir.Operation, options: Options) -> None:
                    "(run linalg-generalize-named-ops) before linalg-to-gpu-kernels")
     if not generics:
         return
+    for generic in generics:  # sizes as kernel parameters: not yet (docs/language.md §4)
+        if any(isinstance(v.type, ir.MemRefType) and not ir.MemRefType(v.type).has_static_shape
+               for v in generic.operands):
+            raise fail(generic.location, "the native CUDA backend compiles static sizes "
+                       "only (yet), and this loop nest's extents are dynamic: give the "
+                       "inputs' shapes (zynml compile --shape NAME=DIMS[:DTYPE])")
     groups, singles = group_strategies(target), single_strategies(target)
     if options.strategy:
         try:

@@ -8,14 +8,13 @@ returns a dict of outputs as numpy values.
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
 
-from . import compiler, knobs
+from . import compiler, knobs, specialize
 from .checks import CheckedFunction
 from .cache import ArtifactCache
 from .backend.iree.target import IREE_TARGETS
@@ -29,7 +28,6 @@ from .frontend.types import TensorType, from_numpy, to_numpy
 from .machine_limits import as_i64, check_fits
 
 __all__ = ["Program", "compile", "run", "load"]
-
 
 
 def _placement(device: str, backend: str | None, loc: SourceLocation | None,
@@ -54,7 +52,8 @@ class Program:
                  backend: str | None = None, *, target: str | None = None,
                  params: str | dict = "", require_device: bool = True,
                  checked: bool | None = None, _pipeline: Any = None,
-                 _parent: "Program | None" = None, _part: bool = False):
+                 _parent: "Program | None" = None, _part: bool = False, dynamic: Any = None,
+                 static: Any = ()):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
             self.generic = _parent.generic.pipelines[_pipeline.name]
@@ -95,14 +94,14 @@ class Program:
         if not _part and _parent is None and self._data_parallel is None \
                 and self.backend != "interpreter":
             self._segments = self._plan_segments()
-        self._executables: dict[tuple, _Executable] = {}
+        self._dynamic, self._static, self._cache = dynamic, static, ArtifactCache()
+        self._shapes = specialize.for_program(self, dynamic, static, _parent is None and not _part)
+        self._executables = self._shapes.executables  # signature key -> _Executable
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
                                              self.generic.host_values or self.checks):
             from .runtime.cuda.function import FastCalls
             self._fast_calls = FastCalls()
-        self._lock = threading.Lock()
-        self._cache = ArtifactCache()
 
     @property
     def inputs(self) -> list[str]:
@@ -148,7 +147,8 @@ class Program:
             pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
                                params=self.cuda_target.params,
                                require_device=self._require_device, checked=self.checks,
-                               _pipeline=methods[name], _parent=self)
+                               _pipeline=methods[name], _parent=self,
+                               dynamic=self._dynamic, static=self._static)
             # kept as an attribute: the next `prog.name` finds it without __getattr__
             method = self.__dict__[name] = _PipelineMethod(pipeline, methods[name])
             return method
@@ -161,6 +161,10 @@ class Program:
             raise ZynMLError(f"the program has no pipeline '{name}'; its pipelines: "
                              + (", ".join(self._methods) or "(none)"))
         return getattr(self, name)._program
+
+    def stats(self) -> "specialize.Stats":
+        """Calls, cache hits, compiles, specializations and dynamic sizes of this Program."""
+        return self._shapes.stats()
 
     @property
     def cache_folder(self) -> Path:
@@ -222,13 +226,7 @@ class Program:
             checked = self._check(signature, scalars, records)
             signature = dict(checked.inputs)
             values.update(checked.record_values)
-        key = tuple(sorted((n, str(t)) for n, t in signature.items())) + \
-            tuple(sorted(scalars.items()))
-        with self._lock:
-            executable = self._executables.get(key)
-            if executable is None:
-                executable = self._executables[key] = self._build(signature, scalars,
-                                                                  records, checked)
+        executable = self._shapes.executable(signature, scalars, records, checked)
         checked = executable.checked
         args = [_argument(name, values[name], checked) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
@@ -320,6 +318,8 @@ class Program:
     def _specialize(self, inputs: dict[str, Any]):
         """(typed AST, signature, integer scalars) of the program for these inputs."""
         _, signature, scalars, records = self._signature(inputs)
+        if not records:  # sizes declared dynamic stay `?` (zynml/specialize.py)
+            signature = self._shapes.generalize(signature, observe=False)
         checked = self._check(signature, scalars, records)
         return checked, dict(checked.inputs), scalars
 
@@ -363,10 +363,13 @@ class Program:
         return compiler.emit(self._compilation(checked, signature, scalars), stage,
                              save_temps=save_temps)
 
+    def _validate(self, signature, scalars) -> None:
+        """Check the program at a call's concrete shapes (a dynamic executable runs it)."""
+        _check_outputs_fit(self._check(signature, scalars), self.placement.kind)
+
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
-        if self.placement.kind in ("cpu", "interpreter"):  # host memory, before compiling:
-            _check_outputs_fit(checked)  # the allocator's failure would say less
+        _check_outputs_fit(checked, self.placement.kind)
         if self.backend == "interpreter":
             from .interpreter import InterpreterFunction
             return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
@@ -450,6 +453,8 @@ class _PipelineMethod:
 
 
 def _as_array(name: str, value: Any, loc) -> np.ndarray:
+    if isinstance(value, specialize.ShapeOnly):  # `zynml compile --shape`: no data
+        return value
     if isinstance(value, np.generic):  # numpy scalars keep their dtype (np.float64 is a float)
         return np.asarray(value)
     if isinstance(value, bool):
@@ -544,7 +549,7 @@ def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             params: str | dict = "", require_device: bool = True,
-            checked: bool | None = None) -> Program:
+            checked: bool | None = None, dynamic: Any = None, static: Any = ()) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
     "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
     ("native" or "iree"; default: the best for the device); calling the result runs it. `target` picks the CUDA chip of the native
@@ -553,9 +558,12 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
     (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a
     device that is not here (calling then needs it; `Program.artifact` and the CLI's
     --emit work anywhere). `checked=True`: checked mode (docs/language.md §11; default:
-    ZYNML_CHECK), where bad indices and divisions at run time are located errors."""
+    ZYNML_CHECK), where bad indices and divisions at run time are located errors.
+    `dynamic`: sizes compiled once for any value (names, True, False; default: once a size
+    took two values); `static`: sizes always specialized (zynml/specialize.py)."""
     return Program(source_or_path, device=device, backend=backend, target=target,
-                   params=params, require_device=require_device, checked=checked)
+                   params=params, require_device=require_device, checked=checked,
+                   dynamic=dynamic, static=static)
 
 
 def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /, *,
@@ -602,9 +610,10 @@ def _merge_inputs(inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
     return {**inputs, **named}
 
 
-def _check_outputs_fit(checked: CheckedProgram) -> None:
-    """Outputs of a static shape larger than the machine's memory: a located error now,
-    rather than the allocator's failure in the middle of a run."""
+def _check_outputs_fit(checked: CheckedProgram, kind: str) -> None:
+    """Host outputs (`kind` cpu, interpreter) larger than memory: an error before a run."""
+    if kind not in ("cpu", "interpreter"):
+        return
     outputs = set(checked.flat_outputs())
     for step in checked.steps:
         if step.target in outputs and is_tensor(step.ty) and \

@@ -119,6 +119,7 @@ class ArtifactCache:
     def __init__(self, root: str | os.PathLike[str] | None = None):
         self.root = Path(root) if root is not None else default_cache_dir()
         self.removed: dict[str, str] = {}  # key -> why its damaged entry was removed
+        self.hits = 0  # entries `get` returned (Program.stats() counts disk hits by it)
 
     def __repr__(self) -> str:
         return f"ArtifactCache({str(self.root)!r})"
@@ -177,6 +178,7 @@ class ArtifactCache:
         payload, why = _unpack(key, blob)
         if payload is None:
             return self.discard(key, why)
+        self.hits += 1
         return payload
 
     def discard(self, key: str, why: str) -> None:

@@ -24,7 +24,8 @@ from .errors import ZynMLError
 
 __all__ = [
     "Knob", "KnobError", "KNOBS", "validate", "markdown_table",
-    "CACHE_DIR", "CHECK", "CUDA_POISON", "DEBUG", "IREE_COMPILE", "REPRODUCER_DIR", "AUTOTUNE", "LOG",
+    "CACHE_DIR", "CHECK", "CUDA_POISON", "DEBUG", "IREE_COMPILE", "REPRODUCER_DIR", "AUTOTUNE",
+    "LOG", "SPECIALIZATION_LIMIT",
     "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
     "TEST_VULKAN",
 ]
@@ -154,9 +155,14 @@ AUTOTUNE: Knob[bool] = Knob(
     read_by=("zynml/compiler.py",))
 LOG: Knob[tuple[str, ...]] = Knob(
     "ZYNML_LOG", "list of str", (),
-    "Log topics to print, comma-separated (for the logging work to come: nothing reads "
-    "it yet)",
-    choices=("recompiles",))
+    "Log topics to print on stderr, comma-separated: `recompiles` says why each compile "
+    "of a Program happened (which input changed and how; the logger `zynml.recompiles`)",
+    read_by=("zynml/specialize.py",), choices=("recompiles",))
+SPECIALIZATION_LIMIT: Knob[int] = Knob(
+    "ZYNML_SPECIALIZATION_LIMIT", "int", 8,
+    "How many executables (one per input signature) a Program compiles before it warns "
+    "once and compiles every size not pinned static as dynamic",
+    read_by=("zynml/specialize.py",))
 # Read by the tests only (tools/gpu_tests.sh sets them).
 FUZZ_SCALE: Knob[float] = Knob(
     "ZYNML_FUZZ_SCALE", "float", 1.0,
@@ -191,8 +197,8 @@ TEST_VULKAN: Knob[bool] = Knob(
     read_by=("tests/test_spec_examples.py",))
 
 KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CUDA_POISON, DEBUG, IREE_COMPILE, REPRODUCER_DIR,
-                           AUTOTUNE, LOG, FUZZ_SCALE, FUZZ_SHRINK, GPU_COMPILE_ONLY,
-                           TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
+                           AUTOTUNE, LOG, SPECIALIZATION_LIMIT, FUZZ_SCALE, FUZZ_SHRINK,
+                           GPU_COMPILE_ONLY, TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 
 
 def validate() -> None:

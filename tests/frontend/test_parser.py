@@ -343,6 +343,19 @@ def test_pipeline_signature():
     assert p.result is None and sexpr(p.params[2].type.dims[1]) == "(n * 2)"
 
 
+def test_a_dynamic_size_in_a_parameter_type():
+    """`tensor[?seq, d]`: `seq` is a dimension like any, and listed as dynamic."""
+    p = prog("pipeline f(x: tensor[?seq, d, ?n]):\n    return x\n").pipelines[0]
+    dims = p.params[0].type.dims
+    assert [d.id for d in dims] == ["seq", "d", "n"]
+    assert p.params[0].type.dynamic == [dims[0], dims[2]]
+    assert (dims[0].loc.line, dims[0].loc.col) == (1, 23)
+    with pytest.raises(ZynMLError, match="1:23: error: expected a size name after '\\?'"):
+        prog("pipeline f(x: tensor[?4, d]):\n    return x\n")
+    with pytest.raises(ZynMLError, match="expected a dimension, found ']'"):
+        prog("pipeline f(x: tensor[]):\n    return x\n")
+
+
 def test_config_entries():
     (config,) = spec("device_management.zyn").configs
     (entry,) = config.entries

@@ -226,8 +226,8 @@ class _ProgramEmitter:
             axis, k, parts = (step.params[n] for n in ("axis", "index", "parts"))
             shape = list(self.types[step.operands[0]].shape)
             if None in shape:
-                raise ZynMLError("split needs static shapes (call the program with inputs)",
-                                 step.loc)
+                raise ZynMLError("split needs the static shape of what it splits (a size "
+                                 "compiled dynamic, or no inputs given)", step.loc)
             size = shape[axis] // parts
             offsets = [0] * len(shape)
             offsets[axis] = k * size

@@ -18,10 +18,11 @@ import numpy as np
 
 from ..errors import ZynMLError
 from ..machine_limits import as_i64, check_fits
+from ..specialize import ShapeOnly
 from .common import FileSystemError, UsageError
 
-__all__ = ["UsageError", "add_input_arguments", "load_inputs", "check_input_names",
-           "nest_records"]
+__all__ = ["UsageError", "add_input_arguments", "add_shape_argument", "load_inputs",
+           "check_input_names", "nest_records"]
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _DTYPES = {"f16": "float16", "bf16": ml_dtypes.bfloat16, "f32": "float32", "f64": "float64",
@@ -63,6 +64,21 @@ def add_input_arguments(p) -> None:
     p.add_argument("--seed", type=_seed, default=0, help="seed of --random inputs")
 
 
+def add_shape_argument(p) -> None:
+    """`zynml compile --shape x=4096x4096:f16`: an input's shape and dtype, no data;
+    a `?` dimension (`x=?x64`) compiles dynamic (docs/language.md §4)."""
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS[:DTYPE]",
+                   dest="shapes", help="an input's shape and dtype without data, e.g. "
+                   "A=4096x4096:f16; a '?' dimension (A=?x64) is compiled dynamic")
+
+
+def dynamic_dims(args) -> list[str]:
+    """`x.shape[d]` of each `?` of --shape: the sizes the compile keeps dynamic."""
+    return [f"{item.partition('=')[0]}.shape[{d}]" for item in getattr(args, "shapes", [])
+            for d, dim in enumerate(item.partition("=")[2].partition(":")[0].split("x"))
+            if dim == "?"]
+
+
 def load_inputs(args) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """(input name -> value, input name -> the argument that gave it)."""
     values: dict[str, np.ndarray] = {}
@@ -83,6 +99,13 @@ def load_inputs(args) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     for item in args.random or []:
         name, shape, np_dtype = _random_spec(item)
         add("--random", item, name, _random(item, rng, shape, np_dtype))
+    for item in getattr(args, "shapes", []):  # a `?` is 1 here; the compile makes it `?`
+        name, shape, np_dtype = _random_spec(item.replace("?", "1"), "--shape")
+        try:
+            check_fits(f"--shape {item}", shape, np_dtype, None)
+        except ZynMLError as err:
+            raise UsageError(err.message) from None
+        add("--shape", item, name, ShapeOnly(shape, np_dtype))
     for item in args.set:
         name, sep, text = item.partition("=")
         if not sep or not name:
@@ -143,10 +166,10 @@ def _read_npy(name: str, path: str) -> np.ndarray:
     return value
 
 
-def _random_spec(item: str) -> tuple[str, tuple[int, ...], np.dtype]:
+def _random_spec(item: str, flag: str = "--random") -> tuple[str, tuple[int, ...], np.dtype]:
     name, sep, spec = item.partition("=")
     dims, _, dtype = spec.partition(":")
-    usage = f"--random expects NAME=DIMS[:DTYPE] like x=4x8:f32, got '{item}'"
+    usage = f"{flag} expects NAME=DIMS[:DTYPE] like x=4x8:f32, got '{item}'"
     if not sep or not name:
         raise UsageError(usage)
     try:
@@ -155,7 +178,7 @@ def _random_spec(item: str) -> tuple[str, tuple[int, ...], np.dtype]:
     except (ValueError, KeyError):
         raise UsageError(f"{usage}; DTYPE: {', '.join(_DTYPES)}") from None
     if any(d < 0 for d in shape):
-        raise UsageError(f"--random {item}: sizes are non-negative integers")
+        raise UsageError(f"{flag} {item}: sizes are non-negative integers")
     return name, shape, np_dtype
 
 

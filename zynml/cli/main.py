@@ -1,10 +1,11 @@
 """The `zynml` command: run a program, compile it and show any stage, list devices.
 
-    zynml run FILE.zyn [--pipeline NAME] [--device D] [--backend B]
+    zynml run FILE.zyn [--pipeline NAME] [--device D] [--backend B] [--checked]
                        [--input NAME=PATH.npy]... [--random NAME=4x8[:f32]]...
                        [--set NAME=VALUE]... [--output-dir DIR]
     zynml compile FILE.zyn [--pipeline NAME] [--device D] [--backend B] [--target sm_90a]
-                       --emit STAGE [-o OUT] [--save-temps DIR]
+                       [--shape NAME=4096x?[:f16]]... [--checked] --emit STAGE [-o OUT]
+                       [--save-temps DIR]
     zynml tune FILE.zyn [--pipeline NAME] --shape NAME=4096x4096:f16... [--set NAME=VALUE]...
                        [--compile-only]
     zynml devices
@@ -37,7 +38,8 @@ from ..errors import ZynMLError
 from . import tune
 from .common import (ArgumentParser, FileSystemError, UsageError, bad_knob, internal_error,
                      printed_notes, report_usage)
-from .inputs import add_input_arguments, check_input_names, load_inputs, nest_records
+from .inputs import (add_input_arguments, add_shape_argument, check_input_names,
+                     dynamic_dims, load_inputs, nest_records)
 from .outputs import check_output_dir, check_output_file, write_all, write_file
 from .pipelines import add_pipeline_argument, choose
 
@@ -61,6 +63,7 @@ def _parser() -> ArgumentParser:
                              help="checked mode: an index out of range or an integer "
                                   "division by zero at run time is a located error "
                                   "(default: ZYNML_CHECK)")
+    add_shape_argument(comp)
     stages = compiler.stage_names()
     binary = [name for name in stages if compiler.find_stage(name)[1].output.binary]
     comp.add_argument("--emit", choices=stages, default="linalg")
@@ -159,8 +162,12 @@ def _compile(args) -> int:
     _check_device(args, present=False, device=device)
     if args.output:
         check_output_file(Path(args.output))
+    dynamic = dynamic_dims(args)
     program, values = _program(args, device, args.emit, target=args.target,
-                               require_device=False, checked=args.checked)
+                               require_device=False, checked=args.checked,
+                               **({"dynamic": dynamic} if dynamic else {}))
+    if backend is not None:
+        _needs_shapes(program, backend, values, dynamic)
     if backend is not None and program.backend != backend.name:
         raise UsageError(backend.wrong_backend.format(
             stage=args.emit, device=program.device, backend=program.backend))
@@ -177,6 +184,21 @@ def _compile(args) -> int:
     else:
         sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
     return 0
+
+
+def _needs_shapes(program, backend, values: dict, dynamic: list[str]) -> None:
+    """A backend that compiles static sizes only, given no input shapes: say which to give
+    rather than fail on the first missing input."""
+    if dynamic and not backend.shape_generic:
+        raise UsageError(f"--shape with '?' ({', '.join(dynamic)}): the {program.backend} "
+                         "backend compiles static sizes only (yet)")
+    tensors = [n for n, t in program.generic.inputs.items() if hasattr(t, "shape")]
+    if backend.shape_generic or values or not tensors:
+        return
+    sizes = ", ".join(sorted(program.generic.sizes)) or "none named"
+    raise UsageError(f"the {program.backend} backend compiles static sizes only (yet), so "
+                     f"the sizes of this program ({sizes}) need its inputs' shapes: e.g. "
+                     + " ".join(f"--shape {n}=DIMS[:DTYPE]" for n in tensors))
 
 
 def _devices(args) -> int:

@@ -293,10 +293,11 @@ class Ellipsis_(Stmt):
 @dataclass(eq=False)
 class TypeExpr(Node):
     """`tensor[batch, seq, hidden]`, `int`, `float`, `f32`, a record type name, ...
-    `dims` is None for non-tensor types."""
+    `dims` is None for non-tensor types; `dynamic` holds the dims written `?seq`."""
 
     name: str  # "tensor", "int", "float", "f32", ..., or a user/record name
     dims: Optional[list[Expr]] = None
+    dynamic: list["Name"] = field(default_factory=list)
 
 
 @dataclass(eq=False)

@@ -74,7 +74,7 @@ _STATEMENT_STARTERS = frozenset({
 
 _OPERATORS_3 = frozenset({"..."})
 _OPERATORS_2 = frozenset({"|>", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "->", ".."})
-_OPERATORS_1 = frozenset("+-*/%^@<>=()[]{},:.")
+_OPERATORS_1 = frozenset("+-*/%^@<>=()[]{},:.?")
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _HINTS = {

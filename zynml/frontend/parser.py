@@ -252,9 +252,20 @@ class Parser:
         if self.kind != "[":
             return ast.TypeExpr(name.loc, name.text)
         opener = self.advance()
-        dims = self.parse_expr_list("]", "expected a dimension")
+        dims, dynamic = [], []
+        if self.kind == "]":
+            self.fail("expected a dimension, found ']'")
+        while not self.at_list_end("]"):
+            if self.accept("?"):  # `?seq`: a size compiled dynamic (docs/language.md §4)
+                size = self.expect("NAME", "expected a size name after '?'")
+                dynamic.append(ast.Name(size.loc, size.text))
+                dims.append(dynamic[-1])
+            else:
+                dims.append(self.parse_expr())
+            if not self.accept(","):
+                break
         self.expect_closer("]", opener)
-        return ast.TypeExpr(name.loc, name.text, dims)
+        return ast.TypeExpr(name.loc, name.text, dims, dynamic)
 
     def parse_config(self) -> ast.Config:
         """`config { key: value }`: entries one per line in an indented block, or on one
