@@ -24,8 +24,8 @@ import ml_dtypes
 import numpy as np
 
 import zynml
-from programs import (BIAS_GELU, BIAS_RESIDUAL_LAYERNORM, DROPOUT,  # benchmarks/programs.py
-                      SOFTMAX)
+from programs import (ADAMW_INPLACE, BIAS_GELU, BIAS_RESIDUAL_LAYERNORM,  # benchmarks/
+                      DROPOUT, EMBEDDING_BACKWARD, SOFTMAX)                # programs.py
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "programs" / "examples"
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -44,12 +44,13 @@ class Case:
     name: str
     source: str            # program text or an examples/ file name
     output: str            # the output to compare
-    inputs: dict           # name -> (shape, dtype) or a Python scalar
+    inputs: dict           # name -> (shape, dtype[, "abs" | integer bound]) or a scalar
     torch_fn: Callable     # (torch, tensors by name) -> tensor
     bytes: int = 0         # fewest bytes moved (for GB/s)
     flops: int = 0         # for TFLOP/s
     pipeline: str = ""     # call this pipeline of the program instead of the program
-    # (torch, tensors, ZynML's result) -> the tensor to compare against; default torch_fn's
+    # (torch, the tensors before ZynML's first call, ZynML's result) -> the tensor to
+    # compare against; default torch_fn's (a program updating inputs in place needs it)
     reference: Callable | None = None
 
 
@@ -98,6 +99,34 @@ def _cases() -> list[Case]:
         # mask (its bits are checked against a numpy Philox by tests/test_random.py)
         return t.where(result != 0, x["x"] / (1 - x["p"]), t.zeros_like(x["x"]))
 
+    n124m, vocab, tokens, dim = 124 * 2 ** 20, 50304, 8192, 768
+    hyper = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "wd": 0.01}
+    adamw_state = {}
+
+    def adamw(t, x):
+        # torch's fused AdamW over one flat parameter of the same size, stepping each call
+        if "step" not in adamw_state:
+            p = t.nn.Parameter(x["param"].clone())
+            p.grad = x["grad"].clone()
+            opt = t.optim.AdamW([p], lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]),
+                                eps=hyper["eps"], weight_decay=hyper["wd"], fused=True)
+            adamw_state["step"], adamw_state["p"] = opt.step, p
+        adamw_state["step"]()
+        return adamw_state["p"].detach()
+
+    def adamw_reference(t, x, result):  # one step from the values before, in float64
+        p, g, m, v = (x[n].double() for n in ("param", "grad", "m", "v"))
+        m = hyper["beta1"] * m + (1 - hyper["beta1"]) * g
+        v = hyper["beta2"] * v + (1 - hyper["beta2"]) * g * g
+        update = (m / x["bc1"]) / ((v / x["bc2"]).sqrt() + hyper["eps"])
+        return p - hyper["lr"] * (update + hyper["wd"] * p)
+
+    def embedding_backward(t, x):
+        return t.ops.aten.embedding_dense_backward(x["grad_out"], x["ids"], vocab, -1, False)
+
+    def embedding_reference(t, x, result):
+        return x["grad_w"].double().index_add(0, x["ids"], x["grad_out"].double())
+
     return [
         Case("add 1024 (per-call overhead)", ADD, "z",
              {"x": ((1024,), f32), "y": ((1024,), f32)}, lambda t, x: x["x"] + x["y"],
@@ -130,6 +159,18 @@ def _cases() -> list[Case]:
         Case("dropout p=0.1 64M f32", DROPOUT, "dropped",
              {"x": ((n64m,), f32), "seed": 1234, "p": 0.1}, dropout, bytes=2 * 4 * n64m,
              reference=dropout_reference),
+        # training steps (issue 18). AdamW: param, grad, m, v read, param, m, v written.
+        # Embedding backward: ZynML adds into grad_w in place (a scatter of atomics; the
+        # zeroing is the caller's), PyTorch returns a new zeroed-and-summed gradient.
+        Case("AdamW in place 124M f32 (vs fused)", ADAMW_INPLACE, "param",
+             {"param": ((n124m,), f32), "grad": ((n124m,), f32), "m": ((n124m,), f32),
+              "v": ((n124m,), f32, "abs"), "bc1": 1 - hyper["beta1"],
+              "bc2": 1 - hyper["beta2"], **hyper}, adamw, bytes=7 * 4 * n124m,
+             reference=adamw_reference),
+        Case(f"embedding backward {vocab}x{dim}, {tokens} tokens f32", EMBEDDING_BACKWARD,
+             "grad_w", {"grad_w": ((vocab, dim), f32), "ids": ((tokens,), "int64", vocab),
+                        "grad_out": ((tokens, dim), f32)}, embedding_backward,
+             bytes=3 * 4 * tokens * dim, reference=embedding_reference),
         Case("matmul 4096 f32 (no TF32)", "matmul.zyn", "C",
              {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
@@ -182,6 +223,10 @@ def _numpy_inputs(case: Case, rng) -> dict:
             values[name] = spec
         elif spec[1] == "bool":  # a mask: each pair attends with odds 0.9
             values[name] = rng.random(spec[0]) < 0.9
+        elif len(spec) == 3 and spec[2] == "abs":  # e.g. AdamW's second moments
+            values[name] = np.abs(rng.standard_normal(spec[0])).astype(spec[1])
+        elif len(spec) == 3:  # indices below a bound (token ids)
+            values[name] = rng.integers(0, spec[2], spec[0]).astype(spec[1])
         else:
             values[name] = rng.standard_normal(spec[0]).astype(spec[1])
     return values
@@ -282,10 +327,12 @@ def _measure(case: Case, torch, rng, repeat: int) -> tuple:
             return call(**tensors)
         return prog(**tensors)[case.output]
 
+    before = ({n: v.clone() if hasattr(v, "clone") else v for n, v in tensors.items()}
+              if case.reference else tensors)  # in-place programs change their inputs
     result = zynml_call()
     result = torch.from_dlpack(result) if result.dtype == BF16 else \
         torch.as_tensor(result, device="cuda")  # (bf16 has no __cuda_array_interface__)
-    reference = (case.reference(torch, tensors, result) if case.reference
+    reference = (case.reference(torch, before, result) if case.reference
                  else case.torch_fn(torch, tensors))
     ref64 = reference.double()
     error = ((result.double() - ref64).norm() / ref64.norm()).item()

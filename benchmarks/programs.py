@@ -14,3 +14,9 @@ BIAS_GELU = (_PROGRAMS / "bias_gelu.zyn").read_text()
 
 # Dropout with rand's mask (the same on every device); tests/test_random.py runs it too.
 DROPOUT = (_PROGRAMS / "dropout.zyn").read_text()
+
+# Training steps of issue 18: AdamW updating param, m and v in place (one kernel), and
+# embedding backward as a scatter-add into grad_w; tests/test_inplace.py and
+# tests/test_scatter.py run the same files.
+ADAMW_INPLACE = (_PROGRAMS / "training" / "adamw_inplace.zyn").read_text()
+EMBEDDING_BACKWARD = (_PROGRAMS / "training" / "embedding_backward.zyn").read_text()

@@ -17,6 +17,8 @@ import numpy as np
 from . import compiler, knobs, specialize
 from .checks import CheckedFunction
 from .cache import ArtifactCache
+from .call_values import (GpuInput, argument, as_array, is_gpu_array, output,
+                          scalar_outputs)
 from .backend.iree.target import IREE_TARGETS
 from .inplace import check_updatable, write_back
 from .devices import DeviceError, Placement, resolve
@@ -228,13 +230,13 @@ class Program:
             values.update(checked.record_values)
         executable = self._shapes.executable(signature, scalars, records, checked)
         checked = executable.checked
-        args = [_argument(name, values[name], checked) for name in checked.inputs]
+        args = [argument(name, values[name], checked) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
         if self._fast_calls is not None and not checked.list_outputs and not records:
             self._fast_calls.add(inputs, executable.function, list(checked.inputs),
-                                 checked.flat_outputs(), _scalar_outputs(checked))
-        return {name: [_output(results[n], checked, n) for n in checked.list_outputs[name]]
-                if name in checked.list_outputs else _output(results[name], checked, name)
+                                 checked.flat_outputs(), scalar_outputs(checked))
+        return {name: [output(results[n], checked, n) for n in checked.list_outputs[name]]
+                if name in checked.list_outputs else output(results[name], checked, name)
                 for name in checked.outputs}
 
     def _plan_segments(self) -> list["Program"]:
@@ -289,11 +291,11 @@ class Program:
         values, signature, scalars = {}, {}, {}
         for name, value in inputs.items():
             loc = self.generic.input_locs.get(name)
-            array = _GpuInput(value) if _is_gpu_array(value) else _as_array(name, value, loc)
+            array = GpuInput(value) if is_gpu_array(value) else as_array(name, value, loc)
             values[name] = array
             dtype = from_numpy(array.dtype)
             generic = self.generic.inputs[name]
-            if not isinstance(array, _GpuInput):  # a broadcast view may be far larger
+            if not isinstance(array, GpuInput):  # a broadcast view may be far larger
                 check_fits(f"input '{name}'", array.shape, array.dtype, loc)
             if array.ndim == 0 and (not is_tensor(generic) or generic.rank is None):
                 signature[name] = dtype
@@ -452,98 +454,12 @@ class _PipelineMethod:
         return inputs
 
 
-def _as_array(name: str, value: Any, loc) -> np.ndarray:
-    if isinstance(value, specialize.ShapeOnly):  # `zynml compile --shape`: no data
-        return value
-    if isinstance(value, np.generic):  # numpy scalars keep their dtype (np.float64 is a float)
-        return np.asarray(value)
-    if isinstance(value, bool):
-        return np.asarray(value, dtype=np.bool_)
-    if isinstance(value, int):
-        return as_i64(name, value, loc)
-    if isinstance(value, float):
-        return np.asarray(value, dtype=np.float32)
-    try:
-        array = np.asarray(value)
-    except Exception as err:  # an object numpy cannot view
-        raise ZynMLError(f"input '{name}' is not an array: {err}", loc) from None
-    if from_numpy(array.dtype) is None:
-        raise ZynMLError(f"input '{name}' has dtype {array.dtype}, which ZynML does not "
-                         "support (f16, bf16, f32, f64, i8..i64, u8..u64, bool)", loc)
-    return array
-
-
 def _host_values(queries: dict[str, str]) -> dict[str, Any]:
     """Values of the host a program asks for (`let devices = compute_devices()`)."""
     if not queries:
         return {}
     from .devices import compute_devices
     return {name: compute_devices() for name in queries}
-
-
-def _scalar_outputs(checked: CheckedProgram):
-    """For the fast calls of `checked` (GPU arrays in, out): outputs by name -> with bool
-    and unsigned scalars read as their type (they cross as int8 / signless); None when
-    there are none: other results, 0-d ones too, pass as they are."""
-    scalars = [n for n in checked.flat_outputs()
-               if _retyped(next(s for s in checked.steps if s.target == n).ty)]
-    if not scalars:
-        return None
-
-    def finish(results: dict[str, Any]) -> dict[str, Any]:
-        for name in scalars:
-            results[name] = _output(results[name], checked, name)
-        return results
-    return finish
-
-
-def _retyped(ty) -> bool:
-    return not is_tensor(ty) and (ty.is_bool or to_numpy(ty).kind == "u")
-
-
-def _is_gpu_array(value: Any) -> bool:
-    from .runtime.cuda.device_array import is_gpu_array  # numpy only: no driver loaded
-    return is_gpu_array(value)
-
-
-class _GpuInput:
-    """A GPU array argument (torch, cupy, DeviceArray...): its shape and dtype, no copy."""
-
-    def __init__(self, value: Any):
-        from .runtime.cuda.device_array import gpu_array_spec
-        self.value = value
-        self.shape, self.dtype = gpu_array_spec(value)
-        self.ndim = len(self.shape)
-
-
-def _argument(name: str, array: Any, checked: CheckedProgram) -> Any:
-    ty = checked.inputs[name]
-    if isinstance(array, _GpuInput):
-        return array.value
-    if is_tensor(ty):
-        try:
-            return np.ascontiguousarray(array)
-        except MemoryError:  # smaller than the machine (checked), larger than what is free
-            raise ZynMLError(f"not enough free memory to copy input '{name}' (shape "
-                             f"{'x'.join(map(str, array.shape))}, {array.dtype}) into one "
-                             "block", checked.input_locs.get(name)) from None
-    if ty.is_bool:  # bool scalars cross as i8 (cirgen/program.py)
-        return np.asarray(array, dtype=np.int8).reshape(())
-    # a float parameter declared f16/bf16 takes the number given (a Python float is f32)
-    return np.asarray(array, dtype=to_numpy(ty) if ty.is_float else array.dtype).reshape(())
-
-
-def _output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
-    step = next(s for s in checked.steps if s.target == name)
-    dtype = to_numpy(step.ty.dtype if is_tensor(step.ty) else step.ty)
-    if dtype.kind == "u" and value.dtype.kind == "i" and isinstance(value, np.ndarray):
-        value = value.view(dtype)  # signless in IREE: same bits
-    if is_tensor(step.ty):
-        return value
-    if _is_gpu_array(value):  # computed on GPU arrays: it stays there (no wait), 0-d
-        return value.view(dtype)
-    scalar = np.asarray(value).reshape(())[()]  # a numpy scalar
-    return np.bool_(scalar) if step.ty.is_bool else scalar
 
 
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
