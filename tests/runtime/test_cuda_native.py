@@ -517,7 +517,8 @@ def gelu_ref(v):
 def test_elementwise_16_bytes_at_a_time(rng, n):
     x = f32(rng, n) * 3
     out = run_example("gelu.zyn", x=x)["activated"]
-    assert_close(out, gelu_ref(x.astype(np.float64)))
+    # floor: GELU of x << 0 cancels in f32 (1 + tanh(u)); alone (n = 1) it would be the scale
+    assert_close(out, gelu_ref(x.astype(np.float64)), floor=1e-3)
 
 
 @pytest.mark.parametrize("rows", (1, 3, 333))
