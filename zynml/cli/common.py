@@ -16,7 +16,8 @@ import warnings
 from .. import knobs
 from ..errors import ZynMLNote
 
-__all__ = ["UsageError", "FileSystemError", "ArgumentParser", "report_usage", "internal_error", "bad_knob",
+__all__ = ["UsageError", "FileSystemError", "ArgumentParser", "report_usage", "internal_error",
+           "report_os_error", "bad_knob",
            "printed_notes"]
 
 
@@ -60,6 +61,14 @@ def internal_error(prog: str, err: Exception) -> int:
     print(f"{prog}: internal error: {type(err).__name__}: {err} (set {knobs.DEBUG.name}=1 "
           "for the Python traceback)", file=sys.stderr)
     return 2
+
+
+def report_os_error(prog: str, err: OSError) -> int:
+    """The file system refused (a full disk, a limit, a fault): the path and the reason."""
+    where = f" '{err.filename}'" if err.filename else ""
+    print(f"{prog}: error: cannot read or write{where}: {err.strerror or err}",
+          file=sys.stderr)
+    return 1
 
 
 def bad_knob(prog: str, err: knobs.KnobError) -> int:

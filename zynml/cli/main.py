@@ -37,7 +37,7 @@ from ..devices import DeviceError, resolve
 from ..errors import ZynMLError
 from . import tune
 from .common import (ArgumentParser, FileSystemError, UsageError, bad_knob, internal_error,
-                     printed_notes, report_usage)
+                     printed_notes, report_os_error, report_usage)
 from .inputs import (add_input_arguments, add_shape_argument, check_input_names,
                      dynamic_dims, load_inputs, nest_records)
 from .outputs import check_output_dir, check_output_file, write_all, write_file
@@ -243,10 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.close()
             return 1
         except OSError as err:  # the file system refused (a full disk, a limit, a fault)
-            where = f" '{err.filename}'" if err.filename else ""
-            print(f"zynml: error: cannot read or write{where}: {err.strerror or err}",
-                  file=sys.stderr)
-            return 1
+
+            return report_os_error("zynml", err)
         except KeyboardInterrupt:
             return 130
         except Exception as err:  # a compiler bug: say so, without a traceback unless asked

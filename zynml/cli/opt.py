@@ -36,7 +36,7 @@ from mlir import ir
 from .. import compiler, knobs
 from ..dialects import new_context
 from ..cache import atomic_write_bytes
-from .common import bad_knob, internal_error, printed_notes, report_usage
+from .common import bad_knob, internal_error, printed_notes, report_os_error, report_usage
 from ..errors import SourceFile, ZynMLError
 from ..frontend.parser import parse
 from ..frontend.types import SCALARS, TensorType
@@ -460,10 +460,8 @@ def _main(argv: list[str]) -> int:
         sys.stderr.close()
         return 1
     except OSError as err:  # the file system refused (a full disk, a limit, a fault)
-        where = f" '{err.filename}'" if err.filename else ""
-        print(f"{PROG}: error: cannot read or write{where}: {err.strerror or err}",
-              file=sys.stderr)
-        return 1
+
+        return report_os_error(PROG, err)
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a bug in zynml-opt, never a user's mistake
