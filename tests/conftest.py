@@ -42,6 +42,13 @@ def assert_close(actual, expected, rtol=1e-5, floor=0.0):
     assert err < rtol, f"relative error {err:.3e} >= {rtol:.0e}"
 
 
+def assert_compile_error(source: str, where: str, message: str) -> None:
+    """Compiling `source` fails with a located error: `<string>:WHERE: error: MESSAGE...`."""
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.compile(source)
+    assert str(info.value).startswith(f"<string>:{where}: error: {message}")
+
+
 def attention_reference(q, k, v, mask=None, scale=None):
     """softmax(q k^T * scale, over the keys `mask` allows) v in float64; a row with no
     allowed key is 0 (what the spec's loops give)."""

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import zynml
+from conftest import assert_compile_error
 
 GATHER = """let y = compute(x, idx) {
     @kernel elementwise
@@ -99,9 +100,7 @@ DIVISION_BY_ZERO = {
 @pytest.mark.parametrize("name", sorted(DIVISION_BY_ZERO))
 def test_integer_division_by_a_constant_zero_is_a_located_error(name):
     source, where, message = DIVISION_BY_ZERO[name]
-    with pytest.raises(zynml.ZynMLError) as info:
-        zynml.compile(source)
-    assert str(info.value).startswith(f"<string>:{where}: error: {message}\n")
+    assert_compile_error(source, where, message + "\n")
 
 
 def test_a_size_divisor_that_is_zero_at_the_call_is_a_located_error():

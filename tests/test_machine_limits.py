@@ -3,6 +3,7 @@ beyond the machine or beyond 64 bits, runtime allocation failures, the memory AP
 without CUDA, inputs named like zynml.run's options; and notes point at the user's line.
 Found by a hostile-user campaign; each test names the defect it pins down."""
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -209,15 +210,7 @@ def test_memory_api_mistakes_are_allocation_errors(sixteen_gib, call, message):
 def test_a_note_points_at_the_users_line_not_at_zynml():
     """Python shows a warning with the line it is attributed to: the caller's, not a
     line of zynml/compiler.py."""
-    source = """let C = compute(A, B) {
-    @kernel matmul
-    for i in 0..M, j in 0..N:
-        var sum = 0.0
-        for k in 0..K:
-            sum += A[i, k] * B[k, j] * 2.0
-        out[i, j] = sum
-}
-"""
+    source = (Path(__file__).resolve().parent / "programs" / "matmul_times_2.zyn").read_text()
     a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import zynml
+from conftest import assert_compile_error
 
 PIPELINE = """pipeline p(x: tensor[n, m]) -> tensor[n, m]:
     let y = compute(x) {
@@ -60,9 +61,7 @@ COMPILE_ERRORS = {
 @pytest.mark.parametrize("name", sorted(COMPILE_ERRORS))
 def test_program_level_error(name):
     source, where, message = COMPILE_ERRORS[name]
-    with pytest.raises(zynml.ZynMLError) as info:
-        zynml.compile(source)
-    assert str(info.value).startswith(f"<string>:{where}: error: {message}")
+    assert_compile_error(source, where, message)
 
 
 def test_reshape_to_another_size_at_the_call():

@@ -6,6 +6,7 @@ import pytest
 
 import zynml
 from zynml.limits import MAX_EXPRESSION_DEPTH, MAX_VALUE_DEPTH
+from conftest import assert_compile_error
 
 
 def _elementwise(line: str, head: str = "", loop: str = "for i in 0..n:") -> str:
@@ -50,9 +51,7 @@ COMPILE_ERRORS = {
 @pytest.mark.parametrize("name", sorted(COMPILE_ERRORS))
 def test_located_compile_error(name):
     source, where, message = COMPILE_ERRORS[name]
-    with pytest.raises(zynml.ZynMLError) as info:
-        zynml.compile(source)
-    assert str(info.value).startswith(f"<string>:{where}: error: {message}")
+    assert_compile_error(source, where, message)
 
 
 ARGMAX = ("let a = compute(data) {\n    @kernel reduce(argmax)\n    for i in 0..len:\n"
