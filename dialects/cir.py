@@ -41,6 +41,10 @@ MAX_COMPUTE_OUTPUTS = 8
 # The ops that run a compute body: one output, or several.
 COMPUTE_OPS = ("cir.compute", "cir.multi_compute")
 
+# On a program's function: dimensions of its inputs that the call checks equal (one size
+# of run-time value bound by each), as [argument, dim, argument, dim, ...] per size.
+EQUAL_DIMS_ATTR = "cir.equal_dims"
+
 # How many values one `print(...)` may show (see cir.print's documentation).
 MAX_PRINT_VALUES = 8
 
