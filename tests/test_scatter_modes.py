@@ -200,3 +200,13 @@ def test_other_scatter_forms_are_located_errors(body):
         "<string>:4:9: error: a write at an index read from data is a scatter and must "
         "accumulate: write table[...] += value (repeated indices add up), or table[...] = "
         "min(table[...], value) (or max) with the same indices")
+
+
+def test_two_combiners_on_one_input_are_an_error():
+    source = MIN.replace("        table[ids[t], d] = min(", "        table[ids[t], d] += "
+                         "v[t, d]\n        table[ids[t], d] = min(")
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.compile(source)
+    assert str(err.value).startswith(
+        "<string>:5:9: error: 'table' is scattered into with '+=' and with 'min' in one "
+        "block, whose order would matter: write them in two blocks")

@@ -148,8 +148,24 @@ def check_scatter(checker, stmt: ast.Assign) -> bool:
                    f"write {name}[...] += value (repeated indices add up), or "
                    f"{name}[...] = min({name}[...], value) (or max) with the same indices",
                    stmt.target)
+    _one_combiner(checker, stmt)
     checker.scatters.append(stmt.loc)
     return True
+
+
+def _one_combiner(checker, stmt: ast.Assign) -> None:
+    """A block scatters into x one way: `+=` then `min` of each contribution in loop order
+    is not what all sums then all minimums give, so mixing them is an error."""
+    sym, kind = stmt.target.base.sym, scatter_form(stmt)[0]
+    for other in checker.stores:
+        if isinstance(other.target, ast.Index) and written_sym(other) is sym and \
+                any(reads_data(i) for i in other.target.indices) and \
+                scatter_form(other)[0] != kind:
+            shown = {"+": "+="}
+            raise _err(f"'{stmt.target.base.id}' is scattered into with "
+                       f"'{shown.get(scatter_form(other)[0], scatter_form(other)[0])}' and "
+                       f"with '{shown.get(kind, kind)}' in one block, whose order would "
+                       f"matter: write them in two blocks", stmt.target)
 
 
 def scatter_form(stmt: ast.Assign):
