@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import zynml
+from zynml.backend.iree.scatter import expand_scatters
 from zynml.runtime.cuda.artifact import launches
 
 EMBEDDING = Path(__file__).parent / "programs" / "training" / "embedding_backward.zyn"
@@ -73,6 +74,20 @@ def test_min_scatter_propagates_nan_like_reduce_min(device):
     assert table[1, 0] == 0 and np.signbit(table[1, 0])  # -0.0 is below +0.0
     assert np.isnan(table[1, 1])  # a contribution's NaN wins
     np.testing.assert_array_equal(table[2], [2.5, 4.0])
+
+
+@pytest.mark.parametrize("kind,element,combiner", [
+    ("min", "f32", "arith.minimumf"), ("max", "bf16", "arith.maximumf"),
+    ("min", "i32", "arith.minsi"), ("umax", "i8", "arith.maxui"), ("add", "i64", "arith.addi")])
+def test_iree_scatter_region_per_kind(kind, element, combiner):
+    callee = f"__zynml_scatter_{kind}_d1_0"
+    types = f"(tensor<3x2x{element}>, tensor<3x1xi64>, tensor<5x2x{element}>)"
+    text = (f"    %0 = call @{callee}(%a, %b, %c) : {types} -> tensor<5x2x{element}>\n"
+            f"  func.func private @{callee}{types} -> tensor<5x2x{element}> "
+            "attributes {zynml.scatter}\n")
+    expanded = expand_scatters(text)
+    assert f"= {combiner} %zynml_scatter0_b, %zynml_scatter0_a : {element}" in expanded
+    assert "func.func private" not in expanded and "call @" not in expanded
 
 
 def _spread_case(rng, vocab=5, tokens=4099, dim=7):
