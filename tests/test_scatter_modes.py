@@ -104,9 +104,24 @@ def test_iree_cpu_sums_in_loop_order(rng, deterministic):
     """IREE's CPU scatter adds contributions in loop order: the interpreter's bits, every
     run (zynml/backend/iree/scatter.py), with or without deterministic mode."""
     grad_w, ids, grad_out = _spread_case(rng)
-    reference = grad_w.copy()
-    zynml.run(EMBEDDING, device="interpreter", grad_w=reference, ids=ids, grad_out=grad_out)
-    prog = zynml.compile(EMBEDDING, device="cpu", deterministic=deterministic)
+    interpreted = grad_w.copy()
+    zynml.run(EMBEDDING, device="interpreter", grad_w=interpreted, ids=ids, grad_out=grad_out)
+    np.testing.assert_array_equal(interpreted.view(np.uint32),
+                                  _in_loop_order(grad_w, ids, grad_out).view(np.uint32))
+    _five_runs_in_loop_order(zynml.compile(EMBEDDING, device="cpu",
+                                           deterministic=deterministic), grad_w, ids, grad_out)
+
+
+def _in_loop_order(grad_w, ids, grad_out):
+    """The interpreter's sums (the test above checks it): numpy's `add.at` in f32 adds
+    one contribution at a time, in order. The GPU machine has no MLIR to interpret with."""
+    out = grad_w.copy()
+    np.add.at(out, ids, grad_out)
+    return out
+
+
+def _five_runs_in_loop_order(prog, grad_w, ids, grad_out) -> None:
+    reference = _in_loop_order(grad_w, ids, grad_out)
     for _ in range(5):
         got = grad_w.copy()
         prog(grad_w=got, ids=ids, grad_out=grad_out)
@@ -190,13 +205,8 @@ def test_min_max_scatters_on_the_gpu(rng):
 def test_deterministic_mode_is_the_interpreters_bits_every_run(rng):
     grad_w, ids, grad_out = _spread_case(rng, 61, 4099, 67)
     _artifact(EMBEDDING, True, grad_w=grad_w, ids=ids, grad_out=grad_out)
-    reference = grad_w.copy()
-    zynml.run(EMBEDDING, device="interpreter", grad_w=reference, ids=ids, grad_out=grad_out)
-    prog = zynml.compile(EMBEDDING, device="cuda:0", deterministic=True)
-    for _ in range(5):
-        got = grad_w.copy()
-        prog(grad_w=got, ids=ids, grad_out=grad_out)
-        np.testing.assert_array_equal(got.view(np.uint32), reference.view(np.uint32))
+    _five_runs_in_loop_order(zynml.compile(EMBEDDING, device="cuda:0", deterministic=True),
+                             grad_w, ids, grad_out)
 
 
 # ---------------------------------------------------------------------------- errors
