@@ -22,6 +22,12 @@ MIN = """compute(mut table, ids, v) {
         table[ids[t], d] = min(table[ids[t], d], v[t, d])
 }
 """
+TWO_INDICES = """compute(mut table, rows, cols, v) {
+    @kernel scatter
+    for b in 0..batch, s in 0..seq, e in 0..dim:
+        table[rows[b, s], cols[b, s], e] += v[b, s, e] * 2.0
+}
+"""
 # max, the contribution first, two batch loops
 MAX = """compute(mut table, ids, v) {
     @kernel scatter
@@ -158,6 +164,7 @@ def _artifact(source, deterministic=False, **inputs):
     (np.float32, r"min\.NaN\.f32[\s\S]*atom\.[\w.]*cas\.b32"),
     # no min.NaN.f64 in PTX: min.f64 with the NaN and -0.0 rules around it
     (np.float64, r"min\.f64[\s\S]*atom\.[\w.]*cas\.b64"),
+    (np.float16, r"atom\.[\w.]*cas\.b32"),  # the 16 bits swapped within their word
 ])
 def test_min_scatter_is_one_cuda_kernel_of_atomics(rng, dtype, instruction):
     table, ids, v, _ = min_case(rng, dtype)
@@ -204,9 +211,20 @@ def test_min_max_scatters_on_the_gpu(rng):
 @pytest.mark.gpu
 def test_deterministic_mode_is_the_interpreters_bits_every_run(rng):
     grad_w, ids, grad_out = _spread_case(rng, 61, 4099, 67)
+    table, v = _spread_case(rng, 3 * 4, 3 * 997, 5)[::2]  # two indices: rows, columns
+    table, v = table.reshape(3, 4, 5), v.reshape(3, 997, 5)
+    rows, cols = rng.integers(0, 3, (3, 997)), rng.integers(0, 4, (3, 997))
     _artifact(EMBEDDING, True, grad_w=grad_w, ids=ids, grad_out=grad_out)
+    _artifact(TWO_INDICES, True, table=table, rows=rows, cols=cols, v=v)
     _five_runs_in_loop_order(zynml.compile(EMBEDDING, device="cuda:0", deterministic=True),
                              grad_w, ids, grad_out)
+    prog = zynml.compile(TWO_INDICES, device="cuda:0", deterministic=True)
+    reference = table.copy()
+    np.add.at(reference, (rows, cols), v * np.float32(2))  # in (b, s) order, as the loops
+    for _ in range(5):
+        got = table.copy()
+        prog(table=got, rows=rows, cols=cols, v=v)
+        np.testing.assert_array_equal(got.view(np.uint32), reference.view(np.uint32))
 
 
 # ---------------------------------------------------------------------------- errors

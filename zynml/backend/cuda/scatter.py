@@ -121,7 +121,10 @@ def _compare_and_swap(combiner: str, value: ir.Value, original: ir.Value,
     llvm.cmpxchg refuses). No swap when the element already wins."""
     element = ir.MemRefType(original.type).element_type
     bits = ir.IntegerType.get_signless(element.width)
-    strides, offset = ir.MemRefType(original.type).get_strides_and_offset()
+    layout = ir.MemRefType(original.type)
+    strides, offset = layout.get_strides_and_offset()
+    assert not any(layout.is_dynamic_stride_or_offset(n) for n in strides + [offset]), \
+        "a scatter into a buffer of dynamic layout"
     linear = _const(offset)
     for index, stride in zip(where, strides):
         linear = arith.AddIOp(linear, arith.MulIOp(index, _const(stride)).result).result
