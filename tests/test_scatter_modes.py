@@ -11,6 +11,7 @@ import pytest
 
 import zynml
 from zynml.backend.iree.scatter import expand_scatters
+from zynml.cli import main as cli
 from zynml.runtime.cuda.artifact import launches
 
 EMBEDDING = Path(__file__).parent / "programs" / "training" / "embedding_backward.zyn"
@@ -211,13 +212,16 @@ def test_min_max_scatters_on_the_gpu(rng):
 @pytest.mark.gpu
 def test_deterministic_mode_is_the_interpreters_bits_every_run(rng):
     grad_w, ids, grad_out = _spread_case(rng, 61, 4099, 67)
+    even = _spread_case(rng, 16, 1024, 64)  # the pointwise kernels' vector paths
     table, v = _spread_case(rng, 3 * 4, 3 * 997, 5)[::2]  # two indices: rows, columns
     table, v = table.reshape(3, 4, 5), v.reshape(3, 997, 5)
     rows, cols = rng.integers(0, 3, (3, 997)), rng.integers(0, 4, (3, 997))
-    _artifact(EMBEDDING, True, grad_w=grad_w, ids=ids, grad_out=grad_out)
+    for case in ((grad_w, ids, grad_out), even):
+        _artifact(EMBEDDING, True, grad_w=case[0], ids=case[1], grad_out=case[2])
     _artifact(TWO_INDICES, True, table=table, rows=rows, cols=cols, v=v)
-    _five_runs_in_loop_order(zynml.compile(EMBEDDING, device="cuda:0", deterministic=True),
-                             grad_w, ids, grad_out)
+    for case in ((grad_w, ids, grad_out), even):
+        _five_runs_in_loop_order(zynml.compile(EMBEDDING, device="cuda:0",
+                                               deterministic=True), *case)
     prog = zynml.compile(TWO_INDICES, device="cuda:0", deterministic=True)
     reference = table.copy()
     np.add.at(reference, (rows, cols), v * np.float32(2))  # in (b, s) order, as the loops
@@ -253,3 +257,14 @@ def test_two_combiners_on_one_input_are_an_error():
     assert str(err.value).startswith(
         "<string>:5:9: error: 'table' is scattered into with '+=' and with 'min' in one "
         "block, whose order would matter: write them in two blocks")
+
+
+def test_the_cli_flag_gives_sorted_segments(capsys):
+    command = ["compile", str(EMBEDDING), "--device", "cuda", "--shape", "grad_w=7x5",
+               "--shape", "ids=13:i64", "--shape", "grad_out=13x5", "--emit", "plan"]
+    counts = []
+    for extra in ([], ["--deterministic"]):
+        assert cli.main(command + extra) == 0
+        plan = capsys.readouterr().out
+        counts.append(plan.count('"op": "launch"'))
+    assert counts == [1, 3]
