@@ -141,7 +141,9 @@ Operands: the value, the `out` argument of the body function (one of them, for a
 cir.multi_compute), one `index` per dimension.
 Writes have effect on the compute's result; `out` is never an input tensor. Attribute
 `combine = "+"` (a scatter, `x[ids[i], d] += v` of a `mut x`): the value is added to the
-element instead of replacing it, so writes at one index add up.
+element instead of replacing it, so writes at one index add up; `"min"`, `"max"` (`x[k] =
+min(x[k], v)`; floats propagate NaN) and, on unsigned integers, `"umin"`, `"umax"` keep
+the smaller or larger.
 
     "cir.store"(%v, %out, %i) : (f32, tensor<7xf32>, index) -> ()
     "cir.store"(%v, %out, %k, %d) {combine = "+"} : (f32, tensor<9x4xf32>, index, index) -> ()
