@@ -32,15 +32,18 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, scf, vector
 
-from .kernel_builder import (KernelScope, KernelSignature, apply_map, delinearize,
-                                  generic_operands, index_const, indexing_maps, loop_dims,
-                                  new_kernel)
+from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
+                             delinearize, generic_operands, index_const, indexing_maps,
+                             iterator_kinds, loop_dims, new_kernel)
+from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents, \
+    product
 from . import Launch
 from .tuning import problem_key, tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
 
 NAME = "pointwise"
+DYNAMIC = True  # takes run-time extents (extents.py): a thread per point
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
+    if has_dynamic_extent(generic):  # run-time extents: a thread per point
+        return _build_points(generic, gpu_module, kernel_name, signature, params.block)
     ranges, parallel, reduction = loop_dims(generic)
     total = math.prod(ranges[d] for d in parallel)
     large = not reduction and total >= params.items_from
@@ -79,11 +84,22 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     if items > 1:
         return _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel,
                             total, params.block, items)
-    func = new_kernel(gpu_module, kernel_name, signature.types(), [params.block])
+    return _build_points(generic, gpu_module, kernel_name, signature, params.block)
+
+
+def _build_points(generic, gpu_module, kernel_name, signature, block) -> Launch:
+    """A thread per point, the grid covering them; extents static or run-time
+    (extents.py: the grid is then host arithmetic on the operands' sizes)."""
+    kinds = iterator_kinds(generic)
+    parallel = [d for d, k in enumerate(kinds) if k != REDUCTION]
+    reduction = [d for d, k in enumerate(kinds) if k == REDUCTION]
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        linear = _thread_index(params.block)
-        in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_const(total)).result
+        ranges = kernel_extents(generic, scope)
+        linear = _thread_index(block)
+        total = as_index(product([ranges[d] for d in parallel]))
+        in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, total).result
         guard = scf.IfOp(in_range)
         with ir.InsertionPoint(guard.then_block):
             ivs: list = [None] * len(ranges)
@@ -92,8 +108,10 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
             emit_point(generic, scope, ivs, reduction, ranges)
             scf.YieldOp([])
         gpu.ReturnOp([])
-    grid = (total + params.block - 1) // params.block
-    return Launch(kernel_name, signature.values, (grid, 1, 1), (params.block, 1, 1))
+    with ir.InsertionPoint(generic), generic.location:
+        host = host_extents(generic)
+        grid = ceil_div(product([host[d] for d in parallel]), block)
+    return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1))
 
 
 def _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel, total,
@@ -341,7 +359,7 @@ def _reduction_loops(generic, scope, ivs, reduction, ranges, read_ins, carried):
     if not reduction:
         return scope.clone_body(generic, read_ins(ivs) + carried, lambda d: ivs[d])
     dim, rest = reduction[0], reduction[1:]
-    loop = scf.ForOp(index_const(0), index_const(ranges[dim]), index_const(1), carried)
+    loop = scf.ForOp(index_const(0), as_index(ranges[dim]), index_const(1), carried)
     with ir.InsertionPoint(loop.body):
         inner = list(ivs)
         inner[dim] = loop.induction_variable
