@@ -12,6 +12,10 @@ __all__ = ["subview", "collapse", "expand"]
 def subview(offset: int, sizes: Sequence[int], strides: Sequence[int],
             offsets: Sequence[int], new_sizes: Sequence[int], steps: Sequence[int],
             kept: Sequence[int]) -> tuple[int, tuple, tuple]:
+    for d, (o, n, size) in enumerate(zip(offsets, new_sizes, sizes)):
+        if int(n) and int(o) + (int(n) - 1) * steps[d] >= size:  # sizes that disagree
+            raise ValueError(f"the inputs' sizes disagree: a view of {int(n)} elements "
+                             f"from {int(o)} in dimension {d} of a tensor of size {size}")
     start = offset + sum(int(o) * s for o, s in zip(offsets, strides))
     return (start, tuple(int(new_sizes[d]) for d in kept),
             tuple(strides[d] * steps[d] for d in kept))
