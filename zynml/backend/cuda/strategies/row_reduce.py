@@ -98,7 +98,14 @@ def fits(generic: ir.Operation, params: Params) -> bool:
     if not memref_maps:
         return False
     last = memref_maps[0].results[-1]
+    if length is None and len(_dims_of(memref_maps[0])) < len(kinds):
+        return False  # run-time sizes and an input reused across rows: a contraction
     return isinstance(last, ir.AffineDimExpr) and kinds[last.position] == REDUCTION
+
+
+def _dims_of(amap: ir.AffineMap) -> set[int]:
+    return {ir.AffineDimExpr(e).position for e in amap.results
+            if isinstance(e, ir.AffineDimExpr)}
 
 
 def row_length(generic: ir.Operation) -> int | None:
