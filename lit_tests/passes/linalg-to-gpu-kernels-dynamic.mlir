@@ -5,24 +5,52 @@
 // matrix product or a fused row run falls back to those two.
 // RUN: zynml-opt %s --split-input-file --verify-diagnostics --linalg-to-gpu-kernels | filecheck %s
 
-// An elementwise map: a thread per point, the grid ceil(n / 256), the kernel's bound the
-// descriptor's size.
+// An elementwise map: one kernel for every n (pointwise_dynamic.py). When n % 4 == 0 a
+// thread takes a 16-byte chunk (with the buffers' alignment checked, else scalar
+// accesses of the same points); otherwise 4 points a grid's threads apart, each
+// checked against n. The grid is ceil(ceil(n / 4) / 512), computed on the host.
 // CHECK-LABEL: func.func @map
 // CHECK: %[[N:.*]] = memref.dim %arg0, %c0 : memref<?xf32>
-// CHECK: %[[GRID:.*]] = arith.ceildivsi %[[N]], %c256 : index
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%[[GRID]], %c1, %{{.*}}) threads in (%c256{{.*}}, %c1{{.*}}, %c1{{.*}}) args(%arg0 : memref<?xf32>, %arg1 : memref<?xf32>) {zynml.problem = "df32_df32", zynml.strategy = "pointwise"}
+// CHECK: %[[CHUNKS:.*]] = arith.ceildivsi %[[N]], %c4 : index
+// CHECK: %[[GRID:.*]] = arith.ceildivsi %[[CHUNKS]], %c512 : index
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%[[GRID]], %c1, %{{.*}}) threads in (%c512{{.*}}, %c1{{.*}}, %c1{{.*}}) args(%arg0 : memref<?xf32>, %arg1 : memref<?xf32>) {zynml.problem = "df32_df32", zynml.strategy = "pointwise"}
 // CHECK: gpu.func @k0_pointwise(%arg0: memref<?xf32>, %arg1: memref<?xf32>) kernel
 // CHECK: %[[END:.*]] = memref.dim %arg0, %c0 : memref<?xf32>
-// CHECK: %[[I:.*]] = arith.addi
-// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[I]], %[[END]] : index
-// CHECK: scf.if %[[IN]]
-// CHECK: math.exp
+// CHECK: %[[REST:.*]] = arith.remui %[[END]], %c4 : index
+// CHECK: %[[DIVISIBLE:.*]] = arith.cmpi eq, %[[REST]], %c0{{.*}} : index
+// CHECK: scf.if %[[DIVISIBLE]] {
+// CHECK: memref.extract_aligned_pointer_as_index %arg0
+// CHECK: vector.load {{.*}} vector<4xf32>
+// CHECK-COUNT-4: math.exp
+// CHECK: vector.store
+// CHECK: } else {
+// CHECK: gpu.grid_dim x
+// CHECK-COUNT-4: arith.cmpi ult, %{{.*}}, %[[END]] : index
 #id1 = affine_map<(d0) -> (d0)>
 func.func @map(%x: memref<?xf32>, %y: memref<?xf32>) {
   linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]}
       ins(%x : memref<?xf32>) outs(%y : memref<?xf32>) {
   ^bb0(%a: f32, %o: f32):
     %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// A map over the rows of a ?x? view (strides only run time knows): the chunk path also
+// checks that the row stride is a multiple of 4 (memref.extract_strided_metadata).
+// CHECK-LABEL: func.func @rows
+// CHECK: gpu.func @k0_pointwise
+// CHECK: memref.extract_strided_metadata %arg0
+// CHECK: vector.load
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @rows(%x: memref<?x?xf32, strided<[?, 1]>>, %y: memref<?x?xf32>) {
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<?x?xf32, strided<[?, 1]>>) outs(%y : memref<?x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = arith.negf %a : f32
     linalg.yield %e : f32
   }
   return

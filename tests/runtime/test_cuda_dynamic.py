@@ -1,6 +1,6 @@
 """Native CUDA kernels with run-time sizes on a GPU (marked `gpu`: CI skips these; they
 run on the device machine): one compile serves every size (1, primes, non-multiples of 4,
-16 and the 256-thread block, 4099, about a million), against float64 numpy on fresh
+16 and the block, multiples of 4 and 16, 4099, about a million), against float64 numpy on fresh
 random inputs with poisoned allocations. Each test compiles its artifact before its
 first launch (compile-only runs fill the cache and stop there)."""
 from pathlib import Path
@@ -14,7 +14,8 @@ from conftest import assert_close
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-SIZES = [1, 2, 3, 7, 31, 97, 257, 1021, 4099, 1 << 20 | 7]
+# with multiples of 4 and 16 (the 16-byte chunk path) and the rest (points)
+SIZES = [1, 2, 3, 4, 7, 16, 31, 97, 257, 1021, 4096, 4099, 1 << 20, 1 << 20 | 7]
 # (rows, cols): one row, one column, primes, a row longer than a block, many rows
 SHAPES = [(1, 1), (1, 4099), (7, 1), (31, 97), (257, 3), (97, 1021), (4099, 33),
           (1021, 1031)]

@@ -13,8 +13,8 @@ from conftest import assert_close
 from runtime.test_cuda_executor import (Desc, executor_for, f32, fake, launch,  # noqa: F401
                                         plan_of, tensor, upload)
 
-# 1, primes, non-multiples of 4, 16 and the 256-thread block, a large one
-SIZES = [1, 2, 7, 31, 97, 257, 4099]
+# 1, primes, non-multiples of 4, 16 and the block, multiples of 4, a large one
+SIZES = [1, 2, 7, 16, 31, 97, 257, 1028, 4099]
 
 ELEMENTWISE = """
 let y = compute(x, z) {
@@ -51,8 +51,9 @@ def test_a_shape_less_elementwise_plan_reads_its_size_at_run_time():
     assert dim["source"] == "%in0" and dim["index"] == 0
     alloc, = steps(plan, "alloc")
     assert alloc["shape"] == [dim["result"]]
-    grid, = steps(plan, "scalar")
-    assert grid["fn"] == "ceildivsi" and grid["args"][0] == dim["result"]
+    chunks, grid = steps(plan, "scalar")  # ceil(ceil(n / 4) / block): 4-point chunks
+    assert chunks["fn"] == grid["fn"] == "ceildivsi"
+    assert chunks["args"] == [dim["result"], 4] and grid["args"][0] == chunks["result"]
     run, = steps(plan, "launch")
     assert run["grid"] == [grid["result"], 1, 1] and run["strategy"] == "pointwise"
 
@@ -74,7 +75,7 @@ def test_one_plan_runs_the_elementwise_program_at_every_size(fake, rng):
         out, = executor([upload(x), upload(z)])
         assert_close(out.numpy(), x.astype(np.float64) * z + 1.5)
         item, = fake.since(mark).launches
-        assert item.grid == (-(-n // block), 1, 1)
+        assert item.grid == (-(-(-(-n // 4)) // block), 1, 1)  # 4-point chunks
         assert all(isinstance(d, Desc) and d.sizes == (n,) and d.strides == (1,)
                    for d in item.args)
 

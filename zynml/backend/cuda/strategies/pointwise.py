@@ -70,8 +70,10 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
-    if has_dynamic_extent(generic):  # run-time extents: a thread per point
-        return _build_points(generic, gpu_module, kernel_name, signature, params.block)
+    if has_dynamic_extent(generic):  # run-time extents (pointwise_dynamic.py)
+        from .pointwise_dynamic import build_vectors
+        return build_vectors(generic, gpu_module, kernel_name, signature, params) or \
+            _build_points(generic, gpu_module, kernel_name, signature, params.block)
     ranges, parallel, reduction = loop_dims(generic)
     total = math.prod(ranges[d] for d in parallel)
     large = not reduction and total >= params.items_from
@@ -160,10 +162,12 @@ def _thread_index(block: int) -> ir.Value:
                         gpu.thread_id(gpu.Dimension.x)).result
 
 
-def _vector_width(generic: ir.Operation, ranges: list[int], size: int) -> int:
+def _vector_width(generic: ir.Operation, ranges: list, size: int,
+                  typer=vector_type) -> int:
     """W, the points of a chunk (`size` bytes of each operand read or written along the
     last loop: their element widths must agree), when the vector path fits the generic;
-    0 when it does not."""
+    0 when it does not. A last extent of None (run-time) is checked by the kernel;
+    `typer`: each operand's chunk type, or None (row_registers.vector_type)."""
     if size <= 0 or not ranges:
         return 0
     ins, outs = generic_operands(generic)
@@ -181,13 +185,13 @@ def _vector_width(generic: ir.Operation, ranges: list[int], size: int) -> int:
         if bits < 8 or size * 8 % bits:
             return 0
         width = size * 8 // bits
-        if vector_type(value, amap, width) is None:
+        if typer(value, amap, width) is None:
             return 0
         widths.add(width)
     if len(widths) != 1:
         return 0
     width = widths.pop()
-    return width if ranges[last] % width == 0 else 0
+    return width if ranges[last] is None or ranges[last] % width == 0 else 0
 
 
 def _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width, block,
@@ -221,7 +225,7 @@ def _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width, b
 
 
 def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
-                   static_stride) -> None:
+                   static_stride, typer=vector_type, is_aligned=aligned) -> None:
     """Chunks first, first + stride, ... (`vectors` of them) of one thread: all loads,
     then the bodies, then the stores. `static_stride`: the stride as a number when it is
     one (then chunks that are always in range skip the range check), else None."""
@@ -230,7 +234,8 @@ def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
     out_maps = maps[len(ins):]
     args = list(generic.regions[0].blocks[0].arguments)
     last = len(ranges) - 1
-    chunk_shape = ranges[:-1] + [ranges[-1] // width]
+    chunk_shape = ranges[:-1] + [ranges[-1] // width if isinstance(ranges[-1], int) else
+                                 arith.DivUIOp(ranges[-1], index_const(width)).result]
     chunks = []  # (valid, or None when always; ivs of lane 0)
     for k in range(vectors):
         linear = first
@@ -255,11 +260,11 @@ def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
         [(o, m) for o, m, a in zip(outs, out_maps, args[len(ins):]) if _used(a)]
     vector_reads = [(v, m) for v, m in read if isinstance(v.type, ir.MemRefType) and
                     any(last in dims(e) for e in m.results)]
-    types = {v: vector_type(v, m, width) for v, m in vector_reads}
-    types.update({o: vector_type(o, m, width) for o, m in zip(outs, out_maps)})
+    types = {v: typer(v, m, width) for v, m in vector_reads}
+    types.update({o: typer(o, m, width) for o, m in zip(outs, out_maps)})
     ok = None
     for value, vec in types.items():
-        here = aligned(scope, value, vec)
+        here = is_aligned(scope, value, vec)
         ok = here if ok is None else arith.AndIOp(ok, here).result
     element_types = [ir.MemRefType(v.type).element_type for v, _ in vector_reads]
     branch = scf.IfOp(ok, [t for t in element_types for _ in points], has_else=True)
