@@ -33,7 +33,8 @@ from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR,
                                       STRATEGY_ATTR, TensorMap, entry_of,
                                       get_strategy, group_strategies, single_strategies)
-from ..backend.cuda.strategies.extents import as_index, has_dynamic_extent
+from ..backend.cuda.strategies.extents import (as_index, fold_whole_subviews,
+                                               has_dynamic_extent)
 from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
 from ..backend.cuda.strategies.tuning import TuningError, parse, problem_of
 from ..backend.cuda.inplace import write_in_place
@@ -71,6 +72,7 @@ def run(module: ir.Operation, options: Options) -> None:
         if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
                                              _contiguous(op.operands[1].type)):
             _copy_as_generic(op)
+    fold_whole_subviews(_host_ops(module))  # run-time sizes: slices that are the whole
     generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
     leftovers = [op for op in _host_ops(module)
                  if op.name.startswith("linalg.") and op.name not in ("linalg.generic",

@@ -124,3 +124,52 @@ func.func @matmul(%A: memref<?x?xf32>, %B: memref<?x?xf32>, %C: memref<?x?xf32>)
   return
 }
 
+
+// -----
+
+// A row max and the map that uses it (softmax's first half), over a ?x? input read
+// through a whole-input subview: the subview is folded into its source (the generics
+// then read %arg0 itself), and row_fused takes the fill, the reduction and the map as
+// one kernel, a block per row, the grid the rows.
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK-NOT: memref.subview
+// CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0_2 : memref<?x?xf32>
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%[[ROWS]], %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%alloc : memref<?xf32>, %arg0 : memref<?x?xf32>, %alloc_1 : memref<?x?xf32>) {zynml.problem = "df32_dxdf32_dxdf32", zynml.strategy = "row_fused"}
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.func @k0_row_fused
+// CHECK: memref.dim %arg1, %c1{{.*}} : memref<?x?xf32>
+// CHECK: scf.for %{{.*}} = %thread_id_x{{.*}} to %dim{{.*}} step %c256
+// CHECK: gpu.barrier
+// CHECK: math.exp
+// CHECK-NOT: gpu.func
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#one = affine_map<(d0) -> (d0)>
+func.func @softmax_rows(%x: memref<?x?xf32>) -> memref<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  %rows = memref.dim %x, %c0 : memref<?x?xf32>
+  %cols = memref.dim %x, %c1 : memref<?x?xf32>
+  %max = memref.alloc(%rows) : memref<?xf32>
+  linalg.generic {indexing_maps = [#one], iterator_types = ["parallel"]} outs(%max : memref<?xf32>) {
+  ^bb0(%o: f32):
+    linalg.yield %ninf : f32
+  }
+  %whole = memref.subview %x[0, 0] [%rows, %cols] [1, 1] : memref<?x?xf32> to memref<?x?xf32, strided<[?, 1]>>
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%whole : memref<?x?xf32, strided<[?, 1]>>) outs(%max : memref<?xf32>) {
+  ^bb0(%a: f32, %m: f32):
+    %t = arith.maximumf %m, %a : f32
+    linalg.yield %t : f32
+  }
+  %e = memref.alloc(%rows, %cols) : memref<?x?xf32>
+  linalg.generic {indexing_maps = [#rows, #row, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%whole, %max : memref<?x?xf32, strided<[?, 1]>>, memref<?xf32>) outs(%e : memref<?x?xf32>) {
+  ^bb0(%a: f32, %m: f32, %o: f32):
+    %d = arith.subf %a, %m : f32
+    %v = math.exp %d : f32
+    linalg.yield %v : f32
+  }
+  return %e : memref<?x?xf32>
+}

@@ -14,11 +14,12 @@ from typing import Sequence, Union
 from mlir import ir
 from mlir.dialects import arith, memref
 
+from ....lowering.cir_ops import defining_op
 from .kernel_builder import generic_operands, index_const, indexing_maps
 
 Extent = Union[int, ir.Value]
 
-__all__ = ["Extent", "loop_extents", "has_dynamic_extent", "kernel_extents",
+__all__ = ["Extent", "extent_keys", "loop_extents", "has_dynamic_extent", "kernel_extents",
            "host_extents", "product", "ceil_div", "as_index", "is_static"]
 
 
@@ -94,3 +95,76 @@ def _sources(generic: ir.Operation) -> list[tuple]:
     if any(f is None for f in found):
         raise ValueError("a loop of the generic indexes no operand dimension alone")
     return found
+
+
+def extent_keys(generic: ir.Operation) -> list:
+    """Each loop's extent as something to compare across generics: the number, or where
+    the run-time size comes from (a function argument's dimension, an allocation's or a
+    subview's size, followed back through memref.dim), so two loops of one size compare
+    equal (the module is canonicalized and CSE'd before the pass)."""
+    return [extent if extent is not None else _size_key(value, axis)
+            for value, axis, extent in _sources(generic)]
+
+
+def _size_key(value: ir.Value, axis: int):
+    owner = defining_op(value)
+    shape = ir.MemRefType(value.type).shape
+    dynamic_before = sum(1 for s in shape[:axis] if ir.ShapedType.is_dynamic_size(s))
+    if owner is not None and owner.name == "memref.alloc":
+        return _normal(list(owner.operands)[dynamic_before])
+    if owner is not None and owner.name == "memref.subview":
+        sizes = list(ir.DenseI64ArrayAttr(owner.attributes["static_sizes"]))
+        segments = list(ir.DenseI32ArrayAttr(owner.attributes["operandSegmentSizes"]))
+        if len(sizes) == len(shape):  # not rank-reducing: axis k is the source's k
+            given = list(owner.operands)[1 + segments[1]:1 + segments[1] + segments[2]]
+            return _normal(given[sum(1 for s in sizes[:axis]
+                                     if ir.ShapedType.is_dynamic_size(s))])
+    return (value, axis)
+
+
+def _normal(size: ir.Value):
+    """A size value, or (memref, axis) when it is a memref.dim of a constant axis."""
+    owner = defining_op(size)
+    if owner is not None and owner.name == "memref.dim":
+        index = defining_op(owner.operands[1])
+        if index is not None and index.name == "arith.constant":
+            return _size_key(owner.operands[0], ir.IntegerAttr(index.attributes["value"]).value)
+    return size
+
+
+def fold_whole_subviews(ops) -> None:
+    """Generics read a subview of run-time sizes that is all of its source (offsets 0,
+    the source's sizes, steps 1; bufferization makes them of every slice, and
+    canonicalize keeps those whose type differs) as the source itself: row_fused then
+    sees the buffers a run writes, and kernels get the source's simpler layout."""
+    for op in list(ops):
+        if op.name != "memref.subview" or ir.MemRefType(op.results[0].type).has_static_shape:
+            continue
+        source = op.operands[0]
+        shape = ir.MemRefType(source.type).shape
+        if not _whole(op, source, shape):
+            continue
+        for use in list(op.results[0].uses):
+            if use.owner.name == "linalg.generic":
+                use.owner.operands[use.operand_number] = source
+        if not any(True for _ in op.results[0].uses):
+            op.erase()
+
+
+def _whole(op: ir.Operation, source: ir.Value, shape) -> bool:
+    offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+    steps = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+    if len(sizes) != len(shape) or any(offsets) or any(s != 1 for s in steps) or \
+            ir.MemRefType(op.results[0].type).rank != len(shape):
+        return False
+    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    given = iter(list(op.operands)[1 + segments[1]:1 + segments[1] + segments[2]])
+    for axis, size in enumerate(sizes):
+        if ir.ShapedType.is_dynamic_size(size):
+            if ir.ShapedType.is_static_size(shape[axis]) or \
+                    _normal(next(given)) != _size_key(source, axis):
+                return False
+        elif size != shape[axis]:
+            return False
+    return True
