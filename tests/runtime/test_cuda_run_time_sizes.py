@@ -82,26 +82,25 @@ def test_one_plan_runs_the_elementwise_program_at_every_size(fake, rng):
 
 def test_one_plan_runs_row_sums_at_every_shape(fake, rng):
     plan = shape_less_plan(ROW_SUMS)
-    kernels = {s["strategy"]: s["kernel"] for s in steps(plan, "launch")}
-    assert set(kernels) == {"pointwise", "row_reduce"}  # a fill, then a block per row
-
-    def k_fill(fake, args):
-        fake.array(args[0], np.float32)[...] = 0
+    run, = steps(plan, "launch")  # the fill and the reduction: a block per row
+    assert run["strategy"] == "row_fused"
+    matrix = run["arg_kinds"].index("memref:2")
+    total = run["arg_kinds"].index("memref:1")
 
     def k_rows(fake, args):
-        m, out = fake.array(args[0], np.float32), fake.array(args[1], np.float32)
-        out[...] += m.sum(axis=1, dtype=np.float64).astype(np.float32)
-    fake.kernels.update({kernels["pointwise"]: k_fill, kernels["row_reduce"]: k_rows})
+        m, out = (fake.array(args[k], np.float32) for k in (matrix, total))
+        out[...] = m.sum(axis=1, dtype=np.float64).astype(np.float32)
+    fake.kernels[run["kernel"]] = k_rows
     executor = executor_for(fake, plan)
     for rows, cols in [(1, 1), (7, 31), (97, 3), (3, 4099)]:
         m = f32(rng, rows, cols)
         mark = fake.mark()
         out, = executor([upload(m)])
         assert_close(out.numpy(), m.astype(np.float64).sum(axis=1))
-        launched = {i.kernel: i for i in fake.since(mark).launches}
-        reduce = launched[kernels["row_reduce"]]
-        assert reduce.grid == (rows, 1, 1)
-        assert reduce.args[0].sizes == (rows, cols) and reduce.args[0].strides == (cols, 1)
+        item, = fake.since(mark).launches
+        assert item.grid == (rows, 1, 1)
+        assert item.args[matrix].sizes == (rows, cols)
+        assert item.args[matrix].strides == (cols, 1) and item.args[total].sizes == (rows,)
 
 
 def test_views_of_run_time_sizes(fake, rng):
