@@ -162,6 +162,11 @@ class _Extractor:
                     "fn": _SCALAR_FNS[name], "args": [self.name(v) for v in op.operands]}
         if name == "scf.for":
             return self._for(op)
+        if name == "memref.load":  # an integer input's value, in device memory
+            raise PlanError("an integer input sizes this program, and a compile that does "
+                            "not know its value would read it from the GPU on the host: "
+                            "give its value and the inputs' shapes (zynml compile "
+                            "--set NAME=VALUE --shape NAME=DIMS[:DTYPE])", op.location)
         raise PlanError(f"'{name}' on the host has no launch-plan equivalent", op.location)
 
     def _dim(self, op: ir.Operation) -> dict:
