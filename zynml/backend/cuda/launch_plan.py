@@ -55,7 +55,8 @@ from mlir import ir
 
 from ...lowering.cir_ops import defining_op
 from .strategies import BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR, STRATEGY_ATTR
-from .plan_sizes import RUN_TIME_VIEWS as _RUN_TIME_VIEWS, dim_step, run_time_subview
+from .plan_sizes import (RUN_TIME_VIEWS as _RUN_TIME_VIEWS, PlanError, dim_step,
+                         run_time_subview)
 
 # 2: run-time sizes ("dim", "subview", "collapse", "expand"; "%N"/None in shapes)
 PLAN_VERSION = 2
@@ -70,14 +71,6 @@ _SCALAR_FNS = {
     "arith.trunci": "copy", "arith.addf": "addf", "arith.subf": "subf", "arith.mulf": "mulf",
     "arith.divf": "divf",
 }
-
-
-class PlanError(ValueError):
-    """The host code does something the launch plan cannot express."""
-
-    def __init__(self, message: str, location: ir.Location | None = None):
-        super().__init__(message)
-        self.location = location
 
 
 def element_dtype(type_: ir.Type) -> str:

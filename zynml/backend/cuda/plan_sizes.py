@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from mlir import ir
 
-__all__ = ["RUN_TIME_VIEWS", "dim_step", "run_time_subview"]
+__all__ = ["PlanError", "RUN_TIME_VIEWS", "dim_step", "run_time_subview"]
 
 
-def _plan_error(message: str, location):
-    from .launch_plan import PlanError  # launch_plan imports this module
-    return PlanError(message, location)
+class PlanError(ValueError):
+    """The host code does something the launch plan cannot express (launch_plan.py
+    exports it)."""
+
+    def __init__(self, message: str, location: ir.Location | None = None):
+        super().__init__(message)
+        self.location = location
 
 
 def dim_step(extractor, op: ir.Operation) -> dict:
@@ -29,7 +33,7 @@ def run_time_subview(extractor, op: ir.Operation) -> dict:
     dyn = {"offsets": operands[:segments[1]],
            "sizes": operands[segments[1]:segments[1] + segments[2]]}
     if segments[3]:
-        raise _plan_error("a subview with run-time steps on the host", op.location)
+        raise PlanError("a subview with run-time steps on the host", op.location)
 
     def values(key: str) -> list:
         out = []

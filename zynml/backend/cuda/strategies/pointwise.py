@@ -27,6 +27,7 @@ thread with a grid that covers the points (docs/performance.md, session 7).
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 from mlir import ir
@@ -38,6 +39,7 @@ from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
 from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents, \
     product
 from . import Launch
+from .pointwise_dynamic import build_vectors
 from .tuning import problem_key, tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
@@ -71,8 +73,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
     if has_dynamic_extent(generic):  # run-time extents (pointwise_dynamic.py)
-        from .pointwise_dynamic import build_vectors
-        return build_vectors(generic, gpu_module, kernel_name, signature, params) or \
+        return build_vectors(generic, gpu_module, kernel_name, signature, params,
+                             sys.modules[__name__]) or \
             _build_points(generic, gpu_module, kernel_name, signature, params.block)
     ranges, parallel, reduction = loop_dims(generic)
     total = math.prod(ranges[d] for d in parallel)

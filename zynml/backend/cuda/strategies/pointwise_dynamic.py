@@ -27,9 +27,11 @@ __all__ = ["build_vectors"]
 
 
 def build_vectors(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-                  signature, params) -> Launch | None:
-    """The kernel above, or None when the generic takes no chunks."""
-    from .pointwise import _thread_index, _vector_chunks, _vector_width, emit_point
+                  signature, params, pointwise) -> Launch | None:
+    """The kernel above, or None when the generic takes no chunks. `pointwise`: the
+    pointwise module, whose pieces this kernel reuses (passed: it imports this one)."""
+    _thread_index, _vector_chunks = pointwise._thread_index, pointwise._vector_chunks
+    _vector_width, emit_point = pointwise._vector_width, pointwise.emit_point
     if REDUCTION in iterator_kinds(generic):
         return None
     width = _vector_width(generic, loop_extents(generic), params.vector_bytes,
