@@ -20,6 +20,11 @@ A kernel that loops over its work (grid-stride) also carries
 `zynml.blocks_per_multiprocessor = K`: the run time launches at most K blocks per
 multiprocessor of the device.
 
+Run-time sizes (`?` dimensions: a dynamic or shape-less compile) go to the strategies
+that take them (`DYNAMIC`: pointwise, row_reduce, row_fused; strategies/extents.py):
+kernels read their extents from their memref arguments and grids are host arithmetic on
+memref.dim of the operands. Subviews that are all of their source fold into it first.
+
 What remains on the host (allocations, views, loops, launches) is what
 zynml/backend/cuda/launch_plan.py turns into a launch plan.
 """

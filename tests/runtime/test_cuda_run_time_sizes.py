@@ -4,32 +4,21 @@ driver of test_cuda_executor.py runs each kernel as numpy on the descriptors it 
 given, so a plan compiled once is run at many sizes and every grid and descriptor is
 checked against the size of the call."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import zynml
 from conftest import assert_close
+from test_specialize import ELEMENTWISE
 from runtime.test_cuda_executor import (Desc, executor_for, f32, fake, launch,  # noqa: F401
                                         plan_of, tensor, upload)
 
 # 1, primes, non-multiples of 4, 16 and the block, multiples of 4, a large one
 SIZES = [1, 2, 7, 16, 31, 97, 257, 1028, 4099]
 
-ELEMENTWISE = """
-let y = compute(x, z) {
-    @kernel elementwise
-    for i in 0..n:
-        out[i] = x[i] * z[i] + 1.5
-}
-"""
-ROW_SUMS = """
-let s = compute(m) {
-    @kernel reduce(+, axis=1)
-    for i in 0..rows, j in 0..cols:
-        yield m[i, j]
-}
-"""
+ROW_SUMS = Path(__file__).resolve().parents[1] / "programs" / "examples" / "row_sums.zyn"
 
 
 def shape_less_plan(source):
