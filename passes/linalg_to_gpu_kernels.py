@@ -21,6 +21,11 @@ A kernel that loops over its work (grid-stride) also carries
 `zynml.blocks_per_multiprocessor = K`: the run time launches at most K blocks per
 multiprocessor of the device.
 
+Run-time sizes (`?` dimensions: a dynamic or shape-less compile) go to the strategies
+that take them (`DYNAMIC`: pointwise, row_reduce, row_fused; strategies/extents.py):
+kernels read their extents from their memref arguments and grids are host arithmetic on
+memref.dim of the operands. Subviews that are all of their source fold into it first.
+
 What remains on the host (allocations, views, loops, launches) is what
 zynml/backend/cuda/launch_plan.py turns into a launch plan.
 """
@@ -34,6 +39,8 @@ from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
 from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR,
                                       STRATEGY_ATTR, TensorMap, entry_of,
                                       get_strategy, group_strategies, single_strategies)
+from ..backend.cuda.strategies.extents import (as_index, fold_whole_subviews,
+                                               has_dynamic_extent)
 from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
 from ..backend.cuda.strategies.tuning import TuningError, parse, problem_of
 from ..backend.cuda.inplace import write_in_place
@@ -75,6 +82,7 @@ def run(module: ir.Operation, options: Options) -> None:
         if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
                                              _contiguous(op.operands[1].type)):
             _copy_as_generic(op)
+    fold_whole_subviews(_host_ops(module))  # run-time sizes: slices that are the whole
     generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
     leftovers = [op for op in _host_ops(module)
                  if op.name.startswith("linalg.") and op.name not in ("linalg.generic",
@@ -85,12 +93,6 @@ def run(module: ir.Operation, options: Options) -> None:
                    "(run linalg-generalize-named-ops) before linalg-to-gpu-kernels")
     if not generics:
         return
-    for generic in generics:  # sizes as kernel parameters: not yet (docs/language.md §4)
-        if any(isinstance(v.type, ir.MemRefType) and not ir.MemRefType(v.type).has_static_shape
-               for v in generic.operands):
-            raise fail(generic.location, "the native CUDA backend compiles static sizes "
-                       "only (yet), and this loop nest's extents are dynamic: give the "
-                       "inputs' shapes (zynml compile --shape NAME=DIMS[:DTYPE])")
     groups, singles = group_strategies(target), single_strategies(target)
     if options.strategy:
         try:
@@ -107,7 +109,8 @@ def run(module: ir.Operation, options: Options) -> None:
     kernels, number = _kernel_module(module)
     for group_strategy in groups:  # runs of generics one kernel takes: attention, rows
         for group in group_strategy.find_groups(
-                [g for g in generics if SCATTER_ATTR not in g.attributes], target):
+                [g for g in generics if SCATTER_ATTR not in g.attributes and
+                 (_takes_dynamic(group_strategy) or not has_dynamic_extent(g))], target):
             launch = group_strategy.build(group, kernels, f"k{number}_{group_strategy.NAME}",
                                           target)
             _replace_with_launch(list(group), launch, group_strategy.NAME,
@@ -118,7 +121,9 @@ def run(module: ir.Operation, options: Options) -> None:
         if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
                for v in generic.operands):
             raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
-        strategy = next((s for s in singles if s.matches(generic, target)), None) \
+        dynamic = has_dynamic_extent(generic)  # run-time extents: the strategies that can
+        strategy = next((s for s in singles if (not dynamic or _takes_dynamic(s)) and
+                         s.matches(generic, target)), None) \
             if SCATTER_ATTR not in generic.attributes else get_strategy("pointwise")
         if strategy is None:  # only when a strategy is forced: pointwise takes anything
             raise fail(generic.location, f"GPU strategy '{options.strategy}' does not fit "
@@ -134,6 +139,13 @@ def run(module: ir.Operation, options: Options) -> None:
             op.erase()
 
 
+def _takes_dynamic(strategy) -> bool:
+    """Whether a strategy builds kernels for run-time extents (strategies/extents.py);
+    the others are given static generics only, so they decline the rest by not seeing
+    them, and those fall to pointwise."""
+    return getattr(strategy, "DYNAMIC", False)
+
+
 def _host_ops(module: ir.Operation):
     """Ops of the host functions in order, nested regions included; GPU code and the
     insides of generics are skipped."""
@@ -145,7 +157,7 @@ def _replace_with_launch(generics: list, launch, strategy: str, problem: str) ->
     they used (temporaries a fused kernel keeps on chip)."""
     last = generics[-1]
     with ir.InsertionPoint(last), last.location:
-        grid = [index_const(n) for n in launch.grid]
+        grid = [as_index(n) for n in launch.grid]  # a value: computed from run-time sizes
         block = [index_const(n) for n in launch.block]
         operands = [_as_kernel_type(v) for v in launch.operands]
         shared = arith.ConstantOp(ir.IntegerType.get_signless(32),

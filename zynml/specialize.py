@@ -129,6 +129,10 @@ class SizePolicy:
     automatic: bool = True
     everything: bool = False
     static_only: str = ""  # why every size compiles static (the backend, tiles), if so
+    # why a second value does not make a size dynamic, only asking does (declared, or
+    # dynamic=True), if so: the native CUDA backend's dynamic kernels are slower for some
+    # loop nests (matrix products fall back to a thread per point)
+    asked_only: str = ""
     made_dynamic: set[str] = field(default_factory=set)  # by the policy or the cap
     fell_back: dict[str, str] = field(default_factory=dict)  # group -> why it is static
     first: dict[str, int] = field(default_factory=dict)  # group -> first value seen
@@ -136,7 +140,8 @@ class SizePolicy:
     def is_dynamic(self, group: str) -> bool:
         if group in self.pinned or group in self.fell_back or self.static_only:
             return False
-        return group in self.declared or group in self.made_dynamic or self.everything
+        return group in self.declared or self.everything or \
+            (group in self.made_dynamic and not self.asked_only)
 
     def observe(self, values: dict[str, int]) -> str:
         """A call's value of each group: a second value makes it dynamic (automatic).
@@ -149,9 +154,10 @@ class SizePolicy:
                     and group not in self.fell_back:
                 self.made_dynamic.add(group)
                 changed.append(f"'{group}' ({value} after {seen})")
-        if changed and self.static_only:  # noted once a size; static each time
+        if changed and (self.static_only or self.asked_only):  # noted once a size
             note(f"note: size{'s' if len(changed) > 1 else ''} {', '.join(changed)} took "
-                 f"a second value; {self.static_only}, so each new value compiles again")
+                 f"a second value; {self.static_only or self.asked_only}, so each new "
+                 "value compiles again")
             return ""
         return ", ".join(changed)
 
@@ -380,19 +386,19 @@ def for_program(program, dynamic, static, validate_names: bool) -> Specializatio
     names = dynamic if dynamic not in (None, True, False) else ()
     declared.update({name: loc for name in names})
     tiles = next((s.kernel for s in generic.steps if s.kernel and s.kernel.tile_checks), None)
-    static_only = "this backend compiles static sizes only" if program.backend != "iree" \
+    static_only = "this backend compiles static sizes only" \
+        if program.backend not in ("iree", "native") \
         else "tile-level bodies (docs/language.md §3) need static sizes" if tiles else ""
+    asked_only = "the native CUDA backend makes a size dynamic only when asked " \
+        "(dynamic=[...] or `?name`)" if program.backend == "native" else ""
     policy = SizePolicy(declared=declared, pinned=frozenset(static),
                         automatic=dynamic is not False, everything=dynamic is True,
-                        static_only=static_only)
+                        static_only=static_only, asked_only=asked_only)
     for name, where in declared.items():
         if name in policy.pinned:
             raise ZynMLError(f"size '{name}' is declared both dynamic and static", where)
-        if tiles is not None and program.backend == "iree":
+        if tiles is not None and program.backend in ("iree", "native"):
             raise ZynMLError(f"size '{name}' is declared dynamic, but this block's "
                              "tile-level body needs static sizes", tiles.node.loc)
-        if static_only and program.backend == "native" and validate_names:
-            note(f"{where}: note: size '{name}' is declared dynamic, but the native CUDA "
-                 "backend compiles static sizes only (yet): each value compiles")
     return Specializations(generic, policy, program._build, program._validate, program._cache,
                            enabled=program.backend != "interpreter")

@@ -1830,22 +1830,6 @@ func.func @fill(%y: memref<8xf32>) {
 
 // -----
 
-// Every loop needs a static extent (what a shape-less compile makes is not taken yet):
-// a located error that says what to give, before any strategy looks at it.
-#id1 = affine_map<(d0) -> (d0)>
-func.func @dynamic(%x: memref<?xf32>, %y: memref<?xf32>) {
-  // expected-error@+1 {{the native CUDA backend compiles static sizes only (yet), and this loop nest's extents are dynamic: give the inputs' shapes (zynml compile --shape NAME=DIMS[:DTYPE])}}
-  linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]}
-      ins(%x : memref<?xf32>) outs(%y : memref<?xf32>) {
-  ^bb0(%a: f32, %o: f32):
-    %e = math.exp %a : f32
-    linalg.yield %e : f32
-  }
-  return
-}
-
-// -----
-
 // Generics on tensors: bufferize first.
 #id1 = affine_map<(d0) -> (d0)>
 func.func @on_tensors(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {

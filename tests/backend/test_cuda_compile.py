@@ -269,7 +269,7 @@ def test_plan_inputs_and_outputs_match_the_call(name):
     assert plan["output_names"] == list(outputs)
     for output_name, spec in zip(plan["output_names"], plan["outputs"]):
         assert (tuple(spec["shape"]), spec["dtype"]) == outputs[output_name]
-    assert plan["version"] == 1
+    assert plan["version"] == 2
     assert json.loads(json.dumps(plan)) == plan  # plain JSON data
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import compiler, knobs
 from ..devices import DeviceError, resolve
-from ..errors import ZynMLError
+from ..errors import Diagnostic, ZynMLError
 from . import tune
 from .common import (ArgumentParser, FileSystemError, UsageError, bad_knob, internal_error,
                      printed_notes, report_os_error, report_usage)
@@ -182,7 +182,10 @@ def _compile(args) -> int:
         raise UsageError(f"--emit {args.emit} writes binary: give -o FILE")
     if args.save_temps is not None:
         _make_folder(Path(args.save_temps), "--save-temps")
-    shown = program.emit(args.emit, values, save_temps=args.save_temps)
+    try:
+        shown = program.emit(args.emit, values, save_temps=args.save_temps)
+    except ZynMLError as err:
+        raise _shape_less_hint(err, program, backend, values) from None
     if shown is None:
         raise UsageError(f"--emit {args.emit} made nothing here: "
                           f"{stage.output.none_means}")
@@ -206,6 +209,19 @@ def _needs_shapes(program, backend, values: dict, dynamic: list[str]) -> None:
     raise UsageError(f"the {program.backend} backend compiles static sizes only (yet), so "
                      f"the sizes of this program ({sizes}) need its inputs' shapes: e.g. "
                      + " ".join(f"--shape {n}=DIMS[:DTYPE]" for n in tensors))
+
+
+def _shape_less_hint(err: ZynMLError, program, backend, values: dict) -> ZynMLError:
+    """A native compile without shapes makes every size dynamic: a construct that needs
+    static sizes says so (its located error), and a note says which shapes to give."""
+    tensors = [n for n, t in program.generic.inputs.items() if hasattr(t, "shape")]
+    if backend is None or backend.name != "native" or values or not tensors or \
+            "static" not in err.message:  # not about sizes: the error as it is
+        return err
+    hint = ("compiled without shapes, every size is dynamic, and this needs static sizes: "
+            "give the inputs' shapes, e.g. "
+            + " ".join(f"--shape {n}=DIMS[:DTYPE]" for n in tensors))
+    return ZynMLError.from_diagnostics(err.diagnostics + [Diagnostic("note", hint, None)])
 
 
 def _devices(args) -> int:

@@ -22,7 +22,25 @@ MLIR. The format, one dict per op, values named "%N":
     {"op": "for",    "lower": X, "upper": X, "step": X, "iv": "%9", "inits": [X..],
                      "iter_args": ["%10"], "body": [...], "yields": [X..], "results": [..]}
 
-Inputs are "%in0".., outputs a list of values; tensor shapes and dtypes are static. A
+Run-time sizes (a dynamic dimension, `?` in the IR) take three more steps; a "shape"
+of an alloc, an input or an output may then hold "%N" (a value) or None (an input's or
+output's size, known only at the call):
+
+    {"op": "dim",    "result": "%8", "source": "%in0", "index": 0}  (a view's size)
+    {"op": "alloc",  "result": "%9", "shape": ["%8", 64], "dtype": "float32"}
+    {"op": "subview", "result": "%10", "source": "%9", "offsets": [X..],
+                     "sizes": [X..], "steps": [int..], "kept": [int..]}
+                     (strides: the source's run-time strides times "steps", for the
+                     source dimensions in "kept"; offset: the source's + sum(offset_i *
+                     source stride_i))
+    {"op": "collapse", "result": "%11", "source": "%10", "groups": [[0, 1], [2]]}
+    {"op": "expand", "result": "%12", "source": "%10", "groups": [[0, 1], [2]],
+                     "sizes": [X..]}           (collapse_shape and expand_shape: views)
+
+Grids and loop bounds from run-time sizes are "scalar" steps. Kernels take every memref
+by descriptor, whose sizes and strides are the view's at run time.
+
+Inputs are "%in0".., outputs a list of values; tensor dtypes are static. A
 "tensor_map" is the device address of a TMA descriptor of its source view (boxes in the
 view's dimension order, 128-byte swizzle or none, out-of-bounds elements read as zero);
 kernels take it as a pointer (arg kind "pointer").
@@ -37,8 +55,11 @@ from mlir import ir
 
 from ...lowering.cir_ops import defining_op
 from .strategies import BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR, STRATEGY_ATTR
+from .plan_sizes import (RUN_TIME_VIEWS as _RUN_TIME_VIEWS, PlanError, dim_step,
+                         run_time_subview)
 
-PLAN_VERSION = 1
+# 2: run-time sizes ("dim", "subview", "collapse", "expand"; "%N"/None in shapes)
+PLAN_VERSION = 2
 
 # arith ops on host scalars (index arithmetic of views and loops) -> plan "scalar" fn.
 _SCALAR_FNS = {
@@ -50,14 +71,6 @@ _SCALAR_FNS = {
     "arith.trunci": "copy", "arith.addf": "addf", "arith.subf": "subf", "arith.mulf": "mulf",
     "arith.divf": "divf",
 }
-
-
-class PlanError(ValueError):
-    """The host code does something the launch plan cannot express."""
-
-    def __init__(self, message: str, location: ir.Location | None = None):
-        super().__init__(message)
-        self.location = location
 
 
 def element_dtype(type_: ir.Type) -> str:
@@ -111,9 +124,12 @@ class _Extractor:
             return None
         if name in ("memref.alloc", "memref.alloca"):
             memref = ir.MemRefType(op.results[0].type)
-            _require_identity(memref, op)
+            sizes = iter(op.operands)  # one per dynamic dimension, in order
+            shape = [self.name(next(sizes)) if _dynamic(d) else d for d in memref.shape]
             return {"op": "alloc", "result": self.define(op.results[0]),
-                    "shape": list(memref.shape), "dtype": element_dtype(memref.element_type)}
+                    "shape": shape, "dtype": element_dtype(memref.element_type)}
+        if name == "memref.dim":
+            return self._dim(op)
         if name == "memref.get_global":
             return None if _only_a_shape(op) else self._global(op)
         if name == "memref.cast" and isinstance(op.results[0].type, ir.UnrankedMemRefType):
@@ -139,7 +155,15 @@ class _Extractor:
                     "fn": _SCALAR_FNS[name], "args": [self.name(v) for v in op.operands]}
         if name == "scf.for":
             return self._for(op)
+        if name == "memref.load":  # an integer input's value, in device memory
+            raise PlanError("an integer input sizes this program, and a compile that does "
+                            "not know its value would read it from the GPU on the host: "
+                            "give its value and the inputs' shapes (zynml compile "
+                            "--set NAME=VALUE --shape NAME=DIMS[:DTYPE])", op.location)
         raise PlanError(f"'{name}' on the host has no launch-plan equivalent", op.location)
+
+    def _dim(self, op: ir.Operation) -> dict:
+        return dim_step(self, op)
 
     def _global(self, op: ir.Operation) -> dict:
         symbol = ir.FlatSymbolRefAttr(op.attributes["name"]).value
@@ -173,6 +197,8 @@ class _Extractor:
         dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
         if offset == dynamic or any(s == dynamic for s in strides) or \
                 any(d == ir.ShapedType.get_dynamic_size() for d in result.shape):
+            if op.name in _RUN_TIME_VIEWS:
+                return _RUN_TIME_VIEWS[op.name](self, op)
             if op.name != "memref.subview":
                 raise PlanError(f"'{op.name}' with a dynamic layout on the host", op.location)
             return self._dynamic_subview(op)
@@ -208,7 +234,7 @@ class _Extractor:
         segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
         dyn_offsets = list(op.operands)[1:1 + segments[1]]
         if segments[2] or segments[3] or dynamic in src_strides:
-            raise PlanError("a subview with dynamic sizes or strides on the host", op.location)
+            return run_time_subview(self, op)
         offsets = []
         for value in static_offsets:
             offsets.append(self.name(dyn_offsets.pop(0)) if value == dynamic else value)
@@ -315,7 +341,7 @@ def _updates(value: Any, k: int, input_names: list, output_names: list) -> dict:
 def _value_spec(type_: ir.Type) -> dict:
     if isinstance(type_, ir.MemRefType):
         memref = ir.MemRefType(type_)
-        return {"kind": "tensor", "shape": list(memref.shape),
+        return {"kind": "tensor", "shape": [None if _dynamic(d) else d for d in memref.shape],
                 "dtype": element_dtype(memref.element_type)}
     return {"kind": "scalar", "dtype": element_dtype(type_)}
 
@@ -345,9 +371,8 @@ def _constant(op: ir.Operation) -> Any:
     raise PlanError(f"host constant {attr} is not a scalar", op.location)
 
 
-def _require_identity(memref: ir.MemRefType, op: ir.Operation) -> None:
-    if any(d == ir.ShapedType.get_dynamic_size() for d in memref.shape):
-        raise PlanError("a host allocation of dynamic shape", op.location)
+def _dynamic(size: int) -> bool:
+    return size == ir.ShapedType.get_dynamic_size()
 
 
 def _only_a_shape(op: ir.Operation) -> bool:

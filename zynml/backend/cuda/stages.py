@@ -85,6 +85,6 @@ STAGES = (
 BACKEND = Backend(
     name="native", stages=STAGES,
     load=lambda data: CudaArtifact.from_bytes(data, "cached artifact"),
-    check=_check, shape_generic=False, emit_device="cuda",
+    check=_check, shape_generic=True, emit_device="cuda",
     wrong_backend="--emit {stage} is a stage of the native CUDA backend; use --device cuda "
                   "(this program is for '{device}' with backend '{backend}')")

@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import knobs
 from .device_array import DeviceArray, _numpy_dtype
-from . import tensor_maps
+from . import run_time_views, tensor_maps
 from .driver import Device, ctype_of
 
 __all__ = ["PlanExecutor", "View"]
@@ -184,7 +184,7 @@ class PlanExecutor:
             run_step(step, env)
 
     def _op_alloc(self, step: dict, env: dict) -> None:
-        sizes = tuple(step["shape"])
+        sizes = tuple(int(self._value(env, s)) for s in step["shape"])
         elements = _count(sizes)
         nbytes = elements * _numpy_dtype(step["dtype"]).itemsize
         root = Buffer(self.device, self.device.alloc(nbytes), elements, owned=True)
@@ -209,6 +209,27 @@ class PlanExecutor:
             offset = source.offset + int(step["offset"])
         env[step["result"]] = View(source.root, offset, tuple(step["sizes"]),
                                    tuple(step["strides"]), source.dtype)
+
+    # run-time sizes (zynml/runtime/cuda/run_time_views.py)
+    def _op_dim(self, step: dict, env: dict) -> None:
+        env[step["result"]] = env[step["source"]].sizes[int(self._value(env, step["index"]))]
+
+    def _op_subview(self, step: dict, env: dict) -> None:
+        values = [[self._value(env, v) for v in step[k]] for k in ("offsets", "sizes")]
+        self._reshaped(step, env, run_time_views.subview, *values, step["steps"],
+                       step["kept"])
+
+    def _op_collapse(self, step: dict, env: dict) -> None:
+        self._reshaped(step, env, run_time_views.collapse, step["groups"])
+
+    def _op_expand(self, step: dict, env: dict) -> None:
+        self._reshaped(step, env, run_time_views.expand, step["groups"],
+                       [self._value(env, v) for v in step["sizes"]])
+
+    def _reshaped(self, step: dict, env: dict, how, *args) -> None:
+        source = env[step["source"]]
+        offset, sizes, strides = how(source.offset, source.sizes, source.strides, *args)
+        env[step["result"]] = View(source.root, offset, sizes, strides, source.dtype)
 
     def _op_tensor_map(self, step: dict, env: dict) -> None:
         view = env[step["source"]]
@@ -283,8 +304,9 @@ class _FlatPlan:
     def build(executor: "PlanExecutor") -> "_FlatPlan | None":
         plan = executor.plan
         if any(step["op"] not in ("alloc", "global", "view", "tensor_map", "launch", "copy")
-               for step in plan["body"]):
-            return None
+               for step in plan["body"]) or any(
+                None in spec.get("shape", ()) for spec in plan["inputs"]):
+            return None  # loops, run-time sizes: the interpreter
         try:
             return _FlatPlan(executor)
         except _NotFlat:

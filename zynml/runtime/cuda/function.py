@@ -57,13 +57,19 @@ class CudaFunction:
         else:
             host = np.require(arg, dtype=_numpy_dtype(spec["dtype"]), requirements="C")
             array = DeviceArray.from_numpy(host, self.device)
-        if tuple(array.shape) != tuple(spec["shape"]) or \
+        if not _fits(tuple(array.shape), spec["shape"]) or \
                 dtype_name(array.dtype) != spec["dtype"]:
             raise ValueError(f"argument {index}: expected {spec['dtype']}{spec['shape']}, "
                              f"got {dtype_name(array.dtype)}{list(array.shape)}")
         if array.ptr % INPUT_ALIGNMENT:  # a fresh allocation is aligned
             array = array.to_device(f"cuda:{array.device.ordinal}")
         return array
+
+
+def _fits(shape: tuple, spec_shape: list) -> bool:
+    """An array's shape against a plan input's, where None is a run-time size."""
+    return len(shape) == len(spec_shape) and \
+        all(want is None or got == want for got, want in zip(shape, spec_shape))
 
 
 # Kernels may read inputs 16 bytes at a time (vector loads, cp.async, TMA): a GPU input

@@ -5,6 +5,8 @@ Each strategy is a module with:
     NAME      its name (the `strategy` option of linalg-to-gpu-kernels)
     Params    a frozen dataclass of its tunable numbers (tuning.py says how they are chosen)
     REQUIRES  the chip features its kernels need (target.FEATURES; absent: none)
+    DYNAMIC   True when it builds kernels for run-time extents (`?` sizes: extents.py);
+              absent: it is given static generics only (pointwise takes the rest)
 
 and, as REGISTRY says, one or both of
     single:   matches(generic, target) -> bool; build(generic, gpu_module, name, target)

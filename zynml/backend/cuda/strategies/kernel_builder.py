@@ -86,15 +86,16 @@ def apply_map(amap: ir.AffineMap, dims: Sequence[ir.Value]) -> list[ir.Value]:
     return [eval_affine(e, dims) for e in amap.results]
 
 
-def delinearize(linear: ir.Value, sizes: Sequence[int]) -> list[ir.Value]:
-    """Row-major coordinates of `linear` in a box of `sizes` (last coordinate fastest)."""
+def delinearize(linear: ir.Value, sizes: Sequence) -> list[ir.Value]:
+    """Row-major coordinates of `linear` in a box of `sizes` (last coordinate fastest;
+    numbers, or index values for run-time sizes)."""
     coords: list[ir.Value] = []
     rest = linear
     for i, size in enumerate(reversed(sizes)):
         if i == len(sizes) - 1:
             coords.append(rest)
             break
-        size_v = index_const(size)
+        size_v = size if isinstance(size, ir.Value) else index_const(size)
         coords.append(arith.RemUIOp(rest, size_v).result)
         rest = arith.DivUIOp(rest, size_v).result
     return list(reversed(coords))

@@ -27,20 +27,25 @@ thread with a grid that covers the points (docs/performance.md, session 7).
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, gpu, scf, vector
 
-from .kernel_builder import (KernelScope, KernelSignature, apply_map, delinearize,
-                                  generic_operands, index_const, indexing_maps, loop_dims,
-                                  new_kernel)
+from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
+                             delinearize, generic_operands, index_const, indexing_maps,
+                             iterator_kinds, loop_dims, new_kernel)
+from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents, \
+    product
 from . import Launch
+from .pointwise_dynamic import build_vectors
 from .tuning import problem_key, tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
 
 NAME = "pointwise"
+DYNAMIC = True  # takes run-time extents (extents.py): a thread per point
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
+    if has_dynamic_extent(generic):  # run-time extents (pointwise_dynamic.py)
+        return build_vectors(generic, gpu_module, kernel_name, signature, params,
+                             sys.modules[__name__]) or \
+            _build_points(generic, gpu_module, kernel_name, signature, params.block)
     ranges, parallel, reduction = loop_dims(generic)
     total = math.prod(ranges[d] for d in parallel)
     large = not reduction and total >= params.items_from
@@ -79,11 +88,22 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     if items > 1:
         return _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel,
                             total, params.block, items)
-    func = new_kernel(gpu_module, kernel_name, signature.types(), [params.block])
+    return _build_points(generic, gpu_module, kernel_name, signature, params.block)
+
+
+def _build_points(generic, gpu_module, kernel_name, signature, block) -> Launch:
+    """A thread per point, the grid covering them; extents static or run-time
+    (extents.py: the grid is then host arithmetic on the operands' sizes)."""
+    kinds = iterator_kinds(generic)
+    parallel = [d for d, k in enumerate(kinds) if k != REDUCTION]
+    reduction = [d for d, k in enumerate(kinds) if k == REDUCTION]
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        linear = _thread_index(params.block)
-        in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, index_const(total)).result
+        ranges = kernel_extents(generic, scope)
+        linear = _thread_index(block)
+        total = as_index(product([ranges[d] for d in parallel]))
+        in_range = arith.CmpIOp(arith.CmpIPredicate.ult, linear, total).result
         guard = scf.IfOp(in_range)
         with ir.InsertionPoint(guard.then_block):
             ivs: list = [None] * len(ranges)
@@ -92,8 +112,10 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
             emit_point(generic, scope, ivs, reduction, ranges)
             scf.YieldOp([])
         gpu.ReturnOp([])
-    grid = (total + params.block - 1) // params.block
-    return Launch(kernel_name, signature.values, (grid, 1, 1), (params.block, 1, 1))
+    with ir.InsertionPoint(generic), generic.location:
+        host = host_extents(generic)
+        grid = ceil_div(product([host[d] for d in parallel]), block)
+    return Launch(kernel_name, signature.values, (grid, 1, 1), (block, 1, 1))
 
 
 def _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel, total,
@@ -142,10 +164,12 @@ def _thread_index(block: int) -> ir.Value:
                         gpu.thread_id(gpu.Dimension.x)).result
 
 
-def _vector_width(generic: ir.Operation, ranges: list[int], size: int) -> int:
+def _vector_width(generic: ir.Operation, ranges: list, size: int,
+                  typer=vector_type) -> int:
     """W, the points of a chunk (`size` bytes of each operand read or written along the
     last loop: their element widths must agree), when the vector path fits the generic;
-    0 when it does not."""
+    0 when it does not. A last extent of None (run-time) is checked by the kernel;
+    `typer`: each operand's chunk type, or None (row_registers.vector_type)."""
     if size <= 0 or not ranges:
         return 0
     ins, outs = generic_operands(generic)
@@ -163,13 +187,13 @@ def _vector_width(generic: ir.Operation, ranges: list[int], size: int) -> int:
         if bits < 8 or size * 8 % bits:
             return 0
         width = size * 8 // bits
-        if vector_type(value, amap, width) is None:
+        if typer(value, amap, width) is None:
             return 0
         widths.add(width)
     if len(widths) != 1:
         return 0
     width = widths.pop()
-    return width if ranges[last] % width == 0 else 0
+    return width if ranges[last] is None or ranges[last] % width == 0 else 0
 
 
 def _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width, block,
@@ -203,7 +227,7 @@ def _build_vectors(generic, gpu_module, kernel_name, signature, ranges, width, b
 
 
 def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
-                   static_stride) -> None:
+                   static_stride, typer=vector_type, is_aligned=aligned) -> None:
     """Chunks first, first + stride, ... (`vectors` of them) of one thread: all loads,
     then the bodies, then the stores. `static_stride`: the stride as a number when it is
     one (then chunks that are always in range skip the range check), else None."""
@@ -212,7 +236,8 @@ def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
     out_maps = maps[len(ins):]
     args = list(generic.regions[0].blocks[0].arguments)
     last = len(ranges) - 1
-    chunk_shape = ranges[:-1] + [ranges[-1] // width]
+    chunk_shape = ranges[:-1] + [ranges[-1] // width if isinstance(ranges[-1], int) else
+                                 arith.DivUIOp(ranges[-1], index_const(width)).result]
     chunks = []  # (valid, or None when always; ivs of lane 0)
     for k in range(vectors):
         linear = first
@@ -237,11 +262,11 @@ def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
         [(o, m) for o, m, a in zip(outs, out_maps, args[len(ins):]) if _used(a)]
     vector_reads = [(v, m) for v, m in read if isinstance(v.type, ir.MemRefType) and
                     any(last in dims(e) for e in m.results)]
-    types = {v: vector_type(v, m, width) for v, m in vector_reads}
-    types.update({o: vector_type(o, m, width) for o, m in zip(outs, out_maps)})
+    types = {v: typer(v, m, width) for v, m in vector_reads}
+    types.update({o: typer(o, m, width) for o, m in zip(outs, out_maps)})
     ok = None
     for value, vec in types.items():
-        here = aligned(scope, value, vec)
+        here = is_aligned(scope, value, vec)
         ok = here if ok is None else arith.AndIOp(ok, here).result
     element_types = [ir.MemRefType(v.type).element_type for v, _ in vector_reads]
     branch = scf.IfOp(ok, [t for t in element_types for _ in points], has_else=True)
@@ -341,7 +366,7 @@ def _reduction_loops(generic, scope, ivs, reduction, ranges, read_ins, carried):
     if not reduction:
         return scope.clone_body(generic, read_ins(ivs) + carried, lambda d: ivs[d])
     dim, rest = reduction[0], reduction[1:]
-    loop = scf.ForOp(index_const(0), index_const(ranges[dim]), index_const(1), carried)
+    loop = scf.ForOp(index_const(0), as_index(ranges[dim]), index_const(1), carried)
     with ir.InsertionPoint(loop.body):
         inner = list(ivs)
         inner[dim] = loop.induction_variable

@@ -34,8 +34,10 @@ from mlir.dialects import arith, gpu, scf
 from ....lowering.cir_ops import defining_op
 from .kernel_builder import (PARALLEL, REDUCTION, KernelScope, KernelSignature,
                                   delinearize, follows, generic_operands, index_const,
-                                  indexing_maps, iterator_kinds, loop_ranges, new_kernel)
+                                  indexing_maps, iterator_kinds, new_kernel)
 from . import Launch
+from .extents import (as_index, extent_keys, has_dynamic_extent, host_extents,
+                      kernel_extents, loop_extents, product)
 from .tuning import problem_key, tuned
 from .pointwise import emit_point
 from . import implicit_gemm, matmul, row_reduce
@@ -44,6 +46,7 @@ from .row_points import plan as plan_registers
 from .row_registers import RowRegisters
 
 NAME = "row_fused"
+DYNAMIC = True  # run-time rows and row lengths (extents.py): rows through memory
 
 
 @dataclass(frozen=True)
@@ -65,17 +68,26 @@ def _reduction_prefix(generic: ir.Operation, target):
     """Leading parallel extents of a reduction row_reduce can do (reductions trailing);
     contractions stay with the matmul strategies (convolutions with implicit_gemm)."""
     kinds = iterator_kinds(generic)
-    if not row_reduce.fits(generic, row_reduce.Params(min_row=1)) or \
-            matmul.matches(generic, target) or implicit_gemm.matches(generic, target):
+    if not row_reduce.fits(generic, row_reduce.Params(min_row=1)):
+        return None  # (it declines contractions of run-time sizes itself)
+    if not has_dynamic_extent(generic) and (matmul.matches(generic, target) or
+                                            implicit_gemm.matches(generic, target)):
         return None
     lead = kinds.index(REDUCTION)
     if PARALLEL in kinds[lead:]:
         return None
-    return tuple(loop_ranges(generic)[:lead])
+    return tuple(extent_keys(generic)[:lead])
 
 
-def _row_length(generic: ir.Operation, rank: int) -> int:
-    return math.prod(loop_ranges(generic)[rank:])
+def _row_length(generic: ir.Operation, rank: int) -> int | None:
+    """The points of a row; None when only run time knows."""
+    row = loop_extents(generic)[rank:]
+    return None if None in row else math.prod(row)
+
+
+def _dynamic(group: list, prefix) -> bool:
+    return any(not isinstance(p, int) for p in prefix) or \
+        any(_row_length(g, len(prefix)) is None for g in group)
 
 
 def find_groups(generics: list[ir.Operation], target) -> list[list]:
@@ -119,6 +131,8 @@ def _split(run: list[ir.Operation], params: Params, target) -> list[list]:
 def _worth_it(group: list, prefix, params: Params, target) -> bool:
     if len(group) < 2 or prefix is None:
         return False
+    if _dynamic(group, prefix):  # no sizes to weigh: a reduction of these rows decides
+        return any(_reduction_prefix(g, target) == prefix for g in group)
     rows = math.prod(prefix)
     largest = max(rows * _row_length(g, len(prefix)) for g in group)
     if rows < params.min_rows and largest >= params.small:
@@ -137,7 +151,7 @@ def _fits(group: list, prefix, target) -> bool:
         if REDUCTION in kinds:
             if _reduction_prefix(generic, target) != prefix:
                 return False
-        elif tuple(loop_ranges(generic)[:rank]) != prefix:
+        elif tuple(extent_keys(generic)[:rank]) != prefix:
             return False
     return _rows_private(group, rank)
 
@@ -185,10 +199,11 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
     params = tuned(NAME, DEFAULT_PARAMS, target, problem(group))
     prefix = next(p for p in (_reduction_prefix(g, target) for g in group) if p is not None)
     rank = len(prefix)
-    rows = math.prod(prefix)
-    registers = plan_registers(group, rank, params)  # None: every pass reads memory
-    block = registers.block if registers else \
-        block_size(max(_row_length(g, rank) for g in group))
+    leader = next(g for g in group if _reduction_prefix(g, target) is not None)
+    dynamic = _dynamic(group, prefix)  # run-time sizes (extents.py): rows through memory
+    registers = plan_registers(group, rank, params) if not dynamic else None
+    block = registers.block if registers else row_reduce.Params().max_block if dynamic \
+        else block_size(max(_row_length(g, rank) for g in group))
     partials = {}
     for index, generic in enumerate(group):
         if REDUCTION in iterator_kinds(generic):
@@ -200,16 +215,17 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group[0].location:
         scope = KernelScope(signature, func)
-        row_ivs = delinearize(gpu.block_id(gpu.Dimension.x), list(prefix))
+        row_ivs = delinearize(gpu.block_id(gpu.Dimension.x),
+                              kernel_extents(leader, scope)[:rank])
         tid = gpu.thread_id(gpu.Dimension.x)
         held = RowRegisters(registers, scope, row_ivs, tid) if registers else None
         for index, generic in enumerate(group):
-            ranges = loop_ranges(generic)
+            ranges = kernel_extents(generic, scope)
             ivs: list = list(row_ivs) + [None] * (len(ranges) - rank)
             if held:
                 held.emit(index, generic, partials.get(index))
             elif index in partials:
-                emit_block_reduce(generic, scope, ivs, block, partials[index])
+                emit_block_reduce(generic, scope, ivs, block, partials[index], ranges)
             elif len(ranges) == rank:  # one point per row
                 first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid,
                                               index_const(0)).result)
@@ -217,7 +233,7 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
                     emit_point(generic, scope, ivs, [], ranges)
                     scf.YieldOp([])
             else:
-                loop = scf.ForOp(tid, index_const(_row_length(generic, rank)),
+                loop = scf.ForOp(tid, as_index(product(ranges[rank:])),
                                  index_const(block))
                 with ir.InsertionPoint(loop.body):
                     for k, coord in enumerate(delinearize(loop.induction_variable,
@@ -228,4 +244,6 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
             if index + 1 < len(group) and not held:  # held: values stay in registers
                 gpu.BarrierOp()
         gpu.ReturnOp([])
+    with ir.InsertionPoint(group[-1]), group[-1].location:  # after every operand
+        rows = product(host_extents(leader)[:rank])
     return Launch(kernel_name, signature.values, (rows, 1, 1), (block, 1, 1))

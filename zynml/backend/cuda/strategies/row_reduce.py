@@ -25,9 +25,11 @@ from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_dims, new_kernel)
 from . import Launch
+from .extents import as_index, host_extents, kernel_extents, loop_extents, product
 from .tuning import problem_key, tuned
 
 NAME = "row_reduce"
+DYNAMIC = True  # run-time rows and row lengths (extents.py): a block per row
 
 WARP = 32
 
@@ -87,7 +89,8 @@ def fits(generic: ir.Operation, params: Params) -> bool:
     kinds = iterator_kinds(generic)
     if REDUCTION not in kinds or _combine(generic) is None:
         return False
-    if row_length(generic) < params.min_row:
+    length = row_length(generic)  # None: run-time (any length works, at a block per row)
+    if length is not None and length < params.min_row:
         return False
     ins, _ = generic_operands(generic)
     memref_maps = [m for v, m in zip(ins, indexing_maps(generic))
@@ -95,12 +98,21 @@ def fits(generic: ir.Operation, params: Params) -> bool:
     if not memref_maps:
         return False
     last = memref_maps[0].results[-1]
+    if length is None and len(_dims_of(memref_maps[0])) < len(kinds):
+        return False  # run-time sizes and an input reused across rows: a contraction
     return isinstance(last, ir.AffineDimExpr) and kinds[last.position] == REDUCTION
 
 
-def row_length(generic: ir.Operation) -> int:
-    ranges, _, reduction = loop_dims(generic)
-    return math.prod(ranges[d] for d in reduction)
+def _dims_of(amap: ir.AffineMap) -> set[int]:
+    return {ir.AffineDimExpr(e).position for e in amap.results
+            if isinstance(e, ir.AffineDimExpr)}
+
+
+def row_length(generic: ir.Operation) -> int | None:
+    """The points each output combines; None when only run time knows."""
+    extents, kinds = loop_extents(generic), iterator_kinds(generic)
+    row = [e for e, k in zip(extents, kinds) if k == REDUCTION]
+    return None if None in row else math.prod(row)
 
 
 def block_size(row: int, params: Params = Params()) -> int:
@@ -126,35 +138,42 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     params = tuned(NAME, Params(), target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
-    ranges, parallel, _ = loop_dims(generic)
-    points = math.prod(ranges[d] for d in parallel)
-    block = block_size(row_length(generic), params)
+    parallel = [d for d, k in enumerate(iterator_kinds(generic)) if k != REDUCTION]
+    length = row_length(generic)
+    block = params.max_block if length is None else block_size(length, params)
     partials = shared_partials(gpu_module, generic, f"{kernel_name}_partials", block)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
+        ranges = kernel_extents(generic, scope)
         ivs: list = [None] * len(ranges)
         row = gpu.block_id(gpu.Dimension.x)
         for d, coord in zip(parallel, delinearize(row, [ranges[d] for d in parallel])):
             ivs[d] = coord
-        emit_block_reduce(generic, scope, ivs, block, partials)
+        emit_block_reduce(generic, scope, ivs, block, partials, ranges)
         gpu.ReturnOp([])
+    with ir.InsertionPoint(generic), generic.location:  # a block per row
+        host = host_extents(generic)
+        points = product([host[d] for d in parallel])
     return Launch(kernel_name, signature.values, (points, 1, 1), (block, 1, 1))
 
 
 def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, block: int,
-                      partials: list[tuple[ir.Type, str]]) -> None:
+                      partials: list[tuple[ir.Type, str]], ranges: list | None = None,
+                      ) -> None:
     """The block's threads reduce one output point of `generic` (its parallel loop
-    variables `ivs` fixed); thread 0 combines the totals into the outputs."""
-    ranges, _, reduction = loop_dims(generic)
-    row = math.prod(ranges[d] for d in reduction)
+    variables `ivs` fixed); thread 0 combines the totals into the outputs. `ranges`:
+    the loops' extents in the kernel (extents.py), when some are run-time values."""
+    ranges = ranges or loop_dims(generic)[0]
+    reduction = [d for d, k in enumerate(iterator_kinds(generic)) if k == REDUCTION]
+    row = as_index(product([ranges[d] for d in reduction]))
     ins, _ = generic_operands(generic)
     maps = indexing_maps(generic)
     tid = gpu.thread_id(gpu.Dimension.x)
 
     start = identities(generic)
     # each thread: its accumulators over r = tid, tid + block, ...
-    loop = scf.ForOp(tid, index_const(row), index_const(block), start)
+    loop = scf.ForOp(tid, row, index_const(block), start)
     with ir.InsertionPoint(loop.body):
         here = list(ivs)
         for d, coord in zip(reduction, delinearize(loop.induction_variable,

@@ -217,10 +217,12 @@ class RowRegisters:
         return aligned(self.scope, buffer, vec)
 
 
-def vector_type(buffer: ir.Value, amap: ir.AffineMap, width: int):
+def vector_type(buffer: ir.Value, amap: ir.AffineMap, width: int,
+                run_time_strides: bool = False):
     """vector<`width` x element> when a chunk of `buffer` under `amap` is `width`
     contiguous elements at a multiple of `width` (the last loop indexes the last
-    dimension, alone; static strides); None otherwise."""
+    dimension, alone; static strides, or with `run_time_strides` strides and offset the
+    kernel checks: pointwise_dynamic.py); None otherwise."""
     memref_type = ir.MemRefType(buffer.type)
     element = memref_type.element_type
     if width == 1 or kernel_type(buffer.type) != buffer.type or \
@@ -237,7 +239,8 @@ def vector_type(buffer: ir.Value, amap: ir.AffineMap, width: int):
         return None
     strides, offset = memref_type.get_strides_and_offset()
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    if strides[-1] != 1 or any(s == dynamic or s % width for s in strides[:-1] + [offset]):
+    if strides[-1] != 1 or any((not run_time_strides if s == dynamic else s % width)
+                               for s in strides[:-1] + [offset]):
         return None
     return ir.VectorType.get([width], element)
 

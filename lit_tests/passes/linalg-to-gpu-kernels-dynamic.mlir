@@ -1,0 +1,175 @@
+// linalg-to-gpu-kernels on run-time extents (`?` dimensions, what a shape-less or
+// dynamic compile makes): pointwise and row_reduce take them (strategies/extents.py),
+// reading each extent with memref.dim inside the kernel and computing the grid on the
+// host from memref.dim of the operands; every other strategy is not offered them, so a
+// matrix product or a fused row run falls back to those two.
+// RUN: zynml-opt %s --split-input-file --verify-diagnostics --linalg-to-gpu-kernels | filecheck %s
+
+// An elementwise map: one kernel for every n (pointwise_dynamic.py). When n % 4 == 0 a
+// thread takes a 16-byte chunk (with the buffers' alignment checked, else scalar
+// accesses of the same points); otherwise 4 points a grid's threads apart, each
+// checked against n. The grid is ceil(ceil(n / 4) / 512), computed on the host.
+// CHECK-LABEL: func.func @map
+// CHECK: %[[N:.*]] = memref.dim %arg0, %c0 : memref<?xf32>
+// CHECK: %[[CHUNKS:.*]] = arith.ceildivsi %[[N]], %c4 : index
+// CHECK: %[[GRID:.*]] = arith.ceildivsi %[[CHUNKS]], %c512 : index
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%[[GRID]], %c1, %{{.*}}) threads in (%c512{{.*}}, %c1{{.*}}, %c1{{.*}}) args(%arg0 : memref<?xf32>, %arg1 : memref<?xf32>) {zynml.problem = "df32_df32", zynml.strategy = "pointwise"}
+// CHECK: gpu.func @k0_pointwise(%arg0: memref<?xf32>, %arg1: memref<?xf32>) kernel
+// CHECK: %[[END:.*]] = memref.dim %arg0, %c0 : memref<?xf32>
+// CHECK: %[[REST:.*]] = arith.remui %[[END]], %c4 : index
+// CHECK: %[[DIVISIBLE:.*]] = arith.cmpi eq, %[[REST]], %c0{{.*}} : index
+// CHECK: scf.if %[[DIVISIBLE]] {
+// CHECK: memref.extract_aligned_pointer_as_index %arg0
+// CHECK: vector.load {{.*}} vector<4xf32>
+// CHECK-COUNT-4: math.exp
+// CHECK: vector.store
+// CHECK: } else {
+// CHECK: gpu.grid_dim x
+// CHECK-COUNT-4: arith.cmpi ult, %{{.*}}, %[[END]] : index
+#id1 = affine_map<(d0) -> (d0)>
+func.func @map(%x: memref<?xf32>, %y: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]}
+      ins(%x : memref<?xf32>) outs(%y : memref<?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// A map over the rows of a ?x? view (strides only run time knows): the chunk path also
+// checks that the row stride is a multiple of 4 (memref.extract_strided_metadata).
+// CHECK-LABEL: func.func @rows
+// CHECK: gpu.func @k0_pointwise
+// CHECK: memref.extract_strided_metadata %arg0
+// CHECK: vector.load
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @rows(%x: memref<?x?xf32, strided<[?, 1]>>, %y: memref<?x?xf32>) {
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<?x?xf32, strided<[?, 1]>>) outs(%y : memref<?x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = arith.negf %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// A row sum of a ?x? matrix: a block per row (the grid: the rows, a host memref.dim), the
+// block's threads striding over the run-time row length.
+// CHECK-LABEL: func.func @row_sum
+// CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0 : memref<?x?xf32>
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_reduce blocks in (%[[ROWS]], %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}})
+// CHECK: gpu.func @k0_row_reduce(%arg0: memref<?x?xf32>, %arg1: memref<?xf32>) kernel
+// CHECK: %[[LEN:.*]] = memref.dim %arg0, %c1 : memref<?x?xf32>
+// CHECK: scf.for %{{.*}} = %thread_id_x to %[[LEN]] step %c256
+// CHECK: gpu.shuffle xor
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @row_sum(%m: memref<?x?xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%m : memref<?x?xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %t = arith.addf %acc, %a : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// A static row length (64) with run-time rows: row_reduce's block fits the row.
+// CHECK-LABEL: func.func @static_rows
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_reduce blocks in (%dim, %c1{{.*}}, %c1{{.*}}) threads in (%c64, %c1{{.*}}, %c1{{.*}})
+// CHECK: scf.for %{{.*}} = %thread_id_x to %c64 step %c64{{.*}}
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @static_rows(%m: memref<?x64xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%m : memref<?x64xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %t = arith.addf %acc, %a : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// A matrix product of run-time sizes: the matmul strategies are not offered it, so it
+// is a thread per output point with the reduction loop's bound read from the descriptor.
+// CHECK-LABEL: func.func @matmul
+// CHECK: %[[M:.*]] = memref.dim %arg0, %c0 : memref<?x?xf32>
+// CHECK: %[[N:.*]] = memref.dim %arg1, %c1 : memref<?x?xf32>
+// CHECK: %[[MN:.*]] = arith.muli %[[M]], %[[N]] : index
+// CHECK: %[[GRID:.*]] = arith.ceildivsi %[[MN]], %c256 : index
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}})
+// CHECK: gpu.func @k0_pointwise
+// CHECK: %[[K:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %[[K]] step %c1
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @matmul(%A: memref<?x?xf32>, %B: memref<?x?xf32>, %C: memref<?x?xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<?x?xf32>, memref<?x?xf32>) outs(%C : memref<?x?xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+
+// -----
+
+// A row max and the map that uses it (softmax's first half), over a ?x? input read
+// through a whole-input subview: the subview is folded into its source (the generics
+// then read %arg0 itself), and row_fused takes the fill, the reduction and the map as
+// one kernel, a block per row, the grid the rows.
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK-NOT: memref.subview
+// CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0_2 : memref<?x?xf32>
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%[[ROWS]], %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%alloc : memref<?xf32>, %arg0 : memref<?x?xf32>, %alloc_1 : memref<?x?xf32>) {zynml.problem = "df32_dxdf32_dxdf32", zynml.strategy = "row_fused"}
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.func @k0_row_fused
+// CHECK: memref.dim %arg1, %c1{{.*}} : memref<?x?xf32>
+// CHECK: scf.for %{{.*}} = %thread_id_x{{.*}} to %dim{{.*}} step %c256
+// CHECK: gpu.barrier
+// CHECK: math.exp
+// CHECK-NOT: gpu.func
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#one = affine_map<(d0) -> (d0)>
+func.func @softmax_rows(%x: memref<?x?xf32>) -> memref<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  %rows = memref.dim %x, %c0 : memref<?x?xf32>
+  %cols = memref.dim %x, %c1 : memref<?x?xf32>
+  %max = memref.alloc(%rows) : memref<?xf32>
+  linalg.generic {indexing_maps = [#one], iterator_types = ["parallel"]} outs(%max : memref<?xf32>) {
+  ^bb0(%o: f32):
+    linalg.yield %ninf : f32
+  }
+  %whole = memref.subview %x[0, 0] [%rows, %cols] [1, 1] : memref<?x?xf32> to memref<?x?xf32, strided<[?, 1]>>
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%whole : memref<?x?xf32, strided<[?, 1]>>) outs(%max : memref<?xf32>) {
+  ^bb0(%a: f32, %m: f32):
+    %t = arith.maximumf %m, %a : f32
+    linalg.yield %t : f32
+  }
+  %e = memref.alloc(%rows, %cols) : memref<?x?xf32>
+  linalg.generic {indexing_maps = [#rows, #row, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%whole, %max : memref<?x?xf32, strided<[?, 1]>>, memref<?xf32>) outs(%e : memref<?x?xf32>) {
+  ^bb0(%a: f32, %m: f32, %o: f32):
+    %d = arith.subf %a, %m : f32
+    %v = math.exp %d : f32
+    linalg.yield %v : f32
+  }
+  return %e : memref<?x?xf32>
+}

@@ -1,0 +1,104 @@
+"""Native CUDA kernels with run-time sizes on a GPU (marked `gpu`: CI skips these; they
+run on the device machine): one compile serves every size (1, primes, non-multiples of 4,
+16 and the block, multiples of 4 and 16, 4099, about a million), against float64 numpy on fresh
+random inputs with poisoned allocations. Each test compiles its artifact before its
+first launch (compile-only runs fill the cache and stop there)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zynml
+from conftest import assert_close
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+# with multiples of 4 and 16 (the 16-byte chunk path) and the rest (points)
+SIZES = [1, 2, 3, 4, 7, 16, 31, 97, 257, 1021, 4096, 4099, 1 << 20, 1 << 20 | 7]
+# (rows, cols): one row, one column, primes, a row longer than a block, many rows
+SHAPES = [(1, 1), (1, 4099), (7, 1), (31, 97), (257, 3), (97, 1021), (4099, 33),
+          (1021, 1031)]
+
+CHAIN = """
+let y = compute(x, z) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = tanh(x[i] * z[i] + 1.5) - x[i]
+}
+"""
+ROW_SUM = """
+let s = compute(m) {
+    @kernel reduce(+, axis=1)
+    for i in 0..rows, j in 0..cols:
+        yield m[i, j]
+}
+"""
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def one_compile(prog):
+    stats = prog.stats()
+    assert stats.specializations == 1 and stats.compiles + stats.disk_hits == 1, stats
+
+
+def test_an_elementwise_chain_compiles_once_for_every_size(rng):
+    prog = zynml.compile(CHAIN, device="cuda:0", dynamic=["n"])
+    prog.artifact(x=f32(rng, 5), z=f32(rng, 5))  # compile-only runs stop here
+    for n in SIZES:
+        x, z = f32(rng, n), f32(rng, n)
+        x64 = x.astype(np.float64)
+        assert_close(prog(x=x, z=z)["y"], np.tanh(x64 * z + 1.5) - x64)
+    one_compile(prog)
+    assert prog.stats().dynamic == ("n",)
+
+
+def test_a_row_sum_compiles_once_for_every_shape(rng):
+    prog = zynml.compile(ROW_SUM, device="cuda:0", dynamic=True)
+    prog.artifact(m=f32(rng, 3, 5))
+    for rows, cols in SHAPES:
+        m = f32(rng, rows, cols)
+        assert_close(prog(m=m)["s"], m.astype(np.float64).sum(axis=1), rtol=1e-4)
+    one_compile(prog)
+
+
+def test_softmax_compiles_once_for_every_shape(rng):
+    prog = zynml.compile(ROOT / "examples" / "softmax.zyn", device="cuda:0", dynamic=True)
+    prog.artifact(x=f32(rng, 3, 5))
+    for rows, cols in SHAPES:
+        x = f32(rng, rows, cols).astype(np.float64)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        assert_close(prog(x=x.astype(np.float32))["probs"], e / e.sum(axis=1, keepdims=True))
+    one_compile(prog)
+
+
+def test_layer_norm_compiles_once_for_every_shape(rng):
+    path = ROOT / "tests" / "programs" / "examples" / "layer_norm.zyn"
+    prog = zynml.compile(path, device="cuda:0", dynamic=True)
+    prog.artifact(x=f32(rng, 3, 5), gamma=f32(rng, 5), beta=f32(rng, 5), eps=1e-5)
+    for rows, cols in SHAPES:
+        x, gamma, beta = f32(rng, rows, cols), f32(rng, cols), f32(rng, cols)
+        x64 = x.astype(np.float64)
+        mean = x64.mean(axis=1, keepdims=True)
+        var = ((x64 - mean) ** 2).mean(axis=1, keepdims=True)
+        expected = (x64 - mean) / np.sqrt(var + 1e-5) * gamma + beta
+        got = prog(x=x, gamma=gamma, beta=beta, eps=1e-5)["normalized"]
+        assert_close(got, expected, rtol=1e-4)
+    one_compile(prog)
+
+
+def test_a_shape_less_artifact_runs_at_any_size(rng, tmp_path):
+    """`zynml compile --device cuda --emit artifact` without shapes, then zynml.load."""
+    prog = zynml.compile(CHAIN, device="cuda:0")
+    path = tmp_path / "chain.zynart"
+    path.write_bytes(prog.emit("artifact"))  # compile-only runs stop at zynml.load
+    loaded = zynml.load(path)
+    for n in (1, 97, 4099):
+        x, z = f32(rng, n), f32(rng, n)
+        x64 = x.astype(np.float64)
+        assert_close(loaded(x=x, z=z)["y"], np.tanh(x64 * z + 1.5) - x64)
+    with pytest.raises(ValueError, match="the inputs' sizes disagree"):
+        loaded(x=f32(rng, 9), z=f32(rng, 8))

@@ -1,0 +1,48 @@
+"""The plan steps of run-time sizes (zynml/backend/cuda/launch_plan.py: "dim",
+"subview", "collapse", "expand") on the executor's views: each takes the source view and
+the step's values (sizes and offsets already evaluated) and gives the new view's
+(offset, sizes, strides), in elements."""
+from __future__ import annotations
+
+from typing import Sequence
+
+__all__ = ["subview", "collapse", "expand"]
+
+
+def subview(offset: int, sizes: Sequence[int], strides: Sequence[int],
+            offsets: Sequence[int], new_sizes: Sequence[int], steps: Sequence[int],
+            kept: Sequence[int]) -> tuple[int, tuple, tuple]:
+    for d, (o, n, size) in enumerate(zip(offsets, new_sizes, sizes)):
+        if int(n) and int(o) + (int(n) - 1) * steps[d] >= size:  # sizes that disagree
+            raise ValueError(f"the inputs' sizes disagree: a view of {int(n)} elements "
+                             f"from {int(o)} in dimension {d} of a tensor of size {size}")
+    start = offset + sum(int(o) * s for o, s in zip(offsets, strides))
+    return (start, tuple(int(new_sizes[d]) for d in kept),
+            tuple(strides[d] * steps[d] for d in kept))
+
+
+def collapse(offset: int, sizes: Sequence[int], strides: Sequence[int],
+             groups: Sequence[Sequence[int]]) -> tuple[int, tuple, tuple]:
+    """Each group of dimensions as one (contiguous within the group, as
+    memref.collapse_shape requires): its size the product, its stride the innermost's."""
+    new_sizes, new_strides = [], []
+    for group in groups:
+        count = 1
+        for d in group:
+            count *= sizes[d]
+        new_sizes.append(count)
+        new_strides.append(strides[group[-1]] if group else 1)
+    return offset, tuple(new_sizes), tuple(new_strides)
+
+
+def expand(offset: int, sizes: Sequence[int], strides: Sequence[int],
+           groups: Sequence[Sequence[int]],
+           new_sizes: Sequence[int]) -> tuple[int, tuple, tuple]:
+    """Each source dimension split into its group's dimensions, row-major within it."""
+    new_strides = [0] * len(new_sizes)
+    for source, group in enumerate(groups):
+        step = strides[source]
+        for d in reversed(group):
+            new_strides[d] = step
+            step *= int(new_sizes[d])
+    return offset, tuple(int(s) for s in new_sizes), tuple(new_strides)
