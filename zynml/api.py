@@ -26,7 +26,7 @@ from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
-from .frontend.types import TensorType, from_numpy, to_numpy
+from .frontend.types import TensorType, concrete, from_numpy, to_numpy
 from .machine_limits import as_i64, check_fits
 
 __all__ = ["Program", "compile", "run", "load"]
@@ -195,9 +195,24 @@ class Program:
     def _check(self, signature, scalars, records=None) -> CheckedProgram:
         if self._pipeline is not None:
             table = {p.name: p for p in self.ast.pipelines}
-            return check_pipeline(self._pipeline, self.source, signature, scalars,
-                                  records or {}, table)
-        return compiler.check_program(self.source, self.ast, signature, scalars, records or {})
+            checked = check_pipeline(self._pipeline, self.source, signature, scalars,
+                                     records or {}, table)
+        else:
+            checked = compiler.check_program(self.source, self.ast, signature, scalars,
+                                             records or {})
+        return self._by_value(checked, scalars)
+
+    def _by_value(self, checked: CheckedProgram, scalars: dict) -> CheckedProgram:
+        """On the native CUDA backend, scalar inputs given as numbers cross main by value:
+        each kernel takes them as parameters, so a call uploads nothing for them. A 0-d
+        GPU array given for one (`scalars` marks it, `_signature`) stays a 0-d tensor that
+        the kernels read, so the call need not wait for the GPU."""
+        if self.backend == "native":
+            checked.by_value = frozenset(
+                name for name, ty in checked.inputs.items()
+                if not is_tensor(ty) and f"{name}{_ON_DEVICE}" not in scalars
+                and concrete(ty).name not in ("f16", "bf16"))  # no 16-bit float ABI
+        return checked
 
     # ------------------------------------------------------------------ calling
 
@@ -268,7 +283,9 @@ class Program:
         return self._parts
 
     def _signature(self, inputs: dict[str, Any]):
-        """(arrays, signature, integer scalar values, records) of the call's inputs."""
+        """(arrays, signature, values of the integer scalars compiled by value, records)
+        of the call's inputs. Other integer scalars (a seed, an offset) are arguments of
+        the compiled program: a new value compiles nothing."""
         roots = self.generic.record_roots
         records = {n: v for n, v in inputs.items() if n in roots}
         inputs = {n: v for n, v in inputs.items() if n not in roots}
@@ -299,8 +316,10 @@ class Program:
                 check_fits(f"input '{name}'", array.shape, array.dtype, loc)
             if array.ndim == 0 and (not is_tensor(generic) or generic.rank is None):
                 signature[name] = dtype
-                if dtype.is_int:
-                    scalars[name] = int(array)
+                if dtype.is_int and name in self.generic.static_scalars:
+                    scalars[name] = int(array)  # a size or an index: compiled by value
+                if isinstance(array, GpuInput) and self.backend == "native":
+                    scalars[f"{name}{_ON_DEVICE}"] = 1  # a 0-d tensor, not by value
             else:
                 signature[name] = TensorType(dtype, tuple(int(d) for d in array.shape))
                 if is_tensor(generic) and generic.rank not in (None, array.ndim):
@@ -409,6 +428,11 @@ class Program:
             raise ZynMLError(f"artifacts are made by the native CUDA backend; this program "
                              f"is for '{self.device}' with backend '{self.backend}'")
         return self._compile(*self._specialize(_merge_inputs(inputs, named)))
+
+
+# In a call's `scalars` (the signature key's values), "NAME@device" marks a scalar input
+# given as a 0-d GPU array (native CUDA): no input name has an '@'.
+_ON_DEVICE = "@device"
 
 
 def _cuda_target(chip: str | None, params: str | dict):
