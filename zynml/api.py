@@ -102,8 +102,11 @@ class Program:
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
                                              self.generic.host_values or self.checks):
-            from .runtime.cuda.function import FastCalls
-            self._fast_calls = FastCalls()
+            self._fast_calls = self._new_fast_calls()
+
+    def _new_fast_calls(self):
+        from .runtime.cuda.function import FastCalls
+        return FastCalls(self.generic.static_scalars, tuple(self.generic.mutated))
 
     @property
     def inputs(self) -> list[str]:
@@ -188,8 +191,7 @@ class Program:
         if not compile_only:  # later calls compile with the winners
             self._executables.clear()
             if self._fast_calls is not None:
-                from .runtime.cuda.function import FastCalls
-                self._fast_calls = FastCalls()
+                self._fast_calls = self._new_fast_calls()
         return report
 
     def _check(self, signature, scalars, records=None) -> CheckedProgram:
@@ -219,13 +221,13 @@ class Program:
     def __call__(self, inputs: dict[str, Any] | None = None, /, **named) -> dict[str, Any]:
         """Run on `inputs` by name: `prog(x=a)`, or `prog({"x": a})` for any input name."""
         inputs = _merge_inputs(inputs, named)
+        if self._fast_calls is not None:  # GPU arrays of a signature seen before
+            outputs = self._fast_calls.call(inputs)  # (`mut` ones checked for aliasing)
+            if outputs is not None:
+                return outputs
         if self.generic.mutated:  # `compute(mut x)`: x's new values go to the caller's x
             check_updatable(self.generic.mutated, inputs)
             return write_back(self._run(inputs), inputs, self.generic.mutated)
-        if self._fast_calls is not None:
-            outputs = self._fast_calls.call(inputs)
-            if outputs is not None:
-                return outputs
         if not self.generic.host_values:  # the usual case: nothing added to the hot path
             return self._run(inputs)
         results = self._run(inputs) if self.generic.outputs else {}
