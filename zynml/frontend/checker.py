@@ -135,7 +135,8 @@ class _ProgramChecker(ProgramLevel):
         """The scalar inputs whose value this program needs to compile: sizes (loop
         bounds, extents, shapes) and record indices. Other integer inputs are run-time
         arguments (a `rand` seed, a causal offset) and stay out of the signature key."""
-        return frozenset(name for name, ty in self.inputs.items() if not is_tensor(ty)
+        return frozenset(name for name, ty in self.inputs.items()
+                         if (not is_tensor(ty) or ty.rank is None)  # maybe a scalar
                          and (name in self.sizes or name in self.index_names))
 
     # ------------------------------------------------------------------ statements
