@@ -162,7 +162,6 @@ def test_a_new_seed_is_a_kernel_argument_on_the_fast_path(fake, rng, checked_cal
 
 @pytest.mark.gpu
 def test_adamw_in_place_on_the_fast_path_of_the_gpu(rng, monkeypatch):
-    torch = pytest.importorskip("torch")
     monkeypatch.delenv("ZYNML_CUDA_POISON", raising=False)  # it turns the fast path off
     n = 100003
     prog = zynml.compile(ADAMW, device="cuda:0")
@@ -171,6 +170,7 @@ def test_adamw_in_place_on_the_fast_path_of_the_gpu(rng, monkeypatch):
     zeros = np.zeros(n, np.float32)
     prog.artifact(param=param0, grad=grads[0], m=zeros, v=zeros, bc1=0.1, bc2=0.001,
                   **HYPER)  # compile-only runs stop here
+    torch = pytest.importorskip("torch")
     expected = adamw_reference(param0, zeros, zeros, grads, **HYPER)
     param, m, v = (torch.from_numpy(a).cuda() for a in (param0, zeros, zeros))
     for t, grad in enumerate(grads, start=1):
@@ -189,16 +189,72 @@ def test_adamw_in_place_on_the_fast_path_of_the_gpu(rng, monkeypatch):
 
 @pytest.mark.gpu
 def test_twenty_seeds_compile_once_on_the_gpu(rng, monkeypatch):
-    torch = pytest.importorskip("torch")
     monkeypatch.delenv("ZYNML_CUDA_POISON", raising=False)
     n = 4099
     prog = zynml.compile(SEEDED, device="cuda:0")
     x = rng.standard_normal(n).astype(np.float32)
     prog.artifact(x=x, seed=1, p=0.5)  # compile-only runs stop here
-    xs = torch.from_numpy(x).cuda()
+    xs = DeviceArray.from_numpy(x)
     for seed in range(20):
         out = prog(x=xs, seed=1000 + seed, p=0.5)["dropped"]
         keep = ref_rand(1000 + seed, np.arange(n, dtype=np.int64)) >= np.float32(0.5)
         np.testing.assert_array_equal(np.asarray(out.numpy()),
                                       np.where(keep, x / np.float32(0.5), 0))
     assert prog.stats().specializations == 1 and prog.stats().compiles <= 1
+
+
+CAUSAL_SUM = """
+let y = compute(x) {
+    @kernel elementwise
+    for i in 0..rows, d in 0..dim:
+        var acc = 0.0
+        for j in 0..keys:
+            if j <= i + cache_start:
+                acc += x[j, d]
+        out[i, d] = acc
+}
+"""
+WINDOW = """
+let y = compute(cache, w) {
+    @kernel elementwise
+    for i in 0..rows, d in 0..dim:
+        out[i, d] = cache[i + cache_start, d] * w[d]
+}
+"""
+
+
+def test_a_cache_offset_is_a_kernel_parameter():
+    """Compiled here: the offset is a scalar input of the plan and an int64 parameter of
+    the kernel; any value gives the same artifact."""
+    x = np.zeros((37, 5), np.float32)
+    prog = zynml.compile(CAUSAL_SUM, device="cuda:0", require_device=False)
+    one, two = (prog.artifact(x=x, rows=7, cache_start=s) for s in (0, 9))
+    assert one.ptx == two.ptx and one.plan == two.plan
+    spec = one.plan["inputs"][one.plan["input_names"].index("cache_start")]
+    assert spec == {"kind": "scalar", "dtype": "int64"}
+    assert any("int64" in step["arg_kinds"] for step in launches(one.plan["body"]))
+
+
+@pytest.mark.gpu
+def test_twenty_cache_offsets_compile_once_on_the_gpu(rng, monkeypatch):
+    monkeypatch.delenv("ZYNML_CUDA_POISON", raising=False)  # the fast path too
+    rows, keys, dim, length = 7, 37, 5, 29
+    causal = zynml.compile(CAUSAL_SUM, device="cuda:0")
+    window = zynml.compile(WINDOW, device="cuda:0")
+    x = rng.standard_normal((keys, dim)).astype(np.float32)
+    cache = rng.standard_normal((length, dim)).astype(np.float32)
+    w = rng.standard_normal(dim).astype(np.float32)
+    causal.artifact(x=x, rows=rows, cache_start=0)  # compile-only runs stop here
+    window.artifact(cache=cache, w=w, rows=rows, cache_start=0)
+    xs, caches, ws = (DeviceArray.from_numpy(a) for a in (x, cache, w))
+    for cache_start in range(20):  # fixed values: -3..16, and windows inside the cache
+        offset = cache_start - 3
+        out = causal(x=xs, rows=rows, cache_start=offset)["y"].numpy()
+        allowed = np.arange(keys)[None, :] <= np.arange(rows)[:, None] + offset
+        np.testing.assert_allclose(out, allowed.astype(np.float64) @ x.astype(np.float64),
+                                   rtol=1e-5, atol=1e-5)
+        start = cache_start % (length - rows + 1)
+        out = window(cache=caches, w=ws, rows=rows, cache_start=start)["y"].numpy()
+        np.testing.assert_allclose(out, cache[start:start + rows].astype(np.float64) * w,
+                                   rtol=1e-6, atol=1e-6)
+    assert causal.stats().specializations == 1 and window.stats().specializations == 1

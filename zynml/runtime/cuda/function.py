@@ -8,7 +8,9 @@ otherwise they come back as numpy arrays.
 
 `FastCalls` is zynml.Program's per-call fast path: a call whose GPU arrays match the
 signature of one that went through the checks before goes straight to the plan's
-launches (`_FlatPlan.run`), with the arrays' device pointers read once.
+launches (`_FlatPlan.run`), with the arrays' device pointers read once. Numbers go to
+the kernels as parameters, by value (scalar inputs of the plan); a program that updates
+inputs in place (`mut`) takes it too, its guard checking their aliasing.
 """
 from __future__ import annotations
 
@@ -310,7 +312,8 @@ def _aliasing_guard(mutated: Sequence[str], pointer: dict[str, str],
 
 
 class _Constant:
-    """A 0-d tensor input given as a Python number: one device copy, uploaded again
+    """A 0-d tensor input given as a Python number (a 16-bit float, which kernels do not
+    take by value, or a plan compiled without shapes): one device copy, uploaded again
     (stream-ordered, after the launches that read the old value) only when another
     number object comes: `is`, since 0.0 == -0.0."""
 
