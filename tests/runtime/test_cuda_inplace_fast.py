@@ -13,6 +13,7 @@ import pytest
 import zynml
 from philox_reference import rand as ref_rand
 from test_inplace import ADAMW, HYPER, adamw_reference
+from test_runtime_scalars import CAUSAL_SUM, WINDOW
 from zynml.runtime.cuda.artifact import launches
 from zynml.runtime.cuda.device_array import DeviceArray
 from zynml.runtime.cuda.driver import get_device
@@ -201,26 +202,6 @@ def test_twenty_seeds_compile_once_on_the_gpu(rng, monkeypatch):
         np.testing.assert_array_equal(np.asarray(out.numpy()),
                                       np.where(keep, x / np.float32(0.5), 0))
     assert prog.stats().specializations == 1 and prog.stats().compiles <= 1
-
-
-CAUSAL_SUM = """
-let y = compute(x) {
-    @kernel elementwise
-    for i in 0..rows, d in 0..dim:
-        var acc = 0.0
-        for j in 0..keys:
-            if j <= i + cache_start:
-                acc += x[j, d]
-        out[i, d] = acc
-}
-"""
-WINDOW = """
-let y = compute(cache, w) {
-    @kernel elementwise
-    for i in 0..rows, d in 0..dim:
-        out[i, d] = cache[i + cache_start, d] * w[d]
-}
-"""
 
 
 def test_a_cache_offset_is_a_kernel_parameter():
