@@ -41,6 +41,10 @@ MAX_COMPUTE_OUTPUTS = 8
 # The ops that run a compute body: one output, or several.
 COMPUTE_OPS = ("cir.compute", "cir.multi_compute")
 
+# On a program's function: dimensions of its inputs that the call checks equal (one size
+# of run-time value bound by each), as [argument, dim, argument, dim, ...] per size.
+EQUAL_DIMS_ATTR = "cir.equal_dims"
+
 # How many values one `print(...)` may show (see cir.print's documentation).
 MAX_PRINT_VALUES = 8
 
@@ -137,7 +141,9 @@ Operands: the value, the `out` argument of the body function (one of them, for a
 cir.multi_compute), one `index` per dimension.
 Writes have effect on the compute's result; `out` is never an input tensor. Attribute
 `combine = "+"` (a scatter, `x[ids[i], d] += v` of a `mut x`): the value is added to the
-element instead of replacing it, so writes at one index add up.
+element instead of replacing it, so writes at one index add up; `"min"`, `"max"` (`x[k] =
+min(x[k], v)`; floats propagate NaN) and, on unsigned integers, `"umin"`, `"umax"` keep
+the smaller or larger.
 
     "cir.store"(%v, %out, %i) : (f32, tensor<7xf32>, index) -> ()
     "cir.store"(%v, %out, %k, %d) {combine = "+"} : (f32, tensor<9x4xf32>, index, index) -> ()

@@ -191,8 +191,8 @@ def _check_body_op(op: ir.Operation, fn: ir.Operation, kind: str | None,
                             "or a 'cir.alloc' tensor; a cir.multi_compute's body has an "
                             "'out' per result, its last arguments")
         _check_indexing(op, op.operands[1], list(op.operands[2:]), op.operands[0].type)
-        if "combine" in op.attributes and string_attr(op, "combine") != "+":
-            raise fail(loc, "'cir.store' combine must be \"+\" (a scatter-add)")
+        if "combine" in op.attributes:
+            _check_combine(op, loc)
     elif op.name == "cir.alloc":
         result = op.results[0].type
         if not isinstance(result, ir.RankedTensorType) or result.rank != len(op.operands):
@@ -274,3 +274,14 @@ def _check_attention(op: ir.Operation) -> None:
             raise fail(op.location, "'cir.attention' mask must be a bool tensor whose "
                                     "'mask_dims' name, per axis, a loop of (p.., i, j) of "
                                     "the same extent")
+
+
+def _check_combine(store: ir.Operation, loc) -> None:
+    """A scatter's `combine`: "+", "min", "max", or "umin"/"umax" on integers."""
+    combine = string_attr(store, "combine")
+    if combine not in ("+", "min", "max", "umin", "umax"):
+        raise fail(loc, "'cir.store' combine must be \"+\", \"min\", \"max\", \"umin\" or "
+                        "\"umax\" (a scatter)")
+    if combine.startswith("u") and not isinstance(store.operands[0].type, ir.IntegerType):
+        raise fail(loc, f"'cir.store' combine = \"{combine}\" (unsigned) needs an integer "
+                        "value")

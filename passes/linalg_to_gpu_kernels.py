@@ -15,7 +15,8 @@ become copy generics first. Each generic (or run) is replaced by the launch that
         {zynml.strategy = "row_reduce"}
 
 Options: `chip` (the target, whose instructions and shared memory the strategies check),
-`strategy` (use only this one), `params` (strategy parameters: strategies/tuning.py).
+`strategy` (use only this one), `params` (strategy parameters: strategies/tuning.py),
+`deterministic` (scatters as sorted segments instead of atomics).
 A kernel that loops over its work (grid-stride) also carries
 `zynml.blocks_per_multiprocessor = K`: the run time launches at most K blocks per
 multiprocessor of the device.
@@ -56,6 +57,9 @@ class Options:
     # Strategy parameters, `STRATEGY[@PROBLEM].FIELD=VALUE` joined by ';'
     # (zynml/backend/cuda/strategies/tuning.py).
     params: str = ""
+    # Scatters whose float sums are the same bits run to run, in loop order (sorted
+    # segments instead of atomics: zynml/backend/cuda/scatter.py).
+    deterministic: bool = False
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -64,7 +68,8 @@ def run(module: ir.Operation, options: Options) -> None:
         parse(target.params)
     except (ValueError, TuningError) as err:
         raise fail(module.location, str(err))
-    expand_scatter_calls(module)  # x[ids[i]] += v: atomics (zynml/backend/cuda/scatter.py)
+    # x[ids[i]] += v: atomics, or sorted segments (zynml/backend/cuda/scatter.py)
+    expand_scatter_calls(module, options.deterministic)
     write_in_place(module)  # `mut x` written in x's buffer where safe (cuda/inplace.py)
     for op in list(_host_ops(module)):
         if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and

@@ -53,9 +53,9 @@ class Program:
     def __init__(self, source_or_path: Union[str, os.PathLike], device: str = "auto",
                  backend: str | None = None, *, target: str | None = None,
                  params: str | dict = "", require_device: bool = True,
-                 checked: bool | None = None, _pipeline: Any = None,
-                 _parent: "Program | None" = None, _part: bool = False, dynamic: Any = None,
-                 static: Any = ()):
+                 checked: bool | None = None, deterministic: bool | None = None,
+                 _pipeline: Any = None, _parent: "Program | None" = None,
+                 _part: bool = False, dynamic: Any = None, static: Any = ()):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
             self.generic = _parent.generic.pipelines[_pipeline.name]
@@ -68,6 +68,11 @@ class Program:
         _option("zynml.compile", "checked", checked, (bool, type(None)), "True or False")
         # checked mode (zynml/checks.py); the interpreter checks every run anyway
         self.checks = knobs.CHECK.get() if checked is None else checked
+        _option("zynml.compile", "deterministic", deterministic, (bool, type(None)),
+                "True or False")
+        # scatters with the same bits run to run (docs/language.md, scatters)
+        self.deterministic = knobs.DETERMINISTIC.get() if deterministic is None \
+            else deterministic
         configured = self.generic.config.get("compute_device") if _parent is None else None
         if device == "auto" and configured is not None:  # `config { compute_device: .. }`
             device, device_loc = configured
@@ -75,7 +80,7 @@ class Program:
             device_loc = self._first_loc()
         self.placement = _placement(device, backend, device_loc, require_device)
         self._require_device = require_device
-        self.cuda_target = _cuda_target(target, params)
+        self.cuda_target = _cuda_target(target, params, self.deterministic)
         # what the backend compiles for: IREE's target of the device kind, or the chip
         if self.placement.backend == "native":
             self.target = self.cuda_target
@@ -152,6 +157,7 @@ class Program:
             pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
                                params=self.cuda_target.params,
                                require_device=self._require_device, checked=self.checks,
+                               deterministic=self.deterministic,
                                _pipeline=methods[name], _parent=self,
                                dynamic=self._dynamic, static=self._static)
             # kept as an attribute: the next `prog.name` finds it without __getattr__
@@ -271,7 +277,7 @@ class Program:
                         self.backend if seg.device.split(":")[0] == kind else None,
                         target=self.cuda_target.chip, params=self.cuda_target.params,
                         require_device=self._require_device, checked=self.checks,
-                        _part=True) for seg in plan]
+                        deterministic=self.deterministic, _part=True) for seg in plan]
 
     def _device_parts(self) -> list["Program"]:
         """One Program per device of @parallel(data), compiled per chunk shape."""
@@ -280,7 +286,8 @@ class Program:
                 Path(self.source.name)
             self._parts = [Program(source, device, self.backend if device != "cpu" else None,
                                    require_device=self._require_device,
-                                   checked=self.checks, _part=True)
+                                   checked=self.checks, deterministic=self.deterministic,
+                                   _part=True)
                            for device in self._data_parallel.devices]
         return self._parts
 
@@ -437,11 +444,11 @@ class Program:
 _ON_DEVICE = "@device"
 
 
-def _cuda_target(chip: str | None, params: str | dict):
+def _cuda_target(chip: str | None, params: str | dict, deterministic: bool = False):
     from .backend.cuda.target import CudaTarget
     try:
         chip = CudaTarget.parse(chip).chip if chip else CudaTarget().chip
-        return CudaTarget(chip, params=params)
+        return CudaTarget(chip, params=params, deterministic=deterministic)
     except ValueError as err:
         raise ZynMLError(str(err)) from None
 
@@ -491,7 +498,8 @@ def _host_values(queries: dict[str, str]) -> dict[str, Any]:
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             params: str | dict = "", require_device: bool = True,
-            checked: bool | None = None, dynamic: Any = None, static: Any = ()) -> Program:
+            checked: bool | None = None, deterministic: bool | None = None,
+            dynamic: Any = None, static: Any = ()) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
     "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
     ("native" or "iree"; default: the best for the device); calling the result runs it. `target` picks the CUDA chip of the native
@@ -501,31 +509,36 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
     device that is not here (calling then needs it; `Program.artifact` and the CLI's
     --emit work anywhere). `checked=True`: checked mode (docs/language.md §11; default:
     ZYNML_CHECK), where bad indices and divisions at run time are located errors.
+    `deterministic=True` (default: ZYNML_DETERMINISTIC): scatters give the same bits run
+    to run, on native CUDA by sorted segments instead of atomics (docs/language.md).
     `dynamic`: sizes compiled once for any value (names, True, False; default: once a size
     took two values); `static`: sizes always specialized (zynml/specialize.py)."""
     return Program(source_or_path, device=device, backend=backend, target=target,
                    params=params, require_device=require_device, checked=checked,
-                   dynamic=dynamic, static=static)
+                   deterministic=deterministic, dynamic=dynamic, static=static)
 
 
 def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /, *,
         device: str = "auto", backend: str | None = None, checked: bool | None = None,
-        **named) -> dict[str, Any]:
+        deterministic: bool | None = None, **named) -> dict[str, Any]:
     """Compile `source` and run it once on its inputs; returns {output name: value}.
 
     Inputs are keywords, `zynml.run(src, x=a)`, or a dict, `zynml.run(src, {"x": a})`.
     `source` and the dict are positional, so inputs may be called `source` or `inputs`;
-    `device`, `backend` and `checked` (as in `compile`) are always the options: inputs of
+    `device`, `backend`, `checked` and `deterministic` (as in `compile`) are always the
+    options: inputs of
     those names go in the dict, `zynml.run(src, {"device": a}, device="cpu")`."""
     for option, value in (("device", device), ("backend", backend)):
         _option("zynml.run", option, value, (str, type(None)), "a name such as 'cpu'")
     _option("zynml.run", "checked", checked, (bool, type(None)), "True or False")
-    return Program(source, device=device, backend=backend, checked=checked)(
+    _option("zynml.run", "deterministic", deterministic, (bool, type(None)), "True or False")
+    return Program(source, device=device, backend=backend, checked=checked,
+                   deterministic=deterministic)(
         _merge_inputs(inputs, named))
 
 
 # zynml.run's keyword options: an input of one of these names must come in the dict
-_RUN_OPTIONS = ("device", "backend", "checked")
+_RUN_OPTIONS = ("device", "backend", "checked", "deterministic")
 
 
 def _option(function: str, option: str, value: Any, types: tuple, expected: str) -> None:

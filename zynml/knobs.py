@@ -24,7 +24,8 @@ from .errors import ZynMLError
 
 __all__ = [
     "Knob", "KnobError", "KNOBS", "validate", "markdown_table",
-    "CACHE_DIR", "CHECK", "CUDA_POISON", "DEBUG", "IREE_COMPILE", "REPRODUCER_DIR", "AUTOTUNE",
+    "CACHE_DIR", "CHECK", "CPU_THREADS", "CUDA_POISON", "DEBUG", "DETERMINISTIC", "IREE_COMPILE",
+    "REPRODUCER_DIR", "AUTOTUNE",
     "LOG", "SPECIALIZATION_LIMIT",
     "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
     "TEST_VULKAN",
@@ -126,6 +127,17 @@ CHECK: Knob[bool] = Knob(
     "out-of-range reads and integer division by zero at run time are located errors "
     "(docs/language.md, checked mode)",
     read_by=("zynml/api.py",))
+CPU_THREADS: Knob[int] = Knob(
+    "ZYNML_CPU_THREADS", "int", 0,
+    "Worker threads of the CPU backend (IREE's local-task device); 0: one per core. Read "
+    "once, when the process first runs a program on the CPU",
+    read_by=("zynml/runtime/iree_runner.py",))
+DETERMINISTIC: Knob[bool] = Knob(
+    "ZYNML_DETERMINISTIC", "bool", False,
+    "Deterministic mode for programs that do not choose (`deterministic=` of "
+    "`zynml.compile`/`run`, `--deterministic`): scatters give the same bits run to run "
+    "(on native CUDA, sorted segments instead of atomics; docs/language.md, scatters)",
+    read_by=("zynml/api.py",))
 CUDA_POISON: Knob[bool] = Knob(
     "ZYNML_CUDA_POISON", "bool", False,
     "Fill every native CUDA allocation with 0xFF bytes (NaN, -1), so that an element no "
@@ -196,8 +208,9 @@ TEST_VULKAN: Knob[bool] = Knob(
     "Tests: also run the spec examples on IREE's Vulkan target",
     read_by=("tests/test_spec_examples.py",))
 
-KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CUDA_POISON, DEBUG, IREE_COMPILE, REPRODUCER_DIR,
-                           AUTOTUNE, LOG, SPECIALIZATION_LIMIT, FUZZ_SCALE, FUZZ_SHRINK,
+KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CUDA_POISON, DEBUG, DETERMINISTIC,
+                           IREE_COMPILE, REPRODUCER_DIR, AUTOTUNE, LOG, SPECIALIZATION_LIMIT,
+                           FUZZ_SCALE, FUZZ_SHRINK,
                            GPU_COMPILE_ONLY, TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 
 

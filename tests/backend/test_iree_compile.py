@@ -195,3 +195,68 @@ def test_target_validation():
 @pytest.mark.parametrize("name", sorted(set(IREE_TARGETS) - {"cpu"}))
 def test_gpu_target_flags_are_accepted_by_iree_compile(name):
     assert compile_to_vmfb(TINY, get_target(name))
+
+
+DYNAMIC_MATMUL = """
+func.func @main(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %a, %c0 : tensor<?x?xf32>
+  %n = tensor.dim %b, %c1 : tensor<?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<?x?xf32>, tensor<?x?xf32>)
+                     outs(%f : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+"""
+
+
+def _record_flags(monkeypatch, fail_with: str = ""):
+    """compile_to_vmfb as stages.to_vmfb calls it, recording each call's flags and failing
+    the first with `fail_with` in its stderr (when given)."""
+    from zynml.backend.iree import stages
+    calls = []
+
+    def fake(text, target, cache=None):
+        calls.append(target.flags)
+        if fail_with and len(calls) == 1:
+            raise BackendError("iree-compile failed", stderr=fail_with)
+        return b"vmfb"
+    monkeypatch.setattr(stages, "compile_to_vmfb", fake)
+    return stages, calls
+
+
+def test_a_dynamic_matmul_keeps_data_tiling(monkeypatch):
+    stages, calls = _record_flags(monkeypatch)
+    assert stages.to_vmfb(DYNAMIC_MATMUL, CPU) == b"vmfb"
+    assert calls == [CPU.flags] and "--iree-opt-data-tiling" in CPU.flags
+
+
+@pytest.mark.filterwarnings("ignore::zynml.errors.ZynMLNote")
+@pytest.mark.parametrize("stderr", [
+    "error: One or more operations with large vector sizes (32768 bytes) were found",
+    "Please report issues to https://github.com/iree-org/iree/issues",
+])
+def test_data_tiling_refused_or_crashed_compiles_without_it(monkeypatch, stderr):
+    stages, calls = _record_flags(monkeypatch, fail_with=stderr)
+    assert stages.to_vmfb(DYNAMIC_MATMUL, CPU) == b"vmfb"
+    assert len(calls) == 2 and "--iree-opt-data-tiling" not in calls[1]
+
+
+def test_other_compile_errors_are_not_retried(monkeypatch):
+    stages, calls = _record_flags(monkeypatch, fail_with="error: something else")
+    with pytest.raises(BackendError):
+        stages.to_vmfb(DYNAMIC_MATMUL, CPU)
+    assert len(calls) == 1
+
+
+def test_a_dynamic_matmul_compiles_with_data_tiling_and_runs(rng):
+    """The module zynml's lowering gives a dynamic matmul (no slices) is one IREE 3.13's
+    data tiling accepts: compiled with the CPU target's own flags, run at two sizes."""
+    main = IreeModule(compile_to_vmfb(DYNAMIC_MATMUL, CPU)).function("main")
+    for m, k, n in [(1, 1, 1), (7, 31, 13)]:
+        a, b = nonzero(rng, (m, k)), nonzero(rng, (k, n))
+        (out,) = main(a, b)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

@@ -19,7 +19,7 @@ from .philox import random_builtin
 from ..dialects.cir import MAX_PRINT_VALUES
 from ..errors import ZynMLError
 from ..frontend import ast
-from ..frontend.outputs import reads_data
+from ..frontend.outputs import reads_data, scatter_form
 from ..frontend.random_calls import RANDOM_BUILTINS
 from ..frontend.symbols import Kernel, Symbol
 from ..frontend.types import (BOOL, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, ScalarType,
@@ -110,10 +110,14 @@ class BodyEmitter:
             sym = target.base.sym
             dest, dest_t = self.env[sym], self._out_dtype(sym)
         if target.base.sym.init is not None and any(reads_data(i) for i in target.indices):
-            # a scatter, `x[ids[i], d] += v`: each contribution adds to the element
-            value = self.expr(stmt.value, dest_t)
+            # a scatter, `x[ids[i], d] += v` (or = min/max(x[...], v)): each contribution
+            # combines with the element
+            combine, contribution = scatter_form(stmt)
+            if combine != "+" and dest_t.name.startswith("u"):
+                combine = "u" + combine  # unsigned min/max
+            value = self.expr(contribution, dest_t)
             ir.Operation.create("cir.store", results=[], operands=[value, dest, *indices],
-                                attributes={"combine": ir.StringAttr.get("+")})
+                                attributes={"combine": ir.StringAttr.get(combine)})
             return
         # `x[i] += v` of a `mut x` reads x's value before the block, as every read of x does
         source = self.env[target.base.sym.init] if target.base.sym.init is not None else dest

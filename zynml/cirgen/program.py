@@ -21,7 +21,7 @@ from mlir.dialects import func, linalg, tensor
 
 from . import scalar as S
 from .body import BodyEmitter
-from ..dialects.cir import MAX_COMPUTE_INPUTS, MAX_COMPUTE_OUTPUTS
+from ..dialects.cir import EQUAL_DIMS_ATTR, MAX_COMPUTE_INPUTS, MAX_COMPUTE_OUTPUTS
 from ..errors import ZynMLError
 from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 from ..frontend import ast
@@ -122,6 +122,9 @@ class _ProgramEmitter:
             [ir.StringAttr.get(n) for n in program.inputs])
         main.attributes["zynml.outputs"] = ir.ArrayAttr.get(
             [ir.StringAttr.get(n) for n in outputs])
+        equal_dims = self._equal_dims()
+        if equal_dims:
+            main.attributes[EQUAL_DIMS_ATTR] = ir.ArrayAttr.get(equal_dims)
         block = main.add_entry_block()
         with ir.InsertionPoint(block):
             for (name, t), arg in zip(program.inputs.items(), block.arguments):
@@ -149,6 +152,23 @@ class _ProgramEmitter:
         if bools:  # i8 at the boundary: a loaded artifact's plan says they are bools
             main.attributes["zynml.bool_outputs"] = ir.ArrayAttr.get(
                 [ir.StringAttr.get(n) for n in bools])
+
+    def _equal_dims(self) -> list[ir.Attribute]:
+        """For each size of run-time value bound by several input dimensions, those
+        dimensions as [argument, dim, argument, dim, ...]: the call checks that they are
+        equal, so the lowering may read one input over another's extent without slicing
+        it (a slice whose sizes come from another input hides the equality from IREE,
+        whose data tiling then fails on a dynamic matmul)."""
+        position = {name: k for k, name in enumerate(self.program.inputs)}
+        groups = []
+        for size in self.program.sizes.values():
+            if size.value is not None:
+                continue
+            dims = sorted({(position[b.tensor], b.dim) for b in size.bindings
+                           if b.tensor in position and is_tensor(self.types[b.tensor])})
+            if len(dims) > 1:
+                groups.append(ir.DenseI64ArrayAttr.get([n for pair in dims for n in pair]))
+        return groups
 
     def emit_steps(self) -> None:
         for step in self.program.steps:

@@ -8,6 +8,8 @@ of that output's symbol, and `check_outputs` checks each output once the body is
 """
 from __future__ import annotations
 
+import dataclasses
+
 from . import ast
 from .symbols import KernelOutput, Step, Symbol, is_tensor
 from .types import TensorType
@@ -15,7 +17,7 @@ from ..errors import ZynMLError
 
 __all__ = ["OUTPUTS_NAMESPACE", "several_outputs", "mutable_outputs", "mutable_result",
            "mutable_write", "kernel_outputs", "written_sym", "out_label", "reads_data",
-           "check_scatter", "output_target", "unknown_output", "check_outputs",
+           "check_scatter", "scatter_form", "output_target", "unknown_output", "check_outputs",
            "check_output_names"]
 
 # The kind of the symbol `out` in a block of several outputs: not writable itself.
@@ -135,16 +137,65 @@ def reads_data(e: ast.Expr) -> bool:
 
 
 def check_scatter(checker, stmt: ast.Assign) -> bool:
-    """A write of a `mut x` at an index read from data (`x[ids[i], d] += v`) is a
-    scatter: it must accumulate with `+=` (repeated indices add up). True for one."""
+    """A write of a `mut x` at an index read from data is a scatter: it must combine the
+    contributions, `x[ids[i], d] += v` (repeated indices add up) or `x[ids[i], d] =
+    min(x[ids[i], d], v)` (or max; the read at the very indices written). True for one."""
     if not any(reads_data(i) for i in stmt.target.indices):
         return False
-    if stmt.op != "+":
+    if scatter_form(stmt) is None:
+        name = stmt.target.base.id
         raise _err(f"a write at an index read from data is a scatter and must accumulate: "
-                   f"write {stmt.target.base.id}[...] += value (repeated indices add up)",
+                   f"write {name}[...] += value (repeated indices add up), or "
+                   f"{name}[...] = min({name}[...], value) (or max) with the same indices",
                    stmt.target)
+    _one_combiner(checker, stmt)
     checker.scatters.append(stmt.loc)
     return True
+
+
+def _one_combiner(checker, stmt: ast.Assign) -> None:
+    """A block scatters into x one way: `+=` then `min` of each contribution in loop order
+    is not what all sums then all minimums give, so mixing them is an error."""
+    sym, kind = stmt.target.base.sym, scatter_form(stmt)[0]
+    for other in checker.stores:
+        if isinstance(other.target, ast.Index) and written_sym(other) is sym and \
+                any(reads_data(i) for i in other.target.indices) and \
+                scatter_form(other)[0] != kind:
+            shown = {"+": "+="}
+            raise _err(f"'{stmt.target.base.id}' is scattered into with "
+                       f"'{shown.get(scatter_form(other)[0], scatter_form(other)[0])}' and "
+                       f"with '{shown.get(kind, kind)}' in one block, whose order would "
+                       f"matter: write them in two blocks", stmt.target)
+
+
+def scatter_form(stmt: ast.Assign):
+    """(combine, contribution) of a scatter's write: ("+", v) for `x[k] += v`, ("min", v)
+    for `x[k] = min(x[k], v)` or `min(v, x[k])`, ("max", v) alike; None for another form."""
+    if stmt.op == "+":
+        return "+", stmt.value
+    call = stmt.value
+    if stmt.op is not None or not isinstance(call, ast.Call) or \
+            not isinstance(call.func, ast.Name) or call.func.id not in ("min", "max") or \
+            len(call.args) != 2 or call.kwargs:
+        return None
+    target = stmt.target
+    for k, arg in enumerate(call.args):
+        if isinstance(arg, ast.Index) and isinstance(arg.base, ast.Name) and \
+                arg.base.id == target.base.id and _same(arg.indices, target.indices):
+            return call.func.id, call.args[1 - k]
+    return None
+
+
+def _same(a, b) -> bool:
+    """Whether two expressions are written alike (locations and types aside)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if not isinstance(a, ast.Node):
+        return a == b
+    return all(_same(getattr(a, f.name), getattr(b, f.name))
+               for f in dataclasses.fields(a) if f.name not in ("loc", "ty", "sym"))
 
 
 def check_outputs(checker, sym, kind: str) -> None:

@@ -28,6 +28,7 @@ import numpy as np
 from mlir import ir
 
 from ..errors import SourceFile, ZynMLError
+from ..lowering import SCATTER_KINDS, scatter_combiner
 from ..lowering.cir_ops import func_by_name, i64_array, int_attr, string_attr
 from . import scalars
 from .ops import DIVISIONS, SCALAR_OPS
@@ -303,8 +304,11 @@ class FunctionWriter:
     def _cir_store(self, op: ir.Operation) -> None:
         value, tensor = self.value(op.operands[0]), self.value(op.operands[1])
         index = self._check("write", op, tensor, [self.value(v) for v in op.operands[2:]])
-        if "combine" in op.attributes:  # a scatter's `x[ids[i]] += v`: contributions add
-            self.line(f"{tensor}[{index}] = {tensor}[{index}] + {value}")
+        if "combine" in op.attributes:  # a scatter's `x[ids[i]] += v` (min, max): in order
+            kind = SCATTER_KINDS[string_attr(op, "combine")]
+            template = SCALAR_OPS["arith." + scatter_combiner(
+                kind, isinstance(op.operands[0].type, ir.FloatType))]
+            self.line(f"{tensor}[{index}] = " + template.format(f"{tensor}[{index}]", value))
             return
         self.line(f"{tensor}[{index}] = {value}")
 

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from ..dialects.cir import EQUAL_DIMS_ATTR
 from .cir_ops import clone_op, constant_int, defining_op
 
 PARALLEL, REDUCTION = "parallel", "reduction"
@@ -19,6 +20,18 @@ PARALLEL, REDUCTION = "parallel", "reduction"
 
 def iterator_attr(kind: str) -> ir.Attribute:
     return ir.Attribute.parse(f"#linalg.iterator_type<{kind}>")
+
+
+def _equal_dims(compute: ir.Operation) -> list[set[tuple[int, int]]]:
+    """The groups of (argument, dim) of the compute's function that the call checks equal."""
+    function = compute.parent
+    while function is not None and function.name != "func.func":
+        function = function.parent
+    if function is None or EQUAL_DIMS_ATTR not in function.attributes:
+        return []
+    return [set(zip(flat[::2], flat[1::2])) for flat in
+            (list(ir.DenseI64ArrayAttr(group))
+             for group in ir.ArrayAttr(function.attributes[EQUAL_DIMS_ATTR]))]
 
 
 class Lowering:
@@ -32,6 +45,7 @@ class Lowering:
         self.ip = ir.InsertionPoint(compute)
         self._outer_memo: dict[ir.Value, ir.Value] = {}
         self.fixed: dict[ir.Value, ir.Value] = {}  # body loop variable -> value in main
+        self._equal_dims = _equal_dims(compute)
 
     # ------------------------------------------------------------------ values in main
 
@@ -68,6 +82,8 @@ class Lowering:
         extent of it, from where the loop starts reading."""
         shape = list(ir.RankedTensorType(source.type).shape)
         offsets = offsets or [0] * len(shape)
+        sizes = [None if not o and self._whole_extent(source, k, s) else s
+                 for k, (s, o) in enumerate(zip(sizes, offsets))]
         if all(s is None or s == d for s, d in zip(sizes, shape)) and not any(offsets):
             return source
         static, dynamic = [], []
@@ -92,6 +108,20 @@ class Lowering:
         with self.ip, self.compute.location:
             return tensor.ExtractSliceOp(result, source, [], dynamic, [], offsets,
                                          static, [1] * len(shape)).result
+
+    def _whole_extent(self, source: ir.Value, dim: int, size) -> bool:
+        """Is `size` (a Value) source's extent along `dim`: that very dim, or the dim of an
+        input that the call checks equal to source's (EQUAL_DIMS_ATTR)?"""
+        if isinstance(size, int) or size is None or not isinstance(source, ir.BlockArgument):
+            return False
+        op = defining_op(size)
+        if op is None or op.name != "tensor.dim" or \
+                not isinstance(op.operands[0], ir.BlockArgument):
+            return False
+        index = constant_int(op.operands[1])
+        pair = ((op.operands[0].arg_number, index), (source.arg_number, dim))
+        return pair[0] == pair[1] or any(pair[0] in group and pair[1] in group
+                                         for group in self._equal_dims)
 
     def filled(self, bounds: Sequence[ir.Value], element: ir.Type, value: ir.Value) -> ir.Value:
         init = self.empty(bounds, element)

@@ -1,5 +1,6 @@
-"""A scatter, `x[ids[i], d] += g[i, d]` of a `mut x`: the writes of one output whose
-leading indices are read from data (cir.store with `combine = "+"`).
+"""A scatter, `x[ids[i], d] += g[i, d]` (or `x[ids[i], d] = min(x[ids[i], d], g[i, d])`,
+or max) of a `mut x`: the writes of one output whose leading indices are read from data
+(cir.store with `combine = "+"`, `"min"`, `"max"`, `"umin"` or `"umax"`).
 
 linalg has no scatter (a generic's outputs are indexed by affine maps), so each such
 store becomes, before the compute:
@@ -8,10 +9,11 @@ store becomes, before the compute:
   tensor over the loops that give no trailing index (the batch, collapsed into one
   dimension) then those of the trailing indices (the slice, x's last dimensions);
 * `indices`, the data-dependent indices as i64, [batch, depth];
-* a call of `@__zynml_scatter_add_d<depth>_<n>(updates, indices, x)`, a private
-  declaration that the IREE backend turns into `iree_linalg_ext.scatter` (IREE's scatter,
-  which adds contributions at repeated indices: zynml/backend/iree/scatter.py), and that
-  other backends refuse.
+* a call of `@__zynml_scatter_<kind>_d<depth>_<n>(updates, indices, x)` (kind: add, min,
+  max, umin, umax), a private declaration that the IREE backend turns into
+  `iree_linalg_ext.scatter` (IREE's scatter, which combines contributions at repeated
+  indices: zynml/backend/iree/scatter.py) and the CUDA backend into atomics or sorted
+  segments (zynml/backend/cuda/scatter.py).
 
     "cir.store"(%g, %out, %id, %d) {combine = "+"}     (loops i, d; %id from ids[i])
   becomes
@@ -24,7 +26,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, tensor
 
-from . import SCATTER_PREFIX
+from . import SCATTER_KINDS, SCATTER_PREFIX
 from .generic_region import Derived, LoweringError
 
 __all__ = ["lower_scatter"]
@@ -32,7 +34,7 @@ __all__ = ["lower_scatter"]
 
 def lower_scatter(nest, stores: list[ir.Operation], result_type: ir.Type,
                   init) -> ir.Value:
-    """The value of a `mut x` output written by scatter stores (`combine = "+"`)."""
+    """The value of a `mut x` output written by scatter stores (`combine = ...`)."""
     if init is None or any("combine" not in s.attributes for s in stores):
         raise LoweringError("an input updated by a scatter (x[ids[i]] += v) is written only "
                             "that way in its block", stores[0].location)
@@ -75,8 +77,9 @@ def _scatter(nest, store: ir.Operation, original: ir.Value) -> ir.Value:
         rows = ir.RankedTensorType(columns[0].type).shape[0]
         ids = columns[0] if depth == 1 else tensor.ConcatOp(
             ir.RankedTensorType.get([rows, depth], i64), 1, columns).result
-        callee = _declare(nest.compute, depth, [updates.type, ids.type, original.type],
-                          original.type)
+        kind = SCATTER_KINDS[ir.StringAttr(store.attributes["combine"]).value]
+        callee = _declare(nest.compute, f"{kind}_d{depth}",
+                          [updates.type, ids.type, original.type], original.type)
         return func.CallOp([original.type], ir.FlatSymbolRefAttr.get(callee),
                            [updates, ids, original]).result
 
@@ -110,7 +113,7 @@ def _product(values) -> int:
     return out
 
 
-def _declare(compute: ir.Operation, depth: int, inputs: list[ir.Type],
+def _declare(compute: ir.Operation, stem: str, inputs: list[ir.Type],
              result: ir.Type) -> str:
     """A private declaration of the scatter's callee, in the module of `compute`."""
     module = compute
@@ -120,9 +123,9 @@ def _declare(compute: ir.Operation, depth: int, inputs: list[ir.Type],
     taken = {ir.StringAttr(op.attributes["sym_name"]).value for op in body.operations
              if "sym_name" in op.operation.attributes}
     n = 0
-    while f"{SCATTER_PREFIX}{depth}_{n}" in taken:
+    while f"{SCATTER_PREFIX}{stem}_{n}" in taken:
         n += 1
-    name = f"{SCATTER_PREFIX}{depth}_{n}"
+    name = f"{SCATTER_PREFIX}{stem}_{n}"
     with ir.InsertionPoint(body), ir.Location.unknown():
         fn = func.FuncOp(name, (inputs, [result]), visibility="private")
     fn.attributes["zynml.scatter"] = ir.UnitAttr.get()

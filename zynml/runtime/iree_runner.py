@@ -37,6 +37,7 @@ import numpy as np
 import iree.runtime as ireert
 from iree.runtime.dtypes import map_dtype_to_hal_element_type
 
+from .. import knobs
 from ..errors import BackendError
 
 __all__ = ["DEFAULT_DRIVER", "runtime_config", "IreeModule", "IreeFunction"]
@@ -54,6 +55,13 @@ def runtime_config(driver: str = DEFAULT_DRIVER) -> ireert.Config:
         return config
     with _configs_lock:
         if driver not in _configs:
+            threads = knobs.CPU_THREADS.get()
+            if threads < 0:
+                raise knobs.KnobError(f"environment variable {knobs.CPU_THREADS.name}="
+                                      f"{threads} is not a thread count: expected 0 (one "
+                                      "per core) or more")
+            if threads and driver == "local-task":  # flags are read when the device is made
+                ireert.flags.parse_flags(f"--task_topology_max_group_count={threads}")
             try:
                 _configs[driver] = ireert.Config(driver)
             except Exception as e:  # IREE raises ValueError/RuntimeError with its status text

@@ -524,6 +524,44 @@ func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attri
 
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %c4 = arith.constant 4 : index
+  %y = "cir.compute"(%x, %c4) {kind = "scatter", body = @body, out_dims = array<i64: 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>, index) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<4xf32>, index) -> f32
+    // expected-error@+1 {{'cir.store' combine must be "+", "min", "max", "umin" or "umax" (a scatter)}}
+    "cir.store"(%v, %out, %i) {combine = "*"} : (f32, tensor<4xf32>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
+  %y = "cir.compute"(%x, %c4) {kind = "scatter", body = @body, out_dims = array<i64: 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>, index) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+func.func private @body(%x: tensor<4xf32>, %n: index, %out: tensor<4xf32>) attributes {cir.body} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %v = "cir.load"(%x, %i) : (tensor<4xf32>, index) -> f32
+    // expected-error@+1 {{'cir.store' combine = "umin" (unsigned) needs an integer value}}
+    "cir.store"(%v, %out, %i) {combine = "umin"} : (f32, tensor<4xf32>, index) -> ()
+  }
+  return
+}
+
+// -----
+
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c4 = arith.constant 4 : index
   %y = "cir.compute"(%x, %c4) {kind = "elementwise", body = @body, out_dims = array<i64: 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>, index) -> tensor<4xf32>
   return %y : tensor<4xf32>
 }

@@ -120,17 +120,22 @@ def _param_value(value) -> str:
 class CudaTarget:
     """chip: an NVIDIA architecture (`sm_90a`); opt_level: LLVM's -O for the kernels;
     params: strategy parameters chosen for this compilation (params_text; empty: each
-    strategy's own choice)."""
+    strategy's own choice); deterministic: scatters give the same bits run to run
+    (sorted segments instead of atomics: scatter.py)."""
 
     chip: str = DEFAULT_CHIP
     opt_level: int = 3
     params: str = ""  # or a dict, made text by __post_init__
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.chip, str) or self.chip not in CHIPS:
             raise ValueError(f"unknown CUDA target {self.chip!r}; known: {', '.join(CHIPS)}")
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"CudaTarget.opt_level must be 0..3, not {self.opt_level!r}")
+        if not isinstance(self.deterministic, bool):
+            raise ValueError(f"CudaTarget.deterministic must be True or False, not "
+                             f"{self.deterministic!r}")
         object.__setattr__(self, "params", params_text(self.params))
 
     @staticmethod
@@ -163,7 +168,10 @@ class CudaTarget:
     @property
     def pass_options(self) -> str:
         """linalg-to-gpu-kernels' options for this target."""
-        return f"chip={self.chip}" + (f" params={self.params}" if self.params else "")
+        return f"chip={self.chip}" + (f" params={self.params}" if self.params else "") + \
+            (" deterministic=true" if self.deterministic else "")
 
     def cache_key(self) -> str:
-        return f"cuda:{self.chip}:O{self.opt_level}" + (f":{self.params}" if self.params else "")
+        return f"cuda:{self.chip}:O{self.opt_level}" + \
+            (f":{self.params}" if self.params else "") + \
+            (":deterministic" if self.deterministic else "")

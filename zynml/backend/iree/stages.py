@@ -14,8 +14,11 @@ __all__ = ["BACKEND", "STAGES", "to_vmfb", "refuse_f64"]
 
 # IREE 3.13's data tiling crashes the compiler on some contractions (seen: a generic
 # whose output has a parallel loop no input uses, as `dot` in a per-element attention
-# gives); the same module compiles without it, only slower on matmul-like ops.
+# gives), and refuses some of dynamic sizes ("large vector sizes": it vectorizes a `?` as
+# 2^53 elements; seen: a matmul of slices whose sizes come from other inputs' dims); the
+# same module compiles without it, only slower on matmul-like ops.
 _DATA_TILING = "--iree-opt-data-tiling"
+_DATA_TILING_REFUSED = "large vector sizes"
 
 
 def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
@@ -26,9 +29,11 @@ def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
         return compile_to_vmfb(text, target, cache=cache)
     except BackendError as err:
         crashed = "Please report issues" in err.stderr
-        if not crashed or _DATA_TILING not in target.flags:
+        if not (crashed or _DATA_TILING_REFUSED in err.stderr) or \
+                _DATA_TILING not in target.flags:
             raise
-        note(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it")
+        if crashed:
+            note(f"note: iree-compile crashed with {_DATA_TILING}; compiled without it")
         fallback = dataclasses.replace(
             target, flags=tuple(f for f in target.flags if f != _DATA_TILING))
         return compile_to_vmfb(text, fallback, cache=cache)

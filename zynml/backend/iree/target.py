@@ -106,17 +106,8 @@ _F64_LIBM = re.compile(r"\bmath\.(" + "|".join(F64_LIBM_OPS) + r")\b[^\n]*:\s*f6
                        re.MULTILINE)
 
 
-# A dynamic dimension (`tensor<?x..>`, zynml/specialize.py) in a module's signature.
-_DYNAMIC = re.compile(r"func\.func @\w+\([^)]*tensor<(?:\d+x)*\?")
-
-
 def for_module(target: IreeTarget, mlir_text: str) -> IreeTarget:
-    """`target`, adjusted to what the module needs (see F64_LIBM_OPS). IREE 3.13's data
-    tiling fails on a matmul of dynamic sizes ("large vector sizes": it vectorizes the
-    `?` as 2^53 elements), so a module with dynamic inputs compiles without it."""
-    if _DYNAMIC.search(mlir_text):
-        target = dataclasses.replace(
-            target, flags=tuple(f for f in target.flags if f != "--iree-opt-data-tiling"))
+    """`target`, adjusted to what the module needs (see F64_LIBM_OPS)."""
     if target.name == "llvm-cpu" and _F64_LIBM.search(mlir_text):
         return target.with_flags("--iree-llvmcpu-link-embedded=false")
     return target

@@ -248,14 +248,34 @@ class KernelScope:
         if op.name == "linalg.index":
             local[op.results[0]] = index_of(ir.IntegerAttr(op.attributes["dim"]).value)
             return
-        if len(op.regions):
-            raise ValueError(f"'{op.name}' with regions in a generic body")
+        if len(op.regions):  # scf loops and ifs, an atomic's update: cloned inside out
+            self._clone_with_regions(op, local, index_of)
+            return
         if op.name == "memref.load" and op.operands[0] in self.mapping:
             # a gather from a memref the kernel takes as an argument
             local[op.results[0]] = self.load(op.operands[0],
                                              [local[v] for v in list(op.operands)[1:]])
             return
         clone = clone_op(op, [local[v] for v in op.operands])
+        for old, new in zip(op.results, clone.results):
+            local[old] = new
+
+
+    def _clone_with_regions(self, op: ir.Operation, local: dict,
+                            index_of: Callable[[int], ir.Value]) -> None:
+        clone = ir.Operation.create(
+            op.name, results=[r.type for r in op.results],
+            operands=[local[v] for v in op.operands],
+            attributes={k: op.attributes[k] for k in op.attributes}, regions=len(op.regions),
+            loc=op.location)
+        for region, into in zip(op.regions, clone.regions):
+            for block in region.blocks:
+                new_block = into.blocks.append(*[a.type for a in block.arguments])
+                for arg, new_arg in zip(block.arguments, new_block.arguments):
+                    local[arg] = new_arg
+                with ir.InsertionPoint(new_block):
+                    for inner in block.operations:
+                        self._clone(inner.operation, local, index_of)
         for old, new in zip(op.results, clone.results):
             local[old] = new
 
