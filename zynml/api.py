@@ -26,7 +26,7 @@ from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
-from .frontend.types import TensorType, from_numpy, to_numpy
+from .frontend.types import TensorType, concrete, from_numpy, to_numpy
 from .machine_limits import as_i64, check_fits
 
 __all__ = ["Program", "compile", "run", "load"]
@@ -107,8 +107,11 @@ class Program:
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
                                              self.generic.host_values or self.checks):
-            from .runtime.cuda.function import FastCalls
-            self._fast_calls = FastCalls()
+            self._fast_calls = self._new_fast_calls()
+
+    def _new_fast_calls(self):
+        from .runtime.cuda.function import FastCalls
+        return FastCalls(self.generic.static_scalars, tuple(self.generic.mutated))
 
     @property
     def inputs(self) -> list[str]:
@@ -194,29 +197,43 @@ class Program:
         if not compile_only:  # later calls compile with the winners
             self._executables.clear()
             if self._fast_calls is not None:
-                from .runtime.cuda.function import FastCalls
-                self._fast_calls = FastCalls()
+                self._fast_calls = self._new_fast_calls()
         return report
 
     def _check(self, signature, scalars, records=None) -> CheckedProgram:
         if self._pipeline is not None:
             table = {p.name: p for p in self.ast.pipelines}
-            return check_pipeline(self._pipeline, self.source, signature, scalars,
-                                  records or {}, table)
-        return compiler.check_program(self.source, self.ast, signature, scalars, records or {})
+            checked = check_pipeline(self._pipeline, self.source, signature, scalars,
+                                     records or {}, table)
+        else:
+            checked = compiler.check_program(self.source, self.ast, signature, scalars,
+                                             records or {})
+        return self._by_value(checked, scalars)
+
+    def _by_value(self, checked: CheckedProgram, scalars: dict) -> CheckedProgram:
+        """On the native CUDA backend, scalar inputs given as numbers cross main by value:
+        each kernel takes them as parameters, so a call uploads nothing for them. A 0-d
+        GPU array given for one (`scalars` marks it, `_signature`) stays a 0-d tensor that
+        the kernels read, so the call need not wait for the GPU."""
+        if self.backend == "native":
+            checked.by_value = frozenset(
+                name for name, ty in checked.inputs.items()
+                if not is_tensor(ty) and f"{name}{_ON_DEVICE}" not in scalars
+                and concrete(ty).name not in ("f16", "bf16"))  # no 16-bit float ABI
+        return checked
 
     # ------------------------------------------------------------------ calling
 
     def __call__(self, inputs: dict[str, Any] | None = None, /, **named) -> dict[str, Any]:
         """Run on `inputs` by name: `prog(x=a)`, or `prog({"x": a})` for any input name."""
         inputs = _merge_inputs(inputs, named)
+        if self._fast_calls is not None:  # GPU arrays of a signature seen before
+            outputs = self._fast_calls.call(inputs)  # (`mut` ones checked for aliasing)
+            if outputs is not None:
+                return outputs
         if self.generic.mutated:  # `compute(mut x)`: x's new values go to the caller's x
             check_updatable(self.generic.mutated, inputs)
             return write_back(self._run(inputs), inputs, self.generic.mutated)
-        if self._fast_calls is not None:
-            outputs = self._fast_calls.call(inputs)
-            if outputs is not None:
-                return outputs
         if not self.generic.host_values:  # the usual case: nothing added to the hot path
             return self._run(inputs)
         results = self._run(inputs) if self.generic.outputs else {}
@@ -275,7 +292,9 @@ class Program:
         return self._parts
 
     def _signature(self, inputs: dict[str, Any]):
-        """(arrays, signature, integer scalar values, records) of the call's inputs."""
+        """(arrays, signature, values of the integer scalars compiled by value, records)
+        of the call's inputs. Other integer scalars (a seed, an offset) are arguments of
+        the compiled program: a new value compiles nothing."""
         roots = self.generic.record_roots
         records = {n: v for n, v in inputs.items() if n in roots}
         inputs = {n: v for n, v in inputs.items() if n not in roots}
@@ -306,8 +325,10 @@ class Program:
                 check_fits(f"input '{name}'", array.shape, array.dtype, loc)
             if array.ndim == 0 and (not is_tensor(generic) or generic.rank is None):
                 signature[name] = dtype
-                if dtype.is_int:
-                    scalars[name] = int(array)
+                if dtype.is_int and name in self.generic.static_scalars:
+                    scalars[name] = int(array)  # a size or an index: compiled by value
+                if isinstance(array, GpuInput) and self.backend == "native":
+                    scalars[f"{name}{_ON_DEVICE}"] = 1  # a 0-d tensor, not by value
             else:
                 signature[name] = TensorType(dtype, tuple(int(d) for d in array.shape))
                 if is_tensor(generic) and generic.rank not in (None, array.ndim):
@@ -416,6 +437,11 @@ class Program:
             raise ZynMLError(f"artifacts are made by the native CUDA backend; this program "
                              f"is for '{self.device}' with backend '{self.backend}'")
         return self._compile(*self._specialize(_merge_inputs(inputs, named)))
+
+
+# In a call's `scalars` (the signature key's values), "NAME@device" marks a scalar input
+# given as a 0-d GPU array (native CUDA): no input name has an '@'.
+_ON_DEVICE = "@device"
 
 
 def _cuda_target(chip: str | None, params: str | dict, deterministic: bool = False):

@@ -323,12 +323,17 @@ class Specializations:
             LOGGER.info("compile 1 (first call): %s", shown or "no inputs")
             return
         changes = []
-        for name, ty in self._last.items():
+        gone = {n: None for n in last if n.endswith("@device") and n not in self._last}
+        for name, ty in {**self._last, **gone}.items():
             before = last.get(name)
-            if name.startswith("="):
+            if name.endswith("@device"):  # a scalar given as a 0-d GPU array, or not
+                if before != ty:
+                    changes.append(f"{name[1:-7]}: " + ("a number -> a 0-d GPU array"
+                                                       if ty else "a 0-d GPU array -> a number"))
+            elif name.startswith("="):
                 if before != ty:
                     changes.append(f"{name[1:]}: {before} -> {ty}, an integer input "
-                                   "(compiled by value)")
+                                   "(a size or an index: compiled by value)")
             elif before is None or not is_tensor(ty) or not is_tensor(before) \
                     or before.dtype != ty.dtype or before.rank != ty.rank:
                 if str(before) != str(ty):

@@ -258,14 +258,13 @@ def test_plan_inputs_and_outputs_match_the_call(name):
     assert len(plan["inputs"]) == len(inputs)
     for input_name, spec in zip(plan["input_names"], plan["inputs"]):
         value = inputs[input_name]
-        if isinstance(value, float):
-            expected = ((), "float32")  # a Python float binds as f32
-        elif isinstance(value, int):
-            expected = ((), "int64")
-        else:
-            expected = (value.shape, value.dtype.name)
+        if isinstance(value, (int, float)):  # numbers: kernel parameters, by value
+            dtype = "float32" if isinstance(value, float) else "int64"  # a float binds f32
+            assert spec == {"kind": "scalar", "dtype": dtype}, input_name
+            continue
         assert spec["kind"] == "tensor"
-        assert (tuple(spec["shape"]), spec["dtype"]) == expected, input_name
+        assert (tuple(spec["shape"]), spec["dtype"]) == (value.shape, value.dtype.name), \
+            input_name
     assert plan["output_names"] == list(outputs)
     for output_name, spec in zip(plan["output_names"], plan["outputs"]):
         assert (tuple(spec["shape"]), spec["dtype"]) == outputs[output_name]

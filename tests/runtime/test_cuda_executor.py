@@ -676,8 +676,9 @@ def static_views(plan):
     the plan format (launch_plan.py's docstring)."""
     env = {}
     for i, spec in enumerate(plan["inputs"]):
-        env[f"%in{i}"] = (f"%in{i}", 0, tuple(spec["shape"]), _row_major(spec["shape"]),
-                          spec["dtype"])
+        if spec["kind"] == "tensor":  # scalars (eps) are kernel parameters, by value
+            env[f"%in{i}"] = (f"%in{i}", 0, tuple(spec["shape"]),
+                              _row_major(spec["shape"]), spec["dtype"])
     for step in plan["body"]:
         if step["op"] == "alloc":
             env[step["result"]] = (step["result"], 0, tuple(step["shape"]),
@@ -699,7 +700,10 @@ def _row_major(shape):
 
 
 def real_inputs(plan, rng):
+    """A device array per tensor input, a number (as the fast path gets it) per scalar."""
     return [upload(rng.standard_normal(spec["shape"]).astype(spec["dtype"]))
+            if spec["kind"] == "tensor" else np.asarray(
+                rng.uniform(0.5, 2.0)).astype(spec["dtype"]).item()
             for spec in plan["inputs"]]
 
 
@@ -729,10 +733,14 @@ def test_real_plan_fast_and_interpreted(fake, rng, name):
 
     # every descriptor is what the plan says: the root's address, the view's layout
     views = static_views(plan)
-    roots = {f"%in{i}": a.ptr for i, a in enumerate(inputs)}
+    roots = {f"%in{i}": a.ptr for i, a in enumerate(inputs) if isinstance(a, DeviceArray)}
     roots.update({spec["value"]: out.ptr for spec, out in zip(plan["outputs"], fast_out)})
     for step, item in zip(steps, fast.launches):
         for ref, arg in zip(step["args"], item.args):
+            if ref not in views:  # a scalar input, by value: the number given
+                number = inputs[int(ref[3:])]
+                assert arg == np.asarray(number).astype(plan["inputs"][int(ref[3:])]["dtype"])
+                continue
             root, offset, sizes, strides, _ = views[ref]
             assert arg.allocated == arg.aligned
             assert (arg.offset, arg.sizes, arg.strides) == (offset, sizes, strides), ref
@@ -1335,8 +1343,15 @@ def program_on_fake(fake, source, kernel, pipeline=None, **example):
     for step in launches(target.artifact(**example).plan["body"]):
         fake.kinds[step["kernel"]] = step["arg_kinds"]
         fake.kernels[step["kernel"]] = \
-            lambda fake, args: kernel(*[fake.array(d, np.float32) for d in args])
+            lambda fake, args: kernel(*[kernel_argument(fake, d) for d in args])
     return prog
+
+
+def kernel_argument(fake, arg):
+    """A (float32) numpy view of a memref argument, a 0-d array of a by-value scalar."""
+    if isinstance(arg, Desc):
+        return fake.array(arg, np.float32)
+    return np.asarray(arg, np.float32 if isinstance(arg, float) else None)
 
 
 class TorchLike:
@@ -1503,23 +1518,22 @@ def test_inputs_by_name_in_any_order(fake, rng, checked_calls):
     assert checked_calls == [["x", "y", "scale"], ["scale", "y", "x"]]
 
 
-def test_float_inputs_are_uploaded_when_they_change(fake, rng):
+def test_float_inputs_are_kernel_parameters_never_uploaded(fake, rng):
+    """A float given as a number is a kernel parameter, by value: no copy to the device,
+    on the checked path or the fast one, whatever the number (signed zeros kept)."""
     prog = sub_scaled(fake)
     x, y = f32(rng, 100), f32(rng, 100)
     xs, ys = TorchLike(upload(x)), TorchLike(upload(y))
-    scale = 0.75
-    prog(x=xs, y=ys, scale=scale)
     uploads = len(fake.uploads)
-    out = prog(x=xs, y=ys, scale=scale)["z"]
-    assert len(fake.uploads) == uploads + 1  # the fast path's own copy of 0.75, once
-    out = prog(x=xs, y=ys, scale=scale)["z"]
-    assert len(fake.uploads) == uploads + 1
-    assert_close(out.numpy(), (x.astype(np.float64) - y) * 0.75)
-    for scale in (3.0, -0.0, 0.0, -1.5):
+    for scale in (0.75, 0.75, 3.0, -0.0, 0.0, -1.5, 1e-30):
+        mark = fake.mark()
         out = prog(x=xs, y=ys, scale=scale)["z"].numpy()
+        [launch_] = fake.since(mark).launches
+        assert launch_.args[-1] == np.float32(scale)
         expected = (x - y) * np.float32(scale)
         assert_close(out, expected)
         np.testing.assert_array_equal(np.signbit(out), np.signbit(expected))
+    assert len(fake.uploads) == uploads
 
 
 def test_pipelines_take_the_fast_path(fake, rng, checked_calls):

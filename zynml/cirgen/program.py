@@ -47,10 +47,14 @@ def _boundary_scalar(t: ScalarType) -> ScalarType:
     return _BOOL_BOUNDARY if t.is_bool else t
 
 
-def _boundary_type(t: Any) -> ir.Type:
-    """How a program value crosses main's signature: tensors as they are, scalars rank-0."""
+def _boundary_type(t: Any, by_value: bool = False) -> ir.Type:
+    """How a program value crosses main's signature: tensors as they are, scalars rank-0
+    (or as themselves, `by_value`: the native CUDA backend's scalar inputs given as
+    numbers, which its kernels then take as parameters)."""
     if is_tensor(t):
         return S.tensor_type(t)
+    if by_value:
+        return S.mlir_type(_boundary_scalar(t))
     return ir.RankedTensorType.get([], S.mlir_type(_boundary_scalar(t)))
 
 
@@ -108,7 +112,8 @@ class _ProgramEmitter:
 
     def emit(self) -> None:
         program = self.program
-        input_types = [_boundary_type(t) for t in program.inputs.values()]
+        by_value = program.by_value
+        input_types = [_boundary_type(t, n in by_value) for n, t in program.inputs.items()]
         outputs = program.flat_outputs()
         self.symbols.add(self.name)
         with ir.InsertionPoint(self.module.body):
@@ -123,8 +128,10 @@ class _ProgramEmitter:
         block = main.add_entry_block()
         with ir.InsertionPoint(block):
             for (name, t), arg in zip(program.inputs.items(), block.arguments):
+                scalar = arg if name in by_value or is_tensor(t) else \
+                    tensor.ExtractOp(arg, []).result
                 self.values[name] = arg if is_tensor(t) else S.convert(
-                    tensor.ExtractOp(arg, []).result, _boundary_scalar(t), concrete(t))
+                    scalar, _boundary_scalar(t), concrete(t))
             self.emit_steps()
             results, bools = [], []
             for name in outputs:

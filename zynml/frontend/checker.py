@@ -106,6 +106,9 @@ class _ProgramChecker(ProgramLevel):
         self.sizes: dict[str, Size] = {}
         self.steps: list[Step] = []
         self.outputs: list[str] = []
+        # integer inputs whose value the front end reads (record indices, and sizes of
+        # pipelines called with them): compiled by value, the rest are run-time values
+        self.index_names: set[str] = set()
 
     def run(self) -> CheckedProgram:
         if self.pipeline is not None:
@@ -125,7 +128,16 @@ class _ProgramChecker(ProgramLevel):
                               record_values=self.record_values,
                               list_outputs=self.list_outputs,
                               devices_named=self.devices_named,
-                              host_values=self.host_values, mutated=self.mutated)
+                              host_values=self.host_values, mutated=self.mutated,
+                              static_scalars=self._static_scalars())
+
+    def _static_scalars(self) -> frozenset:
+        """The scalar inputs whose value this program needs to compile: sizes (loop
+        bounds, extents, shapes) and record indices. Other integer inputs are run-time
+        arguments (a `rand` seed, a causal offset) and stay out of the signature key."""
+        return frozenset(name for name, ty in self.inputs.items()
+                         if (not is_tensor(ty) or ty.rank is None)  # maybe a scalar
+                         and (name in self.sizes or name in self.index_names))
 
     # ------------------------------------------------------------------ statements
 
@@ -370,6 +382,7 @@ class _ProgramChecker(ProgramLevel):
         if isinstance(segment, ast.Name):
             if segment.id in self.constants:
                 return self.constants[segment.id]
+            self.index_names.add(segment.id)
             if segment.id in self.scalar_values:
                 return int(self.scalar_values[segment.id])
             if self.signature is None:
@@ -497,6 +510,8 @@ class _ProgramChecker(ProgramLevel):
                                  signature if self.signature is not None else None, scalars,
                                  self.records, self.pipeline_table, self.depth + 1)
         params = [p.name for p in callee.params]
+        self.index_names.update(name for name, param in zip(names, params)
+                                if param in checked.static_scalars)
         for extra, ty in checked.inputs.items():  # records and free inputs of the callee
             if extra not in params:
                 self.inputs.setdefault(extra, ty)

@@ -142,6 +142,11 @@ class CheckedProgram:
     devices_named: list = field(default_factory=list)  # (device, loc) of allocate/to_device
     host_values: dict = field(default_factory=dict)  # name -> host query (compute_devices)
     mutated: dict = field(default_factory=dict)  # input written in place (`mut`) -> its loc
+    # integer inputs compiled by value (sizes, record indices); the others are arguments
+    static_scalars: frozenset = frozenset()
+    # scalar inputs main takes by value, not as 0-d tensors (the native CUDA backend's
+    # numbers: its kernels take them as parameters); set by the API for a signature
+    by_value: frozenset = frozenset()
 
     def flat_outputs(self) -> list[str]:
         """Outputs as the compiled function returns them: lists expanded."""

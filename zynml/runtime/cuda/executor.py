@@ -136,7 +136,10 @@ class PlanExecutor:
         """`inputs`: a DeviceArray per tensor input (C-contiguous, the plan's dtype and
         shape), a number per scalar. Returns DeviceArrays and numbers."""
         if self.flat is not None:
-            return self.flat.run([getattr(v, "ptr", v) for v in inputs])
+            results = self.flat.run([getattr(v, "ptr", v) for v in inputs])
+            for k, i in self.flat.updates:  # written in place: the input is the output
+                results[k] = inputs[i]
+            return results
         return self.run_plan(inputs)
 
     def run_plan(self, inputs: Sequence[Any]) -> list[Any]:
@@ -370,9 +373,14 @@ class _FlatPlan:
                 self.copies.append((source[0], source[1] * itemsize, target[0],
                                     target[1] * itemsize, _count(source[2]) * itemsize))
         # outputs that are whole allocations get their own buffer; the rest share an arena
-        self.outputs: list[tuple] = []  # (root, shape, numpy dtype, dtype name)
+        self.outputs: list[tuple | None] = []  # (root, shape, numpy dtype, dtype name)
+        self.updates: list[tuple[int, int]] = []  # (output, input it is): `mut` in place
         owned = set()
         for spec in plan["outputs"]:
+            if "updates" in spec:  # the kernels wrote the input: `run` returns None
+                self.updates.append((len(self.outputs), spec["updates"]))
+                self.outputs.append(None)
+                continue
             value = env.get(spec["value"]) if isinstance(spec["value"], str) else None
             if value is None or value[0] == "scalar":
                 raise _NotFlat()  # scalar outputs: the interpreter returns them
@@ -452,7 +460,8 @@ class _FlatPlan:
     def _source(self) -> tuple[str, dict[str, Any]]:
         """`run(inputs) -> outputs` as straight-line Python, and the values it names
         (parameter slots, launch calls, buffer bins): `inputs` a device pointer per
-        tensor input and a number per scalar, in plan order; the outputs DeviceArrays.
+        tensor input and a number per scalar, in plan order; the outputs DeviceArrays
+        (None for an input updated in place, `updates`: the caller has that array).
         No loop and no lookup is left for a call to do. For a one-kernel add:
 
             def run(inputs):
@@ -518,13 +527,19 @@ class _FlatPlan:
             bound[f"call{k}"], bound[f"args{k}"] = call, args
             code += [f"        status = call{k}(*args{k})", "        if status:",
                      "            raise_launch_error(status)"]
+        if code[-1] == "    try:":  # nothing to do: every output is an input, in place
+            code.append("        pass")
         code += ["    except BaseException:"]
         for root, _ in self.output_allocs:
             code += [f"        if r{root}:", f"            give{root}(r{root})"]
         code += ["        raise", "    finally:", "        if arena:",
                  "            free(arena)"]
         results = []
-        for k, (root, shape, dtype, name) in enumerate(self.outputs):
+        for k, output in enumerate(self.outputs):
+            if output is None:  # an input updated in place: the caller fills it in
+                results.append("None")
+                continue
+            root, shape, dtype, name = output
             bound[f"shape{k}"], bound[f"dtype{k}"] = shape, dtype
             results.append(f"owning(device, r{root}, shape{k}, dtype{k}, {name!r}, "
                            f"give{root})")  # back to its bin when the DeviceArray goes

@@ -8,7 +8,9 @@ otherwise they come back as numpy arrays.
 
 `FastCalls` is zynml.Program's per-call fast path: a call whose GPU arrays match the
 signature of one that went through the checks before goes straight to the plan's
-launches (`_FlatPlan.run`), with the arrays' device pointers read once.
+launches (`_FlatPlan.run`), with the arrays' device pointers read once. Numbers go to
+the kernels as parameters, by value (scalar inputs of the plan); a program that updates
+inputs in place (`mut`) takes it too, its guard checking their aliasing.
 """
 from __future__ import annotations
 
@@ -87,11 +89,12 @@ def _kind(cls: type) -> int:
     return _INTERFACE  # read per call: it may be an instance attribute, or missing
 
 
-def _key(inputs: dict[str, Any]) -> tuple | None:
+def _key(inputs: dict[str, Any], static: frozenset = frozenset()) -> tuple | None:
     """The signature of a call whose tensors are all C-contiguous GPU arrays, else None
     (the guard generated for it, `_guarded_source`, also checks their alignment):
     per input in the order given, (name, type, shape, dtype) of an array, (name, float)
-    of a float, (name, int, value) of an int (programs specialize on them)."""
+    of a float, (name, int, value) of an int in `static` (a size or an index: programs
+    specialize on them), (name, int, None) of another int (a run-time argument)."""
     key: list = []
     for name, value in inputs.items():
         cls = type(value)
@@ -110,7 +113,7 @@ def _key(inputs: dict[str, Any]) -> tuple | None:
                 return None
             key.append((name, cls, iface["shape"], iface["typestr"]))
         elif kind == _INT:
-            key.append((name, int, value))
+            key.append((name, int, value if name in static else None))
         else:
             key.append((name, float))
     return tuple(key)
@@ -122,9 +125,13 @@ class FastCalls:
     called last is tried first, by code generated for it (`_guarded_source`): it checks
     each input as `_key` would and hands the pointers to the plan's `run`."""
 
-    def __init__(self):
+    def __init__(self, static: frozenset = frozenset(), mutated: Sequence[str] = ()):
         self._calls: dict[tuple, tuple[Any, bool]] = {}  # key -> (call, guarded)
         self._last: Any = None  # the guarded call of the signature called last
+        self._static = frozenset(static)  # int inputs compiled by value (sizes, indices)
+        # inputs updated in place (`mut`): only guarded calls, which check their aliasing
+        # and return the caller's arrays, as zynml/inplace.py does on the checked path
+        self._mutated = tuple(mutated)
 
     def call(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
         """The outputs by name, or None: not seen, or not all GPU arrays."""
@@ -133,7 +140,7 @@ class FastCalls:
             outputs = last(inputs)
             if outputs is not None:
                 return outputs
-        key = _key(inputs)
+        key = _key(inputs, self._static)
         if key is None:
             return None
         try:
@@ -152,7 +159,7 @@ class FastCalls:
         """Calls like `inputs` (just run through the checks) go to `function` (its
         arguments: the inputs `names`) from now on; `finish` (outputs by name -> outputs
         by name) post-processes scalars."""
-        key = _key(inputs)
+        key = _key(inputs, self._static)
         if key is None or sorted(part[0] for part in key) != sorted(names):
             return
         try:
@@ -163,15 +170,23 @@ class FastCalls:
         specs, flat = function.specs, function.executor.flat
         fits = all(numbers[name] if spec["kind"] == "scalar" else
                    not numbers[name] or not spec["shape"] for spec, name in zip(specs, names))
-        if flat is not None and finish is None and fits and not all(numbers.values()):
-            # a number for a 0-d tensor (a `float` parameter) goes as a device copy
+        updated = self._updated(function, output_names, numbers)
+        if flat is not None and finish is None and fits and not all(numbers.values()) \
+                and updated is not None:
+            # a number for a 0-d tensor (a 16-bit float) goes as a device copy; the
+            # other numbers are kernel parameters (zynml/api.py, Program._by_value)
             constants = {name: _Constant(function.device, spec["dtype"])
                          for spec, name in zip(specs, names)
                          if numbers[name] and spec["kind"] == "tensor"}
-            source, namespace = _guarded_source(key, names, constants, output_names)
+            nbytes = {name: _count(spec["shape"]) * _numpy_dtype(spec["dtype"]).itemsize
+                      for spec, name in zip(specs, names) if spec["kind"] == "tensor"}
+            source, namespace = _guarded_source(key, names, constants, output_names,
+                                                self._mutated, updated, nbytes)
             namespace["run"] = flat.run
             exec(compile(source, "<zynml fast call>", "exec"), namespace)
             self._calls[key] = (namespace["call"], True)
+            return
+        if self._mutated:  # the checked path checks aliasing and writes back
             return
 
         def call(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -179,11 +194,35 @@ class FastCalls:
             return finish(results) if finish is not None else results
         self._calls[key] = (call, False)
 
+    def _updated(self, function: CudaFunction, output_names: Sequence[str],
+                 numbers: dict[str, bool]) -> dict[str, str] | None:
+        """{output: the input it is} of the outputs the kernels wrote in place (`mut`);
+        None when an input updated in place is a number, or its output has a buffer of
+        its own (the checked path copies it into the caller's array)."""
+        if any(numbers.get(name, True) for name in self._mutated):
+            return None
+        plan = function.artifact.plan
+        updated = {output_names[k]: plan["input_names"][spec["updates"]]
+                   for k, spec in enumerate(plan["outputs"]) if "updates" in spec}
+        if any(name in output_names and updated.get(name) != name
+               for name in self._mutated):
+            return None
+        return updated
+
+
+def _count(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
 
 def _guarded_source(key: tuple, names: Sequence[str], constants: dict[str, Any],
-                    output_names: Sequence[str]) -> tuple[str, dict[str, Any]]:
+                    output_names: Sequence[str], mutated: Sequence[str] = (),
+                    updated: dict[str, str] | None = None,
+                    nbytes: dict[str, int] | None = None) -> tuple[str, dict[str, Any]]:
     """`call(inputs) -> outputs, or None` for the signature `key`, as Python, and the
-    values it names. For torch tensors x and y (in this order) and one output z:
+    values it names. An input updated in place (`mutated`) must share no byte (`nbytes`
+    per tensor input) with another input, else None (the checked path says why); an
+    output written into its input (`updated`: output -> input) is the caller's array.
+    For torch tensors x and y (in this order) and one output z:
 
         def call(inputs):
             if len(inputs) != 2:
@@ -211,7 +250,10 @@ def _guarded_source(key: tuple, names: Sequence[str], constants: dict[str, Any],
     argument = {}  # input name -> the expression of its plan argument
     for k, part in enumerate(key):
         name, v = part[0], f"v{k}"
-        if part[1] is int:
+        if part[1] is int and part[2] is None:  # a run-time argument: any i64
+            check = f"type({v}) is int and {-2 ** 63} <= {v} < {2 ** 63}"
+            argument[name] = v
+        elif part[1] is int:
             bound[f"value{k}"] = part[2]
             check = f"type({v}) is int and {v} == value{k}"
             argument[name] = v
@@ -243,18 +285,41 @@ def _guarded_source(key: tuple, names: Sequence[str], constants: dict[str, Any],
             check = f"not p{k} % {INPUT_ALIGNMENT}"
             argument[name] = f"p{k}"
         code += [f"    if not ({check}):", "        return None"]
+    code += _aliasing_guard(mutated, argument, nbytes or {})
     for k, name in enumerate(names):
         if name in constants:
             bound[f"constant{k}"] = constants[name]
             argument[name] = f"constant{k}({argument[name]})"
+    given = {part[0]: f"v{k}" for k, part in enumerate(key)}
+    updated = updated or {}
     code.append("    results = run([" + ", ".join(argument[name] for name in names) + "])")
-    code.append("    return {" + ", ".join(f"{name!r}: results[{k}]"
-                                          for k, name in enumerate(output_names)) + "}")
+    code.append("    return {" + ", ".join(
+        f"{name!r}: " + (given[updated[name]] if name in updated else f"results[{k}]")
+        for k, name in enumerate(output_names)) + "}")
     return "\n".join(code) + "\n", bound
 
 
+def _aliasing_guard(mutated: Sequence[str], pointer: dict[str, str],
+                    nbytes: dict[str, int]) -> list[str]:
+    """Lines that return None (to the checked path, which raises the located error) when
+    an input updated in place overlaps another input, by their byte ranges: the rule of
+    zynml/inplace.py's check_updatable, on the pointers the guard has read."""
+    code, seen = [], set()
+    for name in mutated:
+        for other, size in nbytes.items():
+            pair = frozenset((name, other))
+            if other == name or pair in seen or not size or not nbytes.get(name):
+                continue
+            seen.add(pair)
+            a, b = pointer[name], pointer[other]
+            code += [f"    if {a} < {b} + {size} and {b} < {a} + {nbytes[name]}:",
+                     "        return None"]
+    return code
+
+
 class _Constant:
-    """A 0-d tensor input given as a Python number: one device copy, uploaded again
+    """A 0-d tensor input given as a Python number (a 16-bit float, which kernels do not
+    take by value, or a plan compiled without shapes): one device copy, uploaded again
     (stream-ordered, after the launches that read the old value) only when another
     number object comes: `is`, since 0.0 == -0.0."""
 
