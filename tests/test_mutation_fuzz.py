@@ -7,8 +7,14 @@ A run is bounded by its number of examples (ZYNML_FUZZ_SCALE multiplies it, as i
 frontend/test_frontend_fuzz.py): each example that checks compiles through iree-compile,
 so the default stays at a few tens of seconds. Programs that once broke the compiler are
 kept in REGRESSIONS.
+
+A campaign (docs/developer-guide.md, "Fuzz campaigns"): a new hypothesis seed per run,
+  ZYNML_FUZZ_SCALE=120 pytest -s -p no:cacheprovider --hypothesis-seed=N \
+      --hypothesis-show-statistics tests/test_mutation_fuzz.py -k hostile
+(30 examples per unit of scale); examples slower than SLOW_SECONDS are printed.
 """
 import re
+import time
 import warnings
 from pathlib import Path
 
@@ -24,6 +30,7 @@ from zynml.frontend.symbols import is_tensor
 
 EXAMPLES = Path(__file__).resolve().parent / "programs" / "examples"
 SCALE = knobs.FUZZ_SCALE.get()
+SLOW_SECONDS = 10.0
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 GATHER = """let y = compute(x, idx) {
@@ -179,7 +186,13 @@ def test_seeds_take_their_inputs(name):
 @given(hostile_program())
 def test_hostile_programs_give_results_or_zynml_errors(program):
     name, text = program
+    start = time.monotonic()
     _run(text, SEEDS[name][1])
+    # Not an assertion (no timed tests): campaigns run with -s and count these lines as
+    # hangs to look at; a loaded machine makes a few of them by itself.
+    seconds = time.monotonic() - start
+    if seconds > SLOW_SECONDS:
+        print(f"\nslow example ({seconds:.1f} s, seed {name}):\n{text}\n--- end", flush=True)
 
 
 @pytest.mark.parametrize("seed,text", REGRESSIONS)
