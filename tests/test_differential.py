@@ -27,7 +27,7 @@ SCALE = knobs.FUZZ_SCALE.get()
 BUDGET_S = 30.0 * SCALE
 REGRESSIONS = Path(__file__).resolve().parent / "programs" / "differential"
 
-# Regressions that still fail: the bug, precisely. These are IREE bugs or limitations on
+# Regressions that still fail: the bug, precisely. All are IREE bugs or limitations on
 # linalg that ZynML lowers correctly (the interpreter and the linalg agree); the generator
 # steers clear of them (builder.Builder.avoid_known_bugs) so that campaigns find new ones.
 KNOWN_BUGS = {
@@ -39,11 +39,6 @@ KNOWN_BUGS = {
         "iree-compile 3.13 fails on a reduction linalg.generic (reduction along d1) whose "
         "region reads no input, only linalg.index: \"'vector.multi_reduction' op reduction "
         "dimension out of range: 1\"",
-    "pipe_on_a_16_bit_scalar":
-        "`|> f()` on an f16 or bf16 scalar result is scalar math on IREE's host side, "
-        "which cannot load a 16-bit float: iree-compile 3.13 fails (\"failed to legalize "
-        "unresolved materialization from ('i64') to ('index')\" at the tensor.extract); "
-        "the same builtin as a linalg.map on the rank-0 tensor compiles and runs",
     "argmin_ties_in_bf16":
         "argmin/argmax of bf16 values from an inexact op (sinh): IREE's CPU code keeps the "
         "yielded value in f32 (the truncation to bf16 is skipped) and compares it with the "

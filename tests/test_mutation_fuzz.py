@@ -31,6 +31,7 @@ from zynml.frontend.symbols import is_tensor
 EXAMPLES = Path(__file__).resolve().parent / "programs" / "examples"
 SCALE = knobs.FUZZ_SCALE.get()
 SLOW_SECONDS = 10.0
+_ran = {"examples": 0}
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 GATHER = """let y = compute(x, idx) {
@@ -193,6 +194,9 @@ def test_hostile_programs_give_results_or_zynml_errors(program):
     seconds = time.monotonic() - start
     if seconds > SLOW_SECONDS:
         print(f"\nslow example ({seconds:.1f} s, seed {name}):\n{text}\n--- end", flush=True)
+    _ran["examples"] += 1
+    if _ran["examples"] % 100 == 0:  # a campaign's progress (-s)
+        print(f"\n{_ran['examples']} examples ran", flush=True)
 
 
 @pytest.mark.parametrize("seed,text", REGRESSIONS)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from mlir import ir
+
 from ...errors import BackendError, SourceLocation, ZynMLError, note
 from ...stage import Backend, Output, Stage
+from ...passes.pipeline import build_pass_manager
 from .compile import compile_to_vmfb
 from .scatter import expand_scatters
 from .target import IreeTarget, for_module
@@ -18,9 +21,23 @@ __all__ = ["BACKEND", "STAGES", "to_vmfb", "refuse_f64"]
 _DATA_TILING = "--iree-opt-data-tiling"
 
 
+def scalar_islands_as_generics(linalg_module) -> str:
+    """The module's text with its scalar islands (`|> sqrt()` of a reduction) as 0-d
+    linalg.generics (fold-scalar-tensors), as on CUDA: IREE runs scalar math on its host
+    side, which cannot load an f16 or bf16 (iree-compile 3.13 fails to legalize the
+    tensor.extract); as a generic it runs in a dispatch. The stage's module is unchanged."""
+    text = str(linalg_module)
+    with linalg_module.context:
+        module = ir.Module.parse(text)
+    build_pass_manager("builtin.module(fold-scalar-tensors)", module.context).run(
+        module.operation)
+    return str(module)
+
+
 def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
     """linalg on tensors -> vmfb; `cache` keeps iree-compile's results by MLIR text."""
-    text = expand_scatters(str(linalg_module))  # iree_linalg_ext.scatter, IREE's own
+    # iree_linalg_ext.scatter: IREE's own
+    text = expand_scatters(scalar_islands_as_generics(linalg_module))
     target = for_module(target, text)
     try:
         return compile_to_vmfb(text, target, cache=cache)
