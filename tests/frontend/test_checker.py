@@ -175,3 +175,20 @@ def test_a_whole_tensor_result_has_its_inputs_rank(rng):
     with pytest.raises(zynml.ZynMLError) as info:
         zynml.run(source, x=np.ones((2, 3), np.float32))
     assert str(info.value).startswith("<string>:8:18: error: rank mismatch: 'y' has rank 2")
+
+
+@pytest.mark.parametrize("extent,at,message", [
+    ("n * 4611686018427387904", "i", "local array 'acc' would have 36893488147419103232 elements "
+                                "along this dimension, more than a 64-bit extent holds"),
+    ("n, 4611686018427387904", "i, 0", "local array 'acc' would have 36893488147419103232 elements, "
+                               "more than a 64-bit size holds"),
+])
+def test_a_local_array_too_large_for_64_bits_is_a_located_error(extent, at, message):
+    source = ("let y = compute(x) {\n    @kernel fused\n    for b in 0..1:\n"
+              f"        shared var acc[{extent}]\n        for i in 0..n:\n"
+              f"            acc[{at}] = x[i]\n        for i in 0..n:\n"
+              f"            out[i] = acc[{at}]\n}}\n")
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run(source, x=np.ones(8, np.float32))
+    assert str(info.value).splitlines()[0].endswith(f"error: {message}")
+    assert info.value.loc is not None and info.value.loc.line == 4

@@ -22,7 +22,7 @@ from .lexer import MAX_INT
 from .outputs import bind_outputs, several_outputs
 from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
-                     check_result_size, check_steps, result_extent)
+                     check_local_arrays, check_result_size, check_steps, result_extent)
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from .types import concrete as concrete_dtype
@@ -266,6 +266,7 @@ class _ProgramChecker(ProgramLevel):
             self._check_tile_extents(kernel)
         check_divisors(kernel, self.sizes, self.constants)
         check_steps(kernel, self.sizes, self.constants)
+        check_local_arrays(kernel, self.sizes, self.constants)
         check_arg_reduction(kernel, self.sizes, self.constants)
         for output in kernel.outputs:
             result = output.result
