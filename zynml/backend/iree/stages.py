@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from mlir import ir
-
 from ...errors import BackendError, SourceLocation, ZynMLError, note
 from ...stage import Backend, Output, Stage
-from ...passes.pipeline import build_pass_manager
 from .compile import compile_to_vmfb
 from .scatter import expand_scatters
 from .target import IreeTarget, for_module
@@ -32,6 +29,8 @@ IREE_INPUT_PIPELINE = "builtin.module(fold-scalar-tensors,safe-integer-division)
 def iree_input(linalg_module) -> str:
     """The text iree-compile gets: the module after IREE_INPUT_PIPELINE (the stage's
     module, what `--emit linalg` shows, is unchanged)."""
+    from mlir import ir  # here: a machine that only runs cached artifacts has no MLIR
+    from ...passes.pipeline import build_pass_manager
     text = str(linalg_module)
     with linalg_module.context:
         module = ir.Module.parse(text)
