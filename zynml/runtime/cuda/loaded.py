@@ -16,6 +16,8 @@ __all__ = ["LoadedProgram"]
 
 
 class LoadedProgram:
+    checked = None  # a checks.CheckedFunction around `function` for a checked artifact
+
     def __init__(self, path: Union[str, os.PathLike], device: str = "cuda:0"):
         kind, ordinal = parse_device(device)
         if kind != "cuda":
