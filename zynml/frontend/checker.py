@@ -570,8 +570,8 @@ class _ProgramChecker(ProgramLevel):
         of earlier blocks (`for i in 0..n` before the block whose result `y[i]` binds n:
         y's extent is n itself, so n is an input)."""
         before = self.results_at_first_use.get(size.name)
-        return [b for b in size.bindings
-                if before is None or b.tensor not in self.values or b.tensor in before]
+        return [b for b in size.bindings if before is None or b.tensor in self.inputs or
+                b.tensor not in self.values or b.tensor in before]
 
     def _unbound_sizes_are_inputs(self) -> None:
         """A size no input dimension, earlier result or constant binds is an integer input
