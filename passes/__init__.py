@@ -29,6 +29,9 @@ PASSES: dict[str, tuple[str, str]] = {
     "fold-scalar-tensors": ("fold_scalar_tensors",
                             "Turn scalar islands between 0-d tensors into 0-d "
                             "linalg.generics"),
+    "safe-integer-division": ("safe_integer_division",
+                              "Give integer divisions a divisor of 1 where theirs would trap "
+                              "(0, or -1 under the smallest signed value)"),
     "split-shared-fills": ("split_shared_fills",
                            "Give each linalg init that a fill shares with others a fill "
                            "of its own"),

@@ -153,9 +153,31 @@ def test_a_divisor_that_is_zero_at_run_time_is_a_located_error(m, k, where, mess
         f"<string>:{where}: error: {message}\n{line}\n{' ' * (col - 1)}^"
 
 
-def test_unchecked_division_by_zero_does_not_crash():
-    out = zynml.run(MODULO, device="cpu", x=np.ones(5, np.float32), n=5, m=0, k=0)["y"]
-    assert out.shape == (5,)  # unspecified values, but a result
+@pytest.mark.parametrize("n", [1, 5])  # 1: scalar code, where x86's idiv raised SIGFPE
+def test_unchecked_division_by_zero_does_not_crash(n):
+    out = zynml.run(MODULO, device="cpu", x=np.ones(n, np.float32), n=n, m=0, k=0)["y"]
+    assert out.shape == (n,)  # unspecified values, but a result
+
+
+DIVIDE = """let q = compute(a, b) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = a[i] / b[i] + a[i] % b[i]
+}
+"""
+
+
+@pytest.mark.parametrize("checked", [False, True])
+@pytest.mark.parametrize("n", [1, 5])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_the_smallest_integer_over_minus_one_wraps_and_does_not_crash(dtype, n, checked):
+    """i64_min / -1 overflows (SIGFPE on x86, passes/safe_integer_division.py): the
+    quotient wraps to i64_min and the remainder is 0, as on the interpreter."""
+    a = np.full(n, np.iinfo(dtype).min, dtype)
+    b = np.full(n, -1, dtype)
+    for device in ("cpu", "interpreter"):
+        out = zynml.run(DIVIDE, device=device, checked=checked, a=a, b=b)["q"]
+        np.testing.assert_array_equal(out, a)
 
 
 CASES = {  # name -> (source, inputs from a generator)

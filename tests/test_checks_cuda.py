@@ -6,6 +6,7 @@ import pytest
 
 import zynml
 from test_checks import CASES, GATHER, MODULO, REDUCE, EMBED_MATMUL
+from zynml import checks
 
 INPUTS = {"x": np.zeros(4, np.float32), "idx": np.zeros(5, np.int64)}
 
@@ -81,3 +82,75 @@ def test_cuda_valid_inputs_give_the_unchecked_results(name, rng):
     assert checked.keys() == unchecked.keys()
     for key in unchecked:
         np.testing.assert_array_equal(np.asarray(checked[key]), np.asarray(unchecked[key]))
+
+
+class _Stub:
+    """CudaFunction's place in a LoadedProgram without a GPU: gives `results` (the
+    program's outputs, then the violation code), as the launches would."""
+
+    def __init__(self, artifact, ordinal):
+        self.artifact, self.results = artifact, None
+
+    def __call__(self, *args):
+        return list(self.results)
+
+
+def _loaded(tmp_path, monkeypatch, source=GATHER):
+    from zynml.runtime.cuda import loaded
+    path = tmp_path / "checked.zynart"
+    _artifact(source, True).save(path)
+    monkeypatch.setattr(loaded, "CudaFunction", _Stub)
+    return zynml.load(path)
+
+
+def test_a_saved_checked_artifact_keeps_its_check_table_and_source(tmp_path):
+    from zynml.runtime.cuda.artifact import CudaArtifact
+    _artifact(GATHER, True).save(tmp_path / "a.zynart")
+    saved = CudaArtifact.load(tmp_path / "a.zynart").plan["checks"]
+    assert saved["text"] == GATHER and saved["outputs"] == [["y", 1, 1]]
+    assert [c["tensor"] for c in saved["table"]] == ["x"]
+    assert "checks" not in _artifact(GATHER, False).plan
+
+
+def test_a_loaded_checked_artifact_raises_the_located_error_of_a_call(tmp_path, monkeypatch):
+    program = _loaded(tmp_path, monkeypatch)
+    assert program.outputs == ["y"]
+    x, idx = np.arange(4, dtype=np.float32), np.array([0, 9, 1], np.int64)
+    with pytest.raises(zynml.ZynMLError) as on_cpu:
+        zynml.run(GATHER, device="cpu", checked=True, x=x, idx=idx)
+    k = 0  # the only check: the read of x; 9 is the index seen
+    program.function.results = [x[[0, 0, 1]], checks.priority(k) | (9 + checks.INDEX_BIAS)]
+    with pytest.raises(zynml.ZynMLError) as loaded:
+        program(x=x, idx=idx)
+    assert str(loaded.value) == str(on_cpu.value)
+    assert str(loaded.value).startswith("<string>:4:18: error: 'x' is read out of bounds")
+
+
+def test_a_loaded_checked_artifact_gives_outputs_without_the_checks(tmp_path, monkeypatch):
+    program = _loaded(tmp_path, monkeypatch)
+    y = np.array([1.5, 2.5, 3.5], np.float32)
+    program.function.results = [y, np.int64(-1)]  # no violation
+    out = program(x=np.arange(4, dtype=np.float32), idx=np.array([1, 2, 3], np.int64))
+    assert list(out) == ["y"] and out["y"] is y
+    program.function.results = [np.array([1.0, np.nan], np.float32), np.int64(-1)]
+    with pytest.raises(zynml.ZynMLError) as info:
+        program(x=np.arange(4, dtype=np.float32), idx=np.array([1, 2], np.int64))
+    assert str(info.value).startswith("<string>:1:1: error: 'y' holds NaN at [1]")
+
+
+@pytest.mark.gpu
+def test_cuda_a_loaded_checked_artifact_raises_the_cpu_error(tmp_path):
+    x, bad = np.arange(4, dtype=np.float32), np.array([0, 7, 1], np.int64)
+    path = tmp_path / "checked.zynart"
+    zynml.compile(GATHER, device="cuda", checked=True).artifact(x=x, idx=bad).save(path)
+    program = zynml.load(path)
+    assert program.outputs == ["y"]
+    with pytest.raises(zynml.ZynMLError) as on_cpu:
+        zynml.run(GATHER, device="cpu", checked=True, x=x, idx=bad)
+    with pytest.raises(zynml.ZynMLError) as loaded:
+        program(x=x, idx=bad)
+    assert str(loaded.value) == str(on_cpu.value)
+    good = np.array([3, 0, 2], np.int64)
+    out = program(x=x, idx=good)
+    assert list(out) == ["y"]
+    np.testing.assert_array_equal(np.asarray(out["y"]), x[good])

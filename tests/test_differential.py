@@ -27,10 +27,9 @@ SCALE = knobs.FUZZ_SCALE.get()
 BUDGET_S = 30.0 * SCALE
 REGRESSIONS = Path(__file__).resolve().parent / "programs" / "differential"
 
-# Regressions that still fail: the bug, precisely. Four are IREE bugs or limitations on
-# linalg that ZynML lowers correctly (the interpreter and the linalg agree), two are
-# front-end bugs; the generator steers clear of them (builder.Builder.avoid_known_bugs)
-# so that campaigns find new ones.
+# Regressions that still fail: the bug, precisely. All are IREE bugs or limitations on
+# linalg that ZynML lowers correctly (the interpreter and the linalg agree); the generator
+# steers clear of them (builder.Builder.avoid_known_bugs) so that campaigns find new ones.
 KNOWN_BUGS = {
     "reduce_yield_reads_no_tensor":
         "IREE 3.13 (llvm-cpu) computes a reduction linalg.generic whose region reads none "
@@ -40,24 +39,11 @@ KNOWN_BUGS = {
         "iree-compile 3.13 fails on a reduction linalg.generic (reduction along d1) whose "
         "region reads no input, only linalg.index: \"'vector.multi_reduction' op reduction "
         "dimension out of range: 1\"",
-    "pipe_on_a_16_bit_scalar":
-        "`|> f()` on an f16 or bf16 scalar result is scalar math on IREE's host side, "
-        "which cannot load a 16-bit float: iree-compile 3.13 fails (\"failed to legalize "
-        "unresolved materialization from ('i64') to ('index')\" at the tensor.extract); "
-        "the same builtin as a linalg.map on the rank-0 tensor compiles and runs",
     "argmin_ties_in_bf16":
         "argmin/argmax of bf16 values from an inexact op (sinh): IREE's CPU code keeps the "
         "yielded value in f32 (the truncation to bf16 is skipped) and compares it with the "
         "best so far, stored rounded to bf16; values tied in bf16 compare smaller and the "
         "last tied index wins (13, not 4); ZynML promises the first",
-    "size_bound_only_by_a_later_result":
-        "front end: a size that no input binds, used by a block before the block whose "
-        "result binds it, is neither an input nor known when cirgen emits the first block: "
-        "KeyError: 'n' in cirgen/program.py _size, on every device",
-    "indexing_a_whole_tensor_result":
-        "front end: the result of a whole-tensor block (`out = x * 2.0`) has rank 0 for the "
-        "checker, so a later block indexing it gets \"rank mismatch: 'y' has rank 0 but is "
-        "indexed with 1 index\" at the call",
 }
 
 _spent = {"seconds": 0.0, "failed": False}
@@ -77,7 +63,7 @@ def test_generated_programs_agree_on_the_interpreter_and_the_cpu(cases):
     start = time.perf_counter()
     outcomes = check_batch(cases, "cpu")
     _spent["seconds"] += time.perf_counter() - start
-    bad = [o for o in outcomes if o.status not in ("ok", "rejected", "known-bug")]
+    bad = [o for o in outcomes if o.status not in ("ok", "rejected")]
     if bad:
         _spent["failed"] = True  # shrinking must see the same failures, budget or not
     assert not bad, "\n\n".join(o.report() for o in bad)

@@ -7,8 +7,14 @@ A run is bounded by its number of examples (ZYNML_FUZZ_SCALE multiplies it, as i
 frontend/test_frontend_fuzz.py): each example that checks compiles through iree-compile,
 so the default stays at a few tens of seconds. Programs that once broke the compiler are
 kept in REGRESSIONS.
+
+A campaign (docs/developer-guide.md, "Fuzz campaigns"): a new hypothesis seed per run,
+  ZYNML_FUZZ_SCALE=120 pytest -s -p no:cacheprovider --hypothesis-seed=N \
+      --hypothesis-show-statistics tests/test_mutation_fuzz.py -k hostile
+(30 examples per unit of scale); examples slower than SLOW_SECONDS are printed.
 """
 import re
+import time
 import warnings
 from pathlib import Path
 
@@ -24,6 +30,8 @@ from zynml.frontend.symbols import is_tensor
 
 EXAMPLES = Path(__file__).resolve().parent / "programs" / "examples"
 SCALE = knobs.FUZZ_SCALE.get()
+SLOW_SECONDS = 10.0
+_ran = {"examples": 0}
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 GATHER = """let y = compute(x, idx) {
@@ -95,6 +103,11 @@ REGRESSIONS = [
                                               "out[b, h, s, d * 2 + 4611686018427387904]")),
     # a loop from 2: upstream's convolution analysis crashed iree-compile on `ow + kw + 2`
     ("conv2d_depthwise.zyn", SEEDS["conv2d_depthwise.zyn"][0].replace("kw in 0..", "kw in 2..")),
+    # a local array of more than 2^63 elements: an internal error in cir-to-linalg
+    # (campaign seed 20261128)
+    ("transformer_ffn.zyn", SEEDS["transformer_ffn.zyn"][0].replace(
+        "shared var up[ffn_hidden]",
+        "shared var up[ffn_hidden * ffn_hidden + 9223372036854775807]")),
     # an AffineMap compared with None (a gather yielded by a reduction)
     ("gather", GATHER.replace("(x[idx[i]], i)", "(x[idx[i]] + x[i], i)")
      .replace("reduce(argmax)", "reduce(+)").replace("yield (x[idx[i]] + x[i], i)",
@@ -179,7 +192,16 @@ def test_seeds_take_their_inputs(name):
 @given(hostile_program())
 def test_hostile_programs_give_results_or_zynml_errors(program):
     name, text = program
+    start = time.monotonic()
     _run(text, SEEDS[name][1])
+    # Not an assertion (no timed tests): campaigns run with -s and count these lines as
+    # hangs to look at; a loaded machine makes a few of them by itself.
+    seconds = time.monotonic() - start
+    if seconds > SLOW_SECONDS:
+        print(f"\nslow example ({seconds:.1f} s, seed {name}):\n{text}\n--- end", flush=True)
+    _ran["examples"] += 1
+    if _ran["examples"] % 100 == 0:  # a campaign's progress (-s)
+        print(f"\n{_ran['examples']} examples ran", flush=True)
 
 
 @pytest.mark.parametrize("seed,text", REGRESSIONS)

@@ -7,6 +7,7 @@ returns a dict of outputs as numpy values.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any, Union
 import numpy as np
 
 from . import compiler, knobs, specialize
-from .checks import CheckedFunction
+from .checks import CheckedFunction, saved_checks
 from .cache import ArtifactCache
 from .call_values import (GpuInput, argument, as_array, is_gpu_array, output,
                           scalar_outputs)
@@ -388,7 +389,7 @@ class Program:
             checked, signature, scalars = self.generic, {}, {}
         backend = compiler.BACKENDS[self.backend]
         if backend.stages and stage == backend.stages[-1].name:
-            artifact = self._compile(checked, signature, scalars, save_temps)
+            artifact = self._saved_artifact(checked, signature, scalars, save_temps)
             return backend.stages[-1].output.show(artifact)
         return compiler.emit(self._compilation(checked, signature, scalars), stage,
                              save_temps=save_temps)
@@ -415,10 +416,24 @@ class Program:
             from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
             function = IreeModule(artifact, self.target.device).function("main")
         if self.checks:  # with a table, main returns the violation code last
-            locs = {step.target: step.loc for step in checked.steps}
-            function = CheckedFunction(function, table, self.source, [
-                (n, locs.get(n, locs.get(n.split("[")[0]))) for n in checked.flat_outputs()])
+            function = self._checked_function(function, checked, table)
         return _Executable(checked, function)
+
+    def _checked_function(self, function, checked: CheckedProgram, table) -> CheckedFunction:
+        locs = {step.target: step.loc for step in checked.steps}
+        return CheckedFunction(function, table, self.source, [
+            (n, locs.get(n, locs.get(n.split("[")[0]))) for n in checked.flat_outputs()])
+
+    def _saved_artifact(self, checked: CheckedProgram, signature, scalars, save_temps=None):
+        """The artifact to save; in checked mode a CUDA artifact's plan also keeps the
+        check table and the source (checks.saved_checks), so that `zynml.load` raises the
+        located errors a call raises instead of showing `zynml.checks` as an output."""
+        artifact, table = self._compile(checked, signature, scalars, save_temps,
+                                        with_table=True)
+        if not self.checks or self.backend != "native":
+            return artifact
+        saved = saved_checks(self._checked_function(None, checked, table))
+        return dataclasses.replace(artifact, plan={**artifact.plan, "checks": saved})
 
     def _compile(self, checked: CheckedProgram, signature, scalars, save_temps=None,
                  with_table: bool = False):
@@ -436,7 +451,7 @@ class Program:
         if self.backend != "native":
             raise ZynMLError(f"artifacts are made by the native CUDA backend; this program "
                              f"is for '{self.device}' with backend '{self.backend}'")
-        return self._compile(*self._specialize(_merge_inputs(inputs, named)))
+        return self._saved_artifact(*self._specialize(_merge_inputs(inputs, named)))
 
 
 # In a call's `scalars` (the signature key's values), "NAME@device" marks a scalar input

@@ -29,7 +29,7 @@ from .errors import SourceFile, SourceLocation, ZynMLError
 __all__ = ["Check", "INDEX_BITS", "INDEX_BIAS", "MAX_CHECKS", "priority", "decode",
            "read_out_of_bounds", "division_by_zero", "raise_violation", "table_to_json",
            "table_from_json", "OUTPUT_NAME", "CheckedFunction",
-           "nan_produced"]
+           "nan_produced", "saved_checks", "loaded_checks"]
 
 INDEX_BITS = 40
 INDEX_BIAS = 1 << (INDEX_BITS - 1)  # values in [-INDEX_BIAS, INDEX_BIAS - 1] are exact
@@ -131,6 +131,25 @@ class CheckedFunction:
             raise_violation(self.table, int(np.asarray(code).reshape(())), self.src)
         nan_produced(args, results, self.outputs)
         return results
+
+
+def saved_checks(function: CheckedFunction) -> dict:
+    """What a saved artifact keeps (its plan's "checks", JSON) so that `zynml.load` reports
+    as the compile path does: the table, the program's text, where each output is made."""
+    src = function.src or SourceFile("<string>", "")
+    return {"table": [asdict(c) for c in function.table], "file": src.name,
+            "text": src.text,
+            "outputs": [[name] + ([loc.line, loc.col] if loc is not None else [])
+                        for name, loc in function.outputs]}
+
+
+def loaded_checks(function, saved: dict) -> CheckedFunction:
+    """`function` (a loaded artifact's main: the violation code last) raising what the
+    compile path raises; `saved`: saved_checks's."""
+    src = SourceFile(saved["file"], saved["text"])
+    outputs = [(o[0], SourceLocation(src, o[1], o[2]) if len(o) == 3 else None)
+               for o in saved["outputs"]]
+    return CheckedFunction(function, [Check(**c) for c in saved["table"]], src, outputs)
 
 
 def nan_produced(args, results, outputs) -> None:

@@ -131,3 +131,64 @@ def test_bool_reduction_rejects_float_values():
     with pytest.raises(zynml.ZynMLError) as info:
         zynml.run(source, x=np.ones(5, np.float32))
     assert str(info.value).startswith("<string>:4:15: error: 'reduce(and)' needs bool values")
+
+
+# `n` sizes `a` (nothing binds it there); `c` reads `b[i]` for i in 0..n, a result made
+# after `a`: that binding comes too late for `a`, so n is an input, checked against b.
+LATE_BINDING = """let a = compute(x) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = x[0] * 2.0
+}
+let b = compute(x) {
+    @kernel elementwise
+    for i in 0..m:
+        out[i] = x[i] - 1.0
+}
+let c = compute(b) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = b[i] + 1.0
+}
+"""
+
+
+def test_a_size_bound_only_by_a_later_result_is_an_input(rng):
+    x = rng.standard_normal(5).astype(np.float32)
+    prog = zynml.compile(LATE_BINDING, device="interpreter")
+    assert prog.inputs == ["x", "n"]
+    out = prog(x=x, n=5)
+    np.testing.assert_allclose(out["a"], np.full(5, x[0] * 2.0), rtol=1e-6)
+    np.testing.assert_allclose(out["c"], x.astype(np.float64), rtol=1e-6)
+    with pytest.raises(zynml.ZynMLError) as info:
+        prog(x=x, n=4)
+    assert str(info.value).startswith("<string>:14:20: error: size 'n' is bound two ways: "
+                                      "5 from dimension 0 of 'b' here, but 4 from input 'n'")
+
+
+def test_a_whole_tensor_result_has_its_inputs_rank(rng):
+    source = ("let y = compute(x) {\n    @kernel fused\n    out = x * 2.0\n}\n"
+              "let z = compute(y) {\n    @kernel elementwise\n    for i in 0..n:\n"
+              "        out[i] = y[i] + 1.0\n}\n")
+    x = rng.standard_normal(7).astype(np.float32)
+    np.testing.assert_allclose(zynml.run(source, x=x)["z"], x * 2.0 + 1.0, rtol=1e-6)
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run(source, x=np.ones((2, 3), np.float32))
+    assert str(info.value).startswith("<string>:8:18: error: rank mismatch: 'y' has rank 2")
+
+
+@pytest.mark.parametrize("extent,at,message", [
+    ("n * 4611686018427387904", "i", "local array 'acc' would have 36893488147419103232 elements "
+                                "along this dimension, more than a 64-bit extent holds"),
+    ("n, 4611686018427387904", "i, 0", "local array 'acc' would have 36893488147419103232 elements, "
+                               "more than a 64-bit size holds"),
+])
+def test_a_local_array_too_large_for_64_bits_is_a_located_error(extent, at, message):
+    source = ("let y = compute(x) {\n    @kernel fused\n    for b in 0..1:\n"
+              f"        shared var acc[{extent}]\n        for i in 0..n:\n"
+              f"            acc[{at}] = x[i]\n        for i in 0..n:\n"
+              f"            out[i] = acc[{at}]\n}}\n")
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run(source, x=np.ones(8, np.float32))
+    assert str(info.value).splitlines()[0].endswith(f"error: {message}")
+    assert info.value.loc is not None and info.value.loc.line == 4

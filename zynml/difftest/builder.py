@@ -56,10 +56,8 @@ class Builder:
     suffix: str = ""  # after every program-level name: programs merged into one stay apart
     # Steer clear of the compiler bugs found and not fixed (tests/test_differential.py has
     # them as xfail regressions): a reduction whose yielded value reads no tensor element
-    # (IREE folds or crashes on the reduction generic); `|>` on an f16/bf16 scalar;
-    # argmin/argmax of f16/bf16 values (ties broken at f32 precision); a later block
-    # indexing the result of a whole-tensor block (the front end gives it rank 0); a size
-    # that only a later block's result binds (generator.py drops those programs).
+    # (IREE folds or crashes on the reduction generic); argmin/argmax of f16/bf16 values
+    # (ties broken at f32 precision).
     avoid_known_bugs: bool = True
 
     def fresh(self, prefix: str) -> str:

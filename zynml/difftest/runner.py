@@ -11,7 +11,6 @@
     interpreter-error  the interpreter refused a program the front end accepts (an index
                        out of range: a generator bug, or an interpreter one)
     invalid            the front end rejected the generated program: a generator bug
-    known-bug          a program a known front-end bug breaks (not run; generator.py)
 
 check_batch runs many cases as one merged program (one compilation: iree-compile costs
 about a second whatever the program), then checks alone each case that did not pass.
@@ -28,7 +27,7 @@ import numpy as np
 
 from ..errors import BackendError, ZynMLError
 from .compare import differences
-from .generator import KNOWN_BUG, Case, merge
+from .generator import Case, merge
 
 __all__ = ["Outcome", "check_case", "check_batch", "run_case", "float64_inputs"]
 
@@ -87,8 +86,7 @@ def check_case(case: Case, device: str = "cpu") -> Outcome:
         return Outcome(status, case, detail, time.perf_counter() - start)
 
     if case.invalid:
-        return done("known-bug" if case.invalid.startswith(KNOWN_BUG) else "invalid",
-                    case.invalid)
+        return done("invalid", case.invalid)
     try:
         expected = run_case(case, "interpreter")
     except ZynMLError as err:

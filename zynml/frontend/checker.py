@@ -22,7 +22,7 @@ from .lexer import MAX_INT
 from .outputs import bind_outputs, several_outputs
 from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
-                     check_result_size, check_steps, result_extent)
+                     check_local_arrays, check_result_size, check_steps, result_extent)
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from .types import concrete as concrete_dtype
@@ -104,6 +104,9 @@ class _ProgramChecker(ProgramLevel):
         self.input_locs: dict = {}
         self.constants: dict[str, Any] = {}
         self.sizes: dict[str, Size] = {}
+        # size -> the results defined before the first block that uses it: a binding to a
+        # later result cannot give that block its value (cirgen emits blocks in order)
+        self.results_at_first_use: dict[str, frozenset] = {}
         self.steps: list[Step] = []
         self.outputs: list[str] = []
         # integer inputs whose value the front end reads (record indices, and sizes of
@@ -268,15 +271,19 @@ class _ProgramChecker(ProgramLevel):
         checker = BodyChecker(node, name, args, self._resolve_outer, self.sizes, tensors,
                               outputs)
         kernel = checker.check()
+        for size_name in kernel.sizes:
+            self.results_at_first_use.setdefault(size_name, frozenset(self.values))
         if self.signature is not None:
             self._resolve_sizes(kernel)
             self._check_tile_extents(kernel)
         check_divisors(kernel, self.sizes, self.constants)
         check_steps(kernel, self.sizes, self.constants)
+        check_local_arrays(kernel, self.sizes, self.constants)
         check_arg_reduction(kernel, self.sizes, self.constants)
         for output in kernel.outputs:
             result = output.result
-            if is_tensor(result):
+            # rank None: `out = x * 2.0` of an input whose rank only the call gives
+            if is_tensor(result) and result.rank is not None:
                 dims = tuple(result_extent(eval_extent(d, self.sizes, self.constants), d, k)
                              for k, d in enumerate(output.out_dims))
                 check_result_size(dims, concrete_dtype(result.dtype), node)
@@ -573,10 +580,20 @@ class _ProgramChecker(ProgramLevel):
         if sources:
             size.value = sources[0][0]
 
+    def _early_bindings(self, size: Size) -> list:
+        """The bindings of `size` known when its first block runs: to inputs and to results
+        of earlier blocks (`for i in 0..n` before the block whose result `y[i]` binds n:
+        y's extent is n itself, so n is an input)."""
+        before = self.results_at_first_use.get(size.name)
+        return [b for b in size.bindings if before is None or b.tensor in self.inputs or
+                b.tensor not in self.values or b.tensor in before]
+
     def _unbound_sizes_are_inputs(self) -> None:
-        """A size no input dimension or constant binds is an integer input of the program."""
+        """A size no input dimension, earlier result or constant binds is an integer input
+        of the program."""
         for size in self.sizes.values():
-            if size.bindings or size.name in self.constants or size.name in self.inputs:
+            if self._early_bindings(size) or size.name in self.constants or \
+                    size.name in self.inputs:
                 continue
             if self.signature is not None and size.name not in self.scalar_values:
                 raise ZynMLError(

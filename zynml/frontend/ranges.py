@@ -21,6 +21,7 @@ from ..errors import ZynMLError
 
 __all__ = ["constant_value", "check_divisors", "check_steps", "check_extent_divisors",
            "result_extent", "check_result_size", "check_arg_reduction", "fits_64_bits",
+           "check_local_arrays",
            "walk"]
 
 
@@ -87,6 +88,25 @@ def check_steps(kernel: Kernel, sizes: dict[str, Size], constants: dict[str, Any
             if step is not None and step <= 0:
                 raise ZynMLError(f"a loop's step must be positive, got {step}",
                                  ast.leftmost(node.step).loc)
+
+
+def check_local_arrays(kernel: Kernel, sizes: dict[str, Size],
+                       constants: dict[str, Any]) -> None:
+    """A local array (`shared var up[n * n]`), once its extents are known, has a number of
+    elements a 64-bit size holds (the lowering builds its type from them)."""
+    for node in walk(kernel.body):
+        if not isinstance(node, ast.SharedVar):
+            continue
+        extents = [constant_value(d, sizes, constants) for d in node.dims]
+        for extent, dim in zip(extents, node.dims):
+            if extent is not None and not fits_64_bits(extent):
+                raise ZynMLError(f"local array '{node.name}' would have {extent} elements "
+                                 "along this dimension, more than a 64-bit extent holds",
+                                 ast.leftmost(dim).loc)
+        if None not in extents and math.prod(max(0, e) for e in extents) > MAX_INT:
+            raise ZynMLError(f"local array '{node.name}' would have "
+                             f"{math.prod(extents)} elements, more than a 64-bit size "
+                             "holds", node.loc)
 
 
 def check_extent_divisors(extents: list[ast.Expr], evaluate) -> None:

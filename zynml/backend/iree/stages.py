@@ -21,9 +21,30 @@ _DATA_TILING = "--iree-opt-data-tiling"
 _DATA_TILING_REFUSED = "large vector sizes"
 
 
+# fold-scalar-tensors: scalar islands (`|> sqrt()` of a reduction) as 0-d generics, as on
+# CUDA: IREE runs scalar math on its host side, which cannot load an f16 or bf16
+# (iree-compile 3.13 fails to legalize the tensor.extract); a generic runs in a dispatch.
+# safe-integer-division: x86 traps (SIGFPE, the process dies) on a division by 0 or
+# i64_min / -1 at run time; CUDA does not.
+IREE_INPUT_PIPELINE = "builtin.module(fold-scalar-tensors,safe-integer-division)"
+
+
+def iree_input(linalg_module) -> str:
+    """The text iree-compile gets: the module after IREE_INPUT_PIPELINE (the stage's
+    module, what `--emit linalg` shows, is unchanged)."""
+    from mlir import ir  # here: a machine that only runs cached artifacts has no MLIR
+    from ...passes.pipeline import build_pass_manager
+    text = str(linalg_module)
+    with linalg_module.context:
+        module = ir.Module.parse(text)
+    build_pass_manager(IREE_INPUT_PIPELINE, module.context).run(module.operation)
+    return str(module)
+
+
 def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
     """linalg on tensors -> vmfb; `cache` keeps iree-compile's results by MLIR text."""
-    text = expand_scatters(str(linalg_module))  # iree_linalg_ext.scatter, IREE's own
+    # iree_linalg_ext.scatter: IREE's own
+    text = expand_scatters(iree_input(linalg_module))
     target = for_module(target, text)
     try:
         return compile_to_vmfb(text, target, cache=cache)

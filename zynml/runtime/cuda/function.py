@@ -340,13 +340,16 @@ class _Constant:
         return self.array.ptr
 
 
-def named_call(function: CudaFunction, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Call with inputs by name (the plan's input names); outputs by name."""
+def named_call(function: CudaFunction, inputs: dict[str, Any], call=None,
+               output_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Call with inputs by name (the plan's input names); outputs by name. `call`, when
+    given, runs in place of `function` (a checks.CheckedFunction around it), giving
+    `output_names`."""
     plan = function.artifact.plan
     names: Sequence[str] = plan["input_names"]
     missing = [n for n in names if n not in inputs]
     unknown = [n for n in inputs if n not in names]
     if missing or unknown:
         raise TypeError(f"inputs {sorted(names)} expected; missing {missing}, unknown {unknown}")
-    results = function(*[inputs[n] for n in names])
-    return dict(zip(plan["output_names"], results))
+    results = (call or function)(*[inputs[n] for n in names])
+    return dict(zip(plan["output_names"] if output_names is None else output_names, results))
