@@ -707,7 +707,7 @@ func.func private @row_sums_body(%m: tensor<4x8xf32>, %rows: index, %cols: index
 // CHECK: return [[R]]
 func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tensor<2x5x6xf16>) -> tensor<2x3x6xf16> {
   %scale = arith.constant 0.5 : f16
-  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf16>, tensor<2x5x4xf16>, tensor<2x5x6xf16>, f16) -> tensor<2x3x6xf16>
+  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf16>, tensor<2x5x4xf16>, tensor<2x5x6xf16>, f16) -> tensor<2x3x6xf16>
   return %o : tensor<2x3x6xf16>
 }
 
@@ -737,7 +737,7 @@ func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tenso
 // CHECK: arith.cmpi sle, [[OJ]], [[OLIMIT]] : index
 func.func @attention_causal(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<2x3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
   return %o : tensor<2x3x6xf32>
 }
 

@@ -124,7 +124,7 @@ func.func private @body(%a: tensor<4x4xf32>, %n: index, %out: tensor<4x4xf32>) a
 func.func @attention_shapes(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<2x3x5xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' shapes do not agree: query [2, 3, 4], key [2, 5, 4], value [2, 5, 6], result [2, 3, 5]}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x5xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x5xf32>
   return %o : tensor<2x3x5xf32>
 }
 
@@ -133,7 +133,7 @@ func.func @attention_shapes(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: te
 func.func @attention_mask(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %mask: tensor<5x3xi1>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' mask must be a bool tensor whose 'mask_dims' name, per axis, a loop of (p.., i, j) of the same extent}}
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<5x3xi1>) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<5x3xi1>) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -142,7 +142,7 @@ func.func @attention_mask(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5
 func.func @attention_causal_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' causal_offset must be an i64 integer (key j allowed when j <= i + causal_offset)}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 1 : i32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 1 : i32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -150,10 +150,10 @@ func.func @attention_causal_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v:
 
 // A causal attention over more keys than queries (a KV cache of 2 earlier keys).
 // CHECK-LABEL: func.func @attention_causal_good(
-// CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>}
+// CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}
 func.func @attention_causal_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -161,6 +161,6 @@ func.func @attention_causal_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: t
 
 func.func @attention_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<3x5xi1>) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<3x5xi1>) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
