@@ -148,6 +148,44 @@ func.func @attention_causal_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v:
 
 // -----
 
+// A run-time offset is added to causal_offset: without it, the op is not causal.
+func.func @attention_offset_alone(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: i64) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' offset must be an integer or index scalar, with causal_offset (key j allowed when j <= i + offset + causal_offset)}}
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, i64) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
+}
+
+// -----
+
+func.func @attention_offset_float(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: f32) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' offset must be an integer or index scalar}}
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, f32) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
+}
+
+// -----
+
+// kv_group: K's heads times the group are Q's.
+func.func @attention_kv_group(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' shapes do not agree: query [8, 3, 4], key [2, 5, 4], value [2, 5, 6], result [8, 3, 6], kv_group [2]}}
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  return %o : tensor<8x3x6xf32>
+}
+
+// -----
+
+func.func @attention_kv_group_rank(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' kv_group needs one group >= 1 per leading axis (1)}}
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  return %o : tensor<8x3x6xf32>
+}
+
+// -----
+
 // A causal attention over more keys than queries (a KV cache of 2 earlier keys).
 // CHECK-LABEL: func.func @attention_causal_good(
 // CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}
