@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autotune/test_tuner.py
        tests/runtime/test_cuda_random_math.py tests/runtime/test_cuda_transformer.py
        tests/runtime/test_cuda_device_scalars.py tests/test_outputs.py tests/test_inplace.py
-       tests/test_scatter.py tests/test_checks_cuda.py)
+       tests/test_scatter.py tests/test_checks_cuda.py tests/runtime/test_cuda_decode_attention.py)
 SELECT="cuda or gpu or native or iree"
 export ZYNML_TEST_CACHE_DIR="$PWD/.gpucache"
 export ZYNML_TEST_IREE_GPU=1  # IREE's CUDA target too (iree-base-runtime's cp312 wheel in .whl/)
