@@ -18,13 +18,24 @@ executables, and a second one), the per-step GPU time (CUDA events around each s
 each queued behind a GPU sleep so that the launch cost is hidden: median and mean over
 the steps), ZynML's compile count and specializations (Program.stats()), and the
 largest relative error against SDPA over a few steps.
+
+ZynML runs the step two ways (`--via`):
+  artifact (default)  the program's artifact for one cache_start, from the cache, saved
+                      and `zynml.load`ed: one compiled kernel for every step, since the
+                      kernel reads cache_start at run time (compiles: 0 on the GPU)
+  program             Program calls (`prog(Q=.., cache_start=step)`): as long as integer
+                      inputs are part of an executable's cache key, each step needs an
+                      artifact of its own, which --compile-only does not make (it would
+                      take hours); Program.stats() then counts what happened
 """
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -107,12 +118,27 @@ def _wall(torch, step_fn, steps: range) -> float:
     return time.perf_counter() - begin
 
 
-def run(batches: list[int], steps: int, warmup: int) -> None:
+def _step_function(prog, via: str, q, k, v, steps: int, folder: Path):
+    """(step -> ZynML's output) for `via` "artifact" or "program"."""
+    import zynml
+    starts = [np.int64(s) for s in range(steps)]
+    if via == "program":
+        return lambda step: prog(Q=q, K=k, V=v, cache_start=starts[step])["attn"]
+    host = {n: np.zeros(tuple(t.shape), np.float16) for n, t in (("Q", q), ("K", k), ("V", v))}
+    path = folder / f"decode_attention_{q.shape[0]}.zynml"
+    prog.artifact(cache_start=starts[0], **host).save(path)  # from the cache: no compile
+    loaded = zynml.load(path)
+    return lambda step: loaded(Q=q, K=k, V=v, cache_start=starts[step])["attn"]
+
+
+def run(batches: list[int], steps: int, warmup: int, via: str) -> None:
     import torch
     import torch.nn.functional as F
     prog = _program(steps, require_device=True)
+    folder = Path(tempfile.mkdtemp(prefix="decode_attention_"))
     print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}; "
-          f"{steps} steps, {HEADS} query heads, {KV_HEADS} KV heads, head dim {HEAD_DIM}, f16")
+          f"{steps} steps, {HEADS} query heads, {KV_HEADS} KV heads, head dim {HEAD_DIM}, "
+          f"f16; ZynML via {via}")
     print("| batch | ZynML total s (1st / 2nd pass) | SDPA total s | ZynML step ms "
           "(median / mean) | SDPA step ms (median / mean) | SDPA / ZynML (median) | "
           "compiles | specializations | disk hits | max rel. error |")
@@ -122,11 +148,8 @@ def run(batches: list[int], steps: int, warmup: int) -> None:
         shapes = _shapes(batch, steps)
         q, k, v = (torch.randn(shapes[n], generator=gen, device="cuda",
                                dtype=torch.float16) for n in "QKV")
-        starts = [np.int64(s) for s in range(steps)]
         before = prog.stats()
-
-        def zynml_step(step):
-            return prog(Q=q, K=k, V=v, cache_start=starts[step])["attn"]
+        zynml_step = _step_function(prog, via, q, k, v, steps, folder)
 
         def sdpa_step(step):
             return F.scaled_dot_product_attention(q, k[:, :, :step + 1], v[:, :, :step + 1],
@@ -161,6 +184,8 @@ def main() -> int:
                         help="decode steps, and the KV cache's length (default 4096)")
     parser.add_argument("--batch", default="1,16", help="batch sizes (default 1,16)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up passes of SDPA")
+    parser.add_argument("--via", choices=("artifact", "program"), default="artifact",
+                        help="how ZynML's step is called (see the module's docstring)")
     args = parser.parse_args()
     batches = [int(b) for b in args.batch.split(",")]
     if args.steps < 1 or any(b < 1 for b in batches):
@@ -168,7 +193,7 @@ def main() -> int:
     if args.compile_only:
         compile_only(batches, args.steps)
     else:
-        run(batches, args.steps, args.warmup)
+        run(batches, args.steps, args.warmup, args.via)
     return 0
 
 
