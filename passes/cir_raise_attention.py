@@ -13,13 +13,25 @@ flash-attention kernel). Anything else is left alone and lowered from its body.
 The condition, the same tree in the three loops, is one of
   * `mask[i, j]`: a bool input indexed by the loops (p.., i, j)       -> `mask_dims`
   * `j <= i + c`: causal, c a constant (0: the diagonal; c > 0: a KV cache's earlier
-    keys, the device API's `cache_start + i` with a known start)     -> `causal_offset`
-  * both, joined by `and` (either order).
-The causal comparison is read as a linear form: `<=`, `<`, `>=` or `>` between sums and
-differences of i, j and integer constants, so `j <= i`, `j < i + 1`, `i >= j`,
-`j <= i + 3` and `j < i - 1` are all recognised; it must keep j at most i plus a constant
-(`j >= i` is not causal). An offset that is not a constant (a scalar input such as
-`cache_start`) is not recognised: that body is lowered as written.
+    keys)                                                              -> `causal_offset`
+  * `j <= i + c + s`: s an integer scalar input (a KV cache's `cache_start`), read at
+    run time                                  -> the `offset` operand, c in `causal_offset`
+  * a mask and a causal comparison, joined by `and` (either order).
+The causal comparison is read as a linear form (zynml/lowering/attention_forms.py): `<=`,
+`<`, `>=` or `>` between sums and differences of i, j, integer constants and at most one
+scalar input, so `j <= i`, `j < i + 1`, `i >= j`, `j <= i + 3`, `j < i - 1` and
+`j <= cache_start + i - 2` are all recognised; it must keep j at most i plus a constant
+plus the input (`j >= i`, `j <= i - cache_start`, `j <= i + 2 * cache_start` are not).
+
+K and V may be read at `h / g` instead of `h` along a leading axis, g a constant (the
+same for both, and g times K's extent Q's): grouped-query attention, `kv_group`. A group
+that is a scalar input is not recognised (nothing ties it to K's extent but the bounds
+of its loads): that body is lowered as written.
+
+Besides the three loops, the online softmax written per element (docs/language.md: one
+key loop carrying the running max m, sum l and output o, `out = o / l`) and the spec's
+flash attention (its tile form, rewritten per point: an online softmax over key blocks)
+are attention exactly, and raised too.
 
 Runs after cir-shape-propagation: loop bounds and shapes must be static, so that the
 raised op's shapes can be checked against the loops.
@@ -29,6 +41,9 @@ raised op's shapes can be checked against the loops.
     %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 2, 3>, ...}
   and `if j <= i:` instead of the mask becomes
     %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 0 : i64, ...}
+  and `if j <= i + cache_start:` with K[b, h / 4, j, d] becomes
+    %o = "cir.attention"(%q, %k, %v, %scale, %cache_start) {causal_offset = 0 : i64,
+           kv_group = array<i64: 1, 4>, ...}
 """
 from __future__ import annotations
 
