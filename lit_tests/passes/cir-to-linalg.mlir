@@ -770,6 +770,22 @@ func.func @attention_decode(%q: tensor<1x8x1x4xf16>, %k: tensor<1x2x9x4xf16>, %v
 
 // -----
 
+// A run-time offset that is a scalar argument (index here), not a 0-d input's element,
+// reaches the generics as a 0-d tensor of its own.
+// CHECK-LABEL: func.func @attention_scalar_offset(
+// CHECK: [[T:%[a-z0-9_]+]] = tensor.from_elements %arg3 : tensor<index>
+// CHECK: library_call = "zynml_attention_max"} ins(%{{.*}}, [[T]] : tensor<3x5xf32>, tensor<index>){{.*}}zynml.runtime_offset
+// CHECK: ^bb0(%{{[a-z0-9_]+}}: f32, [[S:%[a-z0-9_]+]]: index, %{{[a-z0-9_]+}}: f32):
+// CHECK-NOT: arith.index_cast
+// CHECK: arith.addi %{{[0-9]+}}, [[S]] : index
+func.func @attention_scalar_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: index) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, index) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
+}
+
+// -----
+
 // A cir.multi_compute whose outputs are written once each over the same loop is ONE
 // generic with a result per output (outputs_lowering.py); the shared load is one input.
 // CHECK-LABEL: func.func @two_outputs(
