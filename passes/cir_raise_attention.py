@@ -31,7 +31,9 @@ of its loads): that body is lowered as written.
 Besides the three loops, the online softmax written per element (docs/language.md: one
 key loop carrying the running max m, sum l and output o, `out = o / l`) and the spec's
 flash attention (its tile form, rewritten per point: an online softmax over key blocks)
-are attention exactly, and raised too.
+are attention exactly, and raised too. The query row need not be the output's last loop
+but one: the transformer block's `out[b, i, h, d]` reads `q[b, i, h]`, `k[b, j, h]`; Q, K
+and V are then transposed to [P.., S, D] (linalg.transpose) around the cir.attention.
 
 Runs after cir-shape-propagation: loop bounds and shapes must be static, so that the
 raised op's shapes can be checked against the loops.
@@ -51,9 +53,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith
+from mlir.dialects import arith, linalg, tensor
 
-from ..lowering.attention_forms import causal_offset, kv_divisor
+from ..lowering.attention_forms import RowOrder, causal_offset, kv_divisor
 from ..lowering.cir_ops import body_of, compute_ops, func_by_name, ops_in
 from ..lowering.cir_terms import Terms, evaluate, float_const, shifted
 
@@ -79,6 +81,7 @@ class _Attention:
     groups: list[int]        # per leading axis: K and V read head p / group there
     causal: Optional[int] = None  # key j allowed only when j <= i + causal (+ offset)
     offset: Optional[ir.Value] = None  # an integer scalar input added to `causal`
+    rows: Optional[RowOrder] = None  # the output's row loops, the query row last
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -119,11 +122,15 @@ def _match(compute: ir.Operation, body: ir.Operation) -> Optional[_Attention]:
                 loop.regions[0].blocks[0].arguments[0] != index:
             return None
         terms.name(index, ("E",) if axis == rank - 1 else ("P", axis))
-    rows = [("P", axis) for axis in range(rank - 1)]
     stored = terms.of(store.operands[0])
-    return _match_output(terms, stored, rows, out_shape) or \
-        _match_online(terms, stored, rows, out_shape) or \
-        _match_flash(terms, stored, rows, out_shape)
+    for row_axis in reversed(range(rank - 1)):  # the query row: the last loop, or another
+        rows = RowOrder(rank, row_axis)
+        found = _match_output(terms, stored, rows, out_shape) or \
+            _match_online(terms, stored, rows, out_shape) or \
+            _match_flash(terms, stored, rows, out_shape)
+        if found is not None:
+            return found
+    return None
 
 
 def _match_output(terms: Terms, tree: tuple, rows: list,
@@ -138,7 +145,7 @@ def _match_output(terms: Terms, tree: tuple, rows: list,
     if added is None:
         return None
     for weight, value_load in _either(added, "arith.mulf"):
-        value = _kv_load_of(terms, value_load, rows[:-1], [("iv", 0), ("E",)])
+        value = _kv_load_of(terms, value_load, rows, ("iv", 0), ("E",))
         weights = _match_weight(weight)
         if value is None or weights is None:
             continue
@@ -153,7 +160,7 @@ def _match_output(terms: Terms, tree: tuple, rows: list,
         query, key, scale, divide, groups = found
         mask_value, mask_dims, causal, offset = condition
         attention = _Attention(query, key, value[0], mask_value, mask_dims, scale, divide,
-                               groups, causal, offset)
+                               groups, causal, offset, rows)
         if _shapes_agree(attention, keys, out_shape):
             return attention
     return None
@@ -197,9 +204,10 @@ def _match_online(terms: Terms, tree: tuple, rows: list,
         return None
     query, keys, scale, divide, groups = found
     for w, value_load in _either(weighted, "arith.mulf"):
-        value = _kv_load_of(terms, value_load, rows[:-1], [("iv", 0), ("E",)])
+        value = _kv_load_of(terms, value_load, rows, ("iv", 0), ("E",))
         if _strip(w) == weight and value is not None and value[1] == groups:
-            attention = _Attention(query, keys, value[0], None, [], scale, divide, groups)
+            attention = _Attention(query, keys, value[0], None, [], scale, divide, groups,
+                                   rows=rows)
             if _shapes_agree(attention, loop[2][1], out_shape):
                 return attention
     return None
@@ -260,12 +268,12 @@ def _match_flash(terms: Terms, tree: tuple, rows: list,
     value = None
     for w, value_load in _either(_sum_with_acc(_guarded(pv[1])[1]) or (), "arith.mulf"):
         if _strip(w) == weight:
-            value = _kv_load_of(terms, value_load, rows[:-1], [key, ("E",)])
+            value = _kv_load_of(terms, value_load, rows, key, ("E",))
     query, keys, scale, divide, groups = found
     if value is None or value[1] != groups:
         return None
     visited = min([-(-upper[1] // step[1]) * step[1]] + bounds + pv_guard[1])
-    attention = _Attention(query, keys, value[0], None, [], scale, divide, groups)
+    attention = _Attention(query, keys, value[0], None, [], scale, divide, groups, rows=rows)
     return attention if _shapes_agree(attention, visited, out_shape) else None
 
 
@@ -356,8 +364,8 @@ def _match_score(terms: Terms, tree: tuple, rows: list, key: tuple = ("iv", 0)):
         if added is None or added[0] != "arith.mulf":
             continue
         for q_load, k_load in _either(added, "arith.mulf"):
-            query = _load_of(terms, q_load, rows + [("iv", 0)])
-            keys = _kv_load_of(terms, k_load, rows[:-1], [shifted(key), ("iv", 0)])
+            query = _load_of(terms, q_load, rows.physical(list(rows)) + [("iv", 0)])
+            keys = _kv_load_of(terms, k_load, rows, shifted(key), ("iv", 0))
             if query is not None and keys is not None and \
                     _dim(query, -1) == loop[0] == _dim(keys[0], -1):
                 return query, keys[0], scale, divide, keys[1]
@@ -415,6 +423,8 @@ def _shapes_agree(found: _Attention, keys: int, out_shape: list[int]) -> bool:
     """The loops cover exactly the tensors cir.attention reads and writes."""
     shape = {name: list(ir.RankedTensorType(v.type).shape)
              for name, v in (("q", found.query), ("k", found.key), ("v", found.value))}
+    out_shape = found.rows.logical_shape(out_shape)
+    shape = {name: found.rows.logical_shape(s) for name, s in shape.items()}
     lead = [extent // g for extent, g in zip(out_shape[:-2], found.groups)]
     ok = all(extent % g == 0 for extent, g in zip(out_shape[:-2], found.groups)) and \
         shape["q"][:-1] == out_shape[:-1] and shape["k"][:-2] == lead and \
@@ -475,13 +485,18 @@ def _load_of(terms: Terms, tree: tuple, indices: list) -> Optional[ir.Value]:
     return tensor if _is_input(tensor) and _static(tensor.type) else None
 
 
-def _kv_load_of(terms: Terms, tree: tuple, lead: list, rest: list):
-    """The input that `tree` loads at (lead.. or lead.. / groups, rest..) -> (it, groups),
-    groups: per leading axis, the constant the loop is divided by (1: read as is)."""
-    if tree[0] != "cir.load" or tree[2][0] != "free" or len(tree) != 3 + len(lead) + \
-            len(rest) or list(tree[3 + len(lead):]) != rest:
+def _kv_load_of(terms: Terms, tree: tuple, rows: RowOrder, key: tuple, last: tuple):
+    """The input that `tree` loads at the rows with `key` for the query row (the leading
+    ones as they are or divided by groups), then `last` -> (it, groups), groups: per
+    leading axis, the constant the loop is divided by (1: read as is)."""
+    lead = list(rows[:-1])
+    indices = rows.physical(lead + [key]) + [last]
+    if tree[0] != "cir.load" or tree[2][0] != "free" or len(tree) != 3 + len(indices):
         return None
-    groups = [kv_divisor(index, loop) for index, loop in zip(tree[3:], lead)]
+    read = list(tree[3:])
+    if any(read[a] != indices[a] for a in (rows.perm[-1], len(indices) - 1)):
+        return None
+    groups = [kv_divisor(read[axis], loop) for axis, loop in zip(rows.perm, lead)]
     tensor = terms.free[tree[2][1]]
     if None in groups or not _is_input(tensor) or not _static(tensor.type):
         return None
@@ -534,7 +549,10 @@ def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> No
             scale = outer[found.scale]
             if found.divide:
                 scale = arith.DivFOp(arith.ConstantOp(element, 1.0).result, scale).result
-        operands = [outer[found.query], outer[found.key], outer[found.value], scale]
+        # another query row than the last loop: Q, K and V transposed to [P.., S, D]
+        order = found.rows.perm + [len(found.rows.perm)]
+        operands = [_transposed(outer[v], order)
+                    for v in (found.query, found.key, found.value)] + [scale]
         attributes = {"operandSegmentSizes": ir.DenseI32ArrayAttr.get(
             [1, 1, 1, 1, int(found.mask is not None), int(found.offset is not None)])}
         if found.mask is not None:
@@ -550,7 +568,21 @@ def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> No
         for name in ("names", "workgroup", "shared", "device"):
             if name in compute.attributes:
                 attributes[name] = compute.attributes[name]
-        attention = ir.Operation.create("cir.attention", results=[compute.results[0].type],
+        result_type = ir.RankedTensorType(compute.results[0].type)
+        logical = ir.RankedTensorType.get(found.rows.logical_shape(list(result_type.shape)),
+                                          result_type.element_type)
+        attention = ir.Operation.create("cir.attention", results=[logical],
                                         operands=operands, attributes=attributes)
-    compute.results[0].replace_all_uses_with(attention.results[0])
+        result = _transposed(attention.results[0], [order.index(a) for a in range(len(order))])
+    compute.results[0].replace_all_uses_with(result)
     compute.erase()
+
+
+def _transposed(value: ir.Value, order: list) -> ir.Value:
+    """`value` with its axes in `order` (linalg.transpose), itself for the identity."""
+    if order == sorted(order):
+        return value
+    type_ = ir.RankedTensorType(value.type)
+    shape = [list(type_.shape)[a] for a in order]
+    empty = tensor.EmptyOp(shape, type_.element_type).result
+    return linalg.transpose(value, outs=[empty], permutation=order).results[0]

@@ -167,3 +167,38 @@ def _online_literal(q, k, v, old, new):
         o = (o if "o = o" in new else scale * o) + np.exp(sj - m_new) * vj
         m = m_new
     return o / l
+
+
+TRANSFORMER_LAYOUT = """
+let attn = compute(q, k, v) {
+    @kernel flash_attention
+    for b in 0..batch, i in 0..seq, h in 0..num_heads, d in 0..head_dim:
+        var m = -inf
+        var l = 0.0
+        var o = 0.0
+        for j in 0..seq:
+            let s = dot(q[b, i, h], k[b, j, h / GROUP]) / sqrt(head_dim)
+            let m_new = max(m, s)
+            let scale = exp(m - m_new)
+            l = scale * l + exp(s - m_new)
+            o = scale * o + exp(s - m_new) * v[b, j, h / GROUP, d]
+            m = m_new
+        out[b, i, h, d] = o / l
+}
+"""
+
+
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_transformer_layout_is_raised(rng, group):
+    """The transformer block's form (tests/programs/transformer/): the query row is the
+    second loop of four, q and k indexed [b, i, h] and [b, j, h]: raised, with Q, K and V
+    transposed to [b, h, i, d] around the attention."""
+    prog = zynml.compile(TRANSFORMER_LAYOUT.replace("GROUP", str(group)), device="cpu")
+    q = rng.standard_normal((2, 7, 4, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 7, 4 // group, 8)).astype(np.float32) for _ in range(2))
+    text = linalg_text(prog, q=q, k=k, v=v)
+    assert "zynml_attention_out" in text and "linalg.transpose" in text and "scf.for" not in text
+    heads_first = lambda a: a.transpose(0, 2, 1, 3)  # noqa: E731
+    expected = grouped_reference(heads_first(q), heads_first(k), heads_first(v),
+                                 scale=1 / np.sqrt(8))
+    assert_close(prog(q=q, k=k, v=v)["attn"], heads_first(expected))

@@ -1,5 +1,5 @@
-"""Index forms cir-raise-attention reads on `Terms` trees: the causal comparison and the
-key/value head index of grouped-query attention.
+"""Index forms cir-raise-attention reads on `Terms` trees: the causal comparison, the
+key/value head index of grouped-query attention, and which output loop is the query row.
 
     causal_offset(`j <= i + cache_start - 1`, i)  -> (-1, ("free", n))   n: cache_start
     kv_divisor(`h / 4`, ("P", 1))                 -> 4
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["causal_offset", "kv_divisor"]
+__all__ = ["RowOrder", "causal_offset", "kv_divisor"]
 
 # arith.cmpi's signed predicates (index comparisons are signed: `i - 2` may be negative)
 _SIGNED = {"2 : i64": "slt", "3 : i64": "sle", "4 : i64": "sgt", "5 : i64": "sge"}
@@ -85,3 +85,29 @@ def kv_divisor(tree: tuple, loop: tuple) -> Optional[int]:
                 divisor[1] >= 1:
             return divisor[1]
     return None
+
+
+class RowOrder(list):
+    """The output's row loops (("P", axis) trees) in attention's order, lead.. then the
+    query row i, which need not be the last of the output's: the transformer block's
+    `out[b, i, h, d]` reads `q[b, i, h]` and `k[b, j, h]`, rows (b, h, i). `perm[k]`
+    is the output axis of the k-th; `physical` puts trees in that order back."""
+
+    def __init__(self, rank: int, row_axis: int):
+        self.perm = [a for a in range(rank - 1) if a != row_axis] + [row_axis]
+        super().__init__(("P", a) for a in self.perm)
+
+    @property
+    def identity(self) -> bool:
+        return self.perm == sorted(self.perm)
+
+    def physical(self, logical: list) -> list:
+        """Trees given in attention's order (lead.., i) -> in the tensors' order."""
+        out = [None] * len(logical)
+        for k, axis in enumerate(self.perm):
+            out[axis] = logical[k]
+        return out
+
+    def logical_shape(self, shape: list) -> list:
+        """A tensor's shape in the output's axis order -> in attention's ([P.., S, D])."""
+        return [shape[a] for a in self.perm] + list(shape[len(self.perm):])

@@ -198,7 +198,7 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
         return None
     causal_ok, causal = _causal([writers["max"], writers["sum"], out_op], runtime)
     groups = _kv_groups(query, key, value)
-    if not causal_ok or groups is None:
+    if not causal_ok or groups is None or not _reads_in_order(writers["scores"], out_op, groups):
         return None
     mask_dims = []
     if mask is not None:
@@ -208,6 +208,25 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
     order = {op: n for n, op in enumerate(generics)}
     ops.sort(key=lambda op: order[op])
     return Group(ops, query, key, value, mask, mask_dims, scale, out, causal, groups)
+
+
+def _reads_in_order(scores: ir.Operation, out_op: ir.Operation, groups: list) -> bool:
+    """The scores generic reads Q at (p.., i, d) and K at (p../g.., j, d), the out generic
+    V at (p../g.., j, e), as the lowering writes them: the kernels index the buffers so
+    (a transpose folded into these maps would be read wrong)."""
+    n = len(groups)
+    dim = ir.AffineDimExpr.get
+    lead = [dim(a) if g == 1 else
+            ir.AffineExpr.get_floor_div(dim(a), ir.AffineConstantExpr.get(g))
+            for a, g in enumerate(groups)]
+
+    def maps(op):
+        return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    q_map, k_map = maps(scores)[:2]
+    v_map = maps(out_op)[3]
+    return list(q_map.results) == [dim(a) for a in range(n)] + [dim(n), dim(n + 2)] and \
+        list(k_map.results) == lead + [dim(n + 1), dim(n + 2)] and \
+        list(v_map.results) == lead + [dim(n + 2), dim(n + 1)]
 
 
 def _kv_groups(query: ir.Value, key: ir.Value, value: ir.Value) -> Optional[list]:
