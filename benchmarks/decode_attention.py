@@ -31,7 +31,6 @@ ZynML runs the step two ways (`--via`):
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -70,11 +69,7 @@ SIZES = ["batch", "heads", "seq_len", "keys", "head_dim"]  # pinned static: a fi
 QUEUE_CYCLES = 400_000
 
 
-def _program(steps: int, require_device: bool):
-    # Until integer inputs stop being part of an executable's signature, each new
-    # cache_start is a specialization (read from the disk cache, not compiled): let the
-    # loop have them all rather than turn the sizes dynamic after the default cap.
-    os.environ.setdefault("ZYNML_SPECIALIZATION_LIMIT", str(steps + 16))
+def _program(require_device: bool):
     import zynml
     return zynml.compile(SOURCE, device="cuda:0", static=SIZES, require_device=require_device)
 
@@ -85,7 +80,7 @@ def _shapes(batch: int, steps: int) -> dict:
 
 
 def compile_only(batches: list[int], steps: int) -> None:
-    prog = _program(steps, require_device=False)
+    prog = _program(require_device=False)
     for batch in batches:
         arrays = {n: np.zeros(s, np.float16) for n, s in _shapes(batch, steps).items()}
         prog.artifact(cache_start=np.int64(0), **arrays)
@@ -134,7 +129,12 @@ def _step_function(prog, via: str, q, k, v, steps: int, folder: Path):
 def run(batches: list[int], steps: int, warmup: int, via: str) -> None:
     import torch
     import torch.nn.functional as F
-    prog = _program(steps, require_device=True)
+    prog = _program(require_device=True)
+    if via == "program":
+        # each new cache_start is an executable of its own as long as integer inputs are
+        # part of the signature: past the cap, the sizes would turn dynamic
+        print(f"# note: run --via program with ZYNML_SPECIALIZATION_LIMIT={steps + 16} "
+              "(zynml/knobs.py) or more")
     folder = Path(tempfile.mkdtemp(prefix="decode_attention_"))
     print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}; "
           f"{steps} steps, {HEADS} query heads, {KV_HEADS} KV heads, head dim {HEAD_DIM}, "
