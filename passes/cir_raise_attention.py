@@ -13,13 +13,27 @@ flash-attention kernel). Anything else is left alone and lowered from its body.
 The condition, the same tree in the three loops, is one of
   * `mask[i, j]`: a bool input indexed by the loops (p.., i, j)       -> `mask_dims`
   * `j <= i + c`: causal, c a constant (0: the diagonal; c > 0: a KV cache's earlier
-    keys, the device API's `cache_start + i` with a known start)     -> `causal_offset`
-  * both, joined by `and` (either order).
-The causal comparison is read as a linear form: `<=`, `<`, `>=` or `>` between sums and
-differences of i, j and integer constants, so `j <= i`, `j < i + 1`, `i >= j`,
-`j <= i + 3` and `j < i - 1` are all recognised; it must keep j at most i plus a constant
-(`j >= i` is not causal). An offset that is not a constant (a scalar input such as
-`cache_start`) is not recognised: that body is lowered as written.
+    keys)                                                              -> `causal_offset`
+  * `j <= i + c + s`: s an integer scalar input (a KV cache's `cache_start`), read at
+    run time                                  -> the `offset` operand, c in `causal_offset`
+  * a mask and a causal comparison, joined by `and` (either order).
+The causal comparison is read as a linear form (zynml/lowering/attention_forms.py): `<=`,
+`<`, `>=` or `>` between sums and differences of i, j, integer constants and at most one
+scalar input, so `j <= i`, `j < i + 1`, `i >= j`, `j <= i + 3`, `j < i - 1` and
+`j <= cache_start + i - 2` are all recognised; it must keep j at most i plus a constant
+plus the input (`j >= i`, `j <= i - cache_start`, `j <= i + 2 * cache_start` are not).
+
+K and V may be read at `h / g` instead of `h` along a leading axis, g a constant (the
+same for both, and g times K's extent Q's): grouped-query attention, `kv_group`. A group
+that is a scalar input is not recognised (nothing ties it to K's extent but the bounds
+of its loads): that body is lowered as written.
+
+Besides the three loops, the online softmax written per element (docs/language.md: one
+key loop carrying the running max m, sum l and output o, `out = o / l`) and the spec's
+flash attention (its tile form, rewritten per point: an online softmax over key blocks)
+are attention exactly, and raised too. The query row need not be the output's last loop
+but one: the transformer block's `out[b, i, h, d]` reads `q[b, i, h]`, `k[b, j, h]`; Q, K
+and V are then transposed to [P.., S, D] (linalg.transpose) around the cir.attention.
 
 Runs after cir-shape-propagation: loop bounds and shapes must be static, so that the
 raised op's shapes can be checked against the loops.
@@ -29,6 +43,9 @@ raised op's shapes can be checked against the loops.
     %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 2, 3>, ...}
   and `if j <= i:` instead of the mask becomes
     %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 0 : i64, ...}
+  and `if j <= i + cache_start:` with K[b, h / 4, j, d] becomes
+    %o = "cir.attention"(%q, %k, %v, %scale, %cache_start) {causal_offset = 0 : i64,
+           kv_group = array<i64: 1, 4>, ...}
 """
 from __future__ import annotations
 
@@ -36,8 +53,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
-from mlir.dialects import arith
+from mlir.dialects import arith, linalg, tensor
 
+from ..lowering.attention_forms import RowOrder, causal_offset, kv_divisor
 from ..lowering.cir_ops import body_of, compute_ops, func_by_name, ops_in
 from ..lowering.cir_terms import Terms, evaluate, float_const, shifted
 
@@ -60,7 +78,10 @@ class _Attention:
     mask_dims: list[int]
     scale: float | ir.Value  # a number, or a scalar input the scores are multiplied by
     divide: bool             # the scores are divided by `scale` (it is a scalar input)
-    causal: Optional[int] = None  # key j allowed only when j <= i + causal
+    groups: list[int]        # per leading axis: K and V read head p / group there
+    causal: Optional[int] = None  # key j allowed only when j <= i + causal (+ offset)
+    offset: Optional[ir.Value] = None  # an integer scalar input added to `causal`
+    rows: Optional[RowOrder] = None  # the output's row loops, the query row last
 
 
 def run(module: ir.Operation, options: Options) -> None:
@@ -101,10 +122,15 @@ def _match(compute: ir.Operation, body: ir.Operation) -> Optional[_Attention]:
                 loop.regions[0].blocks[0].arguments[0] != index:
             return None
         terms.name(index, ("E",) if axis == rank - 1 else ("P", axis))
-    rows = [("P", axis) for axis in range(rank - 1)]
     stored = terms.of(store.operands[0])
-    return _match_output(terms, stored, rows, out_shape) or \
-        _match_flash(terms, stored, rows, out_shape)
+    for row_axis in reversed(range(rank - 1)):  # the query row: the last loop, or another
+        rows = RowOrder(rank, row_axis)
+        found = _match_output(terms, stored, rows, out_shape) or \
+            _match_online(terms, stored, rows, out_shape) or \
+            _match_flash(terms, stored, rows, out_shape)
+        if found is not None:
+            return found
+    return None
 
 
 def _match_output(terms: Terms, tree: tuple, rows: list,
@@ -119,7 +145,7 @@ def _match_output(terms: Terms, tree: tuple, rows: list,
     if added is None:
         return None
     for weight, value_load in _either(added, "arith.mulf"):
-        value = _load_of(terms, value_load, rows[:-1] + [("iv", 0), ("E",)])
+        value = _kv_load_of(terms, value_load, rows, ("iv", 0), ("E",))
         weights = _match_weight(weight)
         if value is None or weights is None:
             continue
@@ -129,14 +155,61 @@ def _match_output(terms: Terms, tree: tuple, rows: list,
             continue
         found = _match_score(terms, score, rows)
         condition = _match_condition(terms, cond, rows)
-        if found is None or condition is None:
+        if found is None or condition is None or found[4] != value[1]:
             continue
-        query, key, scale, divide = found
-        mask_value, mask_dims, causal = condition
-        attention = _Attention(query, key, value, mask_value, mask_dims, scale, divide,
-                               causal)
+        query, key, scale, divide, groups = found
+        mask_value, mask_dims, causal, offset = condition
+        attention = _Attention(query, key, value[0], mask_value, mask_dims, scale, divide,
+                               groups, causal, offset, rows)
         if _shapes_agree(attention, keys, out_shape):
             return attention
+    return None
+
+
+def _match_online(terms: Terms, tree: tuple, rows: list,
+                  out_shape: list[int]) -> Optional[_Attention]:
+    """`tree` = o / l after the online softmax written per element (docs/language.md):
+    one loop over every key j carrying m = -inf, l = 0, o = 0, whose body is
+
+        m_new = max(m, score(j))
+        l     = exp(m - m_new) * l + exp(score(j) - m_new)
+        o     = exp(m - m_new) * o + exp(score(j) - m_new) * V[.., j, e]
+        m     = m_new
+
+    which is attention exactly (one pass instead of three)."""
+    if tree[0] != "arith.divf" or tree[2][0] != "for" or tree[3][0] != "for" or \
+            tree[2][:5] != tree[3][:5] or tree[2][6] != tree[3][6]:
+        return None
+    loop = tree[2]
+    o_k, l_k, yields = loop[5], tree[3][5], loop[6]
+    if loop[1] != ("const", 0, "index") or loop[2][0] != "const" or \
+            loop[3] != ("const", 1, "index") or len(loop[4]) != 3 or o_k == l_k:
+        return None
+    m_k = ({0, 1, 2} - {o_k, l_k}).pop()
+    inits = loop[4]
+    if not (float_const(inits[o_k], 0.0) and float_const(inits[l_k], 0.0) and
+            float_const(inits[m_k], float("-inf"))):
+        return None
+    m_acc, l_acc, o_acc = ("acc", 0, m_k), ("acc", 0, l_k), ("acc", 0, o_k)
+    m_new = yields[m_k]
+    score = next((s for m, s in _either(m_new, "arith.maximumf") if m == m_acc), None)
+    found = _match_score(terms, score, rows) if score else None
+    if found is None:
+        return None
+    alpha = ("math.exp", ("arith.subf", m_acc, _strip(m_new)))
+    weight = ("math.exp", ("arith.subf", _strip(score), _strip(m_new)))
+    added = _rescaled(yields[l_k], alpha, l_acc)
+    weighted = _rescaled(yields[o_k], alpha, o_acc)
+    if added is None or weighted is None or _strip(added) != weight:
+        return None
+    query, keys, scale, divide, groups = found
+    for w, value_load in _either(weighted, "arith.mulf"):
+        value = _kv_load_of(terms, value_load, rows, ("iv", 0), ("E",))
+        if _strip(w) == weight and value is not None and value[1] == groups:
+            attention = _Attention(query, keys, value[0], None, [], scale, divide, groups,
+                                   rows=rows)
+            if _shapes_agree(attention, loop[2][1], out_shape):
+                return attention
     return None
 
 
@@ -195,12 +268,12 @@ def _match_flash(terms: Terms, tree: tuple, rows: list,
     value = None
     for w, value_load in _either(_sum_with_acc(_guarded(pv[1])[1]) or (), "arith.mulf"):
         if _strip(w) == weight:
-            value = _load_of(terms, value_load, rows[:-1] + [key, ("E",)])
-    if value is None:
+            value = _kv_load_of(terms, value_load, rows, key, ("E",))
+    query, keys, scale, divide, groups = found
+    if value is None or value[1] != groups:
         return None
-    query, keys, scale, divide = found
     visited = min([-(-upper[1] // step[1]) * step[1]] + bounds + pv_guard[1])
-    attention = _Attention(query, keys, value, None, [], scale, divide)
+    attention = _Attention(query, keys, value[0], None, [], scale, divide, groups, rows=rows)
     return attention if _shapes_agree(attention, visited, out_shape) else None
 
 
@@ -270,8 +343,8 @@ def _is_sum_loop(tree: tuple, keys: int, cond, score: tuple, row_max: tuple) -> 
 
 
 def _match_score(terms: Terms, tree: tuple, rows: list, key: tuple = ("iv", 0)):
-    """dot(Q[.., i, :], K[.., key, :]) [* or / scale] -> (Q, K, scale, divide); `key` as
-    read where the score is computed."""
+    """dot(Q[.., i, :], K[.., key, :]) [* or / scale] -> (Q, K, scale, divide, groups);
+    `key` as read where the score is computed; K's leading indices p or p / group."""
     candidates = [(tree, 1.0, False)]
     if tree[0] in ("arith.mulf", "arith.divf"):
         for dot, factor in (_either(tree, tree[0]) if tree[0] == "arith.mulf"
@@ -291,71 +364,47 @@ def _match_score(terms: Terms, tree: tuple, rows: list, key: tuple = ("iv", 0)):
         if added is None or added[0] != "arith.mulf":
             continue
         for q_load, k_load in _either(added, "arith.mulf"):
-            query = _load_of(terms, q_load, rows + [("iv", 0)])
-            keys = _load_of(terms, k_load, rows[:-1] + [shifted(key), ("iv", 0)])
+            query = _load_of(terms, q_load, rows.physical(list(rows)) + [("iv", 0)])
+            keys = _kv_load_of(terms, k_load, rows, shifted(key), ("iv", 0))
             if query is not None and keys is not None and \
-                    _dim(query, -1) == loop[0] == _dim(keys, -1):
-                return query, keys, scale, divide
+                    _dim(query, -1) == loop[0] == _dim(keys[0], -1):
+                return query, keys[0], scale, divide, keys[1]
     return None
 
 
 def _match_condition(terms: Terms, cond, rows: list):
     """No condition, a mask, a causal comparison, or a mask and a causal comparison joined
-    by `and` -> (mask, mask_dims, causal offset or None); None for anything else."""
+    by `and` -> (mask, mask_dims, causal offset or None, the scalar input added to it or
+    None); None for anything else."""
     if cond is None:
-        return None, [], None
-    offset = _causal_offset(cond, rows[-1])
+        return None, [], None, None
+    offset = _causal(terms, cond, rows[-1])
     if offset is not None:
-        return None, [], offset
+        return (None, []) + offset
     mask = _match_mask(terms, cond, rows)
     if mask is not None:
-        return mask + (None,)
+        return mask + (None, None)
     if cond[0] == "arith.andi":
         for causal, masked in ((cond[2], cond[3]), (cond[3], cond[2])):
-            offset = _causal_offset(causal, rows[-1])
+            offset = _causal(terms, causal, rows[-1])
             mask = _match_mask(terms, masked, rows)
             if offset is not None and mask is not None:
-                return mask + (offset,)
+                return mask + offset
     return None
 
 
-# arith.cmpi's signed predicates (index comparisons are signed: `i - 2` may be negative)
-_SIGNED = {"2 : i64": "slt", "3 : i64": "sle", "4 : i64": "sgt", "5 : i64": "sge"}
-
-
-def _causal_offset(cond: tuple, row: tuple) -> Optional[int]:
-    """`j <= i + c` in any arrangement of sums and differences of i, j and integer
-    constants on either side of <=, <, >= or > -> c; None when `cond` is not that."""
-    name = _SIGNED.get(dict(cond[1]).get("predicate")) if cond[0] == "arith.cmpi" else None
-    lhs, rhs = (_linear(t, row) for t in cond[2:4]) if name else (None, None)
-    if lhs is None or rhs is None:
+def _causal(terms: Terms, cond: tuple, row: tuple):
+    """`j <= i + c [+ s]` -> (c, s or None), s an integer scalar input; None otherwise."""
+    found = causal_offset(cond, row)
+    if found is None:
         return None
-    if name in ("sge", "sgt"):  # a >= b is b <= a
-        lhs, rhs = rhs, lhs
-    diff = {term: lhs.get(term, 0) - rhs.get(term, 0) for term in ("i", "j", 1)}
-    if name in ("slt", "sgt"):  # over the integers, a < b is a - b + 1 <= 0
-        diff[1] += 1
-    if diff["j"] != 1 or diff["i"] != -1:  # j - i + k <= 0 is j <= i - k
+    constant, scalar = found
+    if scalar is None:
+        return constant, None
+    value = terms.free[scalar[1]]
+    if not _is_input(value) or not isinstance(value.type, (ir.IntegerType, ir.IndexType)):
         return None
-    return -diff[1]
-
-
-def _linear(tree: tuple, row: tuple) -> Optional[dict]:
-    """An index tree built of the row loop's i, the key loop's j, integer constants,
-    `+` and `-` -> its coefficients {"i": .., "j": .., 1: constant}; None otherwise."""
-    if tree == row:
-        return {"i": 1}
-    if tree == ("iv", 0):
-        return {"j": 1}
-    if tree[0] == "const" and tree[2] == "index" and isinstance(tree[1], int):
-        return {1: tree[1]}
-    if tree[0] not in ("arith.addi", "arith.subi"):
-        return None
-    a, b = _linear(tree[2], row), _linear(tree[3], row)
-    if a is None or b is None:
-        return None
-    sign = 1 if tree[0] == "arith.addi" else -1
-    return {term: a.get(term, 0) + sign * b.get(term, 0) for term in set(a) | set(b)}
+    return constant, value
 
 
 def _match_mask(terms: Terms, cond, rows: list):
@@ -374,8 +423,11 @@ def _shapes_agree(found: _Attention, keys: int, out_shape: list[int]) -> bool:
     """The loops cover exactly the tensors cir.attention reads and writes."""
     shape = {name: list(ir.RankedTensorType(v.type).shape)
              for name, v in (("q", found.query), ("k", found.key), ("v", found.value))}
-    lead = out_shape[:-2]
-    ok = shape["q"][:-1] == out_shape[:-1] and shape["k"][:-2] == lead and \
+    out_shape = found.rows.logical_shape(out_shape)
+    shape = {name: found.rows.logical_shape(s) for name, s in shape.items()}
+    lead = [extent // g for extent, g in zip(out_shape[:-2], found.groups)]
+    ok = all(extent % g == 0 for extent, g in zip(out_shape[:-2], found.groups)) and \
+        shape["q"][:-1] == out_shape[:-1] and shape["k"][:-2] == lead and \
         shape["v"][:-2] == lead and shape["k"][-2] == keys == shape["v"][-2] and \
         shape["v"][-1] == out_shape[-1]
     types = {str(ir.RankedTensorType(v.type).element_type)
@@ -433,6 +485,24 @@ def _load_of(terms: Terms, tree: tuple, indices: list) -> Optional[ir.Value]:
     return tensor if _is_input(tensor) and _static(tensor.type) else None
 
 
+def _kv_load_of(terms: Terms, tree: tuple, rows: RowOrder, key: tuple, last: tuple):
+    """The input that `tree` loads at the rows with `key` for the query row (the leading
+    ones as they are or divided by groups), then `last` -> (it, groups), groups: per
+    leading axis, the constant the loop is divided by (1: read as is)."""
+    lead = list(rows[:-1])
+    indices = rows.physical(lead + [key]) + [last]
+    if tree[0] != "cir.load" or tree[2][0] != "free" or len(tree) != 3 + len(indices):
+        return None
+    read = list(tree[3:])
+    if any(read[a] != indices[a] for a in (rows.perm[-1], len(indices) - 1)):
+        return None
+    groups = [kv_divisor(read[axis], loop) for axis, loop in zip(rows.perm, lead)]
+    tensor = terms.free[tree[2][1]]
+    if None in groups or not _is_input(tensor) or not _static(tensor.type):
+        return None
+    return tensor, groups
+
+
 # ---------------------------------------------------------------- IR helpers
 
 def _enclosing_loops(op: ir.Operation, body: ir.Operation) -> list[ir.Operation]:
@@ -479,19 +549,40 @@ def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> No
             scale = outer[found.scale]
             if found.divide:
                 scale = arith.DivFOp(arith.ConstantOp(element, 1.0).result, scale).result
-        operands = [outer[found.query], outer[found.key], outer[found.value], scale]
+        # another query row than the last loop: Q, K and V transposed to [P.., S, D]
+        order = found.rows.perm + [len(found.rows.perm)]
+        operands = [_transposed(outer[v], order)
+                    for v in (found.query, found.key, found.value)] + [scale]
         attributes = {"operandSegmentSizes": ir.DenseI32ArrayAttr.get(
-            [1, 1, 1, 1, 1 if found.mask is not None else 0])}
+            [1, 1, 1, 1, int(found.mask is not None), int(found.offset is not None)])}
         if found.mask is not None:
             operands.append(outer[found.mask])
             attributes["mask_dims"] = ir.DenseI64ArrayAttr.get(found.mask_dims)
+        if found.offset is not None:
+            operands.append(outer[found.offset])
         if found.causal is not None:
             attributes["causal_offset"] = ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(64), found.causal)
+        if any(g != 1 for g in found.groups):
+            attributes["kv_group"] = ir.DenseI64ArrayAttr.get(found.groups)
         for name in ("names", "workgroup", "shared", "device"):
             if name in compute.attributes:
                 attributes[name] = compute.attributes[name]
-        attention = ir.Operation.create("cir.attention", results=[compute.results[0].type],
+        result_type = ir.RankedTensorType(compute.results[0].type)
+        logical = ir.RankedTensorType.get(found.rows.logical_shape(list(result_type.shape)),
+                                          result_type.element_type)
+        attention = ir.Operation.create("cir.attention", results=[logical],
                                         operands=operands, attributes=attributes)
-    compute.results[0].replace_all_uses_with(attention.results[0])
+        result = _transposed(attention.results[0], [order.index(a) for a in range(len(order))])
+    compute.results[0].replace_all_uses_with(result)
     compute.erase()
+
+
+def _transposed(value: ir.Value, order: list) -> ir.Value:
+    """`value` with its axes in `order` (linalg.transpose), itself for the identity."""
+    if order == sorted(order):
+        return value
+    type_ = ir.RankedTensorType(value.type)
+    shape = [list(type_.shape)[a] for a in order]
+    empty = tensor.EmptyOp(shape, type_.element_type).result
+    return linalg.transpose(value, outs=[empty], permutation=order).results[0]

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from mlir import ir
 
 from ..lowering import cir_ops
-from ..lowering.cir_ops import (body_of, compute_ops, entry_block, func_by_name, i64_array,
-                      is_body_function, ops_in, out_args, string_attr, top_level_funcs)
+from ..lowering.cir_ops import (attention_operands, body_of, compute_ops, entry_block,
+                                func_by_name, i64_array, is_body_function, ops_in, out_args,
+                                string_attr, top_level_funcs)
 from .pipeline import fail
 from ..dialects.cir import REDUCE_OPS
 from ..limits import MAX_VALUE_DEPTH
@@ -239,7 +240,7 @@ def _check_indexing(op: ir.Operation, source: ir.Value, indices: list, element: 
 
 
 def _check_attention(op: ir.Operation) -> None:
-    query, key, value, scale, *mask = op.operands
+    query, key, value, scale, mask, offset = attention_operands(op)
     types = [v.type for v in (query, key, value)] + [op.results[0].type]
     if not all(isinstance(t, ir.RankedTensorType) for t in types):
         raise fail(op.location, "'cir.attention' takes and gives ranked tensors")
@@ -252,10 +253,16 @@ def _check_attention(op: ir.Operation) -> None:
     if len(elements) != 1 or not isinstance(ir.RankedTensorType(types[0]).element_type,
                                             ir.FloatType):
         raise fail(op.location, "'cir.attention' needs one float element type")
-    if k[:-2] != q[:-2] or v[:-2] != q[:-2] or k[-1] != q[-1] or v[-2] != k[-2] or \
+    groups = i64_array(op, "kv_group")
+    if groups is not None and (len(groups) != rank - 2 or any(g < 1 for g in groups)):
+        raise fail(op.location, "'cir.attention' kv_group needs one group >= 1 per leading "
+                                f"axis ({rank - 2})")
+    groups = groups or [1] * (rank - 2)
+    kv_lead = [extent * g for extent, g in zip(k[:-2], groups)]
+    if kv_lead != q[:-2] or v[:-2] != k[:-2] or k[-1] != q[-1] or v[-2] != k[-2] or \
             o != q[:-1] + v[-1:]:
         raise fail(op.location, f"'cir.attention' shapes do not agree: query {q}, key {k}, "
-                                f"value {v}, result {o}")
+                                f"value {v}, result {o}, kv_group {groups}")
     if not isinstance(scale.type, ir.FloatType):
         raise fail(op.location, "'cir.attention' scale must be a float")
     causal = op.attributes["causal_offset"] if "causal_offset" in op.attributes else None
@@ -263,9 +270,14 @@ def _check_attention(op: ir.Operation) -> None:
                                    str(causal.type) == "i64"):
         raise fail(op.location, "'cir.attention' causal_offset must be an i64 integer "
                                 "(key j allowed when j <= i + causal_offset)")
-    if mask:
+    if offset is not None and (causal is None or
+                               not isinstance(offset.type, (ir.IntegerType, ir.IndexType))):
+        raise fail(op.location, "'cir.attention' offset must be an integer or index scalar, "
+                                "with causal_offset (key j allowed when j <= i + offset + "
+                                "causal_offset)")
+    if mask is not None:
         dims = i64_array(op, "mask_dims")
-        mask_type = mask[0].type
+        mask_type = mask.type
         loops = q[:-1] + [k[-2]]
         if dims is None or not isinstance(mask_type, ir.RankedTensorType) or \
                 str(ir.RankedTensorType(mask_type).element_type) != "i1" or \

@@ -138,6 +138,47 @@ let attn = compute({inputs}) {{
 """
 
 
+def decode_attention(group: str = "1", condition: str = "j <= i + cache_start",
+                     inputs: str = "Q, K, V, cache_start") -> str:
+    """conditioned_attention with K and V read at head `h / group` (grouped-query
+    attention: K and V have heads / group heads) and scores scaled by 0.125; the default
+    condition is causal with a run-time offset, the integer input `cache_start`."""
+    score = f"let score = dot(Q[b, h, i], K[b, h / {group}, j]) * 0.125"
+    return conditioned_attention(condition, inputs).replace(
+        "let score = dot(Q[b, h, i], K[b, h, j]) / sqrt(head_dim)", score).replace(
+        "V[b, h, j, d]", f"V[b, h / {group}, j, d]")
+
+
+def online_attention(group: str = "1") -> str:
+    """Attention as the online softmax written per element (docs/language.md), K and V
+    read at head `h / group`, scores scaled by 0.125."""
+    return f"""
+let attn = compute(Q, K, V) {{
+    @kernel flash_attention
+    for b in 0..batch, h in 0..heads, i in 0..sq, d in 0..dv:
+        var m = -inf
+        var l = 0.0
+        var o = 0.0
+        for j in 0..sk:
+            let s = dot(Q[b, h, i], K[b, h / {group}, j]) * 0.125
+            let m_new = max(m, s)
+            let scale = exp(m - m_new)
+            l = scale * l + exp(s - m_new)
+            o = scale * o + exp(s - m_new) * V[b, h / {group}, j, d]
+            m = m_new
+        out[b, h, i, d] = o / l
+}}
+"""
+
+
+def grouped_reference(q, k, v, mask=None, scale=0.125):
+    """attention_reference with each group of q's heads (axis 1) reading one head of k
+    and v (grouped-query attention), in float64."""
+    group = q.shape[1] // k.shape[1]
+    return attention_reference(q, np.repeat(k, group, axis=1), np.repeat(v, group, axis=1),
+                               mask, scale=scale)
+
+
 def causal(rows: int, keys: int, offset: int = 0):
     """allowed[i, j] = j <= i + offset: causal attention's mask."""
     return np.arange(keys)[None, :] <= np.arange(rows)[:, None] + offset

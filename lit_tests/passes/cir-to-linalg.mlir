@@ -707,7 +707,7 @@ func.func private @row_sums_body(%m: tensor<4x8xf32>, %rows: index, %cols: index
 // CHECK: return [[R]]
 func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tensor<2x5x6xf16>) -> tensor<2x3x6xf16> {
   %scale = arith.constant 0.5 : f16
-  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf16>, tensor<2x5x4xf16>, tensor<2x5x6xf16>, f16) -> tensor<2x3x6xf16>
+  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf16>, tensor<2x5x4xf16>, tensor<2x5x6xf16>, f16) -> tensor<2x3x6xf16>
   return %o : tensor<2x3x6xf16>
 }
 
@@ -737,8 +737,51 @@ func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tenso
 // CHECK: arith.cmpi sle, [[OJ]], [[OLIMIT]] : index
 func.func @attention_causal(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<2x3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
   return %o : tensor<2x3x6xf32>
+}
+
+// -----
+
+// Decode attention: a run-time causal offset (the 0-d input it is extracted from becomes
+// the last input of the max, sum and out generics, j <= i + 1 + start) and grouped-query
+// attention (kv_group 4: K and V read at head h floordiv 4).
+// CHECK-DAG: [[KV:#map[0-9]*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d3, d4)>
+// CHECK-DAG: [[V:#map[0-9]*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d4, d3)>
+// CHECK-DAG: [[SCALAR:#map[0-9]*]] = affine_map<(d0, d1, d2, d3) -> ()>
+// CHECK-LABEL: func.func @attention_decode(
+// CHECK: indexing_maps = [#{{.*}}, [[KV]], #{{.*}}]{{.*}}library_call = "zynml_attention_scores"} ins(%arg0, %arg1 : tensor<1x8x1x4xf16>, tensor<1x2x9x4xf16>)
+// CHECK: library_call = "zynml_attention_max"} ins(%{{.*}}, %arg3 : tensor<1x8x1x9xf32>, tensor<i64>){{.*}} attrs =  {zynml.causal_offset = 1 : i64, zynml.runtime_offset}
+// CHECK: ^bb0(%{{[a-z0-9_]+}}: f32, [[START:%[a-z0-9_]+]]: i64, %{{[a-z0-9_]+}}: f32):
+// CHECK: [[I:%[0-9]+]] = linalg.index 2 : index
+// CHECK: [[J:%[0-9]+]] = linalg.index 3 : index
+// CHECK: [[SHIFTED:%[0-9]+]] = arith.addi [[I]], %{{.*}} : index
+// CHECK: [[S:%[0-9]+]] = arith.index_cast [[START]] : i64 to index
+// CHECK: [[LIMIT:%[0-9]+]] = arith.addi [[SHIFTED]], [[S]] : index
+// CHECK: arith.cmpi sle, [[J]], [[LIMIT]] : index
+// CHECK: library_call = "zynml_attention_sum"} ins(%{{.*}}, %{{.*}}, %arg3 : {{.*}}) {{.*}}zynml.runtime_offset
+// CHECK: indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}, [[V]], [[SCALAR2:#map[0-9]*]], #{{.*}}]{{.*}}library_call = "zynml_attention_out"} ins(%{{.*}}, %{{.*}}, %{{.*}}, %arg2, %arg3 : {{.*}}) {{.*}}zynml.runtime_offset
+func.func @attention_decode(%q: tensor<1x8x1x4xf16>, %k: tensor<1x2x9x4xf16>, %v: tensor<1x2x9x4xf16>, %start: tensor<i64>) -> tensor<1x8x1x4xf16> {
+  %scale = arith.constant 0.5 : f32
+  %s = tensor.extract %start[] : tensor<i64>
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 1 : i64, kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<1x8x1x4xf16>, tensor<1x2x9x4xf16>, tensor<1x2x9x4xf16>, f32, i64) -> tensor<1x8x1x4xf16>
+  return %o : tensor<1x8x1x4xf16>
+}
+
+// -----
+
+// A run-time offset that is a scalar argument (index here), not a 0-d input's element,
+// reaches the generics as a 0-d tensor of its own.
+// CHECK-LABEL: func.func @attention_scalar_offset(
+// CHECK: [[T:%[a-z0-9_]+]] = tensor.from_elements %arg3 : tensor<index>
+// CHECK: library_call = "zynml_attention_max"} ins(%{{.*}}, [[T]] : tensor<3x5xf32>, tensor<index>){{.*}}zynml.runtime_offset
+// CHECK: ^bb0(%{{[a-z0-9_]+}}: f32, [[S:%[a-z0-9_]+]]: index, %{{[a-z0-9_]+}}: f32):
+// CHECK-NOT: arith.index_cast
+// CHECK: arith.addi %{{[0-9]+}}, [[S]] : index
+func.func @attention_scalar_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: index) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, index) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
 }
 
 // -----

@@ -124,7 +124,7 @@ func.func private @body(%a: tensor<4x4xf32>, %n: index, %out: tensor<4x4xf32>) a
 func.func @attention_shapes(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<2x3x5xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' shapes do not agree: query [2, 3, 4], key [2, 5, 4], value [2, 5, 6], result [2, 3, 5]}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x5xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x5xf32>
   return %o : tensor<2x3x5xf32>
 }
 
@@ -133,7 +133,7 @@ func.func @attention_shapes(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: te
 func.func @attention_mask(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %mask: tensor<5x3xi1>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' mask must be a bool tensor whose 'mask_dims' name, per axis, a loop of (p.., i, j) of the same extent}}
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<5x3xi1>) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<5x3xi1>) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -142,18 +142,56 @@ func.func @attention_mask(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5
 func.func @attention_causal_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' causal_offset must be an i64 integer (key j allowed when j <= i + causal_offset)}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 1 : i32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 1 : i32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
+}
+
+// -----
+
+// A run-time offset is added to causal_offset: without it, the op is not causal.
+func.func @attention_offset_alone(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: i64) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' offset must be an integer or index scalar, with causal_offset (key j allowed when j <= i + offset + causal_offset)}}
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, i64) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
+}
+
+// -----
+
+func.func @attention_offset_float(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: f32) -> tensor<3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' offset must be an integer or index scalar}}
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, f32) -> tensor<3x6xf32>
+  return %o : tensor<3x6xf32>
+}
+
+// -----
+
+// kv_group: K's heads times the group are Q's.
+func.func @attention_kv_group(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' shapes do not agree: query [8, 3, 4], key [2, 5, 4], value [2, 5, 6], result [8, 3, 6], kv_group [2]}}
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  return %o : tensor<8x3x6xf32>
+}
+
+// -----
+
+func.func @attention_kv_group_rank(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' kv_group needs one group >= 1 per leading axis (1)}}
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  return %o : tensor<8x3x6xf32>
 }
 
 // -----
 
 // A causal attention over more keys than queries (a KV cache of 2 earlier keys).
 // CHECK-LABEL: func.func @attention_causal_good(
-// CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>}
+// CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}
 func.func @attention_causal_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -161,6 +199,6 @@ func.func @attention_causal_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: t
 
 func.func @attention_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<3x5xi1>) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<3x5xi1>) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }

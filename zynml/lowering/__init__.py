@@ -2,6 +2,7 @@
 
     cir_ops             finding compute ops and body functions, reading attributes, walking
     cir_terms           loop bodies as hashable trees (cir-raise-attention compares them)
+    attention_forms     the causal comparison and K/V head index cir-raise-attention reads
     nest_lowering       a compute body's loop nest -> linalg named ops and generics
     generic_region      one generic's region from the body values it computes
     combiners           reductions' identities and argmin/argmax's select

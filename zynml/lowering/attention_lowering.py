@@ -11,7 +11,12 @@ also j <= i + c (the generics read i and j with linalg.index); a row with no all
 sums nothing: 0, as the spec's loops give. Each generic carries
 `library_call = "zynml_attention_<part>"`: linalg's way of saying "a library may run
 this"; the three that apply a causal condition also carry `zynml.causal_offset = c`
-(i64), so a backend taking the run as one kernel need not read their bodies. IREE and
+(i64), so a backend taking the run as one kernel need not read their bodies. A run-time
+offset (cir.attention's `offset` operand: j <= i + c + offset) is their last input, a
+0-d tensor (the scalar input's own where it is one, so a kernel reads it from there at
+run time), and they carry `zynml.runtime_offset`. With `kv_group` g, k and v are read at
+p / g along each leading axis (an affine floordiv): the query heads of a group share
+their key and value head, nothing is copied. IREE and
 the CPU run the generics; the CUDA backend finds the run of them
 (zynml/backend/cuda/strategies/attention.py) and launches one flash-attention kernel, so S, M
 and L never reach memory there.
@@ -21,20 +26,21 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg, math, tensor
 
-from .cir_ops import i64_array, int_attr
+from .cir_ops import attention_operands, defining_op, i64_array, int_attr, kv_group
 from .linalg_emit import iterator_attr
 
-__all__ = ["CAUSAL_OFFSET", "LIBRARY_CALL_PREFIX", "float_constant", "lower_attention",
-           "widened"]
+__all__ = ["CAUSAL_OFFSET", "LIBRARY_CALL_PREFIX", "RUNTIME_OFFSET", "float_constant",
+           "lower_attention", "widened"]
 
 LIBRARY_CALL_PREFIX = "zynml_attention_"
 CAUSAL_OFFSET = "zynml.causal_offset"  # on the max, sum and out generics of causal attention
+RUNTIME_OFFSET = "zynml.runtime_offset"  # ... whose last input is a run-time offset (0-d)
 
 
 def lower_attention(op: ir.Operation) -> ir.Value:
     """Emit the generics before `op`; return the value that replaces its result."""
-    query, key, value, scale, *rest = op.operands
-    mask = rest[0] if rest else None
+    query, key, value, scale, mask, offset = attention_operands(op)
+    groups = kv_group(op)
     mask_dims = (i64_array(op, "mask_dims") or []) if mask else []
     causal = int_attr(op, "causal_offset")
     q_shape = list(ir.RankedTensorType(query.type).shape)
@@ -46,9 +52,12 @@ def lower_attention(op: ir.Operation) -> ir.Value:
     n = len(lead)
     with ir.InsertionPoint(op), op.location:
         scale_acc = widened(scale, acc)
+        kv_lead = [ir.AffineDimExpr.get(a) if g == 1 else ir.AffineExpr.get_floor_div(
+            ir.AffineDimExpr.get(a), ir.AffineConstantExpr.get(g)) for a, g in enumerate(groups)]
+        offset_tensor = _zero_d(offset) if offset is not None else None
         scores = _generic(
             "scores", [query, key], _filled(lead + [rows, keys], acc, 0.0), n + 3,
-            [_dims(*range(n), n, n + 2), _dims(*range(n), n + 1, n + 2),
+            [_dims(*range(n), n, n + 2), kv_lead + _dims(n + 1, n + 2),
              _dims(*range(n + 2))], n + 2,
             lambda q, k, s: arith.AddFOp(s, arith.MulFOp(
                 arith.MulFOp(widened(q, acc), scale_acc).result,
@@ -58,36 +67,52 @@ def lower_attention(op: ir.Operation) -> ir.Value:
         inputs, maps = [scores], [scores_map]
         if mask is not None:
             inputs, maps = inputs + [mask], maps + [mask_map]
+        if offset_tensor is not None:  # read as the generics' last block argument
+            inputs, maps = inputs + [offset_tensor], maps + [[]]
+        run_time = [None]  # the offset's block argument in the generic being built
 
         def allowed(bit, key_dim, value, otherwise):
             """`value` where the mask's `bit` (None: no mask) and the causal condition
             between i (dim n) and j (dim `key_dim`) allow the score, else `otherwise`."""
-            condition = _causal_condition(causal, n, key_dim) if causal is not None else None
+            condition = _causal_condition(causal, n, key_dim, run_time[0]) \
+                if causal is not None else None
             if bit is not None:
                 condition = bit if condition is None else arith.AndIOp(condition, bit).result
             return value if condition is None else \
                 arith.SelectOp(condition, value, otherwise).result
 
         bit = (lambda a: a[1]) if mask is not None else (lambda a: None)
+
+        def reading_offset(body):
+            """`body` with the offset's block argument (the one before the init) noted."""
+            if offset_tensor is None:
+                return body
+
+            def wrapped(*a):
+                run_time[0] = a[-2]
+                return body(*a)
+            return wrapped
         row_max = _generic(
             "max", inputs, _filled(lead + [rows], acc, float("-inf")), n + 2,
             maps + [row], n + 1,
-            lambda *a: arith.MaximumFOp(
-                a[-1], allowed(bit(a), n + 1, a[0], float_constant(acc, "-inf"))).result,
-            causal)
+            reading_offset(lambda *a: arith.MaximumFOp(
+                a[-1], allowed(bit(a), n + 1, a[0], float_constant(acc, "-inf"))).result),
+            causal, offset_tensor is not None)
         shifted = lambda s, m: math.ExpOp(arith.SubFOp(s, m).result).result  # noqa: E731
         row_sum = _generic(
             "sum", [scores, row_max] + inputs[1:], _filled(lead + [rows], acc, 0.0), n + 2,
             [scores_map, row] + maps[1:] + [row], n + 1,
-            lambda *a: arith.AddFOp(a[-1], allowed(bit(a[1:]), n + 1, shifted(a[0], a[1]),
-                                                   float_constant(acc, 0.0))).result,
-            causal)
+            reading_offset(lambda *a: arith.AddFOp(a[-1], allowed(
+                bit(a[1:]), n + 1, shifted(a[0], a[1]), float_constant(acc, 0.0))).result),
+            causal, offset_tensor is not None)
         # (p.., i, e, j): j innermost, the reduction
         p_i_j, p_i = _dims(*range(n + 1), n + 2), _dims(*range(n + 1))
         out_inputs = [scores, row_max, row_sum, value] + inputs[1:]
-        out_maps = [p_i_j, p_i, p_i, _dims(*range(n), n + 2, n + 1)]
+        out_maps = [p_i_j, p_i, p_i, kv_lead + _dims(n + 2, n + 1)]
         if mask is not None:
             out_maps.append(_dims(*[(n + 2 if d == n + 1 else d) for d in mask_dims]))
+        if offset_tensor is not None:  # the last of inputs[1:]
+            out_maps.append([])
         out_maps.append(_dims(*range(n + 2)))
 
         def weighted(s, m, l, v, *rest):
@@ -97,7 +122,8 @@ def lower_attention(op: ir.Operation) -> ir.Value:
             return arith.AddFOp(rest[-1], term).result
 
         out = _generic("out", out_inputs, _filled(lead + [rows, v_shape[-1]], acc, 0.0),
-                       n + 3, out_maps, n + 2, weighted, causal)
+                       n + 3, out_maps, n + 2, reading_offset(weighted), causal,
+                       offset_tensor is not None)
         if acc != element:
             out = _generic("round", [out], tensor.EmptyOp(lead + [rows, v_shape[-1]],
                                                           element).result,
@@ -106,16 +132,31 @@ def lower_attention(op: ir.Operation) -> ir.Value:
     return out
 
 
-def _causal_condition(offset: int, row_dim: int, key_dim: int) -> ir.Value:
-    """j <= i + offset (signed: i + offset may be negative), i and j the generic's dims."""
+def _causal_condition(offset: int, row_dim: int, key_dim: int,
+                      run_time: ir.Value = None) -> ir.Value:
+    """j <= i + offset [+ run_time] (signed: i + offset may be negative), i and j the
+    generic's dims, run_time an integer scalar."""
     i, j = linalg.IndexOp(row_dim).result, linalg.IndexOp(key_dim).result
     if offset:
         i = arith.AddIOp(i, arith.ConstantOp(ir.IndexType.get(), offset).result).result
+    if run_time is not None:
+        if not isinstance(run_time.type, ir.IndexType):
+            run_time = arith.IndexCastOp(ir.IndexType.get(), run_time).result
+        i = arith.AddIOp(i, run_time).result
     return arith.CmpIOp(arith.CmpIPredicate.sle, j, i).result
 
 
+def _zero_d(scalar: ir.Value) -> ir.Value:
+    """A 0-d tensor holding `scalar`: the one it was extracted from when it is a 0-d
+    input's element (a kernel then reads the input itself), else a new one."""
+    source = defining_op(scalar)
+    if source is not None and source.name == "tensor.extract" and len(source.operands) == 1:
+        return source.operands[0]
+    return tensor.FromElementsOp(ir.RankedTensorType.get([], scalar.type), [scalar]).result
+
+
 def _generic(part: str, inputs: list, init: ir.Value, n_dims: int, maps: list,
-             n_parallel: int, body, causal=None) -> ir.Value:
+             n_parallel: int, body, causal=None, runtime_offset: bool = False) -> ir.Value:
     kinds = ["parallel"] * n_parallel + ["reduction"] * (n_dims - n_parallel)
     generic = linalg.GenericOp([init.type], inputs, [init],
                                ir.ArrayAttr.get([ir.AffineMapAttr.get(
@@ -125,6 +166,8 @@ def _generic(part: str, inputs: list, init: ir.Value, n_dims: int, maps: list,
     if causal is not None:
         generic.attributes[CAUSAL_OFFSET] = ir.IntegerAttr.get(
             ir.IntegerType.get_signless(64), causal)
+    if runtime_offset:
+        generic.attributes[RUNTIME_OFFSET] = ir.UnitAttr.get()
     types = [ir.RankedTensorType(v.type).element_type for v in inputs + [init]]
     block = generic.regions[0].blocks.append(*types)
     with ir.InsertionPoint(block):

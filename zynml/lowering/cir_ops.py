@@ -165,3 +165,21 @@ def _fold(value: ir.Value, memo: dict) -> Optional[int]:
     if op.name == "arith.index_cast":
         return constant_int(op.operands[0], memo)
     return None
+
+
+def attention_operands(op: ir.Operation) -> tuple:
+    """cir.attention's (query, key, value, scale, mask or None, offset or None), its two
+    optional operands told apart by `operandSegmentSizes`."""
+    query, key, value, scale, *rest = op.operands
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])) \
+        if "operandSegmentSizes" in op.attributes else [1, 1, 1, 1, len(rest), 0]
+    mask = rest[0] if sizes[4] else None
+    offset = rest[sizes[4]] if len(sizes) > 5 and sizes[5] else None
+    return query, key, value, scale, mask, offset
+
+
+def kv_group(op: ir.Operation) -> list[int]:
+    """cir.attention's `kv_group`: per leading axis, how many query heads share a key head
+    (all 1 when absent)."""
+    rank = ir.RankedTensorType(op.operands[0].type).rank
+    return i64_array(op, "kv_group") or [1] * (rank - 2)

@@ -17,7 +17,12 @@ never loaded or multiplied; within the tiles it visits, each score is checked.
 Matches the run fill/scores, fill/max, fill/sum, fill/out[, round] that the lowering
 emits (`library_call = "zynml_attention_*"`) when nothing else reads S, M or L.
 `Group.causal` is None, or a `Causal` (its offset) that is truthy whatever the offset:
-`if group.causal:` asks whether the group is causal.
+`if group.causal:` asks whether the group is causal. A run-time offset (the lowering's
+`zynml.runtime_offset`: j <= i + c + s, s a 0-d integer input) is a kernel argument that
+each kernel loads once (`Causal.in_kernel`), and the tiles a block skips are computed
+from it at run time. Grouped-query attention (K and V with fewer heads than Q: the
+lowering's floordiv maps) reads K and V at the slice's indices divided by the groups
+(`FlashFrame.kv_slice`): the query heads of a group share their key and value head.
 f16 with head dims that are multiples of 16 up to 128 runs on tensor cores instead
 (attention_tensor_core.py); here: f32, f64, bf16 and other head dims.
 """
@@ -30,8 +35,8 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 from mlir.dialects import math as mmath
 
-from ....lowering.attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, float_constant, \
-    widened
+from ....lowering.attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, \
+    RUNTIME_OFFSET, float_constant, widened
 from ....lowering.cir_ops import defining_op
 from .kernel_builder import generic_operands, index_const
 from . import Launch
@@ -61,22 +66,45 @@ DEFAULT_PARAMS = Params()
 class Causal:
     """Causal attention: query row i sees key j only when j <= i + offset (and the mask,
     if there is one, allows it). 0: up to the diagonal; > 0: a KV cache's earlier keys.
-    An instance is truthy, offset 0 included (no __bool__): `if group.causal:`."""
+    An instance is truthy, offset 0 included (no __bool__): `if group.causal:`.
+    `runtime`: outside a kernel, the 0-d integer buffer whose value is added to `offset`
+    at run time (None: none); inside one, that value as an index (`in_kernel`)."""
     offset: int = 0
+    runtime: Optional[ir.Value] = None
+
+    def in_kernel(self, args: dict) -> "Causal":
+        """This rule inside a kernel (`args`: kernel_values -> the kernel's arguments):
+        a run-time offset loaded once, at the kernel's start."""
+        if self.runtime is None:
+            return self
+        loaded = memref.LoadOp(args[self.runtime], []).result
+        if not isinstance(loaded.type, ir.IndexType):
+            loaded = arith.IndexCastOp(ir.IndexType.get(), loaded).result
+        return Causal(self.offset, loaded)
+
+    @property
+    def may_be_negative(self) -> bool:
+        """Whether row + offset may be < 0 (some rows then see no key)."""
+        return self.offset < 0 or self.runtime is not None
+
+    def shifted(self, row: ir.Value) -> ir.Value:
+        """row + offset (+ the run-time offset): the row's last allowed key."""
+        last = add(row, self.offset)
+        return last if self.runtime is None else arith.AddIOp(last, self.runtime).result
 
     def allows(self, key: ir.Value, row: ir.Value) -> ir.Value:
         """key <= row + offset (an i1; signed: row + offset may be negative)."""
-        return arith.CmpIOp(arith.CmpIPredicate.sle, key, add(row, self.offset)).result
+        return arith.CmpIOp(arith.CmpIPredicate.sle, key, self.shifted(row)).result
 
     def key_end(self, first_row: ir.Value, block_rows: int, rows: int, keys: int) -> ir.Value:
         """The keys a block of rows first_row.. (block_rows of them, `rows` in all)
         needs: 0..end, end = min(keys, its last row + offset + 1), 0 when that is < 0.
         The tiles from there on lie above the diagonal: the block skips them."""
         past_last = arith.MinSIOp(add(first_row, block_rows), index_const(rows)).result
-        end = add(past_last, self.offset)
-        if self.offset < 0:  # the first rows may see no key at all
+        end = self.shifted(past_last)
+        if self.may_be_negative:  # the first rows may see no key at all
             end = arith.MaxSIOp(end, index_const(0)).result
-        if rows + self.offset > keys:  # the last rows see every key
+        if rows + self.offset > keys or self.runtime is not None:  # the last rows: all
             end = arith.MinSIOp(end, index_const(keys)).result
         return end
 
@@ -92,6 +120,12 @@ class Group:
     scale: ir.Value = None
     out: ir.Value = None
     causal: Optional[Causal] = None  # None: every key (the mask aside); see Causal
+    kv_group: list = field(default_factory=list)  # per (p..) axis: K's index is p / group
+
+    @property
+    def grouped(self) -> bool:
+        """Grouped-query attention: K and V have fewer heads than Q."""
+        return any(g != 1 for g in self.kv_group)
 
     def __iter__(self):  # a run of generics, like row_fused's groups
         return iter(self.ops)
@@ -124,6 +158,8 @@ def _part(op: ir.Operation) -> Optional[str]:
 
 def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
     ins, outs = generic_operands(out_op)
+    runtime = ins[-1] if RUNTIME_OFFSET in out_op.attributes else None
+    ins = ins[:-1] if runtime is not None else ins
     if len(ins) not in (4, 5):
         return None
     scores, row_max, row_sum, value = ins[:4]
@@ -160,8 +196,9 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
     scale = _scale(writers["scores"])
     if scale is None:
         return None
-    causal_ok, causal = _causal([writers["max"], writers["sum"], out_op])
-    if not causal_ok:
+    causal_ok, causal = _causal([writers["max"], writers["sum"], out_op], runtime)
+    groups = _kv_groups(query, key, value)
+    if not causal_ok or groups is None or not _reads_in_order(writers["scores"], out_op, groups):
         return None
     mask_dims = []
     if mask is not None:
@@ -170,16 +207,51 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
         mask_dims = [ir.AffineDimExpr(e).position for e in maps[1].results]
     order = {op: n for n, op in enumerate(generics)}
     ops.sort(key=lambda op: order[op])
-    return Group(ops, query, key, value, mask, mask_dims, scale, out, causal)
+    return Group(ops, query, key, value, mask, mask_dims, scale, out, causal, groups)
 
 
-def _causal(parts: list) -> tuple[bool, Optional[Causal]]:
+def _reads_in_order(scores: ir.Operation, out_op: ir.Operation, groups: list) -> bool:
+    """The scores generic reads Q at (p.., i, d) and K at (p../g.., j, d), the out generic
+    V at (p../g.., j, e), as the lowering writes them: the kernels index the buffers so
+    (a transpose folded into these maps would be read wrong)."""
+    n = len(groups)
+    dim = ir.AffineDimExpr.get
+    lead = [dim(a) if g == 1 else
+            ir.AffineExpr.get_floor_div(dim(a), ir.AffineConstantExpr.get(g))
+            for a, g in enumerate(groups)]
+
+    def maps(op):
+        return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    q_map, k_map = maps(scores)[:2]
+    v_map = maps(out_op)[3]
+    return list(q_map.results) == [dim(a) for a in range(n)] + [dim(n), dim(n + 2)] and \
+        list(k_map.results) == lead + [dim(n + 1), dim(n + 2)] and \
+        list(v_map.results) == lead + [dim(n + 2), dim(n + 1)]
+
+
+def _kv_groups(query: ir.Value, key: ir.Value, value: ir.Value) -> Optional[list]:
+    """Per (p..) axis, how many of Q's indices share one of K's and V's (the lowering
+    reads them at p / group): Q's extent over K's, which must divide it."""
+    q_lead = list(ir.ShapedType(query.type).shape)[:-2]
+    k_lead = list(ir.ShapedType(key.type).shape)[:-2]
+    if k_lead != list(ir.ShapedType(value.type).shape)[:-2] or \
+            any(k < 1 or q % k for q, k in zip(q_lead, k_lead)):
+        return None
+    return [q // k for q, k in zip(q_lead, k_lead)]
+
+
+def _causal(parts: list, runtime: Optional[ir.Value] = None) -> tuple[bool, Optional[Causal]]:
     """(taken, Causal or None) from the max, sum and out generics' zynml.causal_offset:
     the three must agree, and a body that reads linalg.index must carry one (a condition
     the kernel would not see: the run is not taken, its generics run as they are). One
-    may carry it and read no index: canonicalize folds j <= i away over unit dims."""
+    may carry it and read no index: canonicalize folds j <= i away over unit dims. A
+    run-time offset (`runtime`, the out generic's last input) must be the last input of
+    the three, which all carry zynml.runtime_offset."""
     offsets = set()
     for op in parts:
+        if runtime is not None and (RUNTIME_OFFSET not in op.attributes or
+                                    generic_operands(op)[0][-1] != runtime):
+            return False, None
         offset = ir.IntegerAttr(op.attributes[CAUSAL_OFFSET]).value \
             if CAUSAL_OFFSET in op.attributes else None
         reads_index = any(inner.operation.name == "linalg.index"
@@ -190,7 +262,9 @@ def _causal(parts: list) -> tuple[bool, Optional[Causal]]:
     if len(offsets) != 1:
         return False, None
     offset = offsets.pop()
-    return True, Causal(offset) if offset is not None else None
+    if runtime is not None and offset is None:
+        return False, None
+    return True, Causal(offset, runtime) if offset is not None else None
 
 
 def _writer(buffer: ir.Value, part: str, generics: list):
@@ -266,7 +340,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     with kernel_entry(gpu_module, kernel_name, values, threads,
                       group.ops[-1].location) as args:
         kernel = _Kernel(params=params, acc=acc, chunk=chunk, lanes=lanes, threads=threads,
-                         **frame_fields(group))
+                         **frame_fields(group, args))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None, args[group.out],
                     base2_scale(group, args, acc), static_tiles(kernel_name, tiles))
@@ -307,8 +381,8 @@ class _Kernel(FlashFrame):
             kv0 = loop.induction_variable
             m, l, *o = loop.inner_iter_args
             gpu.BarrierOp()
-            self._copy_tile(key, tiles["k"], slice_ivs, kv0, self.d, tid)
-            self._copy_tile(value, tiles["v"], slice_ivs, kv0, self.e, tid)
+            self._copy_tile(key, tiles["k"], self.kv_slice(slice_ivs), kv0, self.d, tid)
+            self._copy_tile(value, tiles["v"], self.kv_slice(slice_ivs), kv0, self.e, tid)
             gpu.BarrierOp()
             scores = []
             for j in range(p.block_k):

@@ -163,8 +163,9 @@ def find_groups(generics: list, target) -> list[Group]:
 
 
 def matches(group: Group, target) -> bool:
-    """f32, f16 or bf16 throughout, head dims up to 128, no causal flag, tiles that fit."""
-    if group.causal is not None or common_element(group) not in ELEMENTS:
+    """f32, f16 or bf16 throughout, head dims up to 128, no causal flag, K and V with
+    Q's heads (no grouped-query attention), tiles that fit."""
+    if group.causal is not None or group.grouped or common_element(group) not in ELEMENTS:
         return False
     d, e = head_dims(group)
     if max(d, e) > MAX_HEAD_DIM:

@@ -147,7 +147,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     with kernel_entry(gpu_module, kernel_name, values, threads,
                       group.ops[-1].location) as args:
         mask = args[group.mask] if group.mask is not None else None
-        kernel = _Kernel(p=p, c=base2_factor(group), **frame_fields(group))
+        kernel = _Kernel(p=p, c=base2_factor(group), **frame_fields(group, args))
         kernel.emit(args[group.query], args[group.key], args[group.value], mask,
                     args[group.out], static_tiles(kernel_name, tiles))
     grid = row_blocks_grid(rows, p.block_m, lead)
@@ -240,9 +240,10 @@ class _Kernel(FlashFrame):
         (V's zeros meet P's zeros: no NaN from unwritten memory); returns the copies'
         tokens."""
         return self._copy_rows(source, tile, kv0, self.p.block_n, width, self.keys,
-                               zero_fill=self.bounds)
+                               zero_fill=self.bounds, slice_ivs=self.kv_slice(self.slice_ivs))
 
-    def _copy_rows(self, source, tile, row0, count, width, extent, zero_fill=False):
+    def _copy_rows(self, source, tile, row0, count, width, extent, zero_fill=False,
+                   slice_ivs=None):
         """cp.async rows row0..row0 + count of `source` (of `extent` rows) into `tile`, 16
         bytes a thread and step; rows past the end read the last row (zero_fill: nothing,
         and zeros land). Returns the copies' tokens (those outside a guard: a group
@@ -250,8 +251,8 @@ class _Kernel(FlashFrame):
         per_row = width // 8  # 16-byte copies of 8 f16
         return spread_over_threads(
             self.tid, count * per_row, WARP * self.p.warps,
-            lambda flat: async_copy_chunk(source, tile, self.slice_ivs, row0, per_row, flat,
-                                          extent, 8, zero_fill))
+            lambda flat: async_copy_chunk(source, tile, slice_ivs or self.slice_ivs, row0,
+                                          per_row, flat, extent, 8, zero_fill))
 
     def _ldmatrix(self, tile, row, col, transpose):
         return nvgpu.LdMatrixOp(ir.VectorType.get([4, 2], self.f16), tile, [row, col],

@@ -213,8 +213,11 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     q_map_type, kv_map_type = tensor_map_type(q_box, element), tensor_map_type(kv_box, element)
     threads = WARPGROUP * (p.warpgroups + 1)  # the last warpgroup copies
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
-    # arguments: out, the mask if any (read by the warpgroups themselves), three maps
-    plain = [group.out] + ([group.mask] if group.mask is not None else [])
+    # arguments: out, the mask if any (read by the warpgroups themselves), a run-time
+    # causal offset if any (a 0-d buffer), three maps
+    runtime = group.causal.runtime if group.causal is not None else None
+    plain = [group.out] + ([group.mask] if group.mask is not None else []) + \
+        ([runtime] if runtime is not None else [])
     func = new_kernel(gpu_module, kernel_name,
                       [kernel_type(v.type) for v in plain] + [pointer] * 3, [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
@@ -223,7 +226,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
         maps = [builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
                 for t, arg in zip((q_map_type, kv_map_type, kv_map_type), arguments[-3:])]
         kernel = _Kernel(p=p, element=element, c=base2_factor(group), mask=mask,
-                         staged=staged, **frame_fields(group))
+                         staged=staged, **frame_fields(group, dict(zip(plain, arguments))))
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     # one block per (row block, slice); persistent: the run time launches at most one
@@ -246,7 +249,8 @@ class _Kernel(RingKernel):
     def may_be_empty(self) -> bool:
         """Whether a row can have no allowed key (its max stays -inf, its sum 0): with a
         mask, or causal with a negative offset (with offset >= 0 row i sees key 0)."""
-        return self.mask is not None or (self.causal is not None and self.causal.offset < 0)
+        return self.mask is not None or (self.causal is not None and
+                                         self.causal.may_be_negative)
 
     def _consume(self, tid, warp, out):
         p = self.p
@@ -451,7 +455,7 @@ class _Kernel(RingKernel):
         if self.causal:
             last_key = add(arith.MulIOp(j, index_const(block_n)).result, block_n - 1)
             conditions.append(arith.CmpIOp(arith.CmpIPredicate.sgt, last_key,
-                                           add(self.warp_row0, self.causal.offset)).result)
+                                           self.causal.shifted(self.warp_row0)).result)
         if not conditions:
             return None
         return conditions[0] if len(conditions) == 1 else \
@@ -476,7 +480,7 @@ class _Kernel(RingKernel):
             for row in self.my_rows:
                 last = last_key
                 if self.causal:
-                    last = arith.MinSIOp(add(row, self.causal.offset), last_key).result
+                    last = arith.MinSIOp(self.causal.shifted(row), last_key).result
                 limits.append(arith.SubIOp(last, first).result)
             masked = []
             for v, s in enumerate(scores):

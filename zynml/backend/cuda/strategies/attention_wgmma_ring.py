@@ -138,7 +138,7 @@ class RingKernel(FlashFrame):
         At least one: an item whose rows see no key (a negative offset) still takes tile
         0, whose scores the causal check then makes -inf (its rows store 0)."""
         tiles = self.key_tiles(self.row0, self.p.block_m, self.p.block_n)
-        if self.causal and self.causal.offset < 0:
+        if self.causal and self.causal.may_be_negative:
             return arith.MaxUIOp(tiles, index_const(1)).result
         return tiles
 
@@ -150,9 +150,11 @@ class RingKernel(FlashFrame):
         shape = (1,) * len(self.lead) + (rows, BOX_COLUMNS)
         return memref.ViewOp(shared(shape, self.element), self.ring, offset, []).result
 
-    def _coords(self, column: int, row: ir.Value) -> list:
-        """TMA coordinates, innermost first: column, row, then the (p..) indices."""
-        return [index_const(column), row] + list(reversed(self.slice_ivs))
+    def _coords(self, column: int, row: ir.Value, kv: bool = False) -> list:
+        """TMA coordinates, innermost first: column, row, then the (p..) indices (K's and
+        V's where `kv`: grouped-query attention divides them)."""
+        slice_ivs = self.kv_slice(self.slice_ivs) if kv else self.slice_ivs
+        return [index_const(column), row] + list(reversed(slice_ivs))
 
     def _copy(self, q_map, k_map, v_map):
         """Per item: Q's tile, once the previous item's Q is released, then the key
@@ -185,7 +187,8 @@ class RingKernel(FlashFrame):
                 target = self._view(p.block_n, arith.AddIOp(
                     base, index_const(number * box_bytes)).result)
                 nvgpu.TmaAsyncLoadOp(target, self.full, tensor_map,
-                                     self._coords(n * BOX_COLUMNS, key0), mbarId=slot)
+                                     self._coords(n * BOX_COLUMNS, key0, kv=True),
+                                     mbarId=slot)
             scf.YieldOp([])
 
     def _mask_view(self) -> ir.Value:

@@ -106,10 +106,13 @@ def base2_factor(group) -> float:
 
 def kernel_values(group) -> list:
     """What a kernel that reads its operands itself takes, in order: query, key, value,
-    the mask if any, out, and the scale unless it is a constant (cloned in instead)."""
+    the mask if any, out, the scale unless it is a constant (cloned in instead), and a
+    run-time causal offset (a 0-d buffer) if any."""
+    runtime = group.causal.runtime if group.causal is not None else None
     return [group.query, group.key, group.value] + \
         ([group.mask] if group.mask is not None else []) + [group.out] + \
-        ([] if _constant_scale(group) is not None else [group.scale])
+        ([] if _constant_scale(group) is not None else [group.scale]) + \
+        ([runtime] if runtime is not None else [])
 
 
 def problem(group) -> str:
@@ -288,11 +291,15 @@ def mask_pair(mask: ir.Value, index: Callable[[ir.Value], list], key0: ir.Value,
     return [memref.LoadOp(mask, index(key)).result for key in pair]
 
 
-def frame_fields(group) -> dict:
-    """The FlashFrame fields of an attention group."""
+def frame_fields(group, args: Optional[dict] = None) -> dict:
+    """The FlashFrame fields of an attention group, inside a kernel (`args`: the
+    kernel_values -> its arguments; a run-time causal offset is loaded from there)."""
     lead, rows, d, keys, e = sizes(group)
+    causal = group.causal
+    if causal is not None and causal.runtime is not None:
+        causal = causal.in_kernel(args)
     return dict(lead=lead, rows=rows, d=d, keys=keys, e=e, mask_dims=group.mask_dims,
-                causal=group.causal)
+                causal=causal, kv_group=list(group.kv_group) or [1] * len(lead))
 
 
 @dataclass
@@ -306,6 +313,12 @@ class FlashFrame:
     e: int            # V's and out's head dim
     mask_dims: list   # mask axis -> loop of (p.., i, j)
     causal: object    # attention.Causal, or None: every key (the mask aside)
+    kv_group: list    # per (p..) axis: K and V are read at p / group (grouped-query)
+
+    def kv_slice(self, slice_ivs: list) -> list:
+        """K's and V's (p..) indices for the slice `slice_ivs` of Q and out."""
+        return [iv if g == 1 else arith.DivUIOp(iv, index_const(g)).result
+                for iv, g in zip(slice_ivs, self.kv_group)]
 
     def mask_index(self, slice_ivs: list, row: ir.Value, key: ir.Value) -> list:
         """The mask's indices at (row, key) of the slice `slice_ivs`."""

@@ -1,0 +1,78 @@
+"""Decode attention compiled for CUDA (no GPU needed; ptxas checks the PTX): a run-time
+causal offset (`j <= i + cache_start`, cache_start an integer input), grouped-query
+attention (K and V read at head h / group) and the online softmax per element run as ONE
+flash-attention launch, the offset passed as the input's own buffer (read by the kernel
+at run time, so one artifact serves every value)."""
+import numpy as np
+import pytest
+
+import zynml
+from conftest import decode_attention, online_attention
+from zynml.runtime.cuda.artifact import launches
+
+HEADS = 8
+
+
+def artifact(source, rows, keys, d, group, dtype, target=None, batch=1, heads=HEADS,
+             **scalars):
+    prog = zynml.compile(source, device="cuda", target=target, require_device=False)
+    q = np.ones((batch, heads, rows, d), dtype)
+    kv = np.ones((batch, heads // group, keys, d), dtype)
+    return prog.artifact(Q=q, K=kv, V=kv, **scalars)
+
+
+def only_launch(artifact):
+    [launch] = launches(artifact.plan["body"])
+    assert not any(step["op"] == "alloc" and len(step["shape"]) != 4
+                   for step in artifact.plan["body"])  # no S, M, L buffers
+    assert artifact.cubin[:4] == b"\x7fELF"  # ptxas took it
+    return launch
+
+
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
+@pytest.mark.parametrize("dtype,d,target,kernel", [
+    (np.float16, 64, "sm_90a", "_attention_wgmma"),
+    (np.float16, 128, "sm_90a", "_attention_wgmma"),
+    (np.float16, 64, "sm_80", "_attention_tensor_core"),
+    (np.float32, 8, None, "_attention"),
+    (np.float32, 64, None, "_attention"),
+])
+def test_run_time_offset_and_groups_are_one_flash_kernel(group, dtype, d, target, kernel):
+    """The kernel takes cache_start's buffer ("%in3") as an argument: the offset is not
+    compiled in, and K and V stay the inputs' own (no copy per query head)."""
+    built = artifact(decode_attention(str(group)), 7, 61, d, group, dtype, target,
+                     cache_start=np.int64(37))
+    launch = only_launch(built)
+    assert launch["kernel"].endswith(kernel), launch
+    assert "%in3" in launch["args"] and "memref:0" in launch["arg_kinds"]
+    assert not any(step["op"] == "copy" for step in built.plan["body"])
+
+
+def test_one_artifact_whatever_the_offset():
+    """The PTX of cache_start = 0 and of cache_start = 4000 is the same."""
+    ptx = {artifact(decode_attention("4"), 1, 4096, 128, 4, np.float16, "sm_90a",
+                    cache_start=np.int64(start)).ptx for start in (0, 4000)}
+    assert len(ptx) == 1
+
+
+def test_benchmark_shape_takes_wgmma():
+    """benchmarks/decode_attention.py's step: 16 x 32 query heads of one token, 8 KV
+    heads (group 4) of a 4096-key cache, head dim 128, f16."""
+    launch = only_launch(artifact(decode_attention("4"), 1, 4096, 128, 4, np.float16,
+                                  "sm_90a", batch=16, heads=32, cache_start=np.int64(9)))
+    assert launch["kernel"].endswith("_attention_wgmma"), launch
+
+
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
+@pytest.mark.parametrize("dtype,d,target,kernel", [
+    (np.float16, 64, "sm_90a", "_attention_wgmma"),
+    (np.float32, 8, None, "_attention"),
+])
+def test_online_softmax_is_one_flash_kernel(group, dtype, d, target, kernel):
+    """Not causal: f32 without groups takes the register-tiled SIMT kernel, which does
+    not read K and V by group (grouped f32 keeps `attention`)."""
+    launch = only_launch(artifact(online_attention(str(group)), 7, 61, d, group, dtype,
+                                  target))
+    if dtype == np.float32 and group == 1:
+        kernel = "_attention_simt_tiled"
+    assert launch["kernel"].endswith(kernel), launch

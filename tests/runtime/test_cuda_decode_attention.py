@@ -1,0 +1,71 @@
+"""Decode attention on the native CUDA backend (marked `gpu`: CI skips these; they run on
+the device machine after tools/gpu_tests.sh compile): a run-time causal offset
+(`j <= i + cache_start`), grouped-query attention (K and V at head h / group) and the
+online softmax per element, on the flash kernels (wgmma on sm_90a, tensor cores on
+sm_80, SIMT for f32), against float64 numpy on fresh random inputs. Sizes and integer
+inputs are fixed, and every artifact is compiled before the first launch (the device
+machine compiles nothing: its cache comes from here)."""
+import numpy as np
+import pytest
+
+import zynml
+from conftest import assert_close, causal, decode_attention, grouped_reference, \
+    online_attention
+
+pytestmark = pytest.mark.gpu
+
+HEADS = 8
+OFFSETS = (0, 1, 37, -3)
+
+
+def inputs(rng, rows, keys, d, group, dtype, batch=2):
+    q = rng.standard_normal((batch, HEADS, rows, d)) * 0.5
+    k, v = (rng.standard_normal((batch, HEADS // group, keys, d)) * 0.5 for _ in range(2))
+    return [a.astype(dtype) for a in (q, k, v)]
+
+
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
+@pytest.mark.parametrize("rows,keys,d,dtype,target", [
+    (1, 61, 64, np.float16, None),      # a decode step: wgmma on sm_90a
+    (7, 61, 128, np.float16, None),
+    (61, 133, 64, np.float16, None),    # several key tiles, a partial last one
+    (7, 61, 64, np.float16, "sm_80"),   # tensor cores (mma.sync)
+    (7, 61, 8, np.float32, None),       # SIMT
+    (61, 67, 64, np.float32, None),
+])
+def test_decode_attention_matches_numpy(rng, group, rows, keys, d, dtype, target):
+    prog = zynml.compile(decode_attention(str(group)), device="cuda", target=target)
+    q, k, v = inputs(rng, rows, keys, d, group, dtype)
+    for offset in OFFSETS:  # every artifact before the first launch
+        prog.artifact(Q=q, K=k, V=v, cache_start=np.int64(offset))
+    rtol = 1e-2 if dtype == np.float16 else 1e-5
+    for offset in OFFSETS:
+        out = np.asarray(prog(Q=q, K=k, V=v, cache_start=np.int64(offset))["attn"])
+        assert_close(out, grouped_reference(q, k, v, causal(rows, keys, offset)), rtol=rtol)
+        if offset < 0:  # rows that see no key give 0
+            assert not out[:, :, :-offset].any()
+
+
+def test_decode_loop_over_a_fixed_cache(rng):
+    """The benchmark's loop, small: one query token per step against a preallocated
+    cache of 131 keys, cache_start = the step; keys past it are masked."""
+    prog = zynml.compile(decode_attention("4"), device="cuda")
+    q, k, v = inputs(rng, 1, 131, 128, 4, np.float16)
+    steps = (0, 1, 63, 64, 65, 130)
+    for step in steps:
+        prog.artifact(Q=q, K=k, V=v, cache_start=np.int64(step))
+    for step in steps:
+        out = prog(Q=q, K=k, V=v, cache_start=np.int64(step))["attn"]
+        expected = grouped_reference(q, k[:, :, :step + 1], v[:, :, :step + 1])
+        assert_close(out, expected, rtol=1e-2)
+
+
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
+@pytest.mark.parametrize("rows,keys,d,dtype", [(7, 61, 64, np.float16),
+                                               (7, 61, 8, np.float32)])
+def test_online_softmax_matches_numpy(rng, group, rows, keys, d, dtype):
+    prog = zynml.compile(online_attention(str(group)), device="cuda")
+    q, k, v = inputs(rng, rows, keys, d, group, dtype)
+    prog.artifact(Q=q, K=k, V=v)
+    out = prog(Q=q, K=k, V=v)["attn"]
+    assert_close(out, grouped_reference(q, k, v), rtol=1e-2 if dtype == np.float16 else 1e-5)
