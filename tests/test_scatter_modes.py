@@ -107,7 +107,7 @@ def _spread_case(rng, vocab=5, tokens=4099, dim=7):
 
 
 @pytest.mark.parametrize("deterministic", [False, True])
-def test_iree_cpu_sums_in_loop_order(rng, deterministic):
+def test_the_cpu_backend_sums_scatters_in_loop_order(rng, deterministic):
     """IREE's CPU scatter adds contributions in loop order: the interpreter's bits, every
     run (zynml/backend/iree/scatter.py), with or without deterministic mode."""
     grad_w, ids, grad_out = _spread_case(rng)

@@ -126,10 +126,15 @@ def test_views_of_run_time_sizes(fake, rng):
         assert target.sizes == (rows - 1, cols)
 
 
-def test_a_subview_past_its_source_is_refused(fake, rng):
-    """A loaded artifact called with sizes that disagree (y shorter than x) reads no
-    memory past y: the run-time subview of y at x's size is an error."""
+def test_sizes_the_program_binds_together_must_agree_at_the_call(fake, rng):
+    """x[i] and z[i] over one n: the plan says dimension 0 of both inputs is one size
+    (the kernels read z over x's length, no subview checks it), and a call where they
+    differ is an error before any launch, not a read past z's end."""
     plan = shape_less_plan(ELEMENTWISE)
+    assert plan["equal_dims"] == [[[0, 0], [1, 0]]]
     executor = executor_for(fake, plan)
-    with pytest.raises(ValueError, match="the inputs' sizes disagree"):
+    mark = fake.mark()
+    with pytest.raises(ValueError, match="the inputs' sizes disagree: dimension 0 of "
+                                         "argument 1 is 8, .* argument 0, which is 9"):
         executor([upload(f32(rng, 9)), upload(f32(rng, 8))])
+    assert not fake.since(mark).launches

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 from mlir import ir
 
+from ...dialects.cir import EQUAL_DIMS_ATTR
 from ...lowering.cir_ops import defining_op
 from .strategies import BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR, STRATEGY_ATTR
 from .plan_sizes import (RUN_TIME_VIEWS as _RUN_TIME_VIEWS, PlanError, dim_step,
@@ -321,6 +322,9 @@ def extract_plan(module: ir.Operation, func_name: str = "main") -> tuple[dict, d
                     for k, (v, name) in enumerate(zip(terminator.operands, outputs))],
         # bool scalars cross the boundary as 0-d i8 (cirgen): a loaded artifact gives bools
         "bool_outputs": _string_list(attrs, "zynml.bool_outputs"),
+        # run-time sizes the call must check equal (cirgen's cir.equal_dims): the kernels
+        # read each input over the size's one value
+        "equal_dims": _equal_dims(attrs),
         "globals": list(extractor.globals.values()),
         "body": body,
     }
@@ -354,6 +358,14 @@ def _param_kind(type_: ir.Type) -> str:
     if str(type_) == "!llvm.ptr":
         return "pointer"
     return element_dtype(type_)
+
+
+def _equal_dims(attrs) -> list[list[list[int]]]:
+    """cir.equal_dims as groups of [input, dim]."""
+    if EQUAL_DIMS_ATTR not in attrs:
+        return []
+    groups = [list(ir.DenseI64ArrayAttr(g)) for g in ir.ArrayAttr(attrs[EQUAL_DIMS_ATTR])]
+    return [[[flat[k], flat[k + 1]] for k in range(0, len(flat), 2)] for flat in groups]
 
 
 def _string_list(attrs, key: str) -> list[str]:

@@ -145,6 +145,8 @@ class PlanExecutor:
     def run_plan(self, inputs: Sequence[Any]) -> list[Any]:
         """Interpret the plan step by step (loops, dynamic views, poisoned allocations)."""
         self.device.make_current()
+        run_time_views.check_equal_dims(self.plan.get("equal_dims", ()),
+                                        [getattr(v, "shape", None) for v in inputs])
         env: dict[str, Any] = {}
         for i, (spec, value) in enumerate(zip(self.plan["inputs"], inputs)):
             if spec["kind"] == "tensor":

@@ -6,7 +6,22 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["subview", "collapse", "expand"]
+__all__ = ["check_equal_dims", "subview", "collapse", "expand"]
+
+
+def check_equal_dims(groups, shapes: list) -> None:
+    """Input dimensions that the program binds to one size (the plan's "equal_dims",
+    groups of [input, dim]) must agree: the kernels read every input of a group over
+    the first one's extent. `shapes`: the inputs' (None for a scalar)."""
+    for group in groups:
+        (first, first_dim), *rest = group
+        size = shapes[first][first_dim]
+        for index, dim in rest:
+            if shapes[index][dim] != size:
+                raise ValueError(
+                    f"the inputs' sizes disagree: dimension {dim} of argument {index} is "
+                    f"{shapes[index][dim]}, but the program binds it to the same "
+                    f"size as dimension {first_dim} of argument {first}, which is {size}")
 
 
 def subview(offset: int, sizes: Sequence[int], strides: Sequence[int],
