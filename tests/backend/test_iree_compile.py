@@ -213,6 +213,11 @@ func.func @main(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
 """
 
 
+def _dynamic_matmul():
+    from zynml.dialects import new_context
+    return mlir.ir.Module.parse(DYNAMIC_MATMUL, new_context())
+
+
 def _record_flags(monkeypatch, fail_with: str = ""):
     """compile_to_vmfb as stages.to_vmfb calls it, recording each call's flags and failing
     the first with `fail_with` in its stderr (when given)."""
@@ -230,7 +235,7 @@ def _record_flags(monkeypatch, fail_with: str = ""):
 
 def test_a_dynamic_matmul_keeps_data_tiling(monkeypatch):
     stages, calls = _record_flags(monkeypatch)
-    assert stages.to_vmfb(DYNAMIC_MATMUL, CPU) == b"vmfb"
+    assert stages.to_vmfb(_dynamic_matmul(), CPU) == b"vmfb"
     assert calls == [CPU.flags] and "--iree-opt-data-tiling" in CPU.flags
 
 
@@ -241,14 +246,14 @@ def test_a_dynamic_matmul_keeps_data_tiling(monkeypatch):
 ])
 def test_data_tiling_refused_or_crashed_compiles_without_it(monkeypatch, stderr):
     stages, calls = _record_flags(monkeypatch, fail_with=stderr)
-    assert stages.to_vmfb(DYNAMIC_MATMUL, CPU) == b"vmfb"
+    assert stages.to_vmfb(_dynamic_matmul(), CPU) == b"vmfb"
     assert len(calls) == 2 and "--iree-opt-data-tiling" not in calls[1]
 
 
 def test_other_compile_errors_are_not_retried(monkeypatch):
     stages, calls = _record_flags(monkeypatch, fail_with="error: something else")
     with pytest.raises(BackendError):
-        stages.to_vmfb(DYNAMIC_MATMUL, CPU)
+        stages.to_vmfb(_dynamic_matmul(), CPU)
     assert len(calls) == 1
 
 
