@@ -23,10 +23,10 @@ ZynML runs the step two ways (`--via`):
   artifact (default)  the program's artifact for one cache_start, from the cache, saved
                       and `zynml.load`ed: one compiled kernel for every step, since the
                       kernel reads cache_start at run time (compiles: 0 on the GPU)
-  program             Program calls (`prog(Q=.., cache_start=step)`): as long as integer
-                      inputs are part of an executable's cache key, each step needs an
-                      artifact of its own, which --compile-only does not make (it would
-                      take hours); Program.stats() then counts what happened
+  program             Program calls (`prog(Q=.., cache_start=step)`): cache_start is a
+                      run-time value (not part of the executable's key), so every step
+                      calls the one executable (from the cache: compiles 0 on the GPU);
+                      Program.stats() counts what happened
 """
 from __future__ import annotations
 
@@ -130,11 +130,6 @@ def run(batches: list[int], steps: int, warmup: int, via: str) -> None:
     import torch
     import torch.nn.functional as F
     prog = _program(require_device=True)
-    if via == "program":
-        # each new cache_start is an executable of its own as long as integer inputs are
-        # part of the signature: past the cap, the sizes would turn dynamic
-        print(f"# note: run --via program with ZYNML_SPECIALIZATION_LIMIT={steps + 16} "
-              "(zynml/knobs.py) or more")
     folder = Path(tempfile.mkdtemp(prefix="decode_attention_"))
     print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}; "
           f"{steps} steps, {HEADS} query heads, {KV_HEADS} KV heads, head dim {HEAD_DIM}, "
