@@ -1,6 +1,7 @@
 """cir-insert-checks: checked mode's run-time checks (zynml/checks.py), as more computes.
 
-For every read whose index is not proven in range and every integer division whose
+For every read (and scatter write, `x[ids[i]] += v`) whose index is not proven in range,
+and every integer division whose
 divisor is not a nonzero constant, a `reduce(max)` compute over the loops around it
 yields a violation code where the check fails (-1 where it holds); main returns the
 largest code as one more result, named `zynml.checks`, and the check table (kind, source
@@ -77,7 +78,7 @@ def run(module: ir.Operation, options: Options) -> None:
         raise fail(sites[0][1].op.location, f"checked mode handles at most {MAX_CHECKS} "
                                             f"checks; this program has {len(sites)}")
     for _, site in sites:
-        if site.check.kind != "read":
+        if site.check.kind not in ("read", "write"):
             _make_divisor_safe(site.op)
     table, results = [], {}
     for compute, site in sites:
@@ -113,11 +114,34 @@ def _sites(compute: ir.Operation, body: ir.Operation) -> list[_Site]:
                     continue
                 found.append(_Site(Check("read", *_position(op), tensor=name, dim=dim,
                                          size=size), op, index, size))
+        elif op.name == "cir.store" and "combine" in op.attributes:
+            found.extend(_scatter_sites(compute, op, args, names, ranges))
         elif op.name in _DIVISIONS:
             if constant_int(op.operands[1]) not in (None, 0):
                 continue
             found.append(_Site(Check(_DIVISIONS[op.name], *_position(op)), op,
                                op.operands[1]))
+    return found
+
+
+def _scatter_sites(compute: ir.Operation, store: ir.Operation, args: list,
+                   names: list[str], ranges: "_Ranges") -> list[_Site]:
+    """The indices of a scatter (`x[ids[i], d] += v`, a store with `combine`) into its
+    `mut` input, checked against that input's shape. Only for a block of one result (the
+    check computes copy the body's arguments but one `out`)."""
+    if len(compute.results) != 1 or "inits" not in compute.attributes:
+        return []
+    init = args[list(ir.DenseI64ArrayAttr(compute.attributes["inits"]))[0]]
+    shape = ir.RankedTensorType(init.type).shape
+    name = _tensor_name(init, args, names)
+    found = []
+    for dim, (index, size) in enumerate(zip(store.operands[2:], shape)):
+        known = ranges.of(index)
+        if ir.ShapedType.is_dynamic_size(size) or \
+                known is not None and 0 <= known[0] and known[1] < size:
+            continue
+        found.append(_Site(Check("write", *_position(store), tensor=name, dim=dim,
+                                 size=size), store, index, size))
     return found
 
 
@@ -283,7 +307,7 @@ class _Slice:
         i64 = ir.IntegerType.get_signless(64)
         site = self.site
         checked = self.value(site.value, point)
-        if site.check.kind == "read":
+        if site.check.kind in ("read", "write"):
             index = _as_i64(checked)
             bad = arith.OrIOp(_cmp("slt", index, _const(i64, 0)),
                               _cmp("sge", index, _const(i64, site.size))).result

@@ -170,7 +170,7 @@ def _artifact(source, deterministic=False, **inputs):
 def test_min_scatter_is_one_cuda_kernel_of_atomics(rng, dtype, instruction):
     table, ids, v, _ = min_case(rng, dtype)
     artifact = _artifact(MIN, table=table, ids=ids, v=v)
-    assert len(list(launches(artifact.plan["body"]))) == 1
+    assert len(list(launches(artifact.plan["body"]))) == 2  # the ids clamped, the atomics
     assert re.search(instruction, artifact.ptx), artifact.ptx
     assert artifact.plan["outputs"][0]["updates"] == 0  # into the caller's table
 
@@ -179,8 +179,9 @@ def test_deterministic_sum_is_sorted_segments_without_atomics(rng):
     grad_w, ids, grad_out = _spread_case(rng, 7, 13, 5)
     plain = _artifact(EMBEDDING, grad_w=grad_w, ids=ids, grad_out=grad_out)
     sorted_ = _artifact(EMBEDDING, True, grad_w=grad_w, ids=ids, grad_out=grad_out)
-    assert len(list(launches(plain.plan["body"]))) == 1
-    assert len(list(launches(sorted_.plan["body"]))) == 3  # ranks, order, sums
+    # after the kernel that clamps the ids into grad_w: atomics; ranks, order, sums
+    assert len(list(launches(plain.plan["body"]))) == 2
+    assert len(list(launches(sorted_.plan["body"]))) == 4
     assert re.search(r"\b(?:red|atom)\.", plain.ptx)
     assert not re.search(r"\b(?:red|atom)\.", sorted_.ptx)
     assert sorted_.plan["outputs"][0]["updates"] == 0
@@ -267,4 +268,36 @@ def test_the_cli_flag_gives_sorted_segments(capsys):
         assert cli.main(command + extra) == 0
         plan = capsys.readouterr().out
         counts.append(plan.count('"op": "launch"'))
-    assert counts == [1, 3]
+    assert counts == [2, 4]  # the ids clamped, then atomics or ranks, order, sums
+
+
+@pytest.mark.parametrize("device,checked", [("cpu", True), ("interpreter", False)])
+@pytest.mark.parametrize("bad", [-1, 7])
+def test_a_scatter_index_outside_its_input_is_a_located_error(rng, device, checked, bad):
+    """Checked mode (and the interpreter, always) reports a scatter's index past its
+    `mut` input at the write, by the input's name."""
+    table, ids, v, _ = min_case(rng, np.float32)
+    ids[11] = bad
+    with pytest.raises(zynml.ZynMLError, match=(
+            rf"<string>:4:9: error: 'table' is written out of bounds: index {bad} of "
+            r"dimension 0, but that dimension of 'table' has size 7")):
+        zynml.run(MIN, device=device, checked=checked, table=table, ids=ids, v=v)
+
+
+def test_checked_mode_passes_scatters_in_range(rng):
+    table, ids, v, expected = min_case(rng, np.float32)
+    out = zynml.run(MIN, device="cpu", checked=True, table=table, ids=ids, v=v)["table"]
+    np.testing.assert_array_equal(out, expected.astype(np.float32))
+
+
+@pytest.mark.parametrize("bad,row", [(-1, 0), (-(2 ** 40), 0), (7, 6), (2 ** 40, 6)])
+def test_an_unchecked_index_outside_its_input_stays_inside_it(rng, bad, row):
+    """Undefined behaviour, but never a write outside the input (IREE's CPU scatter
+    crashed the process on -1): the index is clamped into the table."""
+    table, ids, v, _ = min_case(rng, np.float32)
+    ids[11] = bad
+    expected = table.astype(np.float64)
+    np.minimum.at(expected, np.clip(ids, 0, 6), v.astype(np.float64))
+    out = zynml.run(MIN, device="cpu", table=table, ids=ids, v=v)["table"]
+    np.testing.assert_array_equal(out, expected.astype(np.float32))
+    assert out[row].tolist() == expected[row].astype(np.float32).tolist()

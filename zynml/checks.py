@@ -40,9 +40,9 @@ OUTPUT_NAME = "zynml.checks"
 
 @dataclass(frozen=True)
 class Check:
-    """One check: `kind` "read", "division" or "remainder"; where (the read's or the
-    operator's source position); for a read, the tensor's source name, the dimension and
-    its size."""
+    """One check: `kind` "read", "write" (a scatter's index), "division" or "remainder";
+    where (the access's or the operator's source position); for an access, the tensor's
+    source name, the dimension and its size."""
 
     kind: str
     file: str
@@ -100,8 +100,9 @@ def raise_violation(table: list[Check], code: int, src: Optional[SourceFile]) ->
     # the program's own file: the cache shares an artifact between files of one text
     file = src if src is not None else SourceFile(check.file, "")
     loc = SourceLocation(file, check.line, check.col)
-    if check.kind == "read":
+    if check.kind in ("read", "write"):
         raise ZynMLError(read_out_of_bounds(check.tensor, check.dim, value, check.size,
+                                            written=check.kind == "write",
                                             clamped=clamped), loc)
     raise ZynMLError(division_by_zero(check.kind, value, clamped), loc)
 

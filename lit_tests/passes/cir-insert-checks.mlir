@@ -171,3 +171,43 @@ func.func private @carried_body(%x: tensor<4xf32>, %out: tensor<f32>) attributes
   }
   return
 }
+
+// -----
+// A scatter into a `mut` input (`grad_w[ids[t], d] += ...`, a store with `combine`)
+// checks its data-dependent index against the input's shape (the `inits` operand's: the
+// result's own type is dynamic); the loop variables (bounds made constant, as
+// cir-shape-propagation leaves them) are in range and need none.
+
+module {
+  func.func @main(%arg0: tensor<3x2xf32>, %arg1: tensor<3xi64>, %arg2: tensor<3x2xf32>) -> tensor<?x?xf32> attributes {zynml.inputs = ["grad_w", "ids", "grad_out"], zynml.outputs = ["grad_w"]} {
+    %c3 = arith.constant 3 : index
+    %c2 = arith.constant 2 : index
+    %0 = "cir.compute"(%arg0, %arg1, %arg2, %c3, %c2, %c3, %c2) {body = @grad_w_body, inits = array<i64: 0>, kind = "scatter", names = ["grad_w", "ids", "grad_out", "tokens", "dim"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0>, out_dims = array<i64: 5, 6>} : (tensor<3x2xf32>, tensor<3xi64>, tensor<3x2xf32>, index, index, index, index) -> tensor<?x?xf32>
+    return %0 : tensor<?x?xf32>
+  }
+  func.func private @grad_w_body(%arg0: tensor<3x2xf32>, %arg1: tensor<3xi64>, %arg2: tensor<3x2xf32>, %arg3: index, %arg4: index, %arg5: index, %arg6: index, %arg7: tensor<?x?xf32>) attributes {cir.body} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c3 = arith.constant 3 : index
+    scf.for %arg8 = %c0 to %c3 step %c1 {
+      scf.for %arg9 = %c0 to %c2 step %c1 {
+        %0 = "cir.load"(%arg1, %arg8) : (tensor<3xi64>, index) -> i64
+        %1 = arith.index_cast %0 : i64 to index
+        %2 = "cir.load"(%arg2, %arg8, %arg9) : (tensor<3x2xf32>, index, index) -> f32
+        "cir.store"(%2, %arg7, %1, %arg9) {combine = "+"} : (f32, tensor<?x?xf32>, index, index) -> ()
+      }
+    }
+    return
+  }
+}
+
+// CHECK-LABEL: module attributes {zynml.checks = "[{\22kind\22: \22write\22, {{.*}}\22tensor\22: \22grad_w\22, \22dim\22: 0, \22size\22: 3}]"}
+// CHECK: func.func @main({{.*}}) -> (tensor<?x?xf32>, tensor<i64>) attributes {{{.*}}zynml.outputs = ["grad_w", "zynml.checks"]}
+// CHECK: "cir.compute"{{.*}}body = @grad_w_body_check0{{.*}}kind = "reduce"{{.*}}reduce = "max"
+// CHECK: func.func private @grad_w_body_check0(
+// CHECK: %[[ID:.*]] = "cir.load"(%{{.*}}, %{{.*}}) : (tensor<3xi64>, index) -> i64
+// CHECK: arith.cmpi slt
+// CHECK: arith.cmpi sge, %{{.*}}, %c3_i64
+// CHECK: "cir.yield"
+// CHECK-NOT: _check1

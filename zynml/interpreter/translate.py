@@ -171,8 +171,13 @@ class FunctionWriter:
                 self._shape(param, ir.RankedTensorType(arg.type).rank)
                 outs = len(self.spec.results) if self.spec and self.spec.results else 1
                 is_out = self.spec is not None and k >= len(params) - outs
-                self.tensor_names[param] = "out" if is_out else (
-                    self.arg_names[k] if k < len(self.arg_names) else f"argument {k}")
+                if is_out:  # a `mut` input's result goes by the input's name
+                    result = k - (len(params) - outs)
+                    init = self.spec.inits[result] if result < len(self.spec.inits) else -1
+                    shown = self.arg_names[init] if 0 <= init < len(self.arg_names) else "out"
+                else:
+                    shown = self.arg_names[k] if k < len(self.arg_names) else f"argument {k}"
+                self.tensor_names[param] = shown
         self.block(block)
         if len(self.lines) == 1:
             self.line("pass")

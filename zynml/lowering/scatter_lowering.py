@@ -66,8 +66,8 @@ def _scatter(nest, store: ir.Operation, original: ir.Value) -> ir.Value:
     updates = nest.tensor_over(batch + trailing, store.operands[0], element)
     i64 = ir.IntegerType.get_signless(64)
     columns = []
-    for index in indices[:depth]:
-        as_i64 = Derived([index], lambda v: arith.IndexCastOp(i64, v[0]).result)
+    for k, index in enumerate(indices[:depth]):
+        as_i64 = Derived([index], lambda v, size=x_type.shape[k]: _in_range(v[0], size))
         columns.append(nest.tensor_over(batch, as_i64, i64))
     with nest.L.ip, store.location:
         if len(batch) > 1:  # one batch dimension
@@ -82,6 +82,20 @@ def _scatter(nest, store: ir.Operation, original: ir.Value) -> ir.Value:
                           [updates.type, ids.type, original.type], original.type)
         return func.CallOp([original.type], ir.FlatSymbolRefAttr.get(callee),
                            [updates, ids, original]).result
+
+
+def _in_range(index: ir.Value, size: int) -> ir.Value:
+    """An index read from data, as i64, clamped into 0..size-1 when x's dimension is
+    static: an index outside x is undefined behaviour (docs/language.md) but must not
+    write outside x (IREE's CPU scatter crashed the process on -1; CUDA's atomics would
+    write another buffer); checked mode reports it."""
+    i64 = ir.IntegerType.get_signless(64)
+    value = arith.IndexCastOp(i64, index).result
+    if ir.ShapedType.is_dynamic_size(size):
+        return value
+    low = arith.ConstantOp(i64, 0).result
+    high = arith.ConstantOp(i64, size - 1).result
+    return arith.MaxSIOp(arith.MinSIOp(value, high).result, low).result
 
 
 def _collapse(value: ir.Value, leading: int) -> ir.Value:
