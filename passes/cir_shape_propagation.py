@@ -42,7 +42,7 @@ def run(module: ir.Operation, options: Options) -> None:
     for compute in compute_ops(module):
         _specialize(compute, body_of(compute, funcs))
     for fn in top_level_funcs(module):
-        if not is_body_function(fn):
+        if not is_body_function(fn) and len(fn.regions[0].blocks):  # not a declaration
             _retype_results(fn)
 
 
