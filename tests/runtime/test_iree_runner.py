@@ -4,21 +4,16 @@
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import mlir.ir  # noqa: F401  (iree.runtime must work beside the mlir bindings)
 import ml_dtypes
 import numpy as np
 import pytest
 
-from zynml import knobs
 from zynml.cache import ArtifactCache
 from zynml.backend.iree.compile import compile_to_vmfb
 from zynml.errors import BackendError
 from zynml.backend.iree.target import CPU
-from zynml.runtime import IreeModule, iree_runner, runtime_config
+from zynml.runtime import IreeModule, runtime_config
 
 MODULE = """
 #id = affine_map<(d0) -> (d0)>
@@ -584,31 +579,3 @@ def test_f16_and_bf16_scalar_parameters(bf16_vmfb, rng, s, h):
     (y,) = IreeModule(bf16_vmfb).function("scale")(s, h, x)
     np.testing.assert_array_equal(y, x.astype(np.float64) * 0.75)
 
-
-_COUNT_WORKERS = r"""
-import os, numpy as np, zynml
-before = len(os.listdir("/proc/self/task"))
-x = np.arange(5, dtype=np.float32)
-add_one = "let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n        out[i] = x[i] + 1.0\n}"
-assert np.array_equal(zynml.run(add_one, x=x)["y"], x + 1)
-print(len(os.listdir("/proc/self/task")) - before)
-"""
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
-def test_cpu_threads_knob_sets_the_worker_count():
-    """ZYNML_CPU_THREADS=k starts k IREE workers (the device's other threads are fixed)."""
-    started = {}
-    for threads in (1, 2):
-        env = dict(os.environ, ZYNML_CPU_THREADS=str(threads))
-        done = subprocess.run([sys.executable, "-c", _COUNT_WORKERS], env=env,
-                              capture_output=True, text=True, check=True)
-        started[threads] = int(done.stdout.split()[-1])
-    assert started[2] - started[1] == 1
-
-
-def test_cpu_threads_knob_rejects_a_negative_count(monkeypatch):
-    monkeypatch.setenv("ZYNML_CPU_THREADS", "-1")
-    monkeypatch.setattr(iree_runner, "_configs", {})
-    with pytest.raises(knobs.KnobError, match="ZYNML_CPU_THREADS=-1"):
-        iree_runner.runtime_config("local-task")
