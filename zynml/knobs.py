@@ -68,7 +68,8 @@ class Knob(Generic[T]):
     """One environment variable: its name, type (a key of _TYPES), default and meaning.
 
     `read_by` names the files that call `get()` (tests/test_knobs.py checks that it is
-    exactly those); `choices`, for str and list knobs, the words accepted (empty: any).
+    exactly those); `choices`, for str and list knobs, the words accepted (empty: any);
+    `minimum`, for int knobs, the smallest value accepted (None: any).
     """
 
     name: str
@@ -77,10 +78,12 @@ class Knob(Generic[T]):
     doc: str
     read_by: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
+    minimum: int | None = None
 
     def __post_init__(self):
         assert self.name.startswith("ZYNML_") and self.type in _TYPES, self
         assert not self.choices or self.type in ("str", "list of str"), self
+        assert self.minimum is None or self.type == "int", self
 
     def get(self) -> T:
         """The variable's value now, parsed; the default when it is unset or empty."""
@@ -93,6 +96,8 @@ class Knob(Generic[T]):
         except ValueError:
             raise self._error(text, accepted) from None
         words = value if isinstance(value, tuple) else (value,)
+        if self.minimum is not None and value < self.minimum:
+            raise self._error(text, f"an integer of at least {self.minimum}")
         if self.choices and not set(words) <= set(self.choices):
             raise self._error(text, ("one" if self.type == "str" else "comma-separated words")
                               + " of: " + ", ".join(self.choices))
@@ -131,7 +136,7 @@ CPU_THREADS: Knob[int] = Knob(
     "ZYNML_CPU_THREADS", "int", 0,
     "Worker threads of the CPU backend (IREE's local-task device); 0: one per core. Read "
     "once, when the process first runs a program on the CPU",
-    read_by=("zynml/runtime/iree_runner.py",))
+    read_by=("zynml/runtime/iree_runner.py",), minimum=0)
 DETERMINISTIC: Knob[bool] = Knob(
     "ZYNML_DETERMINISTIC", "bool", False,
     "Deterministic mode for programs that do not choose (`deterministic=` of "
@@ -227,6 +232,8 @@ def markdown_table() -> str:
         readers = ", ".join(f"`{path}`" for path in knob.read_by) or "nothing yet"
         words = ", ".join(f"`{word}`" for word in knob.choices)
         kind = f"{knob.type}: {words}" if words else knob.type
+        if knob.minimum is not None:
+            kind += f" >= {knob.minimum}"
         rows.append(f"| `{knob.name}` | {kind} | {knob.default_text} | {knob.doc} "
                     f"| {readers} |")
     return "\n".join(rows) + "\n"

@@ -34,5 +34,8 @@ def test_cpu_threads_knob_sets_the_worker_count():
 def test_cpu_threads_knob_rejects_a_negative_count(monkeypatch):
     monkeypatch.setenv("ZYNML_CPU_THREADS", "-1")
     monkeypatch.setattr(iree_runner, "_configs", {})
-    with pytest.raises(knobs.KnobError, match="ZYNML_CPU_THREADS=-1"):
+    with pytest.raises(knobs.KnobError, match="ZYNML_CPU_THREADS='-1' is not a valid int: "
+                                              "expected an integer of at least 0"):
         iree_runner.runtime_config("local-task")
+    with pytest.raises(knobs.KnobError, match="ZYNML_CPU_THREADS"):
+        knobs.validate()  # the CLIs' check at start: a usage error before any work

@@ -56,10 +56,6 @@ def runtime_config(driver: str = DEFAULT_DRIVER) -> ireert.Config:
     with _configs_lock:
         if driver not in _configs:
             threads = knobs.CPU_THREADS.get()
-            if threads < 0:
-                raise knobs.KnobError(f"environment variable {knobs.CPU_THREADS.name}="
-                                      f"{threads} is not a thread count: expected 0 (one "
-                                      "per core) or more")
             if threads and driver == "local-task":  # flags are read when the device is made
                 ireert.flags.parse_flags(f"--task_topology_max_group_count={threads}")
             try:
