@@ -32,6 +32,7 @@ from .errors import SourceFile, SourceLocation, ZynMLError, ZynMLNote, note
 from .frontend import ast
 from .limits import MAX_EXPRESSION_DEPTH, recursion_room
 from .frontend.checker import check
+from .frontend.library import resolve_uses
 from .frontend.parser import parse
 from .frontend.symbols import CheckedProgram
 from .stage import TEXT_MLIR, Backend, Compilation, Output, Stage
@@ -71,7 +72,11 @@ def parse_source(source_or_path: Union[str, os.PathLike]) -> tuple[SourceFile, a
         src = SourceFile(str(path), text)
     else:
         src = SourceFile("<string>", source_or_path)
-    return src, parse(src)
+    program = parse(src)
+    used = resolve_uses(program, parse)
+    if used:
+        src = dataclasses.replace(src, uses=tuple(used))
+    return src, program
 
 
 def check_program(src: SourceFile, program: ast.Program, signature=None,
@@ -358,7 +363,8 @@ def artifact_key(backend: Backend, source: SourceFile, pipeline_name: str, signa
     fingerprint, so that a changed compiler never reuses an old artifact; checked mode's
     artifacts apart from the others."""
     mode = ("checked",) if checks else ()
-    return ArtifactCache.key(backend.name, fingerprint(), source.text, pipeline_name,
+    return ArtifactCache.key(backend.name, fingerprint(), source.text,
+                             *(used.text for used in source.uses), pipeline_name,
                              repr(sorted((n, str(t)) for n, t in signature.items())),
                              repr(sorted(scalars.items())), target.cache_key(), *mode)
 

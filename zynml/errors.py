@@ -20,10 +20,13 @@ __all__ = ["SourceLocation", "Diagnostic", "ZynMLError", "SourceFile", "BackendE
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A program's text and the name diagnostics show for it (`<string>` or a path)."""
+    """A program's text and the name diagnostics show for it (`<string>` or a path).
+    `uses`: the library sources it takes pipelines from (`use kernels.NAME`), which are
+    part of what it compiles to (the cache key reads them)."""
 
     name: str
     text: str
+    uses: tuple["SourceFile", ...] = field(default=(), compare=False, repr=False)
 
     def line(self, number: int) -> str:
         lines = self.text.splitlines()

@@ -330,12 +330,21 @@ class Config(Node):
 
 
 @dataclass(eq=False)
+class Use(Node):
+    """`use kernels.swiglu`: the dotted path of a library source (zynml/kernels/src)."""
+
+    path: list[str]
+
+
+@dataclass(eq=False)
 class Program(Node):
-    """A whole source file: top-level statements (Let, ExprStmt, ...), pipelines, config."""
+    """A whole source file: top-level statements (Let, ExprStmt, ...), pipelines, config,
+    and the library sources it uses."""
 
     body: list[Stmt]
     pipelines: list[Pipeline]
     configs: list[Config]
+    uses: list[Use] = field(default_factory=list)
 
 
 def same_extent(a: Expr, b: Expr) -> bool:

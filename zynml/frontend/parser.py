@@ -3,7 +3,8 @@ climbing (expressions).
 
 Grammar sketch (NEWLINE/INDENT/DEDENT come from the lexer, see lexer.py):
 
-    program    := (pipeline | config | statement)*
+    program    := (use | pipeline | config | statement)*
+    use        := 'use' NAME ('.' NAME)*            (`use` is a soft keyword here only)
     pipeline   := 'pipeline' NAME '(' [param (',' param)*] ')' ['->' type] ':' suite
     config     := 'config' '{' (NEWLINE INDENT entries DEDENT | entries) '}'
     statement  := let | var | shared | for | if | yield | return | '...' | assign | expr
@@ -222,6 +223,8 @@ class Parser:
                     program.pipelines.append(self.parse_pipeline())
                 elif self.kind == "config":
                     program.configs.append(self.parse_config())
+                elif self.is_name("use") and self.peek().kind == "NAME":
+                    program.uses.append(self.parse_use())
                 elif self.kind == "DEDENT":  # unreachable with a balanced lexer
                     self.advance()
                 else:
@@ -229,6 +232,15 @@ class Parser:
             except _ParseError:
                 self.synchronize()
         return program
+
+    def parse_use(self) -> ast.Use:
+        """`use kernels.swiglu`: a library kernel's pipelines join the program's."""
+        kw = self.advance()
+        parts = [self.expect("NAME", "expected a library name after 'use'")]
+        while self.accept("."):
+            parts.append(self.expect("NAME", "expected a name after '.'"))
+        self.end_statement()
+        return ast.Use(kw.loc, [part.text for part in parts])
 
     def parse_pipeline(self) -> ast.Pipeline:
         kw = self.advance()
