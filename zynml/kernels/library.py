@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from ..api import Program
+from ..devices import resolve
 from ..errors import ZynMLError
 from ..frontend.library import library_names, library_source
 
@@ -30,11 +31,19 @@ def source_path(name: str):
 
 
 def program(name: str, device: str = "auto", **options: Any) -> Program:
-    """The compiled Program of kernel `name` for `device` (cached per process)."""
+    """The compiled Program of kernel `name` for `device` (cached per process).
+
+    Size policy: IREE takes every size dynamic at no cost, so there one compile serves
+    every shape; the native CUDA backend keeps its fast strategies for static sizes only
+    (docs/language.md §4), so there a kernel compiles per shape except the sizes its
+    source declares dynamic (`?rows`). Neither prints the automatic-dynamic note."""
     key = (name, device, tuple(sorted(options.items())))
     with _lock:
         prog = _programs.get(key)
         if prog is None:
+            backend = resolve(device, options.get("backend"),
+                              options.get("require_device", True)).backend
+            options.setdefault("dynamic", backend == "iree")
             prog = _programs[key] = Program(source_path(name), device=device, **options)
     return prog
 

@@ -1,0 +1,77 @@
+"""LayerNorm, linear and GELU with their gradients (zynml/kernels/training.py) against
+float64 numpy, analytic and by finite differences, on the CPU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zynml.kernels as K
+
+SIZES = [(1, 1), (7, 13), (37, 5)]
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _layer_norm64(x, w, b, eps):
+    x = x.astype(np.float64)
+    xhat = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + eps)
+    return xhat * w + b, xhat
+
+
+@pytest.mark.parametrize("rows, d", SIZES)
+def test_layer_norm_and_its_gradients(rows, d):
+    rng = np.random.default_rng()
+    x, w, b, g = _rand(rng, rows, d), _rand(rng, d), _rand(rng, d), _rand(rng, rows, d)
+    y_ref, xhat = _layer_norm64(x, w, b, 1e-5)
+    np.testing.assert_allclose(K.layer_norm(x, w, b, 1e-5, device="cpu"), y_ref,
+                               rtol=1e-4, atol=1e-4)
+    dx, dw, db = K.layer_norm_backward(x, w, g, 1e-5, device="cpu")
+    gw = g * w
+    dx_ref = (gw - gw.mean(1, keepdims=True) - xhat * (gw * xhat).mean(1, keepdims=True)) \
+        / np.sqrt(x.astype(np.float64).var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(dx, dx_ref, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(dw, (g * xhat).sum(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(db, g.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_input_gradient_by_finite_differences():
+    rng = np.random.default_rng()
+    x, w, b, g = _rand(rng, 3, 11), _rand(rng, 11), _rand(rng, 11), _rand(rng, 3, 11)
+    loss = lambda xx: (_layer_norm64(xx, w, b, 1e-5)[0] * g).sum()
+    x64, h, numeric = x.astype(np.float64), 1e-6, np.zeros((3, 11))
+    for idx in np.ndindex(*x.shape):
+        e = np.zeros_like(x64)
+        e[idx] = h
+        numeric[idx] = (loss(x64 + e) - loss(x64 - e)) / (2 * h)
+    dx, _, _ = K.layer_norm_backward(x, w, g, 1e-5, device="cpu")
+    np.testing.assert_allclose(dx, numeric, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (33, 17, 19)])
+def test_linear_and_its_gradients(rows, k, n):
+    rng = np.random.default_rng()
+    x, w, b, g = _rand(rng, rows, k), _rand(rng, k, n), _rand(rng, n), _rand(rng, rows, n)
+    x64, w64, g64 = (a.astype(np.float64) for a in (x, w, g))
+    np.testing.assert_allclose(K.linear(x, w, b, device="cpu"), x64 @ w64 + b,
+                               rtol=1e-4, atol=1e-4)
+    dx, dw, db = K.linear_backward(x, w, g, device="cpu")
+    np.testing.assert_allclose(dx, g64 @ w64.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, x64.T @ g64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(db, g64.sum(0), rtol=1e-4, atol=1e-4)
+
+
+def _gelu64(v):
+    return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+
+
+@pytest.mark.parametrize("rows, d", SIZES)
+def test_gelu_and_its_gradient(rows, d):
+    rng = np.random.default_rng()
+    x, g = 3 * _rand(rng, rows, d), _rand(rng, rows, d)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(K.gelu(x, device="cpu"), _gelu64(x64), rtol=1e-5, atol=1e-6)
+    numeric = (_gelu64(x64 + 1e-6) - _gelu64(x64 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(K.gelu_backward(x, g, device="cpu"), g * numeric,
+                               rtol=1e-4, atol=1e-5)
