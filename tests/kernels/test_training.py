@@ -75,3 +75,29 @@ def test_gelu_and_its_gradient(rows, d):
     numeric = (_gelu64(x64 + 1e-6) - _gelu64(x64 - 1e-6)) / 2e-6
     np.testing.assert_allclose(K.gelu_backward(x, g, device="cpu"), g * numeric,
                                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch, seq, heads, head_dim", [(1, 1, 1, 1), (2, 5, 3, 7)])
+def test_heads_move_between_layouts(batch, seq, heads, head_dim):
+    rng = np.random.default_rng()
+    width = heads * head_dim
+    qkv = _rand(rng, batch * seq, 3 * width)
+    parts = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
+    q, k, v = K.split_heads(qkv, batch, heads, device="cpu")
+    for got, want in zip((q, k, v), parts):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(K.merge_heads(np.ascontiguousarray(parts[1]), device="cpu"),
+                                  qkv[:, width:2 * width])
+    np.testing.assert_array_equal(K.merge_qkv(q, k, v, device="cpu"), qkv)
+
+
+def test_residual_add_and_gradient_clipping():
+    rng = np.random.default_rng()
+    x, y = _rand(rng, 3, 17), _rand(rng, 3, 17)
+    np.testing.assert_allclose(K.residual_add(x, y, device="cpu"), x + y, rtol=1e-6)
+    g = _rand(rng, 101)
+    assert float(K.sum_squares(g, device="cpu")) == pytest.approx(
+        (g.astype(np.float64) ** 2).sum(), rel=1e-5)
+    scaled = g.copy()
+    assert K.scale_in_place(scaled, 0.25, device="cpu") is scaled
+    np.testing.assert_allclose(scaled, g * 0.25, rtol=1e-6)

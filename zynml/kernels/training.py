@@ -1,6 +1,7 @@
 """The pieces a GPT-2 training step needs besides attention and the loss: LayerNorm,
-the linear projection and GELU, each with its gradients (sources: layer_norm.zyn,
-linear.zyn, gelu.zyn)."""
+the linear projection and GELU, each with its gradients, heads moved in and out of
+attention's layout, residual adds and gradient clipping (sources: layer_norm.zyn,
+linear.zyn, gelu.zyn, heads.zyn, residual.zyn, grad_clip.zyn)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +9,8 @@ from typing import Any
 from .library import call
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
-           "gelu_backward", "column_sum"]
+           "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
+           "residual_add", "sum_squares", "scale_in_place"]
 
 
 def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5, *,
@@ -53,3 +55,37 @@ def gelu(x: Any, *, device: str | None = None):
 def gelu_backward(x: Any, grad: Any, *, device: str | None = None):
     """grad * gelu'(x)."""
     return call("gelu", "gelu_backward", {"x": x, "grad": grad}, device)
+
+
+def split_heads(qkv: Any, batch: int, heads: int, *, device: str | None = None):
+    """q, k, v [batch, heads, seq, head_dim] of a fused projection qkv [batch * seq,
+    3 * heads * head_dim]."""
+    tokens, width = qkv.shape
+    seq, head_dim = tokens // batch, width // (3 * heads)
+    return tuple(call("heads", "split_heads",
+                      {"qkv": qkv, "batch": batch, "seq": seq, "heads": heads,
+                       "head_dim": head_dim, "part": part}, device) for part in range(3))
+
+
+def merge_heads(o: Any, *, device: str | None = None):
+    """[batch, heads, seq, head_dim] -> [batch * seq, heads * head_dim]."""
+    return call("heads", "merge_heads", {"o": o}, device)
+
+
+def merge_qkv(dq: Any, dk: Any, dv: Any, *, device: str | None = None):
+    """The gradient of split_heads: [batch * seq, 3 * heads * head_dim]."""
+    return call("heads", "merge_qkv", {"dq": dq, "dk": dk, "dv": dv}, device)
+
+
+def residual_add(x: Any, y: Any, *, device: str | None = None):
+    return call("residual", "residual_add", {"x": x, "y": y}, device)
+
+
+def sum_squares(g: Any, *, device: str | None = None):
+    """The sum of squares of a flat gradient (0-d; it stays on a GPU)."""
+    return call("grad_clip", "sum_squares", {"g": g}, device)
+
+
+def scale_in_place(g: Any, factor: float, *, device: str | None = None):
+    """g *= factor, in g's own memory (a flat array)."""
+    return call("grad_clip", "scale_in_place", {"g": g, "factor": float(factor)}, device)
