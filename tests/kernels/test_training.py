@@ -84,6 +84,9 @@ def test_heads_move_between_layouts(batch, seq, heads, head_dim):
     qkv = _rand(rng, batch * seq, 3 * width)
     parts = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
     q, k, v = K.split_heads(qkv, batch, heads, device="cpu")
+    (only,) = K.split_heads(np.ascontiguousarray(qkv[:, :width]), batch, heads, parts=1,
+                            device="cpu")
+    np.testing.assert_array_equal(only, parts[0])
     for got, want in zip((q, k, v), parts):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(K.merge_heads(np.ascontiguousarray(parts[1]), device="cpu"),
@@ -101,3 +104,21 @@ def test_residual_add_and_gradient_clipping():
     scaled = g.copy()
     assert K.scale_in_place(scaled, 0.25, device="cpu") is scaled
     np.testing.assert_allclose(scaled, g * 0.25, rtol=1e-6)
+
+
+def test_gpt_embedding_and_its_gradients():
+    rng = np.random.default_rng()
+    vocab, context, c, batch, seq = 11, 9, 5, 2, 7
+    wte, wpe = _rand(rng, vocab, c), _rand(rng, context, c)
+    ids = rng.integers(0, vocab, (batch, seq)).astype(np.int32)
+    np.testing.assert_array_equal(K.embed(wte, wpe, ids, device="cpu"),
+                                  (wte[ids] + wpe[:seq]).reshape(batch * seq, c))
+    grad, dwte = _rand(rng, batch * seq, c), _rand(rng, vocab, c)
+    want = dwte.astype(np.float64)
+    np.add.at(want, ids.reshape(-1), grad)
+    assert K.embed_backward_tokens(dwte, ids, grad, device="cpu") is dwte
+    np.testing.assert_allclose(dwte, want, rtol=1e-5, atol=1e-6)
+    dwpe = np.zeros((context, c))
+    dwpe[:seq] = grad.reshape(batch, seq, c).sum(0)
+    np.testing.assert_allclose(K.embed_backward_positions(wpe, grad, batch, seq, device="cpu"),
+                               dwpe, rtol=1e-5, atol=1e-6)

@@ -172,7 +172,8 @@ class _ProgramChecker(ProgramLevel):
             raise ZynMLError(f"parameter '{param.name}' needs a type "
                              "(tensor[dims], int or float)", param.loc)
         if t.name == "tensor":
-            return TensorType(F32, (None,) * len(t.dims or []))
+            # its dtype is the argument's (ANY until a call gives one), as a script input's
+            return TensorType(ANY, (None,) * len(t.dims or []))
         if t.name == "int":
             return I64
         if t.name == "float":

@@ -10,7 +10,8 @@ from .library import call
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
            "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
-           "residual_add", "sum_squares", "scale_in_place"]
+           "residual_add", "sum_squares", "scale_in_place", "embed",
+           "embed_backward_tokens", "embed_backward_positions"]
 
 
 def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5, *,
@@ -57,14 +58,16 @@ def gelu_backward(x: Any, grad: Any, *, device: str | None = None):
     return call("gelu", "gelu_backward", {"x": x, "grad": grad}, device)
 
 
-def split_heads(qkv: Any, batch: int, heads: int, *, device: str | None = None):
-    """q, k, v [batch, heads, seq, head_dim] of a fused projection qkv [batch * seq,
-    3 * heads * head_dim]."""
+def split_heads(qkv: Any, batch: int, heads: int, parts: int = 3, *,
+                device: str | None = None):
+    """The `parts` arrays [batch, heads, seq, head_dim] side by side in the rows of qkv
+    [batch * seq, parts * heads * head_dim]: q, k, v of a fused projection (3), or one
+    gradient of merge_heads (1)."""
     tokens, width = qkv.shape
-    seq, head_dim = tokens // batch, width // (3 * heads)
+    seq, head_dim = tokens // batch, width // (parts * heads)
     return tuple(call("heads", "split_heads",
                       {"qkv": qkv, "batch": batch, "seq": seq, "heads": heads,
-                       "head_dim": head_dim, "part": part}, device) for part in range(3))
+                       "head_dim": head_dim, "part": part}, device) for part in range(parts))
 
 
 def merge_heads(o: Any, *, device: str | None = None):
@@ -89,3 +92,21 @@ def sum_squares(g: Any, *, device: str | None = None):
 def scale_in_place(g: Any, factor: float, *, device: str | None = None):
     """g *= factor, in g's own memory (a flat array)."""
     return call("grad_clip", "scale_in_place", {"g": g, "factor": float(factor)}, device)
+
+
+def embed(wte: Any, wpe: Any, ids: Any, *, device: str | None = None):
+    """GPT-2's input rows [batch * seq, c]: wte[ids] + wpe[position]."""
+    return call("gpt_embedding", "embed", {"wte": wte, "wpe": wpe, "ids": ids}, device)
+
+
+def embed_backward_tokens(dwte: Any, ids: Any, grad: Any, *, device: str | None = None):
+    """Adds the token embedding's gradient into dwte (in place) and returns it."""
+    return call("gpt_embedding", "embed_backward_tokens",
+                {"dwte": dwte, "ids": ids, "grad": grad}, device)
+
+
+def embed_backward_positions(wpe: Any, grad: Any, batch: int, seq: int, *,
+                             device: str | None = None):
+    """The position embedding's gradient, shaped as wpe (zero past `seq`)."""
+    return call("gpt_embedding", "embed_backward_positions",
+                {"wpe": wpe, "grad": grad, "batch": batch, "seq": seq}, device)

@@ -1,0 +1,170 @@
+"""A GPT-2-style transformer trained with ZynML's kernel library (zynml/kernels).
+
+Token + position embedding, pre-LayerNorm blocks (causal multi-head attention, a GELU
+MLP of 4x the width), a final LayerNorm and an output head tied to the token embedding.
+Every step of the forward and backward passes is a library kernel; this module only
+orders them and keeps what the backward pass reads. Parameters are float32 arrays of
+the device (numpy on the CPU, DeviceArrays on CUDA), named as GPT-2's checkpoints name
+them, with linear weights stored [in, out].
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import kernels as K
+from ..errors import ZynMLError
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    layers: int
+    hidden: int
+    heads: int
+    context: int
+    vocab: int
+
+    def __post_init__(self):
+        if self.hidden % self.heads:
+            raise ZynMLError(f"hidden size {self.hidden} is not a multiple of {self.heads} "
+                             "heads")
+
+
+CONFIGS = {
+    "toy": GPTConfig(layers=2, hidden=64, heads=4, context=64, vocab=256),
+    "small": GPTConfig(layers=6, hidden=384, heads=6, context=256, vocab=4096),
+    "gpt2": GPTConfig(layers=12, hidden=768, heads=12, context=1024, vocab=50304),
+}
+
+
+def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    c = config.hidden
+    shapes = {"wte": (config.vocab, c), "wpe": (config.context, c)}
+    for layer in range(config.layers):
+        p = f"h{layer}."
+        shapes.update({p + "ln_1.weight": (c,), p + "ln_1.bias": (c,),
+                       p + "attn.c_attn.weight": (c, 3 * c), p + "attn.c_attn.bias": (3 * c,),
+                       p + "attn.c_proj.weight": (c, c), p + "attn.c_proj.bias": (c,),
+                       p + "ln_2.weight": (c,), p + "ln_2.bias": (c,),
+                       p + "mlp.c_fc.weight": (c, 4 * c), p + "mlp.c_fc.bias": (4 * c,),
+                       p + "mlp.c_proj.weight": (4 * c, c), p + "mlp.c_proj.bias": (c,)})
+    shapes.update({"ln_f.weight": (c,), "ln_f.bias": (c,)})
+    return shapes
+
+
+def init_parameters(config: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """GPT-2's initialisation: normal(0, 0.02) weights, residual projections scaled by
+    1/sqrt(2 * layers), zero biases, unit LayerNorm weights (float32, numpy)."""
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in parameter_shapes(config).items():
+        if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name == "ln_f.weight":
+            value = np.ones(shape)
+        elif name.endswith(".bias"):
+            value = np.zeros(shape)
+        else:
+            std = 0.02 / math.sqrt(2 * config.layers) if name.endswith("c_proj.weight") \
+                else 0.02
+            value = rng.normal(0.0, std, shape)
+        params[name] = value.astype(np.float32)
+    return params
+
+
+def decays(name: str, config: GPTConfig) -> bool:
+    """Weight decay applies to matrices and embeddings, not to biases or norms."""
+    return len(parameter_shapes(config)[name]) == 2
+
+
+class GPT:
+    """Forward and backward of one batch on `device`: `loss = model.forward(ids,
+    targets)` then `grads = model.backward()` (same names as the parameters)."""
+
+    def __init__(self, config: GPTConfig, params: dict, device: str = "cpu"):
+        self.config, self.params, self.device = config, params, device
+        self._saved: dict | None = None
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(self, ids, targets):
+        """The mean cross-entropy of predicting `targets` [batch, seq] from `ids`
+        [batch, seq]; keeps the activations the backward pass reads."""
+        cfg, p, dev = self.config, self.params, self.device
+        batch, seq = ids.shape
+        if seq > cfg.context:
+            raise ZynMLError(f"a sequence of {seq} tokens is longer than the context "
+                             f"({cfg.context})")
+        saved = {"ids": ids, "targets": targets, "batch": batch, "layers": []}
+        x = K.embed(p["wte"], p["wpe"], ids, device=dev)
+        for layer in range(cfg.layers):
+            x, acts = self._block_forward(layer, x, batch)
+            saved["layers"].append(acts)
+        saved["x_final"] = x
+        h = K.layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], device=dev)
+        saved["h_final"] = h
+        loss, saved["d_h_final"], saved["d_wte_head"] = K.fused_linear_cross_entropy(
+            h, p["wte"], targets.reshape(-1), device=dev)
+        self._saved = saved
+        return loss
+
+    def _block_forward(self, layer: int, x, batch: int):
+        p, dev, heads = self.params, self.device, self.config.heads
+        w = lambda name: p[f"h{layer}.{name}"]
+        a = {"x": x}
+        a["h1"] = K.layer_norm(x, w("ln_1.weight"), w("ln_1.bias"), device=dev)
+        qkv = K.linear(a["h1"], w("attn.c_attn.weight"), w("attn.c_attn.bias"), device=dev)
+        a["q"], a["k"], a["v"] = K.split_heads(qkv, batch, heads, device=dev)
+        o = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
+        a["attn"] = K.merge_heads(o, device=dev)
+        y = K.linear(a["attn"], w("attn.c_proj.weight"), w("attn.c_proj.bias"), device=dev)
+        a["x2"] = K.residual_add(x, y, device=dev)
+        a["h2"] = K.layer_norm(a["x2"], w("ln_2.weight"), w("ln_2.bias"), device=dev)
+        a["fc"] = K.linear(a["h2"], w("mlp.c_fc.weight"), w("mlp.c_fc.bias"), device=dev)
+        a["gelu"] = K.gelu(a["fc"], device=dev)
+        m = K.linear(a["gelu"], w("mlp.c_proj.weight"), w("mlp.c_proj.bias"), device=dev)
+        return K.residual_add(a["x2"], m, device=dev), a
+
+    # ------------------------------------------------------------------ backward
+
+    def backward(self) -> dict:
+        """The gradients of the last forward's loss, by parameter name."""
+        if self._saved is None:
+            raise ZynMLError("backward() needs a forward() first")
+        s, p, dev = self._saved, self.params, self.device
+        grads: dict = {}
+        dx, grads["ln_f.weight"], grads["ln_f.bias"] = K.layer_norm_backward(
+            s["x_final"], p["ln_f.weight"], s["d_h_final"], device=dev)
+        for layer in reversed(range(self.config.layers)):
+            dx = self._block_backward(layer, s["layers"][layer], dx, s["batch"], grads)
+        seq = s["ids"].shape[1]
+        grads["wte"] = K.embed_backward_tokens(s["d_wte_head"], s["ids"], dx, device=dev)
+        grads["wpe"] = K.embed_backward_positions(p["wpe"], dx, s["batch"], seq, device=dev)
+        self._saved = None  # the activations go; so does a second backward()
+        return grads
+
+    def _block_backward(self, layer: int, a: dict, dout, batch: int, grads: dict):
+        p, dev, heads = self.params, self.device, self.config.heads
+        name = lambda n: f"h{layer}.{n}"
+        w = lambda n: p[name(n)]
+        # x3 = x2 + mlp(ln_2(x2)): the residual passes dout to x2 as it is
+        dg, grads[name("mlp.c_proj.weight")], grads[name("mlp.c_proj.bias")] = \
+            K.linear_backward(a["gelu"], w("mlp.c_proj.weight"), dout, device=dev)
+        dfc = K.gelu_backward(a["fc"], dg, device=dev)
+        dh2, grads[name("mlp.c_fc.weight")], grads[name("mlp.c_fc.bias")] = \
+            K.linear_backward(a["h2"], w("mlp.c_fc.weight"), dfc, device=dev)
+        dx2_norm, grads[name("ln_2.weight")], grads[name("ln_2.bias")] = \
+            K.layer_norm_backward(a["x2"], w("ln_2.weight"), dh2, device=dev)
+        dx2 = K.residual_add(dout, dx2_norm, device=dev)
+        # x2 = x + proj(attention(ln_1(x)))
+        dattn, grads[name("attn.c_proj.weight")], grads[name("attn.c_proj.bias")] = \
+            K.linear_backward(a["attn"], w("attn.c_proj.weight"), dx2, device=dev)
+        (do,) = K.split_heads(dattn, batch, heads, parts=1, device=dev)
+        dq, dk, dv = K.flash_attention_backward(do, a["q"], a["k"], a["v"], causal=True,
+                                                device=dev)
+        dqkv = K.merge_qkv(dq, dk, dv, device=dev)
+        dh1, grads[name("attn.c_attn.weight")], grads[name("attn.c_attn.bias")] = \
+            K.linear_backward(a["h1"], w("attn.c_attn.weight"), dqkv, device=dev)
+        dx_norm, grads[name("ln_1.weight")], grads[name("ln_1.bias")] = \
+            K.layer_norm_backward(a["x"], w("ln_1.weight"), dh1, device=dev)
+        return K.residual_add(dx2, dx_norm, device=dev)
