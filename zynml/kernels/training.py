@@ -11,7 +11,8 @@ from .library import call
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
            "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
            "residual_add", "sum_squares", "scale_in_place", "embed",
-           "embed_backward_tokens", "embed_backward_positions"]
+           "embed_backward_tokens", "embed_backward_positions",
+           "head_logits"]
 
 
 def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5, *,
@@ -41,6 +42,11 @@ def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
     dx = call("linear", "linear_backward_input", {"grad": grad, "w": w}, device)
     dw = call("linear", "linear_backward_weight", {"x": x, "grad": grad}, device)
     return dx, dw, column_sum(grad, device=device)
+
+
+def head_logits(h: Any, wte: Any, *, device: str | None = None):
+    """h @ wte^T: an output head tied to the token embedding wte [vocab, c]."""
+    return call("linear", "linear_backward_input", {"grad": h, "w": wte}, device)
 
 
 def column_sum(x: Any, *, device: str | None = None):

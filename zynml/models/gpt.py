@@ -89,24 +89,36 @@ class GPT:
 
     def forward(self, ids, targets):
         """The mean cross-entropy of predicting `targets` [batch, seq] from `ids`
-        [batch, seq]; keeps the activations the backward pass reads."""
+        [batch, seq]; keeps the activations the backward pass reads. The loss and its
+        gradients come from one chunked kernel that never holds all the logits."""
+        saved = self._hidden(ids)
+        loss, saved["d_h_final"], saved["d_wte_head"] = K.fused_linear_cross_entropy(
+            saved["h_final"], self.params["wte"], targets.reshape(-1), device=self.device)
+        self._saved = saved
+        return loss
+
+    def logits(self, ids):
+        """The next-token logits [batch, vocab] (numpy) after each sequence of ids
+        [batch, seq]. It recomputes the whole context: sampling without a KV cache."""
+        saved = self._hidden(ids)
+        batch, seq = ids.shape
+        logits = K.head_logits(saved["h_final"], self.params["wte"], device=self.device)
+        return np.asarray(logits).reshape(batch, seq, -1)[:, -1]
+
+    def _hidden(self, ids) -> dict:
         cfg, p, dev = self.config, self.params, self.device
         batch, seq = ids.shape
         if seq > cfg.context:
             raise ZynMLError(f"a sequence of {seq} tokens is longer than the context "
                              f"({cfg.context})")
-        saved = {"ids": ids, "targets": targets, "batch": batch, "layers": []}
+        saved = {"ids": ids, "batch": batch, "layers": []}
         x = K.embed(p["wte"], p["wpe"], ids, device=dev)
         for layer in range(cfg.layers):
             x, acts = self._block_forward(layer, x, batch)
             saved["layers"].append(acts)
         saved["x_final"] = x
-        h = K.layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], device=dev)
-        saved["h_final"] = h
-        loss, saved["d_h_final"], saved["d_wte_head"] = K.fused_linear_cross_entropy(
-            h, p["wte"], targets.reshape(-1), device=dev)
-        self._saved = saved
-        return loss
+        saved["h_final"] = K.layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], device=dev)
+        return saved
 
     def _block_forward(self, layer: int, x, batch: int):
         p, dev, heads = self.params, self.device, self.config.heads

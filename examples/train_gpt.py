@@ -1,0 +1,113 @@
+"""Train a GPT-2-style model on Shakespeare with ZynML, then sample from it.
+
+    python examples/train_gpt.py --config toy --steps 50 --device cpu
+
+Ends with `final loss: F (first: L)`; writes a checkpoint (--checkpoint, atomic; --resume
+continues from it with the same next loss) and the loss curve as a PNG (--plot).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from zynml.errors import ZynMLError
+from zynml.models import data
+from zynml.models.gpt import CONFIGS, GPT, init_parameters
+from zynml.models.sample import sample
+from zynml.models.train import AdamW, Schedule, Trainer
+
+
+def arguments(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="toy")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, help="tokens per sequence (default: the context)")
+    parser.add_argument("--accumulation", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--tokenizer", choices=("byte", "bpe"), default="byte")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint", type=Path, help="save here at the end")
+    parser.add_argument("--resume", type=Path, help="continue from this checkpoint")
+    parser.add_argument("--plot", type=Path, help="write the loss curve here (PNG)")
+    parser.add_argument("--sample", type=int, default=0, help="tokens to sample at the end")
+    parser.add_argument("--top-k", type=int, default=0, help="0: greedy")
+    args = parser.parse_args(argv)
+    for name in ("steps", "batch", "accumulation"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = arguments(argv)
+    try:
+        return train(args)
+    except ZynMLError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def train(args) -> int:
+    from tqdm import tqdm
+    config = CONFIGS[args.config]
+    text = data.corpus_text()
+    tokenizer = data.tokenizer_for(args.tokenizer, config.vocab, text)
+    if tokenizer.vocab_size > config.vocab:
+        raise ZynMLError(f"the tokenizer has {tokenizer.vocab_size} ids, more than the "
+                         f"model's vocabulary ({config.vocab})")
+    train_ids, _ = data.split(tokenizer.encode(text))
+    seq = args.seq or config.context
+    batches = data.Batches(train_ids, args.batch, seq, args.seed)
+    model = GPT(config, init_parameters(config, args.seed), args.device)
+    schedule = Schedule(max_lr=args.lr, min_lr=args.lr / 10, warmup=args.warmup,
+                        steps=args.steps)
+    trainer = Trainer(model, schedule, AdamW(), args.accumulation)
+    if args.resume:
+        trainer.load(args.resume, batches)
+    losses = []
+    tokens_per_step = args.batch * seq * args.accumulation
+    bar = tqdm(range(trainer.step_count, args.steps), desc="train", unit="step")
+    for _ in bar:
+        start = time.perf_counter()
+        losses.append(trainer.step(batches))
+        rate = tokens_per_step / (time.perf_counter() - start)
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", tok_s=f"{rate:,.0f}")
+    if args.checkpoint:
+        trainer.save(args.checkpoint, batches)
+    if args.plot and losses:
+        plot(losses, trainer.step_count - len(losses), args.plot)
+    if args.sample:
+        prompt = tokenizer.encode("ROMEO.\n")
+        out = sample(model, prompt, args.sample, top_k=args.top_k, seed=args.seed)
+        print(tokenizer.decode(out))
+    if losses:
+        print(f"final loss: {losses[-1]:.4f} (first: {losses[0]:.4f})")
+    return 0
+
+
+def plot(losses, first_step: int, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(range(first_step, first_step + len(losses)), losses)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats per token)")
+    ax.set_title("ZynML GPT training loss")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

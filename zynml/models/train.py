@@ -1,0 +1,136 @@
+"""Training a GPT with ZynML: AdamW on every parameter (in place, f32 master weights and
+moments), gradient clipping by the global norm, a cosine learning rate with linear
+warm-up, gradient accumulation, and checkpoints written atomically.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import kernels as K
+from ..errors import ZynMLError
+from .gpt import GPT, GPTConfig, decays
+
+
+@dataclass(frozen=True)
+class Schedule:
+    max_lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup: int = 10
+    steps: int = 100
+
+    def lr(self, step: int) -> float:
+        """The learning rate of step `step` (0-based): linear warm-up, then a cosine
+        decay from max_lr to min_lr at the last step."""
+        if step < self.warmup:
+            return self.max_lr * (step + 1) / self.warmup
+        span = max(1, self.steps - self.warmup)
+        progress = min(1.0, (step - self.warmup) / span)
+        return self.min_lr + 0.5 * (self.max_lr - self.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class AdamW:
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    clip: float = 1.0  # the global gradient norm's ceiling; 0: no clipping
+
+
+class Trainer:
+    """One optimizer step per `step(batches)`: `accumulation` micro-batches, their mean
+    gradient, clipped, then AdamW. Arrays live on `device` (numpy on the CPU)."""
+
+    def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
+                 accumulation: int = 1):
+        if accumulation < 1:
+            raise ZynMLError(f"gradient accumulation takes at least 1 micro-batch, "
+                             f"got {accumulation}")
+        self.model, self.schedule, self.optimizer = model, schedule, optimizer
+        self.accumulation = accumulation
+        self.step_count = 0
+        self.moments = {name: (np.zeros_like(np.asarray(p)), np.zeros_like(np.asarray(p)))
+                        for name, p in model.params.items()}
+
+    def step(self, batches) -> float:
+        """One optimizer step; returns the mean loss of its micro-batches."""
+        dev, total, grads = self.model.device, 0.0, None
+        for _ in range(self.accumulation):
+            ids, targets = batches.next()
+            total += float(self.model.forward(ids, targets))
+            micro = self.model.backward()
+            grads = micro if grads is None else {
+                name: K.add_assign(grads[name], g, device=dev) for name, g in micro.items()}
+        if self.accumulation > 1:
+            for g in grads.values():
+                K.scale_in_place(g.reshape(-1), 1.0 / self.accumulation, device=dev)
+        self.grad_norm = self._clip(grads)
+        lr = self.schedule.lr(self.step_count)
+        self.step_count += 1
+        opt = self.optimizer
+        for name, param in self.model.params.items():
+            m, v = self.moments[name]
+            K.adamw_step(param.reshape(-1), grads[name].reshape(-1), m.reshape(-1),
+                         v.reshape(-1), lr=lr, beta1=opt.beta1, beta2=opt.beta2, eps=opt.eps,
+                         weight_decay=opt.weight_decay if decays(name, self.model.config)
+                         else 0.0, step=self.step_count, device=dev)
+        return total / self.accumulation
+
+    def _clip(self, grads: dict) -> float:
+        dev = self.model.device
+        norm = math.sqrt(sum(float(K.sum_squares(g.reshape(-1), device=dev))
+                             for g in grads.values()))
+        clip = self.optimizer.clip
+        if clip and norm > clip:
+            for g in grads.values():
+                K.scale_in_place(g.reshape(-1), clip / (norm + 1e-6), device=dev)
+        return norm
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, path: os.PathLike, batches=None) -> None:
+        """Parameters, moments, step and the batch stream's state, to `path` atomically
+        (a temporary file in the same folder, then a rename)."""
+        path = Path(path)
+        arrays = {f"param/{n}": np.asarray(p) for n, p in self.model.params.items()}
+        for name, (m, v) in self.moments.items():
+            arrays[f"m/{name}"], arrays[f"v/{name}"] = np.asarray(m), np.asarray(v)
+        meta = {"step": self.step_count, "config": asdict(self.model.config),
+                "batches": batches.state() if batches is not None else None}
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def load(self, path: os.PathLike, batches=None) -> None:
+        """Restore what `save` wrote: the same next loss as an uninterrupted run."""
+        try:
+            with np.load(path) as data:
+                meta = json.loads(bytes(data["meta"]).decode())
+                if GPTConfig(**meta["config"]) != self.model.config:
+                    raise ZynMLError(f"checkpoint '{path}' is of another model "
+                                     f"({meta['config']})")
+                for name, param in self.model.params.items():
+                    param[...] = data[f"param/{name}"]
+                    m, v = self.moments[name]
+                    m[...], v[...] = data[f"m/{name}"], data[f"v/{name}"]
+        except (OSError, KeyError, ValueError) as err:
+            raise ZynMLError(f"cannot read checkpoint '{path}': {err}") from None
+        self.step_count = meta["step"]
+        if batches is not None and meta["batches"] is not None:
+            batches.restore(meta["batches"])
