@@ -122,3 +122,30 @@ def test_gpt_embedding_and_its_gradients():
     dwpe[:seq] = grad.reshape(batch, seq, c).sum(0)
     np.testing.assert_allclose(K.embed_backward_positions(wpe, grad, batch, seq, device="cpu"),
                                dwpe, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pipeline, inputs", [
+    ("linear_backward_input", {"grad": (256, 384), "w": (128, 384)}),
+    ("linear_backward_weight", {"x": (256, 128), "grad": (256, 384)}),
+])
+def test_cuda_gradient_products_run_on_the_gemm_strategy(pipeline, inputs):
+    """The transposed operand is its own kernel: fused into the product (as elementwise
+    fusion would, were named ops generalized first) it is no plain matmul any more and
+    falls to the SIMT strategy. Compiles for sm_90a here; no GPU needed."""
+    import json
+    from zynml.kernels import library
+    prog = library.program("linear", "cuda", require_device=False).pipeline(pipeline)
+    plan = json.loads(prog.emit("plan", {n: np.ones(s, np.float16) for n, s in inputs.items()}))
+    strategies = [k["strategy"] for k in _kernels(plan)]
+    assert "matmul_wgmma" in strategies and "matmul" not in strategies, strategies
+
+
+def _kernels(node):
+    if isinstance(node, dict):
+        if "strategy" in node:
+            yield node
+        for value in node.values():
+            yield from _kernels(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _kernels(value)

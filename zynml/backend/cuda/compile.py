@@ -26,12 +26,14 @@ __all__ = ["kernel_pipeline", "nvvm_pipeline", "lower_to_gpu", "lower_to_nvvm", 
 # yields new tensors each iteration; without it one-shot-bufferize refuses the loop.
 # split-shared-fills: accumulators that start from one shared fill would be copied from
 # its buffer by bufferization (a fill kernel and a copy each); a fill of their own fuses
-# into the kernel that reads them. The strategies see the chip: some need its
-# instructions (wgmma on sm_90a).
+# into the kernel that reads them. Elementwise fusion runs before named ops are
+# generalized, so a producer (a transpose of a weight, say) is never fused into a
+# matmul: the product stays plain and takes the GEMM strategies. The strategies see the
+# chip: some need its instructions (wgmma on sm_90a).
 def kernel_pipeline(target: CudaTarget) -> str:
     return (
-        "builtin.module(fold-scalar-tensors,split-shared-fills,linalg-generalize-named-ops,"
-        "linalg-fuse-elementwise-ops,"
+        "builtin.module(fold-scalar-tensors,split-shared-fills,linalg-fuse-elementwise-ops,"
+        "linalg-generalize-named-ops,"
         "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
         "function-boundary-type-conversion=identity-layout-map},"
         "canonicalize,cse,collapse-matmul-rows,"

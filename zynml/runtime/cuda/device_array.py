@@ -164,6 +164,30 @@ class DeviceArray:
             raise ValueError(f"cannot view {self._dtype_name} as {name}: item sizes differ")
         return DeviceArray(self.device, self.ptr, self.shape, name, owner=self)
 
+    def reshape(self, *shape) -> "DeviceArray":
+        """The same memory with another shape of as many elements (one -1 is inferred),
+        as numpy's reshape of a C-contiguous array: no copy."""
+        dims = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list))
+                    else shape)
+        if dims.count(-1) > 1:
+            raise ValueError("reshape takes at most one -1")
+        if -1 in dims:
+            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+            dims[dims.index(-1)] = self.size // known if known else 0
+        if int(np.prod(dims, dtype=np.int64)) != self.size or any(d < 0 for d in dims):
+            raise ValueError(f"cannot reshape a DeviceArray of shape {self.shape} into "
+                             f"{tuple(shape)}")
+        return DeviceArray(self.device, self.ptr, tuple(dims), self._dtype_name, owner=self)
+
+    def copy_from(self, host: np.ndarray) -> None:
+        """Overwrite this array with a numpy array of its shape (a checkpoint's values)."""
+        host = np.require(np.asarray(host, dtype=self.dtype), requirements="C")
+        if host.shape != self.shape:
+            raise ValueError(f"copy_from: shape {host.shape} into a DeviceArray of "
+                             f"{self.shape}")
+        self.device.copy_to_device(self.ptr, host.ctypes.data, host.nbytes)
+        self.device.synchronize()
+
     def __array__(self, dtype=None, copy=None):
         host = self.numpy()
         return host if dtype is None else host.astype(dtype)
