@@ -16,7 +16,7 @@ import numpy as np
 
 from zynml.errors import ZynMLError
 from zynml.models import data
-from zynml.models.gpt import CONFIGS, GPT, init_parameters
+from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
 from zynml.models.sample import sample
 from zynml.models.train import AdamW, Schedule, Trainer
 
@@ -65,7 +65,7 @@ def train(args) -> int:
     train_ids, _ = data.split(tokenizer.encode(text))
     seq = args.seq or config.context
     batches = data.Batches(train_ids, args.batch, seq, args.seed)
-    model = GPT(config, init_parameters(config, args.seed), args.device)
+    model = GPT(config, on_device(init_parameters(config, args.seed), args.device), args.device)
     schedule = Schedule(max_lr=args.lr, min_lr=args.lr / 10, warmup=args.warmup,
                         steps=args.steps)
     trainer = Trainer(model, schedule, AdamW(), args.accumulation)

@@ -72,6 +72,24 @@ def init_parameters(config: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
     return params
 
 
+def on_device(params: dict[str, np.ndarray], device: str) -> dict:
+    """The parameters as arrays of `device`: numpy on the CPU, DeviceArrays on CUDA."""
+    if not device.startswith("cuda"):
+        return params
+    from ..runtime.cuda.device_array import DeviceArray
+    from ..runtime.cuda.driver import get_device
+    ordinal = int(device.partition(":")[2] or 0)
+    return {name: DeviceArray.from_numpy(p, get_device(ordinal)) for name, p in params.items()}
+
+
+def assign(array, values: np.ndarray) -> None:
+    """Overwrite a parameter (numpy or DeviceArray) with host values of its shape."""
+    if hasattr(array, "copy_from"):
+        array.copy_from(values)
+    else:
+        array[...] = values
+
+
 def decays(name: str, config: GPTConfig) -> bool:
     """Weight decay applies to matrices and embeddings, not to biases or norms."""
     return len(parameter_shapes(config)[name]) == 2

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import kernels as K
 from ..errors import ZynMLError
-from .gpt import GPT, GPTConfig, decays
+from .gpt import GPT, GPTConfig, assign, decays, on_device
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class Trainer:
         self.model, self.schedule, self.optimizer = model, schedule, optimizer
         self.accumulation = accumulation
         self.step_count = 0
-        self.moments = {name: (np.zeros_like(np.asarray(p)), np.zeros_like(np.asarray(p)))
-                        for name, p in model.params.items()}
+        zeros = lambda p: on_device({"z": np.zeros(p.shape, np.float32)}, model.device)["z"]
+        self.moments = {name: (zeros(p), zeros(p)) for name, p in model.params.items()}
 
     def step(self, batches) -> float:
         """One optimizer step; returns the mean loss of its micro-batches."""
@@ -126,9 +126,10 @@ class Trainer:
                     raise ZynMLError(f"checkpoint '{path}' is of another model "
                                      f"({meta['config']})")
                 for name, param in self.model.params.items():
-                    param[...] = data[f"param/{name}"]
+                    assign(param, data[f"param/{name}"])
                     m, v = self.moments[name]
-                    m[...], v[...] = data[f"m/{name}"], data[f"v/{name}"]
+                    assign(m, data[f"m/{name}"])
+                    assign(v, data[f"v/{name}"])
         except (OSError, KeyError, ValueError) as err:
             raise ZynMLError(f"cannot read checkpoint '{path}': {err}") from None
         self.step_count = meta["step"]
