@@ -1,0 +1,73 @@
+"""The GPT of zynml.models on CUDA against PyTorch on the same GPU (f32): the loss and
+every gradient after one step, and three optimizer steps. Under ZYNML_GPU_COMPILE_ONLY
+(tools/gpu_tests.sh compile, no GPU) the model runs on the CPU while every library call
+also compiles its CUDA artifact for the same shapes, so the GPU machine, which has no
+MLIR, finds them all in the carried cache."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zynml.kernels import library
+from zynml.models import data
+from zynml.models.gpt import GPT, GPTConfig, init_parameters, on_device
+from zynml.models.train import AdamW, Schedule, Trainer
+
+from ..conftest import COMPILE_ONLY
+
+CONFIG = GPTConfig(layers=2, hidden=64, heads=4, context=32, vocab=257)
+
+
+def _batches(seed):
+    tokens = np.random.default_rng(seed).integers(0, CONFIG.vocab, 5000).astype(np.int32)
+    return data.Batches(tokens, 3, 31, seed)
+
+
+@pytest.fixture
+def device(monkeypatch):
+    """cuda:0, or under compile-only the CPU with every call compiled for CUDA too."""
+    if not COMPILE_ONLY:
+        return "cuda:0"
+    call = library.call
+
+    def call_and_compile(name, pipeline, args, device=None, **options):
+        cuda = library.program(name, "cuda:0", require_device=False).pipeline(pipeline)
+        cuda.artifact(**{n: v if isinstance(v, (int, float)) else np.asarray(v)
+                         for n, v in args.items()})
+        return call(name, pipeline, args, "cpu", **options)
+
+    monkeypatch.setattr(library, "call", call_and_compile)
+    return "cpu"
+
+
+@pytest.mark.gpu
+def test_cuda_gpt_step_matches_pytorch(device):
+    params = init_parameters(CONFIG, seed=11)
+    ids, targets = _batches(2).next()
+    model = GPT(CONFIG, on_device({n: p.copy() for n, p in params.items()}, device), device)
+    loss = float(model.forward(ids, targets))
+    grads = {n: np.asarray(g, dtype=np.float64) for n, g in model.backward().items()}
+    if COMPILE_ONLY:
+        pytest.skip("compile-only: the artifacts are in the cache")
+    torch = pytest.importorskip("torch")
+    from zynml.models.gpt_torch import TorchGPT
+    ref = TorchGPT(CONFIG, params, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref_loss = ref(torch.tensor(ids, dtype=torch.long, device="cuda"),
+                   torch.tensor(targets, dtype=torch.long, device="cuda"))
+    ref_loss.backward()
+    assert loss == pytest.approx(ref_loss.item(), rel=1e-4)
+    for name, want in ref.gradients().items():
+        scale = np.abs(want).max() + 1e-12
+        assert np.abs(grads[name] - want).max() / scale < 1e-3, name
+
+
+@pytest.mark.gpu
+def test_cuda_gpt_trains(device):
+    model = GPT(CONFIG, on_device(init_parameters(CONFIG, seed=4), device), device)
+    trainer = Trainer(model, Schedule(max_lr=3e-3, min_lr=3e-4, warmup=1, steps=3), AdamW())
+    batches = _batches(5)
+    losses = [trainer.step(batches) for _ in range(3)]
+    if COMPILE_ONLY:
+        pytest.skip("compile-only: the artifacts are in the cache")
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
