@@ -1,0 +1,139 @@
+"""A GPT training step: ZynML's Trainer (zynml/models) against PyTorch on one GPU.
+
+    python benchmarks/train_gpt.py --compile-only    # here (MLIR): fills the cache
+    python benchmarks/train_gpt.py                   # on the GPU (carry the cache)
+
+Both halves must see the same ZYNML_CACHE_DIR. The same model (`--config`, GPT-2 small by
+default), the same batch (`--batch` x `--seq` tokens) and the same random tokens. Each
+side runs `--warmup` steps, then `--steps` timed steps (forward, backward, clipping,
+AdamW, wall clock with the GPU drained before and after); reported: the median step,
+tokens per second, and the GPU memory in use at the end (ZynML: the device's used memory
+from cuMemGetInfo less what was used before the model existed; PyTorch:
+torch.cuda.max_memory_allocated). PyTorch runs in f32 with TF32 off (the same arithmetic
+as ZynML's f32 model), eager and torch.compile, and in bf16 autocast with TF32 (what a
+user would run).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from zynml.kernels import library
+from zynml.models import data
+from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
+from zynml.models.train import AdamW, Schedule, Trainer
+
+
+def _batches(config, batch: int, seq: int):
+    tokens = np.random.default_rng(0).integers(0, config.vocab, 1 << 20).astype(np.int32)
+    return data.Batches(tokens, batch, seq, seed=1)
+
+
+def compile_only(args) -> None:
+    """One step on the CPU with every library call compiled for CUDA at its shapes."""
+    call = library.call
+
+    def call_and_compile(name, pipeline, inputs, device=None, **options):
+        library.program(name, "cuda:0", require_device=False).pipeline(pipeline).artifact(
+            **{n: v if isinstance(v, (int, float)) else np.asarray(v)
+               for n, v in inputs.items()})
+        print(f"compiled {name}.{pipeline}", flush=True)
+        return call(name, pipeline, inputs, "cpu", **options)
+
+    library.call = call_and_compile
+    config = CONFIGS[args.config]
+    trainer = Trainer(GPT(config, init_parameters(config), "cpu"), Schedule(), AdamW())
+    trainer.step(_batches(config, args.batch, args.seq))
+
+
+def _timed(step, warmup: int, steps: int, sync) -> list[float]:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        sync()
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def zynml_side(args) -> dict:
+    from zynml.runtime.cuda.driver import get_device
+    device = get_device(0)
+    used = lambda: _used_memory()
+    before = used()
+    config = CONFIGS[args.config]
+    model = GPT(config, on_device(init_parameters(config), "cuda:0"), "cuda:0")
+    trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW())
+    batches = _batches(config, args.batch, args.seq)
+    times = _timed(lambda: trainer.step(batches), args.warmup, args.steps, device.synchronize)
+    return {"median_s": statistics.median(times), "memory": used() - before}
+
+
+def _used_memory() -> int:
+    from cuda.bindings import driver
+    err, free, total = driver.cuMemGetInfo()
+    return int(total) - int(free)
+
+
+def torch_side(args, mode: str) -> dict:
+    import torch
+    from zynml.models.gpt_torch import TorchGPT
+    config = CONFIGS[args.config]
+    bf16 = mode.startswith("bf16")
+    torch.backends.cuda.matmul.allow_tf32 = bf16
+    torch.backends.cudnn.allow_tf32 = bf16
+    torch.cuda.reset_peak_memory_stats()
+    model = TorchGPT(config, init_parameters(config), device="cuda")
+    opt = model.optimizer(lr=1e-4, fused=True)
+    forward = torch.compile(model) if mode.endswith("compile") else model
+    batches = _batches(config, args.batch, args.seq)
+
+    def step():
+        ids, targets = (torch.from_numpy(a).long().cuda() for a in batches.next())
+        with torch.autocast("cuda", torch.bfloat16, enabled=bf16):
+            loss = forward(ids, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    times = _timed(step, args.warmup, args.steps, torch.cuda.synchronize)
+    return {"median_s": statistics.median(times), "memory": torch.cuda.max_memory_allocated()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="gpt2", choices=sorted(CONFIGS))
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--only", choices=("zynml", "torch"), help="one side only")
+    args = parser.parse_args()
+    if args.compile_only:
+        compile_only(args)
+        return
+    tokens = args.batch * args.seq
+    rows = []
+    if args.only != "torch":
+        rows.append(("ZynML f32", zynml_side(args)))
+    if args.only != "zynml":
+        for mode in ("f32 eager", "f32 compile", "bf16 eager", "bf16 compile"):
+            rows.append((f"PyTorch {mode}", torch_side(args, mode)))
+    print(f"{args.config}, batch {args.batch} x {args.seq} tokens")
+    print(f"{'':20} {'step ms':>9} {'tokens/s':>10} {'memory GB':>10}")
+    for name, r in rows:
+        print(f"{name:20} {r['median_s'] * 1e3:9.1f} {tokens / r['median_s']:10,.0f} "
+              f"{r['memory'] / 1e9:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
