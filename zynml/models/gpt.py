@@ -90,6 +90,14 @@ def assign(array, values: np.ndarray) -> None:
         array[...] = values
 
 
+def writable(array):
+    """`array`, or a copy where it is read-only: on the CPU a result is a read-only view
+    of the run time's buffer, and the in-place kernels (`mut`) need to write."""
+    if isinstance(array, np.ndarray) and not array.flags.writeable:
+        return array.copy()
+    return array
+
+
 def decays(name: str, config: GPTConfig) -> bool:
     """Weight decay applies to matrices and embeddings, not to biases or norms."""
     return len(parameter_shapes(config)[name]) == 2
@@ -168,10 +176,11 @@ class GPT:
         for layer in reversed(range(self.config.layers)):
             dx = self._block_backward(layer, s["layers"][layer], dx, s["batch"], grads)
         seq = s["ids"].shape[1]
-        grads["wte"] = K.embed_backward_tokens(s["d_wte_head"], s["ids"], dx, device=dev)
+        grads["wte"] = K.embed_backward_tokens(writable(s["d_wte_head"]), s["ids"], dx,
+                                               device=dev)
         grads["wpe"] = K.embed_backward_positions(p["wpe"], dx, s["batch"], seq, device=dev)
         self._saved = None  # the activations go; so does a second backward()
-        return grads
+        return {name: writable(g) for name, g in grads.items()}  # the optimizer scales them
 
     def _block_backward(self, layer: int, a: dict, dout, batch: int, grads: dict):
         p, dev, heads = self.params, self.device, self.config.heads
