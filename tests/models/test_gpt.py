@@ -76,7 +76,6 @@ def test_ten_steps_match_pytorch_and_resume(tmp_path):
         opt.step()
         theirs.append(loss.item())
     np.testing.assert_allclose(ours, theirs, rtol=1e-4)
-    assert ours[-1] < ours[0]
     resumed = Trainer(GPT(TINY, init_parameters(TINY, seed=99), "cpu"), schedule, AdamW())
     batches = _batches(7)
     resumed.load(tmp_path / "ckpt.npz", batches)
