@@ -33,6 +33,9 @@ def arguments(argv):
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--tokenizer", choices=("byte", "bpe"), default="byte")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stop-at", type=int,
+                        help="stop after this step, as an interrupted run would (the "
+                             "schedule still spans --steps); resume with --resume")
     parser.add_argument("--checkpoint", type=Path, help="save here at the end")
     parser.add_argument("--resume", type=Path, help="continue from this checkpoint")
     parser.add_argument("--plot", type=Path, help="write the loss curve here (PNG)")
@@ -73,7 +76,8 @@ def train(args) -> int:
         trainer.load(args.resume, batches)
     losses = []
     tokens_per_step = args.batch * seq * args.accumulation
-    bar = tqdm(range(trainer.step_count, args.steps), desc="train", unit="step")
+    last = min(args.steps, args.stop_at or args.steps)
+    bar = tqdm(range(trainer.step_count, last), desc="train", unit="step")
     for _ in bar:
         start = time.perf_counter()
         losses.append(trainer.step(batches))
