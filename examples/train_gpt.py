@@ -21,8 +21,17 @@ from zynml.models.sample import sample
 from zynml.models.train import AdamW, Schedule, Trainer
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit with 1, as zynml's own commands do."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
 def arguments(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=sorted(CONFIGS), default="toy")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--device", default="cpu")

@@ -44,5 +44,5 @@ def test_interrupted_and_resumed_run_continues_the_same(tmp_path):
 def test_bad_arguments_are_usage_errors():
     done = subprocess.run([sys.executable, str(SCRIPT), "--steps", "0"], capture_output=True,
                           text=True)
-    assert done.returncode == 2 and "--steps must be at least 1" in done.stderr
+    assert done.returncode == 1 and "--steps must be at least 1" in done.stderr
     assert "Traceback" not in done.stderr
