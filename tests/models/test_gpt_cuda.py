@@ -13,7 +13,7 @@ from zynml.models import data
 from zynml.models.gpt import GPT, GPTConfig, init_parameters, on_device
 from zynml.models.train import AdamW, Schedule, Trainer
 
-from ..conftest import COMPILE_ONLY
+from conftest import COMPILE_ONLY
 
 CONFIG = GPTConfig(layers=2, hidden=64, heads=4, context=32, vocab=257)
 
