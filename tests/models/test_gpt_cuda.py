@@ -1,14 +1,16 @@
 """The GPT of zynml.models on CUDA against PyTorch on the same GPU (f32): the loss and
 every gradient after one step, and three optimizer steps. Under ZYNML_GPU_COMPILE_ONLY
-(tools/gpu_tests.sh compile, no GPU) the model runs on the CPU while every library call
-also compiles its CUDA artifact for the same shapes, so the GPU machine, which has no
-MLIR, finds them all in the carried cache."""
+(tools/gpu_tests.sh compile, no GPU) every CUDA kernel call compiles its artifact and
+the chain goes on with the CPU's values (zynml/compile_only.py), so the GPU machine,
+which has no MLIR, finds them all in the carried cache."""
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pytest
 
-from zynml.kernels import library
+from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.models import data
 from zynml.models.gpt import GPT, GPTConfig, init_parameters, on_device
 from zynml.models.train import AdamW, Schedule, Trainer
@@ -25,19 +27,16 @@ def _batches(seed):
 
 @pytest.fixture
 def device(monkeypatch):
-    """cuda:0, or under compile-only the CPU with every call compiled for CUDA too."""
+    """cuda:0; under compile-only, cuda:0 Programs that compile their artifacts and give
+    the CPU's values (zynml/compile_only.py), with the parameters kept in numpy."""
     if not COMPILE_ONLY:
-        return "cuda:0"
-    call = library.call
-
-    def call_and_compile(name, pipeline, args, device=None, **options):
-        cuda = library.program(name, "cuda:0", require_device=False).pipeline(pipeline)
-        cuda.artifact(**{n: v if isinstance(v, (int, float)) else np.asarray(v)
-                         for n, v in args.items()})
-        return call(name, pipeline, args, "cpu", **options)
-
-    monkeypatch.setattr(library, "call", call_and_compile)
-    return "cpu"
+        yield "cuda:0"
+        return
+    import zynml.models.train
+    for module in (sys.modules[__name__], zynml.models.train):
+        monkeypatch.setattr(module, "on_device", lambda params, device: params)
+    with cpu_values_cuda_artifacts():
+        yield "cuda:0"
 
 
 @pytest.mark.gpu

@@ -1,0 +1,49 @@
+"""Filling an artifact cache for a GPU machine that has no compiler.
+
+The device machines run CUDA artifacts from a cache compiled elsewhere (they have no
+MLIR). A test or benchmark whose work is a chain of calls, each the input of the next
+(a training step), cannot be compiled by calling it once: the values of every call are
+needed to make the next. `cpu_values_cuda_artifacts()` runs such a chain where there is
+no GPU: each call of a native CUDA Program compiles that Program's artifact for the
+call's shapes and dtypes (into the cache, as a GPU run would look it up), then runs the
+same program on the CPU for the values the chain goes on with.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+from .api import Program, _merge_inputs
+
+
+@contextlib.contextmanager
+def cpu_values_cuda_artifacts() -> Iterator[None]:
+    """Within the block, calling a native CUDA Program compiles and caches its artifact
+    and returns what the program gives on the CPU (numpy arrays)."""
+    original = Program.__call__
+    twins: dict[int, Program] = {}
+
+    def compile_then_run_on_cpu(self, inputs=None, /, **named):
+        if self.backend != "native":
+            return original(self, inputs, **named)
+        inputs = _merge_inputs(inputs, named)
+        self.artifact(inputs)
+        twin = twins.get(id(self))
+        if twin is None:
+            twin = twins[id(self)] = _cpu_twin(self)
+        return original(twin, inputs)
+
+    Program.__call__ = compile_then_run_on_cpu
+    try:
+        yield
+    finally:
+        Program.__call__ = original
+
+
+def _cpu_twin(program: Program) -> Program:
+    """The same program (or pipeline of it) compiled for the CPU."""
+    source = program.source
+    text_or_path = Path(source.name) if source.name.endswith(".zyn") else source.text
+    twin = Program(text_or_path, device="cpu", dynamic=True)
+    return twin.pipeline(program._pipeline.name) if program._pipeline is not None else twin
