@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from zynml.kernels import library
+from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.models import data
 from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
 from zynml.models.train import AdamW, Schedule, Trainer
@@ -33,20 +33,14 @@ def _batches(config, batch: int, seq: int):
 
 
 def compile_only(args) -> None:
-    """One step on the CPU with every library call compiled for CUDA at its shapes."""
-    call = library.call
-
-    def call_and_compile(name, pipeline, inputs, device=None, **options):
-        library.program(name, "cuda:0", require_device=False).pipeline(pipeline).artifact(
-            **{n: v if isinstance(v, (int, float)) else np.asarray(v)
-               for n, v in inputs.items()})
-        print(f"compiled {name}.{pipeline}", flush=True)
-        return call(name, pipeline, inputs, "cpu", **options)
-
-    library.call = call_and_compile
+    """One step with every CUDA kernel compiled at its shapes and the CPU's values
+    (zynml/compile_only.py); the parameters stay numpy arrays."""
+    import zynml.models.train as train
     config = CONFIGS[args.config]
-    trainer = Trainer(GPT(config, init_parameters(config), "cpu"), Schedule(), AdamW())
-    trainer.step(_batches(config, args.batch, args.seq))
+    train.on_device = lambda params, device: params
+    with cpu_values_cuda_artifacts():
+        model = GPT(config, init_parameters(config), "cuda:0")
+        Trainer(model, Schedule(), AdamW()).step(_batches(config, args.batch, args.seq))
 
 
 def _timed(step, warmup: int, steps: int, sync) -> list[float]:
