@@ -20,8 +20,10 @@ from .api import Program, _merge_inputs
 @contextlib.contextmanager
 def cpu_values_cuda_artifacts() -> Iterator[None]:
     """Within the block, calling a native CUDA Program compiles and caches its artifact
-    and returns what the program gives on the CPU (numpy arrays)."""
-    original = Program.__call__
+    and returns what the program gives on the CPU (numpy arrays); `cuda:0` counts as
+    present, so Programs for it can be made."""
+    from . import devices
+    original, gpu_count = Program.__call__, devices._gpu_count
     twins: dict[int, Program] = {}
 
     def compile_then_run_on_cpu(self, inputs=None, /, **named):
@@ -35,10 +37,12 @@ def cpu_values_cuda_artifacts() -> Iterator[None]:
         return original(twin, inputs)
 
     Program.__call__ = compile_then_run_on_cpu
+    devices._gpu_count = lambda kind: max(1, gpu_count(kind)) if kind == "cuda" \
+        else gpu_count(kind)
     try:
         yield
     finally:
-        Program.__call__ = original
+        Program.__call__, devices._gpu_count = original, gpu_count
 
 
 def _cpu_twin(program: Program) -> Program:
