@@ -102,9 +102,11 @@ def layer_norm_linear(x: Any, ln_weight: Any, ln_bias: Any, w: Any, b: Any,
         raise ZynMLError(f"layer_norm_linear: w must have {hidden} rows (x's last "
                          f"dimension), got shape {list(_shape(w))}")
     _vectors("layer_norm_linear", outs, b=b)
+    # Static sizes on every backend: IREE 3.13 fails on this product of run-time sizes
+    # ('affine.delinearize_index' op no basis element may be statically non-positive).
     return call("layer_norm_linear", "layer_norm_linear",
                 {"x": x, "ln_weight": ln_weight, "ln_bias": ln_bias, "w": w, "b": b,
-                 "eps": float(eps)}, device)
+                 "eps": float(eps)}, device, dynamic=False)
 
 
 def softmax_dropout(x: Any, p: float, seed: int, *, device: str | None = None):
