@@ -530,7 +530,9 @@ class _ProgramChecker(ProgramLevel):
         self.record_roots |= checked.record_roots
         self.record_values.update(checked.record_values)
         check_call_targets(callee.name, checked.outputs, stmt)
-        types = {s.target: s.ty for s in checked.steps}
+        types: dict[str, Any] = {}
+        for s in checked.steps:
+            types.setdefault(s.target, s.ty)
         for k, (target, result) in enumerate(zip(stmt.targets, checked.outputs)):
             self._add_step(Step(target, stmt.loc, ty=types[result], op="call", operands=names,
                                 params={"callee": checked, "params": params,
