@@ -90,8 +90,9 @@ def test_residual_layer_norm_backward(rng, shape):
 @pytest.mark.parametrize("rows, hidden, outs", [(1, 3, 1), (7, 13, 5), (11, 67, 33)])
 def test_layer_norm_linear(rng, rows, hidden, outs):
     x, ln_weight, ln_bias = normal(rng, rows, hidden), normal(rng, hidden), normal(rng, hidden)
-    w, b = normal(rng, hidden, outs) / np.sqrt(hidden), normal(rng, outs)
+    w, b = (normal(rng, hidden, outs) / np.sqrt(hidden)).astype(np.float32), normal(rng, outs)
     got = K.layer_norm_linear(x, ln_weight, ln_bias, w, b, 1e-5, device="cpu")
+    assert got.dtype == np.float32
     assert_close(got, ref.layer_norm_linear(x, ln_weight, ln_bias, w, b, 1e-5), rtol=2e-5)
 
 
