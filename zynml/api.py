@@ -26,6 +26,7 @@ from .devices import DeviceError, Placement, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
+from .frontend.pipeline_values import returned_names
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType, concrete, from_numpy, to_numpy
 from .machine_limits import as_i64, check_fits
@@ -475,12 +476,14 @@ def _is_record_member(name: str, roots) -> bool:
 
 class _PipelineMethod:
     """`prog.name(*args, **kwargs)`: arguments bind to the pipeline's parameters in order;
-    returns the pipeline's value. Compiled executables are cached per signature."""
+    returns the pipeline's value, or a tuple of its values (`return (a, b)`). Compiled
+    executables are cached per signature."""
 
     def __init__(self, program: Program, pipeline):
         self._program = program
         self._params = [p.name for p in pipeline.params]
         self._pipeline = pipeline
+        self._returned = returned_names(pipeline)
 
     def __call__(self, /, *args, **kwargs):
         inputs = self._bind(args, kwargs) if args else kwargs
@@ -488,6 +491,8 @@ class _PipelineMethod:
         outputs = fast.call(inputs) if fast is not None else None
         if outputs is None:
             outputs = self._program(**inputs)
+        if len(self._returned) > 1:
+            return tuple(outputs[name] for name in self._returned)
         return next(iter(outputs.values()))
 
     def _bind(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -275,7 +275,9 @@ class _ProgramEmitter:
 
     def _call(self, step: Step) -> ir.Value:
         """A pipeline call is inlined: the callee's steps are emitted here, its inputs
-        bound to the caller's values (records and free inputs share their names)."""
+        bound to the caller's values (records and free inputs share their names). The
+        value of the first name the call binds is returned; the others' (`let (a, b) =
+        f(x)`: steps of op "result") are bound here."""
         callee: CheckedProgram = step.params["callee"]
         inner = _ProgramEmitter(callee, self.module, self.name, self.symbols)
         params = dict(zip(step.params["params"], step.operands))
@@ -286,6 +288,9 @@ class _ProgramEmitter:
                 value = S.convert(value, concrete(caller_t), concrete(t))
             inner.values[input_name] = value
         inner.emit_steps()
+        for target, output in list(zip(step.params["targets"], callee.outputs))[1:]:
+            self.values[target] = inner.values[output]
+            self.types[target] = inner.types[output]
         return inner.values[callee.outputs[0]]
 
     # ------------------------------------------------------------------ compute blocks

@@ -20,6 +20,7 @@ from .body_checker import BodyChecker, eval_extent
 from .depth import check_expression_depth
 from .lexer import MAX_INT
 from .outputs import bind_outputs, several_outputs
+from .pipeline_values import check_call_targets, returned_values
 from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
                      check_local_arrays, check_result_size, check_steps, result_extent)
@@ -185,10 +186,7 @@ class _ProgramChecker(ProgramLevel):
 
     def _top_level(self, stmt: ast.Stmt) -> None:
         if isinstance(stmt, ast.Return) and self.pipeline is not None:
-            if not isinstance(stmt.value, ast.Name) or stmt.value.id not in self.values:
-                raise ZynMLError("'return' takes the name of a value computed in the pipeline",
-                                 (stmt.value or stmt).loc)
-            self.outputs[:] = [stmt.value.id]
+            self.outputs[:] = returned_values(stmt, self.values)
             return
         if isinstance(stmt, ast.Let) and (self.async_let(stmt) or self.memory_let(stmt)):
             return
@@ -222,7 +220,7 @@ class _ProgramChecker(ProgramLevel):
                     self._add_step(self._reshape(name, value, stmt))
                     return
                 if value.func.id in self.pipeline_table:
-                    self._add_step(self._call(name, value, stmt))
+                    self._call(value, stmt)
                     return
             if not pipes:
                 constant = _constant(value)
@@ -234,6 +232,11 @@ class _ProgramChecker(ProgramLevel):
                     return
             raise ZynMLError("a top-level 'let' must bind a compute block or a number "
                              "(other expressions are not supported yet)", value.loc)
+        if isinstance(stmt, ast.Let) and isinstance(stmt.value, ast.Call) and \
+                isinstance(stmt.value.func, ast.Name) and \
+                stmt.value.func.id in self.pipeline_table:
+            self._call(stmt.value, stmt)  # `let (da, db) = backward(x, dy)`
+            return
         if isinstance(stmt, ast.Let) and isinstance(stmt.value, ast.Call) and \
                 isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "split":
             for step in self._split(stmt):
@@ -495,9 +498,9 @@ class _ProgramChecker(ProgramLevel):
         return Step(target, stmt.loc, ty=TensorType(ty.dtype, shape), op="reshape",
                     operands=[name], params={"dims": dims})
 
-    def _call(self, target: str, call: ast.Call, stmt: ast.Let) -> Step:
-        """`let y = mlp(x, w1, w2)`: a call of another pipeline, checked for these
-        arguments (and compiled as a function of the module)."""
+    def _call(self, call: ast.Call, stmt: ast.Let) -> None:
+        """`let y = mlp(x, w1, w2)` or `let (a, b) = f(x)`: a call of another pipeline,
+        checked for these arguments (and inlined); a step per name the call binds."""
         # The checker annotates AST nodes (ty, sym), so each call site checks its own copy:
         # a pipeline called with two signatures must not share annotations.
         callee = copy.deepcopy(self.pipeline_table[call.func.id], {id(self.source): self.source})
@@ -526,10 +529,17 @@ class _ProgramChecker(ProgramLevel):
                 self.input_locs.setdefault(extra, checked.input_locs.get(extra))
         self.record_roots |= checked.record_roots
         self.record_values.update(checked.record_values)
-        result = checked.outputs[0]
-        ty = next(s.ty for s in checked.steps if s.target == result)
-        return Step(target, stmt.loc, ty=ty, op="call", operands=names,
-                    params={"callee": checked, "params": params})
+        check_call_targets(callee.name, checked.outputs, stmt)
+        types: dict[str, Any] = {}
+        for s in checked.steps:
+            types.setdefault(s.target, s.ty)
+        for k, (target, result) in enumerate(zip(stmt.targets, checked.outputs)):
+            self._add_step(Step(target, stmt.loc, ty=types[result], op="call", operands=names,
+                                params={"callee": checked, "params": params,
+                                        "targets": stmt.targets})
+                           if k == 0 else
+                           Step(target, stmt.loc, ty=types[result], op="result",
+                                operands=[stmt.targets[0]], params={"index": k}))
 
     # ------------------------------------------------------------------ sizes
 
