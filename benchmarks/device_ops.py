@@ -1,0 +1,187 @@
+"""The device API's operations and the library's kernels against PyTorch, one GPU.
+
+    python benchmarks/device_ops.py --compile-only   # here (MLIR): fills the cache
+    python benchmarks/device_ops.py                  # on the GPU (carry the cache)
+
+Both halves must see the same ZYNML_CACHE_DIR. Each row runs one operation at an LLM
+size on the same inputs: ZynML (zynml.Device or zynml.kernels on torch tensors, no host
+copies), PyTorch eager and torch.compile; GPU time per call (median, CUDA events, each
+call queued behind a GPU sleep: gpu_vs_torch.median_ms), the ratios (> 1: ZynML faster),
+ZynML's GB/s for memory-bound rows, and for the losses the peak memory of each side
+(torch.cuda.max_memory_allocated around one call; ZynML's allocations come from its own
+pool, measured as cuMemGetInfo's used memory before and after one call). Copy ceiling
+measured in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import zynml
+import zynml.kernels as K
+from zynml.compile_only import cpu_values_cuda_artifacts
+
+TOKENS, HIDDEN, FFN, VOCAB = 8192, 4096, 11008, 50304
+HEADS, KV_HEADS, HEAD_DIM, SEQ = 32, 8, 128, 4096
+
+
+@dataclass
+class Case:
+    name: str
+    inputs: dict          # name -> (shape, dtype) or ("ids", shape, bound)
+    zynml: Callable       # (dev, inputs) -> result
+    torch_fn: Callable    # (torch, F, inputs) -> result
+    bytes: int = 0        # fewest bytes moved, for GB/s
+    memory: bool = False  # report peak memory
+
+
+def _cases() -> list[Case]:
+    f32, bf16 = "float32", "bfloat16"
+    n = TOKENS * HIDDEN
+    rope_x = (TOKENS, HEADS, HEAD_DIM)
+    return [
+        Case("rms_norm 8192x4096 f32", {"x": ((TOKENS, HIDDEN), f32), "w": ((HIDDEN,), f32)},
+             lambda d, a: d.rms_norm(a["x"], a["w"], eps=1e-5),
+             lambda t, F, a: F.rms_norm(a["x"], (HIDDEN,), a["w"], 1e-5), bytes=8 * n),
+        Case("softmax 8192x32000 f32", {"x": ((TOKENS, 32000), f32)},
+             lambda d, a: d.softmax(a["x"]), lambda t, F, a: t.softmax(a["x"], -1),
+             bytes=8 * TOKENS * 32000),
+        Case("swiglu 8192x11008 bf16", {"g": ((TOKENS, FFN), bf16), "u": ((TOKENS, FFN), bf16)},
+             lambda d, a: K.swiglu(a["g"], a["u"]), lambda t, F, a: F.silu(a["g"]) * a["u"],
+             bytes=6 * TOKENS * FFN),
+        Case("rms_norm+rope 8192x32x128 f32",
+             {"x": (rope_x, f32), "w": ((HEAD_DIM,), f32),
+              "cos": ((TOKENS, HEAD_DIM // 2), f32), "sin": ((TOKENS, HEAD_DIM // 2), f32)},
+             lambda d, a: K.rms_norm_rope(a["x"], a["w"], a["cos"], a["sin"], style="half"),
+             _torch_rms_rope, bytes=8 * TOKENS * HEADS * HEAD_DIM),
+        Case("cross_entropy 8192x50304 f32 (+grad)",
+             {"logits": ((TOKENS, VOCAB), f32), "t": ("ids", (TOKENS,), VOCAB)},
+             lambda d, a: K.cross_entropy(a["logits"], a["t"]), _torch_cross_entropy,
+             bytes=8 * TOKENS * VOCAB, memory=True),
+        Case("linear+cross_entropy 8192x768->50304 f32 (+grads)",
+             {"h": ((TOKENS, 768), f32), "w": ((VOCAB, 768), f32),
+              "t": ("ids", (TOKENS,), VOCAB)},
+             lambda d, a: K.fused_linear_cross_entropy(a["h"], a["w"], a["t"]),
+             _torch_linear_cross_entropy, memory=True),
+        Case("causal attention 1x32x4096x128 bf16 GQA 8",
+             {"q": ((1, HEADS, SEQ, HEAD_DIM), bf16), "k": ((1, KV_HEADS, SEQ, HEAD_DIM), bf16),
+              "v": ((1, KV_HEADS, SEQ, HEAD_DIM), bf16)},
+             lambda d, a: K.flash_attention(a["q"], a["k"], a["v"], causal=True),
+             lambda t, F, a: F.scaled_dot_product_attention(a["q"], a["k"], a["v"],
+                                                            is_causal=True, enable_gqa=True)),
+        Case("adamw 124M f32", {"p": ((124_475_904,), f32), "g": ((124_475_904,), f32),
+                                "m": ((124_475_904,), f32), "v": ((124_475_904,), f32)},
+             lambda d, a: d.adamw_step(a["p"], a["g"], a["m"], a["v"], lr=1e-4, beta1=0.9,
+                                       beta2=0.95, eps=1e-8, weight_decay=0.1, step_t=3),
+             _torch_adamw, bytes=28 * 124_475_904),
+    ]
+
+
+def _torch_rms_rope(t, F, a):
+    x = F.rms_norm(a["x"], (HEAD_DIM,), a["w"], 1e-6)
+    x1, x2 = x[..., :HEAD_DIM // 2], x[..., HEAD_DIM // 2:]
+    cos, sin = a["cos"][:, None, :], a["sin"][:, None, :]
+    return t.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+
+def _torch_cross_entropy(t, F, a):
+    logits = a["logits"].detach().requires_grad_()
+    loss = F.cross_entropy(logits, a["t"].long())
+    (grad,) = t.autograd.grad(loss, logits)
+    return loss, grad
+
+
+def _torch_linear_cross_entropy(t, F, a):
+    h, w = a["h"].detach().requires_grad_(), a["w"].detach().requires_grad_()
+    loss = F.cross_entropy(F.linear(h, w), a["t"].long())
+    return (loss, *t.autograd.grad(loss, (h, w)))
+
+
+def _torch_adamw(t, F, a):
+    t._fused_adamw_([a["p"]], [a["g"]], [a["m"]], [a["v"]], [], [t.tensor(3.0, device="cuda")],
+                    lr=1e-4, beta1=0.9, beta2=0.95, weight_decay=0.1, eps=1e-8,
+                    amsgrad=False, maximize=False)
+
+
+def _numpy_inputs(case: Case, rng) -> dict:
+    import ml_dtypes
+    out = {}
+    for name, spec in case.inputs.items():
+        if spec[0] == "ids":
+            out[name] = rng.integers(0, spec[2], spec[1]).astype(np.int32)
+        else:
+            shape, dtype = spec
+            x = rng.standard_normal(shape, dtype=np.float32)
+            out[name] = x.astype(ml_dtypes.bfloat16) if dtype == "bfloat16" else x
+    out.update({k: np.abs(v) for k, v in out.items() if k == "v"})  # AdamW's second moment
+    return out
+
+
+def compile_only(only: str) -> None:
+    rng = np.random.default_rng(0)
+    with cpu_values_cuda_artifacts():
+        dev = zynml.Device("cuda:0")
+        for case in _cases():
+            if only in case.name:
+                case.zynml(dev, _numpy_inputs(case, rng))
+                print(f"compiled: {case.name}", flush=True)
+
+
+def run(only: str, repeat: int) -> None:
+    import torch
+    import torch.nn.functional as F
+    from gpu_vs_torch import _to_torch, median_ms  # benchmarks/
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    big = torch.empty(2 ** 28, dtype=torch.float32, device="cuda")
+    copy_gbs = 2 * big.numel() * 4 / median_ms(lambda: big.clone(), repeat, torch) / 1e6
+    print(f"# ceiling: device-to-device copy {copy_gbs:.0f} GB/s (read + write)")
+    print("| operation | ZynML ms | eager ms | compile ms | vs eager | vs compile | GB/s "
+          "| peak MB ZynML / eager |")
+    print("|---|---|---|---|---|---|---|---|")
+    dev, rng = zynml.Device("cuda:0"), np.random.default_rng(0)
+    for case in _cases():
+        if only not in case.name:
+            continue
+        a = {k: _to_torch(torch, v) for k, v in _numpy_inputs(case, rng).items()}
+        ours = median_ms(lambda: case.zynml(dev, a), repeat, torch)
+        eager = median_ms(lambda: case.torch_fn(torch, F, a), repeat, torch)
+        compiled_fn = torch.compile(lambda a: case.torch_fn(torch, F, a))
+        compiled = median_ms(lambda: compiled_fn(a), repeat, torch)
+        gbs = f"{case.bytes / ours / 1e6:.0f}" if case.bytes else ""
+        memory = _peaks(torch, F, case, dev, a) if case.memory else ""
+        print(f"| {case.name} | {ours:.3f} | {eager:.3f} | {compiled:.3f} | "
+              f"{eager / ours:.2f}x | {compiled / ours:.2f}x | {gbs} | {memory} |", flush=True)
+
+
+def _peaks(torch, F, case, dev, a) -> str:
+    from cuda.bindings import driver
+    used = lambda: (lambda r: int(r[2]) - int(r[1]))(driver.cuMemGetInfo())
+    torch.cuda.synchronize()
+    before = used()
+    result = case.zynml(dev, a)
+    dev.sync()
+    ours = used() - before
+    del result
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    case.torch_fn(torch, F, a)
+    theirs = torch.cuda.max_memory_allocated() - base
+    return f"{ours / 2**20:.0f} / {theirs / 2**20:.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--only", default="", help="rows whose name contains this")
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    compile_only(args.only) if args.compile_only else run(args.only, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
