@@ -100,10 +100,18 @@ def _torch_linear_cross_entropy(t, F, a):
     return (loss, *t.autograd.grad(loss, (h, w)))
 
 
+_OPTIMIZERS: dict = {}
+
+
 def _torch_adamw(t, F, a):
-    t._fused_adamw_([a["p"]], [a["g"]], [a["m"]], [a["v"]], [], [t.tensor(3.0, device="cuda")],
-                    lr=1e-4, beta1=0.9, beta2=0.95, weight_decay=0.1, eps=1e-8,
-                    amsgrad=False, maximize=False)
+    """PyTorch's fused AdamW (one multi-tensor kernel) on the same parameter."""
+    opt = _OPTIMIZERS.get(id(a["p"]))
+    if opt is None:
+        p = t.nn.Parameter(a["p"])
+        p.grad = a["g"]
+        opt = _OPTIMIZERS[id(a["p"])] = t.optim.AdamW(
+            [p], lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, fused=True)
+    opt.step()
 
 
 def _numpy_inputs(case: Case, rng) -> dict:
