@@ -18,11 +18,12 @@ import numpy as np
 from . import compiler, knobs, specialize
 from .checks import CheckedFunction, saved_checks
 from .cache import ArtifactCache
+from .runtime import call_context
 from .call_values import (GpuInput, argument, as_array, is_gpu_array, output,
                           scalar_outputs)
 from .backend.iree.target import IREE_TARGETS
 from .inplace import check_updatable, write_back
-from .devices import DeviceError, Placement, resolve
+from .devices import DeviceError, Placement, host_values, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
@@ -232,13 +233,21 @@ class Program:
             outputs = self._fast_calls.call(inputs)  # (`mut` ones checked for aliasing)
             if outputs is not None:
                 return outputs
+        context = call_context.current()  # a zynml.capture block records the call
+        if context is not None and getattr(context, "records_calls", False):
+            return context.call(self, inputs)
         if self.generic.mutated:  # `compute(mut x)`: x's new values go to the caller's x
             check_updatable(self.generic.mutated, inputs)
             return write_back(self._run(inputs), inputs, self.generic.mutated)
         if not self.generic.host_values:  # the usual case: nothing added to the hot path
             return self._run(inputs)
         results = self._run(inputs) if self.generic.outputs else {}
-        return results | _host_values(self.generic.host_values)
+        return results | host_values(self.generic.host_values)
+
+    def submit(self, inputs: dict[str, Any] | None = None, /, **named):
+        """Start a call and return its `zynml.Future` at once (zynml/futures.py)."""
+        from .futures import submit
+        return submit(self, _merge_inputs(inputs, named))
 
     def _run(self, inputs: dict[str, Any]) -> dict[str, Any]:
         if self._data_parallel is not None:
@@ -502,14 +511,6 @@ class _PipelineMethod:
         return inputs
 
 
-def _host_values(queries: dict[str, str]) -> dict[str, Any]:
-    """Values of the host a program asks for (`let devices = compute_devices()`)."""
-    if not queries:
-        return {}
-    from .devices import compute_devices
-    return {name: compute_devices() for name in queries}
-
-
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             params: str | dict = "", require_device: bool = True,
@@ -541,15 +542,13 @@ def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /
     Inputs are keywords, `zynml.run(src, x=a)`, or a dict, `zynml.run(src, {"x": a})`.
     `source` and the dict are positional, so inputs may be called `source` or `inputs`;
     `device`, `backend`, `checked` and `deterministic` (as in `compile`) are always the
-    options: inputs of
-    those names go in the dict, `zynml.run(src, {"device": a}, device="cpu")`."""
+    options: inputs of those names go in the dict, `zynml.run(src, {"device": a})`."""
     for option, value in (("device", device), ("backend", backend)):
         _option("zynml.run", option, value, (str, type(None)), "a name such as 'cpu'")
     _option("zynml.run", "checked", checked, (bool, type(None)), "True or False")
     _option("zynml.run", "deterministic", deterministic, (bool, type(None)), "True or False")
     return Program(source, device=device, backend=backend, checked=checked,
-                   deterministic=deterministic)(
-        _merge_inputs(inputs, named))
+                   deterministic=deterministic)(_merge_inputs(inputs, named))
 
 
 # zynml.run's keyword options: an input of one of these names must come in the dict

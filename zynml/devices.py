@@ -19,6 +19,7 @@ import platform
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from .errors import ZynMLError
 
@@ -102,6 +103,11 @@ def _gpu_count(kind: str) -> int:
 
 
 @lru_cache(maxsize=1)
+def host_values(queries: dict[str, str]) -> dict[str, Any]:
+    """Values of the host a program asks for (`let devices = compute_devices()`)."""
+    return {name: compute_devices() for name in queries}
+
+
 def compute_devices() -> list[dict]:
     """The devices really present: CUDA GPUs (cuda-python), other GPUs IREE's runtime
     drivers report, and the CPU. Each a dict: id, type, name, and memory (bytes) or cores."""
