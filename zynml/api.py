@@ -17,10 +17,11 @@ import numpy as np
 
 from . import compiler, knobs, specialize
 from .checks import CheckedFunction, saved_checks
+from .async_program import plan_async
 from .cache import ArtifactCache
 from .runtime import call_context
-from .call_values import (GpuInput, argument, as_array, is_gpu_array, output,
-                          scalar_outputs)
+from .call_values import (GpuInput, argument, as_array, check_outputs_fit, is_gpu_array,
+                          output, scalar_outputs)
 from .backend.iree.target import IREE_TARGETS
 from .inplace import check_updatable, write_back
 from .devices import DeviceError, Placement, host_values, resolve
@@ -28,7 +29,7 @@ from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.symbols import CheckedProgram, is_tensor
-from .frontend.types import TensorType, concrete, from_numpy, to_numpy
+from .frontend.types import TensorType, concrete, from_numpy
 from .machine_limits import as_i64, check_fits
 
 __all__ = ["Program", "compile", "run", "load"]
@@ -100,15 +101,18 @@ class Program:
             self._data_parallel = None
         self.device = self.placement.device
         self.backend = self.placement.backend
+        self._async = None if _part or _parent is not None or self._data_parallel \
+            else plan_async(self)  # `@async` computes as futures: zynml/async_program.py
         if not _part and _parent is None and self._data_parallel is None \
-                and self.backend != "interpreter":
+                and self.backend != "interpreter" and self._async is None:
             self._segments = self._plan_segments()
         self._dynamic, self._static, self._cache = dynamic, static, ArtifactCache()
         self._shapes = specialize.for_program(self, dynamic, static, _parent is None and not _part)
         self._executables = self._shapes.executables  # signature key -> _Executable
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
-                                             self.generic.host_values or self.checks):
+                                             self.generic.host_values or self.checks
+                                             or self._async):
             self._fast_calls = self._new_fast_calls()
 
     def _new_fast_calls(self):
@@ -252,6 +256,8 @@ class Program:
     def _run(self, inputs: dict[str, Any]) -> dict[str, Any]:
         if self._data_parallel is not None:
             return self._data_parallel.run(self._device_parts(), inputs)
+        if self._async is not None:
+            return self._async.run(inputs)
         if self._segments:
             from .segments import run_segments
             return run_segments(self._segments, inputs, self.outputs)
@@ -405,11 +411,11 @@ class Program:
 
     def _validate(self, signature, scalars) -> None:
         """Check the program at a call's concrete shapes (a dynamic executable runs it)."""
-        _check_outputs_fit(self._check(signature, scalars), self.placement.kind)
+        check_outputs_fit(self._check(signature, scalars), self.placement.kind)
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
-        _check_outputs_fit(checked, self.placement.kind)
+        check_outputs_fit(checked, self.placement.kind)
         if self.backend == "interpreter":
             from .interpreter import InterpreterFunction
             return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
@@ -577,18 +583,6 @@ def _merge_inputs(inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
     if twice:
         raise ZynMLError(f"input '{twice[0]}' is given twice, in the dict and as a keyword")
     return {**inputs, **named}
-
-
-def _check_outputs_fit(checked: CheckedProgram, kind: str) -> None:
-    """Host outputs (`kind` cpu, interpreter) larger than memory: an error before a run."""
-    if kind not in ("cpu", "interpreter"):
-        return
-    outputs = set(checked.flat_outputs())
-    for step in checked.steps:
-        if step.target in outputs and is_tensor(step.ty) and \
-                step.ty.shape is not None and None not in step.ty.shape:
-            check_fits(f"output '{step.target}'", step.ty.shape, to_numpy(step.ty.dtype),
-                       step.loc)
 
 
 def load(path: Union[str, os.PathLike], device: str = "cuda:0"):

@@ -328,3 +328,48 @@ def test_gpu_future_any_picks_the_short_kernel_and_timeout_fires(rng):
     reference = long(x=xs, s=0.25)["y"].numpy()
     np.testing.assert_array_equal(late.result()["y"].numpy(), reference)
     assert slow.result()["y"].shape == (n,)
+
+
+def long_block(steps: int, indent: str = "") -> str:
+    """A block that runs `steps` dependent multiply-adds per element: a long kernel."""
+    body = f"""
+    @kernel elementwise
+    for i in 0..n:
+        var acc = x[i]
+        for k in 0..{steps}:
+            acc = acc * 0.999 + 0.5
+        out[i] = acc
+"""
+    return "\n".join(indent + line if line else line for line in body.split("\n")) + indent
+
+
+ASYNC = f"""
+let fs = [
+    compute(x) @async {{{long_block(5000000, "    ")}}},
+    compute(x) @async {{
+        @kernel elementwise
+        for i in 0..n:
+            out[i] = x[i] * 0.5 + 1.0
+    }},
+]
+let g = compute(x) @async {{{long_block(5000001)}}}
+let (first, index) = await any(fs)
+let safe = await g timeout 100us else x
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_async_computes_any_and_timeout_in_the_language(rng):
+    n = 1 << 16
+    x = rng.standard_normal(n).astype(np.float32)
+    prog = zynml.compile(ASYNC, device="cuda:0")
+    for part in prog._async.parts:
+        if part.program is not None:
+            part.program.artifact(x=gpu_like((n,), np.float32))
+    torch = on_the_gpu()
+    xs = torch.from_numpy(x).cuda()
+    out = prog(x=xs)
+    assert int(out["index"]) == 1  # the short block, second in the list
+    assert_close(out["first"].numpy(), expected(x, 0.5))
+    assert out["safe"] is xs  # g had not completed: the default
+    torch.cuda.synchronize()
