@@ -75,3 +75,11 @@ def test_streams_are_cuda_only():
     with pytest.raises(zynml.ZynMLError, match="takes a zynml.Stream"):
         with zynml.stream("cuda:0"):
             pass
+
+
+def test_submit_inside_a_capture_is_an_error(rng):
+    prog = zynml.compile(NORM, device="cpu")
+    x = rng.standard_normal(3).astype(np.float32)
+    with pytest.raises(zynml.ZynMLError, match="submit inside zynml.capture"):
+        with zynml.capture(device="cpu"):
+            prog.submit(x=x, w=x)

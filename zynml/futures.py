@@ -92,6 +92,10 @@ def _thread_pool() -> ThreadPoolExecutor:
 
 def submit(program: Any, inputs: dict[str, Any]) -> Future:
     """Start `program(inputs)` and return its Future (what `Program.submit` does)."""
+    if getattr(call_context.current(), "records_calls", False):
+        from .errors import ZynMLError
+        raise ZynMLError("Program.submit inside zynml.capture: a graph records plain "
+                         "calls (replay it, then wait for it)")
     if program.backend == "native":
         return _submit_on_stream(program, inputs)
     with _pool_lock:

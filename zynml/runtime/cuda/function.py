@@ -71,6 +71,9 @@ class CudaFunction:
             raise ValueError(f"argument {index}: expected {spec['dtype']}{spec['shape']}, "
                              f"got {dtype_name(array.dtype)}{list(array.shape)}")
         if array.ptr % INPUT_ALIGNMENT:  # a fresh allocation is aligned
+            if getattr(call_context.current(), "capturing", False):  # the copy would go
+                raise ValueError(f"argument {index} starts at an address not a multiple "
+                                 f"of {INPUT_ALIGNMENT}: a captured call takes it as it is")
             array = array.to_device(f"cuda:{array.device.ordinal}")
         return array
 
