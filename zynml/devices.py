@@ -102,12 +102,12 @@ def _gpu_count(kind: str) -> int:
     return sum(1 for d in compute_devices() if d["id"].startswith(kind + ":"))
 
 
-@lru_cache(maxsize=1)
 def host_values(queries: dict[str, str]) -> dict[str, Any]:
     """Values of the host a program asks for (`let devices = compute_devices()`)."""
     return {name: compute_devices() for name in queries}
 
 
+@lru_cache(maxsize=1)
 def compute_devices() -> list[dict]:
     """The devices really present: CUDA GPUs (cuda-python), other GPUs IREE's runtime
     drivers report, and the CPU. Each a dict: id, type, name, and memory (bytes) or cores."""

@@ -72,8 +72,11 @@ class Future:
 
 
 def _host(value: Any) -> Any:
-    numpy = getattr(value, "numpy", None)
-    return numpy() if callable(numpy) and hasattr(value, "device") else value
+    """A DeviceArray as a plain call with numpy inputs gives it: numpy (a scalar if 0-d)."""
+    if not (callable(getattr(value, "numpy", None)) and hasattr(value, "device")):
+        return value
+    host = value.numpy()
+    return host[()] if host.ndim == 0 else host
 
 
 _pool: list[ThreadPoolExecutor] = []

@@ -128,9 +128,10 @@ class Graph:
         if not self._cuda:
             return
         if program.backend != "native" or program.checks or program._segments or \
-                program._data_parallel is not None or program.generic.host_values:
+                program._data_parallel is not None or program.generic.host_values or \
+                program._async is not None:
             raise ZynMLError("a captured call runs one native CUDA program without "
-                             "checked mode, other devices or host values")
+                             "checked mode, other devices, host values or futures")
         for name, value in inputs.items():
             if _is_gpu(value) or self._source(value) is not None:
                 continue
