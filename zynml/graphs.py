@@ -92,7 +92,12 @@ class Graph:
 
     def _end(self, keep: bool) -> None:
         stream, self._stream = self._stream, None
-        graph = stream.end()
+        try:
+            graph = stream.end()
+        except Exception:  # an error inside the block may have invalidated the capture:
+            if keep:       # that error is the one to show
+                raise
+            graph = None
         self._graph = graph if keep else None
 
     def call(self, program: Any, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ class Stream:
         device.make_current()
         if flags is None:
             flags = driver.CUstream_flags.CU_STREAM_DEFAULT
-        self.handle = check(driver.cuStreamCreate(flags), "cuStreamCreate")
+        self.handle = check(driver.cuStreamCreate(int(flags)), "cuStreamCreate")
         self.tensor_maps = tensor_maps.for_device(device)
 
     def __repr__(self) -> str:
@@ -86,7 +86,7 @@ class Event:
     def __init__(self, stream: Stream):
         driver = _driver()
         flags = driver.CUevent_flags.CU_EVENT_DISABLE_TIMING
-        self.handle = check(driver.cuEventCreate(flags), "cuEventCreate")
+        self.handle = check(driver.cuEventCreate(int(flags)), "cuEventCreate")
         check(driver.cuEventRecord(self.handle, stream.handle), "cuEventRecord")
 
     def done(self) -> bool:
