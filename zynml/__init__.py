@@ -13,8 +13,12 @@ with IREE.
 from .api import Program, compile, load, run
 from .devices import compute_devices
 from .errors import ZynMLError
+from .futures import Future, wait_all, wait_any
+from .graphs import Graph, capture
 from .memory import allocate, memory_pool
+from .streams import Stream, stream
 
 __all__ = ["run", "compile", "load", "Program", "ZynMLError", "compute_devices", "allocate",
-           "memory_pool"]
+           "memory_pool", "Future", "wait_all", "wait_any", "Graph", "capture", "Stream",
+           "stream"]
 __version__ = "0.1.0"

@@ -17,18 +17,20 @@ import numpy as np
 
 from . import compiler, knobs, specialize
 from .checks import CheckedFunction, saved_checks
+from .async_program import plan_async
 from .cache import ArtifactCache
-from .call_values import (GpuInput, argument, as_array, is_gpu_array, output,
-                          scalar_outputs)
+from .runtime import call_context
+from .call_values import (GpuInput, argument, as_array, check_outputs_fit, is_gpu_array,
+                          output, scalar_outputs)
 from .backend.iree.target import IREE_TARGETS
 from .inplace import check_updatable, write_back
-from .devices import DeviceError, Placement, resolve
+from .devices import DeviceError, Placement, host_values, resolve
 from .errors import SourceLocation, ZynMLError
 from .frontend import ast
 from .frontend.checker import check_pipeline
 from .frontend.pipeline_values import returned_names
 from .frontend.symbols import CheckedProgram, is_tensor
-from .frontend.types import TensorType, concrete, from_numpy, to_numpy
+from .frontend.types import TensorType, concrete, from_numpy
 from .machine_limits import as_i64, check_fits
 
 __all__ = ["Program", "compile", "run", "load"]
@@ -100,15 +102,18 @@ class Program:
             self._data_parallel = None
         self.device = self.placement.device
         self.backend = self.placement.backend
+        self._async = None if _part or _parent is not None or self._data_parallel \
+            else plan_async(self)  # `@async` computes as futures: zynml/async_program.py
         if not _part and _parent is None and self._data_parallel is None \
-                and self.backend != "interpreter":
+                and self.backend != "interpreter" and self._async is None:
             self._segments = self._plan_segments()
         self._dynamic, self._static, self._cache = dynamic, static, ArtifactCache()
         self._shapes = specialize.for_program(self, dynamic, static, _parent is None and not _part)
         self._executables = self._shapes.executables  # signature key -> _Executable
         self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
         if self.backend == "native" and not (self._segments or self._data_parallel or
-                                             self.generic.host_values or self.checks):
+                                             self.generic.host_values or self.checks
+                                             or self._async):
             self._fast_calls = self._new_fast_calls()
 
     def _new_fast_calls(self):
@@ -233,17 +238,27 @@ class Program:
             outputs = self._fast_calls.call(inputs)  # (`mut` ones checked for aliasing)
             if outputs is not None:
                 return outputs
+        context = call_context.current()  # a zynml.capture block records the call
+        if context is not None and getattr(context, "records_calls", False):
+            return context.call(self, inputs)
         if self.generic.mutated:  # `compute(mut x)`: x's new values go to the caller's x
             check_updatable(self.generic.mutated, inputs)
             return write_back(self._run(inputs), inputs, self.generic.mutated)
         if not self.generic.host_values:  # the usual case: nothing added to the hot path
             return self._run(inputs)
         results = self._run(inputs) if self.generic.outputs else {}
-        return results | _host_values(self.generic.host_values)
+        return results | host_values(self.generic.host_values)
+
+    def submit(self, inputs: dict[str, Any] | None = None, /, **named):
+        """Start a call and return its `zynml.Future` at once (zynml/futures.py)."""
+        from .futures import submit
+        return submit(self, _merge_inputs(inputs, named))
 
     def _run(self, inputs: dict[str, Any]) -> dict[str, Any]:
         if self._data_parallel is not None:
             return self._data_parallel.run(self._device_parts(), inputs)
+        if self._async is not None:
+            return self._async.run(inputs)
         if self._segments:
             from .segments import run_segments
             return run_segments(self._segments, inputs, self.outputs)
@@ -397,11 +412,11 @@ class Program:
 
     def _validate(self, signature, scalars) -> None:
         """Check the program at a call's concrete shapes (a dynamic executable runs it)."""
-        _check_outputs_fit(self._check(signature, scalars), self.placement.kind)
+        check_outputs_fit(self._check(signature, scalars), self.placement.kind)
 
     def _build(self, signature, scalars, records=None, checked=None) -> _Executable:
         checked = checked or self._check(signature, scalars, records)
-        _check_outputs_fit(checked, self.placement.kind)
+        check_outputs_fit(checked, self.placement.kind)
         if self.backend == "interpreter":
             from .interpreter import InterpreterFunction
             return _Executable(checked, InterpreterFunction(compiler.to_cir(checked),
@@ -507,14 +522,6 @@ class _PipelineMethod:
         return inputs
 
 
-def _host_values(queries: dict[str, str]) -> dict[str, Any]:
-    """Values of the host a program asks for (`let devices = compute_devices()`)."""
-    if not queries:
-        return {}
-    from .devices import compute_devices
-    return {name: compute_devices() for name in queries}
-
-
 def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             params: str | dict = "", require_device: bool = True,
@@ -546,15 +553,13 @@ def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /
     Inputs are keywords, `zynml.run(src, x=a)`, or a dict, `zynml.run(src, {"x": a})`.
     `source` and the dict are positional, so inputs may be called `source` or `inputs`;
     `device`, `backend`, `checked` and `deterministic` (as in `compile`) are always the
-    options: inputs of
-    those names go in the dict, `zynml.run(src, {"device": a}, device="cpu")`."""
+    options: inputs of those names go in the dict, `zynml.run(src, {"device": a})`."""
     for option, value in (("device", device), ("backend", backend)):
         _option("zynml.run", option, value, (str, type(None)), "a name such as 'cpu'")
     _option("zynml.run", "checked", checked, (bool, type(None)), "True or False")
     _option("zynml.run", "deterministic", deterministic, (bool, type(None)), "True or False")
     return Program(source, device=device, backend=backend, checked=checked,
-                   deterministic=deterministic)(
-        _merge_inputs(inputs, named))
+                   deterministic=deterministic)(_merge_inputs(inputs, named))
 
 
 # zynml.run's keyword options: an input of one of these names must come in the dict
@@ -583,18 +588,6 @@ def _merge_inputs(inputs: Any, named: dict[str, Any]) -> dict[str, Any]:
     if twice:
         raise ZynMLError(f"input '{twice[0]}' is given twice, in the dict and as a keyword")
     return {**inputs, **named}
-
-
-def _check_outputs_fit(checked: CheckedProgram, kind: str) -> None:
-    """Host outputs (`kind` cpu, interpreter) larger than memory: an error before a run."""
-    if kind not in ("cpu", "interpreter"):
-        return
-    outputs = set(checked.flat_outputs())
-    for step in checked.steps:
-        if step.target in outputs and is_tensor(step.ty) and \
-                step.ty.shape is not None and None not in step.ty.shape:
-            check_fits(f"output '{step.target}'", step.ty.shape, to_numpy(step.ty.dtype),
-                       step.loc)
 
 
 def load(path: Union[str, os.PathLike], device: str = "cuda:0"):

@@ -13,7 +13,7 @@ from . import specialize
 from .errors import ZynMLError
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import from_numpy, to_numpy
-from .machine_limits import as_i64
+from .machine_limits import as_i64, check_fits
 
 __all__ = ["as_array", "scalar_outputs", "is_gpu_array", "GpuInput", "argument", "output"]
 
@@ -102,3 +102,15 @@ def output(value: np.ndarray, checked: CheckedProgram, name: str) -> Any:
         return value.view(dtype)
     scalar = np.asarray(value).reshape(())[()]  # a numpy scalar
     return np.bool_(scalar) if step.ty.is_bool else scalar
+
+
+def check_outputs_fit(checked: CheckedProgram, kind: str) -> None:
+    """Host outputs (`kind` cpu, interpreter) larger than memory: an error before a run."""
+    if kind not in ("cpu", "interpreter"):
+        return
+    outputs = set(checked.flat_outputs())
+    for step in checked.steps:
+        if step.target in outputs and is_tensor(step.ty) and \
+                step.ty.shape is not None and None not in step.ty.shape:
+            check_fits(f"output '{step.target}'", step.ty.shape, to_numpy(step.ty.dtype),
+                       step.loc)

@@ -19,6 +19,7 @@ import platform
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from .errors import ZynMLError
 
@@ -99,6 +100,11 @@ def resolve(device: str = "auto", backend: str | None = None,
 
 def _gpu_count(kind: str) -> int:
     return sum(1 for d in compute_devices() if d["id"].startswith(kind + ":"))
+
+
+def host_values(queries: dict[str, str]) -> dict[str, Any]:
+    """Values of the host a program asks for (`let devices = compute_devices()`)."""
+    return {name: compute_devices() for name in queries}
 
 
 @lru_cache(maxsize=1)

@@ -38,16 +38,17 @@ class View:
 
 
 class Buffer:
-    """A root allocation; owned ones are freed (stream-ordered) when unreferenced."""
+    """A root allocation; owned ones are freed (stream-ordered) when unreferenced, by
+    `device`: the Device, or the Stream it was allocated on."""
 
-    def __init__(self, device: Device, ptr: int, elements: int, owner: Any = None,
+    def __init__(self, device: Any, ptr: int, elements: int, owner: Any = None,
                  owned: bool = False):
         self.ptr, self.elements, self._owner = ptr, elements, owner
         if owned:
             weakref.finalize(self, _free, device, ptr)
 
 
-def _free(device: Device, ptr: int) -> None:
+def _free(device: Any, ptr: int) -> None:
     try:
         device.free(ptr)
     except Exception:
@@ -115,6 +116,7 @@ class PlanExecutor:
     def __init__(self, plan: dict, image: bytes, globals_: dict[str, np.ndarray],
                  device: Device):
         self.plan, self.device = plan, device
+        self._queue: Any = device  # where run_plan's work goes (a Stream while on one)
         self.module = device.load_module(image) if image else None
         self._globals = {}
         for spec in plan["globals"]:
@@ -142,9 +144,18 @@ class PlanExecutor:
             return results
         return self.run_plan(inputs)
 
-    def run_plan(self, inputs: Sequence[Any]) -> list[Any]:
-        """Interpret the plan step by step (loops, dynamic views, poisoned allocations)."""
+    def run_plan(self, inputs: Sequence[Any], queue: Any = None) -> list[Any]:
+        """Interpret the plan step by step (loops, dynamic views, poisoned allocations).
+        `queue`: a Stream (streams.py) to allocate, copy and launch on, or a
+        CaptureStream recording a graph; default: the device's legacy default stream."""
         self.device.make_current()
+        self._queue = self.device if queue is None else queue
+        try:
+            return self._run_plan(inputs)
+        finally:
+            self._queue = self.device
+
+    def _run_plan(self, inputs: Sequence[Any]) -> list[Any]:
         run_time_views.check_equal_dims(self.plan.get("equal_dims", ()),
                                         [getattr(v, "shape", None) for v in inputs])
         env: dict[str, Any] = {}
@@ -170,10 +181,11 @@ class PlanExecutor:
             return DeviceArray(self.device, value.root.ptr, value.sizes, value.dtype,
                                owner=value.root)
         # A view of an input, a constant, or part of a buffer: the caller gets a copy.
-        out = DeviceArray.empty(value.sizes, value.dtype, self.device)
-        self._copy(value, View(Buffer(self.device, out.ptr, out.size), 0, value.sizes,
-                               _row_major(value.sizes), value.dtype))
-        return out
+        elements = _count(value.sizes)
+        root = Buffer(self._queue, self._queue.alloc(
+            elements * _numpy_dtype(value.dtype).itemsize), elements, owned=True)
+        self._copy(value, View(root, 0, value.sizes, _row_major(value.sizes), value.dtype))
+        return DeviceArray(self.device, root.ptr, value.sizes, value.dtype, owner=root)
 
     # ------------------------------------------------------------------ interpretation
 
@@ -192,9 +204,9 @@ class PlanExecutor:
         sizes = tuple(int(self._value(env, s)) for s in step["shape"])
         elements = _count(sizes)
         nbytes = elements * _numpy_dtype(step["dtype"]).itemsize
-        root = Buffer(self.device, self.device.alloc(nbytes), elements, owned=True)
+        root = Buffer(self._queue, self._queue.alloc(nbytes), elements, owned=True)
         if self.poison:
-            self.device.fill_bytes(root.ptr, 0xFF, nbytes)
+            self._queue.fill_bytes(root.ptr, 0xFF, nbytes)
         env[step["result"]] = View(root, 0, sizes, _row_major(sizes), step["dtype"])
 
     def _op_global(self, step: dict, env: dict) -> None:
@@ -239,7 +251,8 @@ class PlanExecutor:
     def _op_tensor_map(self, step: dict, env: dict) -> None:
         view = env[step["source"]]
         itemsize = _numpy_dtype(view.dtype).itemsize
-        env[step["result"]] = self.tensor_maps.address(
+        maps = self.tensor_maps if self._queue is self.device else self._queue.tensor_maps
+        env[step["result"]] = maps.address(
             view.dtype, view.root.ptr + view.offset * itemsize, view.sizes, view.strides,
             step["box"], step["swizzle"])
 
@@ -265,7 +278,10 @@ class PlanExecutor:
         block = [int(self._value(env, b)) for b in step["block"]]
         if min(grid) <= 0:
             return  # an empty iteration space
-        self.module.launch(self._functions[name], grid, block, shared, params.address)
+        if self._queue is self.device:
+            self.module.launch(self._functions[name], grid, block, shared, params.address)
+        else:
+            self._queue.launch(self._functions[name], grid, block, shared, params.address)
 
     def _op_copy(self, step: dict, env: dict) -> None:
         self._copy(env[step["source"]], env[step["target"]])
@@ -277,7 +293,7 @@ class PlanExecutor:
         if not contiguous:
             raise RuntimeError("strided copy on the host: the compiler should have made "
                                "it a kernel (linalg.copy)")
-        self.device.copy_on_device(target.root.ptr + target.offset * itemsize,
+        self._queue.copy_on_device(target.root.ptr + target.offset * itemsize,
                                    source.root.ptr + source.offset * itemsize,
                                    _count(source.sizes) * itemsize)
 

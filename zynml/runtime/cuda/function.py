@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import call_context
 from .artifact import CudaArtifact
 from .device_array import (DeviceArray, _interface, _numpy_dtype, dtype_name, from_cuda_array,
                            is_gpu_array)
@@ -40,8 +41,11 @@ class CudaFunction:
         if len(args) != len(self.specs):
             raise TypeError(f"expected {len(self.specs)} arguments, got {len(args)}")
         on_gpu = any(is_gpu_array(a) for a in args)
+        stream = call_context.current()  # a Stream (streams.py), or None
         values = [self._argument(i, spec, arg) for i, (spec, arg) in
                   enumerate(zip(self.specs, args))]
+        if stream is not None:  # results stay on the GPU: the call does not wait
+            return self.executor.run_plan(values, queue=stream)
         results = self.executor(values)
         if on_gpu:
             return results
@@ -57,6 +61,9 @@ class CudaFunction:
         elif is_gpu_array(arg):
             array = from_cuda_array(arg, self.device)
         else:
+            if getattr(call_context.current(), "capturing", False):  # zynml/graphs.py
+                raise ValueError(f"argument {index} is on the host: a captured call "
+                                 "takes GPU arrays")
             host = np.require(arg, dtype=_numpy_dtype(spec["dtype"]), requirements="C")
             array = DeviceArray.from_numpy(host, self.device)
         if not _fits(tuple(array.shape), spec["shape"]) or \
@@ -64,6 +71,9 @@ class CudaFunction:
             raise ValueError(f"argument {index}: expected {spec['dtype']}{spec['shape']}, "
                              f"got {dtype_name(array.dtype)}{list(array.shape)}")
         if array.ptr % INPUT_ALIGNMENT:  # a fresh allocation is aligned
+            if getattr(call_context.current(), "capturing", False):  # the copy would go
+                raise ValueError(f"argument {index} starts at an address not a multiple "
+                                 f"of {INPUT_ALIGNMENT}: a captured call takes it as it is")
             array = array.to_device(f"cuda:{array.device.ordinal}")
         return array
 
@@ -133,7 +143,7 @@ class FastCalls:
         # and return the caller's arrays, as zynml/inplace.py does on the checked path
         self._mutated = tuple(mutated)
 
-    def call(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    def _call_fast(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
         """The outputs by name, or None: not seen, or not all GPU arrays."""
         last = self._last
         if last is not None:
@@ -153,6 +163,15 @@ class FastCalls:
         if guarded:
             self._last = call
         return call(inputs)
+
+    call = _call_fast  # while a stream or capture is in use anywhere: see below
+
+    def _call_outside_contexts(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
+        """`call` while some thread uses a stream or captures a graph: calls of this
+        thread inside one take the checked path, which runs on the stream."""
+        if call_context.current() is not None:
+            return None
+        return self._call_fast(inputs)
 
     def add(self, inputs: dict[str, Any], function: CudaFunction, names: Sequence[str],
             output_names: Sequence[str], finish: Any = None) -> None:
@@ -208,6 +227,14 @@ class FastCalls:
                for name in self._mutated):
             return None
         return updated
+
+
+def _contexts_active(active: bool) -> None:
+    # no per-call test on the fast path while no stream or capture is in use anywhere
+    FastCalls.call = FastCalls._call_outside_contexts if active else FastCalls._call_fast
+
+
+call_context.on_contexts_active(_contexts_active)
 
 
 def _count(shape: Sequence[int]) -> int:

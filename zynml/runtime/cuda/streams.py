@@ -1,0 +1,214 @@
+"""CUDA streams, events and graphs of one device (cuda-python's driver API).
+
+`Stream` is a stream ZynML can run a program call on (`run_plan(..., queue=stream)` in
+executor.py): it allocates, frees, copies and launches on its own handle. Streams are
+created *blocking* (`CU_STREAM_DEFAULT`): work on them is ordered with the legacy default
+stream, which ZynML's calls without a stream use and PyTorch's and CuPy's default streams
+are, so arrays made or freed there need no extra care; two such streams still run
+concurrently with each other.
+
+`CaptureStream` records instead of running: a non-blocking stream in relaxed capture
+mode (cuStreamBeginCapture), so that loading modules and uploading TMA descriptors on
+the legacy stream during a capture is allowed and not captured. Its allocations are the
+graph's own (cuMemAlloc, freed when the graph goes), the same addresses at every replay;
+its frees do nothing. `CudaGraph` is what a capture gives: cuStreamEndCapture,
+cuGraphInstantiate, then cuGraphLaunch per replay.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .driver import Device, _driver, check
+from . import tensor_maps
+
+__all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "stream_for_future"]
+
+
+class Stream:
+    """A CUDA stream of `device` (blocking: ordered with the legacy default stream)."""
+
+    def __init__(self, device: Device, flags: Any = None):
+        driver = _driver()
+        self.device = device
+        device.make_current()
+        if flags is None:
+            flags = driver.CUstream_flags.CU_STREAM_DEFAULT
+        self.handle = check(driver.cuStreamCreate(int(flags)), "cuStreamCreate")
+        self.tensor_maps = tensor_maps.for_device(device)
+
+    def __repr__(self) -> str:
+        return f"<zynml.Stream cuda:{self.device.ordinal} {int(self.handle):#x}>"
+
+    # what executor.PlanExecutor.run_plan asks of a queue (Device has the same)
+    def alloc(self, nbytes: int) -> int:
+        return int(check(_driver().cuMemAllocAsync(max(nbytes, 1), self.handle),
+                         "cuMemAllocAsync"))
+
+    def free(self, ptr: int) -> None:
+        driver = _driver()
+        check(driver.cuMemFreeAsync(driver.CUdeviceptr(ptr), self.handle), "cuMemFreeAsync")
+
+    def copy_on_device(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            check(_driver().cuMemcpyDtoDAsync(dst, src, nbytes, self.handle),
+                  "cuMemcpyDtoDAsync")
+
+    def fill_bytes(self, ptr: int, byte: int, nbytes: int) -> None:
+        if nbytes:
+            check(_driver().cuMemsetD8Async(ptr, byte, nbytes, self.handle),
+                  "cuMemsetD8Async")
+
+    def launch(self, function, grid, block, shared_bytes: int, params_address: int) -> None:
+        check(_driver().cuLaunchKernel(function, *grid, *block, shared_bytes, self.handle,
+                                       params_address, 0), "cuLaunchKernel")
+
+    def record(self) -> "Event":
+        """An event that completes when the work queued so far on this stream has."""
+        return Event(self)
+
+    def synchronize(self) -> None:
+        check(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+
+    def __del__(self):
+        try:  # the stream's queued work still completes (cuStreamDestroy does not wait)
+            _driver().cuStreamDestroy(self.handle)
+        except Exception:
+            pass
+
+
+class Event:
+    """A CUDA event recorded on a stream (cuEventRecord): `done()` asks (cuEventQuery),
+    `wait(timeout)` polls with short sleeps, or blocks (cuEventSynchronize) without one."""
+
+    POLL_SECONDS = 50e-6
+
+    def __init__(self, stream: Stream):
+        driver = _driver()
+        flags = driver.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        self.handle = check(driver.cuEventCreate(int(flags)), "cuEventCreate")
+        check(driver.cuEventRecord(self.handle, stream.handle), "cuEventRecord")
+
+    def done(self) -> bool:
+        driver = _driver()
+        status = driver.cuEventQuery(self.handle)
+        status = status[0] if isinstance(status, tuple) else status
+        if status == driver.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        check((status,), "cuEventQuery")
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once complete; False if `timeout` seconds passed first."""
+        if timeout is None:
+            check(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
+            return True
+        deadline = time.monotonic() + timeout
+        while not self.done():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(self.POLL_SECONDS)
+        return True
+
+    def __del__(self):
+        try:
+            _driver().cuEventDestroy(self.handle)
+        except Exception:
+            pass
+
+
+class CaptureStream(Stream):
+    """A stream whose calls are captured into a CUDA graph (see the module docstring)."""
+
+    def __init__(self, device: Device):
+        driver = _driver()
+        super().__init__(device, driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self.memory: list[int] = []  # the graph's buffers, freed by `release`
+        # the graph's own TMA descriptors: the device's shared cache may drop them
+        self.tensor_maps = tensor_maps.TensorMaps(device)
+        mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        check(driver.cuStreamBeginCapture(self.handle, mode), "cuStreamBeginCapture")
+        self.capturing = True
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = int(check(_driver().cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
+        self.memory.append(ptr)
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        pass  # the graph's buffers live as long as the graph
+
+    def end(self) -> "CudaGraph | None":
+        """Stop capturing: the graph (None when the capture was invalidated)."""
+        driver = _driver()
+        self.capturing = False
+        graph = check(driver.cuStreamEndCapture(self.handle), "cuStreamEndCapture")
+        return CudaGraph(graph, self)
+
+    def release(self) -> None:
+        """Free the graph's buffers, after every replay queued so far."""
+        if not self.memory and not self.tensor_maps._kept:
+            return
+        driver = _driver()
+        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+        memory, self.memory = self.memory, []
+        for ptr in memory:
+            driver.cuMemFree(driver.CUdeviceptr(ptr))
+        self.tensor_maps.release()
+
+    def __del__(self):
+        try:
+            if self.capturing:
+                _driver().cuStreamEndCapture(self.handle)
+            self.release()
+        except Exception:
+            pass
+        super().__del__()
+
+
+class CudaGraph:
+    """An instantiated CUDA graph (cuGraphInstantiate) and the capture stream whose
+    memory it uses (kept alive as long as the graph)."""
+
+    def __init__(self, graph, stream: CaptureStream):
+        driver = _driver()
+        self.graph, self.stream = graph, stream
+        self.nodes = self._count_nodes(graph)
+        self.exec = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+
+    @staticmethod
+    def _count_nodes(graph) -> int:
+        result = check(_driver().cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+        return int(result[-1] if isinstance(result, tuple) else result)
+
+    def launch(self, stream_handle: Any = None) -> None:
+        """Replay on `stream_handle` (default: the legacy default stream)."""
+        driver = _driver()
+        handle = driver.CUstream(0) if stream_handle is None else stream_handle
+        check(driver.cuGraphLaunch(self.exec, handle), "cuGraphLaunch")
+
+    def __del__(self):
+        try:
+            driver = _driver()
+            driver.cuGraphExecDestroy(self.exec)
+            driver.cuGraphDestroy(self.graph)
+        except Exception:
+            pass
+
+
+_POOLS: dict[int, list] = {}  # device ordinal -> [streams, next index]
+POOL_SIZE = 8
+
+
+def stream_for_future(device: Device) -> Stream:
+    """A stream for the next future on `device`: one of a few, round robin, so that
+    futures made one after another overlap (the ninth shares the first's stream)."""
+    pool = _POOLS.get(device.ordinal)
+    if pool is None:
+        pool = _POOLS.setdefault(device.ordinal, [[], 0])
+    streams, index = pool
+    if len(streams) < POOL_SIZE:
+        streams.append(Stream(device))
+        return streams[-1]
+    pool[1] = (index + 1) % POOL_SIZE
+    return streams[index]
