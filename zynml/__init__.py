@@ -14,7 +14,11 @@ from .api import Program, compile, load, run
 from .devices import compute_devices
 from .errors import ZynMLError
 from .memory import allocate, memory_pool
+from .device_api import BUILTINS as _BUILTINS, Device, DeviceAPIError
+
+# the math functions of Device.elementwise's closures: zynml.exp, zynml.where, ...
+globals().update(_BUILTINS)
 
 __all__ = ["run", "compile", "load", "Program", "ZynMLError", "compute_devices", "allocate",
-           "memory_pool"]
+           "memory_pool", "Device", "DeviceAPIError"]
 __version__ = "0.1.0"
