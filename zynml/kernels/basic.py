@@ -27,8 +27,9 @@ __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backwa
 # Off CUDA every size is dynamic, except where IREE cannot take it (the scatter).
 _CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
                "rms_norm_backward": "static", "transpose_2d": "static",
-               "reduce_sum": "declared", "elementwise": "declared", "adamw": "declared",
-               "embedding": ("tokens",), "embedding_backward": ("tokens",)}
+               "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
+               "zero_buffer": ("n",), "adamw": ("n",), "embedding": ("tokens",),
+               "embedding_backward": ("tokens",)}
 _HOST_STATIC = {"embedding_backward"}  # IREE's CPU scatter needs a static token count
 
 
@@ -133,21 +134,21 @@ def bias_add(x: Any, bias: Any, *, device: str | None = None):
                          f"last axis of x, of shape {tuple(x.shape)}")
     dim = int(bias.shape[0])
     rows = int(np.prod(x.shape[:-1], dtype=np.int64))
-    flat = _pipeline("elementwise", "bias_add",
+    flat = _pipeline("bias_add", "bias_add",
                      {"x": reshaped(x, (rows, dim)), "bias": bias}, device)
     return reshaped(flat, tuple(x.shape))
 
 
 def add_assign(dst: Any, src: Any, *, device: str | None = None):
     """dst += src elementwise, in place (same shape); returns dst."""
-    _pipeline("elementwise", "add_assign",
-              {"dst": flat_view(dst, "dst"), "src": reshaped(src, (-1,))}, device)
+    _script("add_assign", {"dst": flat_view(dst, "dst"), "src": reshaped(src, (-1,))},
+            device)
     return dst
 
 
 def zero_buffer(buf: Any, *, device: str | None = None):
     """Every element of buf set to 0, in place; returns buf."""
-    _pipeline("elementwise", "zero_buffer", {"buf": flat_view(buf, "buf")}, device)
+    _script("zero_buffer", {"buf": flat_view(buf, "buf")}, device)
     return buf
 
 
@@ -160,11 +161,11 @@ def adamw_step(param: Any, grad: Any, m: Any, v: Any, *, lr: float, step: int,
         raise ZynMLError(f"adamw_step: step counts from 1, got {step}")
     # the bias corrections in float64 here: 1 - beta2^t in f32 would lose digits at t = 1
     bc1, bc2 = 1.0 - float(beta1) ** int(step), 1.0 - float(beta2) ** int(step)
-    _pipeline("adamw", "adamw_step",
-              {"param": flat_view(param, "param"), "grad": reshaped(grad, (-1,)),
-               "m": flat_view(m, "m"), "v": flat_view(v, "v"), "lr": float(lr),
-               "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
-               "weight_decay": float(weight_decay), "bc1": bc1, "bc2": bc2}, device)
+    _script("adamw",
+            {"param": flat_view(param, "param"), "grad": reshaped(grad, (-1,)),
+             "m": flat_view(m, "m"), "v": flat_view(v, "v"), "lr": float(lr),
+             "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
+             "weight_decay": float(weight_decay), "bc1": bc1, "bc2": bc2}, device)
     return param
 
 
