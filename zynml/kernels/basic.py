@@ -24,11 +24,13 @@ __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backwa
 
 # How a kernel's sizes compile on native CUDA: "declared" (the source's `?` sizes),
 # "static" (every size, for the strategies that need it) or a tuple of dynamic sizes.
-# Off CUDA every size is dynamic, except where IREE cannot take it (the scatter).
+# AdamW stays static: with a run-time length its three updates lower to three kernels,
+# static to one (a model has few distinct parameter sizes). Off CUDA every size is
+# dynamic, except where IREE cannot take it (the scatter).
 _CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
                "rms_norm_backward": "static", "transpose_2d": "static",
                "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
-               "zero_buffer": ("n",), "adamw": ("n",), "embedding": ("tokens",),
+               "zero_buffer": ("n",), "adamw": "static", "embedding": ("tokens",),
                "embedding_backward": ("tokens",)}
 _HOST_STATIC = {"embedding_backward"}  # IREE's CPU scatter needs a static token count
 
