@@ -48,3 +48,11 @@ def adamw(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step):
     v = beta2 * v + (1 - beta2) * grad * grad
     m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step)
     return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+def rms_norm_backward_scale(x, w, dy, eps):
+    """The size of the two terms of grad_input, which cancel (to ~0 when dim is 1): f32's
+    error is relative to them, not to their difference."""
+    x, w, dy = f64(x, w, dy)
+    s = 1 / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps)
+    return np.abs(s * w * dy).max()
