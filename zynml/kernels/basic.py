@@ -181,8 +181,9 @@ def reshaped(value: Any, shape: tuple[int, ...]) -> Any:
     from ..runtime.cuda.device_array import DeviceArray, from_cuda_array
     array = value if isinstance(value, DeviceArray) else \
         from_cuda_array(value, _cuda_device(value))
-    size = array.size
-    shape = tuple(size // max(-int(np.prod(shape)), 1) if d == -1 else d for d in shape)
+    if -1 in shape:  # the one free extent: what the others leave
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        shape = tuple(array.size // max(known, 1) if d == -1 else d for d in shape)
     if tuple(shape) == array.shape:
         return array
     return DeviceArray(array.device, array.ptr, shape, array._dtype_name, owner=array)
