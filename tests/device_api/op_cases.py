@@ -7,7 +7,7 @@ import numpy as np
 import numpy_references as ref
 from conftest import assert_close
 
-ODD = [(1, 1), (1, 7), (13, 1), (7, 37), (31, 130)]
+ODD = [(1, 1), (1, 7), (13, 1), (7, 37), (31, 130), (300, 9)]  # 300: a tall column sum
 
 
 def normal(rng, *shape):
@@ -64,7 +64,7 @@ def embedding(dev, rng):
 
 def reduce_sum(dev, rng):
     for shape, axis in [((7,), 0), ((13, 1), 0), ((7, 37), 0), ((7, 37), 1),
-                        ((5, 3, 7), 1), ((5, 3, 7), 2)]:
+                        ((5, 3, 7), 1), ((5, 3, 7), 2), ((257, 33), 0), ((512, 7), 0)]:
         x = normal(rng, *shape)
         out = dev.download(dev.reduce_sum(dev.upload(x), axis))
         assert_close(out, x.astype(np.float64).sum(axis=axis))

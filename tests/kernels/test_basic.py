@@ -9,7 +9,7 @@ import numpy_references as ref
 from conftest import assert_close
 from zynml import kernels as K
 
-SHAPES = [(1, 1), (1, 7), (13, 1), (7, 37), (31, 130)]
+SHAPES = [(1, 1), (1, 7), (13, 1), (7, 37), (31, 130), (300, 9)]  # 300: a tall column sum
 
 
 def normal(rng, *shape, dtype=np.float32):
@@ -87,7 +87,8 @@ def test_embedding_and_backward(rng, id_dtype):
 
 @pytest.mark.parametrize("shape,axis", [((7,), 0), ((1, 13), 1), ((13, 1), 0),
                                         ((7, 37), 0), ((7, 37), 1), ((5, 3, 7), 1),
-                                        ((5, 3, 7), -1), ((2, 3, 5, 7), 2)])
+                                        ((5, 3, 7), -1), ((2, 3, 5, 7), 2),
+                                        ((257, 3), 0), ((512, 5), 0), ((1000, 1), 0)])
 def test_reduce_sum(rng, shape, axis):
     x = normal(rng, *shape)
     out = K.reduce_sum(x, axis, device="cpu")

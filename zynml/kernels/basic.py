@@ -87,7 +87,7 @@ def rms_norm_backward(x: Any, weight: Any, grad_output: Any, eps: float = 1e-5, 
     """(grad_input [rows, dim], grad_weight [dim]) of rms_norm."""
     out = _script("rms_norm_backward", {"x": x, "w": weight, "grad_output": grad_output,
                                         "eps": float(eps)}, device)
-    return out["grad_input"], out["grad_weight"]
+    return out["grad_input"], _column_sum(out["weighted"], device)
 
 
 def embedding(weight: Any, ids: Any, *, device: str | None = None):
@@ -116,12 +116,32 @@ def reduce_sum(x: Any, axis: int, *, device: str | None = None):
         total = _pipeline("reduce_sum", "sum_rows",
                           {"x": reshaped(x, (outer, shape[axis]))}, device)
     elif outer == 1:
-        total = _pipeline("reduce_sum", "sum_columns",
-                          {"x": reshaped(x, (shape[axis], inner))}, device)
+        total = _column_sum(reshaped(x, (shape[axis], inner)), device)
     else:
         total = _pipeline("reduce_sum", "sum_middle",
                           {"x": reshaped(x, (outer, shape[axis], inner))}, device)
     return reshaped(total, kept)
+
+
+# A column sum of at least this many rows goes in two steps: groups of CHUNK rows summed
+# with a thread per (group, column), then the group sums with a thread per column.
+CHUNK = 64
+
+
+def _column_sum(x: Any, device: str | None):
+    """The column sums of a [rows, cols] array."""
+    rows, cols = (int(d) for d in x.shape)
+    if rows < 4 * CHUNK:
+        return _pipeline("reduce_sum", "sum_columns", {"x": x}, device)
+    groups, rest = divmod(rows, CHUNK)
+    head = reshaped(row_range(x, 0, groups * CHUNK), (groups, CHUNK, cols))
+    partial = _pipeline("reduce_sum", "sum_middle", {"x": head}, device)
+    total = _pipeline("reduce_sum", "sum_columns", {"x": partial}, device)
+    if rest:  # the last rows: their sums added as a "bias" of the one row of totals
+        tail = _pipeline("reduce_sum", "sum_columns",
+                         {"x": row_range(x, groups * CHUNK, rows)}, device)
+        total = reshaped(bias_add(reshaped(total, (1, cols)), tail, device=device), (cols,))
+    return total
 
 
 def transpose_2d(x: Any, *, device: str | None = None):
@@ -187,6 +207,19 @@ def reshaped(value: Any, shape: tuple[int, ...]) -> Any:
     if tuple(shape) == array.shape:
         return array
     return DeviceArray(array.device, array.ptr, shape, array._dtype_name, owner=array)
+
+
+def row_range(value: Any, start: int, stop: int) -> Any:
+    """Rows start..stop of a C-contiguous [rows, cols] array, no copy."""
+    from ..call_values import is_gpu_array
+    if not is_gpu_array(value):
+        return value[start:stop]
+    from ..runtime.cuda.device_array import DeviceArray
+    array = reshaped(value, tuple(value.shape))
+    cols = int(array.shape[1])
+    offset = start * cols * array.dtype.itemsize
+    return DeviceArray(array.device, array.ptr + offset, (stop - start, cols),
+                       array._dtype_name, owner=array)
 
 
 def flat_view(value: Any, name: str) -> Any:
