@@ -70,6 +70,7 @@ def test_operators_and_python_constants(dev, rng):
             + np.abs(x64) % 0.75)
     assert_close(out, want)
     assert_close(dev.elementwise([X], lambda x: 3 - x * np.float32(0.25)), 3 - x64 * 0.25)
+    assert_close(dev.elementwise([X], lambda x: np.float32(2) * x - np.int64(1)), 2 * x64 - 1)
 
 
 def test_the_spec_example(dev, rng):

@@ -36,7 +36,7 @@ class Expr:
     """A symbolic value of a traced closure: an input, a constant or an operation."""
 
     __slots__ = ("op", "args", "text")
-    __array_priority__ = 1000  # numpy scalars on the left defer to Expr's operators
+    __array_ufunc__ = None  # numpy numbers on the left defer to Expr's operators
 
     def __init__(self, op: str, args: tuple = (), text: str = ""):
         self.op, self.args, self.text = op, args, text
