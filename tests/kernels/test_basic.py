@@ -29,13 +29,20 @@ def test_matmul_f64_stays_f64(rng):
     assert_close(out, a @ b, rtol=1e-12)
 
 
+def compiles(kernel: str, pipeline: str | None = None) -> int:
+    """Compiles so far of a library kernel's CPU Program (shared by the whole process)."""
+    program = K.program(kernel, "cpu", dynamic=True)
+    return (program.pipeline(pipeline) if pipeline else program).stats().compiles
+
+
 def test_softmax_and_backward(rng):
+    before = compiles("softmax", "softmax")
     for shape in SHAPES:
         x, dy = normal(rng, *shape), normal(rng, *shape)
         y = K.softmax(x, device="cpu")
         assert_close(y, ref.softmax(x))
         assert_close(K.softmax_backward(y, dy, device="cpu"), ref.softmax_backward(y, dy))
-    assert K.program("softmax", "cpu", dynamic=True).pipeline("softmax").stats().compiles == 1
+    assert compiles("softmax", "softmax") - before <= 1  # every shape on one compile
 
 
 def test_rms_norm_and_backward(rng):
@@ -139,6 +146,7 @@ def test_in_place_needs_a_contiguous_array(rng):
 
 def test_adamw_step_against_numpy_over_steps(rng):
     n = 37
+    before = compiles("adamw")
     param, m, v = normal(rng, n), np.zeros(n, np.float32), np.zeros(n, np.float32)
     want = [param.astype(np.float64), np.zeros(n), np.zeros(n)]
     hyper = dict(lr=0.01, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
@@ -150,7 +158,7 @@ def test_adamw_step_against_numpy_over_steps(rng):
         for got, expected in zip((param, m, v), want):
             assert_close(got, expected)
     # the scalars are run-time arguments: five steps, one compile
-    assert K.program("adamw", "cpu", dynamic=True).stats().compiles == 1
+    assert compiles("adamw") - before <= 1
 
 
 def test_adamw_step_counts_from_one(rng):
