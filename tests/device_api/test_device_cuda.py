@@ -4,9 +4,8 @@ results that stay on the GPU, in-place updates of GPU arrays, and other librarie
 
 Under ZYNML_GPU_COMPILE_ONLY (tools/gpu_tests.sh compile, where the compiler is and no
 GPU), the device is a stand-in: buffers stay numpy arrays, and each CUDA program an
-operation calls is compiled into the cache (`Program.artifact`, the signature the GPU
-run will ask for) while its values come from the same source on the CPU, so that every
-kernel of a case gets compiled, not only its first."""
+operation calls is compiled into the cache while its values come from the CPU
+(zynml.compile_only), so that every kernel of a case gets compiled, not only its first."""
 import warnings
 
 import numpy as np
@@ -15,45 +14,25 @@ import pytest
 import conftest
 import zynml
 from conftest import assert_close
-from zynml.api import Program
+from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.compiler import ZynMLNote
 from . import op_cases
 
 pytestmark = pytest.mark.gpu
 
-_cpu_twins: dict = {}
-
-
-def _compile_then_run_on_cpu(program: Program, inputs=None, /, **named):
-    """Program.__call__ in compile-only runs: the CUDA artifact of these inputs, then the
-    values from the CPU."""
-    inputs = {**(inputs or {}), **named}
-    if not program.device.startswith("cuda"):
-        return _real_call(program, inputs)
-    program.artifact(inputs)
-    key = (program.source.text, program.source.name)
-    if key not in _cpu_twins:
-        _cpu_twins[key] = zynml.compile(program.source.text, device="cpu", dynamic=True)
-    twin = _cpu_twins[key]
-    with warnings.catch_warnings():  # the twin's notes (a scatter that stays static)
-        warnings.simplefilter("ignore", ZynMLNote)
-        if program._pipeline is not None:
-            return {"result": getattr(twin, program._pipeline.name)(**inputs)}
-        return twin(**inputs)
-
-
-_real_call = Program.__call__
-
 
 @pytest.fixture
-def dev(monkeypatch):
+def dev():
     if not conftest.COMPILE_ONLY:
-        return zynml.Device("cuda:0")
-    monkeypatch.setattr(Program, "__call__", _compile_then_run_on_cpu)
+        yield zynml.Device("cuda:0")
+        return
     stand_in = zynml.Device("cpu")
     stand_in.name, stand_in.kind = "cuda:0", "cuda"  # host buffers, CUDA programs
     stand_in.alloc = lambda shape, dtype=np.float32: np.zeros(shape, dtype)
-    return stand_in
+    with warnings.catch_warnings():  # the CPU twins' notes (a scatter that stays static)
+        warnings.simplefilter("ignore", ZynMLNote)
+        with cpu_values_cuda_artifacts():
+            yield stand_in
 
 
 def on_gpu(value) -> bool:
