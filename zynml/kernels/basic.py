@@ -1,4 +1,235 @@
-"""The plain operations the device API runs: matmul, softmax, norms, embedding, AdamW."""
+"""The plain operations the device API runs: matmul, softmax, norms, embedding, sums,
+transpose, the in-place helpers and AdamW (sources in zynml/kernels/src).
+
+Each wrapper runs on the device its inputs live on (a GPU array's CUDA device, else
+"auto"), or on `device=`. Which sizes compile dynamic depends on the device: the CPU
+(IREE) compiles every size dynamic, once; native CUDA keeps the sizes static where its
+fast strategies need them (matmul's tensor cores, fused row kernels holding a row in
+registers) and dynamic where they do not (pointwise kernels, row sums, token counts).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..devices import resolve
+from ..errors import ZynMLError
+from .library import device_of, program
+
+__all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backward",
+           "embedding", "embedding_backward", "reduce_sum", "transpose_2d", "bias_add",
+           "add_assign", "zero_buffer", "adamw_step"]
+
+# How a kernel's sizes compile on native CUDA: "declared" (the source's `?` sizes),
+# "static" (every size, for the strategies that need it) or a tuple of dynamic sizes.
+# AdamW stays static: with a run-time length its three updates lower to three kernels,
+# static to one (a model has few distinct parameter sizes). Off CUDA every size is
+# dynamic, except where IREE cannot take it (the scatter).
+_CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
+               "rms_norm_backward": "static", "transpose_2d": "static",
+               "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
+               "zero_buffer": ("n",), "adamw": "static", "embedding": ("tokens",),
+               "embedding_backward": ("tokens",)}
+_HOST_STATIC = {"embedding_backward"}  # IREE's CPU scatter needs a static token count
+
+
+@lru_cache(maxsize=None)
+def _placement(device: str) -> tuple[str, str]:
+    """(device name the Program takes, its kind): "auto" resolved once."""
+    placement = resolve(device)
+    return placement.device, placement.kind
+
+
+def _program(kernel: str, device: str | None, values):
+    name, kind = _placement(device or device_of(values))
+    sizes = _CUDA_SIZES[kernel]
+    if kind == "cuda":
+        options = {} if sizes == "declared" else \
+            {"dynamic": False} if sizes == "static" else {"dynamic": sizes}
+    else:
+        options = {"dynamic": kernel not in _HOST_STATIC}
+    return program(kernel, name, **options)
+
+
+def _pipeline(kernel: str, pipeline: str, args: dict[str, Any], device: str | None):
+    return getattr(_program(kernel, device, args.values()), pipeline)(**args)
+
+
+def _script(kernel: str, args: dict[str, Any], device: str | None) -> dict[str, Any]:
+    return _program(kernel, device, args.values())(**args)
+
+
+def matmul(a: Any, b: Any, *, device: str | None = None):
+    """a @ b for a [m, k] and b [k, n]."""
+    return _pipeline("matmul", "matmul", {"a": a, "b": b}, device)
+
+
+def softmax(x: Any, *, device: str | None = None):
+    """Softmax of each row of a [rows, cols] array."""
+    return _pipeline("softmax", "softmax", {"x": x}, device)
+
+
+def softmax_backward(y: Any, dy: Any, *, device: str | None = None):
+    """The gradient of softmax's input from its output y and output gradient dy."""
+    return _pipeline("softmax", "softmax_backward", {"y": y, "dy": dy}, device)
+
+
+def rms_norm(x: Any, weight: Any, eps: float = 1e-5, *, device: str | None = None):
+    """x * weight / sqrt(mean(x^2) + eps) per row of a [rows, dim] array."""
+    return _pipeline("rms_norm", "rms_norm", {"x": x, "w": weight, "eps": float(eps)},
+                     device)
+
+
+def rms_norm_backward(x: Any, weight: Any, grad_output: Any, eps: float = 1e-5, *,
+                      device: str | None = None):
+    """(grad_input [rows, dim], grad_weight [dim]) of rms_norm."""
+    out = _script("rms_norm_backward", {"x": x, "w": weight, "grad_output": grad_output,
+                                        "eps": float(eps)}, device)
+    return out["grad_input"], _column_sum(out["weighted"], device)
+
+
+def embedding(weight: Any, ids: Any, *, device: str | None = None):
+    """weight[ids]: the rows of a [vocab, dim] table for 1-D integer ids."""
+    return _script("embedding", {"weight": weight, "ids": ids}, device)["rows"]
+
+
+def embedding_backward(grad_weight: Any, ids: Any, grad_output: Any, *,
+                       device: str | None = None):
+    """grad_weight[ids[t]] += grad_output[t] for every t, in place; returns grad_weight."""
+    _script("embedding_backward", {"grad_weight": grad_weight, "ids": ids,
+                                   "grad_output": grad_output}, device)
+    return grad_weight
+
+
+def reduce_sum(x: Any, axis: int, *, device: str | None = None):
+    """The sum of x along `axis` (x's shape without that axis)."""
+    shape = tuple(x.shape)
+    if not -len(shape) <= axis < len(shape):
+        raise ZynMLError(f"reduce_sum: axis {axis} is out of range for shape {shape}")
+    axis %= len(shape)
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    kept = shape[:axis] + shape[axis + 1:]
+    if inner == 1:
+        total = _pipeline("reduce_sum", "sum_rows",
+                          {"x": reshaped(x, (outer, shape[axis]))}, device)
+    elif outer == 1:
+        total = _column_sum(reshaped(x, (shape[axis], inner)), device)
+    else:
+        total = _pipeline("reduce_sum", "sum_middle",
+                          {"x": reshaped(x, (outer, shape[axis], inner))}, device)
+    return reshaped(total, kept)
+
+
+# A column sum of at least this many rows goes in two steps: groups of CHUNK rows summed
+# with a thread per (group, column), then the group sums with a thread per column.
+CHUNK = 64
+
+
+def _column_sum(x: Any, device: str | None):
+    """The column sums of a [rows, cols] array."""
+    rows, cols = (int(d) for d in x.shape)
+    if rows < 4 * CHUNK:
+        return _pipeline("reduce_sum", "sum_columns", {"x": x}, device)
+    groups, rest = divmod(rows, CHUNK)
+    head = reshaped(row_range(x, 0, groups * CHUNK), (groups, CHUNK, cols))
+    partial = _pipeline("reduce_sum", "sum_middle", {"x": head}, device)
+    total = _pipeline("reduce_sum", "sum_columns", {"x": partial}, device)
+    if rest:  # the last rows: their sums added as a "bias" of the one row of totals
+        tail = _pipeline("reduce_sum", "sum_columns",
+                         {"x": row_range(x, groups * CHUNK, rows)}, device)
+        total = reshaped(bias_add(reshaped(total, (1, cols)), tail, device=device), (cols,))
+    return total
+
+
+def transpose_2d(x: Any, *, device: str | None = None):
+    """A [rows, cols] array as [cols, rows]."""
+    return _pipeline("transpose_2d", "transpose_2d", {"x": x}, device)
+
+
+def bias_add(x: Any, bias: Any, *, device: str | None = None):
+    """x + bias along x's last axis (bias of that length); x of any rank >= 1."""
+    if len(bias.shape) != 1 or len(x.shape) < 1 or x.shape[-1] != bias.shape[0]:
+        raise ZynMLError(f"bias_add: bias of shape {tuple(bias.shape)} does not match the "
+                         f"last axis of x, of shape {tuple(x.shape)}")
+    dim = int(bias.shape[0])
+    rows = int(np.prod(x.shape[:-1], dtype=np.int64))
+    flat = _pipeline("bias_add", "bias_add",
+                     {"x": reshaped(x, (rows, dim)), "bias": bias}, device)
+    return reshaped(flat, tuple(x.shape))
+
+
+def add_assign(dst: Any, src: Any, *, device: str | None = None):
+    """dst += src elementwise, in place (same shape); returns dst."""
+    _script("add_assign", {"dst": flat_view(dst, "dst"), "src": reshaped(src, (-1,))},
+            device)
+    return dst
+
+
+def zero_buffer(buf: Any, *, device: str | None = None):
+    """Every element of buf set to 0, in place; returns buf."""
+    _script("zero_buffer", {"buf": flat_view(buf, "buf")}, device)
+    return buf
+
+
+def adamw_step(param: Any, grad: Any, m: Any, v: Any, *, lr: float, step: int,
+               beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+               weight_decay: float = 0.01, device: str | None = None):
+    """One AdamW step (step t counts from 1), in place on param, m and v; returns param.
+    Every scalar is a run-time argument: a new step compiles nothing."""
+    if int(step) < 1:
+        raise ZynMLError(f"adamw_step: step counts from 1, got {step}")
+    # the bias corrections in float64 here: 1 - beta2^t in f32 would lose digits at t = 1
+    bc1, bc2 = 1.0 - float(beta1) ** int(step), 1.0 - float(beta2) ** int(step)
+    _script("adamw",
+            {"param": flat_view(param, "param"), "grad": reshaped(grad, (-1,)),
+             "m": flat_view(m, "m"), "v": flat_view(v, "v"), "lr": float(lr),
+             "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
+             "weight_decay": float(weight_decay), "bc1": bc1, "bc2": bc2}, device)
+    return param
+
+
+# ---------------------------------------------------------------- views of buffers
+
+def reshaped(value: Any, shape: tuple[int, ...]) -> Any:
+    """`value` (numpy or a C-contiguous GPU array) seen with another shape, no copy."""
+    from ..call_values import is_gpu_array
+    if not is_gpu_array(value):
+        return np.reshape(value, shape)
+    from ..runtime.cuda.device_array import DeviceArray, from_cuda_array
+    array = value if isinstance(value, DeviceArray) else \
+        from_cuda_array(value, _cuda_device(value))
+    if -1 in shape:  # the one free extent: what the others leave
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        shape = tuple(array.size // max(known, 1) if d == -1 else d for d in shape)
+    if tuple(shape) == array.shape:
+        return array
+    return DeviceArray(array.device, array.ptr, shape, array._dtype_name, owner=array)
+
+
+def row_range(value: Any, start: int, stop: int) -> Any:
+    """Rows start..stop of a C-contiguous [rows, cols] array, no copy."""
+    from ..call_values import is_gpu_array
+    if not is_gpu_array(value):
+        return value[start:stop]
+    from ..runtime.cuda.device_array import DeviceArray
+    array = reshaped(value, tuple(value.shape))
+    cols = int(array.shape[1])
+    offset = start * cols * array.dtype.itemsize
+    return DeviceArray(array.device, array.ptr + offset, (stop - start, cols),
+                       array._dtype_name, owner=array)
+
+
+def flat_view(value: Any, name: str) -> Any:
+    """A 1-D view of an array updated in place: a copy would lose the update."""
+    if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+        raise ZynMLError(f"'{name}' is updated in place and must be C-contiguous")
+    return reshaped(value, (-1,))
+
+
+def _cuda_device(value: Any):
+    from ..devices import parse_device
+    from ..runtime.cuda.driver import get_device
+    return get_device(parse_device(device_of([value]))[1])
