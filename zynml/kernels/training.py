@@ -27,9 +27,9 @@ def layer_norm_backward(x: Any, weight: Any, grad: Any, eps: float = 1e-5, *,
     """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient."""
     dx = call("layer_norm", "layer_norm_backward_input",
               {"x": x, "weight": weight, "grad": grad, "eps": float(eps)}, device)
-    dw = call("layer_norm", "layer_norm_backward_weight",
-              {"x": x, "grad": grad, "eps": float(eps)}, device)
-    return dx, dw, column_sum(grad, device=device)
+    gx = call("layer_norm", "layer_norm_grad_xhat", {"x": x, "grad": grad, "eps": float(eps)},
+              device)
+    return dx, column_sum(gx, device=device), column_sum(grad, device=device)
 
 
 def linear(x: Any, w: Any, b: Any, *, device: str | None = None):
@@ -50,8 +50,10 @@ def head_logits(h: Any, wte: Any, *, device: str | None = None):
 
 
 def column_sum(x: Any, *, device: str | None = None):
-    """The sum over the rows of x [rows, n]: a bias's gradient."""
-    return call("linear", "column_sum", {"grad": x}, device)
+    """The sum over the rows of x [rows, n]: a bias's gradient (basic.reduce_sum, in two
+    steps for many rows, so that it fills a GPU)."""
+    from .basic import reduce_sum
+    return reduce_sum(x, 0, device=device)
 
 
 def gelu(x: Any, *, device: str | None = None):
