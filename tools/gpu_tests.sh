@@ -10,7 +10,7 @@ TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autot
        tests/runtime/test_cuda_device_scalars.py tests/test_outputs.py tests/test_inplace.py
        tests/test_scatter.py tests/test_scatter_modes.py tests/test_checks_cuda.py
        tests/runtime/test_cuda_dynamic.py tests/runtime/test_cuda_inplace_fast.py
-       tests/runtime/test_cuda_decode_attention.py)
+       tests/runtime/test_cuda_decode_attention.py tests/kernels/test_kernels_cuda.py)
 SELECT="cuda or gpu or native or iree"
 export ZYNML_TEST_CACHE_DIR="$PWD/.gpucache"
 export ZYNML_TEST_IREE_GPU=1  # IREE's CUDA target too (iree-base-runtime's cp312 wheel in .whl/)
