@@ -100,7 +100,8 @@ def test_backward_matches_the_analytic_gradient(rng, sizes, causal, masked):
     want = attention_backward(dout, q, k, v, allowed(*sizes[3:5], causal, mask), 0.4)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         assert g.shape == w.shape, name
-        assert_close(g, w, rtol=1e-5)
+        # floor: with one key dq and dk are 0 up to rounding (softmax of one score is 1)
+        assert_close(g, w, rtol=1e-5, floor=1.0)
 
 
 def test_backward_agrees_with_torch_autograd(rng):

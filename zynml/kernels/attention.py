@@ -167,8 +167,11 @@ def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=No
     if _shape(grad_out) != _shape(q):
         raise AttentionError(f"{fn}: grad_out {_shape(grad_out)} must have q's shape "
                              f"{_shape(q)}")
-    return backward(grad_out, q, k, v, sizes, causal, mask, scale,
-                    device or device_of([grad_out, q, k, v]))
+    if mask is not None:
+        mask = _mask_2d(fn, mask, sizes[3], sizes[4])
+    device = device or device_of([grad_out, q, k, v])
+    o = flash_attention(q, k, v, causal=causal, mask=mask, scale=scale, device=device)
+    return backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device)
 
 
 def attention_config(device: str = "auto") -> FlashConfig:

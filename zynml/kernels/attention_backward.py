@@ -1,5 +1,5 @@
-"""flash_attention_backward's orchestration: the forward's output (the flash kernel), then
-attention_backward.zyn's reductions. Gradients come back in f32 (the kernel computes in
+"""flash_attention_backward's kernels: attention_backward.zyn's reductions, given the
+forward's output. Gradients come back in f32 (the kernel computes in
 the widest float of its inputs, and the scale is given as f32)."""
 from __future__ import annotations
 
@@ -18,12 +18,9 @@ def allowed_keys(seq_q: int, seq_k: int, causal: bool, mask) -> np.ndarray:
     return allowed
 
 
-def backward(grad_out, q, k, v, sizes, causal, mask, scale, device):
-    from .attention import _mask_2d, flash_attention
+def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
+    """(dq, dk, dv), given the forward's output `o` and a [seq_q, seq_k] mask or None."""
     _, heads, kv_heads, seq_q, seq_k, d = sizes
-    if mask is not None:
-        mask = _mask_2d("flash_attention_backward", mask, seq_q, seq_k)
-    o = flash_attention(q, k, v, causal=causal, mask=mask, scale=scale, device=device)
     scale = np.float32(d ** -0.5 if scale is None else scale)
     # sizes pinned static: IREE takes minutes over this script with dynamic sizes
     out = variant("attention_backward", (), device)(
