@@ -126,6 +126,8 @@ def test_backward_agrees_with_torch_autograd(rng):
     (lambda q, k, v: kernels.flash_attention(q[0], k, v), "must be [batch, heads, seq, d]"),
     (lambda q, k, v: kernels.flash_attention(q, k, v, mask=np.ones((2, 7, 13), bool)),
      "does not broadcast"),
+    (lambda q, k, v: kernels.flash_attention(q, k, v, mask=np.ones((7, 13))), "must be bool"),
+    (lambda q, k, v: kernels.flash_attention(q, k, v.astype(np.float16)), "one dtype"),
     (lambda q, k, v: kernels.kv_attention(q, k, v, 7), "exceeds the cache's 13"),
     (lambda q, k, v: kernels.flash_attention_backward(q[:, :, :2], q, k, v),
      "grad_out"),

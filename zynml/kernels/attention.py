@@ -48,6 +48,9 @@ def _sizes(fn: str, q, k, v) -> tuple[int, int, int, int, int, int]:
     if kb != batch or kd != d:
         raise AttentionError(f"{fn}: k {_shape(k)} does not match q {_shape(q)} "
                              "(batch and head dim must agree)")
+    if not str(q.dtype) == str(k.dtype) == str(v.dtype):
+        raise AttentionError(f"{fn}: q, k and v must have one dtype, got {q.dtype}, "
+                             f"{k.dtype}, {v.dtype}")
     if kv_heads == 0 or heads % kv_heads:
         raise AttentionError(f"{fn}: q's {heads} heads are not a multiple of k's "
                              f"{kv_heads} heads (grouped-query attention)")
@@ -67,6 +70,9 @@ def _replacements(heads: int, kv_heads: int, d: int, scale: float | None) -> tup
 def _mask_2d(fn: str, mask, seq_q: int, seq_k: int):
     """A bool mask broadcastable to [seq_q, seq_k] as a [seq_q, seq_k] array."""
     shape = _shape(mask)
+    if str(mask.dtype).replace("torch.", "") != "bool":
+        raise AttentionError(f"{fn}: mask must be bool (True where a key is seen), got "
+                             f"{mask.dtype}")
     if shape == (seq_q, seq_k):
         return mask
     if any(n != 1 for n in shape[:-2]) or len(shape) < 2 or \
