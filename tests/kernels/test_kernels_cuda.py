@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from zynml import kernels
-from zynml.kernels import variants
+from zynml.kernels import library, variants
 from conftest import assert_close
 
 from .references import allowed, attention, attention_backward, cross_entropy
@@ -115,3 +115,27 @@ def test_fused_linear_cross_entropy_on_device_arrays(rng):
     assert_close(loss.numpy(), want_loss, rtol=1e-4)
     assert_close(grad_hidden.numpy(), g @ w.astype(np.float64), rtol=1e-4)
     assert_close(grad_weight.numpy(), g.T @ x.astype(np.float64), rtol=1e-4)
+
+
+def test_packed_causal_attention_on_device_arrays(rng):
+    from zynml.runtime.cuda.device_array import DeviceArray
+    seq, heads, kv_heads, d = 67, 8, 2, 64
+    q = rng.standard_normal((seq, heads * d)).astype(np.float16)
+    k = rng.standard_normal((seq, kv_heads * d)).astype(np.float16)
+    v = rng.standard_normal((seq, kv_heads * d)).astype(np.float16)
+    layout = library.program("heads", CUDA)
+    for x in (q, k):
+        layout.split_heads._program.artifact(x=x, d=d)
+    layout.merge_heads._program.artifact(x=np.ones((heads, seq, d), np.float16))
+    precompile("attention", (("h / 1", "h / 4"),), "causal_attention",
+               q=np.ones((1, heads, seq, d), np.float16), k=np.ones((1, 2, seq, d), np.float16),
+               v=np.ones((1, 2, seq, d), np.float16), cache_start=0)
+    out = kernels.causal_attention_packed(*(DeviceArray.from_numpy(x) for x in (q, k, v)),
+                                          heads=heads, kv_heads=kv_heads)
+    assert isinstance(out, DeviceArray) and out.shape == (seq, heads * d)
+
+    def split(x, h):
+        return x.reshape(seq, h, d).transpose(1, 0, 2)[None]
+    want = attention(split(q, heads), split(k, kv_heads), split(v, kv_heads),
+                     allowed(seq, seq, True))
+    assert_close(out.numpy(), want[0].transpose(1, 0, 2).reshape(seq, heads * d), rtol=2e-3)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ZynMLError
 from .configs import FlashConfig, config_for, validate_config
-from .library import device_of
+from .library import device_of, program
 from .variants import variant
 
 __all__ = ["flash_attention", "flash_attention_backward", "kv_attention",
@@ -136,30 +136,35 @@ def kv_attention(q, k_cache, v_cache, cache_start: int, *, scale: float | None =
     return prog.causal_attention(q=q, k=k_cache, v=v_cache, cache_start=start)
 
 
-def _packed(x, seq: int, heads: int, d: int):
-    """[seq, heads * d] seen as [1, heads, seq, d]: a transposed copy (numpy) or view."""
-    if isinstance(x, np.ndarray):
-        return np.ascontiguousarray(x.reshape(seq, heads, d).transpose(1, 0, 2))[None]
-    raise AttentionError("causal_attention_packed: takes numpy arrays (a GPU layout "
-                         "without the transpose is not implemented)")
+def _view(x, shape: tuple[int, ...]):
+    """A C-contiguous array seen with another shape of the same size, without a copy."""
+    from ..runtime.cuda.device_array import DeviceArray
+    if isinstance(x, DeviceArray):
+        return DeviceArray(x.device, x.ptr, shape, x._dtype_name, owner=x)
+    return x.reshape(shape)
 
 
 def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
                             scale: float | None = None, device: str | None = None):
     """The device API's layout: q [seq, heads * d], k and v [seq, kv_heads * d], causal;
-    returns [seq, heads * d]."""
+    returns [seq, heads * d]. The heads are split out and merged back by heads.zyn's
+    elementwise kernels around flash_attention, on the inputs' device."""
     kv_heads = kv_heads or heads
+    fn = "causal_attention_packed"
+    if len(_shape(q)) != 2 or _shape(q)[1] % heads:
+        raise AttentionError(f"{fn}: q {_shape(q)} is not [seq, heads * d] with {heads} heads")
     seq, width = _shape(q)
-    if width % heads or _shape(k) != (seq, width // heads * kv_heads) or \
-            _shape(v) != _shape(k):
-        raise AttentionError(f"causal_attention_packed: q {_shape(q)}, k {_shape(k)}, v "
-                             f"{_shape(v)} are not [seq, heads * d] with {heads} and "
-                             f"{kv_heads} heads")
     d = width // heads
-    out = flash_attention(_packed(q, seq, heads, d), _packed(k, seq, kv_heads, d),
-                          _packed(v, seq, kv_heads, d), causal=True, scale=scale,
-                          device=device)
-    return np.ascontiguousarray(np.asarray(out)[0].transpose(1, 0, 2)).reshape(seq, width)
+    for name, x in (("k", k), ("v", v)):
+        if _shape(x) != (seq, kv_heads * d):
+            raise AttentionError(f"{fn}: {name} {_shape(x)} is not [seq, kv_heads * d] = "
+                                 f"[{seq}, {kv_heads * d}]")
+    device = device or device_of([q, k, v])
+    layout = program("heads", device)
+    q4, k4, v4 = (_view(layout.split_heads(x, d), (1, h, seq, d))
+                  for x, h in ((q, heads), (k, kv_heads), (v, kv_heads)))
+    out = flash_attention(q4, k4, v4, causal=True, scale=scale, device=device)
+    return layout.merge_heads(_view(out, (heads, seq, d)))
 
 
 def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=None,
