@@ -147,8 +147,8 @@ def _view(x, shape: tuple[int, ...]):
 def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
                             scale: float | None = None, device: str | None = None):
     """The device API's layout: q [seq, heads * d], k and v [seq, kv_heads * d], causal;
-    returns [seq, heads * d]. The heads are split out and merged back by heads.zyn's
-    elementwise kernels around flash_attention, on the inputs' device."""
+    returns [seq, heads * d]. The heads are split out and merged back by
+    attention_heads.zyn's elementwise kernels around flash_attention, on the inputs' device."""
     kv_heads = kv_heads or heads
     fn = "causal_attention_packed"
     if len(_shape(q)) != 2 or _shape(q)[1] % heads:
@@ -160,11 +160,11 @@ def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
             raise AttentionError(f"{fn}: {name} {_shape(x)} is not [seq, kv_heads * d] = "
                                  f"[{seq}, {kv_heads * d}]")
     device = device or device_of([q, k, v])
-    layout = program("heads", device)
-    q4, k4, v4 = (_view(layout.split_heads(x, d), (1, h, seq, d))
+    layout = program("attention_heads", device)
+    q4, k4, v4 = (_view(layout.unpack_heads(x, d), (1, h, seq, d))
                   for x, h in ((q, heads), (k, kv_heads), (v, kv_heads)))
     out = flash_attention(q4, k4, v4, causal=True, scale=scale, device=device)
-    return layout.merge_heads(_view(out, (heads, seq, d)))
+    return layout.pack_heads(_view(out, (heads, seq, d)))
 
 
 def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=None,
