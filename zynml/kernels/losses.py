@@ -1,4 +1,132 @@
-"""Cross-entropy, and fused linear + cross-entropy."""
+"""Cross-entropy, and fused linear + cross-entropy.
+
+Both mean over the rows whose target is not `pad_id` and return the gradients that mean
+gives. The kernels are zynml/kernels/src/cross_entropy.zyn and linear_cross_entropy.zyn;
+on a GPU every result stays on the device (the loss a 0-d array), so nothing waits.
+Losses and gradients are f32 whatever the logits' precision (the sums are f32).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any
+
+import numpy as np
+
+from ..errors import ZynMLError
+from .library import device_of
+from .variants import variant
+
+__all__ = ["cross_entropy", "fused_linear_cross_entropy"]
+
+NO_PAD = -1  # pad_id=None: no target equals it (targets are in 0..vocab)
+
+
+class LossError(ZynMLError, ValueError):
+    """Arguments of a loss that do not go together."""
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(int(n) for n in x.shape)
+
+
+def _check_targets(fn: str, targets, rows: int) -> None:
+    if _shape(targets) != (rows,):
+        raise LossError(f"{fn}: targets must be [{rows}] (one per row), got "
+                        f"{_shape(targets)}")
+    if not np.issubdtype(np.dtype(str(targets.dtype).replace("torch.", "")), np.integer):
+        raise LossError(f"{fn}: targets must be integers, got {targets.dtype}")
+
+
+def cross_entropy(logits, targets, *, pad_id: int | None = None, logit_scale: float = 1.0,
+                  device: str | None = None):
+    """(loss, grad_logits) of the mean cross-entropy of logits [rows, vocab] against
+    integer targets [rows], over the rows whose target != pad_id; grad_logits is
+    (softmax - onehot) / count, zero on padded rows (and everything 0 when every row is
+    padded). `logit_scale` multiplies the logits first (1 / temperature)."""
+    fn = "cross_entropy"
+    if len(_shape(logits)) != 2:
+        raise LossError(f"{fn}: logits must be [rows, vocab], got {_shape(logits)}")
+    _check_targets(fn, targets, _shape(logits)[0])
+    prog = variant("cross_entropy", (), device or device_of([logits, targets]))
+    out = prog(logits=logits, targets=targets, logit_scale=np.float32(logit_scale),
+               pad_id=np.int64(NO_PAD if pad_id is None else pad_id))
+    return out["loss"], out["grad"]
+
+
+def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = None,
+                               chunk_size: int = 1024, device: str | None = None):
+    """(loss, grad_hidden, grad_weight) of cross_entropy(hidden @ weight.T, targets),
+    hidden [tokens, hidden_size], weight [vocab, hidden_size] (a tied LM head), without
+    ever holding the [tokens, vocab] logits: `chunk_size` rows at a time, each chunk's
+    logits, loss and gradients computed by one compiled program and grad_weight summed
+    over the chunks (Liger-Kernel's FusedLinearCrossEntropy)."""
+    fn = "fused_linear_cross_entropy"
+    if len(_shape(hidden)) != 2 or len(_shape(weight)) != 2 or \
+            _shape(hidden)[1] != _shape(weight)[1]:
+        raise LossError(f"{fn}: hidden {_shape(hidden)} and weight {_shape(weight)} must "
+                        "be [tokens, hidden_size] and [vocab, hidden_size]")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise LossError(f"{fn}: chunk_size must be a positive integer, got {chunk_size!r}")
+    tokens, width = _shape(hidden)
+    vocab = _shape(weight)[0]
+    _check_targets(fn, targets, tokens)
+    device = device or device_of([hidden, weight, targets])
+    # Every chunk but a shorter last one has one shape: at most two compiles.
+    prog = variant("linear_cross_entropy", (), device)
+    pad = np.int64(NO_PAD if pad_id is None else pad_id)
+    loss, grad_weight = np.float32(0.0), _zeros_like_device((vocab, width), hidden)
+    grad_hidden = []
+    for start in range(0, tokens, chunk_size):
+        stop = min(tokens, start + chunk_size)
+        out = prog(hidden=_rows(hidden, start, stop), weight=weight,
+                   targets=_rows(targets, start, stop), all_targets=targets, pad_id=pad,
+                   loss_in=loss, grad_weight_in=grad_weight)
+        loss, grad_weight = out["loss"], out["grad_weight"]
+        grad_hidden.append(out["grad_hidden"])
+    return loss, _concat_rows(grad_hidden), grad_weight
+
+
+def _rows(x, start: int, stop: int):
+    """Rows start..stop of a C-contiguous array, without a copy (a DeviceArray view at an
+    offset; numpy, torch and cupy slice themselves)."""
+    from ..runtime.cuda.device_array import DeviceArray
+    if isinstance(x, DeviceArray):
+        row_bytes = int(np.prod(x.shape[1:], dtype=np.int64)) * x.dtype.itemsize
+        return DeviceArray(x.device, x.ptr + start * row_bytes, (stop - start, *x.shape[1:]),
+                           x._dtype_name, owner=x)
+    return x[start:stop]
+
+
+def _zeros_like_device(shape: tuple[int, ...], like):
+    """f32 zeros of `shape` where `like` lives (the first chunk's grad_weight_in)."""
+    from ..call_values import is_gpu_array
+    from ..runtime.cuda.device_array import DeviceArray, from_cuda_array
+    if not is_gpu_array(like):
+        return np.zeros(shape, np.float32)
+    device = like.device if isinstance(like, DeviceArray) else \
+        from_cuda_array(like, _device(like)).device
+    zeros = DeviceArray.empty(shape, "float32", device)
+    device.fill_bytes(zeros.ptr, 0, zeros.nbytes)
+    return zeros
+
+
+def _device(array):
+    from ..runtime.cuda.driver import get_device
+    from .library import _cuda_ordinal
+    return get_device(_cuda_ordinal(array))
+
+
+def _concat_rows(parts: list):
+    """The chunks' rows as one array, on their device (copies on the GPU, no host trip)."""
+    from ..runtime.cuda.device_array import DeviceArray
+    if len(parts) == 1:
+        return parts[0]
+    if not isinstance(parts[0], DeviceArray):
+        return np.concatenate([np.asarray(p) for p in parts])
+    first = parts[0]
+    rows = sum(p.shape[0] for p in parts)
+    out = DeviceArray.empty((rows, *first.shape[1:]), first._dtype_name, first.device)
+    offset = 0
+    for part in parts:
+        first.device.copy_on_device(out.ptr + offset, part.ptr, part.nbytes)
+        offset += part.nbytes
+    return out

@@ -1,0 +1,112 @@
+"""zynml.kernels' losses: cross_entropy and fused_linear_cross_entropy against float64
+numpy on fresh random inputs of odd sizes (padding excluded from the mean, chunks that do
+not divide the rows), on the CPU; their CUDA plans, compiled without a GPU."""
+import numpy as np
+import pytest
+
+import zynml
+from zynml import kernels
+from zynml.kernels import variants
+from zynml.runtime.cuda.artifact import launches
+from conftest import assert_close
+
+from .references import cross_entropy
+
+
+def logits_and_targets(rng, rows, vocab):
+    logits = (3 * rng.standard_normal((rows, vocab))).astype(np.float32)
+    return logits, rng.integers(0, vocab, rows)
+
+
+@pytest.mark.parametrize("rows,vocab", [(1, 5), (7, 13), (13, 101)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_cross_entropy_matches_numpy(rng, rows, vocab, padded):
+    logits, targets = logits_and_targets(rng, rows, vocab)
+    pad = int(targets[0]) if padded else None
+    loss, grad = kernels.cross_entropy(logits, targets, pad_id=pad, device="cpu")
+    want_loss, want_grad = cross_entropy(logits, targets, pad)
+    assert np.shape(loss) == ()
+    assert_close(loss, want_loss)
+    assert_close(grad, want_grad)
+    if padded:
+        assert not np.asarray(grad)[targets == pad].any()
+
+
+def test_cross_entropy_with_a_logit_scale(rng):
+    logits, targets = logits_and_targets(rng, 7, 13)
+    loss, grad = kernels.cross_entropy(logits, targets, logit_scale=0.5, device="cpu")
+    want_loss, want_grad = cross_entropy(logits, targets, logit_scale=0.5)
+    assert_close(loss, want_loss)
+    assert_close(grad, want_grad)
+
+
+def test_every_row_padded_gives_zeros(rng):
+    logits, _ = logits_and_targets(rng, 7, 13)
+    loss, grad = kernels.cross_entropy(logits, np.full(7, 2), pad_id=2, device="cpu")
+    assert float(loss) == 0.0 and not np.asarray(grad).any()
+
+
+@pytest.mark.parametrize("tokens,hidden,vocab,chunk", [(7, 5, 13, 3), (1, 8, 7, 4),
+                                                       (13, 16, 101, 13), (13, 16, 101, 5)])
+def test_fused_linear_cross_entropy_matches_numpy(rng, tokens, hidden, vocab, chunk):
+    x = rng.standard_normal((tokens, hidden)).astype(np.float32)
+    w = rng.standard_normal((vocab, hidden)).astype(np.float32)
+    targets = rng.integers(0, vocab, tokens)
+    pad = int(targets[-1])
+    loss, grad_hidden, grad_weight = kernels.fused_linear_cross_entropy(
+        x, w, targets, pad_id=pad, chunk_size=chunk, device="cpu")
+    want_loss, g = cross_entropy(x.astype(np.float64) @ w.T.astype(np.float64), targets, pad)
+    assert_close(loss, want_loss)
+    assert_close(grad_hidden, g @ w.astype(np.float64))
+    assert_close(grad_weight, g.T @ x.astype(np.float64))
+
+
+def test_fused_linear_cross_entropy_agrees_with_torch(rng):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((13, 16)).astype(np.float32)
+    w = rng.standard_normal((101, 16)).astype(np.float32)
+    targets = rng.integers(0, 101, 13)
+    targets[3] = -100
+    loss, grad_hidden, grad_weight = kernels.fused_linear_cross_entropy(
+        x, w, targets, pad_id=-100, chunk_size=4, device="cpu")
+    tx, tw = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (x, w))
+    want = torch.nn.functional.cross_entropy(tx @ tw.T, torch.tensor(targets),
+                                             ignore_index=-100)
+    want.backward()
+    assert_close(loss, want.item())
+    assert_close(grad_hidden, tx.grad.numpy())
+    assert_close(grad_weight, tw.grad.numpy())
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda x, t: kernels.cross_entropy(x[0], t), "logits must be [rows, vocab]"),
+    (lambda x, t: kernels.cross_entropy(x, t[:3]), "targets must be [7]"),
+    (lambda x, t: kernels.cross_entropy(x, t.astype(np.float32)), "must be integers"),
+    (lambda x, t: kernels.fused_linear_cross_entropy(x, x[:, :3], t), "hidden (7, 13)"),
+    (lambda x, t: kernels.fused_linear_cross_entropy(x, x, t, chunk_size=0), "chunk_size"),
+])
+def test_mismatched_arguments_are_named(rng, call, message):
+    x, t = logits_and_targets(rng, 7, 13)
+    with pytest.raises(zynml.ZynMLError, match="cross_entropy") as info:
+        call(x, t)
+    assert message in str(info.value)
+
+
+def test_cuda_plans_keep_the_sums_in_f32():
+    """bf16 logits: lse, loss and gradient come out f32 (4 kernels, no host step); the
+    fused chunk runs its three products on the matmul strategy."""
+    prog = zynml.compile(variants.variant_source("cross_entropy", ()), device="cuda",
+                         require_device=False, dynamic=False)
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    art = prog.artifact(logits=np.ones((61, 1031), bf16), targets=np.zeros(61, np.int64),
+                        pad_id=np.int64(-1), logit_scale=np.float32(1))
+    assert [o["dtype"] for o in art.plan["outputs"]] == ["float32"] * 4
+    assert len(list(launches(art.plan["body"]))) == 4
+    chunk = zynml.compile(variants.variant_source("linear_cross_entropy", ()), device="cuda",
+                          require_device=False, dynamic=False).artifact(
+        hidden=np.ones((64, 128), bf16), weight=np.ones((1031, 128), bf16),
+        targets=np.zeros(64, np.int64), all_targets=np.zeros(61, np.int64),
+        pad_id=np.int64(-1), loss_in=np.float32(0), grad_weight_in=np.zeros((1031, 128),
+                                                                           np.float32))
+    strategies = [launch["strategy"] for launch in launches(chunk.plan["body"])]
+    assert strategies.count("matmul") == 3, strategies
