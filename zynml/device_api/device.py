@@ -26,6 +26,7 @@ from ..call_values import is_gpu_array
 from ..devices import parse_device, resolve
 from ..kernels import basic
 from .checks import Arg, check_size, fail
+from .attention_ops import AttentionOps
 from .ops import ForwardOps
 from .tracing import elementwise_source, trace
 from .training import TrainingOps
@@ -37,7 +38,7 @@ _traced: dict[tuple[str, str], Program] = {}
 _traced_lock = threading.Lock()
 
 
-class Device(ForwardOps, TrainingOps):
+class Device(ForwardOps, TrainingOps, AttentionOps):
     """A compute device: buffers, a fused elementwise closure, and the operations of
     compute-device-api.md (docs/device-api.md lists them with their kernels)."""
 
