@@ -206,7 +206,7 @@ def attention_params(config: FlashConfig) -> str:
     """The CUDA flash kernels' tile parameters (zynml.compile's `params=`) for `config`:
     the wgmma kernel takes block_q as 64-row warpgroups and block_kv as its key tile,
     the tensor-core kernel block_kv as its key tile. A tile the kernel cannot hold makes
-    that strategy decline and another run (see docs/kernels-attention.md)."""
+    that strategy decline and another run (see docs/kernels.md, Attention)."""
     return (f"attention_wgmma.warpgroups={max(1, config.block_q // 64)};"
             f"attention_wgmma.block_n={config.block_kv};"
             f"attention_tensor_core.block_n={config.block_kv}")
