@@ -108,9 +108,10 @@ def embed(wte: Any, wpe: Any, ids: Any, *, device: str | None = None):
 
 
 def embed_backward_tokens(dwte: Any, ids: Any, grad: Any, *, device: str | None = None):
-    """Adds the token embedding's gradient into dwte (in place) and returns it."""
-    return call("gpt_embedding", "embed_backward_tokens",
-                {"dwte": dwte, "ids": ids, "grad": grad}, device)
+    """Adds the token embedding's gradient into dwte (in place) and returns it; ids
+    [batch, seq] (or flat), grad [batch * seq, c]."""
+    from .basic import embedding_backward
+    return embedding_backward(dwte, ids.reshape(-1), grad, device=device)
 
 
 def embed_backward_positions(wpe: Any, grad: Any, batch: int, seq: int, *,
