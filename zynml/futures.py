@@ -112,16 +112,22 @@ def submit(program: Any, inputs: dict[str, Any]) -> Future:
 
 
 def _submit_on_stream(program: Any, inputs: dict[str, Any]) -> Future:
-    from .runtime.cuda.driver import get_device
+    """Inside `with zynml.stream(s)`, the call goes on s; otherwise on the legacy default
+    stream (the fast path), with an event recorded after it. Streams of their own per
+    future are off until they work on a GPU: on an H100 an allocation on a created
+    stream crashed (docs/devices.md, "Streams, futures and graphs")."""
     from .runtime.cuda.device_array import is_gpu_array
-    from .runtime.cuda.streams import Stream, stream_for_future
+    from .runtime.cuda.streams import Event, Stream, legacy_stream
     stream = call_context.current()
-    if not isinstance(stream, Stream) or getattr(stream, "capturing", False):
-        stream = stream_for_future(get_device(program.placement.ordinal))
-    with call_context.using(stream):
+    if isinstance(stream, Stream) and not getattr(stream, "capturing", False):
+        with call_context.using(stream):
+            outputs = program(inputs)
+        event = stream.record()
+    else:
         outputs = program(inputs)
+        event = Event(legacy_stream())
     to_host = not any(is_gpu_array(v) for v in inputs.values())
-    return Future(stream.record(), kept=(dict(inputs), outputs), to_host=to_host)
+    return Future(event, kept=(dict(inputs), outputs), to_host=to_host)
 
 
 def wait_all(futures: Sequence[Future], timeout: float | None = None) -> list[Any]:

@@ -22,7 +22,7 @@ from typing import Any
 from .driver import Device, _driver, check
 from . import tensor_maps
 
-__all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "stream_for_future"]
+__all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "legacy_stream"]
 
 
 class Stream:
@@ -75,6 +75,18 @@ class Stream:
             _driver().cuStreamDestroy(self.handle)
         except Exception:
             pass
+
+
+class _LegacyStream:
+    """The legacy default stream (handle 0), where calls without a stream run: what an
+    Event is recorded on after such a call."""
+
+    def __init__(self):
+        self.handle = _driver().CUstream(0)
+
+
+def legacy_stream() -> _LegacyStream:
+    return _LegacyStream()
 
 
 class Event:
@@ -194,21 +206,3 @@ class CudaGraph:
             driver.cuGraphDestroy(self.graph)
         except Exception:
             pass
-
-
-_POOLS: dict[int, list] = {}  # device ordinal -> [streams, next index]
-POOL_SIZE = 8
-
-
-def stream_for_future(device: Device) -> Stream:
-    """A stream for the next future on `device`: one of a few, round robin, so that
-    futures made one after another overlap (the ninth shares the first's stream)."""
-    pool = _POOLS.get(device.ordinal)
-    if pool is None:
-        pool = _POOLS.setdefault(device.ordinal, [[], 0])
-    streams, index = pool
-    if len(streams) < POOL_SIZE:
-        streams.append(Stream(device))
-        return streams[-1]
-    pool[1] = (index + 1) % POOL_SIZE
-    return streams[index]
