@@ -14,14 +14,41 @@ import contextlib
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from .api import Program, _merge_inputs
 
 
+class DeviceScalar:
+    """A 0-d result as a GPU run has it, a 0-d DeviceArray: passed to the next call, it
+    compiles as a scalar read on the device (`NAME@device`), not as one by value. Its
+    value is the CPU's."""
+
+    def __init__(self, value):
+        self.value = np.asarray(value)
+        self.shape, self.dtype, self.ndim = (), self.value.dtype, 0
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": (), "typestr": self.value.dtype.str, "data": (0, False),
+                "version": 3, "strides": None}
+
+    def __array__(self, dtype=None, copy=None):
+        return self.value if dtype is None else self.value.astype(dtype)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+
 @contextlib.contextmanager
-def cpu_values_cuda_artifacts() -> Iterator[None]:
+def cpu_values_cuda_artifacts(gpu_results: bool = True) -> Iterator[None]:
     """Within the block, calling a native CUDA Program compiles and caches its artifact
     and returns what the program gives on the CPU (numpy arrays); `cuda:0` counts as
-    present, so Programs for it can be made."""
+    present, so Programs for it can be made. `gpu_results`: the GPU run this stands for
+    passes GPU arrays, so its 0-d results are 0-d GPU arrays (DeviceScalar here)."""
     from . import devices
     original, gpu_count = Program.__call__, devices._gpu_count
     twins: dict[int, Program] = {}
@@ -34,7 +61,12 @@ def cpu_values_cuda_artifacts() -> Iterator[None]:
         twin = twins.get(id(self))
         if twin is None:
             twin = twins[id(self)] = _cpu_twin(self)
-        return original(twin, inputs)
+        outputs = original(twin, {name: value.value if isinstance(value, DeviceScalar)
+                                  else value for name, value in inputs.items()})
+        if not gpu_results:
+            return outputs
+        return {name: DeviceScalar(value) if np.ndim(value) == 0 else value
+                for name, value in outputs.items()}
 
     Program.__call__ = compile_then_run_on_cpu
     devices._gpu_count = lambda kind: max(1, gpu_count(kind)) if kind == "cuda" \

@@ -64,14 +64,18 @@ def test_a_mask_broadcasts_from_leading_ones(rng):
 
 def test_kv_attention_reads_cache_start_at_run_time(rng):
     q, k_cache, v_cache = inputs(rng, 1, 3, 1, 2, 11, 8)
+    program = lambda: variants.variant("attention", (("h / 1", "h / 3"),), "cpu") \
+        .causal_attention._program
+    before = program().stats()  # the Program is the process's: other tests use it too
     for start in (0, 4, 9):
         keep = allowed(2, 11) & (np.arange(11)[None] <= np.arange(2)[:, None] + start)
         assert_close(kernels.kv_attention(q, k_cache, v_cache, start, device="cpu"),
                      attention(q, k_cache, v_cache, keep))
-    # the Program behind the pipeline: one specialization, compiled (or read) once
-    stats = variants.variant("attention", (("h / 1", "h / 3"),), "cpu") \
-        .causal_attention._program.stats()
-    assert stats.specializations == 1 and stats.compiles + stats.disk_hits == 1
+    # the Program behind the pipeline: at most one new specialization, compiled (or
+    # read) once, for the three cache starts
+    after = program().stats()
+    assert after.specializations - before.specializations <= 1
+    assert (after.compiles + after.disk_hits) - (before.compiles + before.disk_hits) <= 1
 
 
 def test_packed_layout_is_the_device_apis_causal_attention(rng):
