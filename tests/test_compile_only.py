@@ -26,6 +26,7 @@ def test_cuda_calls_compile_artifacts_and_give_cpu_values(rng):
         z = prog.twice_plus(y, -1.0)  # the chain goes on with the first call's values
         after = sum(1 for _ in prog.cache_folder.rglob("*"))
     assert isinstance(z, np.ndarray)
-    np.testing.assert_allclose(z, (x.astype(np.float64) * 2 + 0.5) * 2 - 1.0, rtol=1e-6)
+    np.testing.assert_allclose(z, (x.astype(np.float64) * 2 + 0.5) * 2 - 1.0, rtol=1e-5,
+                               atol=1e-6)  # f32 rounding where the value nears 0
     assert after > before or prog.stats().disk_hits > 0  # the artifact is in the cache
     assert zynml.Program.__call__.__name__ == "__call__"  # restored after the block
