@@ -1,9 +1,10 @@
 """Futures: program calls that run while Python goes on (`Program.submit`), and
 `wait_all` / `wait_any` over them.
 
-On native CUDA a submitted call enqueues its launches on a stream of its own (one of a
-few per device, round robin; or the stream of an enclosing `zynml.stream(s)` block) and
-its future is a CUDA event recorded after them: `done()` asks the event (cuEventQuery),
+On native CUDA a submitted call enqueues its launches on the legacy default stream (or
+the stream of an enclosing `zynml.stream(s)` block; a stream per future is off until
+streams work on a GPU, docs/devices.md) and its future is a CUDA event recorded after
+them: `done()` asks the event (cuEventQuery),
 `result()` waits for that event only. The future holds the call's inputs and outputs
 until the event has completed, so buffers the queued kernels use cannot be freed under
 them. Elsewhere (the CPU through IREE, the interpreter) the call runs on a thread pool,
