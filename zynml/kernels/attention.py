@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ZynMLError
+from .basic import reshaped
 from .configs import FlashConfig, config_for, validate_config
 from .library import device_of, program
 from .variants import variant
@@ -136,14 +137,6 @@ def kv_attention(q, k_cache, v_cache, cache_start: int, *, scale: float | None =
     return prog.causal_attention(q=q, k=k_cache, v=v_cache, cache_start=start)
 
 
-def _view(x, shape: tuple[int, ...]):
-    """A C-contiguous array seen with another shape of the same size, without a copy."""
-    from ..runtime.cuda.device_array import DeviceArray
-    if isinstance(x, DeviceArray):
-        return DeviceArray(x.device, x.ptr, shape, x._dtype_name, owner=x)
-    return x.reshape(shape)
-
-
 def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
                             scale: float | None = None, device: str | None = None):
     """The device API's layout: q [seq, heads * d], k and v [seq, kv_heads * d], causal;
@@ -161,10 +154,10 @@ def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
                                  f"[{seq}, {kv_heads * d}]")
     device = device or device_of([q, k, v])
     layout = program("attention_heads", device)
-    q4, k4, v4 = (_view(layout.unpack_heads(x, d), (1, h, seq, d))
+    q4, k4, v4 = (reshaped(layout.unpack_heads(x, d), (1, h, seq, d))
                   for x, h in ((q, heads), (k, kv_heads), (v, kv_heads)))
     out = flash_attention(q4, k4, v4, causal=True, scale=scale, device=device)
-    return layout.pack_heads(_view(out, (heads, seq, d)))
+    return layout.pack_heads(reshaped(out, (heads, seq, d)))
 
 
 def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=None,

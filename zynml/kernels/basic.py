@@ -201,25 +201,19 @@ def reshaped(value: Any, shape: tuple[int, ...]) -> Any:
     from ..runtime.cuda.device_array import DeviceArray, from_cuda_array
     array = value if isinstance(value, DeviceArray) else \
         from_cuda_array(value, _cuda_device(value))
-    if -1 in shape:  # the one free extent: what the others leave
-        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
-        shape = tuple(array.size // max(known, 1) if d == -1 else d for d in shape)
-    if tuple(shape) == array.shape:
-        return array
-    return DeviceArray(array.device, array.ptr, shape, array._dtype_name, owner=array)
+    return array if tuple(shape) == array.shape else array.reshape(shape)
 
 
 def row_range(value: Any, start: int, stop: int) -> Any:
-    """Rows start..stop of a C-contiguous [rows, cols] array, no copy."""
+    """Rows start..stop (along the first axis) of a C-contiguous array, no copy."""
     from ..call_values import is_gpu_array
     if not is_gpu_array(value):
         return value[start:stop]
     from ..runtime.cuda.device_array import DeviceArray
     array = reshaped(value, tuple(value.shape))
-    cols = int(array.shape[1])
-    offset = start * cols * array.dtype.itemsize
-    return DeviceArray(array.device, array.ptr + offset, (stop - start, cols),
-                       array._dtype_name, owner=array)
+    row_bytes = int(np.prod(array.shape[1:], dtype=np.int64)) * array.dtype.itemsize
+    return DeviceArray(array.device, array.ptr + start * row_bytes,
+                       (stop - start, *array.shape[1:]), array._dtype_name, owner=array)
 
 
 def flat_view(value: Any, name: str) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ZynMLError
+from .basic import row_range
 from .library import device_of
 from .variants import variant
 
@@ -77,23 +78,12 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     grad_hidden = []
     for start in range(0, tokens, chunk_size):
         stop = min(tokens, start + chunk_size)
-        out = prog(hidden=_rows(hidden, start, stop), weight=weight,
-                   targets=_rows(targets, start, stop), all_targets=targets, pad_id=pad,
+        out = prog(hidden=row_range(hidden, start, stop), weight=weight,
+                   targets=row_range(targets, start, stop), all_targets=targets, pad_id=pad,
                    loss_in=loss, grad_weight_in=grad_weight)
         loss, grad_weight = out["loss"], out["grad_weight"]
         grad_hidden.append(out["grad_hidden"])
     return loss, _concat_rows(grad_hidden), grad_weight
-
-
-def _rows(x, start: int, stop: int):
-    """Rows start..stop of a C-contiguous array, without a copy (a DeviceArray view at an
-    offset; numpy, torch and cupy slice themselves)."""
-    from ..runtime.cuda.device_array import DeviceArray
-    if isinstance(x, DeviceArray):
-        row_bytes = int(np.prod(x.shape[1:], dtype=np.int64)) * x.dtype.itemsize
-        return DeviceArray(x.device, x.ptr + start * row_bytes, (stop - start, *x.shape[1:]),
-                           x._dtype_name, owner=x)
-    return x[start:stop]
 
 
 def _zeros_like_device(shape: tuple[int, ...], like):
