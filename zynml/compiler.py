@@ -41,8 +41,8 @@ if TYPE_CHECKING:  # MLIR loads on the first compilation: running an artifact ne
     from mlir import ir
 
 __all__ = ["FRONT_STAGES", "BACKENDS", "CIR_TO_LINALG_PIPELINE", "CHECKED_PIPELINE",
-           "Compilation", "build_checked",
-           "parse_source", "check_program", "to_cir", "lower", "dump_ast", "stage_names",
+           "Compilation", "build_checked", "parse_source", "parse_file", "check_program",
+           "to_cir", "lower", "dump_ast", "stage_names",
            "find_stage", "run_stages", "emit", "check_target", "build", "artifact_key",
            "fingerprint", "compiler_files", "mlir_error_to_zynml", "ZynMLNote"]
 
@@ -72,6 +72,12 @@ def parse_source(source_or_path: Union[str, os.PathLike]) -> tuple[SourceFile, a
         src = SourceFile(str(path), text)
     else:
         src = SourceFile("<string>", source_or_path)
+    return parse_file(src)
+
+
+def parse_file(src: SourceFile) -> tuple[SourceFile, ast.Program]:
+    """Parse `src` with the library sources it uses (`use kernels.NAME`), which the
+    returned SourceFile lists (they are part of what it compiles to)."""
     program = parse(src)
     used = resolve_uses(program, parse)
     if used:

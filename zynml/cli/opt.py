@@ -38,7 +38,6 @@ from ..dialects import new_context
 from ..cache import atomic_write_bytes
 from .common import bad_knob, internal_error, printed_notes, report_os_error, report_usage
 from ..errors import SourceFile, ZynMLError
-from ..frontend.parser import parse
 from ..frontend.types import SCALARS, TensorType
 from ..passes import PASSES
 from ..passes.pipeline import PipelineError, build_pass_manager, split_pipeline
@@ -233,9 +232,9 @@ def _read(text: str, source: Source, options: OptOptions, context: ir.Context) -
     if source.kind == "mlir":
         _check_nesting(text, source.name)
         return ir.Module.parse(text, context)  # verifies; the buffer is named "-"
-    src = SourceFile(source.name, text)
+    src, program = compiler.parse_file(SourceFile(source.name, text))
     signature, scalars = _zyn_signature(options.zyn_inputs)
-    checked = compiler.check_program(src, parse(src), signature, scalars)
+    checked = compiler.check_program(src, program, signature, scalars)
     module = compiler.to_cir(checked, context)
     if options.verify_each:
         module.operation.verify()
