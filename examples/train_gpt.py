@@ -1,9 +1,14 @@
 """Train a GPT-2-style model on Shakespeare with ZynML, then sample from it.
 
     python examples/train_gpt.py --config toy --steps 50 --device cpu
+    torchrun --standalone --nproc-per-node=4 examples/train_gpt.py --config gpt2 --device cuda
 
 Ends with `final loss: F (first: L)`; writes a checkpoint (--checkpoint, atomic; --resume
-continues from it with the same next loss) and the loss curve as a PNG (--plot).
+continues from it with the same next loss) and the loss curve as a PNG (--plot). Under
+PyTorch's launcher (torchrun) it trains data-parallel, one process per GPU (or CPU
+process): --batch is the global batch, split over the processes, so the losses are those
+of one process with that batch (zynml/models/distributed.py); process 0 alone logs and
+writes files.
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from zynml.errors import ZynMLError
-from zynml.models import data
+from zynml.models import data, distributed
 from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
 from zynml.models.sample import sample
 from zynml.models.train import AdamW, Schedule, Trainer
@@ -35,7 +40,8 @@ def arguments(argv):
     parser.add_argument("--config", choices=sorted(CONFIGS), default="toy")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=8,
+                        help="sequences per step, over all processes under torchrun")
     parser.add_argument("--seq", type=int, help="tokens per sequence (default: the context)")
     parser.add_argument("--accumulation", type=int, default=1)
     parser.add_argument("--lr", type=float, default=3e-3)
@@ -69,6 +75,14 @@ def main(argv=None) -> int:
 def train(args) -> int:
     from tqdm import tqdm
     config = CONFIGS[args.config]
+    world = distributed.world_from_env()  # None: one process, not under torchrun
+    rank, size = (world.rank, world.size) if world else (0, 1)
+    main_process = rank == 0
+    device = distributed.device_for(world, args.device)
+    if args.batch % size:
+        raise distributed.DistributedError(
+            f"--batch {args.batch} does not split evenly over {size} processes: make it "
+            f"a multiple of {size}")
     text = data.corpus_text()
     tokenizer = data.tokenizer_for(args.tokenizer, config.vocab, text)
     if tokenizer.vocab_size > config.vocab:
@@ -76,22 +90,30 @@ def train(args) -> int:
                          f"model's vocabulary ({config.vocab})")
     train_ids, _ = data.split(tokenizer.encode(text))
     seq = args.seq or config.context
-    batches = data.Batches(train_ids, args.batch, seq, args.seed)
-    model = GPT(config, on_device(init_parameters(config, args.seed), args.device), args.device)
+    batches = data.Batches(train_ids, args.batch, seq, args.seed, rank, size)
+    # the same seed everywhere: every process starts from the same parameters
+    model = GPT(config, on_device(init_parameters(config, args.seed), device), device)
     schedule = Schedule(max_lr=args.lr, min_lr=args.lr / 10, warmup=args.warmup,
                         steps=args.steps)
-    trainer = Trainer(model, schedule, AdamW(), args.accumulation)
+    all_reduce = distributed.GradientAllReduce(world, device, model.params) \
+        if size > 1 else None
+    trainer = Trainer(model, schedule, AdamW(), args.accumulation, all_reduce)
     if args.resume:
         trainer.load(args.resume, batches)
     losses = []
     tokens_per_step = args.batch * seq * args.accumulation
     last = min(args.steps, args.stop_at or args.steps)
-    bar = tqdm(range(trainer.step_count, last), desc="train", unit="step")
+    bar = tqdm(range(trainer.step_count, last), desc="train", unit="step",
+               disable=not main_process)
     for _ in bar:
         start = time.perf_counter()
         losses.append(trainer.step(batches))
         rate = tokens_per_step / (time.perf_counter() - start)
         bar.set_postfix(loss=f"{losses[-1]:.4f}", tok_s=f"{rate:,.0f}")
+    if all_reduce is not None:
+        all_reduce.close()
+    if not main_process:
+        return 0
     if args.checkpoint:
         trainer.save(args.checkpoint, batches)
     if args.plot and losses:

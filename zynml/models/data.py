@@ -84,17 +84,32 @@ def tokenizer_for(name: str, vocab_size: int, text: str):
 class Batches:
     """Random windows of `seq + 1` tokens from a split of the token stream: inputs are
     the first `seq`, targets the last. Deterministic for a seed; `state()` and
-    `restore()` let a resumed run draw the same batches."""
+    `restore()` let a resumed run draw the same batches.
 
-    def __init__(self, tokens: np.ndarray, batch: int, seq: int, seed: int):
+    Data-parallel training (zynml/models/distributed.py): process `rank` of `world_size`
+    takes the rank-th of `world_size` equal, disjoint shards of each global batch of
+    `batch` windows. Every process draws the whole batch's starts, so their generators
+    stay equal and one checkpoint's state resumes them all."""
+
+    def __init__(self, tokens: np.ndarray, batch: int, seq: int, seed: int,
+                 rank: int = 0, world_size: int = 1):
         if len(tokens) < seq + 2:
             raise ZynMLError(f"the text has {len(tokens)} tokens, fewer than a context of "
                              f"{seq} needs")
+        if batch % world_size:
+            raise ZynMLError(f"a batch of {batch} sequences does not split evenly over "
+                             f"{world_size} processes: make it a multiple of {world_size}")
+        if not 0 <= rank < world_size:
+            raise ZynMLError(f"rank {rank} is not one of the {world_size} processes")
         self.tokens, self.batch, self.seq = tokens, batch, seq
+        self.rank, self.world_size = rank, world_size
         self._rng = np.random.default_rng(seed)
 
     def next(self) -> tuple[np.ndarray, np.ndarray]:
+        """This process's shard of the next global batch: [batch / world_size, seq]."""
         starts = self._rng.integers(0, len(self.tokens) - self.seq - 1, size=self.batch)
+        share = self.batch // self.world_size
+        starts = starts[self.rank * share:(self.rank + 1) * share]
         windows = np.stack([self.tokens[s:s + self.seq + 1] for s in starts])
         return windows[:, :-1].astype(np.int32), windows[:, 1:].astype(np.int32)
 

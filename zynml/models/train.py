@@ -49,12 +49,15 @@ class Trainer:
     gradient, clipped, then AdamW. Arrays live on `device` (numpy on the CPU)."""
 
     def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
-                 accumulation: int = 1):
+                 accumulation: int = 1, all_reduce=None):
         if accumulation < 1:
             raise ZynMLError(f"gradient accumulation takes at least 1 micro-batch, "
                              f"got {accumulation}")
         self.model, self.schedule, self.optimizer = model, schedule, optimizer
         self.accumulation = accumulation
+        # data-parallel training: a GradientAllReduce (distributed.py) that averages the
+        # gradients and the loss over the processes, so that every one steps alike
+        self.all_reduce = all_reduce
         self.step_count = 0
         zeros = lambda p: on_device({"z": np.zeros(p.shape, np.float32)}, model.device)["z"]
         self.moments = {name: (zeros(p), zeros(p)) for name, p in model.params.items()}
@@ -71,6 +74,10 @@ class Trainer:
         if self.accumulation > 1:
             for g in grads.values():
                 K.scale_in_place(g.reshape(-1), 1.0 / self.accumulation, device=dev)
+        loss = total / self.accumulation
+        if self.all_reduce is not None:  # before clipping: the norm is the global batch's
+            self.all_reduce.gradients(grads)
+            loss = self.all_reduce.mean(loss)
         self.grad_norm = self._clip(grads)
         lr = self.schedule.lr(self.step_count)
         self.step_count += 1
@@ -81,7 +88,7 @@ class Trainer:
                          v.reshape(-1), lr=lr, beta1=opt.beta1, beta2=opt.beta2, eps=opt.eps,
                          weight_decay=opt.weight_decay if decays(name, self.model.config)
                          else 0.0, step=self.step_count, device=dev)
-        return total / self.accumulation
+        return loss
 
     def _clip(self, grads: dict) -> float:
         dev = self.model.device

@@ -1,0 +1,125 @@
+"""Data-parallel training (zynml/models/distributed.py) on the CPU with gloo: two
+processes train as one process does on the whole global batch, and stay equal; the
+launcher's variables, the batch shards and the gradient buckets."""
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_close
+from zynml.models import data, distributed
+from zynml.models.gpt import CONFIGS, GPT, init_parameters
+from zynml.models.train import AdamW, Schedule, Trainer
+
+CONFIG = CONFIGS["toy"]  # the shapes examples/train_gpt.py's test under torchrun uses too
+SEQ, GLOBAL_BATCH, STEPS = 13, 4, 3
+SCHEDULE = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=1, steps=STEPS)
+ENV = {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+       "MASTER_PORT": "29500"}
+
+
+def _batches(rank=0, world_size=1):
+    tokens = np.random.default_rng(3).integers(0, CONFIG.vocab, 3000).astype(np.int32)
+    return data.Batches(tokens, GLOBAL_BATCH, SEQ, 8, rank, world_size)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
+    """One process of the data-parallel run (torch.multiprocessing.spawn's target)."""
+    import torch.distributed as dist
+    os.environ.update(ENV, WORLD_SIZE=str(world_size), RANK=str(rank),
+                      LOCAL_RANK=str(rank), MASTER_PORT=str(port))
+    world = distributed.world_from_env()
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    model = GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu")
+    # 4 KB buckets: biases and norms share buckets, the matrices go alone
+    reduce = distributed.GradientAllReduce(world, "cpu", model.params, bucket_bytes=4096)
+    assert any(len(b) > 1 for b in reduce.buckets) and any(len(b) == 1 for b in reduce.buckets)
+    model.forward(*_batches(rank, world_size).next())
+    grads = model.backward()
+    reduce.gradients(grads)
+    trainer = Trainer(model, SCHEDULE, AdamW(), all_reduce=reduce)
+    batches = _batches(rank, world_size)
+    losses = [trainer.step(batches) for _ in range(STEPS)]
+    np.savez(Path(folder) / f"rank{rank}.npz", losses=np.asarray(losses), **model.params,
+             **{"grad/" + name: g for name, g in grads.items()})
+    reduce.close()
+
+
+def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
+    spawn = pytest.importorskip("torch.multiprocessing").spawn
+    model = GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu")
+    model.forward(*_batches().next())
+    grads = model.backward()
+    trainer, batches = Trainer(model, SCHEDULE, AdamW()), _batches()
+    want = [trainer.step(batches) for _ in range(STEPS)]
+    spawn(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
+    np.testing.assert_allclose(ranks[0]["losses"], want, rtol=1e-5)
+    largest = max(np.abs(g).max() for g in grads.values())
+    for name, param in model.params.items():
+        # the averaged gradients are the global batch's; the key bias's is zero in exact
+        # arithmetic (softmax ignores a shift shared by all keys), hence the floor
+        assert_close(ranks[0]["grad/" + name], grads[name], rtol=1e-5, floor=1e-3 * largest)
+        for key in (name, "grad/" + name):  # every process holds the same numbers
+            np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=key)
+        # AdamW steps by about lr per element whatever a gradient's size, so rounding in
+        # a near-zero gradient moves a parameter by up to lr: compare absolutely
+        np.testing.assert_allclose(ranks[0][name], param, rtol=0, atol=1e-5, err_msg=name)
+
+
+def test_shards_are_the_global_batch_split_in_order():
+    ids, targets = _batches().next()
+    shards = [_batches(r, 2).next() for r in range(2)]
+    np.testing.assert_array_equal(np.concatenate([s[0] for s in shards]), ids)
+    np.testing.assert_array_equal(np.concatenate([s[1] for s in shards]), targets)
+
+
+def test_a_batch_that_does_not_split_evenly_is_refused():
+    tokens = np.arange(100, dtype=np.int32)
+    with pytest.raises(distributed.ZynMLError, match="does not split evenly over 2"):
+        data.Batches(tokens, 3, 5, 0, rank=0, world_size=2)
+
+
+def test_buckets_gather_small_gradients_and_leave_large_ones_alone():
+    sizes = {"a": 40, "b": 40, "big": 500, "c": 8, "d": 100, "e": 30}
+    assert distributed.buckets(sizes, 100) == [["a", "b"], ["big"], ["c"], ["d"], ["e"]]
+    assert distributed.buckets(sizes, 0) == [[n] for n in sizes]
+    assert distributed.buckets(sizes, 10_000) == [list(sizes)]
+
+
+def test_the_launchers_variables_make_the_world():
+    assert distributed.world_from_env({}) is None  # not under torchrun: one process
+    world = distributed.world_from_env(ENV)
+    assert world == distributed.World(rank=1, size=2, local_rank=1) and not world.is_main
+    assert distributed.device_for(world, "cpu") == "cpu"
+    assert distributed.device_for(None, "cuda:1") == "cuda:1"
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"RANK": ""}, "WORLD_SIZE is set but RANK is not"),
+    ({"MASTER_ADDR": ""}, "WORLD_SIZE is set but MASTER_ADDR is not"),
+    ({"RANK": "2"}, "RANK=2 is not a process of WORLD_SIZE=2"),
+    ({"WORLD_SIZE": "two"}, "must be integers"),
+])
+def test_a_wrong_world_says_what_is_wrong(change, message):
+    with pytest.raises(distributed.DistributedError, match=message):
+        distributed.world_from_env(ENV | change)
+
+
+def test_several_processes_take_the_gpu_of_their_local_rank():
+    world = distributed.World(rank=1, size=2, local_rank=1)
+    with pytest.raises(distributed.DistributedError, match="say --device cuda"):
+        distributed.device_for(world, "cuda:1")
+    with pytest.raises(distributed.DistributedError, match="'cpu' or 'cuda'"):
+        distributed.device_for(world, "vulkan")

@@ -1,0 +1,175 @@
+"""Data-parallel training: one process per device, gradients averaged over them.
+
+    torchrun --standalone --nproc-per-node=4 examples/train_gpt.py --config gpt2 --device cuda
+
+PyTorch's launcher (`torchrun`, torch.distributed.run) starts the processes and tells
+each its place through RANK, WORLD_SIZE and LOCAL_RANK; `world_from_env()` reads them.
+Process `rank` trains on `cuda:LOCAL_RANK` (or the CPU) with the same initial
+parameters (the same seed) and its shard of each global batch (data.Batches). After the
+backward pass, `GradientAllReduce` averages every gradient over the processes with
+torch.distributed: NCCL over zero-copy torch views of the DeviceArrays (DLPack) on CUDA,
+gloo over views of the numpy arrays on the CPU. Each process then clips and steps the
+same averaged gradients, so the parameters stay equal everywhere, and the run equals one
+process training on the whole global batch.
+
+Gradients go in buckets: the small ones are copied into one flat buffer of at most
+`bucket_bytes` and reduced by one call (one collective per parameter would pay the
+latency ~150 times for GPT-2 small); one larger than a bucket is reduced where it lies.
+ZynML's kernels and PyTorch's run on the legacy default stream of the device's primary
+context, and NCCL orders its stream with that one, so no extra wait is needed.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import ZynMLError
+
+__all__ = ["World", "DistributedError", "world_from_env", "device_for", "GradientAllReduce"]
+
+LAUNCH = "torchrun --standalone --nproc-per-node=N examples/train_gpt.py ..."
+
+
+class DistributedError(ZynMLError):
+    """The processes of a data-parallel run are set up wrongly (the launcher's variables,
+    the device, the batch)."""
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int        # this process, 0 .. size - 1
+    size: int        # processes in all
+    local_rank: int  # this process on its machine: its GPU's number
+
+    @property
+    def is_main(self) -> bool:
+        """The process that logs, plots and writes checkpoints."""
+        return self.rank == 0
+
+
+def world_from_env(environ: Mapping[str, str] = os.environ) -> World | None:
+    """The world torchrun describes, or None when WORLD_SIZE is unset (one process)."""
+    if "WORLD_SIZE" not in environ:
+        return None
+    values = {}
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        if not environ.get(name):
+            raise DistributedError(f"WORLD_SIZE is set but {name} is not: start one process "
+                                   f"per device with PyTorch's launcher, {LAUNCH}")
+        values[name] = environ[name]
+    try:
+        size, rank, local = (int(values[n]) for n in ("WORLD_SIZE", "RANK", "LOCAL_RANK"))
+    except ValueError:
+        raise DistributedError("WORLD_SIZE, RANK and LOCAL_RANK must be integers; got "
+                               + ", ".join(f"{n}={values[n]!r}" for n in
+                                           ("WORLD_SIZE", "RANK", "LOCAL_RANK"))) from None
+    if size < 1 or not 0 <= rank < size or local < 0:
+        raise DistributedError(f"RANK={rank} is not a process of WORLD_SIZE={size} "
+                               f"(LOCAL_RANK={local})")
+    return World(rank, size, local)
+
+
+def device_for(world: World | None, device: str) -> str:
+    """The device of this process: `device` alone, or `cuda:LOCAL_RANK` for "cuda" when
+    several processes share the machine's GPUs."""
+    if world is None or world.size == 1:
+        return device
+    kind, _, number = device.partition(":")
+    if kind == "cpu":
+        return device
+    if kind != "cuda":
+        raise DistributedError(f"data-parallel training runs on 'cpu' or 'cuda', not "
+                               f"'{device}'")
+    if number:
+        raise DistributedError(f"--device {device}: with {world.size} processes each takes "
+                               "the GPU of its LOCAL_RANK; say --device cuda")
+    from ..runtime.cuda.driver import device_count
+    count = device_count()
+    if world.local_rank >= count:
+        raise DistributedError(f"LOCAL_RANK={world.local_rank} has no GPU: this machine has "
+                               f"{count}; start at most {count} processes per machine")
+    return f"cuda:{world.local_rank}"
+
+
+class GradientAllReduce:
+    """Averages gradients (and the loss) over the processes of `world`, in place. Made
+    once per run, after the launcher started the processes: it joins their group."""
+
+    def __init__(self, world: World, device: str, params: Mapping[str, object],
+                 bucket_bytes: int = 25 << 20):
+        """`params`: the model's parameters, whose layout the gradients share."""
+        import torch
+        import torch.distributed as dist
+        self.world, self.device = world, device
+        self._torch, self._dist = torch, dist
+        self.on_cuda = device.startswith("cuda")
+        if self.on_cuda:
+            torch.cuda.set_device(int(device.partition(":")[2] or 0))
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if self.on_cuda else "gloo")
+        if dist.get_world_size() != world.size or dist.get_rank() != world.rank:
+            raise DistributedError(f"the process group has {dist.get_world_size()} "
+                                   f"processes, rank {dist.get_rank()}; expected "
+                                   f"{world.size}, rank {world.rank}")
+        self.buckets = buckets({name: int(np.prod(p.shape, dtype=np.int64)) * p.dtype.itemsize
+                                for name, p in params.items()}, bucket_bytes)
+
+    def gradients(self, grads: dict) -> None:
+        """Every array of `grads` becomes its mean over the processes."""
+        torch, dist = self._torch, self._dist
+        views = {name: self._view(g) for name, g in grads.items()}
+        pending = []
+        for names in self.buckets:  # all started first: copies overlap the transfers
+            flat = views[names[0]] if len(names) == 1 else \
+                torch.cat([views[n] for n in names])
+            pending.append((names, flat, dist.all_reduce(flat, async_op=True)))
+        for names, flat, work in pending:
+            work.wait()
+            flat.div_(self.world.size)
+            if len(names) > 1:
+                offset = 0
+                for n in names:
+                    size = views[n].numel()
+                    views[n].copy_(flat[offset:offset + size])
+                    offset += size
+
+    def mean(self, value: float) -> float:
+        """The mean of a number (a loss) over the processes."""
+        torch = self._torch
+        tensor = torch.tensor([value], dtype=torch.float64,
+                              device=self.device if self.on_cuda else "cpu")
+        self._dist.all_reduce(tensor)
+        return float(tensor.item()) / self.world.size
+
+    def _view(self, array):
+        """A flat torch tensor on `array`'s memory (no copy): DLPack for a DeviceArray,
+        from_numpy for a numpy array."""
+        torch = self._torch
+        if isinstance(array, np.ndarray):
+            if not (array.flags.c_contiguous and array.flags.writeable):
+                raise ValueError("gradients are reduced in place: C-contiguous, writable")
+            return torch.from_numpy(array).view(-1)
+        return torch.from_dlpack(array).view(-1)
+
+    def close(self) -> None:
+        if self._dist.is_initialized():
+            self._dist.destroy_process_group()
+
+
+def buckets(sizes: Mapping[str, int], bucket_bytes: int) -> list[list[str]]:
+    """Names in order, grouped so that each group's gradients (`sizes` in bytes) fill at
+    most `bucket_bytes`; a gradient larger than that is a group of its own. 0: one group
+    per name."""
+    groups: list[list[str]] = []
+    filled = 0
+    for name, nbytes in sizes.items():
+        if groups and filled + nbytes <= bucket_bytes and nbytes <= bucket_bytes:
+            groups[-1].append(name)
+            filled += nbytes
+        else:
+            groups.append([name])
+            filled = nbytes if nbytes <= bucket_bytes else bucket_bytes + 1
+    return groups
