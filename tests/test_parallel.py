@@ -2,6 +2,7 @@
 reasons others do not, and the split-and-gather logic (with stand-in devices; the real
 multi-GPU run is in tests/runtime/test_cuda_native.py)."""
 import re
+import threading
 
 import pytest
 
@@ -62,3 +63,37 @@ def test_split_and_gather_equal_one_run(rng, batch, devices):
     out = dp.run([part] * devices, {"x": x, "w": w})["y"]
     assert_close(out, x * w)
     assert sum(seen) == batch and max(seen) - min(seen) <= 1 and len(seen) == min(batch, devices)
+
+
+def test_the_devices_chunks_run_at_the_same_time(rng):
+    x, w = rng.standard_normal((6, 5)), rng.standard_normal(5)
+    threads = set()
+
+    def part(**inputs):
+        meet.wait()
+        threads.add(threading.current_thread().name)
+        return {"y": inputs["x"] * inputs["w"]}
+
+    # stand-in device names (no GPU is needed): each device has a thread of its own
+    dp = DataParallel(["vulkan:3", "cpu"], ["x"], "y", None)
+    meet = threading.Barrier(2, timeout=60)  # chunks run one after another: it breaks
+    out = dp.run([part] * 2, {"x": x, "w": w})["y"]
+    assert_close(out, x * w)
+    assert threads == {"zynml-vulkan:3_0", "zynml-cpu_0"}
+
+
+def test_a_failing_chunk_fails_the_call_after_the_others_finish(rng):
+    x, w = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    finished = []
+
+    def good(**inputs):
+        finished.append(True)
+        return {"y": inputs["x"]}
+
+    def bad(**inputs):
+        raise zynml.ZynMLError("chunk failed")
+
+    dp = DataParallel(["vulkan:1", "vulkan:2"], ["x"], "y", None)
+    with pytest.raises(zynml.ZynMLError, match="chunk failed"):
+        dp.run([bad, good], {"x": x, "w": w})
+    assert finished == [True]

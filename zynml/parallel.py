@@ -12,12 +12,16 @@ split cannot change the result, which it checks on the block's text:
 `x` (indexed by `b` first) is split in contiguous chunks along axis 0, one per device;
 `w` (never indexed by `b`) goes whole to each device; `out` comes back as the chunks'
 results concatenated along axis 0. Each device runs the same program, compiled once per
-chunk shape. Anything else is a located error saying why. Model parallelism
+chunk shape. The chunks run at the same time: each device's on a thread of its own (one
+per device for the whole process, so a GPU's context stays current there), which waits
+in the driver or the runtime with the GIL released; the call returns when all are done. Anything else is a located error saying why. Model parallelism
 (`@parallel(model)`) would be another `Split` kind: a plan of what each device gets and
 how the results combine.
 """
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,14 +47,38 @@ class DataParallel:
             raise ZynMLError("inputs split by @parallel(data) must share their first "
                              f"extent; got {sorted(batch)}", self.loc)
         bounds = np.linspace(0, batch.pop(), len(parts) + 1).round().astype(int)
-        results = []
-        for part, start, stop in zip(parts, bounds[:-1], bounds[1:]):
+        running = []
+        for device, part, start, stop in zip(self.devices, parts, bounds[:-1], bounds[1:]):
             if stop == start:
                 continue
             chunk = {name: (value[start:stop] if name in self.split else value)
                      for name, value in inputs.items()}
-            results.append(np.asarray(part(**chunk)[self.output]))
-        return {self.output: np.concatenate(results, axis=0)}
+            running.append(_worker(device).submit(self._run_part, device, part, chunk))
+        # every chunk finishes before a failure is raised: no part is left running
+        errors = [f.exception() for f in running]
+        for error in errors:
+            if error is not None:
+                raise error
+        return {self.output: np.concatenate([f.result() for f in running], axis=0)}
+
+    def _run_part(self, device: str, part, chunk: dict) -> np.ndarray:
+        kind, _, number = device.partition(":")
+        if kind == "cuda":  # this thread's calls, allocations and copies go to its GPU
+            from .runtime.cuda.driver import get_device
+            get_device(int(number or 0)).make_current()
+        return np.asarray(part(**chunk)[self.output])
+
+
+_workers: dict[str, ThreadPoolExecutor] = {}
+_workers_lock = threading.Lock()
+
+
+def _worker(device: str) -> ThreadPoolExecutor:
+    """The one thread that runs `device`'s chunks."""
+    with _workers_lock:
+        if device not in _workers:
+            _workers[device] = ThreadPoolExecutor(1, thread_name_prefix=f"zynml-{device}")
+        return _workers[device]
 
 
 def plan_data_parallel(checked, step, annotation: ast.Annotation) -> DataParallel:

@@ -1,0 +1,209 @@
+"""Data-parallel scaling of the GPT training step: tokens per second on 1, 2, ... N GPUs.
+
+    python benchmarks/scaling.py --compile-only    # here (MLIR): fills the cache
+    python benchmarks/scaling.py                   # on the GPU machine (carry the cache)
+
+Both halves must see the same ZYNML_CACHE_DIR (an artifact serves every GPU of a chip).
+The step is benchmarks/train_gpt.py's: ZynML's Trainer on `--config` (GPT-2 small by
+default), `--batch` x `--seq` tokens per GPU, f32. For each GPU count n (1, 2, 4, ...
+up to N, the visible GPUs, and N) it launches n processes with PyTorch's launcher
+(`--worker`, zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps
+(wall clock, each process drained before and after, the slowest process's time), and
+times the gradient all-reduce apart (the device drained before and after it). Reported:
+the median step, tokens per second over all GPUs, the speed-up against one GPU, and the
+all-reduce's share of a step; then the losses of the N-GPU run against one GPU that
+accumulates the same global batch (the N shards in turn), step for step. `--device cpu
+--gpus N` runs the same on N CPU processes (gloo): the tests' dry run of the machinery.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from zynml.models import data, distributed
+from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
+from zynml.models.train import AdamW, Schedule, Trainer
+
+# NVLink multicast stays off (the device machines' rule: it can take shared GPUs out of
+# service); kept for the workers, which get this environment
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def _tokens(config) -> np.ndarray:
+    return np.random.default_rng(0).integers(0, config.vocab, 1 << 20).astype(np.int32)
+
+
+class InTurn:
+    """One process standing in for `parts` processes: each global batch's shards, one
+    per call, so that accumulating `parts` micro-batches steps on the global batch."""
+
+    def __init__(self, batches: data.Batches, parts: int):
+        self.batches, self.parts, self._queue = batches, parts, []
+
+    def next(self):
+        if not self._queue:
+            ids, targets = self.batches.next()
+            self._queue = list(zip(np.split(ids, self.parts), np.split(targets, self.parts)))
+        return self._queue.pop(0)
+
+
+class TimedAllReduce:
+    """A GradientAllReduce whose calls are timed, the device drained around each."""
+
+    def __init__(self, inner: distributed.GradientAllReduce, sync):
+        self.inner, self.sync, self.seconds = inner, sync, []
+
+    def gradients(self, grads) -> None:
+        self.sync()
+        start = time.perf_counter()
+        self.inner.gradients(grads)
+        self.sync()
+        self.seconds.append(time.perf_counter() - start)
+
+    def mean(self, value: float) -> float:
+        return self.inner.mean(value)
+
+
+def worker(args) -> None:
+    """One process of a run under torchrun (or alone: one GPU)."""
+    import torch
+    world = distributed.world_from_env() or distributed.World(0, 1, 0)
+    on_gpu = args.device == "cuda"
+    device = f"cuda:{world.local_rank}" if on_gpu else "cpu"
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    if on_gpu:
+        torch.cuda.set_device(world.local_rank)
+    config = CONFIGS[args.config]
+    model = GPT(config, on_device(init_parameters(config), device), device)
+    reduce = None
+    if world.size > 1:
+        reduce = TimedAllReduce(distributed.GradientAllReduce(world, device, model.params),
+                                sync)
+    trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(),
+                      accumulation=args.accumulate, all_reduce=reduce)
+    batches = data.Batches(_tokens(config), args.batch * world.size * args.accumulate,
+                           args.seq, seed=1, rank=world.rank, world_size=world.size)
+    if args.accumulate > 1:
+        batches = InTurn(batches, args.accumulate)
+    losses, times = [], []
+    for step in range(args.warmup + args.steps):
+        sync()
+        start = time.perf_counter()
+        losses.append(trainer.step(batches))
+        sync()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - start)
+    reduce_times = reduce.seconds[args.warmup:] if reduce else [0.0] * len(times)
+    if world.size > 1:  # every step as long as its slowest process
+        import torch.distributed as dist
+        slowest = torch.tensor([times, reduce_times], dtype=torch.float64,
+                               device=device if on_gpu else "cpu")
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        times, reduce_times = slowest.tolist()
+        reduce.inner.close()
+    if world.is_main:
+        Path(args.out).write_text(json.dumps({"gpus": world.size, "losses": losses,
+                                              "step_s": statistics.median(times),
+                                              "reduce_s": statistics.median(reduce_times)}))
+
+
+def _launch(args, gpus: int, accumulate: int = 1) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "result.json"
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc-per-node={gpus}", __file__, "--worker", "--out", str(out),
+                   "--config", args.config, "--batch", str(args.batch), "--seq",
+                   str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps),
+                   "--accumulate", str(accumulate), "--device", args.device]
+        env = NO_MULTICAST | dict(os.environ)
+        done = subprocess.run(command, env=env)
+        if done.returncode:
+            sys.exit(f"scaling.py: the run on {gpus} GPUs failed (exit {done.returncode})")
+        return json.loads(out.read_text())
+
+
+def gpu_counts(n: int) -> list[int]:
+    """1, 2, 4, ... below n, and n."""
+    counts, k = [], 1
+    while k < n:
+        counts.append(k)
+        k *= 2
+    return counts + [n]
+
+
+def compile_only(args) -> None:
+    """One step with two accumulated micro-batches (every kernel a run uses, the
+    accumulation's too) compiled at the per-GPU shapes, with the CPU's values."""
+    import zynml.models.train as train
+    from zynml.compile_only import cpu_values_cuda_artifacts
+    config = CONFIGS[args.config]
+    train.on_device = lambda params, device: params
+    with cpu_values_cuda_artifacts():
+        model = GPT(config, init_parameters(config), "cuda:0")
+        # a tiny clip: the clipping kernel runs (on the GPU it does once norms grow)
+        trainer = Trainer(model, Schedule(), AdamW(clip=1e-9), accumulation=2)
+        trainer.step(data.Batches(_tokens(config), args.batch, args.seq, seed=1))
+
+
+def report(args, runs: list[dict], reference: dict | None) -> None:
+    tokens = args.batch * args.seq
+    base = tokens / runs[0]["step_s"]
+    print(f"{args.config}, {args.batch} x {args.seq} tokens per {args.device.upper()} "
+          "process, f32\n")
+    unit = "GPUs" if args.device == "cuda" else "processes"
+    print(f"| {unit} | step ms | tokens/s | speed-up | all-reduce ms | all-reduce share |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        rate = tokens * r["gpus"] / r["step_s"]
+        print(f"| {r['gpus']} | {r['step_s'] * 1e3:.1f} | {rate:,.0f} | {rate / base:.2f}x | "
+              f"{r['reduce_s'] * 1e3:.2f} | {r['reduce_s'] / r['step_s']:.1%} |")
+    if reference is None:
+        return
+    n = runs[-1]["gpus"]
+    print(f"\n| step | 1 of {n} {unit}, {n} micro-batches | {n} {unit} | difference |")
+    print("|---:|---:|---:|---:|")
+    for step, (one, many) in enumerate(zip(reference["losses"], runs[-1]["losses"])):
+        print(f"| {step} | {one:.5f} | {many:.5f} | {many - one:+.1e} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="gpt2", choices=sorted(CONFIGS))
+    parser.add_argument("--batch", type=int, default=16, help="sequences per GPU")
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--gpus", type=int, help="the most GPUs (default: all visible)")
+    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--accumulate", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.compile_only:
+        compile_only(args)
+        return
+    if args.worker:
+        worker(args)
+        return
+    from zynml.runtime.cuda.driver import device_count
+    n = args.gpus or (device_count() if args.device == "cuda" else 1)
+    if n < 1:
+        sys.exit("scaling.py: no GPU here; --compile-only fills the cache without one")
+    runs = [_launch(args, gpus) for gpus in gpu_counts(n)]
+    reference = _launch(args, 1, accumulate=n) if n > 1 else None
+    report(args, runs, reference)
+
+
+if __name__ == "__main__":
+    main()
