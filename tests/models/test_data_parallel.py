@@ -123,3 +123,13 @@ def test_several_processes_take_the_gpu_of_their_local_rank():
         distributed.device_for(world, "cuda:1")
     with pytest.raises(distributed.DistributedError, match="'cpu' or 'cuda'"):
         distributed.device_for(world, "vulkan")
+
+
+def test_the_all_reduce_works_on_the_gradients_own_memory(rng):
+    pytest.importorskip("torch")
+    grad = rng.standard_normal((3, 5)).astype(np.float32)
+    view = distributed.torch_view(grad)
+    view.mul_(2.0)
+    assert view.data_ptr() == grad.ctypes.data and view.shape == (3, 5)
+    with pytest.raises(ValueError, match="C-contiguous, writable"):
+        distributed.torch_view(grad.T)

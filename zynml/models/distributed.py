@@ -28,7 +28,8 @@ import numpy as np
 
 from ..errors import ZynMLError
 
-__all__ = ["World", "DistributedError", "world_from_env", "device_for", "GradientAllReduce"]
+__all__ = ["World", "DistributedError", "world_from_env", "device_for", "GradientAllReduce",
+           "torch_view", "buckets"]
 
 LAUNCH = "torchrun --standalone --nproc-per-node=N examples/train_gpt.py ..."
 
@@ -120,7 +121,7 @@ class GradientAllReduce:
     def gradients(self, grads: dict) -> None:
         """Every array of `grads` becomes its mean over the processes."""
         torch, dist = self._torch, self._dist
-        views = {name: self._view(g) for name, g in grads.items()}
+        views = {name: torch_view(g).view(-1) for name, g in grads.items()}
         pending = []
         for names in self.buckets:  # all started first: copies overlap the transfers
             flat = views[names[0]] if len(names) == 1 else \
@@ -144,19 +145,20 @@ class GradientAllReduce:
         self._dist.all_reduce(tensor)
         return float(tensor.item()) / self.world.size
 
-    def _view(self, array):
-        """A flat torch tensor on `array`'s memory (no copy): DLPack for a DeviceArray,
-        from_numpy for a numpy array."""
-        torch = self._torch
-        if isinstance(array, np.ndarray):
-            if not (array.flags.c_contiguous and array.flags.writeable):
-                raise ValueError("gradients are reduced in place: C-contiguous, writable")
-            return torch.from_numpy(array).view(-1)
-        return torch.from_dlpack(array).view(-1)
-
     def close(self) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
+
+
+def torch_view(array):
+    """A torch tensor on `array`'s memory, no copy: DLPack for a DeviceArray (or another
+    library's GPU array), from_numpy for a numpy array."""
+    import torch
+    if isinstance(array, np.ndarray):
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            raise ValueError("gradients are reduced in place: C-contiguous, writable")
+        return torch.from_numpy(array)
+    return torch.from_dlpack(array)
 
 
 def buckets(sizes: Mapping[str, int], bucket_bytes: int) -> list[list[str]]:
