@@ -12,7 +12,8 @@ TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autot
        tests/runtime/test_cuda_dynamic.py tests/runtime/test_cuda_inplace_fast.py
        tests/runtime/test_cuda_decode_attention.py tests/kernels/test_fused_cuda.py
        tests/runtime/test_cuda_device_array.py
-       tests/models/test_gpt_cuda.py tests/device_api/test_device_cuda.py
+       tests/models/test_gpt_cuda.py tests/models/test_data_parallel_cuda.py
+       tests/device_api/test_device_cuda.py
        tests/kernels/test_kernels_cuda.py
        tests/runtime/test_cuda_streams.py)  # last: it crashed the run on 2026-11-26
 SELECT="cuda or gpu or native or iree"
