@@ -14,6 +14,10 @@ the median step, tokens per second over all GPUs, the speed-up against one GPU, 
 all-reduce's share of a step; then the losses of the N-GPU run against one GPU that
 accumulates the same global batch (the N shards in turn), step for step. `--device cpu
 --gpus N` runs the same on N CPU processes (gloo): the tests' dry run of the machinery.
+
+Then a `@parallel(data)` program in one process (PROGRAM: `--rows` x 4096 f32 from the
+host and back) on the same GPU counts, against the plain program on cuda:0: the
+median of 5 calls, wall clock. `--compile-only --gpus N` compiles every count's chunks.
 """
 from __future__ import annotations
 
@@ -132,6 +136,64 @@ def _launch(args, gpus: int, accumulate: int = 1) -> dict:
         return json.loads(out.read_text())
 
 
+PROGRAM = """
+let y = compute(x, w) DEVICES {
+    @kernel elementwise
+    for b in 0..batch, i in 0..n:
+        out[b, i] = tanh(x[b, i]) * w[i]
+}
+"""
+COLUMNS = 4096
+
+
+def program(gpus: int):
+    """PROGRAM on cuda:0, or split by @parallel(data) over `gpus` GPUs."""
+    import zynml
+    if gpus == 1:
+        return zynml.compile(PROGRAM.replace("DEVICES", ""), device="cuda:0",
+                             require_device=False)
+    names = ", ".join(f'"cuda:{i}"' for i in range(gpus))
+    return zynml.compile(PROGRAM.replace("DEVICES", f"@device([{names}]) @parallel(data)"),
+                         device="cuda:0", require_device=False)
+
+
+def _program_inputs(rows: int) -> dict:
+    rng = np.random.default_rng(0)
+    return {"x": rng.standard_normal((rows, COLUMNS), dtype=np.float32),
+            "w": rng.standard_normal(COLUMNS, dtype=np.float32)}
+
+
+def compile_program(rows: int, gpus: int) -> None:
+    """The artifacts of every GPU count's chunks (one GPU: the whole batch)."""
+    inputs = _program_inputs(rows)
+    for n in gpu_counts(gpus):
+        prog = program(n)
+        if n == 1:
+            prog.artifact(inputs)
+            continue
+        bounds = np.linspace(0, rows, n + 1).round().astype(int)
+        for start, stop in sorted({(0, int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])}):
+            prog._device_parts()[0].artifact(x=inputs["x"][start:stop], w=inputs["w"])
+
+
+def time_program(rows: int, gpus: int) -> list[tuple[int, float]]:
+    """(GPUs, median seconds of a call) per GPU count; results checked against one GPU."""
+    inputs, rows_out = _program_inputs(rows), []
+    want = None
+    for n in gpu_counts(gpus):
+        prog = program(n)
+        got = np.asarray(prog(inputs)["y"])  # compiles and loads on every GPU first
+        want = got if want is None else want
+        np.testing.assert_array_equal(got, want)
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            prog(inputs)
+            times.append(time.perf_counter() - start)
+        rows_out.append((n, statistics.median(times)))
+    return rows_out
+
+
 def gpu_counts(n: int) -> list[int]:
     """1, 2, 4, ... below n, and n."""
     counts, k = [], 1
@@ -153,6 +215,16 @@ def compile_only(args) -> None:
         # a tiny clip: the clipping kernel runs (on the GPU it does once norms grow)
         trainer = Trainer(model, Schedule(), AdamW(clip=1e-9), accumulation=2)
         trainer.step(data.Batches(_tokens(config), args.batch, args.seq, seed=1))
+    compile_program(args.rows, args.gpus or 4)
+
+
+def report_program(args, rows: list[tuple[int, float]]) -> None:
+    print(f"\n@parallel(data): tanh(x) * w on {args.rows} x {COLUMNS} f32, from and to the "
+          "host\n")
+    print("| GPUs | call ms | speed-up |")
+    print("|---:|---:|---:|")
+    for n, seconds in rows:
+        print(f"| {n} | {seconds * 1e3:.2f} | {rows[0][1] / seconds:.2f}x |")
 
 
 def report(args, runs: list[dict], reference: dict | None) -> None:
@@ -183,7 +255,10 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--gpus", type=int, help="the most GPUs (default: all visible)")
+    parser.add_argument("--gpus", type=int, help="the most GPUs (default: all visible; "
+                        "--compile-only: 4)")
+    parser.add_argument("--rows", type=int, default=16384,
+                        help="the @parallel(data) program's batch")
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -203,6 +278,8 @@ def main() -> None:
     runs = [_launch(args, gpus) for gpus in gpu_counts(n)]
     reference = _launch(args, 1, accumulate=n) if n > 1 else None
     report(args, runs, reference)
+    if args.device == "cuda":
+        report_program(args, time_program(args.rows, n))
 
 
 if __name__ == "__main__":
