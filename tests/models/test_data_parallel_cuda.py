@@ -7,14 +7,12 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import zynml
-from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.models import data, distributed
 from zynml.models.gpt import GPT, GPTConfig, init_parameters, on_device
 from zynml.models.train import AdamW, Schedule, Trainer
@@ -29,20 +27,6 @@ SCHEDULE = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=1, steps=STEPS)
 def _batches(rank=0, world_size=1):
     tokens = np.random.default_rng(9).integers(0, CONFIG.vocab, 5000).astype(np.int32)
     return data.Batches(tokens, GLOBAL_BATCH, SEQ, 4, rank, world_size)
-
-
-@pytest.fixture
-def device(monkeypatch):
-    """cuda:0; under compile-only, Programs that compile their artifacts and give the
-    CPU's values (zynml/compile_only.py), with the parameters kept in numpy."""
-    if not COMPILE_ONLY:
-        yield "cuda:0"
-        return
-    import zynml.models.train
-    for module in (sys.modules[__name__], zynml.models.train):
-        monkeypatch.setattr(module, "on_device", lambda params, device: params)
-    with cpu_values_cuda_artifacts():
-        yield "cuda:0"
 
 
 def _rank(rank: int, world_size: int, port: int, folder: str) -> None:

@@ -5,12 +5,9 @@ the chain goes on with the CPU's values (zynml/compile_only.py), so the GPU mach
 which has no MLIR, finds them all in the carried cache."""
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
-from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.models import data
 from zynml.models.gpt import GPT, GPTConfig, init_parameters, on_device
 from zynml.models.train import AdamW, Schedule, Trainer
@@ -23,20 +20,6 @@ CONFIG = GPTConfig(layers=2, hidden=64, heads=4, context=32, vocab=257)
 def _batches(seed):
     tokens = np.random.default_rng(seed).integers(0, CONFIG.vocab, 5000).astype(np.int32)
     return data.Batches(tokens, 3, 31, seed)
-
-
-@pytest.fixture
-def device(monkeypatch):
-    """cuda:0; under compile-only, cuda:0 Programs that compile their artifacts and give
-    the CPU's values (zynml/compile_only.py), with the parameters kept in numpy."""
-    if not COMPILE_ONLY:
-        yield "cuda:0"
-        return
-    import zynml.models.train
-    for module in (sys.modules[__name__], zynml.models.train):
-        monkeypatch.setattr(module, "on_device", lambda params, device: params)
-    with cpu_values_cuda_artifacts():
-        yield "cuda:0"
 
 
 @pytest.mark.gpu
