@@ -1,9 +1,11 @@
 """@device([...]) @parallel(data) (zynml/parallel.py): which blocks split, the located
-reasons others do not, and the split-and-gather logic (with stand-in devices; the real
-multi-GPU run is in tests/runtime/test_cuda_native.py)."""
+reasons others do not, the split-and-gather logic and the devices working at the same
+time (with stand-in devices), and a real split over the CPU and the interpreter (the
+real multi-GPU run is in tests/runtime/test_cuda_native.py)."""
 import re
 import threading
 
+import numpy as np
 import pytest
 
 import zynml
@@ -97,3 +99,13 @@ def test_a_failing_chunk_fails_the_call_after_the_others_finish(rng):
     with pytest.raises(zynml.ZynMLError, match="chunk failed"):
         dp.run([bad, good], {"x": x, "w": w})
     assert finished == [True]
+
+
+def test_a_program_over_the_cpu_and_the_interpreter_runs_both_chunks(rng):
+    source = GOOD.replace('"cuda:0", "cuda:1"', '"cpu", "interpreter"')
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    w = rng.standard_normal(5).astype(np.float32)
+    program = zynml.compile(source)
+    assert [p.backend for p in program._device_parts()] == ["iree", "interpreter"]
+    for _ in range(2):  # the second call finds the devices' threads running
+        assert_close(program(x=x, w=w)["y"], x.astype(np.float64) * w)

@@ -301,7 +301,9 @@ class Program:
         if not self._parts:
             source = self.source.text if self.source.name == "<string>" else \
                 Path(self.source.name)
-            self._parts = [Program(source, device, self.backend if device != "cpu" else None,
+            kind = self.placement.kind  # another kind of device takes its own backend
+            self._parts = [Program(source, device,
+                                   self.backend if device.split(":")[0] == kind else None,
                                    require_device=self._require_device,
                                    checked=self.checks, deterministic=self.deterministic,
                                    _part=True)
