@@ -12,11 +12,13 @@ split cannot change the result, which it checks on the block's text:
 `x` (indexed by `b` first) is split in contiguous chunks along axis 0, one per device;
 `w` (never indexed by `b`) goes whole to each device; `out` comes back as the chunks'
 results concatenated along axis 0. Each device runs the same program, compiled once per
-chunk shape. The chunks run at the same time: each device's on a thread of its own (one
-per device for the whole process, so a GPU's context stays current there), which waits
-in the driver or the runtime with the GIL released; the call returns when all are done. Anything else is a located error saying why. Model parallelism
+chunk shape. Anything else is a located error saying why. Model parallelism
 (`@parallel(model)`) would be another `Split` kind: a plan of what each device gets and
 how the results combine.
+
+The chunks run at the same time: each device's on a thread of its own (one per device
+for the whole process, so a GPU's context stays current there), which waits in the
+driver or the runtime with the GIL released; the call returns when all are done.
 """
 from __future__ import annotations
 
