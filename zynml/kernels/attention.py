@@ -125,16 +125,31 @@ def kv_attention(q, k_cache, v_cache, cache_start: int, *, scale: float | None =
     decode step, more for a batched prefill), caches [batch, kv_heads, max_len, d] with
     the new tokens' keys and values already written at cache_start..cache_start + q_len.
     Query i attends to cache positions 0..cache_start + i. `cache_start` is read at run
-    time: one compiled kernel serves every value (no recompile as the cache fills)."""
+    time: one compiled kernel serves every value (no recompile as the cache fills).
+    It may be a 0-d integer array of the device, read by the kernel: a graph replay
+    (zynml.capture) sees the value written into it in place (one on a GPU is not
+    checked against the cache's length, which would wait for the GPU)."""
     fn = "kv_attention"
     _, heads, kv_heads, q_len, max_len, d = _sizes(fn, q, k_cache, v_cache)
-    start = int(cache_start)
-    if start < 0 or start + q_len > max_len:
-        raise AttentionError(f"{fn}: cache_start {start} + q_len {q_len} exceeds the "
-                             f"cache's {max_len} positions")
+    start = cache_start if _is_scalar_array(cache_start) else int(cache_start)
+    if not hasattr(start, "__cuda_array_interface__"):
+        if int(start) < 0 or int(start) + q_len > max_len:
+            raise AttentionError(f"{fn}: cache_start {int(start)} + q_len {q_len} exceeds the "
+                                 f"cache's {max_len} positions")
     device = device or device_of([q, k_cache, v_cache])
     prog = _program("attention", _replacements(heads, kv_heads, d, scale), device, config)
     return prog.causal_attention(q=q, k=k_cache, v=v_cache, cache_start=start)
+
+
+def _is_scalar_array(value) -> bool:
+    """Whether cache_start is a 0-d integer array, which the kernel reads (a numpy one
+    on the CPU, read again by each replay there)."""
+    if isinstance(value, (bool, int, np.integer)) or not hasattr(value, "shape"):
+        return False
+    if _shape(value) != () or "int" not in str(value.dtype):
+        raise AttentionError(f"kv_attention: cache_start must be an integer or a 0-d "
+                             f"integer array, got {value.dtype}{list(_shape(value))}")
+    return True
 
 
 def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
