@@ -141,12 +141,12 @@ class Llama:
     config's by default): its weights, KV caches, RoPE tables and the step's inputs."""
 
     def __init__(self, config: LlamaConfig, params: dict[str, np.ndarray],
-                 device: str = "cpu", batch: int = 1, context: int | None = None):
+                 device: str | Device = "cpu", batch: int = 1, context: int | None = None):
         context = context or config.context
         if batch < 1 or context < 1:
             raise ZynMLError(f"batch {batch} and context {context} must be positive")
         self.config, self.batch, self.context = config, batch, context
-        self.dev = Device(device)
+        self.dev = device if isinstance(device, Device) else Device(device)
         self.device = self.dev.name
         dtype = numpy_dtype(config.dtype)
         missing = set(parameter_shapes(config)) - set(params)
@@ -215,9 +215,11 @@ class Llama:
     # ------------------------------------------------------------------ the graph
 
     def capture(self):
-        """Record one step as a graph (once; `generate` does it). On the CPU the step
-        runs while it is recorded, so the caches are zeroed again afterwards."""
+        """Record one step as a graph (once; `generate` does it). The step runs once
+        before (it compiles and loads every kernel, which a CUDA capture must not), and
+        on the CPU again while it is recorded: the caches are zeroed afterwards."""
         if self.graph is None:
+            self.step()
             with capture(device=self.device) as graph:
                 out = self.step()
             self._outputs = {key: _locate(graph, value) for key, value in out.items()}
