@@ -180,7 +180,7 @@ def _row(args, ours, theirs, batch, pos, copy_gbs, torch) -> None:
         launches = (f"1 graph ({nodes} kernels, {len(ours.graph.outputs)} calls; replay() "
                     f"{host:.2f} ms on the host)")
     else:
-        launches = f"no graph: {3 + 13 * ours.config.layers} calls, {host:.2f} ms on the host"
+        launches = f"no graph: {4 + 13 * ours.config.layers} calls, {host:.2f} ms on the host"
     print(f"| {batch} | {pos + 1} | {gpu[0]:.3f} | {gpu[1]:.3f} | {gpu[2]:.3f} | {rates} | "
           f"{gpu[2] / gpu[0]:.2f}x | {roofline:.3f} | {roofline / gpu[0]:.0%} | "
           f"{launches} |", flush=True)
