@@ -106,6 +106,64 @@ def test_residual_add_and_gradient_clipping():
     np.testing.assert_allclose(scaled, g * 0.25, rtol=1e-6)
 
 
+@pytest.mark.parametrize("sizes, max_norm", [((1,), 1.0), ((101, 7), 0.5), ((13, 2), np.inf)])
+def test_global_norm_and_clip_scale_stay_on_the_device(sizes, max_norm):
+    """The global sum of squares is added into a one-element array (no value comes back
+    per gradient), and clip_scale is clip_grad_norm_'s factor times grad_scale."""
+    rng = np.random.default_rng()
+    grads = [_rand(rng, n) for n in sizes]
+    total = np.full(1, np.nan, np.float32)
+    assert K.zero_buffer(total, device="cpu") is total
+    for g in grads:
+        assert K.add_sum_squares(total, g, device="cpu") is total
+    want = sum((g.astype(np.float64) ** 2).sum() for g in grads)
+    assert float(total[0]) == pytest.approx(want, rel=1e-5)
+    grad_scale = 1 / 3
+    norm = np.sqrt(want) * grad_scale
+    factor = grad_scale * min(1.0, max_norm / (norm + 1e-6))
+    got = K.clip_scale(total, grad_scale, max_norm, device="cpu")
+    assert np.shape(got) == (1,) and float(got[0]) == pytest.approx(factor, rel=1e-5)
+
+
+@pytest.mark.parametrize("n, weight_decay", [(1, 0.0), (97, 0.1)])
+def test_adamw_with_a_device_gradient_scale_is_torchs_step(n, weight_decay):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    param, grad = _rand(rng, n), _rand(rng, n)
+    m, v = _rand(rng, n) * 0.1, np.abs(_rand(rng, n)) * 0.01
+    scale = np.array([0.37], np.float32)
+    ref = torch.nn.Parameter(torch.tensor(param, dtype=torch.float64))
+    opt = torch.optim.AdamW([ref], lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=weight_decay)
+    ref.grad = torch.tensor(grad * np.float64(scale[0]))
+    opt.step()  # step 1 from zero moments, then step 2 from ours
+    state = opt.state[ref]
+    state["exp_avg"].copy_(torch.tensor(m, dtype=torch.float64))
+    state["exp_avg_sq"].copy_(torch.tensor(v, dtype=torch.float64))
+    ref.data.copy_(torch.tensor(param, dtype=torch.float64))
+    opt.step()
+    K.adamw_step(param, grad, m, v, lr=3e-3, step=2, beta1=0.9, beta2=0.95, eps=1e-8,
+                 weight_decay=weight_decay, grad_scale=scale, device="cpu")
+    np.testing.assert_allclose(param, ref.detach().numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(m, state["exp_avg"].numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(v, state["exp_avg_sq"].numpy(), rtol=1e-5, atol=1e-9)
+
+
+def test_cuda_clipped_adamw_is_one_kernel_in_place():
+    """No sum comes back to the host: the scale is read from a device array inside the
+    one pointwise AdamW kernel. Compiles for sm_90a here; no GPU needed."""
+    import json
+    from zynml.kernels import library
+    prog = library.program("adamw_clipped", "cuda", require_device=False, dynamic=False)
+    f, n = np.float32(0.5), 1031
+    plan = json.loads(prog.emit("plan", dict(
+        param=np.ones(n, np.float32), grad=np.ones(n, np.float32), m=np.ones(n, np.float32),
+        v=np.ones(n, np.float32), scale=np.ones(1, np.float32), step_size=f, beta1=f,
+        beta2=f, eps=f, decay=f, bc2_sqrt=f)))
+    assert [k["strategy"] for k in _kernels(plan)] == ["pointwise"]
+    assert [o["value"] for o in plan["outputs"]] == ["%in0", "%in2", "%in3"]  # in place
+
+
 def test_gpt_embedding_and_its_gradients():
     rng = np.random.default_rng()
     vocab, context, c, batch, seq = 11, 9, 5, 2, 7

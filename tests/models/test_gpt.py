@@ -81,3 +81,39 @@ def test_ten_steps_match_pytorch_and_resume(tmp_path):
     resumed.load(tmp_path / "ckpt.npz", batches)
     assert resumed.step_count == 5
     assert resumed.step(batches) == pytest.approx(ours[5], rel=1e-6)
+
+
+@pytest.mark.parametrize("accumulation, clip", [(1, 0.05), (2, 0.05), (2, 0.0)])
+def test_clipping_and_accumulation_match_pytorch(accumulation, clip):
+    """Clipping that bites (a small ceiling), a mean over micro-batches, or neither: the
+    parameters after two steps are torch's clip_grad_norm_ + AdamW's."""
+    torch = pytest.importorskip("torch")
+    from zynml.models.gpt_torch import TorchGPT
+    params = init_parameters(TINY, seed=11)
+    schedule = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=1, steps=4)
+    model = GPT(TINY, {n: p.copy() for n, p in params.items()}, "cpu")
+    trainer = Trainer(model, schedule, AdamW(clip=clip), accumulation=accumulation)
+    batches = _batches(13)
+    norms = []
+    for _ in range(2):
+        trainer.step(batches)
+        norms.append(trainer.grad_norm)
+    ref = TorchGPT(TINY, params)
+    opt = ref.optimizer(lr=schedule.lr(0))
+    batches, ref_norms = _batches(13), []
+    for step in range(2):
+        for group in opt.param_groups:
+            group["lr"] = schedule.lr(step)
+        opt.zero_grad()
+        for _ in range(accumulation):
+            ids, targets = (torch.tensor(a, dtype=torch.long) for a in batches.next())
+            (ref(ids, targets) / accumulation).backward()
+        ref_norms.append(float(torch.nn.utils.clip_grad_norm_(ref.parameters(), clip or 1e9)))
+        opt.step()
+    np.testing.assert_allclose(norms, ref_norms, rtol=1e-4)
+    if clip:
+        assert min(ref_norms) > clip  # the clip did bite
+    for name, weight in zip(ref.names, ref.weights):  # the updates, within 1e-3 of Adam's
+        moved = weight.detach().double().numpy() - params[name]
+        ours = np.asarray(model.params[name], np.float64) - params[name]
+        assert np.abs(ours - moved).max() <= 1e-3 * np.abs(moved).max(), name

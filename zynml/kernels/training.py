@@ -10,7 +10,8 @@ from .library import call
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
            "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
-           "residual_add", "sum_squares", "scale_in_place", "embed",
+           "residual_add", "sum_squares", "add_sum_squares", "clip_scale",
+           "scale_in_place", "embed",
            "embed_backward_tokens", "embed_backward_positions",
            "head_logits"]
 
@@ -95,6 +96,21 @@ def residual_add(x: Any, y: Any, *, device: str | None = None):
 def sum_squares(g: Any, *, device: str | None = None):
     """The sum of squares of a flat gradient (0-d; it stays on a GPU)."""
     return call("grad_clip", "sum_squares", {"g": g}, device)
+
+
+def add_sum_squares(total: Any, g: Any, *, device: str | None = None):
+    """total[0] += the sum of squares of a flat gradient, in place on the one-element
+    array total (on a GPU it stays there: a global norm with no read back)."""
+    return call("grad_clip", "add_sum_squares", {"total": total, "g": g}, device)
+
+
+def clip_scale(total: Any, grad_scale: float, max_norm: float, *,
+               device: str | None = None):
+    """A one-element array on total's device: grad_scale * min(1, max_norm / (norm +
+    1e-6)) with norm = sqrt(total[0]) * grad_scale (torch.nn.utils.clip_grad_norm_'s
+    factor for the gradients times grad_scale); max_norm = inf does not clip."""
+    return call("grad_clip", "clip_scale", {"total": total, "grad_scale": float(grad_scale),
+                                            "max_norm": float(max_norm)}, device)
 
 
 def scale_in_place(g: Any, factor: float, *, device: str | None = None):
