@@ -102,6 +102,11 @@ def test_backward_matches_the_analytic_gradient(rng, sizes, causal, masked):
     got = kernels.flash_attention_backward(dout, q, k, v, causal=causal, mask=mask,
                                            scale=0.4, device="cpu")
     want = attention_backward(dout, q, k, v, allowed(*sizes[3:5], causal, mask), 0.4)
+    out = kernels.flash_attention(q, k, v, causal=causal, mask=mask, scale=0.4, device="cpu")
+    given = kernels.flash_attention_backward(dout, q, k, v, causal=causal, mask=mask,
+                                             scale=0.4, out=out, device="cpu")
+    for g, h in zip(got, given):  # the forward's output given: the same gradients
+        np.testing.assert_array_equal(g, h)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         assert g.shape == w.shape, name
         # floor: with one key dq and dk are 0 up to rounding (softmax of one score is 1)
@@ -135,6 +140,8 @@ def test_backward_agrees_with_torch_autograd(rng):
     (lambda q, k, v: kernels.kv_attention(q, k, v, 7), "exceeds the cache's 13"),
     (lambda q, k, v: kernels.flash_attention_backward(q[:, :, :2], q, k, v),
      "grad_out"),
+    (lambda q, k, v: kernels.flash_attention_backward(q, q, k, v, out=q[:, :, :2]),
+     "out (1, 3, 2, 8) must have q's shape"),
 ])
 def test_mismatched_arguments_are_named(rng, call, message):
     q, k, v = inputs(rng, 1, 3, 1, 7, 13, 8)

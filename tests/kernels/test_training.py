@@ -7,7 +7,7 @@ import pytest
 
 import zynml.kernels as K
 
-SIZES = [(1, 1), (7, 13), (37, 5)]
+SIZES = [(1, 1), (7, 13), (37, 5), (64, 7), (192, 13)]  # multiples of 64: one call
 
 
 def _rand(rng, *shape):
@@ -49,7 +49,8 @@ def test_layer_norm_input_gradient_by_finite_differences():
     np.testing.assert_allclose(dx, numeric, rtol=2e-3, atol=2e-3)
 
 
-@pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (33, 17, 19)])
+@pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (33, 17, 19), (64, 3, 5),
+                                        (192, 17, 19)])
 def test_linear_and_its_gradients(rows, k, n):
     rng = np.random.default_rng()
     x, w, b, g = _rand(rng, rows, k), _rand(rng, k, n), _rand(rng, n), _rand(rng, rows, n)
@@ -185,6 +186,7 @@ def test_gpt_embedding_and_its_gradients():
 @pytest.mark.parametrize("pipeline, inputs", [
     ("linear_backward_input", {"grad": (256, 384), "w": (128, 384)}),
     ("linear_backward_weight", {"x": (256, 128), "grad": (256, 384)}),
+    ("linear_backward", {"x": (256, 128), "w": (128, 384), "grad": (256, 384), "groups": 4}),
 ])
 def test_cuda_gradient_products_run_on_the_gemm_strategy(pipeline, inputs):
     """The transposed operand is its own kernel: fused into the product (as elementwise
@@ -193,9 +195,11 @@ def test_cuda_gradient_products_run_on_the_gemm_strategy(pipeline, inputs):
     import json
     from zynml.kernels import library
     prog = library.program("linear", "cuda", require_device=False).pipeline(pipeline)
-    plan = json.loads(prog.emit("plan", {n: np.ones(s, np.float16) for n, s in inputs.items()}))
+    plan = json.loads(prog.emit("plan", {n: np.ones(s, np.float16) if isinstance(s, tuple)
+                                         else s for n, s in inputs.items()}))
     strategies = [k["strategy"] for k in _kernels(plan)]
     assert "matmul_wgmma" in strategies and "matmul" not in strategies, strategies
+    assert strategies.count("matmul_wgmma") == (2 if pipeline == "linear_backward" else 1)
 
 
 def _kernels(node):

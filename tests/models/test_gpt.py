@@ -117,3 +117,36 @@ def test_clipping_and_accumulation_match_pytorch(accumulation, clip):
         moved = weight.detach().double().numpy() - params[name]
         ours = np.asarray(model.params[name], np.float64) - params[name]
         assert np.abs(ours - moved).max() <= 1e-3 * np.abs(moved).max(), name
+
+
+def test_a_training_step_makes_few_library_calls(monkeypatch):
+    """Python-side library calls per optimizer step (a Program or pipeline call, not the
+    Program call a pipeline call makes inside). Per layer: forward 2 LayerNorms, 4
+    linears, 3 head splits, attention, its merge, 2 residual adds, GELU; backward 4
+    linears' gradients (one call each at 64-row multiples), GELU's, a head split,
+    attention's (without running the forward again), the QKV merge, 2 LayerNorms' (one
+    call each), 2 residual adds. Per parameter: its sum of squares for the clip, AdamW."""
+    import zynml.api as api
+    calls, depth = [], [0]
+    for cls in (api.Program, api._PipelineMethod):
+        def counted(self, *args, _original=cls.__call__, **kwargs):
+            if depth[0] == 0:
+                calls.append(self)
+            depth[0] += 1
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        monkeypatch.setattr(cls, "__call__", counted)
+    config = GPTConfig(layers=2, hidden=24, heads=3, context=32, vocab=67)
+    trainer = Trainer(GPT(config, init_parameters(config, 0), "cpu"), Schedule(), AdamW())
+    tokens = np.random.default_rng(0).integers(0, config.vocab, 4000).astype(np.int32)
+    batches = data.Batches(tokens, 2, 32, 0)  # 64 rows
+    trainer.step(batches)
+    calls.clear()
+    trainer.step(batches)
+    per_layer = (2 + 4 + 3 + 1 + 1 + 2 + 1) + (4 + 1 + 1 + 1 + 1 + 2 + 2)
+    # embed, ln_f, the loss (one chunk); ln_f's gradients, the 2 embeddings' gradients;
+    # zeroing the global sum of squares, the clip factor
+    step = config.layers * per_layer + 3 + 3 + 2 + 2 * len(parameter_shapes(config))
+    assert len(calls) == step

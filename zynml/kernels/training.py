@@ -23,9 +23,24 @@ def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5, *,
                 {"x": x, "weight": weight, "bias": bias, "eps": float(eps)}, device)
 
 
+# Rows summed per group in the one-call backward pipelines' two-step column sums
+# (linear.zyn, layer_norm.zyn); other row counts take a call per gradient.
+GROUP_ROWS = 64
+
+
+def _groups(rows: int) -> int | None:
+    return rows // GROUP_ROWS if rows % GROUP_ROWS == 0 else None
+
+
 def layer_norm_backward(x: Any, weight: Any, grad: Any, eps: float = 1e-5, *,
                         device: str | None = None):
-    """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient."""
+    """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient:
+    one call (one row kernel and the column sums) when the rows are a multiple of 64."""
+    groups = _groups(int(x.shape[0]))
+    if groups:
+        return call("layer_norm", "layer_norm_backward",
+                    {"x": x, "weight": weight, "grad": grad, "eps": float(eps),
+                     "groups": groups}, device)
     dx = call("layer_norm", "layer_norm_backward_input",
               {"x": x, "weight": weight, "grad": grad, "eps": float(eps)}, device)
     gx = call("layer_norm", "layer_norm_grad_xhat", {"x": x, "grad": grad, "eps": float(eps)},
@@ -39,7 +54,12 @@ def linear(x: Any, w: Any, b: Any, *, device: str | None = None):
 
 
 def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
-    """(d x, d w, d b) of linear: grad @ w^T, x^T @ grad, the column sums of grad."""
+    """(d x, d w, d b) of linear: grad @ w^T, x^T @ grad, the column sums of grad (one
+    call when the rows are a multiple of 64)."""
+    groups = _groups(int(x.shape[0]))
+    if groups:
+        return call("linear", "linear_backward",
+                    {"x": x, "w": w, "grad": grad, "groups": groups}, device)
     dx = call("linear", "linear_backward_input", {"grad": grad, "w": w}, device)
     dw = call("linear", "linear_backward_weight", {"x": x, "grad": grad}, device)
     return dx, dw, column_sum(grad, device=device)

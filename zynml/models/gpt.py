@@ -153,8 +153,8 @@ class GPT:
         a["h1"] = K.layer_norm(x, w("ln_1.weight"), w("ln_1.bias"), device=dev)
         qkv = K.linear(a["h1"], w("attn.c_attn.weight"), w("attn.c_attn.bias"), device=dev)
         a["q"], a["k"], a["v"] = K.split_heads(qkv, batch, heads, device=dev)
-        o = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
-        a["attn"] = K.merge_heads(o, device=dev)
+        a["o"] = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
+        a["attn"] = K.merge_heads(a["o"], device=dev)
         y = K.linear(a["attn"], w("attn.c_proj.weight"), w("attn.c_proj.bias"), device=dev)
         a["x2"] = K.residual_add(x, y, device=dev)
         a["h2"] = K.layer_norm(a["x2"], w("ln_2.weight"), w("ln_2.bias"), device=dev)
@@ -200,7 +200,7 @@ class GPT:
             K.linear_backward(a["attn"], w("attn.c_proj.weight"), dx2, device=dev)
         (do,) = K.split_heads(dattn, batch, heads, parts=1, device=dev)
         dq, dk, dv = K.flash_attention_backward(do, a["q"], a["k"], a["v"], causal=True,
-                                                device=dev)
+                                                out=a["o"], device=dev)
         dqkv = K.merge_qkv(dq, dk, dv, device=dev)
         dh1, grads[name("attn.c_attn.weight")], grads[name("attn.c_attn.bias")] = \
             K.linear_backward(a["h1"], w("attn.c_attn.weight"), dqkv, device=dev)
