@@ -34,6 +34,12 @@ def test_layer_norm_and_its_gradients(rows, d):
     np.testing.assert_allclose(dx, dx_ref, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(dw, (g * xhat).sum(0), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(db, g.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)
+    residual = _rand(rng, rows, d)  # the gradient reaching x past the norm, added to dx
+    dx2, dw2, db2 = K.layer_norm_backward(x, w, g, 1e-5, grad_residual=residual,
+                                          device="cpu")
+    np.testing.assert_allclose(dx2, dx_ref + residual, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(dw2, dw, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(db2, db, rtol=1e-6, atol=1e-6)
 
 
 def test_layer_norm_input_gradient_by_finite_differences():

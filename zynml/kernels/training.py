@@ -33,18 +33,22 @@ def _groups(rows: int) -> int | None:
 
 
 def layer_norm_backward(x: Any, weight: Any, grad: Any, eps: float = 1e-5, *,
-                        device: str | None = None):
-    """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient:
-    one call (one row kernel and the column sums) when the rows are a multiple of 64."""
+                        grad_residual: Any = None, device: str | None = None):
+    """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient;
+    `grad_residual` (x's shape) is added to d x: the gradient reaching x past the norm.
+    One call (one row kernel and the column sums) when the rows are a multiple of 64."""
     groups = _groups(int(x.shape[0]))
+    args = {"x": x, "weight": weight, "grad": grad, "eps": float(eps)}
+    if groups and grad_residual is not None:
+        return call("layer_norm", "layer_norm_backward_residual",
+                    {**args, "grad_residual": grad_residual, "groups": groups}, device)
     if groups:
-        return call("layer_norm", "layer_norm_backward",
-                    {"x": x, "weight": weight, "grad": grad, "eps": float(eps),
-                     "groups": groups}, device)
-    dx = call("layer_norm", "layer_norm_backward_input",
-              {"x": x, "weight": weight, "grad": grad, "eps": float(eps)}, device)
+        return call("layer_norm", "layer_norm_backward", {**args, "groups": groups}, device)
+    dx = call("layer_norm", "layer_norm_backward_input", args, device)
     gx = call("layer_norm", "layer_norm_grad_xhat", {"x": x, "grad": grad, "eps": float(eps)},
               device)
+    if grad_residual is not None:
+        dx = residual_add(grad_residual, dx, device=device)
     return dx, column_sum(gx, device=device), column_sum(grad, device=device)
 
 
