@@ -56,10 +56,10 @@ class Trainer:
         self.model, self.schedule, self.optimizer = model, schedule, optimizer
         self.accumulation = accumulation
         self.step_count = 0
-        zeros = lambda shape: on_device({"z": np.zeros(shape, np.float32)}, model.device)["z"]
-        self.moments = {name: (zeros(p.shape), zeros(p.shape))
-                        for name, p in model.params.items()}
-        self._sum_squares = zeros((1,))  # the step's global sum of squares, on the device
+        zeros = lambda p: on_device({"z": np.zeros(p.shape, np.float32)}, model.device)["z"]
+        self.moments = {name: (zeros(p), zeros(p)) for name, p in model.params.items()}
+        # the step's global sum of squares of the gradients, on the device
+        self._sum_squares = on_device({"s": np.zeros(1, np.float32)}, model.device)["s"]
 
     def step(self, batches) -> float:
         """One optimizer step; returns the mean loss of its micro-batches. Clipping and
