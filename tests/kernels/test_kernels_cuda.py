@@ -83,8 +83,10 @@ def test_f16_backward_with_gqa(rng):
     keep = allowed(67, 67, True)
     precompile("attention", (("h / 1", "h / 2"),), "causal_attention", q=q, k=k, v=v,
                cache_start=0)
-    precompile("attention_backward", (), None, q=q, k=k, v=v, dout=dout, o=q, allowed=keep,
-               scale=np.float32(0.125), group=np.int64(2), kv_heads=np.int64(2))
+    grouped = lambda x: x.reshape(2, 2 * 67, 64)  # attention_backward.zyn's layout
+    precompile("attention_backward", (), "attention_backward", q=grouped(q), k=k[0], v=v[0],
+               dout=grouped(dout), o=grouped(q), allowed=np.tile(keep, (2, 1)),
+               scale=np.float32(0.125))
     got = kernels.flash_attention_backward(dout, q, k, v, causal=True, device=CUDA)
     for g, w in zip(got, attention_backward(dout, q, k, v, keep)):
         assert_close(g, w, rtol=5e-3)

@@ -176,10 +176,12 @@ def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
 
 
 def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=None,
-                             scale: float | None = None, device: str | None = None):
+                             scale: float | None = None, out=None,
+                             device: str | None = None):
     """(dq, dk, dv) of flash_attention(q, k, v, causal=, mask=, scale=) for the output
     gradient `grad_out` [batch, heads, seq_q, d]; dk and dv [batch, kv_heads, seq_k, d]
-    are summed over the query heads of each group."""
+    are summed over the query heads of each group. `out`: that forward's output, when
+    the caller kept it (else the forward runs again here)."""
     from .attention_backward import backward
     fn = "flash_attention_backward"
     sizes = _sizes(fn, q, k, v)
@@ -189,7 +191,10 @@ def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=No
     if mask is not None:
         mask = _mask_2d(fn, mask, sizes[3], sizes[4])
     device = device or device_of([grad_out, q, k, v])
-    o = flash_attention(q, k, v, causal=causal, mask=mask, scale=scale, device=device)
+    if out is not None and _shape(out) != _shape(q):
+        raise AttentionError(f"{fn}: out {_shape(out)} must have q's shape {_shape(q)}")
+    o = out if out is not None else \
+        flash_attention(q, k, v, causal=causal, mask=mask, scale=scale, device=device)
     return backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device)
 
 

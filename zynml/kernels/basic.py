@@ -30,8 +30,9 @@ __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backwa
 _CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
                "rms_norm_backward": "static", "transpose_2d": "static",
                "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
-               "zero_buffer": ("n",), "adamw": "static", "embedding": ("tokens",),
-               "embedding_backward": ("tokens",), "rope": "static", "copy_rows": "static"}
+               "zero_buffer": ("n",), "adamw": "static", "adamw_clipped": "static",
+               "embedding": ("tokens",), "embedding_backward": ("tokens",),
+               "rope": "static", "copy_rows": "static"}
 _HOST_STATIC = {"embedding_backward"}  # IREE's CPU scatter needs a static token count
 
 
@@ -199,18 +200,28 @@ def zero_buffer(buf: Any, *, device: str | None = None):
 
 def adamw_step(param: Any, grad: Any, m: Any, v: Any, *, lr: float, step: int,
                beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-               weight_decay: float = 0.01, device: str | None = None):
+               weight_decay: float = 0.01, grad_scale: Any = None,
+               device: str | None = None):
     """One AdamW step (step t counts from 1), in place on param, m and v; returns param.
-    Every scalar is a run-time argument: a new step compiles nothing."""
+    Every scalar is a run-time argument: a new step compiles nothing. `grad_scale`: a
+    one-element array on param's device that the gradient is multiplied by first
+    (gradient clipping's factor, training.clip_scale), read there, not on the host."""
     if int(step) < 1:
         raise ZynMLError(f"adamw_step: step counts from 1, got {step}")
     # the bias corrections in float64 here: 1 - beta2^t in f32 would lose digits at t = 1
     bc1, bc2 = 1.0 - float(beta1) ** int(step), 1.0 - float(beta2) ** int(step)
-    _script("adamw",
-            {"param": flat_view(param, "param"), "grad": reshaped(grad, (-1,)),
-             "m": flat_view(m, "m"), "v": flat_view(v, "v"), "lr": float(lr),
-             "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
-             "weight_decay": float(weight_decay), "bc1": bc1, "bc2": bc2}, device)
+    arrays = {"param": flat_view(param, "param"), "grad": reshaped(grad, (-1,)),
+              "m": flat_view(m, "m"), "v": flat_view(v, "v")}
+    betas = {"beta1": float(beta1), "beta2": float(beta2), "eps": float(eps)}
+    if grad_scale is None:
+        _script("adamw", {**arrays, **betas, "lr": float(lr),
+                          "weight_decay": float(weight_decay), "bc1": bc1, "bc2": bc2},
+                device)
+    else:  # torch.optim.AdamW's folded form: a compute block takes 16 inputs at most
+        _script("adamw_clipped",
+                {**arrays, **betas, "scale": reshaped(grad_scale, (1,)),
+                 "decay": float(lr) * float(weight_decay), "step_size": float(lr) / bc1,
+                 "bc2_sqrt": bc2 ** 0.5}, device)
     return param
 
 
