@@ -1,6 +1,7 @@
 """A GPT training step: ZynML's Trainer (zynml/models) against PyTorch on one GPU.
 
     python benchmarks/train_gpt.py --compile-only    # here (MLIR): fills the cache
+    python benchmarks/train_gpt.py --fake-driver     # anywhere: ZynML's Python per step
     python benchmarks/train_gpt.py                   # on the GPU (carry the cache)
 
 Both halves must see the same ZYNML_CACHE_DIR. The same model (`--config`, GPT-2 small by
@@ -11,7 +12,9 @@ tokens per second, and the GPU memory in use at the end (ZynML: the device's use
 from cuMemGetInfo less what was used before the model existed; PyTorch:
 torch.cuda.max_memory_allocated). PyTorch runs in f32 with TF32 off (the same arithmetic
 as ZynML's f32 model), eager and torch.compile, and in bf16 autocast with TF32 (what a
-user would run).
+user would run). `--fake-driver` runs ZynML's steps on a driver that does nothing
+(benchmarks/fake_cuda.py): the CPU time of a step's Python and the kernel launches,
+allocations and frees per step, without a GPU (`--profile` adds a cProfile top 25).
 """
 from __future__ import annotations
 
@@ -71,6 +74,36 @@ def zynml_side(args) -> dict:
     return {"median_s": statistics.median(times), "memory": used() - before}
 
 
+def fake_driver_side(args) -> None:
+    """ZynML's steps against a no-op driver: Python's CPU time and driver calls per step."""
+    import cProfile
+    import pstats
+    from fake_cuda import FakeCuda
+    fake = FakeCuda()
+    fake.install()
+    config = CONFIGS[args.config]
+    model = GPT(config, on_device(init_parameters(config), "cuda:0"), "cuda:0")
+    trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW())
+    batches = _batches(config, args.batch, args.seq)
+    for _ in range(max(args.warmup, 1)):  # compiles (or reads the cache), fills fast paths
+        trainer.step(batches)
+    before = dict(fake.counts)
+    start = time.process_time()
+    for _ in range(args.steps):
+        trainer.step(batches)
+    per_step = (time.process_time() - start) / args.steps
+    calls = {k: (fake.counts[k] - before[k]) / args.steps for k in fake.counts}
+    print(f"{args.config}, batch {args.batch} x {args.seq} tokens, fake driver "
+          f"({fake.kind}): {per_step * 1e3:.1f} ms of CPU time per step; per step: "
+          + ", ".join(f"{v:.0f} {k}s" for k, v in calls.items()))
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        trainer.step(batches)
+        profiler.disable()
+        pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(25)
+
+
 def _used_memory() -> int:
     from cuda.bindings import driver
     err, free, total = driver.cuMemGetInfo()
@@ -112,10 +145,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--fake-driver", action="store_true",
+                        help="no GPU: ZynML's Python per step against a no-op driver")
+    parser.add_argument("--profile", action="store_true", help="with --fake-driver")
     parser.add_argument("--only", choices=("zynml", "torch"), help="one side only")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(args)
+        return
+    if args.fake_driver:
+        fake_driver_side(args)
         return
     tokens = args.batch * args.seq
     rows = []

@@ -245,3 +245,21 @@ def _gpu_compile_only(monkeypatch):
     for module in (driver, device_array, function):
         monkeypatch.setattr(module, "get_device", no_gpu)
     yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_library_programs(request):
+    """A GPU test module starts with no library Programs of its own, so that a Program's
+    specializations (and the ZYNML_SPECIALIZATION_LIMIT cap) follow the module's calls
+    alone: the same in the compile-only half as on the GPU machine, where more tests run
+    before it and would otherwise have filled the cap with their shapes."""
+    marks = getattr(request.module, "pytestmark", [])
+    marks = marks if isinstance(marks, list) else [marks]
+    if "gpu" not in {mark.name for mark in marks}:
+        yield
+        return
+    from zynml.kernels import library, variants
+    with library._lock, variants._lock:
+        library._programs.clear()
+        variants._programs.clear()
+    yield

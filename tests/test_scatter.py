@@ -103,6 +103,38 @@ def test_embedding_backward_on_the_gpu(rng, kind):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+SCATTER_PIPELINE = """
+pipeline add_rows(table: tensor[vocab, c], ids: tensor[batch, seq], grad: tensor[tokens, c]) -> tensor[vocab, c]:
+    compute(mut table, ids, grad) {
+        @kernel scatter
+        for b in 0..batch, t in 0..seq, j in 0..c:
+            table[ids[b, t], j] += grad[b * seq + t, j]
+    }
+    return table
+"""
+
+
+@pytest.mark.gpu
+def test_a_pipeline_returning_its_scattered_mut_input_on_the_gpu(rng):
+    """The form that gave a wrong row on an H100 (2026-11-26): a pipeline's `compute(mut
+    x)` scatter-add, then `return x`, on GPU arrays, called twice (the second call takes
+    the per-call fast path)."""
+    from zynml.runtime.cuda.device_array import DeviceArray
+    prog = zynml.compile(SCATTER_PIPELINE, device="cuda:0")
+    prog.add_rows._program.artifact(table=np.ones((37, 67), np.float32),
+                                    ids=np.ones((3, 41), np.int64),
+                                    grad=np.ones((123, 67), np.float32))
+    for _ in range(2):
+        ids = rng.integers(0, 37, (3, 41))
+        ids[0, :5] = ids[0, 0]
+        grad = rng.standard_normal((3 * 41, 67)).astype(np.float32)
+        table = rng.standard_normal((37, 67)).astype(np.float32)
+        expected = table.astype(np.float64)
+        np.add.at(expected, ids.ravel(), grad.astype(np.float64))
+        out = prog.add_rows(*(DeviceArray.from_numpy(a) for a in (table, ids, grad)))
+        np.testing.assert_allclose(np.asarray(out.numpy()), expected, rtol=1e-4, atol=1e-4)
+
+
 # ---------------------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("body,where,message", [

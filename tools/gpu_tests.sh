@@ -3,6 +3,7 @@
 #   here:        bash tools/gpu_tests.sh compile    -> .gpucache/ (CUDA artifacts, vmfbs)
 #   device run:  bash tools/gpu_tests.sh run        (carry .gpucache, .whl, .gl)
 #                bash tools/gpu_tests.sh sanitize   (compute-sanitizer memcheck, racecheck)
+# GPU_TESTS="tests/a.py tests/b.py" runs those files instead of the list below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autotune/test_tuner.py
@@ -12,10 +13,11 @@ TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autot
        tests/runtime/test_cuda_dynamic.py tests/runtime/test_cuda_inplace_fast.py
        tests/runtime/test_cuda_decode_attention.py tests/kernels/test_fused_cuda.py
        tests/runtime/test_cuda_device_array.py
-       tests/models/test_gpt_cuda.py tests/models/test_data_parallel_cuda.py
-       tests/device_api/test_device_cuda.py
-       tests/kernels/test_kernels_cuda.py
+       tests/models/test_gpt_cuda.py tests/device_api/test_device_cuda.py
+       tests/kernels/test_kernels_cuda.py tests/test_compute_graph.py
+       tests/models/test_llama_cuda.py tests/models/test_data_parallel_cuda.py
        tests/runtime/test_cuda_streams.py)  # last: it crashed the run on 2026-11-26
+if [ -n "${GPU_TESTS:-}" ]; then read -r -a TESTS <<<"$GPU_TESTS"; fi
 SELECT="cuda or gpu or native or iree"
 export ZYNML_TEST_CACHE_DIR="$PWD/.gpucache"
 export ZYNML_TEST_IREE_GPU=1  # IREE's CUDA target too (iree-base-runtime's cp312 wheel in .whl/)

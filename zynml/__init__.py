@@ -18,11 +18,12 @@ from .graphs import Graph, capture
 from .memory import allocate, memory_pool
 from .streams import Stream, stream
 from .device_api import BUILTINS as _BUILTINS, Device, DeviceAPIError
+from .compute_graph import ComputeGraph, OpParams, TensorOp
 
 # the math functions of Device.elementwise's closures: zynml.exp, zynml.where, ...
 globals().update(_BUILTINS)
 
 __all__ = ["run", "compile", "load", "Program", "ZynMLError", "compute_devices", "allocate",
            "memory_pool", "Future", "wait_all", "wait_any", "Graph", "capture", "Stream",
-           "stream", "Device", "DeviceAPIError"]
+           "stream", "Device", "DeviceAPIError", "ComputeGraph", "TensorOp", "OpParams"]
 __version__ = "0.1.0"

@@ -7,6 +7,10 @@ needed to make the next. `cpu_values_cuda_artifacts()` runs such a chain where t
 no GPU: each call of a native CUDA Program compiles that Program's artifact for the
 call's shapes and dtypes (into the cache, as a GPU run would look it up), then runs the
 same program on the CPU for the values the chain goes on with.
+
+Each call compiles what a GPU call would: through the Program's specializations, so
+that the same policies (a size's second value, the ZYNML_SPECIALIZATION_LIMIT cap) pick
+the same signatures here as on the GPU machine, whose cache lookups must then hit.
 """
 from __future__ import annotations
 
@@ -50,14 +54,16 @@ def cpu_values_cuda_artifacts(gpu_results: bool = True) -> Iterator[None]:
     present, so Programs for it can be made. `gpu_results`: the GPU run this stands for
     passes GPU arrays, so its 0-d results are 0-d GPU arrays (DeviceScalar here)."""
     from . import devices
+    from .runtime.cuda import function
     original, gpu_count = Program.__call__, devices._gpu_count
+    cuda_function = function.CudaFunction
     twins: dict[int, Program] = {}
 
     def compile_then_run_on_cpu(self, inputs=None, /, **named):
         if self.backend != "native":
             return original(self, inputs, **named)
         inputs = _merge_inputs(inputs, named)
-        self.artifact(inputs)
+        _compile_as_a_call(self, inputs)
         twin = twins.get(id(self))
         if twin is None:
             twin = twins[id(self)] = _cpu_twin(self)
@@ -69,12 +75,32 @@ def cpu_values_cuda_artifacts(gpu_results: bool = True) -> Iterator[None]:
                 for name, value in outputs.items()}
 
     Program.__call__ = compile_then_run_on_cpu
+    function.CudaFunction = _ArtifactOnly
     devices._gpu_count = lambda kind: max(1, gpu_count(kind)) if kind == "cuda" \
         else gpu_count(kind)
     try:
         yield
     finally:
         Program.__call__, devices._gpu_count = original, gpu_count
+        function.CudaFunction = cuda_function
+
+
+class _ArtifactOnly:
+    """What a Program's build loads its CUDA artifact into here: nothing (no driver)."""
+
+    def __init__(self, artifact, ordinal: int = 0):
+        self.artifact = artifact
+
+
+def _compile_as_a_call(program: Program, inputs: dict) -> None:
+    """Compile what `program(inputs)` would on a GPU: the executable its specializations
+    choose for these inputs (Program._run's first half), built without loading it."""
+    _, signature, scalars, records = program._signature(inputs)
+    checked = None
+    if records:
+        checked = program._check(signature, scalars, records)
+        signature = dict(checked.inputs)
+    program._shapes.executable(signature, scalars, records, checked)
 
 
 def _cpu_twin(program: Program) -> Program:

@@ -1,10 +1,9 @@
 """Futures: program calls that run while Python goes on (`Program.submit`), and
 `wait_all` / `wait_any` over them.
 
-On native CUDA a submitted call enqueues its launches on the legacy default stream (or
-the stream of an enclosing `zynml.stream(s)` block; a stream per future is off until
-streams work on a GPU, docs/devices.md) and its future is a CUDA event recorded after
-them: `done()` asks the event (cuEventQuery),
+On native CUDA a submitted call enqueues its launches on a stream of its own (one of a
+few per device, round robin; or the stream of an enclosing `zynml.stream(s)` block) and
+its future is a CUDA event recorded after them: `done()` asks the event (cuEventQuery),
 `result()` waits for that event only. The future holds the call's inputs and outputs
 until the event has completed, so buffers the queued kernels use cannot be freed under
 them. Elsewhere (the CPU through IREE, the interpreter) the call runs on a thread pool,
@@ -113,22 +112,18 @@ def submit(program: Any, inputs: dict[str, Any]) -> Future:
 
 
 def _submit_on_stream(program: Any, inputs: dict[str, Any]) -> Future:
-    """Inside `with zynml.stream(s)`, the call goes on s; otherwise on the legacy default
-    stream (the fast path), with an event recorded after it. Streams of their own per
-    future are off until they work on a GPU: on an H100 an allocation on a created
-    stream crashed (docs/devices.md, "Streams, futures and graphs")."""
+    """Inside `with zynml.stream(s)`, the call goes on s; otherwise on a stream of the
+    device's few for futures; an event recorded after it is the future."""
     from .runtime.cuda.device_array import is_gpu_array
-    from .runtime.cuda.streams import Event, Stream, legacy_stream
+    from .runtime.cuda.driver import get_device
+    from .runtime.cuda.streams import Stream, stream_for_future
     stream = call_context.current()
-    if isinstance(stream, Stream) and not getattr(stream, "capturing", False):
-        with call_context.using(stream):
-            outputs = program(inputs)
-        event = stream.record()
-    else:
+    if not isinstance(stream, Stream) or getattr(stream, "capturing", False):
+        stream = stream_for_future(get_device(program.placement.ordinal))
+    with call_context.using(stream):
         outputs = program(inputs)
-        event = Event(legacy_stream())
     to_host = not any(is_gpu_array(v) for v in inputs.values())
-    return Future(event, kept=(dict(inputs), outputs), to_host=to_host)
+    return Future(stream.record(), kept=(dict(inputs), outputs), to_host=to_host)
 
 
 def wait_all(futures: Sequence[Future], timeout: float | None = None) -> list[Any]:

@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .devices import DeviceError, parse_device
 from .errors import ZynMLError
 from .runtime import call_context
@@ -41,9 +43,11 @@ class _Call:
     program: Any
     inputs: dict[str, Any]
     outputs: dict[str, Any]
-    # input name -> (index of an earlier call, its output name): fed by the graph
-    sources: dict[str, tuple[int, str]] = field(default_factory=dict)
-    # input name -> (pointer, shape, dtype) of a GPU array given from outside
+    # input name -> (index of an earlier call, its output name, the shape it is seen
+    # with: None, or a reshape of that output made between the calls): fed by the graph
+    sources: dict[str, tuple[int, str, Any]] = field(default_factory=dict)
+    # input name -> (pointer, shape, dtype) of a GPU array given from outside whose
+    # buffer may move (a torch tensor can be resized; a DeviceArray's buffer is fixed)
     layout: dict[str, tuple] = field(default_factory=dict)
 
 
@@ -108,7 +112,7 @@ class Graph:
             source = self._source(value)
             if source is not None:
                 record.sources[name] = source
-            elif self._cuda and _is_gpu(value):
+            elif self._cuda and _is_gpu(value) and not _fixed(value):
                 record.layout[name] = _layout(value)
         record.outputs = self._run(program, inputs)
         self._calls.append(record)
@@ -118,12 +122,25 @@ class Graph:
         with call_context.using(self._stream):  # the capture stream, or the default
             return program(inputs)
 
-    def _source(self, value: Any) -> tuple[int, str] | None:
+    def _source(self, value: Any) -> tuple[int, str, Any] | None:
+        """Which earlier call's output `value` is, or a reshape of (numpy: on the CPU a
+        replay makes new outputs, so the reshape is made again of the new one)."""
         for index, earlier in enumerate(self._calls):
             for name, output in earlier.outputs.items():
                 if output is value:
-                    return index, name
+                    return index, name, None
+                if _same_elements(output, value):
+                    return index, name, value.shape
         return None
+
+    def _inputs_of(self, call: _Call) -> dict[str, Any]:
+        """A recorded call's inputs, those fed by earlier calls taken from their outputs
+        as they are now."""
+        inputs = dict(call.inputs)
+        for name, (index, output, shape) in call.sources.items():
+            value = self._calls[index].outputs[output]
+            inputs[name] = value if shape is None else np.reshape(value, shape)
+        return inputs
 
     def _check(self, program: Any, inputs: dict[str, Any]) -> None:
         if program.device != self.device and not (
@@ -165,11 +182,8 @@ class Graph:
             raise ZynMLError("replay a Graph after its `with zynml.capture(...)` block")
         if not self._cuda:
             for call in self._calls:
-                inputs = {name: self._calls[k].outputs[out] if name in call.sources
-                          else value for name, value in call.inputs.items()
-                          for k, out in [call.sources.get(name, (0, ""))]}
                 with call_context.using(None):
-                    call.outputs = call.program(inputs)
+                    call.outputs = call.program(self._inputs_of(call))
             return self.outputs
         changed = self._changed()
         if changed:
@@ -199,10 +213,7 @@ class Graph:
         try:
             with call_context.using(self):
                 for call in calls:
-                    inputs = {name: self._calls[k].outputs[out] if name in call.sources
-                              else value for name, value in call.inputs.items()
-                              for k, out in [call.sources.get(name, (0, ""))]}
-                    self.call(call.program, inputs)
+                    self.call(call.program, self._inputs_of(call))
         except BaseException:
             self._end(keep=False)
             raise
@@ -235,6 +246,20 @@ def _is_gpu(value: Any) -> bool:
 def _is_number(value: Any) -> bool:
     import numpy as np
     return isinstance(value, (bool, int, float, np.generic))
+
+
+def _same_elements(a: Any, b: Any) -> bool:
+    """Two C-contiguous numpy arrays over the same elements (one a reshape of the other)."""
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
+        a.size == b.size and a.dtype == b.dtype and a.flags.c_contiguous and \
+        b.flags.c_contiguous and a.ctypes.data == b.ctypes.data
+
+
+def _fixed(value: Any) -> bool:
+    """A ZynML DeviceArray: its buffer and shape are its own for its life (the graph holds
+    it), so replay need not check that it moved."""
+    from .runtime.cuda.device_array import DeviceArray
+    return isinstance(value, DeviceArray)
 
 
 def _layout(value: Any) -> tuple:

@@ -26,6 +26,14 @@ def test_buffers_are_numpy_arrays(dev, rng):
     assert dev.download(up) is not up  # a copy: the caller may change it
 
 
+def test_a_0d_upload_stays_0d_and_is_a_copy(dev):
+    value = np.array(7)
+    up = dev.upload(value, np.int64)
+    assert up.shape == () and up.dtype == np.int64 and int(up) == 7
+    value[()] = 8  # a position a graph reads is written in place: not the caller's array
+    assert int(up) == 7
+
+
 def test_auto_is_a_device_present():
     dev = zynml.Device("auto")
     assert dev.name in [d["id"] for d in zynml.compute_devices()]

@@ -102,6 +102,11 @@ def test_backward_matches_the_analytic_gradient(rng, sizes, causal, masked):
     got = kernels.flash_attention_backward(dout, q, k, v, causal=causal, mask=mask,
                                            scale=0.4, device="cpu")
     want = attention_backward(dout, q, k, v, allowed(*sizes[3:5], causal, mask), 0.4)
+    out = kernels.flash_attention(q, k, v, causal=causal, mask=mask, scale=0.4, device="cpu")
+    given = kernels.flash_attention_backward(dout, q, k, v, causal=causal, mask=mask,
+                                             scale=0.4, out=out, device="cpu")
+    for g, h in zip(got, given):  # the forward's output given: the same gradients
+        np.testing.assert_array_equal(g, h)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         assert g.shape == w.shape, name
         # floor: with one key dq and dk are 0 up to rounding (softmax of one score is 1)
@@ -135,6 +140,8 @@ def test_backward_agrees_with_torch_autograd(rng):
     (lambda q, k, v: kernels.kv_attention(q, k, v, 7), "exceeds the cache's 13"),
     (lambda q, k, v: kernels.flash_attention_backward(q[:, :, :2], q, k, v),
      "grad_out"),
+    (lambda q, k, v: kernels.flash_attention_backward(q, q, k, v, out=q[:, :, :2]),
+     "out (1, 3, 2, 8) must have q's shape"),
 ])
 def test_mismatched_arguments_are_named(rng, call, message):
     q, k, v = inputs(rng, 1, 3, 1, 7, 13, 8)
@@ -229,3 +236,24 @@ def test_a_config_that_does_not_fit_falls_down_the_table():
 
 def test_attention_config_of_the_cpu_is_the_fallback():
     assert kernels.attention_config("cpu") == kernels.TUNED_CONFIGS["fallback"]
+
+
+@pytest.mark.parametrize("dtype, scores", [(np.float16, "matmul_tensor_core"),
+                                           (np.float32, "matmul")])
+def test_cuda_backward_products_are_plain_gemms(dtype, scores):
+    """GPT small's attention backward (8 x 6 heads, 256 tokens, head dim 64) in the
+    grouped layout: the scores and dP products take the GEMM strategies (tensor cores for
+    f16), and no product runs as a pointwise loop. Compiles for sm_90a; no GPU needed."""
+    import json
+    prog = zynml.compile(variants.variant_source("attention_backward", ()), device="cuda",
+                         require_device=False, dynamic=False).pipeline("attention_backward")
+    x, keys = np.ones((48, 256, 64), dtype), np.ones((48, 256, 64), dtype)
+    plan = json.loads(prog.emit("plan", dict(q=x, k=keys, v=keys, dout=x, o=x,
+                                             allowed=np.ones((256, 256), bool),
+                                             scale=np.float32(0.125))))
+    kernels_ = list(launches(plan["body"]))
+    products = [l for l in kernels_ if l["strategy"] in ("matmul", "matmul_tensor_core")]
+    assert [l["strategy"] for l in products].count(scores) >= 2, products
+    assert len(products) == 5, kernels_  # S, dP, dQ, dK, dV
+    assert "implicit_gemm" not in [l["strategy"] for l in kernels_]
+

@@ -1,6 +1,8 @@
 """zynml.kernels' losses: cross_entropy and fused_linear_cross_entropy against float64
 numpy on fresh random inputs of odd sizes (padding excluded from the mean, chunks that do
 not divide the rows), on the CPU; their CUDA plans, compiled without a GPU."""
+import json
+
 import numpy as np
 import pytest
 
@@ -94,7 +96,7 @@ def test_mismatched_arguments_are_named(rng, call, message):
 
 def test_cuda_plans_keep_the_sums_in_f32():
     """bf16 logits: lse, loss and gradient come out f32 (4 kernels, no host step); the
-    fused chunk runs its three products on the matmul strategy."""
+    fused chunk's logits product is a plain one, on tensor cores (tiled sizes)."""
     prog = zynml.compile(variants.variant_source("cross_entropy", ()), device="cuda",
                          require_device=False, dynamic=False)
     bf16 = pytest.importorskip("ml_dtypes").bfloat16
@@ -103,10 +105,14 @@ def test_cuda_plans_keep_the_sums_in_f32():
     assert [o["dtype"] for o in art.plan["outputs"]] == ["float32"] * 4
     assert len(list(launches(art.plan["body"]))) == 4
     chunk = zynml.compile(variants.variant_source("linear_cross_entropy", ()), device="cuda",
-                          require_device=False, dynamic=False).artifact(
-        hidden=np.ones((64, 128), bf16), weight=np.ones((1031, 128), bf16),
-        targets=np.zeros(64, np.int64), all_targets=np.zeros(61, np.int64),
-        pad_id=np.int64(-1), loss_in=np.float32(0), grad_weight_in=np.zeros((1031, 128),
-                                                                           np.float32))
-    strategies = [launch["strategy"] for launch in launches(chunk.plan["body"])]
-    assert strategies.count("matmul") == 3, strategies
+                          require_device=False, dynamic=False).pipeline("linear_cross_entropy")
+    plan = json.loads(chunk.emit("plan", dict(
+        hidden=np.ones((1024, 384), bf16), weight=np.ones((4096, 384), bf16),  # GPT small's
+        targets=np.zeros(1024, np.int64), all_targets=np.zeros(2048, np.int64),
+        pad_id=np.int64(-1), loss_in=np.float32(0), grad_weight_in=np.zeros((4096, 384),
+                                                                           np.float32))))
+    strategies = [launch["strategy"] for launch in launches(plan["body"])]
+    # the logits' product on tensor cores (weight transposed first); the gradients' two
+    # products mix the f32 gradient with bf16 weights, so they stay on SIMT
+    assert strategies.count("matmul_wgmma") == 1, strategies
+    assert strategies.count("matmul") == 2, strategies

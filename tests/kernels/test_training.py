@@ -7,7 +7,7 @@ import pytest
 
 import zynml.kernels as K
 
-SIZES = [(1, 1), (7, 13), (37, 5)]
+SIZES = [(1, 1), (7, 13), (37, 5), (64, 7), (192, 13)]  # multiples of 64: one call
 
 
 def _rand(rng, *shape):
@@ -34,6 +34,12 @@ def test_layer_norm_and_its_gradients(rows, d):
     np.testing.assert_allclose(dx, dx_ref, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(dw, (g * xhat).sum(0), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(db, g.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)
+    residual = _rand(rng, rows, d)  # the gradient reaching x past the norm, added to dx
+    dx2, dw2, db2 = K.layer_norm_backward(x, w, g, 1e-5, grad_residual=residual,
+                                          device="cpu")
+    np.testing.assert_allclose(dx2, dx_ref + residual, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(dw2, dw, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(db2, db, rtol=1e-6, atol=1e-6)
 
 
 def test_layer_norm_input_gradient_by_finite_differences():
@@ -49,7 +55,8 @@ def test_layer_norm_input_gradient_by_finite_differences():
     np.testing.assert_allclose(dx, numeric, rtol=2e-3, atol=2e-3)
 
 
-@pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (33, 17, 19)])
+@pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (33, 17, 19), (64, 3, 5),
+                                        (192, 17, 19)])
 def test_linear_and_its_gradients(rows, k, n):
     rng = np.random.default_rng()
     x, w, b, g = _rand(rng, rows, k), _rand(rng, k, n), _rand(rng, n), _rand(rng, rows, n)
@@ -106,6 +113,64 @@ def test_residual_add_and_gradient_clipping():
     np.testing.assert_allclose(scaled, g * 0.25, rtol=1e-6)
 
 
+@pytest.mark.parametrize("sizes, max_norm", [((1,), 1.0), ((101, 7), 0.5), ((13, 2), np.inf)])
+def test_global_norm_and_clip_scale_stay_on_the_device(sizes, max_norm):
+    """The global sum of squares is added into a one-element array (no value comes back
+    per gradient), and clip_scale is clip_grad_norm_'s factor times grad_scale."""
+    rng = np.random.default_rng()
+    grads = [_rand(rng, n) for n in sizes]
+    total = np.full(1, np.nan, np.float32)
+    assert K.zero_buffer(total, device="cpu") is total
+    for g in grads:
+        assert K.add_sum_squares(total, g, device="cpu") is total
+    want = sum((g.astype(np.float64) ** 2).sum() for g in grads)
+    assert float(total[0]) == pytest.approx(want, rel=1e-5)
+    grad_scale = 1 / 3
+    norm = np.sqrt(want) * grad_scale
+    factor = grad_scale * min(1.0, max_norm / (norm + 1e-6))
+    got = K.clip_scale(total, grad_scale, max_norm, device="cpu")
+    assert np.shape(got) == (1,) and float(got[0]) == pytest.approx(factor, rel=1e-5)
+
+
+@pytest.mark.parametrize("n, weight_decay", [(1, 0.0), (97, 0.1)])
+def test_adamw_with_a_device_gradient_scale_is_torchs_step(n, weight_decay):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    param, grad = _rand(rng, n), _rand(rng, n)
+    m, v = _rand(rng, n) * 0.1, np.abs(_rand(rng, n)) * 0.01
+    scale = np.array([0.37], np.float32)
+    ref = torch.nn.Parameter(torch.tensor(param, dtype=torch.float64))
+    opt = torch.optim.AdamW([ref], lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=weight_decay)
+    ref.grad = torch.tensor(grad * np.float64(scale[0]))
+    opt.step()  # step 1 from zero moments, then step 2 from ours
+    state = opt.state[ref]
+    state["exp_avg"].copy_(torch.tensor(m, dtype=torch.float64))
+    state["exp_avg_sq"].copy_(torch.tensor(v, dtype=torch.float64))
+    ref.data.copy_(torch.tensor(param, dtype=torch.float64))
+    opt.step()
+    K.adamw_step(param, grad, m, v, lr=3e-3, step=2, beta1=0.9, beta2=0.95, eps=1e-8,
+                 weight_decay=weight_decay, grad_scale=scale, device="cpu")
+    np.testing.assert_allclose(param, ref.detach().numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(m, state["exp_avg"].numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(v, state["exp_avg_sq"].numpy(), rtol=1e-5, atol=1e-9)
+
+
+def test_cuda_clipped_adamw_is_one_kernel_in_place():
+    """No sum comes back to the host: the scale is read from a device array inside the
+    one pointwise AdamW kernel. Compiles for sm_90a here; no GPU needed."""
+    import json
+    from zynml.kernels import library
+    prog = library.program("adamw_clipped", "cuda", require_device=False, dynamic=False)
+    f, n = np.float32(0.5), 1031
+    plan = json.loads(prog.emit("plan", dict(
+        param=np.ones(n, np.float32), grad=np.ones(n, np.float32), m=np.ones(n, np.float32),
+        v=np.ones(n, np.float32), scale=np.ones(1, np.float32), step_size=f, beta1=f,
+        beta2=f, eps=f, decay=f, bc2_sqrt=f)))
+    assert [k["strategy"] for k in _kernels(plan)] == ["pointwise"]
+    assert [o["value"] for o in plan["outputs"]] == ["%in0", "%in2", "%in3"]  # in place
+
+
 def test_gpt_embedding_and_its_gradients():
     rng = np.random.default_rng()
     vocab, context, c, batch, seq = 11, 9, 5, 2, 7
@@ -127,6 +192,7 @@ def test_gpt_embedding_and_its_gradients():
 @pytest.mark.parametrize("pipeline, inputs", [
     ("linear_backward_input", {"grad": (256, 384), "w": (128, 384)}),
     ("linear_backward_weight", {"x": (256, 128), "grad": (256, 384)}),
+    ("linear_backward", {"x": (256, 128), "w": (128, 384), "grad": (256, 384), "groups": 4}),
 ])
 def test_cuda_gradient_products_run_on_the_gemm_strategy(pipeline, inputs):
     """The transposed operand is its own kernel: fused into the product (as elementwise
@@ -135,9 +201,11 @@ def test_cuda_gradient_products_run_on_the_gemm_strategy(pipeline, inputs):
     import json
     from zynml.kernels import library
     prog = library.program("linear", "cuda", require_device=False).pipeline(pipeline)
-    plan = json.loads(prog.emit("plan", {n: np.ones(s, np.float16) for n, s in inputs.items()}))
+    plan = json.loads(prog.emit("plan", {n: np.ones(s, np.float16) if isinstance(s, tuple)
+                                         else s for n, s in inputs.items()}))
     strategies = [k["strategy"] for k in _kernels(plan)]
     assert "matmul_wgmma" in strategies and "matmul" not in strategies, strategies
+    assert strategies.count("matmul_wgmma") == (2 if pipeline == "linear_backward" else 1)
 
 
 def _kernels(node):

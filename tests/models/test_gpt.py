@@ -81,3 +81,73 @@ def test_ten_steps_match_pytorch_and_resume(tmp_path):
     resumed.load(tmp_path / "ckpt.npz", batches)
     assert resumed.step_count == 5
     assert resumed.step(batches) == pytest.approx(ours[5], rel=1e-6)
+
+
+@pytest.mark.parametrize("accumulation, clip", [(1, 0.05), (2, 0.05), (2, 0.0)])
+def test_clipping_and_accumulation_match_pytorch(accumulation, clip):
+    """Clipping that bites (a small ceiling), a mean over micro-batches, or neither: the
+    parameters after two steps are torch's clip_grad_norm_ + AdamW's."""
+    torch = pytest.importorskip("torch")
+    from zynml.models.gpt_torch import TorchGPT
+    params = init_parameters(TINY, seed=11)
+    schedule = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=1, steps=4)
+    model = GPT(TINY, {n: p.copy() for n, p in params.items()}, "cpu")
+    trainer = Trainer(model, schedule, AdamW(clip=clip), accumulation=accumulation)
+    batches = _batches(13)
+    norms = []
+    for _ in range(2):
+        trainer.step(batches)
+        norms.append(trainer.grad_norm)
+    ref = TorchGPT(TINY, params)
+    opt = ref.optimizer(lr=schedule.lr(0))
+    batches, ref_norms = _batches(13), []
+    for step in range(2):
+        for group in opt.param_groups:
+            group["lr"] = schedule.lr(step)
+        opt.zero_grad()
+        for _ in range(accumulation):
+            ids, targets = (torch.tensor(a, dtype=torch.long) for a in batches.next())
+            (ref(ids, targets) / accumulation).backward()
+        ref_norms.append(float(torch.nn.utils.clip_grad_norm_(ref.parameters(), clip or 1e9)))
+        opt.step()
+    np.testing.assert_allclose(norms, ref_norms, rtol=1e-4)
+    if clip:
+        assert min(ref_norms) > clip  # the clip did bite
+    for name, weight in zip(ref.names, ref.weights):  # the updates, within 1e-3 of Adam's
+        moved = weight.detach().double().numpy() - params[name]
+        ours = np.asarray(model.params[name], np.float64) - params[name]
+        assert np.abs(ours - moved).max() <= 1e-3 * np.abs(moved).max(), name
+
+
+def test_a_training_step_makes_few_library_calls(monkeypatch):
+    """Python-side library calls per optimizer step (a Program or pipeline call, not the
+    Program call a pipeline call makes inside). Per layer: forward a LayerNorm, 4
+    linears, 3 head splits, attention, its merge, a residual add + LayerNorm in one call,
+    a residual add, GELU; backward 4 linears' gradients (one call each at 64-row
+    multiples), GELU's, a head split, attention's (without running the forward again),
+    the QKV merge, 2 LayerNorms' with the residual gradient added (one call each). Per
+    parameter: its sum of squares for the clip, AdamW."""
+    import zynml.api as api
+    calls, depth = [], [0]
+    for cls in (api.Program, api._PipelineMethod):
+        def counted(self, *args, _original=cls.__call__, **kwargs):
+            if depth[0] == 0:
+                calls.append(self)
+            depth[0] += 1
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        monkeypatch.setattr(cls, "__call__", counted)
+    config = GPTConfig(layers=2, hidden=24, heads=3, context=32, vocab=67)
+    trainer = Trainer(GPT(config, init_parameters(config, 0), "cpu"), Schedule(), AdamW())
+    tokens = np.random.default_rng(0).integers(0, config.vocab, 4000).astype(np.int32)
+    batches = data.Batches(tokens, 2, 32, 0)  # 64 rows
+    trainer.step(batches)
+    calls.clear()
+    trainer.step(batches)
+    per_layer = (1 + 4 + 3 + 1 + 1 + 1 + 1 + 1) + (4 + 1 + 1 + 1 + 1 + 2)
+    # embed, ln_f, the loss (one chunk); ln_f's gradients, the 2 embeddings' gradients;
+    # zeroing the global sum of squares, the clip factor
+    step = config.layers * per_layer + 3 + 3 + 2 + 2 * len(parameter_shapes(config))
+    assert len(calls) == step

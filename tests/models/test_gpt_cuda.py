@@ -55,3 +55,43 @@ def test_cuda_gpt_trains(device):
     if COMPILE_ONLY:
         pytest.skip("compile-only: the artifacts are in the cache")
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@pytest.mark.gpu
+def test_cuda_clipped_accumulated_steps_match_pytorch(device):
+    """64-row micro-batches (the one-call linear and LayerNorm gradients), two per step,
+    and a clip that bites, applied on the device inside AdamW: the global norms and the
+    parameters after two steps against torch's clip_grad_norm_ + AdamW on the same GPU."""
+    params = init_parameters(CONFIG, seed=13)
+    schedule = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=1, steps=4)
+    model = GPT(CONFIG, on_device({n: p.copy() for n, p in params.items()}, device), device)
+    trainer = Trainer(model, schedule, AdamW(clip=0.05), accumulation=2)
+    tokens = np.random.default_rng(3).integers(0, CONFIG.vocab, 5000).astype(np.int32)
+    batches, norms = data.Batches(tokens, 2, 32, 3), []
+    for _ in range(2):
+        trainer.step(batches)
+        norms.append(trainer.grad_norm)
+    if COMPILE_ONLY:
+        pytest.skip("compile-only: the artifacts are in the cache")
+    torch = pytest.importorskip("torch")
+    from zynml.models.gpt_torch import TorchGPT
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = TorchGPT(CONFIG, params, device="cuda")
+    opt = ref.optimizer(lr=schedule.lr(0))
+    batches, ref_norms = data.Batches(tokens, 2, 32, 3), []
+    for step in range(2):
+        for group in opt.param_groups:
+            group["lr"] = schedule.lr(step)
+        opt.zero_grad()
+        for _ in range(2):
+            ids, targets = (torch.tensor(a, dtype=torch.long, device="cuda")
+                            for a in batches.next())
+            (ref(ids, targets) / 2).backward()
+        ref_norms.append(float(torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.05)))
+        opt.step()
+    np.testing.assert_allclose(norms, ref_norms, rtol=1e-3)
+    assert min(ref_norms) > 0.05  # the clip did bite
+    for name, weight in zip(ref.names, ref.weights):
+        moved = weight.detach().double().cpu().numpy() - params[name]
+        ours = np.asarray(model.params[name], np.float64) - params[name]
+        assert np.abs(ours - moved).max() <= 1e-2 * np.abs(moved).max(), name

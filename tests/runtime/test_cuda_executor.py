@@ -313,10 +313,8 @@ def fake_libcuda(fake, with_ex=True):
         return fake.driver.cuMemFreeAsync(ptr, stream or 0)[0]
 
     def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        if stream is not None:
-            fake.errors.append(f"launch on stream {stream:#x}, not the legacy default")
         return fake.driver.cuLaunchKernel(fake.functions[function], gx, gy, gz, bx, by, bz,
-                                          shared, 0, params, extra or 0)[0]
+                                          shared, stream or 0, params, extra or 0)[0]
 
     def launch_ex(config, function, params, extra):
         c = config.contents

@@ -57,7 +57,8 @@ class Device(ForwardOps, TrainingOps, AttentionOps):
 
     def upload(self, data: Any, dtype: Any = np.float32) -> Any:
         """`data` (anything numpy takes) as a buffer of `dtype` (f32 by default)."""
-        host = np.ascontiguousarray(np.asarray(data, dtype=dtype))
+        host = np.asarray(data, dtype=dtype)
+        host = np.ascontiguousarray(host) if host.ndim else host.copy()  # 0-d stays 0-d
         if self._gpu is not None:
             from ..runtime.cuda.device_array import DeviceArray
             return DeviceArray.from_numpy(host, self._gpu)

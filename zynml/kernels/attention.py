@@ -125,16 +125,31 @@ def kv_attention(q, k_cache, v_cache, cache_start: int, *, scale: float | None =
     decode step, more for a batched prefill), caches [batch, kv_heads, max_len, d] with
     the new tokens' keys and values already written at cache_start..cache_start + q_len.
     Query i attends to cache positions 0..cache_start + i. `cache_start` is read at run
-    time: one compiled kernel serves every value (no recompile as the cache fills)."""
+    time: one compiled kernel serves every value (no recompile as the cache fills).
+    It may be a 0-d integer array of the device, read by the kernel: a graph replay
+    (zynml.capture) sees the value written into it in place (one on a GPU is not
+    checked against the cache's length, which would wait for the GPU)."""
     fn = "kv_attention"
     _, heads, kv_heads, q_len, max_len, d = _sizes(fn, q, k_cache, v_cache)
-    start = int(cache_start)
-    if start < 0 or start + q_len > max_len:
-        raise AttentionError(f"{fn}: cache_start {start} + q_len {q_len} exceeds the "
-                             f"cache's {max_len} positions")
+    start = cache_start if _is_scalar_array(cache_start) else int(cache_start)
+    if not hasattr(start, "__cuda_array_interface__"):
+        if int(start) < 0 or int(start) + q_len > max_len:
+            raise AttentionError(f"{fn}: cache_start {int(start)} + q_len {q_len} exceeds the "
+                                 f"cache's {max_len} positions")
     device = device or device_of([q, k_cache, v_cache])
     prog = _program("attention", _replacements(heads, kv_heads, d, scale), device, config)
     return prog.causal_attention(q=q, k=k_cache, v=v_cache, cache_start=start)
+
+
+def _is_scalar_array(value) -> bool:
+    """Whether cache_start is a 0-d integer array, which the kernel reads (a numpy one
+    on the CPU, read again by each replay there)."""
+    if isinstance(value, (bool, int, np.integer)) or not hasattr(value, "shape"):
+        return False
+    if _shape(value) != () or "int" not in str(value.dtype):
+        raise AttentionError(f"kv_attention: cache_start must be an integer or a 0-d "
+                             f"integer array, got {value.dtype}{list(_shape(value))}")
+    return True
 
 
 def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
@@ -161,10 +176,12 @@ def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
 
 
 def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=None,
-                             scale: float | None = None, device: str | None = None):
+                             scale: float | None = None, out=None,
+                             device: str | None = None):
     """(dq, dk, dv) of flash_attention(q, k, v, causal=, mask=, scale=) for the output
     gradient `grad_out` [batch, heads, seq_q, d]; dk and dv [batch, kv_heads, seq_k, d]
-    are summed over the query heads of each group."""
+    are summed over the query heads of each group. `out`: that forward's output, when
+    the caller kept it (else the forward runs again here)."""
     from .attention_backward import backward
     fn = "flash_attention_backward"
     sizes = _sizes(fn, q, k, v)
@@ -174,7 +191,10 @@ def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=No
     if mask is not None:
         mask = _mask_2d(fn, mask, sizes[3], sizes[4])
     device = device or device_of([grad_out, q, k, v])
-    o = flash_attention(q, k, v, causal=causal, mask=mask, scale=scale, device=device)
+    if out is not None and _shape(out) != _shape(q):
+        raise AttentionError(f"{fn}: out {_shape(out)} must have q's shape {_shape(q)}")
+    o = out if out is not None else \
+        flash_attention(q, k, v, causal=causal, mask=mask, scale=scale, device=device)
     return backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device)
 
 

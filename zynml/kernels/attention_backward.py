@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .basic import reshaped
 from .variants import variant
 
 
@@ -19,11 +20,18 @@ def allowed_keys(seq_q: int, seq_k: int, causal: bool, mask) -> np.ndarray:
 
 
 def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
-    """(dq, dk, dv), given the forward's output `o` and a [seq_q, seq_k] mask or None."""
-    _, heads, kv_heads, seq_q, seq_k, d = sizes
+    """(dq, dk, dv), given the forward's output `o` and a [seq_q, seq_k] mask or None.
+    The kernel takes the grouped layout (attention_backward.zyn): free views here."""
+    batch, heads, kv_heads, seq_q, seq_k, d = sizes
+    group = heads // kv_heads
     scale = np.float32(d ** -0.5 if scale is None else scale)
-    # sizes pinned static: IREE takes minutes over this script with dynamic sizes
-    out = variant("attention_backward", (), device)(
-        q=q, k=k, v=v, dout=grad_out, o=o, allowed=allowed_keys(seq_q, seq_k, causal, mask),
-        scale=scale, group=np.int64(heads // kv_heads), kv_heads=np.int64(kv_heads))
-    return out["dq"], out["dk"], out["dv"]
+    grouped = (batch * kv_heads, group * seq_q, d)
+    keys = (batch * kv_heads, seq_k, d)
+    allowed = np.tile(allowed_keys(seq_q, seq_k, causal, mask), (group, 1))
+    # sizes pinned static: IREE takes minutes over this kernel with dynamic sizes
+    dq, dk, dv = variant("attention_backward", (), device).attention_backward(
+        q=reshaped(q, grouped), k=reshaped(k, keys), v=reshaped(v, keys),
+        dout=reshaped(grad_out, grouped), o=reshaped(o, grouped), allowed=allowed,
+        scale=scale)
+    return (reshaped(dq, (batch, heads, seq_q, d)), reshaped(dk, (batch, kv_heads, seq_k, d)),
+            reshaped(dv, (batch, kv_heads, seq_k, d)))

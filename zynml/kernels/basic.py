@@ -20,7 +20,7 @@ from .library import device_of, program
 
 __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backward",
            "embedding", "embedding_backward", "reduce_sum", "transpose_2d", "bias_add",
-           "add_assign", "zero_buffer", "adamw_step"]
+           "add_assign", "zero_buffer", "adamw_step", "rope", "copy_rows"]
 
 # How a kernel's sizes compile on native CUDA: "declared" (the source's `?` sizes),
 # "static" (every size, for the strategies that need it) or a tuple of dynamic sizes.
@@ -30,8 +30,9 @@ __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backwa
 _CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
                "rms_norm_backward": "static", "transpose_2d": "static",
                "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
-               "zero_buffer": ("n",), "adamw": "static", "embedding": ("tokens",),
-               "embedding_backward": ("tokens",)}
+               "zero_buffer": ("n",), "adamw": "static", "adamw_clipped": "static",
+               "embedding": ("tokens",), "embedding_backward": ("tokens",),
+               "rope": "static", "copy_rows": "static"}
 _HOST_STATIC = {"embedding_backward"}  # IREE's CPU scatter needs a static token count
 
 
@@ -80,6 +81,29 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5, *, device: str | None = Non
     """x * weight / sqrt(mean(x^2) + eps) per row of a [rows, dim] array."""
     return _pipeline("rms_norm", "rms_norm", {"x": x, "w": weight, "eps": float(eps)},
                      device)
+
+
+def rope(x: Any, cos: Any, sin: Any, pos: Any, *, device: str | None = None):
+    """Rotate-half RoPE of rows x [rows, d] at position `pos` (a number, or a 0-d integer
+    array read when the kernel runs), with tables cos and sin [positions, d]."""
+    shape, table = tuple(x.shape), tuple(cos.shape)
+    if len(shape) != 2 or shape[1] % 2 or len(table) != 2 or table[1] != shape[1] or \
+            tuple(sin.shape) != table:
+        raise ZynMLError(f"rope: x must be [rows, d] with d even and cos, sin [positions, "
+                         f"d]; got x {shape}, cos {table}, sin {tuple(sin.shape)}")
+    return _script("rope", {"x": x, "cos": cos, "sin": sin, "pos": pos}, device)["rotated"]
+
+
+def copy_rows(target: Any, source: Any, start: Any, *, device: str | None = None):
+    """source [rows, cols] added into target [positions, cols] at rows start.. start +
+    rows (`start` a number or a 0-d integer array, read when the kernel runs), in place:
+    a KV cache's next rows, which must hold zeros. Returns target."""
+    shape, rows = tuple(target.shape), tuple(source.shape)
+    if len(shape) != 2 or len(rows) != 2 or rows[1] != shape[1] or rows[0] > shape[0]:
+        raise ZynMLError(f"copy_rows: source [rows, cols] must fit target [positions, "
+                         f"cols]; got source {rows}, target {shape}")
+    _script("copy_rows", {"target": target, "source": source, "start": start}, device)
+    return target
 
 
 def rms_norm_backward(x: Any, weight: Any, grad_output: Any, eps: float = 1e-5, *,
@@ -176,18 +200,28 @@ def zero_buffer(buf: Any, *, device: str | None = None):
 
 def adamw_step(param: Any, grad: Any, m: Any, v: Any, *, lr: float, step: int,
                beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-               weight_decay: float = 0.01, device: str | None = None):
+               weight_decay: float = 0.01, grad_scale: Any = None,
+               device: str | None = None):
     """One AdamW step (step t counts from 1), in place on param, m and v; returns param.
-    Every scalar is a run-time argument: a new step compiles nothing."""
+    Every scalar is a run-time argument: a new step compiles nothing. `grad_scale`: a
+    one-element array on param's device that the gradient is multiplied by first
+    (gradient clipping's factor, training.clip_scale), read there, not on the host."""
     if int(step) < 1:
         raise ZynMLError(f"adamw_step: step counts from 1, got {step}")
     # the bias corrections in float64 here: 1 - beta2^t in f32 would lose digits at t = 1
     bc1, bc2 = 1.0 - float(beta1) ** int(step), 1.0 - float(beta2) ** int(step)
-    _script("adamw",
-            {"param": flat_view(param, "param"), "grad": reshaped(grad, (-1,)),
-             "m": flat_view(m, "m"), "v": flat_view(v, "v"), "lr": float(lr),
-             "beta1": float(beta1), "beta2": float(beta2), "eps": float(eps),
-             "weight_decay": float(weight_decay), "bc1": bc1, "bc2": bc2}, device)
+    arrays = {"param": flat_view(param, "param"), "grad": reshaped(grad, (-1,)),
+              "m": flat_view(m, "m"), "v": flat_view(v, "v")}
+    betas = {"beta1": float(beta1), "beta2": float(beta2), "eps": float(eps)}
+    if grad_scale is None:
+        _script("adamw", {**arrays, **betas, "lr": float(lr),
+                          "weight_decay": float(weight_decay), "bc1": bc1, "bc2": bc2},
+                device)
+    else:  # torch.optim.AdamW's folded form: a compute block takes 16 inputs at most
+        _script("adamw_clipped",
+                {**arrays, **betas, "scale": reshaped(grad_scale, (1,)),
+                 "decay": float(lr) * float(weight_decay), "step_size": float(lr) / bc1,
+                 "bc2_sqrt": bc2 ** 0.5}, device)
     return param
 
 

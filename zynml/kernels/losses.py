@@ -78,11 +78,11 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     grad_hidden = []
     for start in range(0, tokens, chunk_size):
         stop = min(tokens, start + chunk_size)
-        out = prog(hidden=row_range(hidden, start, stop), weight=weight,
-                   targets=row_range(targets, start, stop), all_targets=targets, pad_id=pad,
-                   loss_in=loss, grad_weight_in=grad_weight)
-        loss, grad_weight = out["loss"], out["grad_weight"]
-        grad_hidden.append(out["grad_hidden"])
+        loss, chunk_grad, grad_weight = prog.linear_cross_entropy(
+            hidden=row_range(hidden, start, stop), weight=weight,
+            targets=row_range(targets, start, stop), all_targets=targets, pad_id=pad,
+            loss_in=loss, grad_weight_in=grad_weight)
+        grad_hidden.append(chunk_grad)
     return loss, _concat_rows(grad_hidden), grad_weight
 
 

@@ -10,7 +10,8 @@ from .library import call
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
            "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
-           "residual_add", "sum_squares", "scale_in_place", "embed",
+           "residual_add", "sum_squares", "add_sum_squares", "clip_scale",
+           "scale_in_place", "embed",
            "embed_backward_tokens", "embed_backward_positions",
            "head_logits"]
 
@@ -22,13 +23,32 @@ def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5, *,
                 {"x": x, "weight": weight, "bias": bias, "eps": float(eps)}, device)
 
 
+# Rows summed per group in the one-call backward pipelines' two-step column sums
+# (linear.zyn, layer_norm.zyn); other row counts take a call per gradient.
+GROUP_ROWS = 64
+
+
+def _groups(rows: int) -> int | None:
+    return rows // GROUP_ROWS if rows % GROUP_ROWS == 0 else None
+
+
 def layer_norm_backward(x: Any, weight: Any, grad: Any, eps: float = 1e-5, *,
-                        device: str | None = None):
-    """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient."""
-    dx = call("layer_norm", "layer_norm_backward_input",
-              {"x": x, "weight": weight, "grad": grad, "eps": float(eps)}, device)
+                        grad_residual: Any = None, device: str | None = None):
+    """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient;
+    `grad_residual` (x's shape) is added to d x: the gradient reaching x past the norm.
+    One call (one row kernel and the column sums) when the rows are a multiple of 64."""
+    groups = _groups(int(x.shape[0]))
+    args = {"x": x, "weight": weight, "grad": grad, "eps": float(eps)}
+    if groups and grad_residual is not None:
+        return call("layer_norm", "layer_norm_backward_residual",
+                    {**args, "grad_residual": grad_residual, "groups": groups}, device)
+    if groups:
+        return call("layer_norm", "layer_norm_backward", {**args, "groups": groups}, device)
+    dx = call("layer_norm", "layer_norm_backward_input", args, device)
     gx = call("layer_norm", "layer_norm_grad_xhat", {"x": x, "grad": grad, "eps": float(eps)},
               device)
+    if grad_residual is not None:
+        dx = residual_add(grad_residual, dx, device=device)
     return dx, column_sum(gx, device=device), column_sum(grad, device=device)
 
 
@@ -38,7 +58,12 @@ def linear(x: Any, w: Any, b: Any, *, device: str | None = None):
 
 
 def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
-    """(d x, d w, d b) of linear: grad @ w^T, x^T @ grad, the column sums of grad."""
+    """(d x, d w, d b) of linear: grad @ w^T, x^T @ grad, the column sums of grad (one
+    call when the rows are a multiple of 64)."""
+    groups = _groups(int(x.shape[0]))
+    if groups:
+        return call("linear", "linear_backward",
+                    {"x": x, "w": w, "grad": grad, "groups": groups}, device)
     dx = call("linear", "linear_backward_input", {"grad": grad, "w": w}, device)
     dw = call("linear", "linear_backward_weight", {"x": x, "grad": grad}, device)
     return dx, dw, column_sum(grad, device=device)
@@ -95,6 +120,21 @@ def residual_add(x: Any, y: Any, *, device: str | None = None):
 def sum_squares(g: Any, *, device: str | None = None):
     """The sum of squares of a flat gradient (0-d; it stays on a GPU)."""
     return call("grad_clip", "sum_squares", {"g": g}, device)
+
+
+def add_sum_squares(total: Any, g: Any, *, device: str | None = None):
+    """total[0] += the sum of squares of a flat gradient, in place on the one-element
+    array total (on a GPU it stays there: a global norm with no read back)."""
+    return call("grad_clip", "add_sum_squares", {"total": total, "g": g}, device)
+
+
+def clip_scale(total: Any, grad_scale: float, max_norm: float, *,
+               device: str | None = None):
+    """A one-element array on total's device: grad_scale * min(1, max_norm / (norm +
+    1e-6)) with norm = sqrt(total[0]) * grad_scale (torch.nn.utils.clip_grad_norm_'s
+    factor for the gradients times grad_scale); max_norm = inf does not clip."""
+    return call("grad_clip", "clip_scale", {"total": total, "grad_scale": float(grad_scale),
+                                            "max_norm": float(max_norm)}, device)
 
 
 def scale_in_place(g: Any, factor: float, *, device: str | None = None):

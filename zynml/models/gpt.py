@@ -153,11 +153,11 @@ class GPT:
         a["h1"] = K.layer_norm(x, w("ln_1.weight"), w("ln_1.bias"), device=dev)
         qkv = K.linear(a["h1"], w("attn.c_attn.weight"), w("attn.c_attn.bias"), device=dev)
         a["q"], a["k"], a["v"] = K.split_heads(qkv, batch, heads, device=dev)
-        o = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
-        a["attn"] = K.merge_heads(o, device=dev)
+        a["o"] = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
+        a["attn"] = K.merge_heads(a["o"], device=dev)
         y = K.linear(a["attn"], w("attn.c_proj.weight"), w("attn.c_proj.bias"), device=dev)
-        a["x2"] = K.residual_add(x, y, device=dev)
-        a["h2"] = K.layer_norm(a["x2"], w("ln_2.weight"), w("ln_2.bias"), device=dev)
+        a["h2"], a["x2"] = K.residual_layer_norm(y, x, w("ln_2.weight"), w("ln_2.bias"),
+                                                 device=dev)
         a["fc"] = K.linear(a["h2"], w("mlp.c_fc.weight"), w("mlp.c_fc.bias"), device=dev)
         a["gelu"] = K.gelu(a["fc"], device=dev)
         m = K.linear(a["gelu"], w("mlp.c_proj.weight"), w("mlp.c_proj.bias"), device=dev)
@@ -192,18 +192,19 @@ class GPT:
         dfc = K.gelu_backward(a["fc"], dg, device=dev)
         dh2, grads[name("mlp.c_fc.weight")], grads[name("mlp.c_fc.bias")] = \
             K.linear_backward(a["h2"], w("mlp.c_fc.weight"), dfc, device=dev)
-        dx2_norm, grads[name("ln_2.weight")], grads[name("ln_2.bias")] = \
-            K.layer_norm_backward(a["x2"], w("ln_2.weight"), dh2, device=dev)
-        dx2 = K.residual_add(dout, dx2_norm, device=dev)
+        dx2, grads[name("ln_2.weight")], grads[name("ln_2.bias")] = \
+            K.layer_norm_backward(a["x2"], w("ln_2.weight"), dh2, grad_residual=dout,
+                                  device=dev)
         # x2 = x + proj(attention(ln_1(x)))
         dattn, grads[name("attn.c_proj.weight")], grads[name("attn.c_proj.bias")] = \
             K.linear_backward(a["attn"], w("attn.c_proj.weight"), dx2, device=dev)
         (do,) = K.split_heads(dattn, batch, heads, parts=1, device=dev)
         dq, dk, dv = K.flash_attention_backward(do, a["q"], a["k"], a["v"], causal=True,
-                                                device=dev)
+                                                out=a["o"], device=dev)
         dqkv = K.merge_qkv(dq, dk, dv, device=dev)
         dh1, grads[name("attn.c_attn.weight")], grads[name("attn.c_attn.bias")] = \
             K.linear_backward(a["h1"], w("attn.c_attn.weight"), dqkv, device=dev)
-        dx_norm, grads[name("ln_1.weight")], grads[name("ln_1.bias")] = \
-            K.layer_norm_backward(a["x"], w("ln_1.weight"), dh1, device=dev)
-        return K.residual_add(dx2, dx_norm, device=dev)
+        dx, grads[name("ln_1.weight")], grads[name("ln_1.bias")] = \
+            K.layer_norm_backward(a["x"], w("ln_1.weight"), dh1, grad_residual=dx2,
+                                  device=dev)
+        return dx

@@ -61,9 +61,13 @@ class Trainer:
         self.step_count = 0
         zeros = lambda p: on_device({"z": np.zeros(p.shape, np.float32)}, model.device)["z"]
         self.moments = {name: (zeros(p), zeros(p)) for name, p in model.params.items()}
+        # the step's global sum of squares of the gradients, on the device
+        self._sum_squares = on_device({"s": np.zeros(1, np.float32)}, model.device)["s"]
 
     def step(self, batches) -> float:
-        """One optimizer step; returns the mean loss of its micro-batches."""
+        """One optimizer step; returns the mean loss of its micro-batches. Clipping and
+        the mean over micro-batches are applied on the device, inside AdamW's kernel: the
+        step reads nothing back but the loss."""
         dev, total, grads = self.model.device, 0.0, None
         for _ in range(self.accumulation):
             ids, targets = batches.next()
@@ -71,14 +75,11 @@ class Trainer:
             micro = self.model.backward()
             grads = micro if grads is None else {
                 name: K.add_assign(grads[name], g, device=dev) for name, g in micro.items()}
-        if self.accumulation > 1:
-            for g in grads.values():
-                K.scale_in_place(g.reshape(-1), 1.0 / self.accumulation, device=dev)
         loss = total / self.accumulation
         if self.all_reduce is not None:  # before clipping: the norm is the global batch's
             self.all_reduce.gradients(grads)
             loss = self.all_reduce.mean(loss)
-        self.grad_norm = self._clip(grads)
+        scale = self._clip_scale(grads)
         lr = self.schedule.lr(self.step_count)
         self.step_count += 1
         opt = self.optimizer
@@ -87,18 +88,25 @@ class Trainer:
             K.adamw_step(param.reshape(-1), grads[name].reshape(-1), m.reshape(-1),
                          v.reshape(-1), lr=lr, beta1=opt.beta1, beta2=opt.beta2, eps=opt.eps,
                          weight_decay=opt.weight_decay if decays(name, self.model.config)
-                         else 0.0, step=self.step_count, device=dev)
+                         else 0.0, step=self.step_count, grad_scale=scale, device=dev)
         return loss
 
-    def _clip(self, grads: dict) -> float:
+    def _clip_scale(self, grads: dict):
+        """The factor (a one-element device array) that turns the summed gradients into
+        their clipped mean: the global sum of squares is added up on the device."""
         dev = self.model.device
-        norm = math.sqrt(sum(float(K.sum_squares(g.reshape(-1), device=dev))
-                             for g in grads.values()))
-        clip = self.optimizer.clip
-        if clip and norm > clip:
-            for g in grads.values():
-                K.scale_in_place(g.reshape(-1), clip / (norm + 1e-6), device=dev)
-        return norm
+        K.zero_buffer(self._sum_squares, device=dev)
+        for g in grads.values():
+            K.add_sum_squares(self._sum_squares, g.reshape(-1), device=dev)
+        return K.clip_scale(self._sum_squares, 1.0 / self.accumulation,
+                            self.optimizer.clip or math.inf, device=dev)
+
+    @property
+    def grad_norm(self) -> float:
+        """The last step's global gradient norm, before clipping (reading it waits for
+        the device)."""
+        return math.sqrt(float(np.asarray(self._sum_squares).reshape(-1)[0])) \
+            / self.accumulation
 
     # ------------------------------------------------------------------ checkpoints
 

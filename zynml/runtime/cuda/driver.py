@@ -12,6 +12,7 @@ import ctypes
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 
 __all__ = ["CudaError", "Device", "BufferBin", "get_device", "device_count",
@@ -121,15 +122,17 @@ class _HotCalls:
             function.restype = ctypes.c_int
 
     def launch_args(self, handle: int, grid, block, shared_bytes: int,
-                    params_address: int) -> tuple:
-        """The arguments of `self.launch` on the legacy default stream, as ctypes values."""
+                    params_address: int, stream: Any = None) -> tuple:
+        """The arguments of `self.launch` on `stream` (None: the legacy default stream),
+        as ctypes values."""
         function, params = ctypes.c_void_p(handle), ctypes.c_void_p(params_address)
+        queue = ctypes.c_void_p(_raw(stream))
         if self.launch_name == "cuLaunchKernelEx":
             config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
-                                   shared_bytes, None, None, 0)
+                                   shared_bytes, queue, None, 0)
             return (ctypes.byref(config), function, params, None)  # byref keeps config
         dims = [ctypes.c_uint(v) for v in (*grid, *block, shared_bytes)]
-        return (function, *dims, None, params, None)
+        return (function, *dims, queue, params, None)
 
 
 def _hot_calls():
@@ -137,6 +140,11 @@ def _hot_calls():
         return _HotCalls(ctypes.CDLL("libcuda.so.1"))  # the library cuda-python loaded
     except (OSError, AttributeError):
         return None
+
+
+def _raw(stream: Any) -> int | None:
+    """A CUstream as the address ctypes passes (None: the legacy default stream)."""
+    return None if stream is None else int(stream) or None
 
 
 def _raise_status(status: int, call: str):
@@ -193,26 +201,33 @@ class Device:
 
     # ------------------------------------------------------------------ memory
 
-    def alloc(self, nbytes: int) -> int:
-        """Device memory from the stream-ordered pool (at least one byte)."""
+    def alloc(self, nbytes: int, stream: Any = None) -> int:
+        """Device memory from the stream-ordered pool (at least one byte), ordered on
+        `stream` (a CUstream of this device; None: the legacy default stream)."""
         if self._hot is not None:
             slot = ctypes.c_uint64()  # one per call: the call releases the GIL
-            status = self._hot.alloc(ctypes.byref(slot), max(nbytes, 1), None)
+            status = self._hot.alloc(ctypes.byref(slot), max(nbytes, 1), _raw(stream))
             if status:
                 _raise_status(status, "cuMemAllocAsync")
             return slot.value
         driver = _driver()
-        ptr = check(driver.cuMemAllocAsync(max(nbytes, 1), self.stream), "cuMemAllocAsync")
+        ptr = check(driver.cuMemAllocAsync(max(nbytes, 1), self._on(stream)),
+                    "cuMemAllocAsync")
         return int(ptr)
 
-    def free(self, ptr: int) -> None:
+    def free(self, ptr: int, stream: Any = None) -> None:
         if self._hot is not None:
-            status = self._hot.free(ptr, None)
+            status = self._hot.free(ptr, _raw(stream))
             if status:
                 _raise_status(status, "cuMemFreeAsync")
             return
         driver = _driver()
-        check(driver.cuMemFreeAsync(driver.CUdeviceptr(ptr), self.stream), "cuMemFreeAsync")
+        check(driver.cuMemFreeAsync(driver.CUdeviceptr(ptr), self._on(stream)),
+              "cuMemFreeAsync")
+
+    def _on(self, stream: Any):
+        """The stream handle for the bindings: `stream`, or ZynML's default."""
+        return self.stream if stream is None else stream
 
     # The per-call fast path's results take their buffers from a bin of their size and
     # give them back when their arrays go: no driver call in a steady loop. Reuse is
@@ -241,14 +256,15 @@ class Device:
             check(_driver().cuMemcpyDtoHAsync(host_ptr, src, nbytes, self.stream),
                   "cuMemcpyDtoHAsync")
 
-    def copy_on_device(self, dst: int, src: int, nbytes: int) -> None:
+    def copy_on_device(self, dst: int, src: int, nbytes: int, stream: Any = None) -> None:
         if nbytes:
-            check(_driver().cuMemcpyDtoDAsync(dst, src, nbytes, self.stream),
+            check(_driver().cuMemcpyDtoDAsync(dst, src, nbytes, self._on(stream)),
                   "cuMemcpyDtoDAsync")
 
-    def fill_bytes(self, ptr: int, byte: int, nbytes: int) -> None:
+    def fill_bytes(self, ptr: int, byte: int, nbytes: int, stream: Any = None) -> None:
         if nbytes:
-            check(_driver().cuMemsetD8Async(ptr, byte, nbytes, self.stream), "cuMemsetD8Async")
+            check(_driver().cuMemsetD8Async(ptr, byte, nbytes, self._on(stream)),
+                  "cuMemsetD8Async")
 
     def synchronize(self) -> None:
         check(_driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")
@@ -339,31 +355,34 @@ class KernelModule:
         return self._functions[name]
 
     def launcher(self, function, grid, block, shared_bytes: int,
-                 params_address: int) -> tuple:
+                 params_address: int, stream: Any = None) -> tuple:
         """(call, args): `call(*args)` launches `function` with the parameter block at
-        `params_address` and returns CUDA's status (0: success); `raise_launch_error`
-        turns another into a CudaError. For launches repeated with the same block."""
+        `params_address` on `stream` (None: the legacy default stream) and returns CUDA's
+        status (0: success); `raise_launch_error` turns another into a CudaError. For
+        launches repeated with the same block."""
         hot = self.device._hot
         if hot is None:
             return self._launch_through_bindings, (function, tuple(grid), tuple(block),
-                                                   shared_bytes, params_address)
+                                                   shared_bytes, params_address, stream)
         return hot.launch, hot.launch_args(self._handles[id(function)], grid, block,
-                                           shared_bytes, params_address)
+                                           shared_bytes, params_address, stream)
 
     def raise_launch_error(self, status: int):
         hot = self.device._hot
         _raise_status(status, hot.launch_name if hot is not None else "cuLaunchKernel")
 
-    def launch(self, function, grid, block, shared_bytes: int, params_address: int) -> None:
-        call, args = self.launcher(function, grid, block, shared_bytes, params_address)
+    def launch(self, function, grid, block, shared_bytes: int, params_address: int,
+               stream: Any = None) -> None:
+        call, args = self.launcher(function, grid, block, shared_bytes, params_address,
+                                   stream)
         status = call(*args)
         if status:
             self.raise_launch_error(status)
 
     def _launch_through_bindings(self, function, grid, block, shared_bytes: int,
-                                 params_address: int) -> int:
+                                 params_address: int, stream: Any = None) -> int:
         check(_driver().cuLaunchKernel(function, *grid, *block, shared_bytes,
-                                       self.device.stream, params_address, 0),
+                                       self.device._on(stream), params_address, 0),
               "cuLaunchKernel")
         return 0
 

@@ -278,10 +278,8 @@ class PlanExecutor:
         block = [int(self._value(env, b)) for b in step["block"]]
         if min(grid) <= 0:
             return  # an empty iteration space
-        if self._queue is self.device:
-            self.module.launch(self._functions[name], grid, block, shared, params.address)
-        else:
-            self._queue.launch(self._functions[name], grid, block, shared, params.address)
+        stream = None if self._queue is self.device else self._queue.handle
+        self.module.launch(self._functions[name], grid, block, shared, params.address, stream)
 
     def _op_copy(self, step: dict, env: dict) -> None:
         self._copy(env[step["source"]], env[step["target"]])

@@ -22,7 +22,7 @@ from typing import Any
 from .driver import Device, _driver, check
 from . import tensor_maps
 
-__all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "legacy_stream"]
+__all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "stream_for_future"]
 
 
 class Stream:
@@ -40,28 +40,19 @@ class Stream:
     def __repr__(self) -> str:
         return f"<zynml.Stream cuda:{self.device.ordinal} {int(self.handle):#x}>"
 
-    # what executor.PlanExecutor.run_plan asks of a queue (Device has the same)
+    # what executor.PlanExecutor.run_plan asks of a queue: the Device's calls, on this
+    # stream (kernel launches go through KernelModule.launch's `stream`)
     def alloc(self, nbytes: int) -> int:
-        return int(check(_driver().cuMemAllocAsync(max(nbytes, 1), self.handle),
-                         "cuMemAllocAsync"))
+        return self.device.alloc(nbytes, self.handle)
 
     def free(self, ptr: int) -> None:
-        driver = _driver()
-        check(driver.cuMemFreeAsync(driver.CUdeviceptr(ptr), self.handle), "cuMemFreeAsync")
+        self.device.free(ptr, self.handle)
 
     def copy_on_device(self, dst: int, src: int, nbytes: int) -> None:
-        if nbytes:
-            check(_driver().cuMemcpyDtoDAsync(dst, src, nbytes, self.handle),
-                  "cuMemcpyDtoDAsync")
+        self.device.copy_on_device(dst, src, nbytes, self.handle)
 
     def fill_bytes(self, ptr: int, byte: int, nbytes: int) -> None:
-        if nbytes:
-            check(_driver().cuMemsetD8Async(ptr, byte, nbytes, self.handle),
-                  "cuMemsetD8Async")
-
-    def launch(self, function, grid, block, shared_bytes: int, params_address: int) -> None:
-        check(_driver().cuLaunchKernel(function, *grid, *block, shared_bytes, self.handle,
-                                       params_address, 0), "cuLaunchKernel")
+        self.device.fill_bytes(ptr, byte, nbytes, self.handle)
 
     def record(self) -> "Event":
         """An event that completes when the work queued so far on this stream has."""
@@ -75,18 +66,6 @@ class Stream:
             _driver().cuStreamDestroy(self.handle)
         except Exception:
             pass
-
-
-class _LegacyStream:
-    """The legacy default stream (handle 0), where calls without a stream run: what an
-    Event is recorded on after such a call."""
-
-    def __init__(self):
-        self.handle = _driver().CUstream(0)
-
-
-def legacy_stream() -> _LegacyStream:
-    return _LegacyStream()
 
 
 class Event:
@@ -206,3 +185,21 @@ class CudaGraph:
             driver.cuGraphDestroy(self.graph)
         except Exception:
             pass
+
+
+_POOLS: dict[int, list] = {}  # device ordinal -> [streams, index of the next to reuse]
+POOL_SIZE = 8
+
+
+def stream_for_future(device: Device) -> Stream:
+    """A stream for the next future on `device`: one of a few, round robin, so that
+    futures made one after another overlap (the ninth shares the first's stream)."""
+    pool = _POOLS.get(device.ordinal)
+    if pool is None:
+        pool = _POOLS.setdefault(device.ordinal, [[], 0])
+    streams, index = pool
+    if len(streams) < POOL_SIZE:
+        streams.append(Stream(device))
+        return streams[-1]
+    pool[1] = (index + 1) % POOL_SIZE
+    return streams[index]

@@ -1,0 +1,229 @@
+"""Llama decode steps: ZynML's graph replay against PyTorch eager and torch.compile
+(mode="reduce-overhead", CUDA graphs), one GPU.
+
+    python benchmarks/decode.py --compile-only   # here (MLIR): fills the cache
+    python benchmarks/decode.py                  # on the GPU (carry the cache)
+
+Both halves must see the same ZYNML_CACHE_DIR and the same --config, --batch and
+--context. The model is zynml/models/llama.py (issue 20's: 16 layers, hidden 2048, 32
+query / 8 KV heads, head dim 64, vocab 32000, bf16, random weights) and its PyTorch twin
+zynml/models/llama_torch.py with the same weights. For each batch, first a check: a
+short greedy generation on both, logits compared (bf16: 1e-2 relative). Then, for each
+position (a context of that many tokens in the caches), per decode step:
+
+* GPU ms: the median of CUDA events around one step queued behind a GPU sleep of about
+  10 ms (longer than Python takes to launch any step: a graph's replay() checks every
+  captured input first), so the events time the GPU's work alone. ZynML: one graph
+  replay; PyTorch: the
+  step eager, and compiled (each compiled once per batch, after warm-up, weights and
+  caches marked static, checked against eager first; the position a 0-d tensor, so
+  positions compile nothing).
+* tokens/s: batch / the wall time of a step as a generation loop runs it (ZynML: write
+  the token and position, replay, read the next tokens; PyTorch: the step and its
+  argmax read back), the median of --steps.
+* roofline: the fewest bytes a step reads (every weight but the embedding's other rows,
+  and the keys and values of `position` positions) / the device-to-device copy rate
+  measured in the same run (bytes read + written per second); `of roofline` = roofline
+  time / ZynML's GPU time.
+* launches: ZynML's per step (1 graph launch holding N kernel nodes, from C calls), and
+  the host time of one `replay()` call (launching, not waiting).
+
+The caches hold random values: timing does not depend on them (the same slot is written
+again each repeat; the scatter adds, which changes no timing).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from zynml.compile_only import DeviceScalar, cpu_values_cuda_artifacts
+from zynml.models.llama import CONFIGS, Llama, init_parameters
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",")]
+
+
+def compile_only(args) -> None:
+    """Every kernel a GPU run calls, compiled at its shapes (zynml/compile_only.py): a
+    stand-in device (host buffers, CUDA programs), the position a 0-d device scalar as
+    the GPU run's is, each batch's step, reset and check once."""
+    import zynml
+    config = _config(args)
+    params = init_parameters(config, seed=0)
+    for batch in args.batch:
+        dev = zynml.Device("cpu")
+        dev.name, dev.kind = "cuda:0", "cuda"
+        dev.alloc = lambda shape, dtype=np.float32: np.zeros(shape, dtype)
+        with cpu_values_cuda_artifacts():
+            model = Llama(config, params, dev, batch=batch, context=max(args.context))
+            model.pos = DeviceScalar(np.array(0, np.int64))
+            model.reset()
+            model.step()
+        print(f"compiled: batch {batch}", flush=True)
+
+
+def _config(args):
+    config = CONFIGS[args.config]
+    return config.with_dtype(args.dtype) if args.dtype else config
+
+
+# about 10 ms of GPU clock cycles: longer than Python takes to launch a step
+QUEUE_CYCLES = 20_000_000
+
+
+def gpu_ms(fn, repeat: int, torch) -> float:
+    """Median GPU milliseconds of `fn()`: CUDA events around it, queued behind a sleep."""
+    def timed() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(QUEUE_CYCLES)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    return statistics.median(timed() for _ in range(repeat))
+
+
+def run(args) -> None:
+    import torch
+    from gpu_vs_torch import median_ms  # benchmarks/
+    torch.backends.cuda.matmul.allow_tf32 = False
+    config = _config(args)
+    print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}; "
+          f"{args.config} {config.dtype}, context {max(args.context)}")
+    big = torch.empty(2 ** 28, dtype=torch.float32, device="cuda")
+    copy_gbs = 2 * big.numel() * 4 / median_ms(lambda: big.clone(), args.repeat, torch) / 1e6
+    del big
+    print(f"# ceiling: device-to-device copy {copy_gbs:.0f} GB/s (read + write)")
+    print("| batch | position | ZynML GPU ms | eager GPU ms | compile GPU ms | ZynML tok/s "
+          "| eager tok/s | compile tok/s | vs compile | roofline ms | of roofline "
+          "| ZynML launches |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    params = init_parameters(config, seed=0)
+    for batch in args.batch:
+        ours, theirs = _models(config, params, batch, max(args.context), torch)
+        for position in args.context:
+            _row(args, ours, theirs, batch, position - 1, copy_gbs, torch)
+        del ours, theirs
+        torch.cuda.empty_cache()
+
+
+def _models(config, params, batch: int, context: int, torch):
+    """ZynML's model (checked, captured) and PyTorch's (eager and compiled)."""
+    from zynml.models.llama_torch import TorchLlama
+    ours = Llama(config, params, "cuda:0", batch=batch, context=context)
+    theirs = TorchLlama(config, params, batch, context, device="cuda")
+    prompt = np.random.default_rng(batch).integers(0, config.vocab, (batch, 4))
+    try:
+        got = ours.generate(prompt, 4)
+        ours.timed_step = ours.replay
+    except Exception as err:  # stream capture fails on the H100 today (docs/devices.md)
+        print(f"# batch {batch}: graph capture failed ({type(err).__name__}: {err}); "
+              "ZynML's step is timed as its calls one by one", flush=True)
+        ours.graph = None
+        got = ours.generate(prompt, 4, use_graph=False)
+        ours.timed_step = ours.step
+    with torch.no_grad():
+        _, want = theirs.generate(prompt, 4)
+    error = max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(got.logits, want))
+    tolerance = 1e-2 if config.dtype == "bfloat16" else 1e-3
+    print(f"# batch {batch}: ZynML's logits against PyTorch eager: {error:.1e} relative"
+          f"{'' if error < tolerance else f' (OVER {tolerance:.0e})'}; "
+          f"{ours.graph!r}", flush=True)
+    torch._dynamo.reset()
+    for tensor in theirs.static_tensors():
+        torch._dynamo.mark_static_address(tensor)
+    theirs.compiled = torch.compile(theirs.step, mode="reduce-overhead", dynamic=False)
+    return ours, theirs
+
+
+def _row(args, ours, theirs, batch, pos, copy_gbs, torch) -> None:
+    tokens = np.random.default_rng(pos).integers(0, ours.config.vocab, batch)
+    ours.set_inputs(tokens, pos)
+    t_tokens = torch.as_tensor(tokens, device="cuda")
+    t_pos = torch.tensor(pos, device="cuda")
+    with torch.no_grad():
+        eager_out = theirs.step(t_tokens, t_pos)
+        for _ in range(3):  # warm-up: the compile, then the graph's recording
+            compiled_out = theirs.compiled(t_tokens, t_pos)
+        scale = eager_out.float().abs().max()
+        if float((compiled_out.float() - eager_out.float()).abs().max() / scale) > 2e-2:
+            print(f"# batch {batch} position {pos}: torch.compile differs from eager")
+        gpu = [gpu_ms(ours.timed_step, args.repeat, torch),
+               gpu_ms(lambda: theirs.step(t_tokens, t_pos), args.repeat, torch),
+               gpu_ms(lambda: theirs.compiled(t_tokens, t_pos), args.repeat, torch)]
+        host = _host_ms(ours.timed_step, args.repeat, torch)
+
+        def ours_loop():
+            ours.set_inputs(tokens, pos)
+            ours.dev.download(ours.timed_step()["next"])
+
+        loops = [_wall(ours_loop, args.steps),
+                 _wall(lambda: theirs.step(t_tokens, t_pos).argmax(-1).cpu(), args.steps),
+                 _wall(lambda: theirs.compiled(t_tokens, t_pos).argmax(-1).cpu(), args.steps)]
+    roofline = ours.bytes_per_step(pos + 1) / (copy_gbs * 1e6)
+    rates = " | ".join(f"{batch / s:,.0f}" for s in loops)
+    if ours.graph is not None:
+        nodes = getattr(ours.graph._graph, "nodes", "?")
+        launches = (f"1 graph ({nodes} kernels, {len(ours.graph.outputs)} calls; replay() "
+                    f"{host:.2f} ms on the host)")
+    else:
+        launches = f"no graph: {4 + 13 * ours.config.layers} calls, {host:.2f} ms on the host"
+    print(f"| {batch} | {pos + 1} | {gpu[0]:.3f} | {gpu[1]:.3f} | {gpu[2]:.3f} | {rates} | "
+          f"{gpu[2] / gpu[0]:.2f}x | {roofline:.3f} | {roofline / gpu[0]:.0%} | "
+          f"{launches} |", flush=True)
+
+
+def _host_ms(fn, repeat: int, torch) -> float:
+    """Median host milliseconds of `fn()` alone (the GPU drained before each)."""
+    times = []
+    for _ in range(repeat):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def _wall(step, steps: int) -> float:
+    """The median wall time of `step` (each ends by reading a result back)."""
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="1b", choices=sorted(CONFIGS))
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="default: the config's")
+    parser.add_argument("--batch", type=_ints, default=[1, 16], help="e.g. 1,16")
+    parser.add_argument("--context", type=_ints, default=[128, 1024, 4096],
+                        help="positions in the caches at each timed step; the largest is "
+                             "the caches' length")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="steps of the wall-clock loop")
+    parser.add_argument("--compile-only", action="store_true")
+    args = parser.parse_args()
+    compile_only(args) if args.compile_only else run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""A Llama-style decoder for generation, written with the device API (zynml.Device) and
+the kernel library (zynml/kernels), one decode step replayed as a graph.
+
+The model: a token embedding, pre-RMSNorm blocks of grouped-query attention (rotary
+embeddings in the rotate_half form, a KV cache) and a SwiGLU MLP, a final RMSNorm and
+an untied output head; no biases. Weights are stored [in, out] (q, k and v fused into
+one [hidden, (heads + 2 * kv_heads) * head_dim] matrix) in the config's dtype, random
+from a seed. zynml/models/llama_torch.py is the same model in PyTorch.
+
+A decode step (`Llama.step`) takes one token per sequence (`tokens`, [batch]) at one
+position (`pos`, a 0-d array) and gives the logits [batch, vocab] and the greedy next
+token; it writes its keys and values into the caches at `pos`. Both `tokens` and `pos`
+are arrays of the device that the step's kernels read, so `generate` captures the step
+once (zynml.capture) and then, for every token, writes the new token and position into
+them in place and replays the graph: one graph launch per token on CUDA, the same calls
+in order elsewhere. The prompt goes in token by token through the same graph.
+
+The KV cache write is a scatter that adds into zeroed slots (zynml/kernels/decode.py):
+`reset()` zeroes the caches before each sequence, and a position is written once per
+sequence.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import kernels as K
+from ..device_api import Device
+from ..errors import ZynMLError
+from ..graphs import capture
+from .gpt import assign
+
+__all__ = ["LlamaConfig", "CONFIGS", "Llama", "Generation", "parameter_shapes",
+           "init_parameters", "rope_tables"]
+
+DTYPES = ("float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    context: int
+    dtype: str = "float32"
+    rope_theta: float = 10000.0
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        if self.heads % self.kv_heads:
+            raise ZynMLError(f"{self.heads} query heads are not a multiple of "
+                             f"{self.kv_heads} KV heads")
+        if self.head_dim % 2:
+            raise ZynMLError(f"the head dim {self.head_dim} must be even (RoPE)")
+        if self.dtype not in DTYPES:
+            raise ZynMLError(f"dtype '{self.dtype}' is not one of {', '.join(DTYPES)}")
+
+    @property
+    def qkv_width(self) -> int:
+        return (self.heads + 2 * self.kv_heads) * self.head_dim
+
+    def with_dtype(self, dtype: str) -> "LlamaConfig":
+        from dataclasses import replace
+        return replace(self, dtype=dtype)
+
+
+CONFIGS = {
+    # odd sizes for the tests: a prime vocabulary, 4 query heads per KV head (IREE
+    # 3.13 fails to tile GQA of 3 heads per KV head at batch 3), head dim 6
+    "tiny": LlamaConfig(layers=2, hidden=40, heads=8, kv_heads=2, head_dim=6, ffn=56,
+                        vocab=67, context=32),
+    # issue 20's model (Llama 3.2 1B's shape with a 32000 vocabulary): about 1.1 B
+    # parameters, 2.2 GB of bf16 weights
+    "1b": LlamaConfig(layers=16, hidden=2048, heads=32, kv_heads=8, head_dim=64,
+                      ffn=8192, vocab=32000, context=4096, dtype="bfloat16",
+                      rope_theta=500000.0),
+}
+
+
+def parameter_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    c = config
+    shapes: dict[str, tuple[int, ...]] = {"embed": (c.vocab, c.hidden)}
+    for layer in range(c.layers):
+        p = f"layers.{layer}."
+        shapes.update({p + "attn_norm": (c.hidden,), p + "qkv": (c.hidden, c.qkv_width),
+                       p + "o": (c.heads * c.head_dim, c.hidden),
+                       p + "mlp_norm": (c.hidden,), p + "gate": (c.hidden, c.ffn),
+                       p + "up": (c.hidden, c.ffn), p + "down": (c.ffn, c.hidden)})
+    shapes.update({"norm": (c.hidden,), "lm_head": (c.hidden, c.vocab)})
+    return shapes
+
+
+def numpy_dtype(dtype: str):
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
+
+
+def init_parameters(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random weights: normal(0, 0.02) matrices and embedding, norm weights near 1
+    (1 + normal(0, 0.1), so that they matter), in the config's dtype (numpy)."""
+    rng = np.random.default_rng(seed)
+    dtype = numpy_dtype(config.dtype)
+    params = {}
+    for name, shape in parameter_shapes(config).items():
+        if len(shape) == 1:
+            value = 1.0 + 0.1 * rng.standard_normal(shape, np.float32)
+        else:
+            value = 0.02 * rng.standard_normal(shape, np.float32)
+        params[name] = value.astype(dtype)
+    return params
+
+
+def rope_tables(config: LlamaConfig, positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [positions, head_dim] of rotate_half RoPE, each pair's angle in columns
+    e and e + head_dim / 2 (Hugging Face's tables), computed in f64."""
+    d = config.head_dim
+    inv_freq = 1.0 / config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    angles = np.outer(np.arange(positions, dtype=np.float64), inv_freq)
+    angles = np.concatenate([angles, angles], axis=1)
+    return np.cos(angles), np.sin(angles)
+
+
+@dataclass
+class Generation:
+    """What `generate` gives: the greedy tokens [batch, steps] after the prompt, and the
+    logits [batch, vocab] of every step from the prompt's last token on (f32 numpy)."""
+    tokens: np.ndarray
+    logits: list[np.ndarray]
+
+
+class Llama:
+    """The decoder on `device` for `batch` sequences of up to `context` positions (the
+    config's by default): its weights, KV caches, RoPE tables and the step's inputs."""
+
+    def __init__(self, config: LlamaConfig, params: dict[str, np.ndarray],
+                 device: str | Device = "cpu", batch: int = 1, context: int | None = None):
+        context = context or config.context
+        if batch < 1 or context < 1:
+            raise ZynMLError(f"batch {batch} and context {context} must be positive")
+        self.config, self.batch, self.context = config, batch, context
+        self.dev = device if isinstance(device, Device) else Device(device)
+        self.device = self.dev.name
+        dtype = numpy_dtype(config.dtype)
+        missing = set(parameter_shapes(config)) - set(params)
+        if missing:
+            raise ZynMLError(f"parameters missing: {', '.join(sorted(missing))}")
+        self.params = {name: self.dev.upload(params[name], dtype)
+                       for name in parameter_shapes(config)}
+        cache = (batch, config.kv_heads, context, config.head_dim)
+        self.k_caches = [self.dev.alloc(cache, dtype) for _ in range(config.layers)]
+        self.v_caches = [self.dev.alloc(cache, dtype) for _ in range(config.layers)]
+        cos, sin = rope_tables(config, context)
+        self.cos, self.sin = self.dev.upload(cos, dtype), self.dev.upload(sin, dtype)
+        self.tokens = self.dev.upload(np.zeros(batch, np.int64), np.int64)
+        self.pos = self.dev.upload(np.array(0), np.int64)
+        # bf16: RMSNorm computes in f32 and is written into this bf16 buffer
+        self._normed = None if config.dtype == "float32" else \
+            self.dev.alloc((batch, config.hidden), dtype)
+        self.graph = None
+        self._outputs: dict[str, tuple[int, str]] = {}
+
+    # ------------------------------------------------------------------ the step
+
+    def step(self) -> dict:
+        """One decode step at `pos` for `tokens`: {"logits": [batch, vocab], "next": i64
+        [batch]} (arrays of the device); writes the caches at `pos`."""
+        cfg, p, dev = self.config, self.params, self.dev
+        x = dev.embedding(p["embed"], self.tokens)
+        for layer in range(cfg.layers):
+            w = lambda name: p[f"layers.{layer}.{name}"]
+            qkv = dev.matmul(self._norm(x, w("attn_norm")), w("qkv"))
+            q = K.rope_kv_cache(qkv, self.cos, self.sin, self.pos, self.k_caches[layer],
+                                self.v_caches[layer], heads=cfg.heads)
+            o = K.kv_attention(q, self.k_caches[layer], self.v_caches[layer], self.pos)
+            x = K.residual_add(x, dev.matmul(K.merge_heads(o), w("o")))
+            h = self._norm(x, w("mlp_norm"))
+            act = K.swiglu(dev.matmul(h, w("gate")), dev.matmul(h, w("up")))
+            x = K.residual_add(x, dev.matmul(act, w("down")))
+        logits = dev.matmul(self._norm(x, p["norm"]), p["lm_head"])
+        return {"logits": logits, "next": K.argmax_rows(logits)}
+
+    def _norm(self, x, weight):
+        if self._normed is None:
+            return self.dev.rms_norm(x, weight, eps=self.config.eps)
+        return K.rms_norm_into(self._normed, x, weight, self.config.eps)
+
+    # ------------------------------------------------------------------ state
+
+    def set_inputs(self, tokens, pos: int) -> None:
+        """Write the next step's tokens [batch] and position in place (what a replay
+        reads)."""
+        tokens = np.asarray(tokens)
+        if tokens.shape != (self.batch,) or tokens.dtype.kind not in "iu" or \
+                tokens.min() < 0 or tokens.max() >= self.config.vocab:
+            raise ZynMLError(f"tokens must be {self.batch} ids in 0..{self.config.vocab - 1},"
+                             f" got {tokens.dtype}{list(tokens.shape)}")
+        if not 0 <= pos < self.context:
+            raise ZynMLError(f"position {pos} is outside the context of {self.context}")
+        assign(self.tokens, tokens.astype(np.int64))
+        assign(self.pos, np.array(pos, np.int64))
+
+    def reset(self) -> None:
+        """Zero the KV caches: a new sequence starts (the cache write adds into zeros)."""
+        for cache in self.k_caches + self.v_caches:
+            self.dev.zero_buffer(cache)
+
+    # ------------------------------------------------------------------ the graph
+
+    def capture(self):
+        """Record one step as a graph (once; `generate` does it). The step runs once
+        before (it compiles and loads every kernel, which a CUDA capture must not), and
+        on the CPU again while it is recorded: the caches are zeroed afterwards."""
+        if self.graph is None:
+            self.step()
+            with capture(device=self.device) as graph:
+                out = self.step()
+            self._outputs = {key: _locate(graph, value) for key, value in out.items()}
+            self.graph = graph
+            self.reset()
+        return self.graph
+
+    def replay(self) -> dict:
+        """One step as one graph replay: {"logits", "next"} as `step` gives them."""
+        outputs = self.capture().replay()
+        return {key: outputs[index][name] for key, (index, name) in self._outputs.items()}
+
+    # ------------------------------------------------------------------ generating
+
+    def generate(self, prompt, steps: int, use_graph: bool = True) -> Generation:
+        """Greedy generation: the prompt [batch, n] token by token, then `steps` tokens,
+        each step a graph replay (`use_graph`) or the step's calls one by one."""
+        prompt = np.asarray(prompt)
+        if prompt.ndim != 2 or prompt.shape[0] != self.batch or prompt.shape[1] < 1:
+            raise ZynMLError(f"the prompt must be [batch {self.batch}, tokens >= 1], got "
+                             f"shape {list(prompt.shape)}")
+        if steps < 1 or prompt.shape[1] + steps - 1 > self.context:
+            raise ZynMLError(f"{prompt.shape[1]} prompt tokens and {steps} new ones do not "
+                             f"fit the context of {self.context} (steps >= 1)")
+        run = self.replay if use_graph else self.step
+        if use_graph:
+            self.set_inputs(prompt[:, 0], 0)
+            self.capture()
+        self.reset()
+        tokens, logits, token = [], [], prompt[:, 0]
+        for t in range(prompt.shape[1] + steps - 1):
+            token = prompt[:, t] if t < prompt.shape[1] else token
+            self.set_inputs(token, t)
+            out = run()
+            if t >= prompt.shape[1] - 1:
+                token = self.dev.download(out["next"])
+                tokens.append(token)
+                logits.append(self.dev.download(out["logits"]).astype(np.float32))
+        return Generation(np.stack(tokens, axis=1), logits)
+
+    def bytes_per_step(self, positions: int) -> int:
+        """What a step must read at least: every weight but the embedding (one row per
+        token) and the caches' keys and values of `positions` positions."""
+        cfg = self.config
+        size = np.dtype(numpy_dtype(cfg.dtype)).itemsize
+        weights = sum(math.prod(s) for n, s in parameter_shapes(cfg).items() if n != "embed")
+        kv = 2 * cfg.layers * self.batch * cfg.kv_heads * positions * cfg.head_dim
+        return (weights + kv + self.batch * cfg.hidden) * size
+
+
+def _locate(graph, value) -> tuple[int, str]:
+    """(call index, output name) of a value a captured call returned."""
+    for index, outputs in enumerate(graph.outputs):
+        for name, output in outputs.items():
+            if output is value:
+                return index, name
+    raise ZynMLError("internal: a step's result is not an output of its graph")
