@@ -9,7 +9,8 @@ default), `--batch` x `--seq` tokens per GPU, f32. For each GPU count n (1, 2, 4
 up to N, the visible GPUs, and N) it launches n processes with PyTorch's launcher
 (`--worker`, zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps
 (wall clock, each process drained before and after, the slowest process's time), and
-times the gradient all-reduce apart (the device drained before and after it). Reported:
+times the gradient all-reduce apart (the device drained before and after it; so it
+includes waiting for the slowest process's backward pass). Reported:
 the median step, tokens per second over all GPUs, the speed-up against one GPU, and the
 all-reduce's share of a step; then the losses of the N-GPU run against one GPU that
 accumulates the same global batch (the N shards in turn), step for step. `--device cpu
