@@ -14,11 +14,14 @@ __all__ = ["BACKEND", "STAGES", "to_vmfb", "refuse_f64"]
 
 # IREE 3.13's data tiling crashes the compiler on some contractions (seen: a generic
 # whose output has a parallel loop no input uses, as `dot` in a per-element attention
-# gives), and refuses some of dynamic sizes ("large vector sizes": it vectorizes a `?` as
-# 2^53 elements; seen: a matmul of slices whose sizes come from other inputs' dims); the
-# same module compiles without it, only slower on matmul-like ops.
+# gives), refuses some of dynamic sizes ("large vector sizes": it vectorizes a `?` as
+# 2^53 elements; seen: a matmul of slices whose sizes come from other inputs' dims), and
+# packs a 0-d value with 2-d tiles (seen: batch_matmuls of extent-1 sizes, as the
+# attention backward of one token and one head gives); the same module compiles without
+# it, only slower on matmul-like ops.
 _DATA_TILING = "--iree-opt-data-tiling"
-_DATA_TILING_REFUSED = "large vector sizes"
+_DATA_TILING_REFUSED = ("large vector sizes",
+                        "tiling factors must be less than or equal to the input rank")
 
 
 # fold-scalar-tensors: scalar islands (`|> sqrt()` of a reduction) as 0-d generics, as on
@@ -50,7 +53,8 @@ def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
         return compile_to_vmfb(text, target, cache=cache)
     except BackendError as err:
         crashed = "Please report issues" in err.stderr
-        if not (crashed or _DATA_TILING_REFUSED in err.stderr) or \
+        refused = any(reason in err.stderr for reason in _DATA_TILING_REFUSED)
+        if not (crashed or refused) or \
                 _DATA_TILING not in target.flags:
             raise
         if crashed:
