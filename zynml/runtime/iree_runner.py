@@ -130,6 +130,8 @@ _HOST_VISIBLE = int(ireert.MemoryType.HOST_VISIBLE)
 _DEVICE_LOCAL = ireert.MemoryType.DEVICE_LOCAL
 _USAGE_DEFAULT = ireert.BufferUsage.DEFAULT
 _MAPPING_SCOPED = int(ireert.BufferUsage.MAPPING_SCOPED)
+_IMPORT_MEMORY = int(ireert.MemoryType.DEVICE_LOCAL | ireert.MemoryType.HOST_VISIBLE)
+_IMPORT_USAGE = int(ireert.BufferUsage.DEFAULT)
 _ELEMENT_TYPES: dict[np.dtype, Any] = {}
 
 # Drivers whose buffers are host memory: their inputs can be imported instead of copied.
@@ -140,6 +142,10 @@ _HOST_DRIVERS = frozenset({"local-task", "local-sync"})
 # to the IREE buffer's (HalAllocator.import_host_allocation ties it to the Python HalBuffer
 # object only: once that is collected the array may be freed under IREE).
 _ALIGNMENT = 64
+# Reflection entries of zynml/backend/iree/read_only.py (not imported: the runtime needs
+# only numpy and iree.runtime)
+_READ_ONLY_KEY = "zynml.read_only"
+_ALIGNMENT_KEY = "zynml.binding_alignment"
 # Inputs of at least this size are copied into a reused staging buffer and imported;
 # smaller ones into a fresh IREE buffer (allocate_buffer_copy: ~1 µs at 4 KiB, while at
 # 32 MiB it costs 27-35 ms, nearly all of it page faults of the fresh allocation).
@@ -236,10 +242,11 @@ class _Staged:
 class _Borrowed:
     """A caller's array imported as is: results that share its memory must be copied."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "keep")
 
-    def __init__(self, array):
+    def __init__(self, array, keep=None):
         self.array = array
+        self.keep = keep  # an import that must outlive the call (see _borrowed_view)
 
 
 class _TensorParam:
@@ -252,10 +259,13 @@ class _TensorParam:
     function leaves this parameter's buffer alone (see IreeFunction).
     """
 
-    __slots__ = ("device", "dtype", "host", "borrow", "writes", "pool", "_allocate")
+    __slots__ = ("device", "dtype", "host", "borrow", "alignment", "writes", "pool",
+                 "_allocate")
 
-    def __init__(self, device, dtype: np.dtype | None, host: bool, borrow: bool):
+    def __init__(self, device, dtype: np.dtype | None, host: bool, borrow: bool,
+                 alignment: int = _ALIGNMENT):
         self.device, self.dtype, self.host, self.borrow = device, dtype, host, borrow
+        self.alignment = alignment  # what the kernels assume of an imported buffer
         self.writes: bool | None = None  # does IREE write/keep this input? None: not probed
         self.pool: list[np.ndarray] = []
         self._allocate = device.allocator.allocate_buffer_copy
@@ -276,15 +286,15 @@ class _TensorParam:
 
     def _import(self, inputs, x: np.ndarray, dtype: np.dtype):
         """x (large) imported: borrowed as it is, or copied into a staging buffer of `dtype`."""
-        if (self.borrow and self.writes is False and x.flags.c_contiguous and x.flags.writeable
-                and x.dtype.isnative and x.ctypes.data % _ALIGNMENT == 0):
+        if (self.borrow and self.writes is False and x.flags.c_contiguous
+                and x.dtype.isnative and x.ctypes.data % self.alignment == 0):
             try:
-                view = _import_view(self.device, x)
-            except (BufferError, ValueError, RuntimeError):
+                view, keep = self._borrowed_view(x)
+            except (BufferError, ValueError, RuntimeError, TypeError):
                 pass  # an export numpy or IREE refuses: staged below
             else:
                 inputs.push_ref(view.ref)
-                return _Borrowed(x)
+                return _Borrowed(x, keep)
         nbytes = x.nbytes
         try:
             buffer = self.pool.pop()  # atomic: concurrent calls each get their own
@@ -297,6 +307,19 @@ class _TensorParam:
         inputs.push_ref(_import_view(self.device, staged).ref)
         probe = x if self.borrow and self.writes is None else None
         return _Staged(self, buffer, weakref.ref(staged), probe)
+
+    def _borrowed_view(self, x: np.ndarray):
+        """(buffer view of x's own memory, what must live until the call has returned).
+
+        DLPack where x is 64-byte aligned (it ties x's life to IREE's buffer); else, for
+        kernels that assume less (`alignment`), import_host_allocation, which accepts any
+        address but ties x's life to the Python HalBuffer only: held until the call has
+        returned, which suffices for a parameter IREE neither keeps nor returns."""
+        if x.ctypes.data % _ALIGNMENT == 0 and x.flags.writeable:
+            return _import_view(self.device, x), None
+        bits = x.view(_AS_BITS.get(x.dtype, x.dtype)).reshape(-1).view(np.uint8)
+        buffer = self.device.allocator.import_host_allocation(bits, _IMPORT_MEMORY, _IMPORT_USAGE)
+        return ireert.HalBufferView(buffer, x.shape, _element_type(x.dtype)), buffer
 
 
 def _scalar_packer(dtype: np.dtype) -> Callable[[Any, Any], None]:
@@ -395,20 +418,27 @@ class IreeFunction:
         self._params: list[_TensorParam] = []  # every tensor parameter, for release_staging
         self._dynamic: list[Callable[[Any, Any], Any]] = []  # packers when unparsed, by position
         parsed = _parse_declaration(self.signature) if self.signature else None
+        # what the compiler told (zynml/backend/iree/read_only.py): parameters IREE only
+        # reads, imported without a copy where their arrays are aligned enough
+        reflection = vm_function.reflection
+        read_only = {int(i) for i in reflection.get(_READ_ONLY_KEY, "").split()}
+        alignment = int(reflection.get(_ALIGNMENT_KEY, _ALIGNMENT))
         if parsed is None:
             self._packers = None
             self._result_dtypes = None
         else:
             params, results = parsed
             self._packers = tuple(
-                self._tensor_param(p.dtype).pack if p.is_tensor
+                self._tensor_param(p.dtype, i in read_only, alignment).pack if p.is_tensor
                 else _scalar_packer(p.dtype) if p.dtype is not None
                 else _dynamic_packer(self._tensor_param(None))
-                for p in params)
+                for i, p in enumerate(params))
             self._result_dtypes = tuple(r.dtype for r in results)
 
-    def _tensor_param(self, dtype: np.dtype | None) -> _TensorParam:
-        param = _TensorParam(self._device, dtype, self._host, self._borrow)
+    def _tensor_param(self, dtype: np.dtype | None, read_only: bool = False,
+                      alignment: int = _ALIGNMENT) -> _TensorParam:
+        param = _TensorParam(self._device, dtype, self._host, self._borrow or read_only,
+                             max(alignment, 1) if read_only else _ALIGNMENT)
         self._params.append(param)
         return param
 
