@@ -13,10 +13,12 @@ left is IREE's invoke (local-task wakes its worker threads) and two buffer copie
 
 Large inputs (64 KiB and up, CPU drivers) are not copied into fresh IREE buffers: that
 costs more than the kernel (a 32 MiB f32 `x + x`: 44 ms a call, 33 of them page faults of
-the fresh input buffer). They are copied into reused, 64-byte aligned staging buffers
-that IREE imports through DLPack (~10 ms a call), or, with
-IreeModule(..., borrow_inputs=True), imported as they are when aligned (~4-5 ms, the
-kernel time). IreeFunction's docstring says why borrowing is not the default.
+the fresh input buffer). An input the compiler marked read-only (the function's
+reflection, zynml/backend/iree/read_only.py) is imported as it is when aligned as the
+kernels assume (~4-5 ms, the kernel time); others are copied into reused, 64-byte
+aligned staging buffers that IREE imports through DLPack (~10 ms a call), or, with
+IreeModule(..., borrow_inputs=True), imported as they are when aligned. IreeFunction's
+docstring says why.
 
 The IREE instance and device of a driver are created once per process (creating a
 local-task device starts a thread pool; a GPU device, a driver context) and shared by
@@ -136,11 +138,14 @@ _ELEMENT_TYPES: dict[np.dtype, Any] = {}
 
 # Drivers whose buffers are host memory: their inputs can be imported instead of copied.
 _HOST_DRIVERS = frozenset({"local-task", "local-sync"})
-# IREE's CPU kernels assume 64-byte aligned buffers: an imported array at 16 mod 64 (where
-# malloc puts large numpy arrays) crashes the process (aligned vector loads), it does not
-# fail. Imports go through DLPack, which checks this alignment and ties the array's life
-# to the IREE buffer's (HalAllocator.import_host_allocation ties it to the Python HalBuffer
-# object only: once that is collected the array may be freed under IREE).
+# IREE's CPU kernels assume 64-byte aligned buffers unless compiled with
+# --iree-stream-resource-min-offset-alignment: an imported array at 16 mod 64 (where
+# malloc puts large numpy arrays) crashes the process (aligned vector loads; seen with a
+# softmax), it does not fail. DLPack imports check this alignment (IREE's heap buffers
+# want 64) and tie the array's life to the IREE buffer's; HalAllocator.
+# import_host_allocation takes any address but ties it to the Python HalBuffer object
+# only (once that is collected the array may be freed under IREE): used only for
+# parameters IREE neither keeps nor returns (see IreeFunction).
 _ALIGNMENT = 64
 # Reflection entries of zynml/backend/iree/read_only.py (not imported: the runtime needs
 # only numpy and iree.runtime)
@@ -395,7 +400,11 @@ class IreeFunction:
     imported as they are, for parameters that a first (staged) call showed IREE neither
     writes nor keeps; results that would share memory with such an array are copied.
     That first-call check compares bytes, so it cannot see a write of the bytes already
-    there: borrow only for functions that do not update their arguments.
+    there: borrow only for functions that do not update their arguments. Parameters the
+    compiler proved read-only (reflection `zynml.read_only`: only read by the program,
+    never returned) are borrowed that way by default, at the alignment the kernels were
+    compiled for (`zynml.binding_alignment`: 16 on ZynML's CPU target, where numpy's
+    large arrays are 16 mod 64), the first-call check kept as a second guard.
 
     Results: always a list. On CPU drivers each array is a zero-copy, read-only view of
     that call's own output buffer (later calls never overwrite it); on GPUs, a copy.
