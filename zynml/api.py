@@ -110,19 +110,15 @@ class Program:
         self._dynamic, self._static, self._cache = dynamic, static, ArtifactCache()
         self._shapes = specialize.for_program(self, dynamic, static, _parent is None and not _part)
         self._executables = self._shapes.executables  # signature key -> _Executable
-        # calls of signatures seen before, straight to the executable: GPU arrays on
-        # native CUDA (runtime/cuda/function.py), numpy arrays on the CPU (host_calls.py)
-        self._fast_calls = None
-        if (self.backend == "native" or self.backend == "iree" and self.placement.kind == "cpu") \
-                and not (self._segments or self._data_parallel or self.generic.host_values
-                         or self.checks or self._async):
+        self._fast_calls = None  # calls of signatures seen before: to the executable
+        if (self.backend == "native" or self.placement.kind == "cpu") and not (self._segments
+                or self._data_parallel or self.generic.host_values or self.checks or self._async):
             self._fast_calls = self._new_fast_calls()
 
     def _new_fast_calls(self):
-        if self.backend == "iree":
+        if self.backend != "native":  # numpy arrays on the CPU (IREE): host_calls.py
             from .host_calls import HostCalls
-            return HostCalls(self.generic.static_scalars, dict(self.generic.mutated),
-                             self._shapes.count_hit)
+            return HostCalls(self.generic, self._shapes)
         from .runtime.cuda.function import FastCalls
         return FastCalls(self.generic.static_scalars, tuple(self.generic.mutated))
 
@@ -279,11 +275,8 @@ class Program:
         args = [argument(name, values[name], checked) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
         if self._fast_calls is not None and not checked.list_outputs and not records:
-            if self.backend == "iree":
-                self._fast_calls.add(inputs, executable.function, checked)
-            else:
-                self._fast_calls.add(inputs, executable.function, list(checked.inputs),
-                                     checked.flat_outputs(), scalar_outputs(checked))
+            self._fast_calls.add(inputs, executable.function, list(checked.inputs),
+                                 checked.flat_outputs(), scalar_outputs(checked))
         return {name: [output(results[n], checked, n) for n in checked.list_outputs[name]]
                 if name in checked.list_outputs else output(results[name], checked, name)
                 for name in checked.outputs}

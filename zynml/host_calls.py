@@ -57,11 +57,15 @@ def _finisher(checked: CheckedProgram, name: str) -> Callable[[np.ndarray], Any]
 class HostCalls:
     """The signatures of a Program's successful CPU calls, each bound to its function."""
 
-    def __init__(self, static: frozenset, mutated: dict, count_hit: Callable[[], None]):
+    def __init__(self, generic: CheckedProgram, shapes: Any):
+        """generic: the program checked without shapes; shapes: its Specializations
+        (zynml/specialize.py), whose executables `add` finds and whose stats count
+        these calls as memory hits."""
         self._calls: dict[tuple, Callable[[dict], dict]] = {}
-        self._static = frozenset(static)  # int inputs compiled by value (sizes, indices)
-        self._mutated = mutated  # `mut` inputs: checked for aliasing, written back
-        self._count_hit = count_hit  # Program.stats() counts these calls as memory hits
+        self._static = frozenset(generic.static_scalars)  # ints compiled by value (sizes)
+        self._mutated = generic.mutated  # `mut` inputs: checked for aliasing, written back
+        self._shapes = shapes
+        self._count_hit = shapes.count_hit
 
     def call(self, inputs: dict[str, Any]) -> dict[str, Any] | None:
         """The outputs by name, or None: a signature not seen, or a capture block."""
@@ -77,10 +81,14 @@ class HostCalls:
             return write_back(run(inputs), inputs, self._mutated)
         return run(inputs)
 
-    def add(self, inputs: dict[str, Any], function: Any, checked: CheckedProgram) -> None:
-        """Calls like `inputs` (just run through the checks) go to `function` from now on."""
+    def add(self, inputs: dict[str, Any], function: Any, *_) -> None:
+        """Calls like `inputs` (just run through the checks) go to `function` (one of the
+        executables' functions) from now on. The arguments after `function`, what the
+        CUDA FastCalls.add takes, are read from the executable's checked program."""
         key = _key(inputs, self._static)
-        if key is None or sorted(inputs) != sorted(checked.inputs):
+        checked = next((e.checked for e in list(self._shapes.executables.values())
+                        if e.function is function), None)
+        if key is None or checked is None or sorted(inputs) != sorted(checked.inputs):
             return
         arrays = {name for name, value in inputs.items()
                   if type(value) is _ndarray and is_tensor(checked.inputs[name])}
