@@ -7,6 +7,7 @@ import dataclasses
 from ...errors import BackendError, SourceLocation, ZynMLError, note
 from ...stage import Backend, Output, Stage
 from .compile import compile_to_vmfb
+from .read_only import annotate
 from .scatter import expand_scatters
 from .target import IreeTarget, for_module
 
@@ -32,22 +33,25 @@ _DATA_TILING_REFUSED = ("large vector sizes",
 IREE_INPUT_PIPELINE = "builtin.module(fold-scalar-tensors,safe-integer-division)"
 
 
-def iree_input(linalg_module) -> str:
-    """The text iree-compile gets: the module after IREE_INPUT_PIPELINE (the stage's
-    module, what `--emit linalg` shows, is unchanged)."""
+def iree_input(linalg_module, alignment: int = 64) -> str:
+    """The text iree-compile gets: the module after IREE_INPUT_PIPELINE, its entry
+    functions' reflection telling the runtime which inputs are only read and the buffer
+    `alignment` the kernels assume (read_only.py). The stage's module, what `--emit
+    linalg` shows, is unchanged."""
     from mlir import ir  # here: a machine that only runs cached artifacts has no MLIR
     from ...passes.pipeline import build_pass_manager
     text = str(linalg_module)
     with linalg_module.context:
         module = ir.Module.parse(text)
     build_pass_manager(IREE_INPUT_PIPELINE, module.context).run(module.operation)
+    annotate(module, alignment)
     return str(module)
 
 
 def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
     """linalg on tensors -> vmfb; `cache` keeps iree-compile's results by MLIR text."""
     # iree_linalg_ext.scatter: IREE's own
-    text = expand_scatters(iree_input(linalg_module))
+    text = expand_scatters(iree_input(linalg_module, target.binding_alignment()))
     target = for_module(target, text)
     try:
         return compile_to_vmfb(text, target, cache=cache)
