@@ -20,7 +20,8 @@ import copy
 from typing import Any, Optional
 
 from . import ast
-from .body_checker import BodyChecker, eval_extent
+from .body_checker import BodyChecker
+from .body_rules import MATH_BUILTINS
 from .depth import check_expression_depth
 from .outputs import bind_outputs, several_outputs
 from .pipeline_values import check_call_targets, returned_values
@@ -28,6 +29,7 @@ from .program_level import ProgramLevel
 from .ranges import (check_arg_reduction, check_divisors, check_local_arrays,
                      check_result_size, check_steps, result_extent)
 from .record_inputs import RecordInputs, first_index_rank, is_path, path_root
+from .result_shapes import eval_extent
 from .size_resolution import SizeResolution
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
 from .types import ANY, F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
@@ -251,7 +253,6 @@ class _ProgramChecker(ProgramLevel, RecordInputs, WholeValueSteps, SizeResolutio
         raise ZynMLError("this statement is not supported at the top level yet", stmt.loc)
 
     def _check_pipe(self, call: ast.Call, ty: Any) -> ast.Call:
-        from .body_checker import MATH_BUILTINS
         if not isinstance(call.func, ast.Name) or call.func.id not in MATH_BUILTINS:
             raise ZynMLError("'|>' needs a scalar builtin on its right (e.g. |> sqrt())",
                              call.loc)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import ast
-from .body_checker import eval_extent
+from .result_shapes import eval_extent
 from .symbols import Size, is_tensor
 from .types import I64
 from ..errors import ZynMLError

@@ -7,9 +7,9 @@ import math
 from typing import Any
 
 from . import ast
-from .body_checker import eval_extent
 from .lexer import MAX_INT
 from .ranges import check_extent_divisors
+from .result_shapes import eval_extent
 from .size_resolution import names_in
 from .symbols import Size, Step, is_tensor
 from .types import ANY, I64, TensorType
