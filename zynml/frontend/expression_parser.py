@@ -1,9 +1,6 @@
-"""Expressions, by precedence climbing: tokens -> ast.Expr.
-
-Precedence, lowest first: `|>`, `await`, `or`, `and`, `not`, comparisons
-(non-associative), `+ -`, `* / % @`, unary `-`, `^` (right-associative), postfix
-(call, index, attribute). A `compute(...) { ... }` expression holds statements, so
-parse_compute comes from the statement parser built on this class.
+"""Expressions, by precedence climbing: tokens -> ast.Expr (the precedence table is
+_BINARY_PRECEDENCE; parser.py lists the levels). A `compute(...) { ... }` expression
+holds statements, so parse_compute comes from the statement parser built on this class.
 """
 from __future__ import annotations
 

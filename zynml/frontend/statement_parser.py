@@ -1,14 +1,5 @@
 """Statements, blocks and compute bodies (with their annotations): tokens -> ast.Stmt.
-
-    statement  := let | var | shared | for | if | yield | return | '...' | assign | expr
-    for        := 'for' range (',' range)* ':' suite
-    range      := NAME 'in' expr '..' expr ['step' expr]
-    if         := 'if' expr ':' suite ['else' (':' suite | if)]
-    suite      := NEWLINE INDENT statement+ DEDENT | simple_statement
-    compute    := 'compute' '(' args ')' annotation* '{' body '}'
-    body       := NEWLINE INDENT annotation_line* statement* DEDENT   (multi-line)
-                | annotation* [statement]                             (one line)
-"""
+The grammar they follow is sketched in parser.py."""
 from __future__ import annotations
 
 from typing import Optional
