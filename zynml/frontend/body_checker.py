@@ -140,7 +140,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
         op_name = op.op if isinstance(op, ast.ReduceOpName) else getattr(op, "id", None)
         if op_name not in REDUCE_OPS:
             raise error_at(f"unknown reduction operator '{op_name or '?'}'; expected one of "
-                       + ", ".join(REDUCE_OPS), op)
+                           + ", ".join(REDUCE_OPS), op)
         axis = None
         for kw in spec.kwargs:
             if kw.name != "axis":
@@ -155,7 +155,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
         for ann in node.outer + node.inner:
             if ann.name not in KNOWN_ANNOTATIONS:
                 raise error_at(f"unknown annotation '@{ann.name}'; expected one of "
-                           + ", ".join(f"@{a}" for a in sorted(KNOWN_ANNOTATIONS)), ann)
+                               + ", ".join(f"@{a}" for a in sorted(KNOWN_ANNOTATIONS)), ann)
             if ann.name == "broadcast":
                 out.setdefault("broadcast", []).append(ann)
             elif ann.name in ("workgroup",):
@@ -195,8 +195,8 @@ class BodyChecker(WholeTensorValues, KernelResult):
                 raise error_at("@broadcast takes an input name and axis=n", ann)
             target = ann.args[0].id
             if target not in self.scopes[0] or self.scopes[0][target].kind != "arg":
-                raise error_at(f"@broadcast names '{target}', which is not an input of this compute",
-                           ann.args[0])
+                raise error_at(f"@broadcast names '{target}', which is not an input of this "
+                               "compute", ann.args[0])
             for kw in ann.kwargs:
                 if kw.name != "axis" or not isinstance(kw.value, ast.IntLit):
                     raise error_at("@broadcast takes axis=<integer>", kw)
@@ -217,7 +217,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
         method = getattr(self, "_stmt_" + type(stmt).__name__, None)
         if method is None:
             raise error_at(f"'{type(stmt).__name__.lower().rstrip('_')}' is not supported in a "
-                       "compute body yet", stmt)
+                           "compute body yet", stmt)
         method(stmt)
 
     def _stmt_For(self, stmt: ast.For) -> None:
@@ -303,8 +303,8 @@ class BodyChecker(WholeTensorValues, KernelResult):
                 return
             if sym.kind == "arg":
                 raise error_at(f"cannot write to input '{target.base.id}'"
-                           + (" (mark it 'mut' in compute(...) to update it in place)"
-                              if is_tensor(sym.ty) else ""), target.base)
+                               + (" (mark it 'mut' in compute(...) to update it in place)"
+                                  if is_tensor(sym.ty) else ""), target.base)
             if sym.kind == "shared":
                 target.base.sym = sym
                 self._check_rank(sym, target, len(target.indices))
@@ -312,12 +312,12 @@ class BodyChecker(WholeTensorValues, KernelResult):
                     self._index_expr(idx)
                 if stmt.op is not None:
                     raise error_at("compound assignment to a shared array is not supported; "
-                               "compute the value in a var", target)
+                                   "compute the value in a var", target)
                 target.ty = value_t
                 return
             if sym.kind != "out":
                 raise error_at(f"cannot write to '{target.base.id}': only 'out' and shared "
-                           "arrays are written by index", target.base)
+                               "arrays are written by index", target.base)
             target.base.sym = sym
             for idx in target.indices:
                 self._index_expr(idx)
@@ -339,7 +339,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
     def _stmt_Yield(self, stmt: ast.Yield) -> None:
         if self.kind != "reduce":
             raise error_at("'yield' outside a reduction (the kernel is "
-                       f"'{self.kind}', not 'reduce(...)')", stmt)
+                           f"'{self.kind}', not 'reduce(...)')", stmt)
         value = stmt.value
         pair = self.reduce_op in ("argmin", "argmax")
         if pair:
@@ -349,7 +349,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
             it = self._expr(value.elts[1])
             if not it.may_be_int():
                 raise error_at(f"the index of a yielded pair must be an integer, got {it}",
-                           value.elts[1])
+                               value.elts[1])
         else:
             if isinstance(value, ast.TupleExpr):
                 raise error_at(f"'reduce({self.reduce_op})' yields one value, not a pair", stmt)
@@ -431,7 +431,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
         if outer is not None:
             if is_tensor(outer.ty):
                 raise error_at(f"'{e.id}' is a tensor that is not an input of this compute; "
-                           f"add it to compute(...)", e)
+                               f"add it to compute(...)", e)
             self.captures[e.id] = outer
             return outer
         if e.id in self.bound_names or e.id in self.sizes:
@@ -479,8 +479,8 @@ class BodyChecker(WholeTensorValues, KernelResult):
             raise unknown_output(self, e.base)
         if sym is None:
             if local in self.outer_tensors:
-                raise error_at(f"'{local}' is not an input of this compute; add it to compute(...)",
-                           e.base)
+                raise error_at(f"'{local}' is not an input of this compute; add it to "
+                               "compute(...)", e.base)
             raise error_at(f"unknown name '{local}'", e.base)
         if sym.kind == OUTPUTS_NAMESPACE:
             raise unknown_output(self, e.base)
@@ -503,7 +503,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
         ty: TensorType = sym.ty
         if ty.rank is not None and ty.rank != len(e.indices):
             raise error_at(f"rank mismatch: '{local}' has rank {ty.rank} but is indexed with "
-                       f"{len(e.indices)} {'index' if len(e.indices) == 1 else 'indices'}", e)
+                           f"{len(e.indices)} {'index' if len(e.indices) == 1 else 'indices'}", e)
         for dim, idx in enumerate(e.indices):
             self._index_expr(idx)
             self._bind_size(sym.name, dim, idx)
@@ -539,13 +539,13 @@ class BodyChecker(WholeTensorValues, KernelResult):
             return check_random_call(e, self._expr)
         if name not in MATH_BUILTINS:
             raise error_at(f"unknown function '{name}'; builtins are "
-                       + ", ".join(sorted([*MATH_BUILTINS, *RANDOM_BUILTINS])), e.func)
+                           + ", ".join(sorted([*MATH_BUILTINS, *RANDOM_BUILTINS])), e.func)
         lo, hi = MATH_BUILTINS[name]
         if e.kwargs:
             raise error_at(f"'{name}' takes no keyword arguments", e.kwargs[0])
         if not lo <= len(e.args) <= hi:
             raise error_at(f"'{name}' takes {lo} argument{'s' if lo > 1 else ''}, "
-                       f"got {len(e.args)}", e)
+                           f"got {len(e.args)}", e)
         types = [self._expr(a) for a in e.args]
         common = types[0]
         for a, t in zip(e.args[1:], types[1:]):
@@ -561,7 +561,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
     def _check_rank(self, sym: Symbol, node: ast.Node, n: int) -> None:
         if sym.ty.rank is not None and sym.ty.rank != n:
             raise error_at(f"rank mismatch: '{sym.name}' has rank {sym.ty.rank} but is indexed "
-                       f"with {n} {'index' if n == 1 else 'indices'}", node)
+                           f"with {n} {'index' if n == 1 else 'indices'}", node)
 
 
     @staticmethod

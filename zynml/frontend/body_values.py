@@ -37,7 +37,7 @@ class WholeTensorValues:
             if len(tensors) == 2 and None not in (tensors[0].rank, tensors[1].rank) and \
                     tensors[0].rank != tensors[1].rank:
                 raise error_at(f"operands of '{e.op}' have ranks {tensors[0].rank} and "
-                           f"{tensors[1].rank}", e)
+                               f"{tensors[1].rank}", e)
             dtype = promote(lt.dtype if is_tensor(lt) else lt, rt.dtype if is_tensor(rt) else rt)
             if dtype is None or dtype.is_bool:
                 raise error_at(f"operator '{e.op}' cannot combine these operands", e)
@@ -57,7 +57,7 @@ class WholeTensorValues:
                 e.ty = TensorType(dtype, t.shape)
                 return e.ty
         raise error_at("this whole-tensor expression is not supported; index the tensor "
-                   "inside a loop instead", e)
+                       "inside a loop instead", e)
 
     def _reduce_call(self, e: ast.Call) -> ScalarType:
         """`reduce(op, tensor)`: a full reduction of a whole tensor."""
@@ -67,7 +67,7 @@ class WholeTensorValues:
         name = op.op if isinstance(op, ast.ReduceOpName) else getattr(op, "id", None)
         if name not in ("+", "*", "min", "max"):
             raise error_at(f"unknown reduction operator '{name}' for reduce(); expected one of "
-                       "+, *, min, max", op)
+                           "+, *, min, max", op)
         t = self._value(e.args[1])
         if not is_tensor(t):
             raise error_at("the second argument of 'reduce' must be a tensor", e.args[1])
@@ -96,7 +96,7 @@ class WholeTensorValues:
             raise error_at("compound assignment to the whole 'out' is not supported", stmt)
         if not is_tensor(t):
             raise error_at("'out = value' needs a tensor value; write out[indices] = value for "
-                       "elements", stmt.value)
+                           "elements", stmt.value)
         stmt.target.ty = t.dtype
         self.whole_out = stmt
         self.stores.append(stmt)
@@ -139,7 +139,7 @@ class WholeTensorValues:
         e.base.sym = sym
         if sym.ty.rank is not None and sym.ty.rank != len(e.indices) + 1:
             raise error_at(f"'{e.base.id}' has rank {sym.ty.rank}: a row of it takes "
-                       f"{sym.ty.rank - 1} indices, not {len(e.indices)}", e)
+                           f"{sym.ty.rank - 1} indices, not {len(e.indices)}", e)
         for dim, idx in enumerate(e.indices):
             self._index_expr(idx)
             self._bind_size(sym.name, dim, idx)

@@ -33,7 +33,7 @@ class KernelResult:
             if len(store.target.indices) != rank:
                 first = self.stores[0].target
                 raise error_at(f"rank mismatch: 'out' was written with {rank} indices "
-                           f"at {first.loc.line}:{first.loc.col}", store.target)
+                               f"at {first.loc.line}:{first.loc.col}", store.target)
             for dim, idx in enumerate(store.target.indices):
                 extent = extent_of_index(idx)
                 if extent is None:
@@ -43,7 +43,7 @@ class KernelResult:
                         notes = [(f"'{idx.id}' is bound by '{idx.sym.kind}' here, so it is no "
                                   "longer the loop variable of that name", idx.sym.loc)]
                     raise error_at("cannot infer the output shape: index 'out' with a*i + c, "
-                               "i a loop variable running from 0 in steps of 1", idx, notes)
+                                   "i a loop variable running from 0 in steps of 1", idx, notes)
                 check_extent_is_known(extent, idx)
                 if not any(ast.same_extent(extent, e) for e in extents[dim]):
                     extents[dim].append(extent)
@@ -77,7 +77,7 @@ class KernelResult:
     def _reduce_result(self, reduce_op: str, axis: Optional[int]):
         if len(self.yields) != 1:
             raise error_at(f"a reduction body must yield exactly once (found {len(self.yields)})",
-                       self.yields[1] if self.yields else self.node)
+                           self.yields[1] if self.yields else self.node)
         loops = self._enclosing_loops(self.yields[0])
         value = self.yields[0].value
         if reduce_op in ("argmin", "argmax"):
@@ -89,14 +89,14 @@ class KernelResult:
             return elem, []
         if not 0 <= axis < len(loops):
             raise error_at(f"axis {axis} is out of range: the reduction has {len(loops)} loop "
-                       f"dimension{'s' if len(loops) != 1 else ''}", self.node.kernel)
+                           f"dimension{'s' if len(loops) != 1 else ''}", self.node.kernel)
         dims = []
         for d, rng in enumerate(loops):
             if d == axis:
                 continue
             if not is_zero(rng.lo) or not is_unit_step(rng.step):
                 raise error_at("cannot infer the output shape: kept loops must run from 0 in "
-                           "steps of 1", rng)
+                               "steps of 1", rng)
             check_extent_is_known(rng.hi, rng)
             dims.append(rng.hi)
         return TensorType(elem, (None,) * len(dims)), dims
@@ -149,9 +149,9 @@ def check_extent_is_known(extent: ast.Expr, where: ast.Node) -> None:
         if isinstance(node, ast.Name) and node.sym is not None and \
                 node.sym.kind in ("loop", "let", "var"):
             raise error_at(f"cannot infer the output shape: the loop that gives this dimension "
-                       f"of the result runs to '{node.id}', a {node.sym.kind} variable; its "
-                       "extent must be known before the loops run (a size or a constant)",
-                       where, [(f"'{node.id}' is the end of that loop", node.loc)])
+                           f"of the result runs to '{node.id}', a {node.sym.kind} variable; its "
+                           "extent must be known before the loops run (a size or a constant)",
+                           where, [(f"'{node.id}' is the end of that loop", node.loc)])
 
 
 def is_zero(e: ast.Expr) -> bool:

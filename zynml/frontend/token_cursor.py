@@ -145,7 +145,6 @@ class TokenCursor:
         self.fail(f"expected '{closer}' to close the '{opener.text}' at {where}, "
                   f"found {self.tok.describe()}")
 
-
     def at_statement_end(self) -> bool:
         return self.kind in _STATEMENT_END or (self.kind == "}" and self.inline_brace is not None)
 
