@@ -17,7 +17,7 @@ from .body_rules import (FLOAT_ONLY, KNOWN_ANNOTATIONS, MATH_BUILTINS, REDUCE_OP
                          error_at)
 from .body_values import WholeTensorValues
 from .random_calls import RANDOM_BUILTINS, check_random_call
-from .ranges import fits_64_bits, walk
+from .ranges import fits_64_bits
 from .outputs import (OUTPUTS_NAMESPACE, kernel_outputs, mutable_outputs, mutable_write,
                       out_label, output_target, unknown_output, written_sym)
 from .result_shapes import KernelResult, is_unit_step, is_zero
@@ -563,7 +563,6 @@ class BodyChecker(WholeTensorValues, KernelResult):
             raise error_at(f"rank mismatch: '{sym.name}' has rank {sym.ty.rank} but is indexed "
                            f"with {n} {'index' if n == 1 else 'indices'}", node)
 
-
     @staticmethod
     def _names_in_bounds(stmts: list[ast.Stmt]) -> set[str]:
         """Names used in loop bounds: free ones among them are sizes."""
@@ -578,17 +577,11 @@ class BodyChecker(WholeTensorValues, KernelResult):
             elif isinstance(e, ast.Unary):
                 collect(e.operand)
 
-        def walk(ss):
-            for s in ss:
-                if isinstance(s, ast.For):
-                    for r in s.ranges:
-                        collect(r.lo)
-                        collect(r.hi)
-                        if r.step is not None:
-                            collect(r.step)
-                    walk(s.body)
-                elif isinstance(s, ast.If):
-                    walk(s.then_body)
-                    walk(s.else_body)
-        walk(stmts)
+        for s in ast.nested_statements(stmts):
+            if isinstance(s, ast.For):
+                for r in s.ranges:
+                    collect(r.lo)
+                    collect(r.hi)
+                    if r.step is not None:
+                        collect(r.step)
         return names
