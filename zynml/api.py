@@ -110,13 +110,15 @@ class Program:
         self._dynamic, self._static, self._cache = dynamic, static, ArtifactCache()
         self._shapes = specialize.for_program(self, dynamic, static, _parent is None and not _part)
         self._executables = self._shapes.executables  # signature key -> _Executable
-        self._fast_calls = None  # GPU-array calls of signatures seen before: to the kernels
-        if self.backend == "native" and not (self._segments or self._data_parallel or
-                                             self.generic.host_values or self.checks
-                                             or self._async):
+        self._fast_calls = None  # calls of signatures seen before: to the executable
+        if (self.backend == "native" or self.placement.kind == "cpu") and not (self._segments
+                or self._data_parallel or self.generic.host_values or self.checks or self._async):
             self._fast_calls = self._new_fast_calls()
 
     def _new_fast_calls(self):
+        if self.backend != "native":  # numpy arrays on the CPU (IREE): host_calls.py
+            from .host_calls import HostCalls
+            return HostCalls(self.generic, self._shapes)
         from .runtime.cuda.function import FastCalls
         return FastCalls(self.generic.static_scalars, tuple(self.generic.mutated))
 

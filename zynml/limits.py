@@ -32,9 +32,10 @@ _FRAMES_PER_LEVEL = 8
 
 
 @contextmanager
-def recursion_room(levels: int) -> Iterator[None]:
-    """Make sure a walk `levels` deep fits under the recursion limit while it runs."""
-    needed = _stack_depth() + levels * _FRAMES_PER_LEVEL + 200
+def recursion_room(levels: int, frames_per_level: int = _FRAMES_PER_LEVEL) -> Iterator[None]:
+    """Make sure a walk `levels` deep, each level up to `frames_per_level` Python frames,
+    fits under the recursion limit while it runs."""
+    needed = _stack_depth() + levels * frames_per_level + 200
     old = sys.getrecursionlimit()
     if needed > old:
         sys.setrecursionlimit(needed)

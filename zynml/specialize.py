@@ -190,6 +190,12 @@ class Specializations:
         return Stats(specializations=len(self.executables), dynamic=tuple(dynamic),
                      **self._counts)
 
+    def count_hit(self) -> None:
+        """A call that a fast path (zynml/host_calls.py) ran on an executable of these."""
+        with self._lock:
+            self._counts["calls"] += 1
+            self._counts["memory_hits"] += 1
+
     # ------------------------------------------------------------------ the key
 
     def generalize(self, signature: dict, observe: bool = True) -> dict:

@@ -100,7 +100,9 @@ def test_reduce_sum(rng, shape, axis):
     x = normal(rng, *shape)
     out = K.reduce_sum(x, axis, device="cpu")
     assert out.shape == np.sum(x, axis=axis).shape
-    assert_close(out, x.astype(np.float64).sum(axis=axis))
+    # against the sum of magnitudes: a sum that cancels is only good to f32's error in it
+    assert_close(out, x.astype(np.float64).sum(axis=axis),
+                 floor=np.abs(x.astype(np.float64)).sum(axis=axis).max())
 
 
 def test_reduce_sum_of_integers(rng):

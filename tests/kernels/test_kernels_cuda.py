@@ -135,10 +135,9 @@ def test_packed_causal_attention_on_device_arrays(rng):
     q = rng.standard_normal((seq, heads * d)).astype(np.float16)
     k = rng.standard_normal((seq, kv_heads * d)).astype(np.float16)
     v = rng.standard_normal((seq, kv_heads * d)).astype(np.float16)
-    layout = library.program("attention_heads", CUDA)
-    for x in (q, k):
-        layout.unpack_heads._program.artifact(x=x, d=d)
-    layout.pack_heads._program.artifact(x=np.ones((heads, seq, d), np.float16))
+    layout = library.program("attention_heads", CUDA)  # dynamic sizes: one artifact each
+    layout.split_heads._program.artifact(x=q, batch=1, parts=1, part=0, d=d)
+    layout.merge_heads._program.artifact(o=np.ones((1, heads, seq, d), np.float16))
     precompile("attention", (("h / 1", "h / 4"),), "causal_attention",
                q=np.ones((1, heads, seq, d), np.float16), k=np.ones((1, 2, seq, d), np.float16),
                v=np.ones((1, 2, seq, d), np.float16), cache_start=0)

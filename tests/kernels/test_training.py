@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import zynml.kernels as K
+from conftest import assert_close
 
 SIZES = [(1, 1), (7, 13), (37, 5), (64, 7), (192, 13)]  # multiples of 64: one call
 
@@ -21,8 +22,7 @@ def _layer_norm64(x, w, b, eps):
 
 
 @pytest.mark.parametrize("rows, d", SIZES)
-def test_layer_norm_and_its_gradients(rows, d):
-    rng = np.random.default_rng()
+def test_layer_norm_and_its_gradients(rows, d, rng):
     x, w, b, g = _rand(rng, rows, d), _rand(rng, d), _rand(rng, d), _rand(rng, rows, d)
     y_ref, xhat = _layer_norm64(x, w, b, 1e-5)
     np.testing.assert_allclose(K.layer_norm(x, w, b, 1e-5, device="cpu"), y_ref,
@@ -42,8 +42,7 @@ def test_layer_norm_and_its_gradients(rows, d):
     np.testing.assert_allclose(db2, db, rtol=1e-6, atol=1e-6)
 
 
-def test_layer_norm_input_gradient_by_finite_differences():
-    rng = np.random.default_rng()
+def test_layer_norm_input_gradient_by_finite_differences(rng):
     x, w, b, g = _rand(rng, 3, 11), _rand(rng, 11), _rand(rng, 11), _rand(rng, 3, 11)
     loss = lambda xx: (_layer_norm64(xx, w, b, 1e-5)[0] * g).sum()
     x64, h, numeric = x.astype(np.float64), 1e-6, np.zeros((3, 11))
@@ -57,8 +56,7 @@ def test_layer_norm_input_gradient_by_finite_differences():
 
 @pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (33, 17, 19), (64, 3, 5),
                                         (192, 17, 19)])
-def test_linear_and_its_gradients(rows, k, n):
-    rng = np.random.default_rng()
+def test_linear_and_its_gradients(rows, k, n, rng):
     x, w, b, g = _rand(rng, rows, k), _rand(rng, k, n), _rand(rng, n), _rand(rng, rows, n)
     x64, w64, g64 = (a.astype(np.float64) for a in (x, w, g))
     np.testing.assert_allclose(K.linear(x, w, b, device="cpu"), x64 @ w64 + b,
@@ -74,19 +72,17 @@ def _gelu64(v):
 
 
 @pytest.mark.parametrize("rows, d", SIZES)
-def test_gelu_and_its_gradient(rows, d):
-    rng = np.random.default_rng()
+def test_gelu_and_its_gradient(rows, d, rng):
     x, g = 3 * _rand(rng, rows, d), _rand(rng, rows, d)
     x64 = x.astype(np.float64)
-    np.testing.assert_allclose(K.gelu(x, device="cpu"), _gelu64(x64), rtol=1e-5, atol=1e-6)
+    assert_close(K.gelu(x, device="cpu"), _gelu64(x64))
     numeric = (_gelu64(x64 + 1e-6) - _gelu64(x64 - 1e-6)) / 2e-6
-    np.testing.assert_allclose(K.gelu_backward(x, g, device="cpu"), g * numeric,
-                               rtol=1e-4, atol=1e-5)
+    # norm-wise: where GELU's slope is tiny (x << 0) f32's absolute error is the scale
+    assert_close(K.gelu_backward(x, g, device="cpu"), g * numeric, rtol=1e-4)
 
 
 @pytest.mark.parametrize("batch, seq, heads, head_dim", [(1, 1, 1, 1), (2, 5, 3, 7)])
-def test_heads_move_between_layouts(batch, seq, heads, head_dim):
-    rng = np.random.default_rng()
+def test_heads_move_between_layouts(batch, seq, heads, head_dim, rng):
     width = heads * head_dim
     qkv = _rand(rng, batch * seq, 3 * width)
     parts = qkv.reshape(batch, seq, 3, heads, head_dim).transpose(2, 0, 3, 1, 4)
@@ -101,8 +97,7 @@ def test_heads_move_between_layouts(batch, seq, heads, head_dim):
     np.testing.assert_array_equal(K.merge_qkv(q, k, v, device="cpu"), qkv)
 
 
-def test_residual_add_and_gradient_clipping():
-    rng = np.random.default_rng()
+def test_residual_add_and_gradient_clipping(rng):
     x, y = _rand(rng, 3, 17), _rand(rng, 3, 17)
     np.testing.assert_allclose(K.residual_add(x, y, device="cpu"), x + y, rtol=1e-6)
     g = _rand(rng, 101)
@@ -114,10 +109,9 @@ def test_residual_add_and_gradient_clipping():
 
 
 @pytest.mark.parametrize("sizes, max_norm", [((1,), 1.0), ((101, 7), 0.5), ((13, 2), np.inf)])
-def test_global_norm_and_clip_scale_stay_on_the_device(sizes, max_norm):
+def test_global_norm_and_clip_scale_stay_on_the_device(sizes, max_norm, rng):
     """The global sum of squares is added into a one-element array (no value comes back
     per gradient), and clip_scale is clip_grad_norm_'s factor times grad_scale."""
-    rng = np.random.default_rng()
     grads = [_rand(rng, n) for n in sizes]
     total = np.full(1, np.nan, np.float32)
     assert K.zero_buffer(total, device="cpu") is total
@@ -133,9 +127,8 @@ def test_global_norm_and_clip_scale_stay_on_the_device(sizes, max_norm):
 
 
 @pytest.mark.parametrize("n, weight_decay", [(1, 0.0), (97, 0.1)])
-def test_adamw_with_a_device_gradient_scale_is_torchs_step(n, weight_decay):
+def test_adamw_with_a_device_gradient_scale_is_torchs_step(n, weight_decay, rng):
     torch = pytest.importorskip("torch")
-    rng = np.random.default_rng()
     param, grad = _rand(rng, n), _rand(rng, n)
     m, v = _rand(rng, n) * 0.1, np.abs(_rand(rng, n)) * 0.01
     scale = np.array([0.37], np.float32)
@@ -171,8 +164,7 @@ def test_cuda_clipped_adamw_is_one_kernel_in_place():
     assert [o["value"] for o in plan["outputs"]] == ["%in0", "%in2", "%in3"]  # in place
 
 
-def test_gpt_embedding_and_its_gradients():
-    rng = np.random.default_rng()
+def test_gpt_embedding_and_its_gradients(rng):
     vocab, context, c, batch, seq = 11, 9, 5, 2, 7
     wte, wpe = _rand(rng, vocab, c), _rand(rng, context, c)
     ids = rng.integers(0, vocab, (batch, seq)).astype(np.int32)

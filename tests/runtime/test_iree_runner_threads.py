@@ -1,6 +1,7 @@
 """ZYNML_CPU_THREADS: the worker count of IREE's local-task device (zynml/runtime/iree_runner.py
 runtime_config), checked by counting the worker threads a fresh process starts: by name, since
-other threads (MLIR's compile pool on a cold cache, OpenBLAS) come and go."""
+other threads (MLIR's compile pool on a cold cache, OpenBLAS) come and go, and once the
+count holds, since a new thread takes its name only when it starts running."""
 import os
 import subprocess
 import sys
@@ -11,14 +12,24 @@ from zynml import knobs
 from zynml.runtime import iree_runner
 
 _COUNT_WORKERS = r"""
-import os, numpy as np, zynml
+import os, time, numpy as np, zynml
 x = np.arange(5, dtype=np.float32)
 add_one = "let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n:\n        out[i] = x[i] + 1.0\n}"
 assert np.array_equal(zynml.run(add_one, x=x)["y"], x + 1)
-names = [open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")]
-print(sum(name.startswith("iree-worker") for name in names))
-"""
 
+def workers():
+    names = [open(f"/proc/self/task/{t}/comm").read() for t in os.listdir("/proc/self/task")]
+    return sum(name.startswith("iree-worker") for name in names)
+
+# a new thread names itself once it runs: count until the count holds for 0.3 s
+seen, since, deadline = workers(), time.monotonic(), time.monotonic() + 5
+while time.monotonic() < deadline and time.monotonic() - since < 0.3:
+    time.sleep(0.02)
+    now = workers()
+    if now != seen:
+        seen, since = now, time.monotonic()
+print(seen)
+"""
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
 def test_cpu_threads_knob_sets_the_worker_count():

@@ -396,18 +396,10 @@ def _is_literal(e: ast.Expr) -> bool:
 def _assigned_vars(stmts: list[ast.Stmt], env: dict[Symbol, Any]) -> list[Symbol]:
     """Mutable locals defined outside `stmts` and assigned inside (loop-carried values)."""
     found: list[Symbol] = []
-
-    def walk(ss):
-        for s in ss:
-            if isinstance(s, ast.Assign) and isinstance(s.target, ast.Name):
-                sym = s.target.sym
-                if sym in env and sym not in found:
-                    found.append(sym)
-            elif isinstance(s, ast.For):
-                walk(s.body)
-            elif isinstance(s, ast.If):
-                walk(s.then_body)
-                walk(s.else_body)
-    walk(stmts)
+    for s in ast.nested_statements(stmts):
+        if isinstance(s, ast.Assign) and isinstance(s.target, ast.Name):
+            sym = s.target.sym
+            if sym in env and sym not in found:
+                found.append(sym)
     return found
 

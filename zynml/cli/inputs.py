@@ -34,15 +34,21 @@ _MEMBER = re.compile(rf"({_IDENTIFIER})((?:\.{_IDENTIFIER}|\[\d+\])+)")
 _SEGMENT = re.compile(rf"\.({_IDENTIFIER})|\[(\d+)\]")
 
 
-def _seed(text: str) -> int:
-    """--seed: a non-negative integer (numpy's generators take no other)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
+def integer_at_least(least: int, what: str):
+    """An argparse type: an integer of at least `least` (`what` says so in the error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+    return parse
+
+
+# --seed: numpy's generators take no negative seed
+_seed = integer_at_least(0, "a non-negative integer")
 
 
 def add_input_arguments(p) -> None:

@@ -9,14 +9,16 @@ database into that folder.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from .common import UsageError
-from .inputs import add_input_arguments, check_input_names, load_inputs, nest_records
+from .inputs import (add_input_arguments, check_input_names, integer_at_least, load_inputs,
+                     nest_records)
 from .pipelines import add_pipeline_argument, choose
 
 __all__ = ["add_parser", "run"]
+
+_POSITIVE = integer_at_least(1, "a positive integer")
 
 
 def add_parser(sub) -> None:
@@ -28,24 +30,14 @@ def add_parser(sub) -> None:
                         "the same as --random)")
     add_pipeline_argument(p)
     p.add_argument("--target", default=None, help="CUDA chip (default: sm_90a)")
-    p.add_argument("--limit", type=_positive, default=None,
+    p.add_argument("--limit", type=_POSITIVE, default=None,
                    help="try at most N parameter sets per kernel")
-    p.add_argument("--rounds", type=_positive, default=5,
+    p.add_argument("--rounds", type=_POSITIVE, default=5,
                    help="timed rounds per set (the median is kept; default 5)")
     p.add_argument("--compile-only", action="store_true",
                    help="compile every candidate into the artifact cache and stop (where "
                         "the compiler is but no GPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def run(args) -> int:

@@ -4,7 +4,7 @@ flash attention (zynml.kernels.attention) and cross-entropy (zynml.kernels.losse
 Mixed into `Device`.
 
 The heads are moved into attention's [1, heads, seq, head_dim] layout and back by
-elementwise kernels around each call (heads.zyn): correct on every device, and a copy
+elementwise kernels around each call (zynml.kernels.heads): correct on every device, and a copy
 of q, k and v per call, which a model that keeps [batch, heads, seq, head_dim] buffers
 avoids by calling zynml.kernels.flash_attention / kv_attention itself.
 """

@@ -7,7 +7,7 @@ The checker (checker.py) fills the `ty` slot of expressions; that annotated tree
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from ..errors import SourceLocation
 
@@ -389,3 +389,14 @@ def leftmost(node: Node) -> Node:
             node = node.value
         else:
             return node
+
+
+def nested_statements(stmts: list[Stmt]) -> Iterator[Stmt]:
+    """Every statement of `stmts` and of the bodies of its `for`s and `if`s, in order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, For):
+            yield from nested_statements(s.body)
+        elif isinstance(s, If):
+            yield from nested_statements(s.then_body)
+            yield from nested_statements(s.else_body)

@@ -8,25 +8,33 @@ checked against it: a size bound two different ways is an error naming both plac
 
 `check(program)` without a signature checks everything that does not depend on shapes;
 `check(program, signature)` also resolves every size and result shape (specialization).
+
+The program checker here walks the top-level statements, checks compute blocks (their
+bodies in body_checker.py) and calls of pipelines; mixins hold the rest: program_level.py
+(config, futures, memory), record_inputs.py, whole_values.py (split, reshape) and
+size_resolution.py.
 """
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any, Optional
 
 from . import ast
-from .body_checker import BodyChecker, eval_extent
+from .body_checker import BodyChecker
+from .body_rules import MATH_BUILTINS
 from .depth import check_expression_depth
-from .lexer import MAX_INT
 from .outputs import bind_outputs, several_outputs
 from .pipeline_values import check_call_targets, returned_values
 from .program_level import ProgramLevel
-from .ranges import (check_arg_reduction, check_divisors, check_extent_divisors,
-                     check_local_arrays, check_result_size, check_steps, result_extent)
+from .ranges import (check_arg_reduction, check_divisors, check_local_arrays,
+                     check_result_size, check_steps, result_extent)
+from .record_inputs import RecordInputs, first_index_rank, is_path, path_root
+from .result_shapes import eval_extent
+from .size_resolution import SizeResolution
 from .symbols import CheckedProgram, Size, SizeBinding, Step, Symbol, is_tensor
-from .types import ANY, F32, from_numpy, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
+from .types import ANY, F32, FLOAT_LITERAL, I64, INDEX, INT_LITERAL, SCALARS, ScalarType, TensorType
 from .types import concrete as concrete_dtype
+from .whole_values import WholeValueSteps, literal_number
 from ..errors import SourceFile, ZynMLError
 from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 
@@ -82,7 +90,7 @@ def check_pipeline(pipeline: ast.Pipeline, source: SourceFile,
     return checked
 
 
-class _ProgramChecker(ProgramLevel):
+class _ProgramChecker(ProgramLevel, RecordInputs, WholeValueSteps, SizeResolution):
     def __init__(self, body: list[ast.Stmt], source: SourceFile,
                  signature: Optional[Signature], scalar_values: dict[str, Any],
                  pipeline: Optional[ast.Pipeline] = None,
@@ -209,8 +217,8 @@ class _ProgramChecker(ProgramLevel):
                 bind_outputs(self, step, stmt)  # and the inputs it updates (`mut x`)
                 return
             if not pipes and isinstance(value, (ast.Attribute, ast.Index)) and \
-                    _is_path(value) and _root(value).id not in self.values \
-                    and _root(value).id not in self.inputs:
+                    is_path(value) and path_root(value).id not in self.values \
+                    and path_root(value).id not in self.inputs:
                 self.aliases[name] = value  # a record (`let weights = model.layers[i]`)
                 return
             if not pipes and self.host_value_let(name, value):
@@ -223,7 +231,7 @@ class _ProgramChecker(ProgramLevel):
                     self._call(value, stmt)
                     return
             if not pipes:
-                constant = _constant(value)
+                constant = literal_number(value)
                 if constant is not None:
                     self.constants[name] = constant
                     ty = INT_LITERAL if isinstance(constant, int) else FLOAT_LITERAL
@@ -245,7 +253,6 @@ class _ProgramChecker(ProgramLevel):
         raise ZynMLError("this statement is not supported at the top level yet", stmt.loc)
 
     def _check_pipe(self, call: ast.Call, ty: Any) -> ast.Call:
-        from .body_checker import MATH_BUILTINS
         if not isinstance(call.func, ast.Name) or call.func.id not in MATH_BUILTINS:
             raise ZynMLError("'|>' needs a scalar builtin on its right (e.g. |> sqrt())",
                              call.loc)
@@ -266,7 +273,7 @@ class _ProgramChecker(ProgramLevel):
         for expr in node.inputs:
             if isinstance(expr, ast.Name) and expr.id not in self.aliases:
                 args.append((expr.id, self._input_type(expr, node)))
-            elif _is_path(expr):
+            elif is_path(expr):
                 args.append(self._record_input(expr, node))
             else:
                 raise ZynMLError("a compute input must be a name or a record field such as "
@@ -307,7 +314,7 @@ class _ProgramChecker(ProgramLevel):
         return self.inputs[name]
 
     def _signature_type(self, name: str, expr: ast.Name, node: ast.Compute) -> Any:
-        rank = _first_index_rank(node, name)
+        rank = first_index_rank(node, name)
         if self.signature is None:
             return TensorType(ANY, (None,) * rank if rank is not None else None)
         if name not in self.signature:
@@ -339,164 +346,7 @@ class _ProgramChecker(ProgramLevel):
             self.input_locs[name] = loc
         return Symbol("capture", name, ty)
 
-    # ------------------------------------------------------------------ records
-
-    def _record_input(self, expr: ast.Expr, node: ast.Compute) -> tuple[str, Any]:
-        """`weights.qkv_proj` with `let weights = model.layers[layer]` -> the input
-        `model.layers[0].qkv_proj` (the index's value is known at the call)."""
-        root, segments = self._expand(expr)
-        self.record_roots.add(root.id)
-        flat = root.id + "".join(f".{s}" if isinstance(s, str) else f"[{s}]"
-                                 for s in (self._segment(x) for x in segments))
-        if flat in self.inputs:
-            return flat, self.inputs[flat]
-        local = BodyChecker._arg_local_name(expr)
-        if self.records is None:
-            rank = _first_index_rank(node, local)
-            ty = TensorType(ANY, (None,) * rank if rank is not None else None)
-        else:
-            if root.id not in self.records:
-                raise ZynMLError(f"missing input '{root.id}' (a record)", root.loc)
-            value = _resolve(self.records[root.id], root, segments, self._segment)
-            dtype = from_numpy(value.dtype)
-            if dtype is None:
-                raise ZynMLError(f"'{flat}' has dtype {value.dtype}, which ZynML does not "
-                                 "support", expr.loc)
-            ty = TensorType(dtype, tuple(int(d) for d in value.shape))
-            self.record_values[flat] = value
-        self.inputs[flat] = ty
-        self.input_locs[flat] = expr.loc
-        return flat, ty
-
-    def _expand(self, expr: ast.Expr):
-        """(root Name, [field name | index Expr]) of a path, through `let` aliases."""
-        segments = []
-        while isinstance(expr, (ast.Attribute, ast.Index)):
-            if isinstance(expr, ast.Attribute):
-                segments.append(expr.name)
-            else:
-                if len(expr.indices) != 1 or isinstance(expr.indices[0], ast.Slice):
-                    raise ZynMLError("a record member takes one index", expr.loc)
-                segments.append(expr.indices[0])
-            expr = expr.base
-        segments.reverse()
-        if expr.id in self.aliases:
-            root, head = self._expand(self.aliases[expr.id])
-            return root, head + segments
-        return expr, segments
-
-    def _segment(self, segment):
-        if isinstance(segment, str):
-            return segment
-        if isinstance(segment, ast.IntLit):
-            return segment.value
-        if isinstance(segment, ast.Name):
-            if segment.id in self.constants:
-                return self.constants[segment.id]
-            self.index_names.add(segment.id)
-            if segment.id in self.scalar_values:
-                return int(self.scalar_values[segment.id])
-            if self.signature is None:
-                self.inputs.setdefault(segment.id, I64)
-                self.input_locs.setdefault(segment.id, segment.loc)
-                return segment.id
-            if segment.id in self.inputs and not is_tensor(self.inputs[segment.id]):
-                raise ZynMLError(f"the index '{segment.id}' must be an integer input",
-                                 segment.loc)
-            raise ZynMLError(f"missing input '{segment.id}'", segment.loc)
-        raise ZynMLError("a record index must be a name or an integer", segment.loc)
-
-    # ------------------------------------------------------------------ whole-value builtins
-
-    def _add_step(self, step: Step) -> None:
-        self.values[step.target] = step.ty
-        self.steps.append(step)
-        if self.pipeline is None and step.target not in self.outputs:
-            self.outputs.append(step.target)
-
-    def _value_type(self, expr: ast.Expr, what: str) -> tuple[str, Any]:
-        if not isinstance(expr, ast.Name):
-            raise ZynMLError(f"{what} takes a value's name", expr.loc)
-        if expr.id in self.values:
-            return expr.id, self.values[expr.id]
-        if expr.id in self.inputs:
-            return expr.id, self.inputs[expr.id]
-        if self.pipeline is None:  # script mode: a free name is an input of the program
-            if self.signature is None:
-                ty = TensorType(ANY, None)
-            elif expr.id in self.signature:
-                ty = self.signature[expr.id]
-            else:
-                raise ZynMLError(f"missing input '{expr.id}'", expr.loc)
-            self.inputs[expr.id] = ty
-            self.input_locs[expr.id] = expr.loc
-            return expr.id, ty
-        raise ZynMLError(f"unknown name '{expr.id}'", expr.loc)
-
-    def _split(self, stmt: ast.Let) -> list[Step]:
-        """`let (q, k, v) = split(t, 3, axis=-1)`: equal parts along an axis."""
-        call = stmt.value
-        if len(call.args) != 2 or not isinstance(call.args[1], ast.IntLit):
-            raise ZynMLError("split takes a tensor and a number of parts: "
-                             "split(t, 3, axis=-1)", call.loc)
-        name, ty = self._value_type(call.args[0], "split")
-        parts = call.args[1].value
-        axis = -1
-        for kw in call.kwargs:
-            axis_value = _constant(kw.value)
-            if kw.name != "axis" or not isinstance(axis_value, int):
-                raise ZynMLError("split takes axis=<integer>", kw.loc)
-            axis = axis_value
-        if not is_tensor(ty) or ty.rank is None:
-            raise ZynMLError(f"'{name}' must be a tensor of known rank to split it",
-                             call.args[0].loc)
-        if not -ty.rank <= axis < ty.rank:
-            raise ZynMLError(f"axis {axis} is out of range for rank {ty.rank}", call.loc)
-        axis %= ty.rank
-        if len(stmt.targets) != parts:
-            raise ZynMLError(f"split into {parts} parts is bound to {len(stmt.targets)} "
-                             "names", stmt.loc)
-        extent = ty.shape[axis]
-        if extent is not None and extent % parts:
-            raise ZynMLError(f"cannot split dimension {axis} of '{name}' ({extent}) into "
-                             f"{parts} equal parts", call.loc)
-        shape = list(ty.shape)
-        shape[axis] = None if extent is None else extent // parts
-        return [Step(target, stmt.loc, ty=TensorType(ty.dtype, tuple(shape)), op="slice",
-                     operands=[name], params={"axis": axis, "index": k, "parts": parts})
-                for k, target in enumerate(stmt.targets)]
-
-    def _reshape(self, target: str, call: ast.Call, stmt: ast.Let) -> Step:
-        if len(call.args) != 2 or not isinstance(call.args[1], ast.ListExpr):
-            raise ZynMLError("reshape takes a tensor and a list of extents: "
-                             "reshape(t, [a, b])", call.loc)
-        name, ty = self._value_type(call.args[0], "reshape")
-        dims = call.args[1].elts
-        for d in dims:
-            for n in _names_in(d):
-                if n.id in self.constants:
-                    continue
-                size = self.sizes.setdefault(n.id, Size(n.id, n.loc))
-                if not size.bindings:  # nothing binds it yet: an integer input
-                    self.inputs.setdefault(n.id, I64)
-                    self.input_locs.setdefault(n.id, n.loc)
-        if self.signature is not None:
-            for d in dims:
-                for n in _names_in(d):
-                    if n.id in self.sizes:
-                        self._resolve_size(n.id)
-        check_extent_divisors(dims, lambda e: eval_extent(e, self.sizes, self.constants))
-        shape = tuple(eval_extent(d, self.sizes, self.constants) for d in dims)
-        for d, extent in zip(dims, shape):
-            if extent is not None and not 0 <= extent <= MAX_INT:
-                raise ZynMLError(f"a reshape extent must be from 0 to {MAX_INT}, got {extent}",
-                                 ast.leftmost(d).loc)
-        if is_tensor(ty) and ty.shape is not None and None not in ty.shape and None not in shape:
-            if math.prod(ty.shape) != math.prod(shape):
-                raise ZynMLError(f"cannot reshape '{name}' of shape {list(ty.shape)} to "
-                                 f"{list(shape)}: the sizes differ", call.loc)
-        return Step(target, stmt.loc, ty=TensorType(ty.dtype, shape), op="reshape",
-                    operands=[name], params={"dims": dims})
+    # ------------------------------------------------------------------ pipeline calls
 
     def _call(self, call: ast.Call, stmt: ast.Let) -> None:
         """`let y = mlp(x, w1, w2)` or `let (a, b) = f(x)`: a call of another pipeline,
@@ -541,169 +391,6 @@ class _ProgramChecker(ProgramLevel):
                            Step(target, stmt.loc, ty=types[result], op="result",
                                 operands=[stmt.targets[0]], params={"index": k}))
 
-    # ------------------------------------------------------------------ sizes
-
-    def _check_tile_extents(self, kernel) -> None:
-        """Extents of tiles that the rewriting could only compare by name (frontend/tiles.py)."""
-        for check in kernel.tile_checks:
-            for name in _names_in(check.left) + _names_in(check.right):
-                if name.id in self.sizes:
-                    self._resolve_size(name.id)
-            left, right = (eval_extent(e, self.sizes, self.constants)
-                           for e in (check.left, check.right))
-            shown = [_shown(e, v) for e, v in ((check.left, left), (check.right, right))]
-            if check.inside:
-                if left is None or right is None:
-                    raise ZynMLError(f"{check.what}: cannot tell before running whether "
-                                     f"index {shown[0]} < {shown[1]}", check.loc)
-                if not left < right:
-                    raise ZynMLError(f"{check.what}: index {shown[0]} is not below "
-                                     f"{shown[1]}", check.loc)
-            elif left is not None and right is not None and left != right:
-                raise ZynMLError(f"{check.what} differ: {shown[0]} and {shown[1]}", check.loc)
-
-    def _resolve_sizes(self, kernel) -> None:
-        """Give every size this kernel uses a value, checking all its bindings agree."""
-        for name in kernel.sizes:
-            self._resolve_size(name)
-
-    def _resolve_size(self, name: str) -> None:
-        size = self.sizes[name]
-        sources = []  # (value, description, loc)
-        if name in self.constants and isinstance(self.constants[name], int):
-            sources.append((self.constants[name], f"'let {name}'", None))
-        if name in self.scalar_values:
-            sources.append((int(self.scalar_values[name]), f"input '{name}'", None))
-        for b in size.bindings:
-            ty = self.inputs.get(b.tensor, self.values.get(b.tensor))
-            if is_tensor(ty) and ty.shape[b.dim] is not None:
-                sources.append((ty.shape[b.dim],
-                                f"dimension {b.dim} of '{b.tensor}'", b.loc))
-        for value, what, loc in sources[1:]:
-            first_value, first_what, first_loc = sources[0]
-            if value != first_value:
-                where = f" at {first_loc.line}:{first_loc.col}" if first_loc else ""
-                raise ZynMLError(
-                    f"size '{name}' is bound two ways: {value} from {what} here, but "
-                    f"{first_value} from {first_what}{where}",
-                    loc or size.loc, notes=[(f"'{name}' is first bound here", first_loc)]
-                    if first_loc else None)
-        if sources:
-            size.value = sources[0][0]
-
-    def _early_bindings(self, size: Size) -> list:
-        """The bindings of `size` known when its first block runs: to inputs and to results
-        of earlier blocks (`for i in 0..n` before the block whose result `y[i]` binds n:
-        y's extent is n itself, so n is an input)."""
-        before = self.results_at_first_use.get(size.name)
-        return [b for b in size.bindings if before is None or b.tensor in self.inputs or
-                b.tensor not in self.values or b.tensor in before]
-
-    def _unbound_sizes_are_inputs(self) -> None:
-        """A size no input dimension, earlier result or constant binds is an integer input
-        of the program."""
-        for size in self.sizes.values():
-            if self._early_bindings(size) or size.name in self.constants or \
-                    size.name in self.inputs:
-                continue
-            if self.signature is not None and size.name not in self.scalar_values:
-                raise ZynMLError(
-                    f"cannot infer size '{size.name}': no input dimension is indexed by a loop "
-                    f"over 0..{size.name}; pass '{size.name}' as an input", size.loc)
-            self.inputs[size.name] = I64
-            self.input_locs[size.name] = size.loc
-
-
-def _is_path(e: ast.Expr) -> bool:
-    while isinstance(e, (ast.Attribute, ast.Index)):
-        e = e.base
-    return isinstance(e, ast.Name)
-
-
-def _root(e: ast.Expr) -> ast.Name:
-    while isinstance(e, (ast.Attribute, ast.Index)):
-        e = e.base
-    return e
-
-
-def _resolve(obj: Any, root: ast.Name, segments: list, segment_value) -> Any:
-    """Follow fields (dict keys or attributes) and indices from a record object."""
-    import numpy as np
-    path = root.id
-    for seg in segments:
-        key = segment_value(seg)
-        try:
-            if isinstance(key, int):
-                obj = obj[key]
-            elif isinstance(obj, dict):
-                obj = obj[key]
-            else:
-                obj = getattr(obj, key)
-        except (KeyError, IndexError, AttributeError, TypeError):
-            loc = seg.loc if isinstance(seg, ast.Node) else root.loc
-            what = f"[{key}]" if isinstance(key, int) else f".{key}"
-            raise ZynMLError(f"'{path}' has no member {what}", loc) from None
-        path += f"[{key}]" if isinstance(key, int) else f".{key}"
-    try:
-        return np.asarray(obj)
-    except Exception:
-        raise ZynMLError(f"'{path}' is not an array", root.loc) from None
-
-
-def _names_in(e: ast.Expr) -> list[ast.Name]:
-    if isinstance(e, ast.Name):
-        return [e]
-    if isinstance(e, ast.Binary):
-        return _names_in(e.left) + _names_in(e.right)
-    return []
-
-
-def _shown(e: ast.Expr, value: Optional[int]) -> str:
-    """`x.shape[0] = 3`, or just `3` for an extent written as a number."""
-    if eval_extent(e, {}, {}) is not None or value is None:
-        return str(eval_extent(e, {}, {})) if value is not None else _text(e)
-    return f"{_text(e)} = {value}"
-
-
-_text = ast.extent_text
-
 
 def _describe(t: Any) -> str:
     return f"a tensor of rank {t.rank}" if is_tensor(t) else f"a scalar ({t})"
-
-
-def _constant(e: ast.Expr):
-    if isinstance(e, (ast.IntLit, ast.FloatLit)):
-        return e.value
-    if isinstance(e, ast.Unary) and e.op == "-":
-        inner = _constant(e.operand)
-        return -inner if inner is not None else None
-    return None
-
-
-def _first_index_rank(node: ast.Compute, name: str) -> Optional[int]:
-    """Rank of input `name` from its first indexing in the body (None if never indexed)."""
-    found: list[int] = []
-
-    def visit(x, row: bool = False):
-        if found:
-            return
-        if isinstance(x, ast.Index) and _is_path(x.base) and \
-                BodyChecker._arg_local_name(x.base) == name and \
-                not any(isinstance(i, ast.Slice) for i in x.indices):  # a slice keeps whole
-            # trailing dimensions: its index count is not the rank
-            found.append(len(x.indices) + row)  # a row (dot's argument) drops one index
-            return
-        if isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "dot":
-            for arg in x.args:
-                visit(arg, row=True)
-            return
-        if isinstance(x, list):
-            for item in x:
-                visit(item)
-        elif isinstance(x, ast.Node):
-            for value in vars(x).values():
-                if isinstance(value, (ast.Node, list)):
-                    visit(value)
-    visit(node.body)
-    return found[0] if found else None

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ZynMLError
-from .basic import reshaped
 from .configs import FlashConfig, config_for, validate_config
-from .library import device_of, program
+from .heads import merge_heads, split_heads
+from .library import device_of
 from .variants import variant
 
 __all__ = ["flash_attention", "flash_attention_backward", "kv_attention",
@@ -156,7 +156,7 @@ def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
                             scale: float | None = None, device: str | None = None):
     """The device API's layout: q [seq, heads * d], k and v [seq, kv_heads * d], causal;
     returns [seq, heads * d]. The heads are split out and merged back by
-    attention_heads.zyn's elementwise kernels around flash_attention, on the inputs' device."""
+    heads.py's elementwise kernels around flash_attention, on the inputs' device."""
     kv_heads = kv_heads or heads
     fn = "causal_attention_packed"
     if len(_shape(q)) != 2 or _shape(q)[1] % heads:
@@ -168,11 +168,10 @@ def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
             raise AttentionError(f"{fn}: {name} {_shape(x)} is not [seq, kv_heads * d] = "
                                  f"[{seq}, {kv_heads * d}]")
     device = device or device_of([q, k, v])
-    layout = program("attention_heads", device)
-    q4, k4, v4 = (reshaped(layout.unpack_heads(x, d), (1, h, seq, d))
-                  for x, h in ((q, heads), (k, kv_heads), (v, kv_heads)))
+    (q4,), (k4,), (v4,) = (split_heads(x, 1, h, parts=1, device=device)
+                           for x, h in ((q, heads), (k, kv_heads), (v, kv_heads)))
     out = flash_attention(q4, k4, v4, causal=True, scale=scale, device=device)
-    return layout.pack_heads(reshaped(out, (heads, seq, d)))
+    return merge_heads(out, device=device)
 
 
 def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=None,

@@ -1,11 +1,12 @@
 """The pieces a GPT-2 training step needs besides attention and the loss: LayerNorm,
 the linear projection and GELU, each with its gradients, heads moved in and out of
-attention's layout, residual adds and gradient clipping (sources: layer_norm.zyn,
-linear.zyn, gelu.zyn, heads.zyn, residual.zyn, grad_clip.zyn)."""
+attention's layout (heads.py), residual adds and gradient clipping (sources: layer_norm.zyn,
+linear.zyn, gelu.zyn, residual.zyn, grad_clip.zyn)."""
 from __future__ import annotations
 
 from typing import Any
 
+from .heads import merge_heads, merge_qkv, split_heads
 from .library import call
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
@@ -89,28 +90,6 @@ def gelu(x: Any, *, device: str | None = None):
 def gelu_backward(x: Any, grad: Any, *, device: str | None = None):
     """grad * gelu'(x)."""
     return call("gelu", "gelu_backward", {"x": x, "grad": grad}, device)
-
-
-def split_heads(qkv: Any, batch: int, heads: int, parts: int = 3, *,
-                device: str | None = None):
-    """The `parts` arrays [batch, heads, seq, head_dim] side by side in the rows of qkv
-    [batch * seq, parts * heads * head_dim]: q, k, v of a fused projection (3), or one
-    gradient of merge_heads (1)."""
-    tokens, width = qkv.shape
-    seq, head_dim = tokens // batch, width // (parts * heads)
-    return tuple(call("heads", "split_heads",
-                      {"qkv": qkv, "batch": batch, "seq": seq, "heads": heads,
-                       "head_dim": head_dim, "part": part}, device) for part in range(parts))
-
-
-def merge_heads(o: Any, *, device: str | None = None):
-    """[batch, heads, seq, head_dim] -> [batch * seq, heads * head_dim]."""
-    return call("heads", "merge_heads", {"o": o}, device)
-
-
-def merge_qkv(dq: Any, dk: Any, dv: Any, *, device: str | None = None):
-    """The gradient of split_heads: [batch * seq, 3 * heads * head_dim]."""
-    return call("heads", "merge_qkv", {"dq": dq, "dk": dk, "dv": dv}, device)
 
 
 def residual_add(x: Any, y: Any, *, device: str | None = None):

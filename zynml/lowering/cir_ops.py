@@ -118,6 +118,12 @@ def defining_op(value: ir.Value) -> Optional[ir.Operation]:
         else None
 
 
+def parent_op(op: ir.Operation) -> Optional[ir.Operation]:
+    """The op whose region holds `op` (None at the top)."""
+    parent = op.parent
+    return parent.operation if parent is not None else None
+
+
 def clone_op(op: ir.Operation, operands: list[ir.Value]) -> ir.Operation:
     """A copy of region-free `op` at the current insertion point, on new `operands`."""
     return ir.Operation.create(op.name, results=[r.type for r in op.results],

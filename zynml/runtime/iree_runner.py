@@ -13,10 +13,12 @@ left is IREE's invoke (local-task wakes its worker threads) and two buffer copie
 
 Large inputs (64 KiB and up, CPU drivers) are not copied into fresh IREE buffers: that
 costs more than the kernel (a 32 MiB f32 `x + x`: 44 ms a call, 33 of them page faults of
-the fresh input buffer). They are copied into reused, 64-byte aligned staging buffers
-that IREE imports through DLPack (~10 ms a call), or, with
-IreeModule(..., borrow_inputs=True), imported as they are when aligned (~4-5 ms, the
-kernel time). IreeFunction's docstring says why borrowing is not the default.
+the fresh input buffer). An input the compiler marked read-only (the function's
+reflection, zynml/backend/iree/read_only.py) is imported as it is when aligned as the
+kernels assume (~4-5 ms, the kernel time); others are copied into reused, 64-byte
+aligned staging buffers that IREE imports through DLPack (~10 ms a call), or, with
+IreeModule(..., borrow_inputs=True), imported as they are when aligned. IreeFunction's
+docstring says why.
 
 The IREE instance and device of a driver are created once per process (creating a
 local-task device starts a thread pool; a GPU device, a driver context) and shared by
@@ -130,16 +132,25 @@ _HOST_VISIBLE = int(ireert.MemoryType.HOST_VISIBLE)
 _DEVICE_LOCAL = ireert.MemoryType.DEVICE_LOCAL
 _USAGE_DEFAULT = ireert.BufferUsage.DEFAULT
 _MAPPING_SCOPED = int(ireert.BufferUsage.MAPPING_SCOPED)
+_IMPORT_MEMORY = int(ireert.MemoryType.DEVICE_LOCAL | ireert.MemoryType.HOST_VISIBLE)
+_IMPORT_USAGE = int(ireert.BufferUsage.DEFAULT)
 _ELEMENT_TYPES: dict[np.dtype, Any] = {}
 
 # Drivers whose buffers are host memory: their inputs can be imported instead of copied.
 _HOST_DRIVERS = frozenset({"local-task", "local-sync"})
-# IREE's CPU kernels assume 64-byte aligned buffers: an imported array at 16 mod 64 (where
-# malloc puts large numpy arrays) crashes the process (aligned vector loads), it does not
-# fail. Imports go through DLPack, which checks this alignment and ties the array's life
-# to the IREE buffer's (HalAllocator.import_host_allocation ties it to the Python HalBuffer
-# object only: once that is collected the array may be freed under IREE).
+# IREE's CPU kernels assume 64-byte aligned buffers unless compiled with
+# --iree-stream-resource-min-offset-alignment: an imported array at 16 mod 64 (where
+# malloc puts large numpy arrays) crashes the process (aligned vector loads; seen with a
+# softmax), it does not fail. DLPack imports check this alignment (IREE's heap buffers
+# want 64) and tie the array's life to the IREE buffer's; HalAllocator.
+# import_host_allocation takes any address but ties it to the Python HalBuffer object
+# only (once that is collected the array may be freed under IREE): used only for
+# parameters IREE neither keeps nor returns (see IreeFunction).
 _ALIGNMENT = 64
+# Reflection entries of zynml/backend/iree/read_only.py (not imported: the runtime needs
+# only numpy and iree.runtime)
+_READ_ONLY_KEY = "zynml.read_only"
+_ALIGNMENT_KEY = "zynml.binding_alignment"
 # Inputs of at least this size are copied into a reused staging buffer and imported;
 # smaller ones into a fresh IREE buffer (allocate_buffer_copy: ~1 µs at 4 KiB, while at
 # 32 MiB it costs 27-35 ms, nearly all of it page faults of the fresh allocation).
@@ -236,10 +247,11 @@ class _Staged:
 class _Borrowed:
     """A caller's array imported as is: results that share its memory must be copied."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "keep")
 
-    def __init__(self, array):
+    def __init__(self, array, keep=None):
         self.array = array
+        self.keep = keep  # an import that must outlive the call (see _borrowed_view)
 
 
 class _TensorParam:
@@ -252,10 +264,13 @@ class _TensorParam:
     function leaves this parameter's buffer alone (see IreeFunction).
     """
 
-    __slots__ = ("device", "dtype", "host", "borrow", "writes", "pool", "_allocate")
+    __slots__ = ("device", "dtype", "host", "borrow", "alignment", "writes", "pool",
+                 "_allocate")
 
-    def __init__(self, device, dtype: np.dtype | None, host: bool, borrow: bool):
+    def __init__(self, device, dtype: np.dtype | None, host: bool, borrow: bool,
+                 alignment: int = _ALIGNMENT):
         self.device, self.dtype, self.host, self.borrow = device, dtype, host, borrow
+        self.alignment = alignment  # what the kernels assume of an imported buffer
         self.writes: bool | None = None  # does IREE write/keep this input? None: not probed
         self.pool: list[np.ndarray] = []
         self._allocate = device.allocator.allocate_buffer_copy
@@ -276,15 +291,15 @@ class _TensorParam:
 
     def _import(self, inputs, x: np.ndarray, dtype: np.dtype):
         """x (large) imported: borrowed as it is, or copied into a staging buffer of `dtype`."""
-        if (self.borrow and self.writes is False and x.flags.c_contiguous and x.flags.writeable
-                and x.dtype.isnative and x.ctypes.data % _ALIGNMENT == 0):
+        if (self.borrow and self.writes is False and x.flags.c_contiguous
+                and x.dtype.isnative and x.ctypes.data % self.alignment == 0):
             try:
-                view = _import_view(self.device, x)
-            except (BufferError, ValueError, RuntimeError):
+                view, keep = self._borrowed_view(x)
+            except (BufferError, ValueError, RuntimeError, TypeError):
                 pass  # an export numpy or IREE refuses: staged below
             else:
                 inputs.push_ref(view.ref)
-                return _Borrowed(x)
+                return _Borrowed(x, keep)
         nbytes = x.nbytes
         try:
             buffer = self.pool.pop()  # atomic: concurrent calls each get their own
@@ -297,6 +312,19 @@ class _TensorParam:
         inputs.push_ref(_import_view(self.device, staged).ref)
         probe = x if self.borrow and self.writes is None else None
         return _Staged(self, buffer, weakref.ref(staged), probe)
+
+    def _borrowed_view(self, x: np.ndarray):
+        """(buffer view of x's own memory, what must live until the call has returned).
+
+        DLPack where x is 64-byte aligned (it ties x's life to IREE's buffer); else, for
+        kernels that assume less (`alignment`), import_host_allocation, which accepts any
+        address but ties x's life to the Python HalBuffer only: held until the call has
+        returned, which suffices for a parameter IREE neither keeps nor returns."""
+        if x.ctypes.data % _ALIGNMENT == 0 and x.flags.writeable:
+            return _import_view(self.device, x), None
+        bits = x.view(_AS_BITS.get(x.dtype, x.dtype)).reshape(-1).view(np.uint8)
+        buffer = self.device.allocator.import_host_allocation(bits, _IMPORT_MEMORY, _IMPORT_USAGE)
+        return ireert.HalBufferView(buffer, x.shape, _element_type(x.dtype)), buffer
 
 
 def _scalar_packer(dtype: np.dtype) -> Callable[[Any, Any], None]:
@@ -372,7 +400,11 @@ class IreeFunction:
     imported as they are, for parameters that a first (staged) call showed IREE neither
     writes nor keeps; results that would share memory with such an array are copied.
     That first-call check compares bytes, so it cannot see a write of the bytes already
-    there: borrow only for functions that do not update their arguments.
+    there: borrow only for functions that do not update their arguments. Parameters the
+    compiler proved read-only (reflection `zynml.read_only`: only read by the program,
+    never returned) are borrowed that way by default, at the alignment the kernels were
+    compiled for (`zynml.binding_alignment`: 16 on ZynML's CPU target, where numpy's
+    large arrays are 16 mod 64), the first-call check kept as a second guard.
 
     Results: always a list. On CPU drivers each array is a zero-copy, read-only view of
     that call's own output buffer (later calls never overwrite it); on GPUs, a copy.
@@ -395,20 +427,27 @@ class IreeFunction:
         self._params: list[_TensorParam] = []  # every tensor parameter, for release_staging
         self._dynamic: list[Callable[[Any, Any], Any]] = []  # packers when unparsed, by position
         parsed = _parse_declaration(self.signature) if self.signature else None
+        # what the compiler told (zynml/backend/iree/read_only.py): parameters IREE only
+        # reads, imported without a copy where their arrays are aligned enough
+        reflection = vm_function.reflection
+        read_only = {int(i) for i in reflection.get(_READ_ONLY_KEY, "").split()}
+        alignment = int(reflection.get(_ALIGNMENT_KEY, _ALIGNMENT))
         if parsed is None:
             self._packers = None
             self._result_dtypes = None
         else:
             params, results = parsed
             self._packers = tuple(
-                self._tensor_param(p.dtype).pack if p.is_tensor
+                self._tensor_param(p.dtype, i in read_only, alignment).pack if p.is_tensor
                 else _scalar_packer(p.dtype) if p.dtype is not None
                 else _dynamic_packer(self._tensor_param(None))
-                for p in params)
+                for i, p in enumerate(params))
             self._result_dtypes = tuple(r.dtype for r in results)
 
-    def _tensor_param(self, dtype: np.dtype | None) -> _TensorParam:
-        param = _TensorParam(self._device, dtype, self._host, self._borrow)
+    def _tensor_param(self, dtype: np.dtype | None, read_only: bool = False,
+                      alignment: int = _ALIGNMENT) -> _TensorParam:
+        param = _TensorParam(self._device, dtype, self._host, self._borrow or read_only,
+                             max(alignment, 1) if read_only else _ALIGNMENT)
         self._params.append(param)
         return param
 

@@ -7,6 +7,7 @@ import dataclasses
 from ...errors import BackendError, SourceLocation, ZynMLError, note
 from ...stage import Backend, Output, Stage
 from .compile import compile_to_vmfb
+from .read_only import annotate
 from .scatter import expand_scatters
 from .target import IreeTarget, for_module
 
@@ -14,11 +15,14 @@ __all__ = ["BACKEND", "STAGES", "to_vmfb", "refuse_f64"]
 
 # IREE 3.13's data tiling crashes the compiler on some contractions (seen: a generic
 # whose output has a parallel loop no input uses, as `dot` in a per-element attention
-# gives), and refuses some of dynamic sizes ("large vector sizes": it vectorizes a `?` as
-# 2^53 elements; seen: a matmul of slices whose sizes come from other inputs' dims); the
-# same module compiles without it, only slower on matmul-like ops.
+# gives), refuses some of dynamic sizes ("large vector sizes": it vectorizes a `?` as
+# 2^53 elements; seen: a matmul of slices whose sizes come from other inputs' dims), and
+# packs a 0-d value with 2-d tiles (seen: batch_matmuls of extent-1 sizes, as the
+# attention backward of one token and one head gives); the same module compiles without
+# it, only slower on matmul-like ops.
 _DATA_TILING = "--iree-opt-data-tiling"
-_DATA_TILING_REFUSED = "large vector sizes"
+_DATA_TILING_REFUSED = ("large vector sizes",
+                        "tiling factors must be less than or equal to the input rank")
 
 
 # fold-scalar-tensors: scalar islands (`|> sqrt()` of a reduction) as 0-d generics, as on
@@ -29,28 +33,32 @@ _DATA_TILING_REFUSED = "large vector sizes"
 IREE_INPUT_PIPELINE = "builtin.module(fold-scalar-tensors,safe-integer-division)"
 
 
-def iree_input(linalg_module) -> str:
-    """The text iree-compile gets: the module after IREE_INPUT_PIPELINE (the stage's
-    module, what `--emit linalg` shows, is unchanged)."""
+def iree_input(linalg_module, alignment: int = 64) -> str:
+    """The text iree-compile gets: the module after IREE_INPUT_PIPELINE, its entry
+    functions' reflection telling the runtime which inputs are only read and the buffer
+    `alignment` the kernels assume (read_only.py). The stage's module, what `--emit
+    linalg` shows, is unchanged."""
     from mlir import ir  # here: a machine that only runs cached artifacts has no MLIR
     from ...passes.pipeline import build_pass_manager
     text = str(linalg_module)
     with linalg_module.context:
         module = ir.Module.parse(text)
     build_pass_manager(IREE_INPUT_PIPELINE, module.context).run(module.operation)
+    annotate(module, alignment)
     return str(module)
 
 
 def to_vmfb(linalg_module, target: IreeTarget, cache=None) -> bytes:
     """linalg on tensors -> vmfb; `cache` keeps iree-compile's results by MLIR text."""
     # iree_linalg_ext.scatter: IREE's own
-    text = expand_scatters(iree_input(linalg_module))
+    text = expand_scatters(iree_input(linalg_module, target.binding_alignment()))
     target = for_module(target, text)
     try:
         return compile_to_vmfb(text, target, cache=cache)
     except BackendError as err:
         crashed = "Please report issues" in err.stderr
-        if not (crashed or _DATA_TILING_REFUSED in err.stderr) or \
+        refused = any(reason in err.stderr for reason in _DATA_TILING_REFUSED)
+        if not (crashed or refused) or \
                 _DATA_TILING not in target.flags:
             raise
         if crashed:

@@ -53,10 +53,19 @@ class IreeTarget:
         """What decides the vmfb (with the program): the target and its flags."""
         return f"iree:{self.name}:{self.device}:" + " ".join(self.flags)
 
+    def binding_alignment(self) -> int:
+        """The byte alignment its kernels assume of every buffer they are given."""
+        for flag in self.flags:
+            if flag.startswith(_MIN_OFFSET_ALIGNMENT + "="):
+                return int(flag.split("=", 1)[1])
+        return 64  # IREE's default
+
     def with_flags(self, *extra: str) -> "IreeTarget":
         """This target with `extra` flags appended (validated like the others)."""
         return dataclasses.replace(self, flags=self.flags + tuple(extra))
 
+
+_MIN_OFFSET_ALIGNMENT = "--iree-stream-resource-min-offset-alignment"
 
 CPU = IreeTarget("llvm-cpu", "local-task", (
     "--iree-hal-target-device=local",
@@ -67,6 +76,11 @@ CPU = IreeTarget("llvm-cpu", "local-task", (
     # IREE demotes f64 to f32 by default; ZynML means f64 when it says f64, and
     # llvm-cpu runs f64 natively.
     "--iree-input-demote-f64-to-f32=false",
+    # Kernels that assume 16-byte aligned buffers, not IREE's 64: numpy's large arrays
+    # are 16 mod 64 (malloc), and an input the program only reads is then handed to IREE
+    # without a copy (zynml/runtime/iree_runner.py; a 32 MiB row sum's copy cost more
+    # than its kernel). A 64-aligned kernel given such a buffer crashes the process.
+    f"{_MIN_OFFSET_ALIGNMENT}=16",
 ))
 
 # GPU targets. IREE 3.13 rejects sm_90 ("missing GPU target"); sm_80 code also runs on
