@@ -90,6 +90,22 @@ def test_embedding_backward_is_atomics_in_one_cuda_kernel(rng):
     assert re.search(r"\b(?:red|atom)\.global\.add\.f32\b", table.ptx)
 
 
+@pytest.mark.parametrize("rows,dim", [(1, 4), (3, 8), (2, 67), (1001, 64)])
+def test_a_cuda_scatter_adds_each_point_once(rows, dim):
+    """The atomics run only in threads of a point: the vector and multi-point paths let
+    idle threads run point 0's body and drop its stores, which for atomics added point
+    0's value once per idle thread (the H100 showed 512x in a KV-cache row)."""
+    prog = zynml.compile(EMBEDDING, device="cuda", require_device=False)
+    gpu = prog.emit("gpu", {"grad_w": np.zeros((50, dim), np.float32),
+                            "ids": np.zeros(rows, np.int64),
+                            "grad_out": np.zeros((rows, dim), np.float32)})
+    scatter = gpu[gpu.rindex("gpu.func"):]
+    assert scatter.count("memref.atomic_rmw") == 1
+    assert "arith.select" not in scatter and "vector.load" not in scatter
+    guard = scatter.index("scf.if")
+    assert guard < scatter.index("memref.atomic_rmw")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 def test_embedding_backward_on_the_gpu(rng, kind):

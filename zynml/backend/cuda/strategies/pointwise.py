@@ -72,6 +72,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     signature = KernelSignature.of(generic)
+    if _writes_memory(generic):  # a scatter's atomics: a thread per point, guarded
+        return _build_points(generic, gpu_module, kernel_name, signature, params.block)
     if has_dynamic_extent(generic):  # run-time extents (pointwise_dynamic.py)
         return build_vectors(generic, gpu_module, kernel_name, signature, params,
                              sys.modules[__name__]) or \
@@ -89,6 +91,26 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
         return _build_multi(generic, gpu_module, kernel_name, signature, ranges, parallel,
                             total, params.block, items)
     return _build_points(generic, gpu_module, kernel_name, signature, params.block)
+
+
+# Body ops that write memory themselves (a scatter-add's atomics). The vector and
+# multi-point paths run the body of an out-of-range point at point 0 and drop only its
+# stores: for these that would add point 0's value again once per idle thread.
+_MEMORY_WRITES = ("memref.atomic_rmw", "memref.generic_atomic_rmw", "memref.store",
+                  "llvm.atomicrmw", "llvm.store")
+
+
+def _writes_memory(generic: ir.Operation) -> bool:
+    found = []
+
+    def visit(op):
+        if op.operation.name in _MEMORY_WRITES:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+    for block in generic.regions[0].blocks:
+        for op in block.operations:
+            op.operation.walk(visit)
+    return bool(found)
 
 
 def _build_points(generic, gpu_module, kernel_name, signature, block) -> Launch:
