@@ -87,10 +87,11 @@ class TorchLlama(torch.nn.Module):
             x = x + (F.silu(h @ p("gate")) * (h @ p("up"))) @ p("down")
         return self._norm(x, w["norm"]) @ w["lm_head"]
 
-    def generate(self, prompt: np.ndarray, steps: int, step=None):
+    def generate(self, prompt: np.ndarray, steps: int, step=None, forced=None):
         """Greedy generation as Llama.generate does: (tokens [batch, steps], the logits
         of each step from the prompt's last token on, f32 numpy). `step`: the function
-        to run (self.step, or a compiled one)."""
+        to run (self.step, or a compiled one); `forced` [batch, steps]: the tokens fed
+        back instead of the greedy ones (the logits of another run's sequence)."""
         step = step or self.step
         device = self.w["embed"].device
         prompt = torch.as_tensor(np.asarray(prompt), dtype=torch.long, device=device)
@@ -100,7 +101,8 @@ class TorchLlama(torch.nn.Module):
             token = prompt[:, t] if t < prompt.shape[1] else token
             out = step(token, torch.tensor(t, device=device))
             if t >= prompt.shape[1] - 1:
-                token = out.argmax(-1)
+                token = out.argmax(-1) if forced is None else torch.as_tensor(
+                    np.asarray(forced)[:, len(tokens)], dtype=torch.long, device=device)
                 tokens.append(token.cpu().numpy())
                 logits.append(out.float().cpu().numpy())
         return np.stack(tokens, axis=1), logits

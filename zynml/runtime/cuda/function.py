@@ -67,7 +67,7 @@ class CudaFunction:
             host = np.require(arg, dtype=_numpy_dtype(spec["dtype"]), requirements="C")
             array = DeviceArray.from_numpy(host, self.device)
         if not _fits(tuple(array.shape), spec["shape"]) or \
-                dtype_name(array.dtype) != spec["dtype"]:
+                _signless(dtype_name(array.dtype)) != _signless(spec["dtype"]):
             raise ValueError(f"argument {index}: expected {spec['dtype']}{spec['shape']}, "
                              f"got {dtype_name(array.dtype)}{list(array.shape)}")
         if array.ptr % INPUT_ALIGNMENT:  # a fresh allocation is aligned
@@ -235,6 +235,12 @@ def _contexts_active(active: bool) -> None:
 
 
 call_context.on_contexts_active(_contexts_active)
+
+
+def _signless(dtype: str) -> str:
+    """The plan's dtype of an integer array: MLIR's integers are signless, so a u32 input
+    is the plan's int32 (the kernels know it is unsigned)."""
+    return dtype[1:] if dtype.startswith("uint") else dtype
 
 
 def _count(shape: Sequence[int]) -> int:
