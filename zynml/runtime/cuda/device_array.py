@@ -17,6 +17,7 @@ which waits: `float(loss)`, `int(n)`, `bool(flag)`, `loss.item()` or `loss.numpy
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any, Callable, Optional
 
@@ -87,7 +88,7 @@ class DeviceArray:
     def empty(shape, dtype, device: Optional[Device] = None) -> "DeviceArray":
         device = device or get_device(0)
         name = dtype if isinstance(dtype, str) else dtype_name(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * _numpy_dtype(name).itemsize
+        nbytes = math.prod(int(n) for n in shape) * _numpy_dtype(name).itemsize
         return DeviceArray(device, device.alloc(nbytes), tuple(shape), name, owned=True)
 
     @staticmethod
@@ -106,7 +107,7 @@ class DeviceArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -172,9 +173,9 @@ class DeviceArray:
         if dims.count(-1) > 1:
             raise ValueError("reshape takes at most one -1")
         if -1 in dims:
-            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+            known = math.prod(d for d in dims if d != -1)
             dims[dims.index(-1)] = self.size // known if known else 0
-        if int(np.prod(dims, dtype=np.int64)) != self.size or any(d < 0 for d in dims):
+        if math.prod(dims) != self.size or any(d < 0 for d in dims):
             raise ValueError(f"cannot reshape a DeviceArray of shape {self.shape} into "
                              f"{tuple(shape)}")
         return DeviceArray(self.device, self.ptr, tuple(dims), self._dtype_name, owner=self)
@@ -282,6 +283,7 @@ def from_cuda_array(obj: Any, device: Device) -> DeviceArray:
         for extent in reversed(shape):
             expected.append(step)
             step *= extent
-        if tuple(strides) != tuple(reversed(expected)) and int(np.prod(shape)) > 1:
+        if tuple(strides) != tuple(reversed(expected)) and \
+                math.prod(int(n) for n in shape) > 1:
             raise ValueError("ZynML takes C-contiguous GPU arrays; call .contiguous() first")
     return DeviceArray(device, int(iface["data"][0]), shape, dtype_name(dtype), owner=obj)
