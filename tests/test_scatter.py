@@ -91,7 +91,7 @@ def test_embedding_backward_is_atomics_in_one_cuda_kernel(rng):
 
 
 @pytest.mark.parametrize("rows,dim", [(1, 4), (3, 8), (2, 67), (1001, 64)])
-def test_a_cuda_scatter_adds_each_point_once(rows, dim):
+def test_a_scatter_kernel_adds_each_point_once(rows, dim):
     """The atomics run only in threads of a point: the vector and multi-point paths let
     idle threads run point 0's body and drop its stores, which for atomics added point
     0's value once per idle thread (the H100 showed 512x in a KV-cache row)."""

@@ -269,18 +269,6 @@ def on_the_gpu():
     return pytest.importorskip("torch")
 
 
-LONG = """
-let y = compute(x, s) {
-    @kernel elementwise
-    for i in 0..n:
-        var acc = x[i]
-        for k in 0..steps:
-            acc = acc * 0.999 + s
-        out[i] = acc
-}
-"""
-
-
 @pytest.mark.gpu
 def test_gpu_graph_replay_and_a_scalar_between_replays(rng):
     x = rng.standard_normal(1001).astype(np.float32)
@@ -303,73 +291,91 @@ def test_gpu_graph_replay_and_a_scalar_between_replays(rng):
             prog(x=x, s=s)
 
 
+# The long kernel: a 4096^3 f32 product (about 5 ms on an H100). (A body loop such as
+# `for k in 0..steps: acc = acc * 0.999 + s` runs as one launch per step on CUDA today,
+# millions of launches: that made these tests hang on 2026-11-26.)
+SIDE = 4096
+LONG = """
+let y = compute(a, b) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var sum = 0.0
+        for k in 0..K:
+            sum += a[i, k] * b[k, j]
+        out[i, j] = sum
+}
+"""
+
+
 @pytest.mark.gpu
 def test_gpu_future_any_picks_the_short_kernel_and_timeout_fires(rng):
     n = 1 << 16
     x = rng.standard_normal(n).astype(np.float32)
-    long = zynml.compile(LONG.replace("steps", "5000000"), device="cuda:0")
+    long = zynml.compile(LONG, device="cuda:0")
     short = zynml.compile(AXPY, device="cuda:0")
-    long.artifact(x=gpu_like((n,), np.float32), s=0.5)
+    square = gpu_like((SIDE, SIDE), np.float32)
+    long.artifact(a=square, b=square)
     short.artifact(x=gpu_like((n,), np.float32), s=0.5)
     torch = on_the_gpu()
     xs = torch.from_numpy(x).cuda()
-    long(x=xs, s=0.5), short(x=xs, s=0.5)
+    a = torch.randn(SIDE, SIDE, device="cuda") / 64
+    b = torch.randn(SIDE, SIDE, device="cuda") / 64
+    long(a=a, b=b), short(x=xs, s=0.5)
     torch.cuda.synchronize()
-    slow = long.submit(x=xs, s=0.5)
+    slow = long.submit(a=a, b=b)
     fast = short.submit(x=xs, s=0.5)
     out, index = zynml.wait_any([slow, fast])
     assert index == 1
     assert_close(out["y"].numpy(), expected(x, 0.5))
     with pytest.raises(TimeoutError):
-        long.submit(x=xs, s=0.25).result(timeout=1e-4)
-    late = long.submit(x=xs, s=0.25)
+        long.submit(a=a, b=b).result(timeout=1e-4)
+    late = long.submit(a=b, b=a)
     with pytest.raises(TimeoutError):
         late.result(timeout=1e-4)
-    reference = long(x=xs, s=0.25)["y"].numpy()
+    reference = long(a=b, b=a)["y"].numpy()
     np.testing.assert_array_equal(late.result()["y"].numpy(), reference)
-    assert slow.result()["y"].shape == (n,)
+    assert slow.result()["y"].shape == (SIDE, SIDE)
 
 
-def long_block(steps: int, indent: str = "") -> str:
-    """A block that runs `steps` dependent multiply-adds per element: a long kernel."""
-    body = f"""
-    @kernel elementwise
-    for i in 0..n:
-        var acc = x[i]
-        for k in 0..{steps}:
-            acc = acc * 0.999 + 0.5
-        out[i] = acc
-"""
-    return "\n".join(indent + line if line else line for line in body.split("\n")) + indent
-
-
-ASYNC = f"""
+ASYNC = """
 let fs = [
-    compute(x) @async {{{long_block(5000000, "    ")}}},
-    compute(x) @async {{
+    compute(a) @async {
+        @kernel matmul
+        for i in 0..M, j in 0..N:
+            var sum = 0.0
+            for k in 0..K:
+                sum += a[i, k] * a[k, j]
+            out[i, j] = sum
+    },
+    compute(a) @async {
         @kernel elementwise
-        for i in 0..n:
-            out[i] = x[i] * 0.5 + 1.0
-    }},
+        for i in 0..M, j in 0..N:
+            out[i, j] = a[i, j] * 0.5 + 1.0
+    },
 ]
-let g = compute(x) @async {{{long_block(5000001)}}}
+let g = compute(a) @async {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var sum = 0.0
+        for k in 0..K:
+            sum += a[k, i] * a[k, j]
+        out[i, j] = sum
+}
 let (first, index) = await any(fs)
-let safe = await g timeout 100us else x
+let safe = await g timeout 100us else a
 """
 
 
 @pytest.mark.gpu
 def test_gpu_async_computes_any_and_timeout_in_the_language(rng):
-    n = 1 << 16
-    x = rng.standard_normal(n).astype(np.float32)
     prog = zynml.compile(ASYNC, device="cuda:0")
     for part in prog._async.parts:
         if part.program is not None:
-            part.program.artifact(x=gpu_like((n,), np.float32))
+            part.program.artifact(a=gpu_like((SIDE, SIDE), np.float32))
     torch = on_the_gpu()
-    xs = torch.from_numpy(x).cuda()
-    out = prog(x=xs)
+    a = torch.randn(SIDE, SIDE, device="cuda") / 64
+    out = prog(a=a)
     assert int(out["index"]) == 1  # the short block, second in the list
-    assert_close(out["first"].numpy(), expected(x, 0.5))
-    assert out["safe"] is xs  # g had not completed: the default
+    assert_close(out["first"].numpy(), expected(a.cpu().numpy(), 0.5))
+    assert out["safe"] is a  # g had not completed: the default
     torch.cuda.synchronize()
