@@ -65,6 +65,9 @@ def test_dlpack_views_share_the_device_arrays_memory(rng):
 
 @pytest.mark.gpu
 def test_two_gpus_with_nccl_train_as_one_gpu_on_the_global_batch(device, tmp_path):
+    if not COMPILE_ONLY and \
+            sum(d["id"].startswith("cuda:") for d in zynml.compute_devices()) < 2:
+        pytest.skip("needs two GPUs (nvidia-h100-x2)")
     model = GPT(CONFIG, on_device(init_parameters(CONFIG, seed=6), device), device)
     trainer, batches = Trainer(model, SCHEDULE, AdamW()), _batches()
     want = [trainer.step(batches) for _ in range(STEPS)]
@@ -74,8 +77,6 @@ def test_two_gpus_with_nccl_train_as_one_gpu_on_the_global_batch(device, tmp_pat
         half.step(_batches(0, 2))
         pytest.skip("compile-only: the artifacts are in the cache")
     spawn = pytest.importorskip("torch.multiprocessing").spawn
-    if sum(d["id"].startswith("cuda:") for d in zynml.compute_devices()) < 2:
-        pytest.skip("needs two GPUs (nvidia-h100-x2)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -22,7 +22,8 @@ from typing import Any
 from .driver import Device, _driver, check
 from . import tensor_maps
 
-__all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "stream_for_future"]
+__all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "stream_for_future",
+           "legacy_stream"]
 
 
 class Stream:
@@ -66,6 +67,18 @@ class Stream:
             _driver().cuStreamDestroy(self.handle)
         except Exception:
             pass
+
+
+class _LegacyStream:
+    """The legacy default stream (handle 0), where calls without a stream run: what an
+    Event is recorded on after such a call."""
+
+    def __init__(self):
+        self.handle = _driver().CUstream(0)
+
+
+def legacy_stream() -> _LegacyStream:
+    return _LegacyStream()
 
 
 class Event:
