@@ -98,3 +98,21 @@ func.func @main(%w: memref<7x5xf32>, %ids: memref<13x1xi64>, %g: memref<13x5xf32
   return %r : memref<7x5xf32>
 }
 func.func private @__zynml_scatter_add_d1_0(memref<13x5xf32>, memref<13x1xi64>, memref<7x5xf32>) -> memref<7x5xf32> attributes {zynml.scatter}
+
+// -----
+
+// A float sum whose rows are 16 bytes: a thread per point, the atomics inside its range
+// guard (not the vector path, whose idle threads would add point 0 again).
+// CHECK-LABEL: func.func @main(
+// CHECK: gpu.func @k0_pointwise(
+// CHECK-NOT: vector.load
+// CHECK: scf.if
+// CHECK: memref.atomic_rmw addf
+// CHECK-NOT: memref.atomic_rmw
+// CHECK: gpu.return
+func.func @main(%w: memref<9x4xf32>, %ids: memref<1x1xi64>, %g: memref<1x4xf32>)
+    -> memref<9x4xf32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"]} {
+  %r = call @__zynml_scatter_add_d1_0(%g, %ids, %w) : (memref<1x4xf32>, memref<1x1xi64>, memref<9x4xf32>) -> memref<9x4xf32>
+  return %r : memref<9x4xf32>
+}
+func.func private @__zynml_scatter_add_d1_0(memref<1x4xf32>, memref<1x1xi64>, memref<9x4xf32>) -> memref<9x4xf32> attributes {zynml.scatter}
