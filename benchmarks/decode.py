@@ -80,20 +80,10 @@ QUEUE_CYCLES = 20_000_000
 
 
 def gpu_ms(fn, repeat: int, torch) -> float:
-    """Median GPU milliseconds of `fn()`: CUDA events around it, queued behind a sleep."""
-    def timed() -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(QUEUE_CYCLES)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    return statistics.median(timed() for _ in range(repeat))
+    """Median GPU milliseconds of `fn()` (gpu_vs_torch.median_ms), each call queued
+    behind a sleep long enough for a whole decode step's launches."""
+    from gpu_vs_torch import median_ms  # benchmarks/
+    return median_ms(fn, repeat, torch, queue_cycles=QUEUE_CYCLES)
 
 
 def run(args) -> None:

@@ -255,7 +255,8 @@ def _to_torch(torch, array: np.ndarray):
 QUEUE_CYCLES = 400_000
 
 
-def median_ms(fn, repeat: int, torch, *, queued: bool = True) -> float:
+def median_ms(fn, repeat: int, torch, *, queued: bool = True,
+              queue_cycles: int = QUEUE_CYCLES) -> float:
     """Median milliseconds of `fn()` over `repeat` calls, timed with CUDA events (3 calls
     when one takes over 100 ms).
 
@@ -266,8 +267,8 @@ def median_ms(fn, repeat: int, torch, *, queued: bool = True) -> float:
     start event is recorded, and the time includes that call's launch cost."""
     def timed() -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if queued:
-            torch.cuda._sleep(QUEUE_CYCLES)
+        if queued:  # `queue_cycles`: longer for a call that queues many launches
+            torch.cuda._sleep(queue_cycles)
         start.record()
         fn()
         end.record()
