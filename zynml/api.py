@@ -108,11 +108,13 @@ class Program:
                 and self.backend != "interpreter" and self._async is None:
             self._segments = self._plan_segments()
         self._dynamic, self._static, self._cache = dynamic, static, ArtifactCache()
-        self._shapes = specialize.for_program(self, dynamic, static, _parent is None and not _part)
+        self._shapes = specialize.for_program(self, dynamic, static,
+                                              _parent is None and not _part)
         self._executables = self._shapes.executables  # signature key -> _Executable
         self._fast_calls = None  # calls of signatures seen before: to the executable
-        if (self.backend == "native" or self.placement.kind == "cpu") and not (self._segments
-                or self._data_parallel or self.generic.host_values or self.checks or self._async):
+        if (self.backend == "native" or self.placement.kind == "cpu") and not (
+                self._segments or self._data_parallel or self.generic.host_values or
+                self.checks or self._async):
             self._fast_calls = self._new_fast_calls()
 
     def _new_fast_calls(self):
@@ -304,9 +306,8 @@ class Program:
             source = self.source.text if self.source.name == "<string>" else \
                 Path(self.source.name)
             kind = self.placement.kind  # another kind of device takes its own backend
-            self._parts = [Program(source, device,
-                                   self.backend if device.split(":")[0] == kind else None,
-                                   require_device=self._require_device,
+            self._parts = [Program(source, device, self.backend if device.split(":")[0] ==
+                                   kind else None, require_device=self._require_device,
                                    checked=self.checks, deterministic=self.deterministic,
                                    _part=True)
                            for device in self._data_parallel.devices]
@@ -361,10 +362,8 @@ class Program:
         return values, signature, scalars, records
 
     def _record_loc(self, root: str):
-        for name, loc in self.generic.input_locs.items():
-            if _is_record_member(name, {root}):
-                return loc
-        return self._first_loc()
+        return next((loc for name, loc in self.generic.input_locs.items()
+                     if _is_record_member(name, {root})), None) or self._first_loc()
 
     def _specialize(self, inputs: dict[str, Any]):
         """(typed AST, signature, integer scalars) of the program for these inputs."""
@@ -533,15 +532,14 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             dynamic: Any = None, static: Any = ()) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
     "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
-    ("native" or "iree"; default: the best for the device); calling the result runs it. `target` picks the CUDA chip of the native
-    backend (default sm_90a); `params` sets its strategies' parameters, as text
-    ("matmul_wgmma.stages=3;pointwise.vectors=2") or {"matmul_wgmma": {"stages": 3}}
-    (zynml/backend/cuda/strategies/tuning.py). `require_device=False` compiles for a
-    device that is not here (calling then needs it; `Program.artifact` and the CLI's
-    --emit work anywhere). `checked=True`: checked mode (docs/language.md §11; default:
-    ZYNML_CHECK), where bad indices and divisions at run time are located errors.
-    `deterministic=True` (default: ZYNML_DETERMINISTIC): scatters give the same bits run
-    to run, on native CUDA by sorted segments instead of atomics (docs/language.md).
+    ("native" or "iree"; default: the best for the device); calling it runs it. `target`:
+    the native backend's CUDA chip (default sm_90a); `params`: its strategies' parameters,
+    as text ("matmul_wgmma.stages=3") or {"matmul_wgmma": {"stages": 3}} (strategies/
+    tuning.py). `require_device=False` compiles for a device that is not here (calling
+    then needs it; `Program.artifact` and the CLI's --emit work anywhere). `checked=True`:
+    checked mode (docs/language.md §11; default ZYNML_CHECK): bad indices and divisions at
+    run time are located errors. `deterministic=True` (default ZYNML_DETERMINISTIC):
+    scatters give the same bits run to run (native CUDA: sorted segments, not atomics).
     `dynamic`: sizes compiled once for any value (names, True, False; default: once a size
     took two values); `static`: sizes always specialized (zynml/specialize.py)."""
     return Program(source_or_path, device=device, backend=backend, target=target,
