@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
@@ -44,7 +43,7 @@ def _placement(device: str, backend: str | None, loc: SourceLocation | None,
         raise ZynMLError(err.message, loc) from None
 
 
-@dataclass
+@dataclasses.dataclass
 class _Executable:
     checked: CheckedProgram
     function: Any  # IreeFunction or CudaFunction: positional arrays in, arrays out
@@ -83,15 +82,13 @@ class Program:
         else:
             device_loc = self._first_loc()
         self.placement = _placement(device, backend, device_loc, require_device)
+        self.device, self.backend = self.placement.device, self.placement.backend
         self._require_device = require_device
         self.cuda_target = _cuda_target(target, params, self.deterministic)
-        # what the backend compiles for: IREE's target of the device kind, or the chip
-        if self.placement.backend == "native":
-            self.target = self.cuda_target
-        elif self.placement.backend == "iree":
-            self.target = IREE_TARGETS[self.placement.kind]
-        else:  # the interpreter runs cir as it is
-            self.target = None
+        # what the backend compiles for: the chip, IREE's target of the device kind, or
+        # nothing (the interpreter runs cir as it is)
+        self.target = self.cuda_target if self.backend == "native" else \
+            IREE_TARGETS[self.placement.kind] if self.backend == "iree" else None
         self._is_part = _part  # a segment, or one device's share of @parallel(data)
         self._data_parallel = None
         self._parts: list = []
@@ -100,8 +97,6 @@ class Program:
         compiler.check_target(self.generic, self.placement, self.target)
         if self.placement.backend == "interpreter":  # runs every block itself, as written
             self._data_parallel = None
-        self.device = self.placement.device
-        self.backend = self.placement.backend
         self._async = None if _part or _parent is not None or self._data_parallel \
             else plan_async(self)  # `@async` computes as futures: zynml/async_program.py
         if not _part and _parent is None and self._data_parallel is None \
@@ -266,13 +261,7 @@ class Program:
         if self._segments:
             from .segments import run_segments
             return run_segments(self._segments, inputs, self.outputs)
-        values, signature, scalars, records = self._signature(inputs)
-        checked = None
-        if records:  # record members are inputs too: their shapes are part of the key
-            checked = self._check(signature, scalars, records)
-            signature = dict(checked.inputs)
-            values.update(checked.record_values)
-        executable = self._shapes.executable(signature, scalars, records, checked)
+        values, executable, records = self._executable_for(inputs)
         checked = executable.checked
         args = [argument(name, values[name], checked) for name in checked.inputs]
         results = dict(zip(checked.flat_outputs(), executable.function(*args)))
@@ -282,6 +271,17 @@ class Program:
         return {name: [output(results[n], checked, n) for n in checked.list_outputs[name]]
                 if name in checked.list_outputs else output(results[name], checked, name)
                 for name in checked.outputs}
+
+    def _executable_for(self, inputs: dict[str, Any]):
+        """(input values, executable, records) of a call: the one its specializations
+        choose for these inputs, from memory or built (compile_only.py builds it too)."""
+        values, signature, scalars, records = self._signature(inputs)
+        checked = None
+        if records:  # record members are inputs too: their shapes are part of the key
+            checked = self._check(signature, scalars, records)
+            signature = dict(checked.inputs)
+            values.update(checked.record_values)
+        return values, self._shapes.executable(signature, scalars, records, checked), records
 
     def _plan_segments(self) -> list["Program"]:
         """`@device("...")` blocks off the program's device: one Program per segment."""

@@ -3,7 +3,7 @@ straight to the compiled function.
 
 A call through `Program._run` checks every input (a GPU array? a supported dtype? does
 it fit in memory? which executable?) and finds each output's type: about 60 µs of Python
-on this project's 2-core machine for a 1024-element program, 4-5x IREE's own invoke.
+on this project's 2-core machine for a 1024-element program.
 Once such a call has succeeded, `HostCalls.add` keeps its signature (`_key`: per input,
 its name and array type, dtype and shape, or the kind of its number), and later calls of
 the same signature skip the checks: the arrays are handed to the same IreeFunction, which
