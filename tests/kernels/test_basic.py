@@ -167,3 +167,16 @@ def test_adamw_step_counts_from_one(rng):
     p = normal(rng, 3)
     with pytest.raises(zynml.ZynMLError, match="step counts from 1"):
         K.adamw_step(p, p.copy(), p.copy(), p.copy(), lr=0.1, step=0, device="cpu")
+
+
+def test_rope_and_copy_rows_shape_errors_name_the_arrays():
+    x, table = np.ones((3, 4), np.float32), np.ones((5, 4), np.float32)
+    with pytest.raises(zynml.ZynMLError, match=r"rope: x must be \[rows, d\] with d even "
+                                               r"and cos, sin \[positions, d\]; got x "
+                                               r"\(3, 5\), cos \(5, 4\), sin \(5, 4\)"):
+        K.rope(np.ones((3, 5), np.float32), table, table, 0, device="cpu")
+    with pytest.raises(zynml.ZynMLError, match=r"copy_rows: source \[rows, cols\] must fit "
+                                               r"target \[positions, cols\]; got source "
+                                               r"\(6, 4\), target \(5, 4\)"):
+        K.copy_rows(table, np.ones((6, 4), np.float32), 0, device="cpu")
+    assert K.copy_rows(np.zeros((5, 4), np.float32), x, 1, device="cpu")[1:4].sum() == 12
