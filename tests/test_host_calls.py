@@ -66,7 +66,9 @@ def test_fast_calls_match_the_reference_and_skip_the_checks(rng, monkeypatch, n)
     checked = _Checked(monkeypatch, prog.chain._program)
     for _ in range(3):
         x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
-        assert_close(prog.chain(x, y), chain_reference(x, y))
+        # floor: 2x + y cancels in f32, so a lone near-zero value is good to eps * |x|, |y|
+        assert_close(prog.chain(x, y), chain_reference(x, y),
+                     floor=np.abs(x).max() + np.abs(y).max())
     assert checked.count == 1
     stats = prog.chain._program.stats()
     assert stats.calls == 3 and stats.memory_hits == 2, stats
