@@ -432,8 +432,8 @@ class Program:
             except Exception as err:  # no driver or GPU, or a CUDA failure at load
                 raise ZynMLError(f"cannot run on '{self.device}': {err}") from None
         else:
-            from .runtime.iree_runner import IreeModule  # iree.runtime loads on first call
-            function = IreeModule(artifact, self.target.device).function("main")
+            from .runtime.cpu_routing import cpu_function  # iree.runtime loads on first call
+            function = cpu_function(artifact, self.target.device)
         if self.checks:  # with a table, main returns the violation code last
             function = self._checked_function(function, checked, table)
         return _Executable(checked, function)

@@ -24,7 +24,8 @@ from .errors import ZynMLError
 
 __all__ = [
     "Knob", "KnobError", "KNOBS", "validate", "markdown_table",
-    "CACHE_DIR", "CHECK", "CPU_THREADS", "CUDA_POISON", "DEBUG", "DETERMINISTIC", "IREE_COMPILE",
+    "CACHE_DIR", "CHECK", "CPU_THREADS", "CPU_SYNC_BYTES", "CUDA_POISON", "DEBUG",
+    "DETERMINISTIC", "IREE_COMPILE",
     "REPRODUCER_DIR", "AUTOTUNE",
     "LOG", "SPECIALIZATION_LIMIT",
     "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
@@ -137,6 +138,12 @@ CPU_THREADS: Knob[int] = Knob(
     "Worker threads of the CPU backend (IREE's local-task device); 0: one per core. Read "
     "once, when the process first runs a program on the CPU",
     read_by=("zynml/runtime/iree_runner.py",), minimum=0)
+CPU_SYNC_BYTES: Knob[int] = Knob(
+    "ZYNML_CPU_SYNC_BYTES", "int", 128 << 10,
+    "CPU calls that move at most this many bytes (inputs and results) run on the caller's "
+    "thread (IREE's local-sync device), larger ones on the worker threads; 0: all on the "
+    "workers (zynml/runtime/cpu_routing.py says why)",
+    read_by=("zynml/runtime/cpu_routing.py",), minimum=0)
 DETERMINISTIC: Knob[bool] = Knob(
     "ZYNML_DETERMINISTIC", "bool", False,
     "Deterministic mode for programs that do not choose (`deterministic=` of "
@@ -213,8 +220,8 @@ TEST_VULKAN: Knob[bool] = Knob(
     "Tests: also run the spec examples on IREE's Vulkan target",
     read_by=("tests/test_spec_examples.py",))
 
-KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CUDA_POISON, DEBUG, DETERMINISTIC,
-                           IREE_COMPILE, REPRODUCER_DIR, AUTOTUNE, LOG, SPECIALIZATION_LIMIT,
+KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CPU_SYNC_BYTES, CUDA_POISON, DEBUG,
+                           DETERMINISTIC, IREE_COMPILE, REPRODUCER_DIR, AUTOTUNE, LOG, SPECIALIZATION_LIMIT,
                            FUZZ_SCALE, FUZZ_SHRINK,
                            GPU_COMPILE_ONLY, TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 
