@@ -215,3 +215,31 @@ def test_bf16_zeros_from_allocate():
     out = zynml.run('let z = allocate(shape=[2, 3], dtype=bfloat16, device="cpu")\n',
                     device="cpu")
     assert out["z"].dtype == BF16 and out["z"].shape == (2, 3) and not out["z"].any()
+
+
+TYPED_SUM = """
+let total = compute(x) {
+    @kernel fused
+    for r in 0..1:
+        var acc: f32 = 0.0
+        for c in 0..n:
+            acc += x[c]
+        out[r] = acc
+}
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "interpreter"])
+def test_a_var_declared_f32_sums_bf16_in_f32(rng, device):
+    """`var acc: f32` keeps 24 bits where the kernel's float, bf16, keeps 8: 1000 terms
+    near 1 sum to f32's precision (the output takes the f32 written to it) where a bf16
+    sum stalls at a few hundred (the interpreter rounds every bf16 operation, as the semantics
+    say)."""
+    x = np.abs(bf16(rng, 1000, low=0.9375, high=1.0625))
+    exact = wide(x).sum()
+    out = zynml.run(TYPED_SUM, device=device, x=x)["total"]
+    assert out.dtype == np.float32
+    assert abs(wide(out)[0] - exact) <= 1e-5 * exact
+    untyped = zynml.run(TYPED_SUM.replace("var acc: f32", "var acc"), device="interpreter",
+                        x=x)["total"]
+    assert wide(untyped)[0] <= 0.6 * exact  # stuck at 256 or 512, where the spacing is 2 or 4

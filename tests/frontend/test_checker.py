@@ -49,6 +49,15 @@ CASES = {
     "assignment to a whole-tensor let": (
         _kernel("    let t = x - 1.0\n    t = x - 2.0\n    out = t\n"),
         "4:5", "cannot assign to 't': it is a whole-tensor 'let'"),
+    "a var declared with a tensor type": (
+        _kernel("    for i in 0..len:\n        var a: tensor = x[i]\n        out[i] = a\n"),
+        "4:16", "'tensor' is not a scalar type: a var takes one of f16, bf16, f32"),
+    "a var declared with an unknown type": (
+        _kernel("    for i in 0..len:\n        var a: float32 = x[i]\n        out[i] = a\n"),
+        "4:16", "'float32' is not a scalar type"),
+    "a var's type left out after the colon": (
+        _kernel("    for i in 0..len:\n        var a: = x[i]\n        out[i] = a\n"),
+        "4:16", "expected a scalar type after 'var a:' (f32, bf16, i64, ...), found '='"),
     "syntax: missing colon": (_kernel("    for i in 0..len\n        out[i] = x[i]\n"),
                               "3:20", "expected ':'"),
     "tensor not passed to compute": ("let a = compute(x) {\n    @kernel elementwise\n"
@@ -192,3 +201,11 @@ def test_a_local_array_too_large_for_64_bits_is_a_located_error(extent, at, mess
         zynml.run(source, x=np.ones(8, np.float32))
     assert str(info.value).splitlines()[0].endswith(f"error: {message}")
     assert info.value.loc is not None and info.value.loc.line == 4
+
+
+def test_a_float_value_in_a_var_declared_integer_is_a_located_error():
+    source = _kernel("    for i in 0..len:\n        var a: i32 = x[i]\n        out[i] = x[i]\n")
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run(source, x=np.ones(3, np.float32))
+    assert "<string>:4:22: error: cannot assign a f32 value to an integer variable" in \
+        str(info.value)

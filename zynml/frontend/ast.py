@@ -240,10 +240,12 @@ class Let(Stmt):
 
 @dataclass(eq=False)
 class Var(Stmt):
-    """`var name = value` (mutable local)."""
+    """`var name = value` or `var name: f32 = value` (mutable local; `declared`: the
+    scalar type written, else the value's)."""
 
     name: str
     value: Expr
+    declared: Optional["TypeExpr"] = None
 
 
 @dataclass(eq=False)

@@ -23,8 +23,8 @@ from .outputs import (OUTPUTS_NAMESPACE, kernel_outputs, mutable_outputs, mutabl
 from .result_shapes import KernelResult, is_unit_step, is_zero
 from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
-from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, ScalarType, TensorType,
-                    promote)
+from .types import (ANY, BOOL, FLOAT_LITERAL, F32, I64, INDEX, INT_LITERAL, SCALARS, ScalarType,
+                    TensorType, promote)
 
 
 class BodyChecker(WholeTensorValues, KernelResult):
@@ -267,6 +267,13 @@ class BodyChecker(WholeTensorValues, KernelResult):
         t = self._expr(stmt.value)
         if is_tensor(t):
             raise error_at("a local must be a scalar", stmt.value)
+        declared = stmt.declared
+        if declared is not None:  # `var acc: f32 = 0.0`: e.g. an f32 sum of bf16 values
+            if declared.name not in SCALARS:
+                raise error_at(f"'{declared.name}' is not a scalar type: a var takes one of "
+                               f"{', '.join(SCALARS)}", declared)
+            self._check_assignable(SCALARS[declared.name], t, stmt.value)
+            t = SCALARS[declared.name]
         stmt.sym = Symbol("var", stmt.name, concrete_in(t, self), stmt.loc)
         self.scopes[-1][stmt.name] = stmt.sym
 

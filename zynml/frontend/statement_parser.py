@@ -70,10 +70,17 @@ class StatementParser(ExpressionParser):
         return ast.Let(kw.loc, [n.text for n in names], value, [n.loc for n in names])
 
     def parse_var(self) -> ast.Var:
+        """`var name = value` or `var name: TYPE = value` (a scalar type)."""
         kw = self.advance()
         name = self.advance()
-        self.expect("=", f"expected '=' after 'var {name.text}'")
-        return ast.Var(kw.loc, name.text, self.parse_expr())
+        declared = None
+        if self.accept(":"):
+            word = self.expect("NAME", f"expected a scalar type after 'var {name.text}:' "
+                                       "(f32, bf16, i64, ...)")
+            declared = ast.TypeExpr(word.loc, word.text)
+        self.expect("=", f"expected '=' after 'var {name.text}"
+                         f"{': ' + declared.name if declared else ''}'")
+        return ast.Var(kw.loc, name.text, self.parse_expr(), declared)
 
     def parse_shared_var(self) -> ast.SharedVar:
         """`shared var name[size, ...]`."""

@@ -210,7 +210,7 @@ class _Rewriter(TileShapes):
         self.check_fits_point(self.var_shapes.get(s, SCALAR).rank, s.value)
         prelude, value = self.at_point(s.value)
         self.declare(s.name, Local("var", decl=s))
-        return prelude + [ast.Var(s.loc, s.name, value)]
+        return prelude + [ast.Var(s.loc, s.name, value, s.declared)]
 
     def _region_Assign(self, s: ast.Assign) -> list[ast.Stmt]:
         target = s.target
