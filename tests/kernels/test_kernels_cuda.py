@@ -53,6 +53,16 @@ def test_bf16_masked_attention(rng):
     assert_close(out, attention(q, k, v, mask), rtol=2e-2)
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_decode_sized_bf16_products_sum_in_f32(rng, m):
+    """A row or three of tokens take the pointwise strategy: its sums are f32, rounded
+    once (a bf16 sum of 997 terms near 1 stalls at 256)."""
+    a = rng.uniform(0.5, 1.5, (m, 997)).astype(bf16())
+    b = rng.uniform(0.5, 1.5, (997, 5)).astype(bf16())
+    out = kernels.matmul(a, b, device=CUDA)
+    assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=2.0 ** -8)
+
+
 def test_f32_attention_odd_sizes(rng):
     q, k, v = qkv(rng, 1, 3, 1, 7, 13, 64, np.float32)
     out = kernels.flash_attention(q, k, v, causal=True, scale=0.2, device=CUDA)

@@ -40,6 +40,27 @@ def generic_operands(generic: ir.Operation) -> tuple[list[ir.Value], list[ir.Val
     return operands[:sizes[0]], operands[sizes[0]:sizes[0] + sizes[1]]
 
 
+def multiply_add_body(generic: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
+    """(mulf, addf) when the generic's body is `out + a * b` of its two inputs (each
+    possibly widened by extf first): a contraction's body, else None."""
+    ins, outs = generic_operands(generic)
+    if len(ins) != 2 or len(outs) != 1:
+        return None
+    block = generic.regions[0].blocks[0]
+    ops = [op.operation for op in block.operations]
+    names = [op.name for op in ops]
+    if names[-3:] != ["arith.mulf", "arith.addf", "linalg.yield"] or \
+            any(n != "arith.extf" for n in names[:-3]):
+        return None
+    mul, add = ops[-3], ops[-2]
+    inputs, out = list(block.arguments)[:2], block.arguments[2]
+    widened = {op.results[0]: op.operands[0] for op in ops[:-3]}
+    if not all(widened.get(v, v) in inputs for v in mul.operands):
+        return None
+    operands = list(add.operands)
+    return (mul, add) if out in operands and mul.results[0] in operands else None
+
+
 def loop_dims(generic: ir.Operation) -> tuple[list[int], list[int], list[int]]:
     """(trip count of each loop, the parallel loops, the reduction loops), in loop order."""
     kinds = iterator_kinds(generic)

@@ -30,7 +30,8 @@ from mlir.dialects import arith, gpu, vector
 
 from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                                   generic_operands, index_const, indexing_maps,
-                                  iterator_kinds, loop_ranges, new_kernel)
+                                  iterator_kinds, loop_ranges, multiply_add_body,
+                                  new_kernel)
 from . import Launch
 from .tuning import problem_key, tuned
 from .row_registers import as_global
@@ -91,16 +92,10 @@ def _roles(generic: ir.Operation):
 
 
 def _body_is_multiply_add(generic: ir.Operation) -> bool:
-    block = generic.regions[0].blocks[0]
-    ops = [op.operation for op in block.operations]
-    names = [op.name for op in ops]
-    if names[-3:] != ["arith.mulf", "arith.addf", "linalg.yield"] or \
-            any(n != "arith.extf" for n in names[:-3]):
+    if multiply_add_body(generic) is None:
         return False
-    mul, add = ops[-3], ops[-2]
-    out = block.arguments[2]
-    return out in list(add.operands) and mul.results[0] in list(add.operands) and \
-        str(out.type) in ("f32", "f16", "bf16")
+    out = generic.regions[0].blocks[0].arguments[2]
+    return str(out.type) in ("f32", "f16", "bf16")
 
 
 def matches(generic: ir.Operation, target) -> bool:

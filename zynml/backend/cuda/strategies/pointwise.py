@@ -35,7 +35,7 @@ from mlir.dialects import arith, gpu, scf, vector
 
 from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                              delinearize, generic_operands, index_const, indexing_maps,
-                             iterator_kinds, loop_dims, new_kernel)
+                             iterator_kinds, loop_dims, multiply_add_body, new_kernel)
 from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents, \
     product
 from . import Launch
@@ -43,6 +43,7 @@ from .pointwise_dynamic import build_vectors
 from .tuning import problem_key, tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
+from .simt_gemm import add_and_round, widen
 
 NAME = "pointwise"
 DYNAMIC = True  # takes run-time extents (extents.py): a thread per point
@@ -374,7 +375,20 @@ def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: 
         # Outputs do not depend on reduction loops: read them once, carry them through.
         partial = [scope.load(buf, apply_map(amap, _zero_unset(ivs)))
                    for buf, amap in zip(outs, out_maps)]
-        results = _reduction_loops(generic, scope, ivs, reduction, ranges, read_ins, partial)
+        contraction = _half_contraction(generic)
+        if contraction is None:
+            results = _reduction_loops(generic, scope, ivs, reduction, ranges, partial,
+                                       lambda point, carried: scope.clone_body(
+                                           generic, read_ins(point) + carried,
+                                           lambda d: point[d]))
+        else:  # as the GEMM strategies: products summed in f32, rounded once
+            f32 = ir.F32Type.get()
+            zero = arith.ConstantOp(f32, ir.FloatAttr.get(f32, 0.0)).result
+            total = _reduction_loops(generic, scope, ivs, reduction, ranges, [zero],
+                                     lambda point, carried: _add_product(
+                                         generic, scope, contraction, read_ins(point),
+                                         point, carried[0]))
+            results = [add_and_round(partial[0], total[0], partial[0].type)]
     for value, buf, amap in zip(results, outs, out_maps):
         scope.store(value, buf, apply_map(amap, _zero_unset(ivs)))
 
@@ -384,18 +398,37 @@ def _zero_unset(ivs: list) -> list:
     return [iv if iv is not None else index_const(0) for iv in ivs]
 
 
-def _reduction_loops(generic, scope, ivs, reduction, ranges, read_ins, carried):
+def _reduction_loops(generic, scope, ivs, reduction, ranges, carried, step):
+    """The reduction loops around `step(point, carried) -> new carried values`."""
     if not reduction:
-        return scope.clone_body(generic, read_ins(ivs) + carried, lambda d: ivs[d])
+        return step(ivs, carried)
     dim, rest = reduction[0], reduction[1:]
     loop = scf.ForOp(index_const(0), as_index(ranges[dim]), index_const(1), carried)
     with ir.InsertionPoint(loop.body):
         inner = list(ivs)
         inner[dim] = loop.induction_variable
-        results = _reduction_loops(generic, scope, inner, rest, ranges, read_ins,
-                                   list(loop.inner_iter_args))
+        results = _reduction_loops(generic, scope, inner, rest, ranges,
+                                   list(loop.inner_iter_args), step)
         scf.YieldOp(results)
     return list(loop.results)
+
+
+def _half_contraction(generic: ir.Operation):
+    """(mulf, addf) of a multiply-add body with an f16 / bf16 output, else None: such a
+    sum keeps 8 (bf16) or 11 (f16) bits per addition where a GEMM strategy keeps f32's
+    24, so the same program would round differently by the strategy its shape chose."""
+    found = multiply_add_body(generic)
+    out = generic.regions[0].blocks[0].arguments[-1]
+    return found if found is not None and str(out.type) in ("f16", "bf16") else None
+
+
+def _add_product(generic, scope: KernelScope, contraction, inputs: list, point: list,
+                 total: ir.Value) -> list[ir.Value]:
+    """[total + a * b] in f32, a and b the body's factors at `point`, widened."""
+    mul, add = contraction
+    local = scope.clone_ops(generic, inputs + [None], lambda d: point[d], skip=[mul, add])
+    a, b = (widen(local[v]) for v in mul.operands)
+    return [arith.AddFOp(total, arith.MulFOp(a, b).result).result]
 
 
 def _used(arg: ir.Value) -> bool:
