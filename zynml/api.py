@@ -19,8 +19,8 @@ from .checks import CheckedFunction, saved_checks
 from .async_program import plan_async
 from .cache import ArtifactCache
 from .runtime import call_context
-from .call_values import (GpuInput, argument, as_array, check_outputs_fit, is_gpu_array,
-                          output, scalar_outputs)
+from .call_values import (GpuInput, argument, as_array, check_input_names, check_outputs_fit,
+                          is_gpu_array, output, scalar_outputs)
 from .backend.iree.target import IREE_TARGETS
 from .inplace import check_updatable, write_back
 from .devices import DeviceError, Placement, host_values, resolve
@@ -325,17 +325,8 @@ class Program:
                 raise ZynMLError(f"missing input '{root}' (a record)",
                                  self._record_loc(root))
         known = {n for n in self.generic.inputs if not _is_record_member(n, roots)}
-        for name in inputs:
-            if name not in known:
-                raise ZynMLError(f"unknown input '{name}'; the program's inputs are: "
-                                 + (", ".join(sorted(known)) or "(none)"), self._first_loc())
-        for name in known:
-            if name not in inputs:
-                hint = (f"; zynml.run's {name}= is an option, not this input: pass the inputs "
-                        f"as a dict, zynml.run(source, {{'{name}': ...}})"
-                        if name in _RUN_OPTIONS else "")
-                raise ZynMLError(f"missing input '{name}'{hint}",
-                                 self.generic.input_locs.get(name))
+        check_input_names(inputs, known, self.generic.input_locs, self._first_loc(),
+                          list(self._methods), _RUN_OPTIONS)
         values, signature, scalars = {}, {}, {}
         for name, value in inputs.items():
             loc = self.generic.input_locs.get(name)

@@ -15,7 +15,28 @@ from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import from_numpy, to_numpy
 from .machine_limits import as_i64, check_fits
 
-__all__ = ["as_array", "scalar_outputs", "is_gpu_array", "GpuInput", "argument", "output"]
+__all__ = ["as_array", "scalar_outputs", "is_gpu_array", "GpuInput", "argument", "output",
+           "check_input_names"]
+
+
+def check_input_names(given, known: set[str], locs: dict, first_loc, pipelines: list[str],
+                      options: tuple[str, ...]) -> None:
+    """Every input given is one the program takes (else an error at `first_loc` that
+    lists them, and where the program has none, its `pipelines`), and none is missing
+    (an error at its declaration; one named like an option of zynml.run says so)."""
+    for name in given:
+        if name not in known:
+            elsewhere = "" if known or not pipelines else \
+                " (its pipelines take them: " + \
+                ", ".join(f"zynml.compile(source).{p}(...)" for p in pipelines) + ")"
+            raise ZynMLError(f"unknown input '{name}'; the program's inputs are: "
+                             + (", ".join(sorted(known)) or "(none)") + elsewhere, first_loc)
+    for name in known:
+        if name not in given:
+            hint = (f"; zynml.run's {name}= is an option, not this input: pass the inputs "
+                    f"as a dict, zynml.run(source, {{'{name}': ...}})"
+                    if name in options else "")
+            raise ZynMLError(f"missing input '{name}'{hint}", locs.get(name))
 
 
 def as_array(name: str, value: Any, loc) -> np.ndarray:

@@ -209,3 +209,15 @@ def test_a_float_value_in_a_var_declared_integer_is_a_located_error():
         zynml.run(source, x=np.ones(3, np.float32))
     assert "<string>:4:22: error: cannot assign a f32 value to an integer variable" in \
         str(info.value)
+
+
+def test_inputs_given_to_a_program_of_pipelines_name_its_pipelines():
+    source = ("pipeline twice(x: tensor[n]) -> tensor[n]:\n"
+              "    let y = compute(x) {\n        @kernel elementwise\n"
+              "        for i in 0..n:\n            out[i] = 2.0 * x[i]\n    }\n"
+              "    return y\n")
+    with pytest.raises(zynml.ZynMLError) as info:
+        zynml.run(source, x=np.ones(3, np.float32))
+    assert str(info.value).startswith(
+        "<string>:1:1: error: unknown input 'x'; the program's inputs are: (none) (its "
+        "pipelines take them: zynml.compile(source).twice(...))")
