@@ -3,6 +3,8 @@ the checks and goes straight to the IREE function. The fast path must give what 
 checked path gives (against numpy float64 references, odd sizes), be taken only for the
 signature it was made for (a new shape, dtype or number kind goes through the checks),
 never hand back outputs that a later call overwrites, and keep `mut`'s semantics."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -10,15 +12,7 @@ import zynml
 from conftest import assert_close
 from zynml.errors import ZynMLError
 
-CHAIN = """
-pipeline chain(x: tensor[n], y: tensor[n]) -> tensor[n]:
-    let z = compute(x, y) {
-        @kernel elementwise
-        for i in 0..n:
-            out[i] = tanh(x[i] * 2.0 + y[i]) * 0.5 + relu(x[i] - y[i])
-    }
-    return z
-"""
+CHAIN = Path(__file__).parent / "programs" / "tanh_relu_chain.zyn"
 SCALE = """
 let y = compute(x) {
     @kernel elementwise

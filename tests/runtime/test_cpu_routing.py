@@ -3,6 +3,7 @@ local-sync device, large ones on local-task's workers, with the same results."""
 from __future__ import annotations
 
 import concurrent.futures
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,15 +13,7 @@ from conftest import assert_close
 from zynml.runtime.cpu_routing import RoutedFunction
 from zynml.runtime.iree_runner import IreeFunction
 
-CHAIN = """
-pipeline chain(x: tensor[n], y: tensor[n]) -> tensor[n]:
-    let z = compute(x, y) {
-        @kernel elementwise
-        for i in 0..n:
-            out[i] = tanh(x[i] * 2.0 + y[i]) * 0.5 + relu(x[i] - y[i])
-    }
-    return z
-"""
+CHAIN = Path(__file__).parents[1] / "programs" / "tanh_relu_chain.zyn"
 
 ROW_SUMS = """
 pipeline row_sums(m: tensor[r, c]) -> tensor[r]:
