@@ -15,7 +15,8 @@ TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autot
        tests/runtime/test_cuda_device_array.py
        tests/device_api/test_device_cuda.py tests/kernels/test_kernels_cuda.py
        tests/test_compute_graph.py
-       tests/models/test_gpt_cuda.py tests/models/test_llama_cuda.py
+       tests/models/test_gpt_cuda.py tests/models/test_gpt_decode_cuda.py
+       tests/models/test_llama_cuda.py
        tests/models/test_data_parallel_cuda.py
        tests/runtime/test_cuda_streams.py)  # last: it crashed the run on 2026-11-26
 # tests/models' files stay together: pytest 9.1 did not give a file its folder's

@@ -1,6 +1,7 @@
 """The decode-step kernels of zynml/kernels/decode.py on the CPU, against float64 numpy:
 RoPE with the KV-cache write at a run-time position (a number or a 0-d array updated in
-place: one compile), RMSNorm into a given array (f32 and bf16), the greedy argmax, and
+place: one compile), the write without RoPE and GPT-2's input rows at a position,
+RMSNorm into a given array (f32 and bf16), the greedy argmax, and
 kv_attention with a 0-d cache_start."""
 from __future__ import annotations
 
@@ -64,6 +65,40 @@ def test_rope_kv_cache_errors(rng):
     with pytest.raises(ZynMLError, match="0-d integer array, got float32"):
         K.rope_kv_cache(qkv, cos, cos, np.array(1.0, np.float32), cache, cache.copy(),
                         heads=2, device="cpu")
+
+
+def test_kv_cache_write_splits_q_and_writes_the_caches_at_pos(rng):
+    batch, heads, positions, d = 3, 5, 7, 6
+    qkv = rng.standard_normal((batch, 3 * heads * d)).astype(np.float32)
+    k_cache = np.zeros((batch, heads, positions, d), np.float32)
+    v_cache = np.zeros_like(k_cache)
+    parts = qkv.reshape(batch, 3, heads, d)
+    pos = np.array(0, np.int64)
+    for p in (6, 0, 3):
+        pos[()] = p  # in place, as between graph replays
+        q = K.kv_cache_write(qkv, pos, k_cache, v_cache, device="cpu")
+        np.testing.assert_array_equal(q, parts[:, 0, :, None, :])
+        np.testing.assert_array_equal(k_cache[:, :, p], parts[:, 1])
+        np.testing.assert_array_equal(v_cache[:, :, p], parts[:, 2])
+    untouched = [p for p in range(positions) if p not in (6, 0, 3)]
+    assert not k_cache[:, :, untouched].any() and not v_cache[:, :, untouched].any()
+    with pytest.raises(ZynMLError, match="position 7 is outside the cache's 7 positions"):
+        K.kv_cache_write(qkv, 7, k_cache, v_cache, device="cpu")
+    with pytest.raises(ZynMLError, match=r"qkv \(3, 90\) is not \[batch, 3 \* heads"):
+        K.kv_cache_write(qkv, 1, k_cache[:, :4], v_cache[:, :4], device="cpu")
+
+
+def test_decode_embedding_adds_the_row_of_pos(rng):
+    wte = rng.standard_normal((37, 11)).astype(np.float32)
+    wpe = rng.standard_normal((13, 11)).astype(np.float32)
+    tokens = np.array([36, 0, 5], np.int64)
+    for pos in (0, 12, np.array(4, np.int64)):
+        got = K.decode_embedding(wte, wpe, tokens, pos, device="cpu")
+        assert_close(got, wte[tokens].astype(np.float64) + wpe[int(pos)], rtol=1e-6)
+    with pytest.raises(ZynMLError, match="position 13 is outside"):
+        K.decode_embedding(wte, wpe, tokens, 13, device="cpu")
+    with pytest.raises(ZynMLError, match=r"tokens \[batch\] expected"):
+        K.decode_embedding(wte, wpe, tokens[:, None], 0, device="cpu")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])

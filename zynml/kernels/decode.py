@@ -1,8 +1,10 @@
 """The pieces of a decode step that the other modules lack: RoPE with the KV-cache write
-at a run-time position (rope_kv_cache.zyn), RMSNorm written into a given array of any
-float dtype (rms_norm_into.zyn: a bf16 model's normed rows in bf16), and the greedy
-choice of each row (argmax_rows.zyn). zynml/models/llama.py builds a Llama decoder
-from them and the rest of the library.
+at a run-time position (rope_kv_cache.zyn), the same write without RoPE
+(kv_cache_write.zyn) and GPT-2's input rows at a run-time position
+(decode_embedding.zyn), RMSNorm written into a given array of any float dtype
+(rms_norm_into.zyn: a bf16 model's normed rows in bf16), and the greedy choice of each
+row (argmax_rows.zyn). zynml/models/llama.py and gpt_decode.py build decoders from them
+and the rest of the library.
 
 A run-time position is a number or a 0-d integer array of the inputs' device: a
 captured graph (zynml.capture) reads the array at every replay, so the host writes the
@@ -16,7 +18,8 @@ from ..errors import ZynMLError
 from .basic import reshaped
 from .library import device_of, program
 
-__all__ = ["rope_kv_cache", "rms_norm_into", "argmax_rows"]
+__all__ = ["rope_kv_cache", "kv_cache_write", "decode_embedding", "rms_norm_into",
+           "argmax_rows"]
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -50,6 +53,40 @@ def rope_kv_cache(qkv: Any, cos: Any, sin: Any, pos: Any, k_cache: Any, v_cache:
         v_cache=reshaped(v_cache, flat), heads=heads, kv_heads=kv_heads,
         positions=positions)
     return out["q"]
+
+
+def kv_cache_write(qkv: Any, pos: Any, k_cache: Any, v_cache: Any, *,
+                   device: str | None = None):
+    """Write k and v of a fused projection qkv [batch, 3 * heads * d] into the caches
+    [batch, heads, positions, d] at position `pos`, in place (their rows there must be
+    zeros: a scatter adds); return q [batch, heads, 1, d]."""
+    fn = "kv_cache_write"
+    if len(_shape(k_cache)) != 4 or _shape(v_cache) != _shape(k_cache):
+        raise ZynMLError(f"{fn}: k_cache and v_cache must be one shape [batch, heads, "
+                         f"positions, head_dim], got {_shape(k_cache)} and {_shape(v_cache)}")
+    batch, heads, positions, d = _shape(k_cache)
+    if _shape(qkv) != (batch, 3 * heads * d):
+        raise ZynMLError(f"{fn}: qkv {_shape(qkv)} is not [batch, 3 * heads * head_dim] "
+                         f"= [{batch}, {3 * heads * d}]")
+    _check_position(fn, pos, positions)
+    flat = (batch * heads * positions, d)
+    out = program("kv_cache_write", device or device_of([qkv, k_cache]))(
+        qkv=qkv, pos=pos, k_cache=reshaped(k_cache, flat), v_cache=reshaped(v_cache, flat),
+        heads=heads, positions=positions)
+    return out["q"]
+
+
+def decode_embedding(wte: Any, wpe: Any, tokens: Any, pos: Any, *,
+                     device: str | None = None):
+    """GPT-2's input rows of one decode step, [batch, c]: wte[tokens] + wpe[pos]."""
+    fn = "decode_embedding"
+    if len(_shape(wte)) != 2 or len(_shape(wpe)) != 2 or _shape(wpe)[1] != _shape(wte)[1] \
+            or len(_shape(tokens)) != 1:
+        raise ZynMLError(f"{fn}: wte [vocab, c], wpe [positions, c] and tokens [batch] "
+                         f"expected, got {_shape(wte)}, {_shape(wpe)} and {_shape(tokens)}")
+    _check_position(fn, pos, _shape(wpe)[0])
+    return program("decode_embedding", device or device_of([wte, tokens]))(
+        wte=wte, wpe=wpe, tokens=tokens, pos=pos)["x"]
 
 
 def rms_norm_into(y: Any, x: Any, weight: Any, eps: float = 1e-5, *,
