@@ -78,8 +78,8 @@ class Trainer:
         self._micro = None  # a second flat gradient, for micro-batches after the first
         # the last step's gradients (summed over micro-batches and processes), by name
         self.gradients = layout.views(self._grads)
-        self.moments = {name: pair for name, pair in
-                        zip(params, zip(layout.views(m).values(), layout.views(v).values()))}
+        m_views, v_views = layout.views(m), layout.views(v)
+        self.moments = {name: (m_views[name], v_views[name]) for name in params}
         # (weight decay?, parameters, gradients, m, v) of each group, as flat views
         self._groups = [(decay, *(layout.group(flat, decay) for flat in
                                   (self._params, self._grads, m, v)))
