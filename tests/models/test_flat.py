@@ -1,14 +1,16 @@
 """Flat buffers (zynml/models/flat.py): the layout of named arrays in one buffer, views
 that share its memory, and the Trainer's parameters, gradients and moments living in
-them (CPU; the CUDA side runs in tests/models/test_gpt_cuda.py)."""
+them (CPU; DeviceArrays on a fake driver; the GPU in tests/models/test_gpt_cuda.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from runtime.test_cuda_executor import fake, upload  # noqa: F401  (the fake driver)
 from zynml.errors import ZynMLError
 from zynml.models import data
-from zynml.models.flat import ALIGN, FlatLayout, copy_into, element_range, zeros_like
+from zynml.models.flat import (ALIGN, FlatLayout, copy_into, element_range, on_gpu_of,
+                               zeros_like)
 from zynml.models.gpt import GPT, GPTConfig, decays, init_parameters
 from zynml.models.train import AdamW, Schedule, Trainer
 
@@ -121,3 +123,31 @@ def test_backward_into_arrays_gives_what_backward_returns():
     assert model.backward(into=into) is into
     for name, grad in want.items():
         np.testing.assert_array_equal(into[name], grad, err_msg=name)
+
+
+def test_flat_buffers_on_a_gpu_through_the_fake_driver(fake, rng):
+    """The CUDA side, on the recording fake driver (tests/runtime/test_cuda_executor.py):
+    a packed buffer uploaded once, views at their offsets that keep it alive, a zeroed
+    buffer by one memset, and copy_into as one device-to-device copy into the view."""
+    layout = FlatLayout(SHAPES, GROUPS)
+    arrays = {n: rng.standard_normal(s).astype(np.float32) for n, s in SHAPES.items()}
+    like = upload(arrays["a"])
+    flat = on_gpu_of(layout.pack(arrays), like)
+    views = layout.views(flat)
+    for name, view in views.items():
+        assert view.ptr == flat.ptr + 4 * layout.slots[name].start and view.ptr % 16 == 0
+        np.testing.assert_array_equal(view.numpy(), arrays[name])
+    group = layout.group(flat, False)
+    assert group.shape == (3 * ALIGN,) and group.ptr == flat.ptr + 4 * 4 * ALIGN
+    zeros = zeros_like(layout.size, like)
+    assert fake.memsets[-1] == (zeros.ptr, 0, 4 * layout.size)
+    source = upload(arrays["d"])
+    mark = fake.mark()
+    target = layout.views(zeros)["d"]
+    assert copy_into(target, source) is target
+    assert fake.since(mark).copies == [(target.ptr, source.ptr, source.nbytes)]
+    got = zeros.numpy()
+    np.testing.assert_array_equal(got[ALIGN:ALIGN + 134], arrays["d"].reshape(-1))
+    assert not got[:ALIGN].any() and not got[ALIGN + 134:].any()
+    with pytest.raises(ZynMLError, match="copy_into: shape"):
+        copy_into(views["b"], source)

@@ -85,14 +85,21 @@ def zeros_like(size: int, like: Any) -> Any:
     compile-only runs), else a DeviceArray on `like`'s GPU."""
     if isinstance(like, np.ndarray):
         return np.zeros(size, np.float32)
-    return on_gpu_of(np.zeros(size, np.float32), like)
+    from ..runtime.cuda.device_array import DeviceArray
+    flat = DeviceArray.empty((size,), "float32", _gpu_of(like))
+    flat.device.fill_bytes(flat.ptr, 0, flat.nbytes)
+    return flat
 
 
 def on_gpu_of(host: np.ndarray, like: Any) -> Any:
     """A host array copied to the GPU `like` (a GPU array) lives on, as a DeviceArray."""
-    from ..kernels.basic import reshaped
     from ..runtime.cuda.device_array import DeviceArray
-    return DeviceArray.from_numpy(host, reshaped(like, tuple(like.shape)).device)
+    return DeviceArray.from_numpy(host, _gpu_of(like))
+
+
+def _gpu_of(array: Any):
+    from ..kernels.basic import reshaped
+    return reshaped(array, tuple(array.shape)).device
 
 
 def element_range(flat: Any, start: int, stop: int) -> Any:
