@@ -67,11 +67,12 @@ class TimedAllReduce:
 
     def __init__(self, inner: distributed.GradientAllReduce, sync):
         self.inner, self.sync, self.seconds = inner, sync, []
+        self.world = inner.world  # the Trainer divides the summed gradients by its size
 
-    def gradients(self, grads) -> None:
+    def sum_gradients(self, flat) -> None:
         self.sync()
         start = time.perf_counter()
-        self.inner.gradients(grads)
+        self.inner.sum_gradients(flat)
         self.sync()
         self.seconds.append(time.perf_counter() - start)
 
@@ -92,7 +93,7 @@ def worker(args) -> None:
     model = GPT(config, on_device(init_parameters(config), device), device)
     reduce = None
     if world.size > 1:
-        reduce = TimedAllReduce(distributed.GradientAllReduce(world, device, model.params),
+        reduce = TimedAllReduce(distributed.GradientAllReduce(world, device),
                                 sync)
     trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(),
                       accumulation=args.accumulate, all_reduce=reduce)

@@ -37,10 +37,9 @@ def _batches(config, batch: int, seq: int):
 
 def compile_only(args) -> None:
     """One step with every CUDA kernel compiled at its shapes and the CPU's values
-    (zynml/compile_only.py); the parameters stay numpy arrays."""
-    import zynml.models.train as train
+    (zynml/compile_only.py); the parameters (and the Trainer's flat buffers) stay numpy
+    arrays."""
     config = CONFIGS[args.config]
-    train.on_device = lambda params, device: params
     with cpu_values_cuda_artifacts():
         model = GPT(config, init_parameters(config), "cuda:0")
         # a tiny clip: the clipping kernel runs (on the GPU it does once norms grow)

@@ -95,7 +95,7 @@ def train(args) -> int:
     model = GPT(config, on_device(init_parameters(config, args.seed), device), device)
     schedule = Schedule(max_lr=args.lr, min_lr=args.lr / 10, warmup=args.warmup,
                         steps=args.steps)
-    all_reduce = distributed.GradientAllReduce(world, device, model.params) \
+    all_reduce = distributed.GradientAllReduce(world, device) \
         if size > 1 else None
     trainer = Trainer(model, schedule, AdamW(), args.accumulation, all_reduce)
     if args.resume:

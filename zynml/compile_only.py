@@ -46,6 +46,11 @@ class DeviceScalar:
     def __int__(self) -> int:
         return int(self.value)
 
+    def reshape(self, *shape):
+        """As a 0-d DeviceArray's reshape (one element seen as [1]): the CPU's values, a
+        numpy array, which compiles as the GPU array it stands for."""
+        return self.value.reshape(*shape)
+
 
 @contextlib.contextmanager
 def cpu_values_cuda_artifacts(gpu_results: bool = True) -> Iterator[None]:

@@ -1,6 +1,6 @@
 """Data-parallel training (zynml/models/distributed.py) on the CPU with gloo: two
 processes train as one process does on the whole global batch, and stay equal; the
-launcher's variables, the batch shards and the gradient buckets."""
+launcher's variables and the batch shards."""
 from __future__ import annotations
 
 import datetime
@@ -34,6 +34,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _steps(trainer, batches, scale=1.0):
+    """The losses of STEPS steps, and the first step's gradients (times `scale`)."""
+    losses = [trainer.step(batches)]
+    grads = {name: np.array(g) * scale for name, g in trainer.gradients.items()}
+    losses += [trainer.step(batches) for _ in range(STEPS - 1)]
+    return losses, grads
+
+
 def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
     """One process of the data-parallel run (torch.multiprocessing.spawn's target)."""
     import torch.distributed as dist
@@ -42,15 +50,10 @@ def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
     world = distributed.world_from_env()
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     model = GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu")
-    # 4 KB buckets: biases and norms share buckets, the matrices go alone
-    reduce = distributed.GradientAllReduce(world, "cpu", model.params, bucket_bytes=4096)
-    assert any(len(b) > 1 for b in reduce.buckets) and any(len(b) == 1 for b in reduce.buckets)
-    model.forward(*_batches(rank, world_size).next())
-    grads = model.backward()
-    reduce.gradients(grads)
+    reduce = distributed.GradientAllReduce(world, "cpu")
     trainer = Trainer(model, SCHEDULE, AdamW(), all_reduce=reduce)
-    batches = _batches(rank, world_size)
-    losses = [trainer.step(batches) for _ in range(STEPS)]
+    # the gradients the Trainer holds are summed over the processes: their mean
+    losses, grads = _steps(trainer, _batches(rank, world_size), 1.0 / world_size)
     np.savez(Path(folder) / f"rank{rank}.npz", losses=np.asarray(losses), **model.params,
              **{"grad/" + name: g for name, g in grads.items()})
     reduce.close()
@@ -59,10 +62,7 @@ def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
 def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
     spawn = pytest.importorskip("torch.multiprocessing").spawn
     model = GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu")
-    model.forward(*_batches().next())
-    grads = model.backward()
-    trainer, batches = Trainer(model, SCHEDULE, AdamW()), _batches()
-    want = [trainer.step(batches) for _ in range(STEPS)]
+    want, grads = _steps(Trainer(model, SCHEDULE, AdamW()), _batches())
     spawn(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     np.testing.assert_allclose(ranks[0]["losses"], want, rtol=1e-5)
@@ -89,13 +89,6 @@ def test_a_batch_that_does_not_split_evenly_is_refused():
     tokens = np.arange(100, dtype=np.int32)
     with pytest.raises(distributed.ZynMLError, match="does not split evenly over 2"):
         data.Batches(tokens, 3, 5, 0, rank=0, world_size=2)
-
-
-def test_buckets_gather_small_gradients_and_leave_large_ones_alone():
-    sizes = {"a": 40, "b": 40, "big": 500, "c": 8, "d": 100, "e": 30}
-    assert distributed.buckets(sizes, 100) == [["a", "b"], ["big"], ["c"], ["d"], ["e"]]
-    assert distributed.buckets(sizes, 0) == [[n] for n in sizes]
-    assert distributed.buckets(sizes, 10_000) == [list(sizes)]
 
 
 def test_the_launchers_variables_make_the_world():

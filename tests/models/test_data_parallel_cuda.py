@@ -40,7 +40,7 @@ def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=120))
     model = GPT(CONFIG, on_device(init_parameters(CONFIG, seed=6), device), device)
-    reduce = distributed.GradientAllReduce(world, device, model.params, bucket_bytes=16384)
+    reduce = distributed.GradientAllReduce(world, device)
     trainer = Trainer(model, SCHEDULE, AdamW(), all_reduce=reduce)
     batches = _batches(rank, world_size)
     losses = [trainer.step(batches) for _ in range(STEPS)]

@@ -126,7 +126,8 @@ def test_a_training_step_makes_few_library_calls(monkeypatch):
     a residual add, GELU; backward 4 linears' gradients (one call each at 64-row
     multiples), GELU's, a head split, attention's (without running the forward again),
     the QKV merge, 2 LayerNorms' with the residual gradient added (one call each). Per
-    parameter: its sum of squares for the clip, AdamW."""
+    step, whatever the number of parameters: the flat gradient's sum of squares, the
+    clip factor, AdamW on each weight-decay group's flat buffers."""
     import zynml.api as api
     calls, depth = [], [0]
     for cls in (api.Program, api._PipelineMethod):
@@ -148,6 +149,58 @@ def test_a_training_step_makes_few_library_calls(monkeypatch):
     trainer.step(batches)
     per_layer = (1 + 4 + 3 + 1 + 1 + 1 + 1 + 1) + (4 + 1 + 1 + 1 + 1 + 2)
     # embed, ln_f, the loss (one chunk); ln_f's gradients, the 2 embeddings' gradients;
-    # zeroing the global sum of squares, the clip factor
-    step = config.layers * per_layer + 3 + 3 + 2 + 2 * len(parameter_shapes(config))
+    # the global sum of squares, the clip factor; AdamW on the 2 groups (decay or not)
+    step = config.layers * per_layer + 3 + 3 + 2 + 2
     assert len(calls) == step
+
+
+def _counting(monkeypatch, names):
+    """Calls of the kernels `names` through zynml.kernels (as train.py calls them), and
+    what each returned, by name."""
+    import zynml.kernels as K
+    calls = {name: [] for name in names}
+    for name in names:
+        def counted(*args, _original=getattr(K, name), _name=name, **kwargs):
+            result = _original(*args, **kwargs)
+            calls[_name].append(result)
+            return result
+        monkeypatch.setattr(K, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("accumulation", [1, 3])
+def test_a_step_clips_and_steps_in_a_few_calls(monkeypatch, accumulation):
+    """The clip's sum of squares is one call over the flat gradient, AdamW one call per
+    weight-decay group, and each micro-batch after the first adds its flat gradient in
+    one call: none of it grows with the number of parameters."""
+    calls = _counting(monkeypatch, ["sum_squares", "clip_scale", "adamw_step",
+                                    "add_assign", "add_sum_squares"])
+    trainer = Trainer(GPT(TINY, init_parameters(TINY, 1), "cpu"), Schedule(), AdamW(),
+                      accumulation=accumulation)
+    trainer.step(_batches(3))
+    assert {name: len(c) for name, c in calls.items()} == {
+        "sum_squares": 1, "clip_scale": 1, "adamw_step": 2,
+        "add_assign": accumulation - 1, "add_sum_squares": 0}
+
+
+@pytest.mark.parametrize("clip", [0.05, 1e9])
+def test_the_clip_is_torchs_clip_grad_norm(monkeypatch, clip):
+    """The factor AdamW multiplies the summed gradients by is torch.nn.utils.
+    clip_grad_norm_'s on their mean over micro-batches (times 1 / micro-batches): the
+    same norm, the same clipped gradients, whether the clip bites or not."""
+    torch = pytest.importorskip("torch")
+    calls = _counting(monkeypatch, ["clip_scale"])
+    trainer = Trainer(GPT(TINY, init_parameters(TINY, 2), "cpu"), Schedule(),
+                      AdamW(clip=clip), accumulation=2)
+    trainer.step(_batches(5))
+    summed = {name: np.array(g, np.float64) for name, g in trainer.gradients.items()}
+    factor = float(np.asarray(calls["clip_scale"][0]).reshape(-1)[0])
+    mean = [torch.tensor(g / 2) for g in summed.values()]
+    for t in mean:
+        t.grad = t.clone()
+    norm = float(torch.nn.utils.clip_grad_norm_(mean, clip))
+    assert trainer.grad_norm == pytest.approx(norm, rel=1e-5)
+    assert (norm > clip) == (clip < 1)  # the small ceiling bites, the large one does not
+    for (name, g), t in zip(summed.items(), mean):
+        np.testing.assert_allclose(g * factor, t.grad.numpy(), rtol=1e-5,
+                                   atol=1e-7 * np.abs(g).max(), err_msg=name)

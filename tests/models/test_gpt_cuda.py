@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from zynml.models import data
-from zynml.models.gpt import GPT, GPTConfig, init_parameters, on_device
+from zynml.models.flat import FlatLayout, zeros_like
+from zynml.models.gpt import GPT, GPTConfig, decays, init_parameters, on_device
 from zynml.models.train import AdamW, Schedule, Trainer
 
 from conftest import COMPILE_ONLY
@@ -42,6 +43,32 @@ def test_cuda_gpt_step_matches_pytorch(device):
     for name, want in ref.gradients().items():
         scale = np.abs(want).max() + 1e-12
         assert np.abs(grads[name] - want).max() / scale < 1e-3, name
+
+
+@pytest.mark.gpu
+def test_cuda_backward_into_flat_views_gives_what_backward_returns(device):
+    """The Trainer's path: each gradient copied on the device into its view of one flat
+    DeviceArray (the token embedding's scattered into its view), padding left zero."""
+    params = init_parameters(CONFIG, seed=8)
+    model = GPT(CONFIG, on_device({n: p.copy() for n, p in params.items()}, device), device)
+    ids, targets = _batches(4).next()
+    model.forward(ids, targets)
+    want = {n: np.asarray(g) for n, g in model.backward().items()}
+    layout = FlatLayout({n: p.shape for n, p in params.items()},
+                        {n: decays(n, CONFIG) for n in params})
+    flat = zeros_like(layout.size, model.params["wte"])
+    model.forward(ids, targets)
+    model.backward(into=layout.views(flat))
+    if COMPILE_ONLY:
+        pytest.skip("compile-only: the artifacts are in the cache")
+    got, padding = np.asarray(flat), np.ones(layout.size, bool)
+    for name, slot in layout.slots.items():
+        padding[slot.start:slot.start + slot.size] = False
+        # the same kernels; the embedding's scatter adds in the atomics' order
+        np.testing.assert_allclose(got[slot.start:slot.start + slot.size].reshape(slot.shape),
+                                   want[name], rtol=1e-5,
+                                   atol=1e-6 * np.abs(want[name]).max(), err_msg=name)
+    assert not got[padding].any()
 
 
 @pytest.mark.gpu

@@ -6,15 +6,14 @@ PyTorch's launcher (`torchrun`, torch.distributed.run) starts the processes and 
 each its place through RANK, WORLD_SIZE and LOCAL_RANK; `world_from_env()` reads them.
 Process `rank` trains on `cuda:LOCAL_RANK` (or the CPU) with the same initial
 parameters (the same seed) and its shard of each global batch (data.Batches). After the
-backward pass, `GradientAllReduce` averages every gradient over the processes with
-torch.distributed: NCCL over zero-copy torch views of the DeviceArrays (DLPack) on CUDA,
-gloo over views of the numpy arrays on the CPU. Each process then clips and steps the
-same averaged gradients, so the parameters stay equal everywhere, and the run equals one
-process training on the whole global batch.
-
-Gradients go in buckets: the small ones are copied into one flat buffer of at most
-`bucket_bytes` and reduced by one call (one collective per parameter would pay the
-latency ~150 times for GPT-2 small); one larger than a bucket is reduced where it lies.
+backward pass, `GradientAllReduce` sums the gradients over the processes with
+torch.distributed: NCCL over a zero-copy torch view of the DeviceArray (DLPack) on CUDA,
+gloo over a view of the numpy array on the CPU. The gradients are one flat buffer
+(train.Trainer's, models/flat.py), so this is one collective per step, in place (one per
+parameter would pay the latency ~150 times for GPT-2 small). Each process then clips and
+steps the same summed gradients, divided by the number of processes inside the clip
+factor, so the parameters stay equal everywhere, and the run equals one process training
+on the whole global batch.
 ZynML's kernels and PyTorch's run on the legacy default stream of the device's primary
 context, and NCCL orders its stream with that one, so no extra wait is needed.
 """
@@ -29,7 +28,7 @@ import numpy as np
 from ..errors import ZynMLError
 
 __all__ = ["World", "DistributedError", "world_from_env", "device_for", "GradientAllReduce",
-           "torch_view", "buckets"]
+           "torch_view"]
 
 LAUNCH = "torchrun --standalone --nproc-per-node=N examples/train_gpt.py ..."
 
@@ -96,12 +95,11 @@ def device_for(world: World | None, device: str) -> str:
 
 
 class GradientAllReduce:
-    """Averages gradients (and the loss) over the processes of `world`, in place. Made
-    once per run, after the launcher started the processes: it joins their group."""
+    """Sums the flat gradient (and averages the loss) over the processes of `world`, in
+    place. Made once per run, after the launcher started the processes: it joins their
+    group."""
 
-    def __init__(self, world: World, device: str, params: Mapping[str, object],
-                 bucket_bytes: int = 25 << 20):
-        """`params`: the model's parameters, whose layout the gradients share."""
+    def __init__(self, world: World, device: str):
         import torch
         import torch.distributed as dist
         self.world, self.device = world, device
@@ -115,27 +113,12 @@ class GradientAllReduce:
             raise DistributedError(f"the process group has {dist.get_world_size()} "
                                    f"processes, rank {dist.get_rank()}; expected "
                                    f"{world.size}, rank {world.rank}")
-        self.buckets = buckets({name: int(np.prod(p.shape, dtype=np.int64)) * p.dtype.itemsize
-                                for name, p in params.items()}, bucket_bytes)
 
-    def gradients(self, grads: dict) -> None:
-        """Every array of `grads` becomes its mean over the processes."""
-        torch, dist = self._torch, self._dist
-        views = {name: torch_view(g).view(-1) for name, g in grads.items()}
-        pending = []
-        for names in self.buckets:  # all started first: copies overlap the transfers
-            flat = views[names[0]] if len(names) == 1 else \
-                torch.cat([views[n] for n in names])
-            pending.append((names, flat, dist.all_reduce(flat, async_op=True)))
-        for names, flat, work in pending:
-            work.wait()
-            flat.div_(self.world.size)
-            if len(names) > 1:
-                offset = 0
-                for n in names:
-                    size = views[n].numel()
-                    views[n].copy_(flat[offset:offset + size])
-                    offset += size
+    def sum_gradients(self, flat) -> None:
+        """`flat` (every gradient, in one buffer) becomes its sum over the processes: one
+        collective. The caller divides by `world.size` (the Trainer, in its clip factor:
+        no pass over the gradients of its own)."""
+        self._dist.all_reduce(torch_view(flat))
 
     def mean(self, value: float) -> float:
         """The mean of a number (a loss) over the processes."""
@@ -159,19 +142,3 @@ def torch_view(array):
             raise ValueError("gradients are reduced in place: C-contiguous, writable")
         return torch.from_numpy(array)
     return torch.from_dlpack(array)
-
-
-def buckets(sizes: Mapping[str, int], bucket_bytes: int) -> list[list[str]]:
-    """Names in order, grouped so that each group's gradients (`sizes` in bytes) fill at
-    most `bucket_bytes`; a gradient larger than that is a group of its own. 0: one group
-    per name."""
-    groups: list[list[str]] = []
-    filled = 0
-    for name, nbytes in sizes.items():
-        if groups and filled + nbytes <= bucket_bytes and nbytes <= bucket_bytes:
-            groups[-1].append(name)
-            filled += nbytes
-        else:
-            groups.append([name])
-            filled = nbytes if nbytes <= bucket_bytes else bucket_bytes + 1
-    return groups

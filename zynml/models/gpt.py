@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import kernels as K
 from ..errors import ZynMLError
+from .flat import copy_into
 
 
 @dataclass(frozen=True)
@@ -165,21 +166,30 @@ class GPT:
 
     # ------------------------------------------------------------------ backward
 
-    def backward(self) -> dict:
-        """The gradients of the last forward's loss, by parameter name."""
+    def backward(self, into: dict | None = None) -> dict:
+        """The gradients of the last forward's loss, by parameter name: new arrays, or,
+        with `into` (an array per parameter, such as the views of a flat buffer that
+        train.Trainer holds), written into those arrays as each is made (its own array
+        goes at once), and `into` returned."""
         if self._saved is None:
             raise ZynMLError("backward() needs a forward() first")
         s, p, dev = self._saved, self.params, self.device
-        grads: dict = {}
+        grads = _Gradients(into)
         dx, grads["ln_f.weight"], grads["ln_f.bias"] = K.layer_norm_backward(
             s["x_final"], p["ln_f.weight"], s["d_h_final"], device=dev)
         for layer in reversed(range(self.config.layers)):
             dx = self._block_backward(layer, s["layers"][layer], dx, s["batch"], grads)
         seq = s["ids"].shape[1]
-        grads["wte"] = K.embed_backward_tokens(writable(s["d_wte_head"]), s["ids"], dx,
-                                               device=dev)
+        # the tied head's gradient, then the token embedding's scattered into it
+        dwte = writable(s["d_wte_head"]) if into is None else \
+            copy_into(into["wte"], s["d_wte_head"])
+        K.embed_backward_tokens(dwte, s["ids"], dx, device=dev)
+        if into is None:
+            grads["wte"] = dwte
         grads["wpe"] = K.embed_backward_positions(p["wpe"], dx, s["batch"], seq, device=dev)
         self._saved = None  # the activations go; so does a second backward()
+        if into is not None:
+            return into
         return {name: writable(g) for name, g in grads.items()}  # the optimizer scales them
 
     def _block_backward(self, layer: int, a: dict, dout, batch: int, grads: dict):
@@ -208,3 +218,18 @@ class GPT:
             K.layer_norm_backward(a["x"], w("ln_1.weight"), dh1, grad_residual=dx2,
                                   device=dev)
         return dx
+
+
+class _Gradients(dict):
+    """The gradients backward() makes, by name: kept, or with `into` copied into
+    `into[name]` as each is set (the new array is dropped at once)."""
+
+    def __init__(self, into: dict | None):
+        super().__init__()
+        self._into = into
+
+    def __setitem__(self, name: str, value) -> None:
+        if self._into is None:
+            super().__setitem__(name, value)
+        else:
+            copy_into(self._into[name], value)

@@ -1,5 +1,5 @@
 """Training a GPT with ZynML: AdamW on every parameter (in place, f32 master weights and
-moments), gradient clipping by the global norm, a cosine learning rate with linear
+moments, all in flat buffers), gradient clipping by the global norm, a cosine learning rate with linear
 warm-up, gradient accumulation, and checkpoints written atomically.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import kernels as K
 from ..errors import ZynMLError
-from .gpt import GPT, GPTConfig, assign, decays, on_device
+from .flat import FlatLayout, on_gpu_of, zeros_like
+from .gpt import GPT, GPTConfig, assign, decays
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,13 @@ class AdamW:
 
 class Trainer:
     """One optimizer step per `step(batches)`: `accumulation` micro-batches, their mean
-    gradient, clipped, then AdamW. Arrays live on `device` (numpy on the CPU)."""
+    gradient, clipped, then AdamW. Arrays live on the model's device (numpy on the CPU).
+
+    The parameters, their gradients and AdamW's two moments each live in one flat buffer
+    (flat.py; the model's parameters become views of it): the clip's global sum of
+    squares is one call over the flat gradient, AdamW one call per weight-decay group,
+    and a data-parallel all-reduce one collective. backward() writes each gradient into
+    its view (a device-to-device copy, no library call)."""
 
     def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
                  accumulation: int = 1, all_reduce=None):
@@ -55,58 +62,83 @@ class Trainer:
                              f"got {accumulation}")
         self.model, self.schedule, self.optimizer = model, schedule, optimizer
         self.accumulation = accumulation
-        # data-parallel training: a GradientAllReduce (distributed.py) that averages the
-        # gradients and the loss over the processes, so that every one steps alike
+        # data-parallel training: a GradientAllReduce (distributed.py) that sums the
+        # gradients and averages the loss over the processes, so that every one steps alike
         self.all_reduce = all_reduce
         self.step_count = 0
-        zeros = lambda p: on_device({"z": np.zeros(p.shape, np.float32)}, model.device)["z"]
-        self.moments = {name: (zeros(p), zeros(p)) for name, p in model.params.items()}
-        # the step's global sum of squares of the gradients, on the device
-        self._sum_squares = on_device({"s": np.zeros(1, np.float32)}, model.device)["s"]
+        params = model.params
+        self.layout = layout = FlatLayout(
+            {name: tuple(p.shape) for name, p in params.items()},
+            {name: decays(name, model.config) for name in params})
+        like = next(iter(params.values()))
+        host = layout.pack(params)
+        self._params = host if isinstance(like, np.ndarray) else on_gpu_of(host, like)
+        params.update(layout.views(self._params))  # the old arrays go
+        self._grads, m, v = (zeros_like(layout.size, like) for _ in range(3))
+        self._micro = None  # a second flat gradient, for micro-batches after the first
+        # the last step's gradients (summed over micro-batches and processes), by name
+        self.gradients = layout.views(self._grads)
+        m_views, v_views = layout.views(m), layout.views(v)
+        self.moments = {name: (m_views[name], v_views[name]) for name in params}
+        # (weight decay?, parameters, gradients, m, v) of each group, as flat views
+        self._groups = [(decay, *(layout.group(flat, decay) for flat in
+                                  (self._params, self._grads, m, v)))
+                        for decay in layout.groups]
+        self._sum_squares = None  # the last step's, on the device
+        self._grad_scale = 1.0  # what turns the summed gradients into their mean
 
     def step(self, batches) -> float:
         """One optimizer step; returns the mean loss of its micro-batches. Clipping and
-        the mean over micro-batches are applied on the device, inside AdamW's kernel: the
-        step reads nothing back but the loss."""
-        dev, total, grads = self.model.device, 0.0, None
-        for _ in range(self.accumulation):
+        the mean over micro-batches (and processes) are applied on the device, inside
+        AdamW's kernel: the step reads nothing back but the loss."""
+        dev, total = self.model.device, 0.0
+        for micro in range(self.accumulation):
             ids, targets = batches.next()
             total += float(self.model.forward(ids, targets))
-            micro = self.model.backward()
-            grads = micro if grads is None else {
-                name: K.add_assign(grads[name], g, device=dev) for name, g in micro.items()}
+            if micro == 0:
+                self.model.backward(into=self.gradients)
+            else:
+                self.model.backward(into=self._micro_gradients())
+                K.add_assign(self._grads, self._micro, device=dev)
         loss = total / self.accumulation
+        self._grad_scale = 1.0 / self.accumulation
         if self.all_reduce is not None:  # before clipping: the norm is the global batch's
-            self.all_reduce.gradients(grads)
+            self.all_reduce.sum_gradients(self._grads)
             loss = self.all_reduce.mean(loss)
-        scale = self._clip_scale(grads)
+            self._grad_scale /= self.all_reduce.world.size
+        scale = self._clip_scale()
         lr = self.schedule.lr(self.step_count)
         self.step_count += 1
         opt = self.optimizer
-        for name, param in self.model.params.items():
-            m, v = self.moments[name]
-            K.adamw_step(param.reshape(-1), grads[name].reshape(-1), m.reshape(-1),
-                         v.reshape(-1), lr=lr, beta1=opt.beta1, beta2=opt.beta2, eps=opt.eps,
-                         weight_decay=opt.weight_decay if decays(name, self.model.config)
-                         else 0.0, step=self.step_count, grad_scale=scale, device=dev)
+        for decay, param, grad, m, v in self._groups:
+            K.adamw_step(param, grad, m, v, lr=lr, beta1=opt.beta1, beta2=opt.beta2,
+                         eps=opt.eps, weight_decay=opt.weight_decay if decay else 0.0,
+                         step=self.step_count, grad_scale=scale, device=dev)
         return loss
 
-    def _clip_scale(self, grads: dict):
+    def _micro_gradients(self) -> dict:
+        if self._micro is None:
+            self._micro = zeros_like(self.layout.size, self._grads)
+            self._micro_views = self.layout.views(self._micro)
+        return self._micro_views
+
+    def _clip_scale(self):
         """The factor (a one-element device array) that turns the summed gradients into
-        their clipped mean: the global sum of squares is added up on the device."""
+        their clipped mean: the global sum of squares, one call over the flat gradient."""
         dev = self.model.device
-        K.zero_buffer(self._sum_squares, device=dev)
-        for g in grads.values():
-            K.add_sum_squares(self._sum_squares, g.reshape(-1), device=dev)
-        return K.clip_scale(self._sum_squares, 1.0 / self.accumulation,
+        # a 0-d result seen as [1] (numpy and DeviceArray reshape alike), clip_scale's input
+        self._sum_squares = K.sum_squares(self._grads, device=dev).reshape(1)
+        return K.clip_scale(self._sum_squares, self._grad_scale,
                             self.optimizer.clip or math.inf, device=dev)
 
     @property
     def grad_norm(self) -> float:
         """The last step's global gradient norm, before clipping (reading it waits for
         the device)."""
+        if self._sum_squares is None:
+            raise ZynMLError("grad_norm is the last step's: take a step() first")
         return math.sqrt(float(np.asarray(self._sum_squares).reshape(-1)[0])) \
-            / self.accumulation
+            * self._grad_scale
 
     # ------------------------------------------------------------------ checkpoints
 
