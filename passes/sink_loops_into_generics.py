@@ -1,0 +1,313 @@
+"""sink-loops-into-generics: a loop run in order whose iterations are per-element work
+becomes one linalg.generic with the loop inside its region.
+
+cir-to-linalg lowers a loop run in order (`for k in 0..8: acc = acc * a + b` inside an
+elementwise body) to an `scf.for` in the host function, carrying one tensor per `var`
+over the loops around it, with generics computing each iteration at every point: what
+IREE wants, and on the native CUDA backend one kernel launch per iteration. When every
+iteration is per-element (all-parallel generics over the carried tensors' points, each
+point reading only its own carried values), the loop is the same at every point, so it
+can run inside one generic, and so inside one kernel:
+
+    %r = scf.for %k = %c0 to %n step %c1 iter_args(%t = %x) -> (tensor<37xf32>) {
+      %g = linalg.generic {maps = [id, id], parallel} ins(%t) outs(%e) {
+      ^bb0(%in: f32, %out: f32):
+        %m = arith.mulf %in, %a : f32
+        %s = arith.addf %m, %b : f32
+        linalg.yield %s : f32
+      }
+      scf.yield %g : tensor<37xf32>
+    }
+  becomes
+    %r = linalg.generic {maps = [id, id], parallel} ins(%x) outs(%empty) {
+    ^bb0(%in: f32, %out: f32):
+      %v = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %in) -> (f32) {
+        %m = arith.mulf %acc, %a : f32
+        %s = arith.addf %m, %b : f32
+        scf.yield %s : f32
+      }
+      linalg.yield %v : f32
+    }
+
+A carried value that starts from a `linalg.fill` starts from the fill's scalar; other
+starts are inputs read at the point. Loop-invariant inputs of the iteration's generics
+become inputs of the new one (with their maps), scalar ops of the loop body (index
+arithmetic on the loop variable) move into the region, gathers (`tensor.extract` of
+tensors from outside the loop) stay gathers. Inner loops are sunk first, so nested loops
+run in order become nested `scf.for`s.
+
+A loop is left on the host when an iteration is more than per-element work: a reduction
+(a generic with a reduction loop, such as a `dot` inside the online softmax), a generic
+over other points, a read of a carried tensor at another point, a slice or any other op.
+The pass belongs to the native CUDA pipeline (zynml/backend/cuda/compile.py); the CPU
+(IREE) path keeps the host loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from mlir import ir
+from mlir.dialects import arith, linalg, scf, tensor
+
+from ..lowering.cir_ops import clone_op, defining_op, ops_in
+
+NAME = "sink-loops-into-generics"
+
+_PARALLEL = "#linalg.iterator_type<parallel>"
+# Region-free ops of a loop body that move into the new generic's region: scalar index
+# and float arithmetic on the loop variable (the loop bounds of an inner loop, say).
+_SCALAR_DIALECTS = ("arith.", "math.", "index.")
+
+
+@dataclass
+class Options:
+    pass
+
+
+def run(module: ir.Operation, options: Options) -> None:
+    # Innermost loops first (post-order): an outer loop's body then holds the generic
+    # an inner loop became.
+    loops = [op for op in ops_in(module, "scf.for",
+                                 descend=lambda op: op.name != "linalg.generic")]
+    for loop in reversed(loops):
+        if _host_loop(loop):
+            _Sinker(loop).sink()
+
+
+def _host_loop(loop: ir.Operation) -> bool:
+    """A loop of a host function carrying tensors (not one inside a generic's region)."""
+    parent = loop.parent
+    while parent is not None:
+        if parent.name == "linalg.generic":
+            return False
+        if parent.name == "func.func":
+            break
+        parent = parent.parent
+    return len(loop.results) > 0 and all(
+        isinstance(r.type, ir.RankedTensorType) for r in loop.results)
+
+
+class _Decline(Exception):
+    """The loop's body is not per-element work: it stays on the host."""
+
+
+class _Sinker:
+    def __init__(self, loop: ir.Operation):
+        self.loop = loop
+        self.block = loop.regions[0].blocks[0]
+        self.iv = self.block.arguments[0]
+        self.carried = list(self.block.arguments)[1:]
+        self.shape = list(ir.RankedTensorType(loop.results[0].type).shape)
+        self.rank = len(self.shape)
+        self.inside: set = set(self.block.arguments)  # values defined in the loop body
+        for op in self.block.operations:
+            for result in op.operation.results:
+                self.inside.add(result)
+        self.point: dict = {}  # tensor of the body (carried, a generic's result) -> scalar
+        self.inputs: list[tuple[ir.Value, ir.AffineMap]] = []  # the new generic's
+
+    def sink(self) -> None:
+        try:
+            body = self._check()
+        except _Decline:
+            return
+        self._build(body)
+
+    # ------------------------------------------------------------------ checks
+
+    def _check(self) -> list[ir.Operation]:
+        """The body's ops if every iteration is per-element work; else _Decline."""
+        if any(list(ir.RankedTensorType(r.type).shape) != self.shape
+               for r in self.loop.results):
+            raise _Decline()
+        point_tensors = set(self.carried)
+        ops = [op.operation for op in self.block.operations]
+        for op in ops[:-1]:
+            if op.name == "tensor.empty":
+                continue
+            if op.name == "linalg.generic":
+                self._check_generic(op, point_tensors)
+                point_tensors.update(op.results)
+            elif self._scalar(op):
+                if any(v in point_tensors for v in op.operands):
+                    raise _Decline()
+            else:
+                raise _Decline()
+        if any(v not in point_tensors for v in ops[-1].operands):
+            raise _Decline()  # a loop-invariant tensor yielded: not worth the bother
+        for op in ops[:-1]:  # tensors of the body live only as points of the iteration
+            if op.name == "tensor.empty" and any(_user(u).name != "linalg.generic"
+                                                 for u in op.results[0].uses):
+                raise _Decline()
+        return ops[:-1]
+
+    @staticmethod
+    def _scalar(op: ir.Operation) -> bool:
+        return (op.name.startswith(_SCALAR_DIALECTS) and not len(op.regions) and
+                not any(isinstance(r.type, ir.ShapedType) for r in op.results))
+
+    def _check_generic(self, generic: ir.Operation, point_tensors: set) -> None:
+        iterators = ir.ArrayAttr(generic.attributes["iterator_types"])
+        if any(str(k) != _PARALLEL for k in iterators) or len(iterators) != self.rank:
+            raise _Decline()  # a reduction, or a generic over other loops
+        n_in = _input_count(generic)
+        maps = _maps(generic)
+        identity = ir.AffineMap.get_identity(self.rank)
+        args = list(generic.regions[0].blocks[0].arguments)
+        for value, amap in zip(list(generic.operands)[:n_in], maps):
+            if value in point_tensors and amap != identity:
+                raise _Decline()  # a carried value at another point
+            if value in self.inside and value not in point_tensors:
+                raise _Decline()
+        for value, amap, arg in zip(list(generic.operands)[n_in:], maps[n_in:], args[n_in:]):
+            if amap != identity or list(ir.RankedTensorType(value.type).shape) != self.shape:
+                raise _Decline()
+            if any(True for _ in arg.uses):
+                raise _Decline()  # the body reads its output's old value
+        for value in _captured(generic):
+            if value in point_tensors or isinstance(value.type, ir.ShapedType) and \
+                    value in self.inside:
+                raise _Decline()  # a gather from a carried tensor: other points
+
+    # ------------------------------------------------------------------ rewrite
+
+    def _build(self, body: list[ir.Operation]) -> None:
+        loop = self.loop
+        identity = ir.AffineMap.get_identity(self.rank)
+        starts = [self._start(v) for v in loop.operands[3:]]
+        for start in starts:
+            if isinstance(start.type, ir.ShapedType):
+                self._note_input(start, identity)
+        point_tensors = set(self.carried)
+        for op in body:  # the iteration's loop-invariant inputs, read where they were
+            if op.name == "linalg.generic":
+                for value, amap in zip(list(op.operands)[:_input_count(op)], _maps(op)):
+                    if value not in point_tensors:
+                        self._note_input(value, amap)
+                point_tensors.update(op.results)
+        with ir.InsertionPoint(loop), loop.location:
+            outs = [self._empty(r.type) for r in loop.results]
+            maps = [m for _, m in self.inputs] + [identity] * len(outs)
+            generic = linalg.GenericOp(
+                [r.type for r in loop.results], [v for v, _ in self.inputs], outs,
+                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                ir.ArrayAttr.get([ir.Attribute.parse(_PARALLEL)] * self.rank))
+        elements = [ir.ShapedType(v.type).element_type for v in
+                    [v for v, _ in self.inputs] + outs]
+        region = generic.regions[0].blocks.append(*elements)
+        self.args = list(region.arguments)
+        with ir.InsertionPoint(region), loop.location:
+            indices = [linalg.IndexOp(d).result for d in range(self.rank)]
+            initial = [self._arg(s, identity) if isinstance(s.type, ir.ShapedType) else s
+                       for s in starts]
+            inner = scf.ForOp(*loop.operands[:3], initial)
+            mapping = {self.iv: inner.induction_variable}
+            self.point.update(zip(self.carried, inner.inner_iter_args))
+            with ir.InsertionPoint(inner.body):
+                for op in body:
+                    self._sink_op(op, mapping, indices)
+                scf.YieldOp([self.point[v] for v in
+                             list(self.block.operations)[-1].operation.operands])
+            linalg.YieldOp(list(inner.results))
+        for index in indices:  # made for the generics' linalg.index; the rest go
+            if not any(True for _ in index.uses):
+                index.owner.erase()
+        for old, new in zip(loop.results, generic.results):
+            old.replace_all_uses_with(new)
+        loop.erase()
+
+    def _note_input(self, value: ir.Value, amap: ir.AffineMap) -> None:
+        if (value, amap) not in self.inputs:
+            self.inputs.append((value, amap))
+
+    def _arg(self, value: ir.Value, amap: ir.AffineMap) -> ir.Value:
+        """The new generic's block argument reading `value` through `amap`."""
+        return self.args[self.inputs.index((value, amap))]
+
+    @staticmethod
+    def _start(init: ir.Value) -> ir.Value:
+        """A carried value's start: the scalar of a `linalg.fill`, else the tensor."""
+        op = defining_op(init)
+        if op is not None and op.name == "linalg.fill":
+            return op.operands[0]
+        return init
+
+    def _empty(self, type_: ir.Type) -> ir.Value:
+        """tensor.empty of `type_`, its run-time sizes those of the loop's first start."""
+        tensor_type = ir.RankedTensorType(type_)
+        sizes = [tensor.DimOp(self.loop.operands[3], arith.ConstantOp(
+            ir.IndexType.get(), d).result).result if ir.ShapedType.is_dynamic_size(n) else n
+            for d, n in enumerate(tensor_type.shape)]
+        return tensor.EmptyOp(sizes, tensor_type.element_type).result
+
+    def _sink_op(self, op: ir.Operation, mapping: dict, indices: list) -> None:
+        if op.name == "tensor.empty":
+            return
+        if op.name != "linalg.generic":
+            clone = clone_op(op, [mapping.get(v, v) for v in op.operands])
+            mapping.update(zip(op.results, clone.results))
+            return
+        n_in = _input_count(op)
+        local = dict(mapping)
+        block = op.regions[0].blocks[0]
+        for value, amap, arg in zip(list(op.operands)[:n_in], _maps(op), block.arguments):
+            local[arg] = self.point[value] if value in self.point else \
+                self._arg(value, amap)
+        for inner in list(block.operations)[:-1]:
+            _clone(inner.operation, local, indices)
+        yielded = list(block.operations)[-1].operands
+        for result, value in zip(op.results, yielded):
+            self.point[result] = local.get(value, value)
+
+
+def _clone(op: ir.Operation, local: dict, indices: list) -> None:
+    """Clone `op` (and its regions) at the insertion point on `local`'s values; a
+    `linalg.index d` of the old generic is the new one's (the loops are the same)."""
+    if op.name == "linalg.index":
+        local[op.results[0]] = indices[ir.IntegerAttr(op.attributes["dim"]).value]
+        return
+    operands = [local.get(v, v) for v in op.operands]
+    if not len(op.regions):
+        clone = clone_op(op, operands)
+    else:
+        clone = ir.Operation.create(
+            op.name, results=[r.type for r in op.results], operands=operands,
+            attributes={k: op.attributes[k] for k in op.attributes},
+            regions=len(op.regions), loc=op.location)
+        for region, into in zip(op.regions, clone.regions):
+            for block in region.blocks:
+                new_block = into.blocks.append(*[a.type for a in block.arguments])
+                local.update(zip(block.arguments, new_block.arguments))
+                with ir.InsertionPoint(new_block):
+                    for inner in block.operations:
+                        _clone(inner.operation, local, indices)
+    local.update(zip(op.results, clone.results))
+
+
+def _input_count(generic: ir.Operation) -> int:
+    sizes = ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])
+    return sizes[0]
+
+
+def _maps(generic: ir.Operation) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+
+
+def _captured(generic: ir.Operation) -> list[ir.Value]:
+    """Values the generic's region uses but does not define."""
+    inside, used = set(), []
+    for op in ops_in(generic):
+        for region in op.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+        inside.update(op.results)
+    inside.update(generic.regions[0].blocks[0].arguments)
+    for op in ops_in(generic):
+        used.extend(v for v in op.operands if v not in inside)
+    return used
+
+
+def _user(use) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if hasattr(owner, "operation") else owner
