@@ -175,6 +175,7 @@ class _Sinker:
     def _build(self, body: list[ir.Operation]) -> None:
         loop = self.loop
         identity = ir.AffineMap.get_identity(self.rank)
+        consumer = self._consumer()
         starts = [self._start(v) for v in loop.operands[3:]]
         for start in starts:
             if isinstance(start.type, ir.ShapedType):
@@ -186,11 +187,18 @@ class _Sinker:
                     if value not in point_tensors:
                         self._note_input(value, amap)
                 point_tensors.update(op.results)
-        with ir.InsertionPoint(loop), loop.location:
-            outs = [self._empty(r.type) for r in loop.results]
+        if consumer is not None:
+            for value, amap in zip(list(consumer.operands)[:_input_count(consumer)],
+                                   _maps(consumer)):
+                if value not in list(loop.results):
+                    self._note_input(value, amap)
+        anchor = consumer or loop
+        with ir.InsertionPoint(anchor), loop.location:
+            outs = list(consumer.operands)[_input_count(consumer):] if consumer else \
+                [self._empty(r.type) for r in loop.results]
             maps = [m for _, m in self.inputs] + [identity] * len(outs)
             generic = linalg.GenericOp(
-                [r.type for r in loop.results], [v for v, _ in self.inputs], outs,
+                [r.type for r in anchor.results], [v for v, _ in self.inputs], outs,
                 ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
                 ir.ArrayAttr.get([ir.Attribute.parse(_PARALLEL)] * self.rank))
         elements = [ir.ShapedType(v.type).element_type for v in
@@ -201,7 +209,9 @@ class _Sinker:
             indices = [linalg.IndexOp(d).result for d in range(self.rank)]
             initial = [self._arg(s, identity) if isinstance(s.type, ir.ShapedType) else s
                        for s in starts]
-            inner = scf.ForOp(*loop.operands[:3], initial)
+            memo: dict = {}
+            bounds = [self._read_in_kernel(v, memo) for v in loop.operands[:3]]
+            inner = scf.ForOp(*bounds, initial)
             mapping = {self.iv: inner.induction_variable}
             self.point.update(zip(self.carried, inner.inner_iter_args))
             with ir.InsertionPoint(inner.body):
@@ -209,13 +219,46 @@ class _Sinker:
                     self._sink_op(op, mapping, indices)
                 scf.YieldOp([self.point[v] for v in
                              list(self.block.operations)[-1].operation.operands])
-            linalg.YieldOp(list(inner.results))
+            self.point.update(zip(loop.results, inner.results))
+            if consumer is not None:
+                self._sink_op(consumer, {}, indices)
+                linalg.YieldOp([self.point[r] for r in consumer.results])
+            else:
+                linalg.YieldOp(list(inner.results))
         for index in indices:  # made for the generics' linalg.index; the rest go
             if not any(True for _ in index.uses):
                 index.owner.erase()
-        for old, new in zip(loop.results, generic.results):
+        for old, new in zip(anchor.results, generic.results):
             old.replace_all_uses_with(new)
+        if consumer is not None:
+            consumer.erase()
+        inits = list(loop.operands[3:])
         loop.erase()
+        for init in inits:  # a fill only the loop started from
+            op = defining_op(init)
+            if op is not None and op.name == "linalg.fill" and \
+                    not any(True for _ in op.results[0].uses):
+                op.erase()
+
+    def _consumer(self) -> Optional[ir.Operation]:
+        """The one all-parallel generic over the same points that reads every use of the
+        loop's results at its own point (`out[i] = e + m` after the loop): it joins the
+        new generic, so that it is one kernel (elementwise fusion takes a producer only
+        when it has one use)."""
+        users = [_user(u) for r in self.loop.results for u in r.uses]
+        if not users or any(u != users[0] for u in users):
+            return None
+        generic = users[0]
+        if generic.name != "linalg.generic" or generic.block != self.loop.block:
+            return None
+        try:
+            self._check_generic(generic, set(self.loop.results))
+        except _Decline:
+            return None
+        n_in = _input_count(generic)
+        if any(u.operand_number >= n_in for r in self.loop.results for u in r.uses):
+            return None  # a result is the consumer's output, not an input
+        return generic
 
     def _note_input(self, value: ir.Value, amap: ir.AffineMap) -> None:
         if (value, amap) not in self.inputs:
@@ -224,6 +267,26 @@ class _Sinker:
     def _arg(self, value: ir.Value, amap: ir.AffineMap) -> ir.Value:
         """The new generic's block argument reading `value` through `amap`."""
         return self.args[self.inputs.index((value, amap))]
+
+    def _read_in_kernel(self, value: ir.Value, memo: dict) -> ir.Value:
+        """A loop bound computed on the host from a 0-d tensor's element (an integer
+        input of a shape-less compile: `index_cast(extract %m[])`) is computed in the
+        region instead, where the kernel reads it: the host would have to read device
+        memory for it."""
+        if value in memo:
+            return memo[value]
+        op = defining_op(value)
+        result = value
+        if op is not None and not len(op.regions) and len(op.results) == 1 and \
+                not isinstance(value.type, ir.ShapedType):
+            if op.name == "tensor.extract" and len(op.operands) == 1:
+                result = clone_op(op, list(op.operands)).results[0]
+            elif op.name.startswith(("arith.", "math.")) and op.name != "arith.constant":
+                operands = [self._read_in_kernel(v, memo) for v in op.operands]
+                if any(a != b for a, b in zip(operands, op.operands)):
+                    result = clone_op(op, operands).results[0]
+        memo[value] = result
+        return result
 
     @staticmethod
     def _start(init: ir.Value) -> ir.Value:
@@ -234,9 +297,14 @@ class _Sinker:
         return init
 
     def _empty(self, type_: ir.Type) -> ir.Value:
-        """tensor.empty of `type_`, its run-time sizes those of the loop's first start."""
+        """tensor.empty of `type_`, its run-time sizes those of the loop's first start
+        (the tensor a fill fills: the fill itself may go)."""
         tensor_type = ir.RankedTensorType(type_)
-        sizes = [tensor.DimOp(self.loop.operands[3], arith.ConstantOp(
+        source = self.loop.operands[3]
+        fill = defining_op(source)
+        if fill is not None and fill.name == "linalg.fill":
+            source = fill.operands[1]
+        sizes = [tensor.DimOp(source, arith.ConstantOp(
             ir.IndexType.get(), d).result).result if ir.ShapedType.is_dynamic_size(n) else n
             for d, n in enumerate(tensor_type.shape)]
         return tensor.EmptyOp(sizes, tensor_type.element_type).result
