@@ -232,13 +232,10 @@ class _Sinker:
             old.replace_all_uses_with(new)
         if consumer is not None:
             consumer.erase()
-        inits = list(loop.operands[3:])
+        operands = list(loop.operands)
         loop.erase()
-        for init in inits:  # a fill only the loop started from
-            op = defining_op(init)
-            if op is not None and op.name == "linalg.fill" and \
-                    not any(True for _ in op.results[0].uses):
-                op.erase()
+        for value in operands:  # fills and bounds only the loop used
+            _erase_if_unused(value)
 
     def _consumer(self) -> Optional[ir.Operation]:
         """The one all-parallel generic over the same points that reads every use of the
@@ -304,6 +301,9 @@ class _Sinker:
         fill = defining_op(source)
         if fill is not None and fill.name == "linalg.fill":
             source = fill.operands[1]
+        made = defining_op(source)
+        if made is not None and made.name == "tensor.empty" and source.type == type_:
+            return source
         sizes = [tensor.DimOp(source, arith.ConstantOp(
             ir.IndexType.get(), d).result).result if ir.ShapedType.is_dynamic_size(n) else n
             for d, n in enumerate(tensor_type.shape)]
@@ -351,6 +351,20 @@ def _clone(op: ir.Operation, local: dict, indices: list) -> None:
                     for inner in block.operations:
                         _clone(inner.operation, local, indices)
     local.update(zip(op.results, clone.results))
+
+
+def _erase_if_unused(value: ir.Value) -> None:
+    """Erase the fill, extract or scalar op that made `value` once nothing uses it, and
+    then what made its operands."""
+    op = defining_op(value)
+    if op is None or any(True for r in op.results for _ in r.uses) or \
+            op.name not in ("linalg.fill", "tensor.extract") and \
+            not (op.name.startswith(_SCALAR_DIALECTS) and not len(op.regions)):
+        return
+    operands = list(op.operands)
+    op.erase()
+    for operand in operands:
+        _erase_if_unused(operand)
 
 
 def _input_count(generic: ir.Operation) -> int:
