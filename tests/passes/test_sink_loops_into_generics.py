@@ -17,7 +17,7 @@ from zynml.passes.pipeline import build_pass_manager
 from zynml.runtime import IreeModule
 from zynml.runtime.cuda.artifact import launches
 
-SIZES = [1, 37, 1031]
+SIZES = [1, 37, 1024, 1031]  # 1024: pointwise takes 16-byte chunks (a loop per lane)
 
 
 def steps(body):
@@ -64,6 +64,18 @@ def test_a_shape_less_compile_reads_the_count_in_the_kernel(source):
     [launch] = launches(plan["body"])
     assert any(None in spec.get("shape", ()) for spec in plan["inputs"])
     assert len(launch["args"]) >= 3
+
+
+def test_a_dynamic_compile_passes_the_count_to_the_kernel(rng):
+    """dynamic=True: the count is c's run-time length, which the kernel takes (integer
+    inputs specialize by value, so theirs is a constant)."""
+    source, inputs, _ = case("size_count", rng, 37)
+    prog = zynml.compile(source, device="cuda", require_device=False, dynamic=True)
+    plan = prog.artifact(**inputs).plan
+    assert not any(s["op"] == "for" for s in steps(plan["body"]))
+    [launch] = launches(plan["body"])
+    [length] = [s["result"] for s in plan["body"] if s["op"] == "dim" and s["source"] == "%in1"]
+    assert length in launch["args"]
 
 
 def test_a_loop_whose_iterations_reduce_stays_a_host_loop(rng):
