@@ -44,17 +44,20 @@ The pass belongs to the native CUDA pipeline (zynml/backend/cuda/compile.py); th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
+from ..backend.cuda.strategies.kernel_builder import apply_map, index_const
 from ..lowering.cir_ops import clone_op, defining_op, ops_in
 
 NAME = "sink-loops-into-generics"
 
 _PARALLEL = "#linalg.iterator_type<parallel>"
+_REDUCTION = "#linalg.iterator_type<reduction>"
 # Region-free ops of a loop body that move into the new generic's region: scalar index
 # and float arithmetic on the loop variable (the loop bounds of an inner loop, say).
 _SCALAR_DIALECTS = ("arith.", "math.", "index.")
@@ -147,24 +150,33 @@ class _Sinker:
         return (op.name.startswith(_SCALAR_DIALECTS) and not len(op.regions) and
                 not any(isinstance(r.type, ir.ShapedType) for r in op.results))
 
-    def _check_generic(self, generic: ir.Operation, point_tensors: set) -> None:
-        iterators = ir.ArrayAttr(generic.attributes["iterator_types"])
-        if any(str(k) != _PARALLEL for k in iterators) or len(iterators) != self.rank:
-            raise _Decline()  # a reduction, or a generic over other loops
+    def _check_generic(self, generic: ir.Operation, point_tensors: set,
+                       parallel_only: bool = False) -> None:
+        """A generic over the points, possibly with reduction loops after them (each
+        point reduces on its own), reading tensors of the body only at its point."""
+        iterators = [str(k) for k in ir.ArrayAttr(generic.attributes["iterator_types"])]
+        reductions = iterators[self.rank:]
+        if iterators[:self.rank] != [_PARALLEL] * self.rank or \
+                any(k != _REDUCTION for k in reductions) or parallel_only and reductions:
+            raise _Decline()  # a generic over other loops
+        at_point = _projection(len(iterators), self.rank)
         n_in = _input_count(generic)
         maps = _maps(generic)
-        identity = ir.AffineMap.get_identity(self.rank)
         args = list(generic.regions[0].blocks[0].arguments)
         for value, amap in zip(list(generic.operands)[:n_in], maps):
-            if value in point_tensors and amap != identity:
+            if value in point_tensors and amap != at_point:
                 raise _Decline()  # a carried value at another point
             if value in self.inside and value not in point_tensors:
                 raise _Decline()
         for value, amap, arg in zip(list(generic.operands)[n_in:], maps[n_in:], args[n_in:]):
-            if amap != identity or list(ir.RankedTensorType(value.type).shape) != self.shape:
+            if amap != at_point or list(ir.RankedTensorType(value.type).shape) != self.shape:
                 raise _Decline()
-            if any(True for _ in arg.uses):
-                raise _Decline()  # the body reads its output's old value
+            used = any(True for _ in arg.uses)
+            if reductions and not used or used and value in self.inside and \
+                    value not in point_tensors:
+                raise _Decline()  # an accumulator that starts from nothing known
+        if any(_extent_of(generic, d) is None for d in range(self.rank, len(iterators))):
+            raise _Decline()
         for value in _captured(generic):
             if value in point_tensors or isinstance(value.type, ir.ShapedType) and \
                     value in self.inside:
@@ -176,22 +188,13 @@ class _Sinker:
         loop = self.loop
         identity = ir.AffineMap.get_identity(self.rank)
         consumer = self._consumer()
-        starts = [self._start(v) for v in loop.operands[3:]]
-        for start in starts:
-            if isinstance(start.type, ir.ShapedType):
-                self._note_input(start, identity)
         point_tensors = set(self.carried)
-        for op in body:  # the iteration's loop-invariant inputs, read where they were
-            if op.name == "linalg.generic":
-                for value, amap in zip(list(op.operands)[:_input_count(op)], _maps(op)):
-                    if value not in point_tensors:
-                        self._note_input(value, amap)
+        for value in loop.operands[3:]:
+            self._note_at_point(value, point_tensors)
+        for op in body + ([consumer] if consumer else []):
+            if op.name == "linalg.generic":  # the loop-invariant tensors it reads
+                self._note_inputs(op, point_tensors | set(loop.results))
                 point_tensors.update(op.results)
-        if consumer is not None:
-            for value, amap in zip(list(consumer.operands)[:_input_count(consumer)],
-                                   _maps(consumer)):
-                if value not in list(loop.results):
-                    self._note_input(value, amap)
         anchor = consumer or loop
         with ir.InsertionPoint(anchor), loop.location:
             outs = list(consumer.operands)[_input_count(consumer):] if consumer else \
@@ -207,8 +210,7 @@ class _Sinker:
         self.args = list(region.arguments)
         with ir.InsertionPoint(region), loop.location:
             indices = [linalg.IndexOp(d).result for d in range(self.rank)]
-            initial = [self._arg(s, identity) if isinstance(s.type, ir.ShapedType) else s
-                       for s in starts]
+            initial = [self._at_point(v) for v in loop.operands[3:]]
             memo: dict = {}
             bounds = [self._read_in_kernel(v, memo) for v in loop.operands[:3]]
             inner = scf.ForOp(*bounds, initial)
@@ -249,7 +251,7 @@ class _Sinker:
         if generic.name != "linalg.generic" or generic.block != self.loop.block:
             return None
         try:
-            self._check_generic(generic, set(self.loop.results))
+            self._check_generic(generic, set(self.loop.results), parallel_only=True)
         except _Decline:
             return None
         n_in = _input_count(generic)
@@ -257,13 +259,44 @@ class _Sinker:
             return None  # a result is the consumer's output, not an input
         return generic
 
-    def _note_input(self, value: ir.Value, amap: ir.AffineMap) -> None:
+    def _note_inputs(self, generic: ir.Operation, point_tensors: set) -> None:
+        """Note what the new generic reads for `generic`: the loop-invariant inputs read
+        along the points only (through the map on them), and its outputs' old values."""
+        n_in = _input_count(generic)
+        args = list(generic.regions[0].blocks[0].arguments)
+        for value, amap in zip(list(generic.operands)[:n_in], _maps(generic)):
+            if value not in point_tensors and _on_points(amap, self.rank):
+                self._note(value, _on_points(amap, self.rank))
+        for value, arg in zip(list(generic.operands)[n_in:], args[n_in:]):
+            if any(True for _ in arg.uses):
+                self._note_at_point(value, point_tensors)
+
+    def _note_at_point(self, value: ir.Value, point_tensors: set) -> None:
+        if value not in point_tensors and self._filled(value) is None:
+            self._note(value, ir.AffineMap.get_identity(self.rank))
+
+    def _note(self, value: ir.Value, amap: ir.AffineMap) -> None:
         if (value, amap) not in self.inputs:
             self.inputs.append((value, amap))
 
     def _arg(self, value: ir.Value, amap: ir.AffineMap) -> ir.Value:
         """The new generic's block argument reading `value` through `amap`."""
         return self.args[self.inputs.index((value, amap))]
+
+    def _at_point(self, value: ir.Value) -> ir.Value:
+        """A tensor over the points, at the new generic's point: the scalar of the body
+        (carried, computed), a fill's scalar, or an input's element."""
+        if value in self.point:
+            return self.point[value]
+        filled = self._filled(value)
+        return filled if filled is not None else \
+            self._arg(value, ir.AffineMap.get_identity(self.rank))
+
+    @staticmethod
+    def _filled(value: ir.Value) -> Optional[ir.Value]:
+        """The scalar that a `linalg.fill` fills `value` with; None for other tensors."""
+        op = defining_op(value)
+        return op.operands[0] if op is not None and op.name == "linalg.fill" else None
 
     def _read_in_kernel(self, value: ir.Value, memo: dict) -> ir.Value:
         """A loop bound computed on the host from a 0-d tensor's element (an integer
@@ -284,14 +317,6 @@ class _Sinker:
                     result = clone_op(op, operands).results[0]
         memo[value] = result
         return result
-
-    @staticmethod
-    def _start(init: ir.Value) -> ir.Value:
-        """A carried value's start: the scalar of a `linalg.fill`, else the tensor."""
-        op = defining_op(init)
-        if op is not None and op.name == "linalg.fill":
-            return op.operands[0]
-        return init
 
     def _empty(self, type_: ir.Type) -> ir.Value:
         """tensor.empty of `type_`, its run-time sizes those of the loop's first start
@@ -317,16 +342,40 @@ class _Sinker:
             mapping.update(zip(op.results, clone.results))
             return
         n_in = _input_count(op)
-        local = dict(mapping)
         block = op.regions[0].blocks[0]
-        for value, amap, arg in zip(list(op.operands)[:n_in], _maps(op), block.arguments):
-            local[arg] = self.point[value] if value in self.point else \
-                self._arg(value, amap)
-        for inner in list(block.operations)[:-1]:
-            _clone(inner.operation, local, indices)
-        yielded = list(block.operations)[-1].operands
-        for result, value in zip(op.results, yielded):
-            self.point[result] = local.get(value, value)
+        args = list(block.arguments)
+        n_dims = _maps(op)[0].n_dims
+        starts = [self._at_point(v) if any(True for _ in arg.uses) else None
+                  for v, arg in zip(list(op.operands)[n_in:], args[n_in:])]
+
+        def point_body(reduction_ivs: list, carried: list) -> list:
+            """The region at the point and `reduction_ivs`: its yielded values."""
+            local = dict(mapping)
+            for value, amap, arg in zip(list(op.operands)[:n_in], _maps(op), args):
+                if value in self.point:
+                    local[arg] = self.point[value]
+                elif _on_points(amap, self.rank):
+                    local[arg] = self._arg(value, _on_points(amap, self.rank))
+                else:  # read along a reduction loop: an element of the input
+                    local[arg] = tensor.ExtractOp(
+                        value, apply_map(amap, indices + reduction_ivs)).result
+            local.update((arg, v) for arg, v in zip(args[n_in:], carried) if v is not None)
+            for inner in list(block.operations)[:-1]:
+                _clone(inner.operation, local, indices)
+            return [local.get(v, v) for v in list(block.operations)[-1].operands]
+
+        def reduce(dims: list, ivs: list, carried: list) -> list:
+            """Loops over the reduction dims `dims`, in order, carrying the outputs."""
+            if not dims:
+                return point_body(ivs, carried)
+            loop = scf.ForOp(index_const(0), _extent(op, dims[0]), index_const(1), carried)
+            with ir.InsertionPoint(loop.body):
+                scf.YieldOp(reduce(dims[1:], ivs + [loop.induction_variable],
+                                   list(loop.inner_iter_args)))
+            return list(loop.results)
+
+        results = reduce(list(range(self.rank, n_dims)), [], starts)
+        self.point.update(zip(op.results, results))
 
 
 def _clone(op: ir.Operation, local: dict, indices: list) -> None:
@@ -365,6 +414,41 @@ def _erase_if_unused(value: ir.Value) -> None:
     op.erase()
     for operand in operands:
         _erase_if_unused(operand)
+
+
+def _projection(n_dims: int, rank: int) -> ir.AffineMap:
+    """(d0, .., d{n_dims-1}) -> (d0, .., d{rank-1}): a generic's map of its points."""
+    return ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in range(rank)])
+
+
+def _on_points(amap: ir.AffineMap, rank: int) -> Optional[ir.AffineMap]:
+    """`amap` on the first `rank` dims only (the points), when it reads no other."""
+    if any(not all(d < rank for d in _dims_of(e)) for e in amap.results):
+        return None
+    return ir.AffineMap.get(rank, 0, list(amap.results))
+
+
+def _dims_of(expr: ir.AffineExpr) -> list[int]:
+    return [int(d) for d in re.findall(r"\bd(\d+)\b", str(expr))]
+
+
+def _extent_of(generic: ir.Operation, dim: int) -> Optional[tuple[ir.Value, int]]:
+    """(operand, its dimension) indexed by loop `dim` of `generic` alone: the loop's
+    trip count is that size (how linalg reads it); None when no operand gives it."""
+    for value, amap in zip(list(generic.operands), _maps(generic)):
+        for k, expr in enumerate(amap.results):
+            if str(expr) == f"d{dim}":
+                return value, k
+    return None
+
+
+def _extent(generic: ir.Operation, dim: int) -> ir.Value:
+    """The trip count of loop `dim`, as an index value at the insertion point."""
+    value, k = _extent_of(generic, dim)
+    extent = ir.RankedTensorType(value.type).shape[k]
+    if ir.ShapedType.is_dynamic_size(extent):
+        return tensor.DimOp(value, index_const(k)).result
+    return index_const(extent)
 
 
 def _input_count(generic: ir.Operation) -> int:

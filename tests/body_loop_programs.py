@@ -71,7 +71,7 @@ let y = compute(x) {
 }
 """
 
-# Each iteration sums a row (a reduction): that loop stays a host loop of kernels.
+# Each iteration sums its row (a reduction per point): the sum is a loop in the kernel.
 REDUCTION_INSIDE = """
 let y = compute(x) {
     @kernel elementwise
@@ -82,6 +82,22 @@ let y = compute(x) {
             for c in 0..cols:
                 s += x[r, c] * e
             e = 0.5 * e + s + 1.0
+        out[r] = e
+}
+"""
+
+# Each iteration fills a local array (a tensor over the points and its own dimension):
+# that loop stays a host loop of kernels.
+LOCAL_ARRAY = """
+let y = compute(x) {
+    @kernel elementwise
+    for r in 0..rows:
+        var e = 0.0
+        for t in 0..steps:
+            shared var buf[3]
+            for j in 0..3:
+                buf[j] = x[r, j] * e + 1.0
+            e = 0.5 * e + buf[0] * buf[2]
         out[r] = e
 }
 """
@@ -125,6 +141,15 @@ def _reduction_inside(x, steps):
     return e
 
 
+def _local_array(x, steps):
+    x = x.astype(np.float64)
+    e = np.zeros(x.shape[0])
+    for _ in range(steps):
+        buf = x[:, :3] * e[:, None] + 1.0
+        e = 0.5 * e + buf[:, 0] * buf[:, 2]
+    return e
+
+
 def _nonzero(rng, *shape):
     """Values away from 0, of either sign: a dropped term cannot hide."""
     return (rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
@@ -155,9 +180,13 @@ def case(name, rng, size, count=5):
     if name == "reduction_inside":
         x = (rng.uniform(-1.0, 1.0, (size, 13)) / 13).astype(np.float32)
         return REDUCTION_INSIDE, dict(x=x, steps=count), _reduction_inside(x, count)
+    if name == "local_array":
+        x = (rng.uniform(-1.0, 1.0, (size, 5)) / 3).astype(np.float32)
+        return LOCAL_ARRAY, dict(x=x, steps=count), _local_array(x, count)
     raise KeyError(name)
 
 
 # The programs whose loop runs inside the one kernel on CUDA.
-IN_KERNEL = ["horner", "scalar_count", "size_count", "two_values", "nested"]
-NAMES = IN_KERNEL + ["reduction_inside"]
+IN_KERNEL = ["horner", "scalar_count", "size_count", "two_values", "nested",
+             "reduction_inside"]
+NAMES = IN_KERNEL + ["local_array"]

@@ -225,12 +225,49 @@ func.func @nested(%x: tensor<5xf32>) -> tensor<5xf32> {
 
 // -----
 
-// Loops that stay on the host: an iteration that reduces (a dot in the online softmax),
-// one that reads a carried value at another point (a reversed map, a gather from the
-// carried tensor), and one that is not generics (a slice).
+// An iteration that reduces at each point (a row sum, a dot): the reduction is a loop
+// inside the iteration's, reading x's elements along it; its accumulator starts from the
+// carried value (the generic's output).
 // CHECK-LABEL: func.func @reduces(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<5x3xf32>, [[INIT:%[a-z0-9_]+]]: tensor<5xf32>)
+// CHECK-NOT: scf.for
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel"]} ins([[INIT]] : tensor<5xf32>)
+// CHECK-NEXT: ^bb0([[IN:%[a-z0-9_]+]]: f32, {{%[a-z0-9_]+}}: f32):
+// CHECK-NEXT: [[I:%[0-9]+]] = linalg.index 0 : index
+// CHECK-NEXT: scf.for {{%[a-z0-9_]+}} = %c0 to %c4 step %c1 iter_args([[T:%[a-z0-9_]+]] = [[IN]]) -> (f32) {
+// CHECK: [[R:%[0-9]+]] = scf.for [[J:%[a-z0-9_]+]] = %c0{{.*}} to %c3 step %c1{{.*}} iter_args([[ACC:%[a-z0-9_]+]] = [[T]]) -> (f32) {
+// CHECK-NEXT: [[V:%[a-z0-9_]+]] = tensor.extract [[X]]{{\[}}[[I]], [[J]]] : tensor<5x3xf32>
+// CHECK-NEXT: [[S:%[0-9]+]] = arith.addf [[V]], [[ACC]] : f32
+// CHECK-NEXT: scf.yield [[S]] : f32
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.yield [[R]] : f32
+#row = affine_map<(d0, d1) -> (d0, d1)>
+#first = affine_map<(d0, d1) -> (d0)>
+func.func @reduces(%x: tensor<5x3xf32>, %init: tensor<5xf32>) -> tensor<5xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %r = scf.for %k = %c0 to %c4 step %c1 iter_args(%t = %init) -> (tensor<5xf32>) {
+    %g = linalg.generic {indexing_maps = [#row, #first], iterator_types = ["parallel", "reduction"]}
+        ins(%x : tensor<5x3xf32>) outs(%t : tensor<5xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    } -> tensor<5xf32>
+    scf.yield %g : tensor<5xf32>
+  }
+  return %r : tensor<5xf32>
+}
+
+// -----
+
+// Loops that stay on the host: an iteration that computes more than a value per point (a
+// local array: a generic over the points and one more loop), one that reads a carried
+// value at another point (a reversed map, a gather from the carried tensor), and one that
+// is not generics (a slice).
+// CHECK-LABEL: func.func @local_array(
 // CHECK: scf.for
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]
 // CHECK-LABEL: func.func @other_point(
 // CHECK: scf.for
 // CHECK: linalg.generic
@@ -243,17 +280,25 @@ func.func @nested(%x: tensor<5xf32>) -> tensor<5xf32> {
 #map = affine_map<(d0) -> (d0)>
 #row = affine_map<(d0, d1) -> (d0, d1)>
 #first = affine_map<(d0, d1) -> (d0)>
+#col0 = affine_map<(d0) -> (d0, 0)>
 #reversed = affine_map<(d0) -> (4 - d0)>
-func.func @reduces(%x: tensor<5x3xf32>, %init: tensor<5xf32>) -> tensor<5xf32> {
+func.func @local_array(%x: tensor<5x3xf32>, %init: tensor<5xf32>) -> tensor<5xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
   %r = scf.for %k = %c0 to %c4 step %c1 iter_args(%t = %init) -> (tensor<5xf32>) {
-    %g = linalg.generic {indexing_maps = [#row, #first], iterator_types = ["parallel", "reduction"]}
-        ins(%x : tensor<5x3xf32>) outs(%t : tensor<5xf32>) {
-    ^bb0(%in: f32, %acc: f32):
-      %s = arith.addf %in, %acc : f32
+    %e2 = tensor.empty() : tensor<5x3xf32>
+    %buf = linalg.generic {indexing_maps = [#row, #first, #row], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %t : tensor<5x3xf32>, tensor<5xf32>) outs(%e2 : tensor<5x3xf32>) {
+    ^bb0(%in: f32, %e: f32, %out: f32):
+      %s = arith.mulf %in, %e : f32
       linalg.yield %s : f32
+    } -> tensor<5x3xf32>
+    %e1 = tensor.empty() : tensor<5xf32>
+    %g = linalg.generic {indexing_maps = [#col0, #map], iterator_types = ["parallel"]}
+        ins(%buf : tensor<5x3xf32>) outs(%e1 : tensor<5xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      linalg.yield %in : f32
     } -> tensor<5xf32>
     scf.yield %g : tensor<5xf32>
   }

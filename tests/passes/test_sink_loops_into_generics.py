@@ -78,10 +78,11 @@ def test_a_dynamic_compile_passes_the_count_to_the_kernel(rng):
     assert length in launch["args"]
 
 
-def test_a_loop_whose_iterations_reduce_stays_a_host_loop(rng):
-    """Each iteration sums rows (a reduction generic): the loop is left on the host, as
-    before, a launch per kernel of the iteration."""
-    source, inputs, _ = case("reduction_inside", rng, 7, 4)
+def test_a_loop_around_a_local_array_stays_a_host_loop(rng):
+    """Each iteration fills a `shared var` array (a tensor over the points and its own
+    dimension, not a value per point): the loop is left on the host, as before, its
+    kernels launched once per iteration."""
+    source, inputs, _ = case("local_array", rng, 7, 4)
     plan = cuda_plan(source, inputs)
     [loop] = [s for s in plan["body"] if s["op"] == "for"]
     assert loop["upper"] == 4
