@@ -5,9 +5,9 @@ cir-to-linalg lowers a loop run in order (`for k in 0..8: acc = acc * a + b` ins
 elementwise body) to an `scf.for` in the host function, carrying one tensor per `var`
 over the loops around it, with generics computing each iteration at every point: what
 IREE wants, and on the native CUDA backend one kernel launch per iteration. When every
-iteration is per-element (all-parallel generics over the carried tensors' points, each
-point reading only its own carried values), the loop is the same at every point, so it
-can run inside one generic, and so inside one kernel:
+iteration is per-element (generics over the carried tensors' points, each point reading
+only its own carried values), the loop is the same at every point, so it can run inside
+one generic, and so inside one kernel:
 
     %r = scf.for %k = %c0 to %n step %c1 iter_args(%t = %x) -> (tensor<37xf32>) {
       %g = linalg.generic {maps = [id, id], parallel} ins(%t) outs(%e) {
@@ -31,14 +31,20 @@ can run inside one generic, and so inside one kernel:
 
 A carried value that starts from a `linalg.fill` starts from the fill's scalar; other
 starts are inputs read at the point. Loop-invariant inputs of the iteration's generics
-become inputs of the new one (with their maps), scalar ops of the loop body (index
-arithmetic on the loop variable) move into the region, gathers (`tensor.extract` of
-tensors from outside the loop) stay gathers. Inner loops are sunk first, so nested loops
-run in order become nested `scf.for`s.
+read along the points become inputs of the new one (with their maps), scalar ops of the
+loop body (index arithmetic on the loop variable) move into the region, gathers
+(`tensor.extract` of tensors from outside the loop) stay gathers. A generic of the
+iteration that reduces at each point (its loops the points, then reduction loops: a row
+sum, a `dot`) becomes `scf.for`s over its reduction loops, from its output's value at the
+point, reading its other inputs' elements along them. Inner loops are sunk first, so
+nested loops run in order become nested `scf.for`s. The one generic after the loop that
+reads its results at their points (`out[i] = e + m`) joins the new one.
 
-A loop is left on the host when an iteration is more than per-element work: a reduction
-(a generic with a reduction loop, such as a `dot` inside the online softmax), a generic
-over other points, a read of a carried tensor at another point, a slice or any other op.
+A loop is left on the host when an iteration is more than a value per point: a generic
+over more loops than the points that is not a reduction (a local array), a read of a
+carried tensor at another point, a slice or any other op. Each thread then does the work
+of its point alone: a long reduction over few points is serial where the host loop's
+kernels would spread it over threads, and many points with short loops gain most.
 The pass belongs to the native CUDA pipeline (zynml/backend/cuda/compile.py); the CPU
 (IREE) path keeps the host loop.
 """
@@ -129,7 +135,11 @@ class _Sinker:
         for op in ops[:-1]:
             if op.name == "tensor.empty":
                 continue
-            if op.name == "linalg.generic":
+            if op.name == "linalg.fill":  # an accumulator's start: a scalar per point
+                if isinstance(op.operands[0].type, ir.ShapedType):
+                    raise _Decline()
+                point_tensors.update(op.results)
+            elif op.name == "linalg.generic":
                 self._check_generic(op, point_tensors)
                 point_tensors.update(op.results)
             elif self._scalar(op):
@@ -140,8 +150,9 @@ class _Sinker:
         if any(v not in point_tensors for v in ops[-1].operands):
             raise _Decline()  # a loop-invariant tensor yielded: not worth the bother
         for op in ops[:-1]:  # tensors of the body live only as points of the iteration
-            if op.name == "tensor.empty" and any(_user(u).name != "linalg.generic"
-                                                 for u in op.results[0].uses):
+            if op.name == "tensor.empty" and any(
+                    _user(u).name not in ("linalg.generic", "linalg.fill")
+                    for u in op.results[0].uses):
                 raise _Decline()
         return ops[:-1]
 
@@ -194,6 +205,7 @@ class _Sinker:
         for op in body + ([consumer] if consumer else []):
             if op.name == "linalg.generic":  # the loop-invariant tensors it reads
                 self._note_inputs(op, point_tensors | set(loop.results))
+            if op.name in ("linalg.generic", "linalg.fill"):
                 point_tensors.update(op.results)
         anchor = consumer or loop
         with ir.InsertionPoint(anchor), loop.location:
@@ -336,6 +348,9 @@ class _Sinker:
 
     def _sink_op(self, op: ir.Operation, mapping: dict, indices: list) -> None:
         if op.name == "tensor.empty":
+            return
+        if op.name == "linalg.fill":
+            self.point[op.results[0]] = mapping.get(op.operands[0], op.operands[0])
             return
         if op.name != "linalg.generic":
             clone = clone_op(op, [mapping.get(v, v) for v in op.operands])

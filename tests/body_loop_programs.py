@@ -86,6 +86,24 @@ let y = compute(x) {
 }
 """
 
+# Two reductions per iteration, one from a start of its own (1.0), one from the carried
+# value, the loop variable read as a number.
+PRODUCT_AND_MAX = """
+let y = compute(x) {
+    @kernel elementwise
+    for r in 0..rows:
+        var e = 0.0
+        for t in 0..steps:
+            var s = 1.0
+            var m = e
+            for c in 0..cols:
+                s *= x[r, c] + e
+                m = max(m, x[r, c] * t)
+            e = 0.5 * s + 0.25 * m
+        out[r] = e
+}
+"""
+
 # Each iteration fills a local array (a tensor over the points and its own dimension):
 # that loop stays a host loop of kernels.
 LOCAL_ARRAY = """
@@ -141,6 +159,16 @@ def _reduction_inside(x, steps):
     return e
 
 
+def _product_and_max(x, steps):
+    x = x.astype(np.float64)
+    e = np.zeros(x.shape[0])
+    for t in range(steps):
+        s = np.prod(x + e[:, None], axis=1)
+        m = np.maximum(e, (x * t).max(axis=1))
+        e = 0.5 * s + 0.25 * m
+    return e
+
+
 def _local_array(x, steps):
     x = x.astype(np.float64)
     e = np.zeros(x.shape[0])
@@ -180,6 +208,9 @@ def case(name, rng, size, count=5):
     if name == "reduction_inside":
         x = (rng.uniform(-1.0, 1.0, (size, 13)) / 13).astype(np.float32)
         return REDUCTION_INSIDE, dict(x=x, steps=count), _reduction_inside(x, count)
+    if name == "product_and_max":
+        x = rng.uniform(0.2, 0.6, (size, 5)).astype(np.float32)
+        return PRODUCT_AND_MAX, dict(x=x, steps=count), _product_and_max(x, count)
     if name == "local_array":
         x = (rng.uniform(-1.0, 1.0, (size, 5)) / 3).astype(np.float32)
         return LOCAL_ARRAY, dict(x=x, steps=count), _local_array(x, count)
@@ -188,5 +219,5 @@ def case(name, rng, size, count=5):
 
 # The programs whose loop runs inside the one kernel on CUDA.
 IN_KERNEL = ["horner", "scalar_count", "size_count", "two_values", "nested",
-             "reduction_inside"]
+             "reduction_inside", "product_and_max"]
 NAMES = IN_KERNEL + ["local_array"]

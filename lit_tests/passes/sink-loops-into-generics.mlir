@@ -261,6 +261,47 @@ func.func @reduces(%x: tensor<5x3xf32>, %init: tensor<5xf32>) -> tensor<5xf32> {
 
 // -----
 
+// A reduction that starts from a fill made in the iteration (`var s = 1.0` before an
+// `s *= ...` loop): the fill is its start's scalar, no tensor.
+// CHECK-LABEL: func.func @reduces_from_a_fill(
+// CHECK-NOT: linalg.fill
+// CHECK: scf.for {{.*}} iter_args([[T:%[a-z0-9_]+]] = %cst_0) -> (f32) {
+// CHECK: scf.for {{.*}} iter_args([[P:%[a-z0-9_]+]] = %cst) -> (f32) {
+// CHECK: arith.mulf [[P]],
+// CHECK-NOT: linalg.fill
+#row = affine_map<(d0, d1) -> (d0, d1)>
+#first = affine_map<(d0, d1) -> (d0)>
+#map = affine_map<(d0) -> (d0)>
+func.func @reduces_from_a_fill(%x: tensor<5x3xf32>) -> tensor<5xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %cst = arith.constant 1.0 : f32
+  %cst_0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<5xf32>
+  %zero = linalg.fill ins(%cst_0 : f32) outs(%e : tensor<5xf32>) -> tensor<5xf32>
+  %r = scf.for %k = %c0 to %c4 step %c1 iter_args(%t = %zero) -> (tensor<5xf32>) {
+    %one = linalg.fill ins(%cst : f32) outs(%e : tensor<5xf32>) -> tensor<5xf32>
+    %p = linalg.generic {indexing_maps = [#row, #first, #first], iterator_types = ["parallel", "reduction"]}
+        ins(%x, %t : tensor<5x3xf32>, tensor<5xf32>) outs(%one : tensor<5xf32>) {
+    ^bb0(%in: f32, %old: f32, %acc: f32):
+      %a = arith.addf %in, %old : f32
+      %m = arith.mulf %acc, %a : f32
+      linalg.yield %m : f32
+    } -> tensor<5xf32>
+    %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%p : tensor<5xf32>) outs(%e : tensor<5xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %h = arith.mulf %in, %cst : f32
+      linalg.yield %h : f32
+    } -> tensor<5xf32>
+    scf.yield %g : tensor<5xf32>
+  }
+  return %r : tensor<5xf32>
+}
+
+// -----
+
 // Loops that stay on the host: an iteration that computes more than a value per point (a
 // local array: a generic over the points and one more loop), one that reads a carried
 // value at another point (a reversed map, a gather from the carried tensor), and one that
