@@ -246,10 +246,15 @@ class _Sinker:
             old.replace_all_uses_with(new)
         if consumer is not None:
             consumer.erase()
-        operands = list(loop.operands)
+        fills = []  # the fills only the loop started from (other dead ops: canonicalize)
+        for value in loop.operands[3:]:
+            op = defining_op(value)
+            if op is not None and op.name == "linalg.fill" and op not in fills:
+                fills.append(op)
         loop.erase()
-        for value in operands:  # fills and bounds only the loop used
-            _erase_if_unused(value)
+        for fill in fills:
+            if not any(True for _ in fill.results[0].uses):
+                fill.erase()
 
     def _consumer(self) -> Optional[ir.Operation]:
         """The one all-parallel generic over the same points that reads every use of the
@@ -415,20 +420,6 @@ def _clone(op: ir.Operation, local: dict, indices: list) -> None:
                     for inner in block.operations:
                         _clone(inner.operation, local, indices)
     local.update(zip(op.results, clone.results))
-
-
-def _erase_if_unused(value: ir.Value) -> None:
-    """Erase the fill, extract or scalar op that made `value` once nothing uses it, and
-    then what made its operands."""
-    op = defining_op(value)
-    if op is None or any(True for r in op.results for _ in r.uses) or \
-            op.name not in ("linalg.fill", "tensor.extract") and \
-            not (op.name.startswith(_SCALAR_DIALECTS) and not len(op.regions)):
-        return
-    operands = list(op.operands)
-    op.erase()
-    for operand in operands:
-        _erase_if_unused(operand)
 
 
 def _projection(n_dims: int, rank: int) -> ir.AffineMap:

@@ -86,6 +86,18 @@ let y = compute(x) {
 }
 """
 
+# The loop inside a `reduce` body: one kernel computes and sums the values.
+IN_A_REDUCE = """
+let y = compute(x) {
+    @kernel reduce(+)
+    for i in 0..n:
+        var acc = x[i]
+        for k in 0..3:
+            acc = acc * acc * 0.5 + b
+        yield acc
+}
+"""
+
 # Two reductions per iteration, one from a start of its own (1.0), one from the carried
 # value, the loop variable read as a number.
 PRODUCT_AND_MAX = """
@@ -159,6 +171,13 @@ def _reduction_inside(x, steps):
     return e
 
 
+def _in_a_reduce(x, b):
+    acc = x.astype(np.float64)
+    for _ in range(3):
+        acc = acc * acc * 0.5 + b
+    return np.float64(acc.sum())
+
+
 def _product_and_max(x, steps):
     x = x.astype(np.float64)
     e = np.zeros(x.shape[0])
@@ -208,6 +227,9 @@ def case(name, rng, size, count=5):
     if name == "reduction_inside":
         x = (rng.uniform(-1.0, 1.0, (size, 13)) / 13).astype(np.float32)
         return REDUCTION_INSIDE, dict(x=x, steps=count), _reduction_inside(x, count)
+    if name == "in_a_reduce":
+        x = _nonzero(rng, size)
+        return IN_A_REDUCE, dict(x=x, b=b), _in_a_reduce(x, np.float32(b))
     if name == "product_and_max":
         x = rng.uniform(0.2, 0.6, (size, 5)).astype(np.float32)
         return PRODUCT_AND_MAX, dict(x=x, steps=count), _product_and_max(x, count)
@@ -219,5 +241,5 @@ def case(name, rng, size, count=5):
 
 # The programs whose loop runs inside the one kernel on CUDA.
 IN_KERNEL = ["horner", "scalar_count", "size_count", "two_values", "nested",
-             "reduction_inside", "product_and_max"]
+             "reduction_inside", "product_and_max", "in_a_reduce"]
 NAMES = IN_KERNEL + ["local_array"]

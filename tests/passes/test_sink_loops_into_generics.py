@@ -33,14 +33,29 @@ def cuda_plan(source, inputs):
     return prog.artifact(**inputs).plan
 
 
+# The sum of IN_A_REDUCE without its loop: the loop must add no launch to it.
+PLAIN_SUM = """
+let y = compute(x) {
+    @kernel reduce(+)
+    for i in 0..n:
+        yield x[i] * x[i] * 0.5 + b
+}
+"""
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("name", IN_KERNEL)
 def test_the_loop_runs_inside_one_kernel(rng, name, size):
     source, inputs, _ = case(name, rng, size)
     plan = cuda_plan(source, inputs)
     assert [s["op"] for s in steps(plan["body"]) if s["op"] == "for"] == []
+    if name == "in_a_reduce":  # the sum's kernels (on one element, a fill kernel too)
+        plain = cuda_plan(PLAIN_SUM, inputs)
+        assert [s["strategy"] for s in launches(plan["body"])] == \
+            [s["strategy"] for s in launches(plain["body"])]
+        return
     [launch] = launches(plan["body"])
-    assert launch["strategy"] == "pointwise"
+    assert launch["strategy"] == "pointwise"  # a thread per point, looping
 
 
 @pytest.mark.parametrize("count", [0, 1, 6])
@@ -121,5 +136,5 @@ def test_the_sunk_loop_computes_the_body(rng, name, size):
 def test_cpu_results_are_the_body(rng, name, size):
     source, inputs, expected = case(name, rng, size)
     y = zynml.run(source, device="cpu", **inputs)["y"]
-    assert y.dtype == np.float32
+    assert y.dtype == np.float32 and np.shape(y) == np.shape(expected)
     assert_close(y, expected)
