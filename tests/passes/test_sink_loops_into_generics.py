@@ -131,6 +131,14 @@ def test_the_sunk_loop_computes_the_body(rng, name, size):
     assert_close(out, expected)
 
 
+def test_the_shared_linalg_keeps_the_host_loop(rng):
+    """The pass is the CUDA pipeline's: the linalg stage that IREE compiles still has the
+    loop on the host, as before."""
+    source, inputs, _ = case("horner", rng, 37)
+    text = str(zynml.compile(source, device="cpu").stage_module(inputs, "linalg"))
+    assert "scf.for" in text.split("linalg.generic")[0]
+
+
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("name", NAMES)
 def test_cpu_results_are_the_body(rng, name, size):
