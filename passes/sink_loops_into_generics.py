@@ -381,7 +381,7 @@ class _Sinker:
                         value, apply_map(amap, indices + reduction_ivs)).result
             local.update((arg, v) for arg, v in zip(args[n_in:], carried) if v is not None)
             for inner in list(block.operations)[:-1]:
-                _clone(inner.operation, local, indices)
+                _clone(inner.operation, local, indices + reduction_ivs)
             return [local.get(v, v) for v in list(block.operations)[-1].operands]
 
         def reduce(dims: list, ivs: list, carried: list) -> list:
@@ -400,7 +400,8 @@ class _Sinker:
 
 def _clone(op: ir.Operation, local: dict, indices: list) -> None:
     """Clone `op` (and its regions) at the insertion point on `local`'s values; a
-    `linalg.index d` of the old generic is the new one's (the loops are the same)."""
+    `linalg.index d` of the old generic is `indices[d]`: the new generic's index for a
+    point's loop, the scf.for's variable for a reduction loop."""
     if op.name == "linalg.index":
         local[op.results[0]] = indices[ir.IntegerAttr(op.attributes["dim"]).value]
         return

@@ -71,7 +71,8 @@ let y = compute(x) {
 }
 """
 
-# Each iteration sums its row (a reduction per point): the sum is a loop in the kernel.
+# Each iteration sums its row (a reduction per point), reading the sum's variable as a
+# number: the sum is a loop in the kernel.
 REDUCTION_INSIDE = """
 let y = compute(x) {
     @kernel elementwise
@@ -80,7 +81,7 @@ let y = compute(x) {
         for t in 0..steps:
             var s = 0.0
             for c in 0..cols:
-                s += x[r, c] * e
+                s += x[r, c] * (e + c)
             e = 0.5 * e + s + 1.0
         out[r] = e
 }
@@ -167,7 +168,7 @@ def _reduction_inside(x, steps):
     x = x.astype(np.float64)
     e = np.zeros(x.shape[0])
     for _ in range(steps):
-        e = 0.5 * e + (x * e[:, None]).sum(axis=1) + 1.0
+        e = 0.5 * e + (x * (e[:, None] + np.arange(x.shape[1]))).sum(axis=1) + 1.0
     return e
 
 
@@ -225,7 +226,7 @@ def case(name, rng, size, count=5):
         return NESTED, dict(x=x, a=a, b=b, m=count), \
             _nested(x, np.float32(a), np.float32(b), count)
     if name == "reduction_inside":
-        x = (rng.uniform(-1.0, 1.0, (size, 13)) / 13).astype(np.float32)
+        x = (rng.uniform(-1.0, 1.0, (size, 13)) / 100).astype(np.float32)
         return REDUCTION_INSIDE, dict(x=x, steps=count), _reduction_inside(x, count)
     if name == "in_a_reduce":
         x = _nonzero(rng, size)
