@@ -26,6 +26,9 @@ PASSES: dict[str, tuple[str, str]] = {
                             "cir.attention"),
     "cir-to-linalg": ("cir_to_linalg",
                       "Lower cir.compute to linalg on tensors (named ops, generics, gathers)"),
+    "sink-loops-into-generics": ("sink_loops_into_generics",
+                                 "Run a host loop whose iterations are per-element work "
+                                 "inside one linalg.generic (one kernel on CUDA)"),
     "fold-scalar-tensors": ("fold_scalar_tensors",
                             "Turn scalar islands between 0-d tensors into 0-d "
                             "linalg.generics"),
