@@ -133,7 +133,8 @@ def test_scalar_outputs_stay_numpy_scalars(rng):
         x = rng.standard_normal(97).astype(np.float32)
         s = prog(x=x)["s"]
         assert isinstance(s, np.float32)
-        assert_close(s, x.astype(np.float64).sum(), rtol=1e-5)
+        # against the sum of magnitudes: a sum that cancels keeps only f32's error in it
+        assert_close(s, x.astype(np.float64).sum(), floor=np.abs(x).sum())
 
 
 def test_mut_inputs_are_written_back_and_aliasing_is_refused(rng, monkeypatch):

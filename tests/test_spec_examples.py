@@ -151,7 +151,8 @@ def test_reduce_sum(rng, n):
     data = f32(rng, n)
     out = program("reduce_sum.zyn")(data=data)["sum"]
     assert np.ndim(out) == 0
-    assert_close(out, sum(float(v) for v in data))
+    # against the sum of magnitudes: a sum that cancels keeps only f32's error in it
+    assert_close(out, sum(float(v) for v in data), floor=np.abs(f64(data)).sum())
 
 
 @pytest.mark.parametrize("n", [1, 23])

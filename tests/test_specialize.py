@@ -62,7 +62,9 @@ def test_reductions_one_compile(rng):
     for rows, cols in [(1, 1), (7, 31), (97, 2), (3, 4099)]:
         m = f32(rng, rows, cols)
         out = prog(m=m)
-        assert_close(out["s"], m.astype(np.float64).sum(axis=1))
+        # against the sum of magnitudes: a sum that cancels keeps only f32's error in it
+        assert_close(out["s"], m.astype(np.float64).sum(axis=1),
+                     floor=np.abs(m).sum(axis=1).max())
         assert_close(out["total"], m.max())
     one_compile(prog)
 

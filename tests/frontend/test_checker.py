@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import zynml
+from conftest import assert_close
 
 
 def _kernel(body: str, kind: str = "elementwise", inputs: str = "x") -> str:
@@ -168,7 +169,8 @@ def test_a_size_bound_only_by_a_later_result_is_an_input(rng):
     assert prog.inputs == ["x", "n"]
     out = prog(x=x, n=5)
     np.testing.assert_allclose(out["a"], np.full(5, x[0] * 2.0), rtol=1e-6)
-    np.testing.assert_allclose(out["c"], x.astype(np.float64), rtol=1e-6)
+    # c = (x - 1) + 1 in f32 is good to f32's rounding at 1, not relative to a small x
+    assert_close(out["c"], x.astype(np.float64), floor=1.0)
     with pytest.raises(zynml.ZynMLError) as info:
         prog(x=x, n=4)
     assert str(info.value).startswith("<string>:14:20: error: size 'n' is bound two ways: "

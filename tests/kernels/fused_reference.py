@@ -13,7 +13,7 @@ def f64(*arrays):
 
 
 def sigmoid(x):
-    return 1 / (1 + np.exp(-x))
+    return np.exp(-np.logaddexp(0, -x))  # 1 / (1 + e^-x), with no overflow for x << 0
 
 
 def swiglu(gate, up):
@@ -28,7 +28,9 @@ def swiglu_backward(gate, up, grad):
 
 
 def gelu_tanh(x):
-    return 0.5 * x * (1 + np.tanh(K * (x + 0.044715 * x ** 3)))
+    # 0.5 (1 + tanh(u)) written as sigmoid(2u): float64's 1 + tanh(u) cancels to 0 for
+    # u < -19 (x < -7.3), where the kernel's value (about 1e-17) is still right
+    return x * sigmoid(2 * K * (x + 0.044715 * x ** 3))
 
 
 def geglu(gate, up):
@@ -39,8 +41,10 @@ def geglu(gate, up):
 def geglu_backward(gate, up, grad):
     gate, up, grad = f64(gate, up, grad)
     u = K * (gate + 0.044715 * gate ** 3)
-    t = np.tanh(u)
-    slope = 0.5 * (1 + t) + 0.5 * gate * (1 - t ** 2) * K * (1 + 3 * 0.044715 * gate ** 2)
+    # with t = tanh(u): 0.5 (1 + t) = sigmoid(2u) and 1 - t^2 = 4 sigmoid(2u) sigmoid(-2u),
+    # neither cancelling where |u| is large (as in gelu_tanh)
+    s, s_minus = sigmoid(2 * u), sigmoid(-2 * u)
+    slope = s + 2 * gate * s * s_minus * K * (1 + 3 * 0.044715 * gate ** 2)
     return grad * up * slope, grad * gelu_tanh(gate)
 
 

@@ -28,8 +28,12 @@ def test_cross_entropy_matches_numpy(rng, rows, vocab, padded):
     loss, grad = kernels.cross_entropy(logits, targets, pad_id=pad, device="cpu")
     want_loss, want_grad = cross_entropy(logits, targets, pad)
     assert np.shape(loss) == ()
-    assert_close(loss, want_loss)
-    assert_close(grad, want_grad)
+    # where a row's target logit is far the largest, lse - logit and softmax - 1 cancel
+    # (1 seed in 50 for rows=1): the loss is then good to f32's rounding at the logits'
+    # size (lse's), the gradient (softmax - onehot) / count to f32's rounding at 1 / count
+    count = rows if pad is None else max(int(np.sum(targets != pad)), 1)
+    assert_close(loss, want_loss, floor=np.abs(logits).max())
+    assert_close(grad, want_grad, floor=1 / count)
     if padded:
         assert not np.asarray(grad)[targets == pad].any()
 
