@@ -92,6 +92,8 @@ class HostCalls:
             return
         arrays = {name for name, value in inputs.items()
                   if type(value) is _ndarray and is_tensor(checked.inputs[name])}
+        if hasattr(function, "routed"):  # runtime/cpu_routing.py: this shape's device
+            function = function.routed(*[inputs[name] for name in checked.inputs])
         self._calls[key] = _bound_call(function, checked, arrays)
 
 

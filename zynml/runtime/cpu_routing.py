@@ -65,6 +65,12 @@ class RoutedFunction:
         self._routes[shapes] = self._inline() if moved <= self.sync_bytes else self._task
         return results
 
+    def routed(self, *args):
+        """The function that calls of these arguments' shapes go to (a fast path that
+        already keys calls by shape calls it directly), or self before the first."""
+        return self._routes.get(tuple(a.shape if type(a) is _ndarray else None
+                                      for a in args), self)
+
     def route(self, *args) -> str | None:
         """The driver that calls of these arguments' shapes go to; None before the first."""
         function = self._routes.get(tuple(a.shape if type(a) is _ndarray else None
