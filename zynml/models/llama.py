@@ -29,8 +29,7 @@ import numpy as np
 from .. import kernels as K
 from ..device_api import Device
 from ..errors import ZynMLError
-from ..graphs import capture
-from .gpt import assign
+from .decoding import CachedDecoder
 
 __all__ = ["LlamaConfig", "CONFIGS", "Llama", "Generation", "parameter_shapes",
            "init_parameters", "rope_tables"]
@@ -136,7 +135,7 @@ class Generation:
     logits: list[np.ndarray]
 
 
-class Llama:
+class Llama(CachedDecoder):
     """The decoder on `device` for `batch` sequences of up to `context` positions (the
     config's by default): its weights, KV caches, RoPE tables and the step's inputs."""
 
@@ -145,27 +144,20 @@ class Llama:
         context = context or config.context
         if batch < 1 or context < 1:
             raise ZynMLError(f"batch {batch} and context {context} must be positive")
-        self.config, self.batch, self.context = config, batch, context
-        self.dev = device if isinstance(device, Device) else Device(device)
-        self.device = self.dev.name
+        self.config = config
         dtype = numpy_dtype(config.dtype)
         missing = set(parameter_shapes(config)) - set(params)
         if missing:
             raise ZynMLError(f"parameters missing: {', '.join(sorted(missing))}")
+        self._setup(device, batch, context, config.vocab,
+                    (batch, config.kv_heads, context, config.head_dim), config.layers, dtype)
         self.params = {name: self.dev.upload(params[name], dtype)
                        for name in parameter_shapes(config)}
-        cache = (batch, config.kv_heads, context, config.head_dim)
-        self.k_caches = [self.dev.alloc(cache, dtype) for _ in range(config.layers)]
-        self.v_caches = [self.dev.alloc(cache, dtype) for _ in range(config.layers)]
         cos, sin = rope_tables(config, context)
         self.cos, self.sin = self.dev.upload(cos, dtype), self.dev.upload(sin, dtype)
-        self.tokens = self.dev.upload(np.zeros(batch, np.int64), np.int64)
-        self.pos = self.dev.upload(np.array(0), np.int64)
         # bf16: RMSNorm computes in f32 and is written into this bf16 buffer
         self._normed = None if config.dtype == "float32" else \
             self.dev.alloc((batch, config.hidden), dtype)
-        self.graph = None
-        self._outputs: dict[str, tuple[int, str]] = {}
 
     # ------------------------------------------------------------------ the step
 
@@ -192,45 +184,13 @@ class Llama:
             return self.dev.rms_norm(x, weight, eps=self.config.eps)
         return K.rms_norm_into(self._normed, x, weight, self.config.eps)
 
-    # ------------------------------------------------------------------ state
-
-    def set_inputs(self, tokens, pos: int) -> None:
-        """Write the next step's tokens [batch] and position in place (what a replay
-        reads)."""
-        tokens = np.asarray(tokens)
-        if tokens.shape != (self.batch,) or tokens.dtype.kind not in "iu" or \
-                tokens.min() < 0 or tokens.max() >= self.config.vocab:
-            raise ZynMLError(f"tokens must be {self.batch} ids in 0..{self.config.vocab - 1},"
-                             f" got {tokens.dtype}{list(tokens.shape)}")
-        if not 0 <= pos < self.context:
-            raise ZynMLError(f"position {pos} is outside the context of {self.context}")
-        assign(self.tokens, tokens.astype(np.int64))
-        assign(self.pos, np.array(pos, np.int64))
-
-    def reset(self) -> None:
-        """Zero the KV caches: a new sequence starts (the cache write adds into zeros)."""
-        for cache in self.k_caches + self.v_caches:
-            self.dev.zero_buffer(cache)
-
-    # ------------------------------------------------------------------ the graph
-
-    def capture(self):
-        """Record one step as a graph (once; `generate` does it). The step runs once
-        before (it compiles and loads every kernel, which a CUDA capture must not), and
-        on the CPU again while it is recorded: the caches are zeroed afterwards."""
-        if self.graph is None:
-            self.step()
-            with capture(device=self.device) as graph:
-                out = self.step()
-            self._outputs = {key: _locate(graph, value) for key, value in out.items()}
-            self.graph = graph
-            self.reset()
-        return self.graph
+    # set_inputs, reset and capture: decoding.CachedDecoder's
 
     def replay(self) -> dict:
-        """One step as one graph replay: {"logits", "next"} as `step` gives them."""
-        outputs = self.capture().replay()
-        return {key: outputs[index][name] for key, (index, name) in self._outputs.items()}
+        """One step as one graph replay: {"logits", "next"} as `step` gives them (the
+        first captures the step, zeroing the caches)."""
+        self.capture()
+        return self._replay_outputs()
 
     # ------------------------------------------------------------------ generating
 
@@ -269,11 +229,3 @@ class Llama:
         kv = 2 * cfg.layers * self.batch * cfg.kv_heads * positions * cfg.head_dim
         return (weights + kv + self.batch * cfg.hidden) * size
 
-
-def _locate(graph, value) -> tuple[int, str]:
-    """(call index, output name) of a value a captured call returned."""
-    for index, outputs in enumerate(graph.outputs):
-        for name, output in outputs.items():
-            if output is value:
-                return index, name
-    raise ZynMLError("internal: a step's result is not an output of its graph")
