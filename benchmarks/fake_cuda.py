@@ -86,7 +86,9 @@ class FakeCuda:
             cuMemFreeAsync=lambda *a: ok, cuLaunchKernel=lambda *a: ok,
             cuMemcpyHtoDAsync=lambda *a: ok, cuMemcpyDtoHAsync=lambda *a: ok,
             cuMemcpyDtoDAsync=lambda *a: ok, cuMemsetD8Async=lambda *a: ok,
-            cuStreamSynchronize=lambda *a: ok)
+            cuStreamSynchronize=lambda *a: ok, cuEventCreate=value("event"),
+            cuEventRecord=lambda *a: ok, cuEventSynchronize=lambda *a: ok,
+            cuEventElapsedTime=value(0.0), cuEventDestroy=lambda *a: ok)
         compiled = _compiled_fake_libcuda()
         if compiled is not None:
             self.lib, self._counts = compiled

@@ -70,7 +70,63 @@ def zynml_side(args) -> dict:
     trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW())
     batches = _batches(config, args.batch, args.seq)
     times = _timed(lambda: trainer.step(batches), args.warmup, args.steps, device.synchronize)
-    return {"median_s": statistics.median(times), "memory": used() - before}
+    result = {"median_s": statistics.median(times), "memory": used() - before}
+    if args.split:
+        result["split"] = op_split(lambda: trainer.step(batches), device)
+    return result
+
+
+def op_split(step, device) -> dict[str, tuple[int, float]]:
+    """{operation: (calls, ms)} over one step: a CUDA event pair on ZynML's stream around
+    each call of a zynml.kernels function and each gradient copy. An operation's time is
+    its kernels' GPU time, plus its own launch gaps where the GPU waits for the host; the
+    step's wall time less the sum is time the GPU had nothing queued."""
+    import zynml.kernels as K
+    import zynml.models.gpt as gpt_module
+    from zynml.runtime.cuda.driver import _driver, check
+    driver, pairs = _driver(), []
+
+    def timed(name, function):
+        def wrapper(*args, **kwargs):
+            start, end = (check(driver.cuEventCreate(0), "cuEventCreate") for _ in range(2))
+            check(driver.cuEventRecord(start, device.stream), "cuEventRecord")
+            out = function(*args, **kwargs)
+            check(driver.cuEventRecord(end, device.stream), "cuEventRecord")
+            pairs.append((name, start, end))
+            return out
+        return wrapper
+
+    patched = {(K, name): getattr(K, name) for name in K.__all__
+               if callable(getattr(K, name))}
+    patched[(gpt_module, "copy_into")] = gpt_module.copy_into
+    for (module, name), function in patched.items():
+        setattr(module, name, timed("gradient copies" if name == "copy_into" else name,
+                                    function))
+    try:
+        device.synchronize()
+        step()
+        device.synchronize()
+    finally:
+        for (module, name), function in patched.items():
+            setattr(module, name, function)
+    split: dict[str, tuple[int, float]] = {}
+    for name, start, end in pairs:
+        ms = check(driver.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+        calls, total = split.get(name, (0, 0.0))
+        split[name] = (calls + 1, total + ms)
+        driver.cuEventDestroy(start)
+        driver.cuEventDestroy(end)
+    return split
+
+
+def print_split(split: dict[str, tuple[int, float]], step_s: float) -> None:
+    total = sum(ms for _, ms in split.values())
+    print(f"\nZynML's step by operation (one step; GPU time between events around each "
+          f"call): {total:.1f} ms of {step_s * 1e3:.1f} ms\n")
+    print("| operation | calls | ms | share of the step |")
+    print("|---|---:|---:|---:|")
+    for name, (calls, ms) in sorted(split.items(), key=lambda item: -item[1][1]):
+        print(f"| {name} | {calls} | {ms:.2f} | {ms / (step_s * 1e3):.1%} |")
 
 
 def fake_driver_side(args) -> None:
@@ -78,6 +134,7 @@ def fake_driver_side(args) -> None:
     import cProfile
     import pstats
     from fake_cuda import FakeCuda
+    from zynml.runtime.cuda.driver import get_device
     fake = FakeCuda()
     fake.install()
     config = CONFIGS[args.config]
@@ -95,6 +152,8 @@ def fake_driver_side(args) -> None:
     print(f"{args.config}, batch {args.batch} x {args.seq} tokens, fake driver "
           f"({fake.kind}): {per_step * 1e3:.1f} ms of CPU time per step; per step: "
           + ", ".join(f"{v:.0f} {k}s" for k, v in calls.items()))
+    if args.split:  # the GPU times are the fake driver's zeros: the calls are what counts
+        print_split(op_split(lambda: trainer.step(batches), get_device(0)), per_step)
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
@@ -148,6 +207,8 @@ def main() -> None:
                         help="no GPU: ZynML's Python per step against a no-op driver")
     parser.add_argument("--profile", action="store_true", help="with --fake-driver")
     parser.add_argument("--only", choices=("zynml", "torch"), help="one side only")
+    parser.add_argument("--split", action="store_true",
+                        help="ZynML's step by operation (CUDA events around each call)")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(args)
@@ -167,6 +228,8 @@ def main() -> None:
     for name, r in rows:
         print(f"{name:20} {r['median_s'] * 1e3:9.1f} {tokens / r['median_s']:10,.0f} "
               f"{r['memory'] / 1e9:10.2f}")
+    if rows and "split" in rows[0][1]:
+        print_split(rows[0][1]["split"], rows[0][1]["median_s"])
 
 
 if __name__ == "__main__":

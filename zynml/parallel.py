@@ -49,26 +49,57 @@ class DataParallel:
             raise ZynMLError("inputs split by @parallel(data) must share their first "
                              f"extent; got {sorted(batch)}", self.loc)
         bounds = np.linspace(0, batch.pop(), len(parts) + 1).round().astype(int)
-        running = []
-        for device, part, start, stop in zip(self.devices, parts, bounds[:-1], bounds[1:]):
-            if stop == start:
-                continue
-            chunk = {name: (value[start:stop] if name in self.split else value)
-                     for name, value in inputs.items()}
-            running.append(_worker(device).submit(self._run_part, device, part, chunk))
-        # every chunk finishes before a failure is raised: no part is left running
-        errors = [f.exception() for f in running]
-        for error in errors:
-            if error is not None:
-                raise error
-        return {self.output: np.concatenate([f.result() for f in running], axis=0)}
+        chunks = [(device, part, int(start), int(stop)) for device, part, start, stop in
+                  zip(self.devices, parts, bounds[:-1], bounds[1:]) if stop > start]
+        results = _on_each(chunks, lambda device, part, start, stop: self._run_part(
+            device, part, {name: (value[start:stop] if name in self.split else value)
+                           for name, value in inputs.items()}))
+        # each chunk's result goes straight into its rows of one array, from its own
+        # thread (no concatenation: the copies of all devices overlap)
+        first = results[0]
+        out = np.empty((int(bounds[-1]),) + tuple(first.shape[1:]), dtype=first.dtype)
+        _on_each([(device, result, start, stop) for (device, _, start, stop), result in
+                  zip(chunks, results)],
+                 lambda device, result, start, stop: _download(result, out[start:stop]))
+        return {self.output: out}
 
-    def _run_part(self, device: str, part, chunk: dict) -> np.ndarray:
+    def _run_part(self, device: str, part, chunk: dict):
+        """One chunk on `device`: on a GPU, its arrays uploaded from this thread and the
+        result left there (a DeviceArray) for _download."""
         kind, _, number = device.partition(":")
-        if kind == "cuda":  # this thread's calls, allocations and copies go to its GPU
-            from .runtime.cuda.driver import get_device
-            get_device(int(number or 0)).make_current()
-        return np.asarray(part(**chunk)[self.output])
+        if kind != "cuda":
+            return np.asarray(part(**chunk)[self.output])
+        from .runtime.cuda.device_array import DeviceArray
+        from .runtime.cuda.driver import get_device
+        gpu = get_device(int(number or 0))
+        gpu.make_current()  # this thread's calls, allocations and copies go to its GPU
+        chunk = {name: DeviceArray.from_numpy(value, gpu)
+                 if isinstance(value, np.ndarray) and value.ndim else value
+                 for name, value in chunk.items()}
+        return part(**chunk)[self.output]
+
+
+def _on_each(items: list[tuple], work) -> list:
+    """`work(*item)` for every item, each on the thread of its device (item[0]); waits
+    for all before raising the first failure, so that no part is left running."""
+    running = [_worker(item[0]).submit(work, *item) for item in items]
+    errors = [f.exception() for f in running]
+    for error in errors:
+        if error is not None:
+            raise error
+    return [f.result() for f in running]
+
+
+def _download(result, rows: np.ndarray) -> None:
+    """A chunk's result into `rows` (a contiguous block of the output's rows)."""
+    if isinstance(result, np.ndarray):
+        np.copyto(rows, result)
+        return
+    if tuple(result.shape) != rows.shape or result.dtype != rows.dtype:
+        raise ZynMLError(f"internal: a chunk of {result.dtype}{list(result.shape)} for "
+                         f"rows of {rows.dtype}{list(rows.shape)}")
+    result.device.copy_to_host(rows.ctypes.data, result.ptr, result.nbytes)
+    result.device.synchronize()
 
 
 _workers: dict[str, ThreadPoolExecutor] = {}

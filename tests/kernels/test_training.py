@@ -110,6 +110,23 @@ def test_residual_add_and_gradient_clipping(rng):
     np.testing.assert_allclose(scaled, g * 0.25, rtol=1e-6)
 
 
+@pytest.mark.parametrize("rows", [4, 7])
+def test_a_long_sum_of_squares_runs_as_rows(rows, rng, monkeypatch):
+    """A length of whole SUM_ROW rows takes the two-step pipeline (a block per row on a
+    GPU), one more element the single reduction; both sum as float64 does."""
+    from zynml.kernels import library
+    pipelines = []
+    call = library.call
+    monkeypatch.setattr(K.training, "call",
+                        lambda name, pipeline, *args, **kw: pipelines.append(pipeline)
+                        or call(name, pipeline, *args, **kw))
+    for n in (rows * K.SUM_ROW, rows * K.SUM_ROW + 1):
+        g = _rand(rng, n)
+        want = (g.astype(np.float64) ** 2).sum()
+        assert float(K.sum_squares(g, device="cpu")) == pytest.approx(want, rel=1e-5)
+    assert pipelines == ["sum_squares_by_rows", "sum_squares"]
+
+
 @pytest.mark.parametrize("sizes, max_norm", [((1,), 1.0), ((101, 7), 0.5), ((13, 2), np.inf)])
 def test_global_norm_and_clip_scale_stay_on_the_device(sizes, max_norm, rng):
     """The global sum of squares is added into a one-element array (no value comes back

@@ -49,6 +49,15 @@ def test_views_share_the_flat_buffers_memory(rng):
     assert padding.any() and not flat[padding].any()
 
 
+def test_a_large_buffer_is_whole_rows_of_the_sum_of_squares():
+    from zynml.kernels import SUM_ROW
+    small = FlatLayout({"a": (3, 5)}, {"a": True})
+    assert small.size == 64  # one aligned view: no rows to fill
+    big = FlatLayout({"a": (SUM_ROW * 4 + 7,), "b": (11, 13)}, {"a": True, "b": False})
+    assert big.size % SUM_ROW == 0 and big.size >= big.groups[False][1]
+    assert big.groups[False][1] < big.size  # the rows' padding belongs to no group
+
+
 def test_a_wrong_shape_is_refused():
     layout = FlatLayout(SHAPES, GROUPS)
     with pytest.raises(ZynMLError, match=r"'b' has shape \(8,\); the layout has \(7,\)"):

@@ -1,5 +1,5 @@
 """The GPT decoder (zynml/models/gpt_decode.py) on an NVIDIA GPU (marked `gpu`): each
-step's logits against the CPU decoder's (f32, 1e-4), and the graph replay (a CUDA graph)
+step's logits against PyTorch's float64 forward of the same model on the CPU (1e-4), and the graph replay (a CUDA graph)
 equal to the step's calls bit for bit. Under ZYNML_GPU_COMPILE_ONLY (tools/gpu_tests.sh
 compile, no GPU) the step's kernels are compiled at the GPU run's shapes."""
 from __future__ import annotations
@@ -35,8 +35,13 @@ def test_cuda_decoder_matches_the_cpu_and_replays_its_calls():
     params = init_parameters(TOY, seed=4)
     if COMPILE_ONLY:
         _compile_only(params)
+    torch = pytest.importorskip("torch")
+    from zynml.models.gpt_torch import TorchGPT
     ids = np.random.default_rng(4).integers(0, TOY.vocab, (BATCH, LENGTH))
-    cpu = GPTDecoder(TOY, params, "cpu", BATCH).logits_of(ids, use_graph=False)
+    with torch.no_grad():
+        reference = TorchGPT(TOY, params, "cpu", torch.float64).logits(
+            torch.from_numpy(ids)).numpy()
+    cpu = [reference[:, t] for t in range(LENGTH)]
     direct = GPTDecoder(TOY, params, "cuda:0", BATCH).logits_of(ids, use_graph=False)
     replayed = GPTDecoder(TOY, params, "cuda:0", BATCH)
     replayed.capture()

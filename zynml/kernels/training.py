@@ -4,14 +4,16 @@ attention's layout (heads.py), residual adds and gradient clipping (sources: lay
 linear.zyn, gelu.zyn, residual.zyn, grad_clip.zyn)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from .basic import reshaped
 from .heads import merge_heads, merge_qkv, split_heads
 from .library import call
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
            "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
-           "residual_add", "sum_squares", "add_sum_squares", "clip_scale",
+           "residual_add", "SUM_ROW", "sum_squares", "add_sum_squares", "clip_scale",
            "scale_in_place", "embed",
            "embed_backward_tokens", "embed_backward_positions",
            "head_logits"]
@@ -96,8 +98,17 @@ def residual_add(x: Any, y: Any, *, device: str | None = None):
     return call("residual", "residual_add", {"x": x, "y": y}, device)
 
 
+# A flat gradient whose length is a multiple of this (models/flat.py pads to it) sums
+# its squares as rows of this length: a block per row on a GPU instead of one block.
+SUM_ROW = 4096
+
+
 def sum_squares(g: Any, *, device: str | None = None):
     """The sum of squares of a flat gradient (0-d; it stays on a GPU)."""
+    n = math.prod(g.shape)
+    if n >= 4 * SUM_ROW and n % SUM_ROW == 0:
+        return call("grad_clip", "sum_squares_by_rows",
+                    {"g": reshaped(g, (n // SUM_ROW, SUM_ROW))}, device)
     return call("grad_clip", "sum_squares", {"g": g}, device)
 
 

@@ -9,7 +9,8 @@ next to each other, in the model's order, each starting a multiple of `ALIGN` el
 in: the kernels read 16 bytes at a time, and a GPU input that starts elsewhere is
 copied on the checked path (which would lose an in-place update). The padding between
 views is zero in every buffer and stays zero: AdamW leaves a zero parameter with a zero
-gradient and zero moments at zero, and it adds nothing to a sum of squares.
+gradient and zero moments at zero, and it adds nothing to a sum of squares. A large
+buffer ends with padding up to a multiple of SUM_ROW elements too (no group covers it).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, Hashable, Mapping
 import numpy as np
 
 from ..errors import ZynMLError
+from ..kernels.training import SUM_ROW
 
 __all__ = ["ALIGN", "Slot", "FlatLayout", "zeros_like", "element_range", "copy_into"]
 
@@ -56,7 +58,9 @@ class FlatLayout:
                 self.slots[name] = slot
                 end += -(-slot.size // ALIGN) * ALIGN
             self.groups[key] = (start, end)
-        self.size = end  # elements in a buffer, padding included
+        # elements in a buffer, padding included: the total a multiple of SUM_ROW, so
+        # that the gradients' sum of squares runs as rows (kernels/training.py)
+        self.size = -(-end // SUM_ROW) * SUM_ROW if end >= 4 * SUM_ROW else end
 
     def pack(self, arrays: Mapping[str, Any]) -> np.ndarray:
         """A flat float32 host buffer holding `arrays` (numpy or GPU arrays, by name)."""

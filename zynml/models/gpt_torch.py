@@ -25,6 +25,12 @@ class TorchGPT(torch.nn.Module):
         return self.weights[self.names.index(name)].to(self.compute_dtype)
 
     def forward(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self.logits(ids)
+        return F.cross_entropy(logits.float().reshape(-1, self.config.vocab),
+                               targets.reshape(-1))
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        """The next-token logits [batch, seq, vocab] after each position of ids."""
         cfg, p = self.config, self.param
         batch, seq = ids.shape
         x = p("wte")[ids] + p("wpe")[:seq]
@@ -40,8 +46,7 @@ class TorchGPT(torch.nn.Module):
             h = F.gelu(h @ w("mlp.c_fc.weight") + w("mlp.c_fc.bias"), approximate="tanh")
             x = x + h @ w("mlp.c_proj.weight") + w("mlp.c_proj.bias")
         h = F.layer_norm(x, (cfg.hidden,), p("ln_f.weight"), p("ln_f.bias"), 1e-5)
-        logits = h @ p("wte").T
-        return F.cross_entropy(logits.float().reshape(-1, cfg.vocab), targets.reshape(-1))
+        return h @ p("wte").T
 
     def optimizer(self, lr: float, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
                   fused: bool = False) -> torch.optim.AdamW:
