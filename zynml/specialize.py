@@ -261,7 +261,9 @@ class Specializations:
 
     def _cap_reached(self) -> bool:
         limit = knobs.SPECIALIZATION_LIMIT.get()
-        if len(self.executables) < limit or not self._enabled:
+        # dynamic=False pins every size static: each new shape compiles, as asked (the
+        # library's CUDA kernels: a model's matrix products alone take more than 8)
+        if len(self.executables) < limit or not self._enabled or not self.policy.automatic:
             return False
         if not self._capped:
             self._capped = True

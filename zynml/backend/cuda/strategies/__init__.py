@@ -48,6 +48,8 @@ REGISTRY = (
     # a constant fill of C and the product accumulating into it (group), or the product
     StrategyEntry("matmul_wgmma", groups=True, single=True),
     StrategyEntry("row_fused", groups=True, single=False),
+    # a product of at most 16 rows (B read once, k split), with or without its fill
+    StrategyEntry("matvec", groups=True, single=True),
     StrategyEntry("matmul_tensor_core"),
     StrategyEntry("matmul"),
     # before row_reduce: a convolution's reduction loops make it a row too

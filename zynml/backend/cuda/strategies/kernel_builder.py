@@ -343,3 +343,46 @@ def load(buffer: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
 
 def store(value: ir.Value, buffer: ir.Value, indices: Sequence[ir.Value]) -> None:
     memref.StoreOp(value, buffer, list(indices))
+
+
+@dataclass
+class Group:
+    """C filled with a constant, then the product accumulating into it: one kernel whose
+    accumulators start from the constant, so C is neither filled nor read (the GEMM
+    strategies' groups: matmul_wgmma, matvec)."""
+    fill: ir.Operation
+    product: ir.Operation
+    initial: float
+
+    def __iter__(self):
+        return iter((self.fill, self.product))
+
+
+def filled_products(generics: list, takes: Callable[[ir.Operation], bool]) -> list[Group]:
+    """Each constant fill of a buffer directly followed by a product into it that
+    `takes` accepts, as a Group."""
+    groups = []
+    for fill, product in zip(generics, generics[1:]):
+        initial = constant_fill(fill)
+        if initial is not None and takes(product) and follows(fill, product) and \
+                generic_operands(fill)[1] == generic_operands(product)[1]:
+            groups.append(Group(fill, product, initial))
+    return groups
+
+
+def constant_fill(generic: ir.Operation):
+    """The constant a generic writes to every point of its one output, or None."""
+    ins, outs = generic_operands(generic)
+    if len(outs) != 1 or any(isinstance(v.type, ir.ShapedType) for v in ins):
+        return None
+    body = generic.regions[0].blocks[0]
+    [value] = list(body.operations)[-1].operands
+    if isinstance(value, ir.BlockArgument) and value.owner == body:
+        if value.arg_number >= len(ins):
+            return None  # the output's own value
+        value = ins[value.arg_number]
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant" or \
+            not isinstance(owner.attributes["value"], ir.FloatAttr):
+        return None
+    return ir.FloatAttr(owner.attributes["value"]).value

@@ -52,9 +52,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 
-from ....lowering.cir_ops import defining_op
-from .kernel_builder import (KernelScope, KernelSignature, follows, generic_operands,
-                                  index_const, loop_ranges, new_kernel)
+from .kernel_builder import (Group, KernelScope, KernelSignature, filled_products,
+                             generic_operands, index_const, loop_ranges, new_kernel)
 from . import Launch, TensorMap
 from . import hopper
 from .tuning import choose, problem_key
@@ -132,18 +131,6 @@ def matches(generic: ir.Operation, target) -> bool:
     return _params_for(generic, target) is not None
 
 
-@dataclass
-class Group:
-    """C filled with a constant, then the product accumulating into it: one kernel whose
-    accumulators start from the constant, so C is neither filled nor read."""
-    fill: ir.Operation
-    product: ir.Operation
-    initial: float
-
-    def __iter__(self):
-        return iter((self.fill, self.product))
-
-
 def problem(taken) -> str:
     """The tuning problem (tuning.py): the product's operands, with or without its fill."""
     product = taken.product if isinstance(taken, Group) else taken
@@ -151,31 +138,7 @@ def problem(taken) -> str:
 
 
 def find_groups(generics: list, target) -> list[Group]:
-    groups = []
-    for fill, product in zip(generics, generics[1:]):
-        initial = _constant_fill(fill)
-        if initial is not None and matches(product, target) and follows(fill, product) and \
-                generic_operands(fill)[1] == generic_operands(product)[1]:
-            groups.append(Group(fill, product, initial))
-    return groups
-
-
-def _constant_fill(generic: ir.Operation):
-    """The constant a generic writes to every point of its one output, or None."""
-    ins, outs = generic_operands(generic)
-    if len(outs) != 1 or any(isinstance(v.type, ir.ShapedType) for v in ins):
-        return None
-    body = generic.regions[0].blocks[0]
-    [value] = list(body.operations)[-1].operands
-    if isinstance(value, ir.BlockArgument) and value.owner == body:
-        if value.arg_number >= len(ins):
-            return None  # the output's own value
-        value = ins[value.arg_number]
-    owner = defining_op(value)
-    if owner is None or owner.name != "arith.constant" or \
-            not isinstance(owner.attributes["value"], ir.FloatAttr):
-        return None
-    return ir.FloatAttr(owner.attributes["value"]).value
+    return filled_products(generics, lambda product: matches(product, target))
 
 
 def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:

@@ -40,7 +40,7 @@ from .extents import (as_index, extent_keys, has_dynamic_extent, host_extents,
                       kernel_extents, loop_extents, product)
 from .tuning import problem_key, tuned
 from .pointwise import emit_point
-from . import implicit_gemm, matmul, row_reduce
+from . import implicit_gemm, matmul, matvec, row_reduce
 from .row_reduce import block_size, emit_block_reduce, shared_partials
 from .row_points import plan as plan_registers
 from .row_registers import RowRegisters
@@ -71,6 +71,7 @@ def _reduction_prefix(generic: ir.Operation, target):
     if not row_reduce.fits(generic, row_reduce.Params(min_row=1)):
         return None  # (it declines contractions of run-time sizes itself)
     if not has_dynamic_extent(generic) and (matmul.matches(generic, target) or
+                                            matvec.matches(generic, target) or
                                             implicit_gemm.matches(generic, target)):
         return None
     lead = kinds.index(REDUCTION)

@@ -1,0 +1,248 @@
+"""Matvec: a matrix product of a few rows (a decode step's tokens), at memory speed.
+
+C[i, j] += sum_k A[i, k] * B[k, j] with M (the rows of A and C) at most `max_rows`: the
+work is reading B once, so a block takes a slice of B's columns and spreads k over its
+threads. Tiles made for large products (`matmul`) would compute 128 rows of which one
+is used, on a few blocks; a thread per output (`pointwise`) walks k alone. Here:
+
+    thread (r, c) of a block, block x: columns j0 .. j0 + V of B (16 bytes, V = 8 for
+    f16/bf16, 4 for f32; j0 = (x * C + c) * V), rows k = (s * R + r) * KV + 0..KV-1 for
+    s = 0, 1, ...: per step KV 16-byte loads of B and M 16-byte loads of A (KV
+    consecutive k of each row), M * KV * V f32 FMAs into M * V accumulators
+    the R k-threads' partial sums meet: shuffles within each warp, then one row of
+    shared memory per warp; thread t sums the warps' partials of output t and stores
+    out[i, j] = round(out[i, j] + total), once
+
+A warp's loads of B cover contiguous 16 * C bytes of KV-row runs (whole 32-byte
+sectors). Accumulation is f32 whatever the element type, rounded once at the store.
+
+Where C was just filled with a constant (`C = A @ B` starts from zeros), fill and product
+are one kernel (`find_groups`), as in matmul_wgmma.
+
+Matches a product generic without batch dimensions whose A [M, K], B [K, N] and C [M, N]
+are plain row-major memrefs of one float type, read along k (A) and j (B), with K a
+multiple of KV and N of V; anything else is left to the strategies after it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf, vector
+
+from .kernel_builder import (Group, KernelScope, KernelSignature, filled_products,
+                             generic_operands, index_const, indexing_maps, loop_ranges,
+                             multiply_add_body, new_kernel)
+from . import Launch
+from .matmul import _roles, _row_major
+from .row_registers import as_global
+from .simt_gemm import _fma, add_and_round
+from .tuning import problem_key, tuned
+
+NAME = "matvec"
+
+WARP = 32
+VECTOR_BYTES = 16
+
+
+@dataclass(frozen=True)
+class Params:
+    max_rows: int = 16       # M at most this (a step of up to 16 sequences)
+    column_threads: int = 2  # C: threads of a block across its columns
+    threads: int = 256       # per block; R = threads / C share k
+    min_k: int = 64          # shorter sums stay with the other strategies
+
+    def __post_init__(self):
+        assert self.threads % WARP == 0 and WARP % self.column_threads == 0, self
+
+
+DEFAULT_PARAMS = Params()
+
+
+@dataclass(frozen=True)
+class _Shape:
+    m: int
+    n: int
+    k: int
+    element: ir.Type
+    lanes: int  # elements per 16-byte load (V along j, KV along k)
+
+
+def _shape(generic: ir.Operation, p: Params) -> _Shape | None:
+    """The product's sizes when this strategy can build it, else None."""
+    roles = _roles(generic)
+    if roles is None or roles[0] or multiply_add_body(generic) is None:
+        return None
+    _, dim_i, dim_j, dim_k = roles
+    ins, outs = generic_operands(generic)
+    positions = [[ir.AffineDimExpr(e).position for e in amap.results]
+                 for amap in indexing_maps(generic)]
+    if positions != [[dim_i, dim_k], [dim_k, dim_j], [dim_i, dim_j]]:
+        return None
+    types = [ir.MemRefType(v.type) for v in ins + outs]
+    element = types[0].element_type
+    if str(element) not in ("f32", "f16", "bf16") or types[1].element_type != element or \
+            str(types[2].element_type) not in ("f32", "f16", "bf16") or \
+            not all(_row_major(t) for t in types):
+        return None
+    ranges = loop_ranges(generic)
+    m, n, k = ranges[dim_i], ranges[dim_j], ranges[dim_k]
+    lanes = VECTOR_BYTES * 8 // element.width
+    if m > p.max_rows or k < p.min_k or k % lanes or n % lanes:
+        return None
+    return _Shape(m, n, k, element, lanes)
+
+
+def matches(generic: ir.Operation, target) -> bool:
+    return _shape(generic, _params(generic, target)) is not None
+
+
+def problem(taken) -> str:
+    """The tuning problem (tuning.py): the product's operands, with or without its fill."""
+    product = taken.product if isinstance(taken, Group) else taken
+    return problem_key(product.operands)
+
+
+def find_groups(generics: list, target) -> list[Group]:
+    """C = constant, then the product into C: one kernel that starts from the constant
+    (C is neither filled by a kernel of its own nor read)."""
+    return filled_products(generics, lambda product: matches(product, target))
+
+
+def _params(generic: ir.Operation, target) -> Params:
+    return tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
+
+
+def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
+    """Kernel for a product generic, or for a Group (a constant fill and the product)."""
+    initial = None  # None: the store reads C's initial value
+    if isinstance(generic, Group):
+        generic, initial = generic.product, generic.initial
+    p = _params(generic, target)
+    shape = _shape(generic, p)
+    m, n, k, lanes = shape.m, shape.n, shape.k, shape.lanes
+    columns = p.column_threads * lanes            # BN: columns of a block
+    k_threads = p.threads // p.column_threads     # R
+    warps = p.threads // WARP
+    f32 = ir.F32Type.get()
+    shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    partial_type = ir.MemRefType.get([warps, m * columns], f32, memory_space=shared)
+    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
+        memref.GlobalOp(f"{kernel_name}_partial", ir.TypeAttr.get(partial_type),
+                        sym_visibility="private", alignment=16)
+    signature = KernelSignature.of(generic)
+    ins, outs = generic_operands(generic)
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [p.threads])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        a, b = (as_global(scope.value(v)) for v in ins)
+        tid = gpu.thread_id(gpu.Dimension.x)
+        column_thread = arith.RemUIOp(tid, index_const(p.column_threads)).result
+        k_thread = arith.DivUIOp(tid, index_const(p.column_threads)).result
+        block_col = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(columns)).result
+        col = arith.AddIOp(block_col, arith.MulIOp(column_thread,
+                                                   index_const(lanes)).result).result
+        # a tail block's threads past N read the last columns and store nothing
+        col_read = arith.MinUIOp(col, index_const(n - lanes)).result
+        vec = ir.VectorType.get([lanes], shape.element)
+        zero = arith.ConstantOp(f32, 0.0).result
+        zero_vec = arith.ConstantOp(vec, ir.DenseElementsAttr.get_splat(
+            vec, ir.FloatAttr.get(shape.element, 0.0))).result
+        per_step = k_threads * lanes
+        loop = scf.ForOp(index_const(0), index_const(-(-k // per_step)), index_const(1),
+                         [zero] * (m * lanes))
+        with ir.InsertionPoint(loop.body):
+            step = loop.induction_variable
+            k0 = arith.MulIOp(arith.AddIOp(arith.MulIOp(step, index_const(k_threads)).result,
+                                           k_thread).result, index_const(lanes)).result
+            inside = arith.CmpIOp(arith.CmpIPredicate.ult, k0, index_const(k)).result
+            k_read = arith.MinUIOp(k0, index_const(k - lanes)).result
+            # A's rows stay narrow until used: M * KV f32 values at once would not fit
+            # in registers beside the M * V accumulators
+            a_rows = [vector.LoadOp(vec, a, [index_const(i), k_read],
+                                    alignment=VECTOR_BYTES).result for i in range(m)]
+            acc = list(loop.inner_iter_args)
+            for t in range(lanes):
+                row = arith.AddIOp(k_read, index_const(t)).result
+                loaded = vector.LoadOp(vec, b, [row, col_read], alignment=VECTOR_BYTES).result
+                b_row = _lanes(arith.SelectOp(inside, loaded, zero_vec).result, lanes)
+                for i in range(m):
+                    a_it = _element(a_rows[i], t)
+                    for v in range(lanes):
+                        acc[i * lanes + v] = _fma(a_it, b_row[v], acc[i * lanes + v])
+            scf.YieldOp(acc)
+        totals = [_sum_k_threads(value, p.column_threads) for value in loop.results]
+        partial = memref.get_global(partial_type, f"{kernel_name}_partial")
+        warp = arith.DivUIOp(tid, index_const(WARP)).result
+        lane = arith.RemUIOp(tid, index_const(WARP)).result
+        first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, lane,
+                                      index_const(p.column_threads)).result)
+        with ir.InsertionPoint(first.then_block):
+            base = arith.MulIOp(column_thread, index_const(lanes)).result
+            for i in range(m):
+                for v in range(lanes):
+                    slot = arith.AddIOp(base, index_const(i * columns + v)).result
+                    memref.StoreOp(totals[i * lanes + v], partial, [warp, slot])
+            scf.YieldOp([])
+        gpu.BarrierOp()
+        for start in range(0, m * columns, p.threads):
+            _store_outputs(scope, outs[0], initial, partial, tid, start, p, m, n, columns,
+                           warps, block_col)
+        gpu.ReturnOp([])
+    grid = (-(-n // columns), 1, 1)
+    return Launch(kernel_name, signature.values, grid, (p.threads, 1, 1))
+
+
+def _lanes(vec: ir.Value, lanes: int) -> list[ir.Value]:
+    """The elements of a loaded vector, as f32 scalars."""
+    f32 = ir.F32Type.get()
+    wide = vec
+    if ir.VectorType(vec.type).element_type != f32:
+        wide = arith.ExtFOp(ir.VectorType.get([lanes], f32), vec).result
+    return [vector.ExtractOp(wide, [], [lane]).result for lane in range(lanes)]
+
+
+def _element(vec: ir.Value, lane: int) -> ir.Value:
+    """One element of a loaded vector, as an f32 scalar."""
+    value = vector.ExtractOp(vec, [], [lane]).result
+    return value if value.type == ir.F32Type.get() else \
+        arith.ExtFOp(ir.F32Type.get(), value).result
+
+
+def _sum_k_threads(value: ir.Value, column_threads: int) -> ir.Value:
+    """The sum over the lanes of a warp that share this lane's column thread (lanes
+    differing in the bits above column_threads): butterfly shuffles."""
+    i32 = ir.IntegerType.get_signless(32)
+    width = arith.ConstantOp(i32, WARP).result
+    offset = WARP // 2
+    while offset >= column_threads:
+        other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result, width,
+                            gpu.ShuffleMode.XOR)[0]
+        value = arith.AddFOp(value, other).result
+        offset //= 2
+    return value
+
+
+def _store_outputs(scope: KernelScope, out: ir.Value, initial: float | None,
+                   partial: ir.Value, tid: ir.Value, start: int, p: Params, m: int, n: int,
+                   columns: int, warps: int, block_col: ir.Value) -> None:
+    """Output start + tid of the block (row-major over m x columns): the warps' partial
+    sums added, then out[i, j] = round(C0 + total) where it lies inside C, C0 being
+    `initial` (a fill's constant) or out[i, j]."""
+    slot = arith.AddIOp(tid, index_const(start)).result if start else tid
+    row = arith.DivUIOp(slot, index_const(columns)).result
+    col = arith.AddIOp(block_col, arith.RemUIOp(slot, index_const(columns)).result).result
+    inside = arith.AndIOp(
+        arith.CmpIOp(arith.CmpIPredicate.ult, slot, index_const(m * columns)).result,
+        arith.CmpIOp(arith.CmpIPredicate.ult, col, index_const(n)).result).result
+    guard = scf.IfOp(inside)
+    with ir.InsertionPoint(guard.then_block):
+        total = memref.LoadOp(partial, [index_const(0), slot]).result
+        for w in range(1, warps):
+            total = arith.AddFOp(total, memref.LoadOp(partial, [index_const(w), slot]).result
+                                 ).result
+        element = ir.MemRefType(out.type).element_type
+        start_value = scope.load(out, [row, col]) if initial is None else \
+            arith.ConstantOp(ir.F32Type.get(), initial).result
+        scope.store(add_and_round(start_value, total, element), out, [row, col])
+        scf.YieldOp([])
