@@ -77,6 +77,7 @@ class FakeCuda:
             cuGetErrorName=value(b"CUDA_ERROR_UNKNOWN"),
             cuInit=lambda flags: ok, cuDeviceGetCount=value(1), cuDeviceGet=value(0),
             cuDevicePrimaryCtxRetain=value("context"), cuCtxSetCurrent=lambda c: ok,
+            cuCtxGetCurrent=value(None),
             cuDeviceGetDefaultMemPool=value("pool"), cuMemPoolSetAttribute=lambda *a: ok,
             cuDeviceGetName=value(b"fake GPU"), cuDeviceTotalMem=value(80 << 30),
             cuDeviceGetAttribute=lambda attribute, handle: (0, attribute),

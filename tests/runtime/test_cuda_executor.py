@@ -80,7 +80,7 @@ class FakeCuda:
         self.kinds = {}       # kernel name -> arg kinds, to decode parameter blocks
         self.kernels = {}     # kernel name -> fn(fake, args): its effect on memory
         names = ["cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
-                 "cuCtxSetCurrent", "cuDeviceGetDefaultMemPool", "cuMemPoolSetAttribute",
+                 "cuCtxSetCurrent", "cuCtxGetCurrent", "cuDeviceGetDefaultMemPool", "cuMemPoolSetAttribute",
                  "cuDeviceGetName", "cuDeviceTotalMem", "cuDeviceGetAttribute",
                  "cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync",
                  "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
@@ -174,7 +174,10 @@ class FakeCuda:
         return ("context", handle)
 
     def _cuCtxSetCurrent(self, context):
-        pass
+        self.current = context
+
+    def _cuCtxGetCurrent(self):
+        return getattr(self, "current", None)
 
     def _cuDeviceGetDefaultMemPool(self, handle):
         return ("pool", handle)
@@ -443,6 +446,20 @@ def k_times_iv(fake, args):  # out = a * iv
 
 
 # ============================================================================ the driver layer
+
+def test_a_second_device_leaves_the_current_context_as_it_was(fake):
+    """Listing the GPUs (zynml.compute_devices makes a Device of each) must not send the
+    thread's next cuda:0 work to cuda:1's context; loading a module makes its own
+    device's context current."""
+    fake.device_count = 2
+    first = get_device(0)
+    assert fake.current == first.context
+    second = get_device(1)
+    assert second.context != first.context and fake.current == first.context
+    second.load_module(b"// ptx\0")
+    assert fake.current == second.context
+
+
 
 def test_device_reads_its_info_through_the_driver(fake):
     device = get_device(0)

@@ -165,6 +165,13 @@ class Device:
         self.handle = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
         self.context = check(driver.cuDevicePrimaryCtxRetain(self.handle),
                              "cuDevicePrimaryCtxRetain")
+        # A thread's work goes to its current context. The first Device becomes current;
+        # a later one (listing the GPUs, zynml.compute_devices) leaves the current one as
+        # it was: taking it would send the thread's next cuda:0 allocations, copies and
+        # launches to this GPU's context, on cuda:0's pointers (CUDA_ERROR_ILLEGAL_ADDRESS,
+        # seen on two GPUs). Work for another GPU makes that one current (make_current:
+        # parallel.py's device threads, streams, the executor).
+        previous = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
         self.make_current()
         self.stream = driver.CUstream(0)
         pool = check(driver.cuDeviceGetDefaultMemPool(self.handle), "cuDeviceGetDefaultMemPool")
@@ -177,6 +184,8 @@ class Device:
         # the legacy default stream is the null handle for libcuda
         self._hot = _hot_calls() if int(self.stream) == 0 else None
         self._bins: dict[int, BufferBin] = {}  # by size in bytes
+        if not _is_null(previous):
+            check(driver.cuCtxSetCurrent(previous), "cuCtxSetCurrent")
 
     def _read_info(self) -> DeviceInfo:
         driver = _driver()
@@ -338,6 +347,7 @@ class KernelModule:
     def __init__(self, device: Device, image: bytes):
         driver = _driver()
         self.device = device
+        device.make_current()  # a module loads into the thread's current context
         if not image.endswith(b"\0") and image.lstrip().startswith(b"//"):
             image = image + b"\0"  # PTX text must be NUL-terminated
         device.make_current()
@@ -394,6 +404,14 @@ class KernelModule:
 
 _devices: dict[int, Device] = {}
 _devices_lock = threading.Lock()
+
+
+def _is_null(context) -> bool:
+    """Whether cuCtxGetCurrent found no context current."""
+    try:
+        return context is None or int(context) == 0
+    except TypeError:  # a test driver's handle
+        return False
 
 
 def get_device(ordinal: int = 0) -> Device:

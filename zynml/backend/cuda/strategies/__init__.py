@@ -54,6 +54,7 @@ REGISTRY = (
     StrategyEntry("matmul"),
     # before row_reduce: a convolution's reduction loops make it a row too
     StrategyEntry("implicit_gemm"),
+    StrategyEntry("row_argreduce"),  # reduce(argmax / argmin): a block per row
     StrategyEntry("row_reduce"),
     StrategyEntry("pointwise"),
 )
