@@ -133,6 +133,7 @@ class CaptureStream(Stream):
         mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
         check(driver.cuStreamBeginCapture(self.handle, mode), "cuStreamBeginCapture")
         self.capturing = True
+        _CAPTURING.add(id(self))
 
     def alloc(self, nbytes: int) -> int:
         ptr = int(check(_driver().cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
@@ -144,30 +145,57 @@ class CaptureStream(Stream):
 
     def end(self) -> "CudaGraph | None":
         """Stop capturing: the graph (None when the capture was invalidated)."""
-        driver = _driver()
-        self.capturing = False
-        graph = check(driver.cuStreamEndCapture(self.handle), "cuStreamEndCapture")
+        try:
+            graph = check(_driver().cuStreamEndCapture(self.handle), "cuStreamEndCapture")
+        finally:
+            self._stop_capturing()
         return CudaGraph(graph, self)
 
+    def _stop_capturing(self) -> None:
+        """After cuStreamEndCapture: graphs that went meanwhile can free their buffers."""
+        self.capturing = False
+        _CAPTURING.discard(id(self))
+        if not _CAPTURING:
+            _release_deferred()
+
     def release(self) -> None:
-        """Free the graph's buffers, after every replay queued so far."""
+        """Free the graph's buffers, after every replay queued so far. While any graph
+        is being captured, later: waiting for the device (and cuMemFree, which waits)
+        during a capture invalidates it (a graph dropped by the garbage collector in the
+        middle of another's capture did: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)."""
         if not self.memory and not self.tensor_maps._kept:
             return
-        driver = _driver()
-        check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
         memory, self.memory = self.memory, []
-        for ptr in memory:
-            driver.cuMemFree(driver.CUdeviceptr(ptr))
-        self.tensor_maps.release()
+        _DEFERRED.append((memory, self.tensor_maps))
+        if not _CAPTURING:
+            _release_deferred()
 
     def __del__(self):
         try:
             if self.capturing:
                 _driver().cuStreamEndCapture(self.handle)
+                self._stop_capturing()
             self.release()
         except Exception:
             pass
         super().__del__()
+
+
+_CAPTURING: set[int] = set()  # CaptureStreams capturing now (their ids)
+_DEFERRED: list[tuple[list[int], Any]] = []  # (buffers, TensorMaps) of graphs gone since
+
+
+def _release_deferred() -> None:
+    """Free the buffers of the graphs that went, once the device is idle."""
+    if not _DEFERRED:
+        return
+    driver = _driver()
+    check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+    while _DEFERRED:
+        memory, maps = _DEFERRED.pop()
+        for ptr in memory:
+            driver.cuMemFree(driver.CUdeviceptr(ptr))
+        maps.release()
 
 
 class CudaGraph:
