@@ -40,6 +40,16 @@ def test_decode_sized_products_run_on_matvec(m, k, n, dtype, rng):
         assert not re.findall(rf"\b(?:add|mul|fma)(?:\.rn)?\.{dtype}", artifact.ptx)
 
 
+@pytest.mark.parametrize("n, blocks", [(32000, 500), (8192, 128), (3072, 96), (2048, 128)])
+def test_wide_products_take_wider_blocks(n, blocks, rng):
+    """8 column threads (64 bf16 columns a block) where that leaves 96 blocks or more,
+    then 4, else 2 (16 columns)."""
+    artifact = _artifact(1, 2048, n, "bf16", rng)
+    [grid] = [step["grid"] for step in launches(artifact.plan["body"])
+              if step["strategy"] == "matvec"]
+    assert grid == [blocks, 1, 1]
+
+
 @pytest.mark.parametrize("m, k, n, dtype", [(17, 1024, 400, "f32"), (2, 1001, 400, "f32"),
                                             (4, 1020, 400, "bf16")])
 def test_other_products_go_to_the_strategies_after_it(m, k, n, dtype, rng):

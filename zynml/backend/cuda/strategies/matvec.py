@@ -5,7 +5,8 @@ work is reading B once, so a block takes a slice of B's columns and spreads k ov
 threads. Tiles made for large products (`matmul`) would compute 128 rows of which one
 is used, on a few blocks; a thread per output (`pointwise`) walks k alone. Here:
 
-    thread (r, c) of a block, block x: columns j0 .. j0 + V of B (16 bytes, V = 8 for
+    thread (r, c) of a block (C column threads, R = threads / C k-threads; C chosen
+    from N: Params), block x: columns j0 .. j0 + V of B (16 bytes, V = 8 for
     f16/bf16, 4 for f32; j0 = (x * C + c) * V), rows k = (s * R + r) * KV + 0..KV-1 for
     s = 0, 1, ...: per step KV 16-byte loads of B and M 16-byte loads of A (KV
     consecutive k of each row), M * KV * V f32 FMAs into M * V accumulators
@@ -48,12 +49,24 @@ VECTOR_BYTES = 16
 @dataclass(frozen=True)
 class Params:
     max_rows: int = 16       # M at most this (a step of up to 16 sequences)
-    column_threads: int = 2  # C: threads of a block across its columns
+    # C: threads of a block across its columns; 0: the most of 8, 4, 2 that still
+    # leaves `min_blocks` blocks. Wider blocks read longer runs of each row of B: on an
+    # H100 (zynml tune, 2026-11-26) 8 took the 32000-column head 1.30x (1 row) and 1.58x
+    # (16 rows) faster than 2, and 16 rows of 8192 columns 1.82x; where 8 leaves few
+    # blocks (2048 columns: 32), 2 was as fast or faster.
+    column_threads: int = 0
     threads: int = 256       # per block; R = threads / C share k
     min_k: int = 64          # shorter sums stay with the other strategies
+    min_blocks: int = 96     # for the automatic C
 
     def __post_init__(self):
-        assert self.threads % WARP == 0 and WARP % self.column_threads == 0, self
+        assert self.threads % WARP == 0 and self.column_threads in (0, 1, 2, 4, 8), self
+
+    def columns_per_block(self, n: int, lanes: int) -> int:
+        """C: column_threads, or the automatic choice for n columns of `lanes` each."""
+        if self.column_threads:
+            return self.column_threads
+        return next((c for c in (8, 4) if n // (c * lanes) >= self.min_blocks), 2)
 
 
 DEFAULT_PARAMS = Params()
@@ -121,8 +134,9 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     p = _params(generic, target)
     shape = _shape(generic, p)
     m, n, k, lanes = shape.m, shape.n, shape.k, shape.lanes
-    columns = p.column_threads * lanes            # BN: columns of a block
-    k_threads = p.threads // p.column_threads     # R
+    column_threads = p.columns_per_block(n, lanes)
+    columns = column_threads * lanes              # BN: columns of a block
+    k_threads = p.threads // column_threads       # R
     warps = p.threads // WARP
     f32 = ir.F32Type.get()
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
@@ -137,8 +151,8 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         scope = KernelScope(signature, func)
         a, b = (as_global(scope.value(v)) for v in ins)
         tid = gpu.thread_id(gpu.Dimension.x)
-        column_thread = arith.RemUIOp(tid, index_const(p.column_threads)).result
-        k_thread = arith.DivUIOp(tid, index_const(p.column_threads)).result
+        column_thread = arith.RemUIOp(tid, index_const(column_threads)).result
+        k_thread = arith.DivUIOp(tid, index_const(column_threads)).result
         block_col = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(columns)).result
         col = arith.AddIOp(block_col, arith.MulIOp(column_thread,
                                                    index_const(lanes)).result).result
@@ -171,12 +185,12 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                     for v in range(lanes):
                         acc[i * lanes + v] = _fma(a_it, b_row[v], acc[i * lanes + v])
             scf.YieldOp(acc)
-        totals = [_sum_k_threads(value, p.column_threads) for value in loop.results]
+        totals = [_sum_k_threads(value, column_threads) for value in loop.results]
         partial = memref.get_global(partial_type, f"{kernel_name}_partial")
         warp = arith.DivUIOp(tid, index_const(WARP)).result
         lane = arith.RemUIOp(tid, index_const(WARP)).result
         first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, lane,
-                                      index_const(p.column_threads)).result)
+                                      index_const(column_threads)).result)
         with ir.InsertionPoint(first.then_block):
             base = arith.MulIOp(column_thread, index_const(lanes)).result
             for i in range(m):
