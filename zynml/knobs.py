@@ -185,7 +185,8 @@ LOG: Knob[tuple[str, ...]] = Knob(
 SPECIALIZATION_LIMIT: Knob[int] = Knob(
     "ZYNML_SPECIALIZATION_LIMIT", "int", 8,
     "How many executables (one per input signature) a Program compiles before it warns "
-    "once and compiles every size not pinned static as dynamic",
+    "once and compiles every size not pinned static as dynamic (a Program compiled with "
+    "`dynamic=False` has no cap)",
     read_by=("zynml/specialize.py",))
 # Read by the tests only (tools/gpu_tests.sh sets them).
 FUZZ_SCALE: Knob[float] = Knob(
