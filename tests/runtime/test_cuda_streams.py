@@ -291,6 +291,31 @@ def test_gpu_graph_replay_and_a_scalar_between_replays(rng):
             prog(x=x, s=s)
 
 
+@pytest.mark.gpu
+def test_gpu_a_graph_dropped_during_another_capture_leaves_it_valid(rng):
+    """A graph whose last reference goes while another is being captured (the garbage
+    collector can run at any allocation) frees its buffers after that capture: freeing
+    them at once synchronized the device and invalidated the capture (the decode
+    benchmark's batch-16 capture, 2026-11-26)."""
+    import gc
+    x = rng.standard_normal(1001).astype(np.float32)
+    prog = zynml.compile(AXPY, device="cuda:0")
+    prog.artifact(x=gpu_like((1001,), np.float32), s=gpu_like((), np.float32))
+    torch = on_the_gpu()
+    xs = torch.from_numpy(x).cuda()
+    s = torch.tensor(1.5, device="cuda")
+    prog(x=xs, s=s)  # loaded before any capture
+    with zynml.capture(device="cuda:0") as first:
+        prog(x=xs, s=s)
+    first.replay()
+    with zynml.capture(device="cuda:0") as second:
+        out = prog(x=xs, s=s)["y"]
+        del first
+        gc.collect()  # the first graph's buffers go in the middle of this capture
+    second.replay()
+    assert_close(out.numpy(), expected(x, 1.5))
+
+
 # The long kernel: a 4096^3 f32 product (about 5 ms on an H100). (A body loop such as
 # `for k in 0..steps: acc = acc * 0.999 + s` runs as one launch per step on CUDA today,
 # millions of launches: that made these tests hang on 2026-11-26.)
