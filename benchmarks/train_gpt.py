@@ -81,6 +81,7 @@ def op_split(step, device) -> dict[str, tuple[int, float]]:
     each call of a zynml.kernels function and each gradient copy. An operation's time is
     its kernels' GPU time, plus its own launch gaps where the GPU waits for the host; the
     step's wall time less the sum is time the GPU had nothing queued."""
+    import inspect
     import zynml.kernels as K
     import zynml.models.gpt as gpt_module
     from zynml.runtime.cuda.driver import _driver, check
@@ -97,7 +98,7 @@ def op_split(step, device) -> dict[str, tuple[int, float]]:
         return wrapper
 
     patched = {(K, name): getattr(K, name) for name in K.__all__
-               if callable(getattr(K, name))}
+               if inspect.isfunction(getattr(K, name))}  # not the classes: isinstance
     patched[(gpt_module, "copy_into")] = gpt_module.copy_into
     for (module, name), function in patched.items():
         setattr(module, name, timed("gradient copies" if name == "copy_into" else name,
