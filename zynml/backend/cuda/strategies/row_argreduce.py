@@ -17,6 +17,7 @@ shorter than 2^31); f64 and 64-bit integer values stay pointwise.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlir import ir
@@ -39,9 +40,10 @@ class Params:
     min_row: int = 32     # shorter rows stay pointwise (a thread each)
 
 
-def _form(generic: ir.Operation):
-    """(reduction loop, the input's block argument) when `generic` is an arg-reduction
-    this strategy builds, else None."""
+def _form(generic: ir.Operation) -> int | None:
+    """The reduction loop when `generic` is an arg-reduction this strategy builds (one
+    input read along that loop, the value and i64 index outputs, the picking body),
+    else None."""
     ins, outs = generic_operands(generic)
     kinds = iterator_kinds(generic)
     if len(ins) != 1 or len(outs) != 2 or kinds.count(REDUCTION) != 1 or \
@@ -74,11 +76,11 @@ def _form(generic: ir.Operation):
 
 
 def matches(generic: ir.Operation, target) -> bool:
-    params = tuned(NAME, Params(), target, problem_key(generic.operands))
-    if _form(generic) is None:
+    reduction = _form(generic)
+    if reduction is None:
         return False
-    ranges = loop_ranges(generic)
-    return ranges[_form(generic)] >= params.min_row
+    params = tuned(NAME, Params(), target, problem_key(generic.operands))
+    return loop_ranges(generic)[reduction] >= params.min_row
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
@@ -88,9 +90,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     ranges = loop_ranges(generic)
     row_length = ranges[reduction]
     parallel = [d for d in range(len(ranges)) if d != reduction]
-    rows = 1
-    for d in parallel:
-        rows *= ranges[d]
+    rows = math.prod(ranges[d] for d in parallel)
     block = block_size(row_length, params)
     ins, outs = generic_operands(generic)
     value_type = ir.MemRefType(outs[0].type).element_type
