@@ -357,6 +357,11 @@ class Group:
     def __iter__(self):
         return iter((self.fill, self.product))
 
+    @property
+    def operands(self):
+        """The product's: a group's tuning problem is its product's (tuning.problem_of)."""
+        return self.product.operands
+
 
 def filled_products(generics: list, takes: Callable[[ir.Operation], bool]) -> list[Group]:
     """Each constant fill of a buffer directly followed by a product into it that

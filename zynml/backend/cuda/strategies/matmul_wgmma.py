@@ -124,17 +124,11 @@ def _params_for(generic: ir.Operation, target):
     def fits(p: Params) -> bool:
         return m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0 and \
             m * n >= p.min_mn and p.shared_bytes() <= target.max_shared_per_block
-    return choose(NAME, CONFIGS, target, problem(generic), fits)
+    return choose(NAME, CONFIGS, target, problem_key(generic.operands), fits)
 
 
 def matches(generic: ir.Operation, target) -> bool:
     return _params_for(generic, target) is not None
-
-
-def problem(taken) -> str:
-    """The tuning problem (tuning.py): the product's operands, with or without its fill."""
-    product = taken.product if isinstance(taken, Group) else taken
-    return problem_key(product.operands)
 
 
 def find_groups(generics: list, target) -> list[Group]:

@@ -36,13 +36,13 @@ from .kernel_builder import (Group, KernelScope, KernelSignature, filled_product
                              multiply_add_body, new_kernel)
 from . import Launch
 from .matmul import _roles, _row_major
+from .row_reduce import WARP, _warp_reduce
 from .row_registers import as_global
 from .simt_gemm import _fma, add_and_round
 from .tuning import problem_key, tuned
 
 NAME = "matvec"
 
-WARP = 32
 VECTOR_BYTES = 16
 
 
@@ -108,12 +108,6 @@ def _shape(generic: ir.Operation, p: Params) -> _Shape | None:
 
 def matches(generic: ir.Operation, target) -> bool:
     return _shape(generic, _params(generic, target)) is not None
-
-
-def problem(taken) -> str:
-    """The tuning problem (tuning.py): the product's operands, with or without its fill."""
-    product = taken.product if isinstance(taken, Group) else taken
-    return problem_key(product.operands)
 
 
 def find_groups(generics: list, target) -> list[Group]:
@@ -185,7 +179,8 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                     for v in range(lanes):
                         acc[i * lanes + v] = _fma(a_it, b_row[v], acc[i * lanes + v])
             scf.YieldOp(acc)
-        totals = [_sum_k_threads(value, column_threads) for value in loop.results]
+        # the R k-threads' sums: lanes of a warp sharing the column thread (equal modulo C)
+        totals = [_warp_reduce(value, _add, column_threads) for value in loop.results]
         partial = memref.get_global(partial_type, f"{kernel_name}_partial")
         warp = arith.DivUIOp(tid, index_const(WARP)).result
         lane = arith.RemUIOp(tid, index_const(WARP)).result
@@ -223,18 +218,8 @@ def _element(vec: ir.Value, lane: int) -> ir.Value:
         arith.ExtFOp(ir.F32Type.get(), value).result
 
 
-def _sum_k_threads(value: ir.Value, column_threads: int) -> ir.Value:
-    """The sum over the lanes of a warp that share this lane's column thread (lanes
-    differing in the bits above column_threads): butterfly shuffles."""
-    i32 = ir.IntegerType.get_signless(32)
-    width = arith.ConstantOp(i32, WARP).result
-    offset = WARP // 2
-    while offset >= column_threads:
-        other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result, width,
-                            gpu.ShuffleMode.XOR)[0]
-        value = arith.AddFOp(value, other).result
-        offset //= 2
-    return value
+def _add(a: ir.Value, b: ir.Value) -> ir.Value:
+    return arith.AddFOp(a, b).result
 
 
 def _store_outputs(scope: KernelScope, out: ir.Value, initial: float | None,

@@ -287,12 +287,13 @@ def _combiner(combine: ir.Operation, operand_index: int):
     return combine_values
 
 
-def _warp_reduce(value: ir.Value, combine_values) -> ir.Value:
-    """Butterfly over the 32 lanes: every lane ends with the warp's total."""
+def _warp_reduce(value: ir.Value, combine_values, down_to: int = 1) -> ir.Value:
+    """Butterfly over the 32 lanes: every lane ends with the warp's total (with `down_to`
+    k > 1: the total of the lanes equal to it modulo k, k a power of two)."""
     i32 = ir.IntegerType.get_signless(32)
     width = arith.ConstantOp(i32, WARP).result
     offset = WARP // 2
-    while offset:
+    while offset >= down_to:
         other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result, width,
                             gpu.ShuffleMode.XOR)[0]
         value = combine_values(value, other)
