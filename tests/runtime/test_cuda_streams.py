@@ -269,14 +269,19 @@ def on_the_gpu():
     return pytest.importorskip("torch")
 
 
-@pytest.mark.gpu
-def test_gpu_graph_replay_and_a_scalar_between_replays(rng):
+def _axpy_on_the_gpu(rng):
+    """(torch, x on the host, AXPY compiled for cuda:0, x and s = 1.5 as torch GPU
+    tensors)."""
     x = rng.standard_normal(1001).astype(np.float32)
     prog = zynml.compile(AXPY, device="cuda:0")
     prog.artifact(x=gpu_like((1001,), np.float32), s=gpu_like((), np.float32))
     torch = on_the_gpu()
-    xs = torch.from_numpy(x).cuda()
-    s = torch.tensor(1.5, device="cuda")
+    return torch, x, prog, torch.from_numpy(x).cuda(), torch.tensor(1.5, device="cuda")
+
+
+@pytest.mark.gpu
+def test_gpu_graph_replay_and_a_scalar_between_replays(rng):
+    torch, x, prog, xs, s = _axpy_on_the_gpu(rng)
     direct = torch.as_tensor(prog(x=xs, s=s)["y"], device="cuda").cpu().numpy()
     with zynml.capture(device="cuda:0") as graph:
         out = prog(x=xs, s=s)["y"]
@@ -298,12 +303,7 @@ def test_gpu_a_graph_dropped_during_another_capture_leaves_it_valid(rng):
     them at once synchronized the device and invalidated the capture (the decode
     benchmark's batch-16 capture, 2026-11-26)."""
     import gc
-    x = rng.standard_normal(1001).astype(np.float32)
-    prog = zynml.compile(AXPY, device="cuda:0")
-    prog.artifact(x=gpu_like((1001,), np.float32), s=gpu_like((), np.float32))
-    torch = on_the_gpu()
-    xs = torch.from_numpy(x).cuda()
-    s = torch.tensor(1.5, device="cuda")
+    _, x, prog, xs, s = _axpy_on_the_gpu(rng)
     prog(x=xs, s=s)  # loaded before any capture
     with zynml.capture(device="cuda:0") as first:
         prog(x=xs, s=s)
