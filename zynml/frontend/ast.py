@@ -113,6 +113,9 @@ class Call(Expr):
     func: Expr
     args: list[Expr]
     kwargs: list[Keyword] = field(default_factory=list)
+    # `cast(value, T)`: the checker moves T (a type or input name) here, so that
+    # args holds only values (cast_calls.py)
+    cast_to: Optional["Name"] = None
 
 
 @dataclass(eq=False)

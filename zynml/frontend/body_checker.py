@@ -16,6 +16,7 @@ from . import ast
 from .body_rules import (FLOAT_ONLY, KNOWN_ANNOTATIONS, MATH_BUILTINS, REDUCE_OPS, concrete_in,
                          error_at)
 from .body_values import WholeTensorValues
+from .cast_calls import check_cast_call
 from .random_calls import RANDOM_BUILTINS, check_random_call
 from .ranges import fits_64_bits
 from .outputs import (OUTPUTS_NAMESPACE, kernel_outputs, mutable_outputs, mutable_write,
@@ -544,9 +545,12 @@ class BodyChecker(WholeTensorValues, KernelResult):
             return self._dot(e)
         if name in RANDOM_BUILTINS:
             return check_random_call(e, self._expr)
+        if name == "cast":
+            return check_cast_call(e, self._expr, self._lookup)
         if name not in MATH_BUILTINS:
             raise error_at(f"unknown function '{name}'; builtins are "
-                           + ", ".join(sorted([*MATH_BUILTINS, *RANDOM_BUILTINS])), e.func)
+                           + ", ".join(sorted([*MATH_BUILTINS, *RANDOM_BUILTINS, "cast"])),
+                           e.func)
         lo, hi = MATH_BUILTINS[name]
         if e.kwargs:
             raise error_at(f"'{name}' takes no keyword arguments", e.kwargs[0])
