@@ -100,7 +100,8 @@ def test_mismatched_arguments_are_named(rng, call, message):
 
 def test_cuda_plans_keep_the_sums_in_f32():
     """bf16 logits: lse, loss and gradient come out f32 (4 kernels, no host step); the
-    fused chunk's logits product is a plain one, on tensor cores (tiled sizes)."""
+    fused chunk's products are plain ones, on tensor cores (tiled sizes): loss and
+    the weight's gradient f32, the hidden states' gradient bf16."""
     prog = zynml.compile(variants.variant_source("cross_entropy", ()), device="cuda",
                          require_device=False, dynamic=False)
     bf16 = pytest.importorskip("ml_dtypes").bfloat16
@@ -116,7 +117,8 @@ def test_cuda_plans_keep_the_sums_in_f32():
         pad_id=np.int64(-1), loss_in=np.float32(0), grad_weight_in=np.zeros((4096, 384),
                                                                            np.float32))))
     strategies = [launch["strategy"] for launch in launches(plan["body"])]
-    # the logits' product on tensor cores (weight transposed first); the gradients' two
-    # products mix the f32 gradient with bf16 weights, so they stay on SIMT
-    assert strategies.count("matmul_wgmma") == 1, strategies
-    assert strategies.count("matmul") == 2, strategies
+    # the three products on tensor cores: the logits (weight transposed first) and the
+    # two gradients (the logits' gradient rounded to bf16 by `cast`)
+    assert strategies.count("matmul_wgmma") == 3, strategies
+    assert "matmul" not in strategies, strategies
+    assert [o["dtype"] for o in plan["outputs"]] == ["float32", "bfloat16", "float32"]

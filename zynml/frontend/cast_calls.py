@@ -50,5 +50,5 @@ def _target_type(target: ast.Expr, lookup: Callable[[str], Optional[Symbol]]) ->
         if sym is None and target.id in SCALARS:
             return SCALARS[target.id]
     raise ZynMLError("the second argument of 'cast' is a scalar type ("
-                     f"{', '.join(SCALARS)}) or a tensor input, whose element type the "
-                     "value takes", ast.leftmost(target).loc)
+                     f"{', '.join(SCALARS)}) or a tensor input of this compute, whose "
+                     "element type the value takes", ast.leftmost(target).loc)

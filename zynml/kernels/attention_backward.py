@@ -1,6 +1,6 @@
 """flash_attention_backward's kernels: attention_backward.zyn's reductions, given the
-forward's output. Gradients come back in f32 (the kernel computes in
-the widest float of its inputs, and the scale is given as f32)."""
+forward's output. Gradients come back in the inputs' dtype; the scores, their
+log-sum-exp and the row sums are f32 whatever it is."""
 from __future__ import annotations
 
 import numpy as np

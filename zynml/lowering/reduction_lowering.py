@@ -191,7 +191,9 @@ class ReductionLowering:
             return self.tensor_over(ctx, value, value.type)
 
     def _named_contraction(self, ctx, dims, contributions, inits) -> Optional[ir.Value]:
-        """C[i, j] += A[i, k] * B[k, j] (or batched) with no guard -> linalg named op."""
+        """C[i, j] += A[i, k] * B[k, j] (or batched) with no guard -> linalg named op.
+        A and B of one dtype, C's or narrower and each widened to it first (`acc +=
+        cast(a[i, k], f32) * b[k, j]` of bf16 a and b: the named op's own widening)."""
         if len(contributions) != 1 or len(dims) != len(ctx) + 1:
             return None
         combiner, g, guards = contributions[0]
@@ -199,7 +201,7 @@ class ReductionLowering:
         if guards or combiner not in ("arith.addf", "arith.addi") or product is None \
                 or product.name not in ("arith.mulf", "arith.muli"):
             return None
-        loads = [defining_op(v) for v in product.operands]
+        loads = [_unwidened(defining_op(v)) for v in product.operands]
         if any(op is None or op.name != "cir.load" or self.guarded(op) for op in loads):
             return None
         if not all(self.unit(iv) for iv in dims):
@@ -228,8 +230,10 @@ class ReductionLowering:
             return None
         sources = [self.input_for(op, m, dims)[0] for op, m in pairs]
         element = ir.RankedTensorType(inits[0].type).element_type
-        if any(ir.RankedTensorType(s.type).element_type != element for s in sources):
-            return None
+        widened = [op.result.type != element for op, _ in pairs]
+        if any(widened) and not (all(widened) and pairs[0][0].result.type ==
+                                 pairs[1][0].result.type):
+            return None  # mixed operands: the body says how, linalg's named op cannot
         self.named_used = True
         if self.empty_domain(dims):  # a loop of no iteration (K = 0): C is its init
             return inits[0]
@@ -327,6 +331,13 @@ class ReductionLowering:
             with ir.InsertionPoint(block):
                 linalg.YieldOp([combine(combiner, block.arguments[1], block.arguments[0])])
         return op.results[0]
+
+
+def _unwidened(op: Optional[ir.Operation]) -> Optional[ir.Operation]:
+    """The load an extf widens, or `op` itself."""
+    if op is not None and op.name == "arith.extf":
+        return defining_op(op.operands[0])
+    return op
 
 
 def _as_a_and_b(pairs: list, a_map: ir.AffineMap, b_map: ir.AffineMap) -> Optional[list]:
