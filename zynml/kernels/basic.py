@@ -20,7 +20,7 @@ from .library import device_of, program
 
 __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backward",
            "embedding", "embedding_backward", "reduce_sum", "transpose_2d", "bias_add",
-           "add_assign", "zero_buffer", "adamw_step", "rope", "copy_rows"]
+           "add_assign", "zero_buffer", "convert_into", "adamw_step", "rope", "copy_rows"]
 
 # How a kernel's sizes compile on native CUDA: "declared" (the source's `?` sizes),
 # "static" (every size, for the strategies that need it) or a tuple of dynamic sizes.
@@ -30,7 +30,7 @@ __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backwa
 _CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
                "rms_norm_backward": "static", "transpose_2d": "static",
                "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
-               "zero_buffer": ("n",), "adamw": "static", "adamw_clipped": "static",
+               "zero_buffer": ("n",), "convert_into": ("n",), "adamw": "static", "adamw_clipped": "static",
                "embedding": ("tokens",), "embedding_backward": ("tokens",),
                "rope": "static", "copy_rows": "static"}
 _HOST_STATIC = {"embedding_backward"}  # IREE's CPU scatter needs a static token count
@@ -188,6 +188,14 @@ def bias_add(x: Any, bias: Any, *, device: str | None = None):
 def add_assign(dst: Any, src: Any, *, device: str | None = None):
     """dst += src elementwise, in place (same shape); returns dst."""
     _script("add_assign", {"dst": flat_view(dst, "dst"), "src": reshaped(src, (-1,))},
+            device)
+    return dst
+
+
+def convert_into(dst: Any, src: Any, *, device: str | None = None):
+    """dst[...] = src converted to dst's dtype, in place (same number of elements);
+    returns dst."""
+    _script("convert_into", {"dst": flat_view(dst, "dst"), "src": reshaped(src, (-1,))},
             device)
     return dst
 

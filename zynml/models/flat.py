@@ -84,15 +84,22 @@ class FlatLayout:
         return element_range(flat, start, stop)
 
 
-def zeros_like(size: int, like: Any) -> Any:
-    """`size` float32 zeros where `like` lives: numpy for a numpy array (the CPU, and
+def zeros_like(size: int, like: Any, dtype: str = "float32") -> Any:
+    """`size` zeros of `dtype` where `like` lives: numpy for a numpy array (the CPU, and
     compile-only runs), else a DeviceArray on `like`'s GPU."""
     if isinstance(like, np.ndarray):
-        return np.zeros(size, np.float32)
+        return np.zeros(size, _numpy_dtype(dtype))
     from ..runtime.cuda.device_array import DeviceArray
-    flat = DeviceArray.empty((size,), "float32", _gpu_of(like))
+    flat = DeviceArray.empty((size,), dtype, _gpu_of(like))
     flat.device.fill_bytes(flat.ptr, 0, flat.nbytes)
     return flat
+
+
+def _numpy_dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
 
 
 def on_gpu_of(host: np.ndarray, like: Any) -> Any:

@@ -45,9 +45,17 @@ class AdamW:
     clip: float = 1.0  # the global gradient norm's ceiling; 0: no clipping
 
 
+# What the model computes with: "f32" end to end, or "bf16" mixed precision (bf16
+# weights and activations, f32 sums inside the kernels, f32 gradients, master weights
+# and moments; llm.c's and PyTorch autocast's split).
+PRECISIONS = ("f32", "bf16")
+
+
 class Trainer:
     """One optimizer step per `step(batches)`: `accumulation` micro-batches, their mean
     gradient, clipped, then AdamW. Arrays live on the model's device (numpy on the CPU).
+    With `precision="bf16"` the model computes with a bf16 copy of the f32 master
+    weights (`master`), refreshed by one conversion call after each step.
 
     The parameters, their gradients and AdamW's two moments each live in one flat buffer
     (flat.py; the model's parameters become views of it): the clip's global sum of
@@ -56,10 +64,12 @@ class Trainer:
     its view (a device-to-device copy, no library call)."""
 
     def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
-                 accumulation: int = 1, all_reduce=None):
+                 accumulation: int = 1, all_reduce=None, precision: str = "f32"):
         if accumulation < 1:
             raise ZynMLError(f"gradient accumulation takes at least 1 micro-batch, "
                              f"got {accumulation}")
+        if precision not in PRECISIONS:
+            raise ZynMLError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")
         self.model, self.schedule, self.optimizer = model, schedule, optimizer
         self.accumulation = accumulation
         # data-parallel training: a GradientAllReduce (distributed.py) that sums the
@@ -73,7 +83,13 @@ class Trainer:
         like = next(iter(params.values()))
         host = layout.pack(params)
         self._params = host if isinstance(like, np.ndarray) else on_gpu_of(host, like)
-        params.update(layout.views(self._params))  # the old arrays go
+        self.master = layout.views(self._params)  # f32 master weights, by name
+        self._compute = None  # bf16: the weights the model reads, refreshed each step
+        if precision == "bf16":
+            self._compute = zeros_like(layout.size, self._params, "bfloat16")
+            self._refresh_compute_weights()
+        params.update(self.master if self._compute is None else
+                      layout.views(self._compute))  # the old arrays go
         self._grads, m, v = (zeros_like(layout.size, like) for _ in range(3))
         self._micro = None  # a second flat gradient, for micro-batches after the first
         # the last step's gradients (summed over micro-batches and processes), by name
@@ -114,7 +130,12 @@ class Trainer:
             K.adamw_step(param, grad, m, v, lr=lr, beta1=opt.beta1, beta2=opt.beta2,
                          eps=opt.eps, weight_decay=opt.weight_decay if decay else 0.0,
                          step=self.step_count, grad_scale=scale, device=dev)
+        self._refresh_compute_weights()
         return loss
+
+    def _refresh_compute_weights(self) -> None:
+        if self._compute is not None:
+            K.convert_into(self._compute, self._params, device=self.model.device)
 
     def _micro_gradients(self) -> dict:
         if self._micro is None:
@@ -146,7 +167,7 @@ class Trainer:
         """Parameters, moments, step and the batch stream's state, to `path` atomically
         (a temporary file in the same folder, then a rename)."""
         path = Path(path)
-        arrays = {f"param/{n}": np.asarray(p) for n, p in self.model.params.items()}
+        arrays = {f"param/{n}": np.asarray(p) for n, p in self.master.items()}
         for name, (m, v) in self.moments.items():
             arrays[f"m/{name}"], arrays[f"v/{name}"] = np.asarray(m), np.asarray(v)
         meta = {"step": self.step_count, "config": asdict(self.model.config),
@@ -172,13 +193,14 @@ class Trainer:
                 if GPTConfig(**meta["config"]) != self.model.config:
                     raise ZynMLError(f"checkpoint '{path}' is of another model "
                                      f"({meta['config']})")
-                for name, param in self.model.params.items():
+                for name, param in self.master.items():
                     assign(param, data[f"param/{name}"])
                     m, v = self.moments[name]
                     assign(m, data[f"m/{name}"])
                     assign(v, data[f"v/{name}"])
         except (OSError, KeyError, ValueError) as err:
             raise ZynMLError(f"cannot read checkpoint '{path}': {err}") from None
+        self._refresh_compute_weights()
         self.step_count = meta["step"]
         if batches is not None and meta["batches"] is not None:
             batches.restore(meta["batches"])
