@@ -10,7 +10,8 @@ side runs `--warmup` steps, then `--steps` timed steps (forward, backward, clipp
 AdamW, wall clock with the GPU drained before and after); reported: the median step,
 tokens per second, and the GPU memory in use at the end (ZynML: the device's used memory
 from cuMemGetInfo less what was used before the model existed; PyTorch:
-torch.cuda.max_memory_allocated). PyTorch runs in f32 with TF32 off (the same arithmetic
+torch.cuda.max_memory_allocated). ZynML runs in each `--precision` (bf16 mixed precision
+by default, f32 too when asked). PyTorch runs in f32 with TF32 off (the same arithmetic
 as ZynML's f32 model), eager and torch.compile, and in bf16 autocast with TF32 (what a
 user would run). `--fake-driver` runs ZynML's steps on a driver that does nothing
 (benchmarks/fake_cuda.py): the CPU time of a step's Python and the kernel launches,
@@ -27,7 +28,7 @@ import numpy as np
 from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.models import data
 from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
-from zynml.models.train import AdamW, Schedule, Trainer
+from zynml.models.train import PRECISIONS, AdamW, Schedule, Trainer
 
 
 def _batches(config, batch: int, seq: int):
@@ -41,10 +42,11 @@ def compile_only(args) -> None:
     arrays."""
     config = CONFIGS[args.config]
     with cpu_values_cuda_artifacts():
-        model = GPT(config, init_parameters(config), "cuda:0")
-        # a tiny clip: the clipping kernel runs (on the GPU it does once norms grow)
-        Trainer(model, Schedule(), AdamW(clip=1e-9)).step(_batches(config, args.batch,
-                                                                    args.seq))
+        for precision in args.precision:
+            model = GPT(config, init_parameters(config), "cuda:0")
+            # a tiny clip: the clipping kernel runs (on the GPU it does once norms grow)
+            Trainer(model, Schedule(), AdamW(clip=1e-9), precision=precision).step(
+                _batches(config, args.batch, args.seq))
 
 
 def _timed(step, warmup: int, steps: int, sync) -> list[float]:
@@ -60,18 +62,18 @@ def _timed(step, warmup: int, steps: int, sync) -> list[float]:
     return times
 
 
-def zynml_side(args) -> dict:
+def zynml_side(args, precision: str) -> dict:
     from zynml.runtime.cuda.driver import get_device
     device = get_device(0)
     used = lambda: _used_memory()
     before = used()
     config = CONFIGS[args.config]
     model = GPT(config, on_device(init_parameters(config), "cuda:0"), "cuda:0")
-    trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW())
+    trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(), precision=precision)
     batches = _batches(config, args.batch, args.seq)
     times = _timed(lambda: trainer.step(batches), args.warmup, args.steps, device.synchronize)
     result = {"median_s": statistics.median(times), "memory": used() - before}
-    if args.split:
+    if args.split and precision == args.precision[0]:
         result["split"] = op_split(lambda: trainer.step(batches), device)
     return result
 
@@ -140,7 +142,8 @@ def fake_driver_side(args) -> None:
     fake.install()
     config = CONFIGS[args.config]
     model = GPT(config, on_device(init_parameters(config), "cuda:0"), "cuda:0")
-    trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW())
+    trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(),
+                      precision=args.precision[0])
     batches = _batches(config, args.batch, args.seq)
     for _ in range(max(args.warmup, 1)):  # compiles (or reads the cache), fills fast paths
         trainer.step(batches)
@@ -208,6 +211,8 @@ def main() -> None:
                         help="no GPU: ZynML's Python per step against a no-op driver")
     parser.add_argument("--profile", action="store_true", help="with --fake-driver")
     parser.add_argument("--only", choices=("zynml", "torch"), help="one side only")
+    parser.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["bf16"],
+                        help="ZynML's precisions (the split: the first's)")
     parser.add_argument("--split", action="store_true",
                         help="ZynML's step by operation (CUDA events around each call)")
     args = parser.parse_args()
@@ -220,7 +225,8 @@ def main() -> None:
     tokens = args.batch * args.seq
     rows = []
     if args.only != "torch":
-        rows.append(("ZynML f32", zynml_side(args)))
+        rows += [(f"ZynML {precision}", zynml_side(args, precision))
+                 for precision in args.precision]
     if args.only != "zynml":
         for mode in ("f32 eager", "f32 compile", "bf16 eager", "bf16 compile"):
             rows.append((f"PyTorch {mode}", torch_side(args, mode)))

@@ -23,7 +23,7 @@ from zynml.errors import ZynMLError
 from zynml.models import data, distributed
 from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
 from zynml.models.sample import sample
-from zynml.models.train import AdamW, Schedule, Trainer
+from zynml.models.train import PRECISIONS, AdamW, Schedule, Trainer
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +44,9 @@ def arguments(argv):
                         help="sequences per step, over all processes under torchrun")
     parser.add_argument("--seq", type=int, help="tokens per sequence (default: the context)")
     parser.add_argument("--accumulation", type=int, default=1)
+    parser.add_argument("--precision", choices=PRECISIONS,
+                        help="bf16: mixed precision (bf16 weights and activations, f32 "
+                             "master weights); default: bf16 on a GPU, f32 on the CPU")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--tokenizer", choices=("byte", "bpe"), default="byte")
@@ -97,7 +100,8 @@ def train(args) -> int:
                         steps=args.steps)
     all_reduce = distributed.GradientAllReduce(world, device) \
         if size > 1 else None
-    trainer = Trainer(model, schedule, AdamW(), args.accumulation, all_reduce)
+    precision = args.precision or ("bf16" if device.startswith("cuda") else "f32")
+    trainer = Trainer(model, schedule, AdamW(), args.accumulation, all_reduce, precision)
     if args.resume:
         trainer.load(args.resume, batches)
     losses = []

@@ -122,3 +122,43 @@ def test_cuda_clipped_accumulated_steps_match_pytorch(device):
         moved = weight.detach().double().cpu().numpy() - params[name]
         ours = np.asarray(model.params[name], np.float64) - params[name]
         assert np.abs(ours - moved).max() <= 1e-2 * np.abs(moved).max(), name
+
+
+# sizes the tensor-core strategies tile (rows, widths and vocabulary multiples of 128)
+BF16_CONFIG = GPTConfig(layers=2, hidden=128, heads=2, context=64, vocab=512)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq", [64, 61])
+def test_cuda_bf16_mixed_precision_matches_pytorch_bf16(device, seq):
+    """precision="bf16" on the GPU: ten steps' losses within 1e-2 of PyTorch's same
+    model computing in bf16 from f32 master weights, at tiled sizes (2 x 64 rows: the
+    products on wgmma) and at odd ones (2 x 61)."""
+    params = init_parameters(BF16_CONFIG, seed=17)
+    schedule = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=3, steps=10)
+    tokens = np.random.default_rng(5).integers(0, BF16_CONFIG.vocab, 9000).astype(np.int32)
+    model = GPT(BF16_CONFIG, on_device({n: p.copy() for n, p in params.items()}, device),
+                device)
+    trainer = Trainer(model, schedule, AdamW(), precision="bf16")
+    batches = data.Batches(tokens, 2, seq, 5)
+    ours = [trainer.step(batches) for _ in range(10)]
+    if COMPILE_ONLY:
+        pytest.skip("compile-only: the artifacts are in the cache")
+    torch = pytest.importorskip("torch")
+    from zynml.models.gpt_torch import TorchGPT
+    ref = TorchGPT(BF16_CONFIG, params, device="cuda", dtype=torch.bfloat16)
+    opt = ref.optimizer(lr=schedule.lr(0))
+    batches, theirs = data.Batches(tokens, 2, seq, 5), []
+    for step in range(10):
+        ids, targets = (torch.tensor(a, dtype=torch.long, device="cuda")
+                        for a in batches.next())
+        for group in opt.param_groups:
+            group["lr"] = schedule.lr(step)
+        opt.zero_grad()
+        loss = ref(ids, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+        opt.step()
+        theirs.append(loss.item())
+    np.testing.assert_allclose(ours, theirs, rtol=1e-2)
+    assert ours[-1] < ours[0]
