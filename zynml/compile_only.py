@@ -103,5 +103,9 @@ def _cpu_twin(program: Program) -> Program:
     """The same program (or pipeline of it) compiled for the CPU."""
     source = program.source
     text_or_path = Path(source.name) if source.name.endswith(".zyn") else source.text
-    twin = Program(text_or_path, device="cpu", dynamic=True)
+    # the program's own size policy: a library kernel pinned static (the attention
+    # variants) runs here as it does on the CPU; IREE's dynamic attention at GPT-2's
+    # sizes asks for more memory than a small machine has
+    dynamic = program._dynamic if program._dynamic is False else True
+    twin = Program(text_or_path, device="cpu", dynamic=dynamic)
     return twin.pipeline(program._pipeline.name) if program._pipeline is not None else twin

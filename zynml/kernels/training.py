@@ -141,8 +141,10 @@ def embed(wte: Any, wpe: Any, ids: Any, *, device: str | None = None):
 
 def embed_backward_tokens(dwte: Any, ids: Any, grad: Any, *, device: str | None = None):
     """Adds the token embedding's gradient into dwte (in place) and returns it; ids
-    [batch, seq] (or flat), grad [batch * seq, c]."""
+    [batch, seq] (or flat), grad [batch * seq, c] (f32 or narrower, widened first)."""
     from .basic import embedding_backward
+    if str(grad.dtype).replace("torch.", "") != str(dwte.dtype).replace("torch.", ""):
+        grad = call("gpt_embedding", "rows_f32", {"x": grad}, device)
     return embedding_backward(dwte, ids.reshape(-1), grad, device=device)
 
 
