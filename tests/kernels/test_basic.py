@@ -80,7 +80,8 @@ def test_rms_norm_backward_matches_finite_differences(rng):
 def test_embedding_and_backward(rng, id_dtype):
     vocab, dim = 11, 7
     weight = normal(rng, vocab, dim)
-    for tokens in (1, 13):
+    # 4099 tokens: three scatter calls (K.SCATTER_TOKENS at a time), the last of 3
+    for tokens in (1, 13, 2 * K.basic.SCATTER_TOKENS + 3):
         ids = rng.integers(0, vocab, tokens).astype(id_dtype)
         ids[0] = ids[-1]  # a repeated id adds up in the backward
         np.testing.assert_array_equal(K.embedding(weight, ids, device="cpu"), weight[ids])

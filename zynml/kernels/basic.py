@@ -119,11 +119,22 @@ def embedding(weight: Any, ids: Any, *, device: str | None = None):
     return _script("embedding", {"weight": weight, "ids": ids}, device)["rows"]
 
 
+# Tokens per embedding_backward call: IREE's CPU scatter keeps the tile's ids on the
+# stack (8 bytes a token; its limit is 32 KB), so more go in chunks (on every device,
+# so that a compile-only run makes the artifacts a GPU run asks for).
+SCATTER_TOKENS = 2048
+
+
 def embedding_backward(grad_weight: Any, ids: Any, grad_output: Any, *,
                        device: str | None = None):
     """grad_weight[ids[t]] += grad_output[t] for every t, in place; returns grad_weight."""
-    _script("embedding_backward", {"grad_weight": grad_weight, "ids": ids,
-                                   "grad_output": grad_output}, device)
+    tokens = int(ids.shape[0])
+    for start in range(0, tokens, SCATTER_TOKENS):
+        stop = min(tokens, start + SCATTER_TOKENS)
+        chunk = (ids, grad_output) if tokens <= SCATTER_TOKENS else \
+            (row_range(ids, start, stop), row_range(grad_output, start, stop))
+        _script("embedding_backward", {"grad_weight": grad_weight, "ids": chunk[0],
+                                       "grad_output": chunk[1]}, device)
     return grad_weight
 
 
