@@ -136,7 +136,7 @@ def test_cuda_bf16_mixed_precision_matches_pytorch_bf16(device, seq):
     products on wgmma) and at odd ones (2 x 61)."""
     params = init_parameters(BF16_CONFIG, seed=17)
     schedule = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=3, steps=10)
-    tokens = np.random.default_rng(5).integers(0, BF16_CONFIG.vocab, 9000).astype(np.int32)
+    tokens = (np.arange(9000) * 7 % 31).astype(np.int32)  # periodic: ten steps learn it
     model = GPT(BF16_CONFIG, on_device({n: p.copy() for n, p in params.items()}, device),
                 device)
     trainer = Trainer(model, schedule, AdamW(), precision="bf16")
