@@ -19,6 +19,12 @@ from ..errors import ZynMLError
 from .flat import copy_into
 
 
+# Rows of the loss's chunks: 4096 rows of GPT-2's 50304 logits are 0.8 GB of f32, and
+# give the chunk's products enough tiles to fill an H100 (1024 rows left the hidden
+# states' gradient, 1024 x 768, on 24 of its 132 multiprocessors).
+LOSS_CHUNK = 4096
+
+
 @dataclass(frozen=True)
 class GPTConfig:
     layers: int
@@ -120,7 +126,8 @@ class GPT:
         gradients come from one chunked kernel that never holds all the logits."""
         saved = self._hidden(ids)
         loss, saved["d_h_final"], saved["d_wte_head"] = K.fused_linear_cross_entropy(
-            saved["h_final"], self.params["wte"], targets.reshape(-1), device=self.device)
+            saved["h_final"], self.params["wte"], targets.reshape(-1),
+            chunk_size=LOSS_CHUNK, device=self.device)
         self._saved = saved
         return loss
 
