@@ -221,16 +221,37 @@ def _copy_as_generic(copy: ir.Operation) -> None:
     copy.erase()
 
 
+def _collapsed_type(type_: ir.Type, groups) -> ir.Type:
+    """A dense memref type with each group of its axes made one (identity layout)."""
+    memref_type = ir.MemRefType(type_)
+    shape = [1] * len(groups)
+    for g, axes in enumerate(groups):
+        for axis in axes:
+            shape[g] *= memref_type.shape[axis]
+    return ir.MemRefType.get(shape, memref_type.element_type,
+                             memory_space=memref_type.memory_space)
+
+
+def _reassociation(groups) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, a) for a in axes])
+                             for axes in groups])
+
+
 def _as_kernel_type(value) -> ir.Value:
     """Host values whose kernel type differs (i1 memrefs as i8) get a host-side cast; the
     launch plan reads it as a view of the same bytes. A TensorMap becomes the host's
     nvgpu.tma.create_descriptor of its buffer (the launch plan's "tensor_map"), passed as
     the pointer kernels take it as."""
     if isinstance(value, TensorMap):
-        source = ir.MemRefType(value.source.type)
+        viewed = value.source
+        if value.collapse is not None:
+            viewed = memref.CollapseShapeOp(_collapsed_type(viewed.type, value.collapse),
+                                            viewed, _reassociation(value.collapse)).result
+        source = ir.MemRefType(viewed.type)
         unranked = memref.CastOp(ir.UnrankedMemRefType.get(source.element_type,
                                                            source.memory_space),
-                                 value.source).result
+                                 viewed).result
         descriptor = nvgpu.TmaCreateDescriptorOp(value.type, unranked,
                                                  [index_const(b) for b in value.box]).result
         return builtin.UnrealizedConversionCastOp([ir.Type.parse("!llvm.ptr")],

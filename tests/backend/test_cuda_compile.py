@@ -410,14 +410,18 @@ def test_matmul_wgmma_tile_order_covers_every_tile_once():
     order) visits each tile of C exactly once, for a last group with fewer tile rows
     too: the tile origins it computes, evaluated for every block and step."""
     from zynml.backend.cuda.strategies.matmul_wgmma import Params, tile_origins
-    for tiles_m, tiles_n, p, sms in [(32, 16, Params(), 132), (3, 4, Params(group_m=2), 132),
-                                     (5, 7, Params(group_m=8), 4), (9, 2, Params(group_m=4), 132),
-                                     (4, 4, Params(persistent=False), 132)]:
+    for tiles_m, tiles_n, p, sms, batches in [
+            (32, 16, Params(), 132, 1), (3, 4, Params(group_m=2), 132, 1),
+            (5, 7, Params(group_m=8), 4, 1), (9, 2, Params(group_m=4), 132, 1),
+            (4, 4, Params(persistent=False), 132, 1), (3, 5, Params(group_m=2), 132, 7),
+            (8, 1, Params(tile_n=64), 132, 192)]:
         m, n = tiles_m * p.tile_m, tiles_n * p.tile_n
-        grid = min(p.tiles(m, n), sms) if p.persistent else p.tiles(m, n)
-        seen = [origin for block in range(grid) for origin in tile_origins(p, m, n, block, grid)]
-        assert sorted(seen) == [(r * p.tile_m, c * p.tile_n) for r in range(tiles_m)
-                                for c in range(tiles_n)]
+        tiles = batches * p.tiles(m, n)
+        grid = min(tiles, sms) if p.persistent else tiles
+        seen = [origin for block in range(grid)
+                for origin in tile_origins(p, m, n, block, grid, batches)]
+        assert sorted(seen) == [(b, r * p.tile_m, c * p.tile_n) for b in range(batches)
+                                for r in range(tiles_m) for c in range(tiles_n)]
 
 
 def test_bf16_matmul_on_sm90a_takes_wgmma():

@@ -77,6 +77,9 @@ class TensorMap:
     source: ir.Value
     type: ir.Type
     box: tuple[int, ...]
+    # reassociation groups: the descriptor is made of source collapsed by them (a
+    # batched operand seen as one matrix); None: of source as it is
+    collapse: tuple[tuple[int, ...], ...] | None = None
 
 
 @dataclass

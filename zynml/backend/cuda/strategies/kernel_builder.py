@@ -364,15 +364,46 @@ class Group:
 
 
 def filled_products(generics: list, takes: Callable[[ir.Operation], bool]) -> list[Group]:
-    """Each constant fill of a buffer directly followed by a product into it that
-    `takes` accepts, as a Group."""
-    groups = []
-    for fill, product in zip(generics, generics[1:]):
-        initial = constant_fill(fill)
-        if initial is not None and takes(product) and follows(fill, product) and \
-                generic_operands(fill)[1] == generic_operands(product)[1]:
-            groups.append(Group(fill, product, initial))
+    """Each product that `takes` accepts into a buffer that a constant fill wrote last,
+    with nothing between them touching that buffer, as a Group (the fill may come
+    earlier: one-shot bufferization puts the fills of equal zero tensors together)."""
+    groups, used = [], set()
+    for at, product in enumerate(generics):
+        if not takes(product):
+            continue
+        [target] = generic_operands(product)[1]
+        for fill in reversed(generics[:at]):
+            if target not in generic_operands(fill)[1]:
+                continue  # another buffer's generic: untouched_between decides
+            initial = constant_fill(fill)
+            if initial is not None and id(fill) not in used and \
+                    untouched_between(fill, product, target):
+                groups.append(Group(fill, product, initial))
+                used.add(id(fill))
+            break
     return groups
+
+
+def untouched_between(first: ir.Operation, second: ir.Operation, buffer: ir.Value) -> bool:
+    """`second` comes after `first` in one block, and no op between them (or inside
+    one) uses `buffer`: nothing can see it change in between."""
+    block = first.operation.block
+    users = set()
+    for use in buffer.uses:
+        owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        while owner is not None and owner.block != block:  # the op of `block` it is in
+            owner = owner.parent
+        if owner is not None:
+            users.add(owner)
+    current = first.operation
+    while True:
+        current = _next(current)
+        if current is None:
+            return False
+        if current == second.operation:
+            return True
+        if current in users:
+            return False
 
 
 def constant_fill(generic: ir.Operation):

@@ -1,9 +1,13 @@
 """Matmul on Hopper's warpgroup tensor cores (sm_90a): a persistent, warp-specialized
 kernel with TMA copies into a ring of stages and wgmma.
 
-Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, no batch, f32
-accumulation) whose sizes tile: M by 128, N by `tile_n`, K by 64. C is cut into
-128 x tile_n tiles; the grid has min(tiles, multiprocessors) blocks (one per SM: the ring
+Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, f32 accumulation),
+and batched ones A[b, i, k] @ B[b, k, j] -> C[b, i, j] (one batch axis, dense operands:
+the attention backward's), whose sizes tile: M by 128, N by `tile_n`, K by 64. A batched
+operand's TMA descriptor sees it as a matrix of B * M (or B * K) rows (a host-side
+collapse_shape, no copy): tiles never straddle two batch entries, so a tile of entry b
+reads rows b * M + .. of A and b * K + .. of B. C is cut into 128 x tile_n tiles per
+batch entry; the grid has min(tiles, multiprocessors) blocks (one per SM: the ring
 takes most of an SM's shared memory; the run time caps the planned grid of one block per
 tile at the device's multiprocessor count, Launch.blocks_per_multiprocessor), and
 block b takes tiles b, b + grid, b + 2 grid, ... in a
@@ -38,7 +42,7 @@ with a constant (`C = A @ B` starts from zeros), fill and product are one kernel
 (`find_groups`): the accumulators start from the constant and C is written once.
 
 Not here yet: TMA stores of C, the two warpgroups taking turns on different tiles
-(ping-pong), batched products, partial tiles (those use `matmul_tensor_core` or
+(ping-pong), more than one batch axis, partial tiles (those use `matmul_tensor_core` or
 `matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
 branch matmul-persistent: `.reqnctapercluster`, so a plain launch makes the clusters;
 remote empty-mbarrier arrives through mapa) and were correct, but 2x slower on an H100
@@ -104,7 +108,9 @@ class Params:
 # (not persistent) 0.216-0.223; group_m 16 0.211-0.218, 32 0.222, 1 (row after row)
 # 0.230; 3 stages 0.226; 128-column tiles 0.241 (6 stages: 0.262). 8192x8192x4096:
 # 0.848-0.920 ms persistent, 0.935-0.969 not.
-CONFIGS = (Params(tile_n=256), Params(tile_n=128))
+# 64-column tiles for N = 64 (an attention head's width: the attention backward's dQ,
+# dK, dV products).
+CONFIGS = (Params(tile_n=256), Params(tile_n=128), Params(tile_n=64))
 
 
 def _params_for(generic: ir.Operation, target):
@@ -117,14 +123,26 @@ def _params_for(generic: ir.Operation, target):
     out = str(ir.MemRefType(outs[0].type).element_type)
     if len(types) != 1 or types.pop() not in _ELEMENTS or out not in _ELEMENTS + ("f32",):
         return None
-    if batch:  # the TMA boxes are 2-d
-        return None
+    if len(batch) > 1 or batch and not all(_dense(v) for v in ins):
+        return None  # a batched operand must collapse to a matrix (no copy)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
+    batches = ranges[batch[0]] if batch else 1
     def fits(p: Params) -> bool:
         return m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0 and \
-            m * n >= p.min_mn and p.shared_bytes() <= target.max_shared_per_block
+            batches * m * n >= p.min_mn and p.shared_bytes() <= target.max_shared_per_block
     return choose(NAME, CONFIGS, target, problem_key(generic.operands), fits)
+
+
+def _dense(value: ir.Value) -> bool:
+    """A row-major memref with no gaps: its leading axes collapse into its rows."""
+    memref_type = ir.MemRefType(value.type)
+    strides, _ = memref_type.get_strides_and_offset()
+    expected, step = [], 1
+    for extent in reversed(memref_type.shape):
+        expected.append(step)
+        step *= extent
+    return list(strides) == expected[::-1]
 
 
 def matches(generic: ir.Operation, target) -> bool:
@@ -144,6 +162,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     batch, dim_i, dim_j, dim_k = _layout(generic)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
+    batches = ranges[batch[0]] if batch else 1
     ins, outs = generic_operands(generic)
     element = ir.MemRefType(ins[0].type).element_type
     out_element = ir.MemRefType(outs[0].type).element_type
@@ -158,13 +177,14 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         a_map, b_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0] for t, arg
                         in zip((a_map_type, b_map_type),
                                func.regions[0].blocks[0].arguments[-2:]))
-        kernel = _Kernel(p, m, n, kk, element, out_element, initial)
+        kernel = _Kernel(p, m, n, kk, element, out_element, initial, batches)
         kernel.emit(scope.value(outs[0]), a_map, b_map)
         gpu.ReturnOp([])
-    operands = signature.values + [TensorMap(ins[0], a_map_type, a_box),
-                                   TensorMap(ins[1], b_map_type, b_box)]
+    rows = ((0, 1), (2,)) if batch else None  # [b, rows, cols] seen as [b * rows, cols]
+    operands = signature.values + [TensorMap(ins[0], a_map_type, a_box, rows),
+                                   TensorMap(ins[1], b_map_type, b_box, rows)]
     # persistent: the run time launches min(tiles, multiprocessors) blocks
-    return Launch(kernel_name, operands, (p.tiles(m, n), 1, 1), (p.threads, 1, 1),
+    return Launch(kernel_name, operands, (batches * p.tiles(m, n), 1, 1), (p.threads, 1, 1),
                   p.shared_bytes(), blocks_per_multiprocessor=1 if p.persistent else 0)
 
 
@@ -193,9 +213,12 @@ def _index(value) -> ir.Value:
 
 
 def _tile_origin(p: Params, tiles_m: int, tiles_n: int, t, ops):
-    """Row and column of C where tile t starts. Tiles are counted in groups of `group_m`
-    tile rows (the last group may have fewer), down a column of tiles first within a
-    group: the blocks that run together read a few rows of A and columns of B."""
+    """Batch entry, row and column of C where tile t starts. A batch entry's tiles come
+    one after another; within one, tiles are counted in groups of `group_m` tile rows
+    (the last group may have fewer), down a column of tiles first within a group: the
+    blocks that run together read a few rows of A and columns of B."""
+    entry = ops.div(t, tiles_m * tiles_n)
+    t = ops.rem(t, tiles_m * tiles_n)
     group = max(1, min(p.group_m, tiles_m))
     per_group = group * tiles_n
     first = ops.mul(ops.div(t, per_group), group)
@@ -204,14 +227,15 @@ def _tile_origin(p: Params, tiles_m: int, tiles_n: int, t, ops):
     rows = group if tiles_m % group == 0 else ops.min(ops.sub(tiles_m, first), group)
     tile_row = ops.add(first, ops.rem(within, rows))
     tile_col = ops.div(within, rows)
-    return ops.mul(tile_row, p.tile_m), ops.mul(tile_col, p.tile_n)
+    return entry, ops.mul(tile_row, p.tile_m), ops.mul(tile_col, p.tile_n)
 
 
-def tile_origins(p: Params, m: int, n: int, block: int, grid: int) -> list:
-    """(row, column) of C where each of block `block`'s tiles starts, in its order."""
+def tile_origins(p: Params, m: int, n: int, block: int, grid: int, batches: int = 1) -> list:
+    """(batch entry, row, column) of C where each of block `block`'s tiles starts, in
+    its order."""
     tiles_m, tiles_n = m // p.tile_m, n // p.tile_n
     return [_tile_origin(p, tiles_m, tiles_n, t, _IntOps)
-            for t in range(block, tiles_m * tiles_n, grid)]
+            for t in range(block, batches * tiles_m * tiles_n, grid)]
 
 
 def _add(a: ir.Value, b: int) -> ir.Value:
@@ -231,6 +255,7 @@ class _Kernel:
     element: ir.Type      # A's and B's: f16 or bf16
     out_element: ir.Type  # C's: f16, bf16 or f32
     initial: float | None  # C's constant start (the fill fused in), or None: read C
+    batches: int = 1       # > 1: a batched product (C [batches, m, n])
 
     def emit(self, c, a_map, b_map):
         p = self.p
@@ -253,7 +278,7 @@ class _Kernel:
         # never has more blocks than tiles)
         self.block = gpu.block_id(gpu.Dimension.x)
         self.blocks = gpu.grid_dim(gpu.Dimension.x)
-        tiles = self.tiles_m * self.tiles_n
+        tiles = self.batches * self.tiles_m * self.tiles_n
         self.my_tiles = arith.DivUIOp(
             arith.SubIOp(_add(self.blocks, tiles - 1), self.block).result, self.blocks).result
         warp = uniform_warp(tid)
@@ -266,7 +291,8 @@ class _Kernel:
     # ------------------------------------------------------------ the tile schedule
 
     def _tile_origin(self, local: ir.Value):
-        """The first row and column of C of this block's `local`-th tile."""
+        """The batch entry, first row and first column of C of this block's `local`-th
+        tile."""
         t = arith.AddIOp(self.block, arith.MulIOp(local, self.blocks).result).result
         return _tile_origin(self.p, self.tiles_m, self.tiles_n, t, _IndexOps)
 
@@ -281,7 +307,10 @@ class _Kernel:
         tiles = scf.ForOp(index_const(0), self.my_tiles, index_const(1))
         with ir.InsertionPoint(tiles.body):
             local = tiles.induction_variable
-            row0, col0 = self._tile_origin(local)
+            entry, row0, col0 = self._tile_origin(local)
+            # the rows of the collapsed operands where this batch entry starts
+            a_row = arith.AddIOp(_mul(entry, self.m), row0).result
+            b_row0 = _mul(entry, self.k)
             first_step = _mul(local, self.steps)
             loop = scf.ForOp(index_const(0), index_const(self.steps), index_const(1))
             with ir.InsertionPoint(loop.body):
@@ -292,10 +321,11 @@ class _Kernel:
                 nvgpu.mbarrier_arrive_expect_tx(self.full, index_const(a_bytes + b_bytes), slot)
                 base = _mul(slot, p.stage_bytes())
                 nvgpu.TmaAsyncLoadOp(self._view((p.tile_m, TILE_K), base), self.full, a_map,
-                                     [k0, row0], mbarId=slot)
+                                     [k0, a_row], mbarId=slot)
+                b_row = arith.AddIOp(b_row0, k0).result
                 for box in range(p.tile_n // 64):  # B's 64-column boxes, one after another
                     target = self._view((TILE_K, 64), _add(base, a_bytes + box * 64 * TILE_K * 2))
-                    nvgpu.TmaAsyncLoadOp(target, self.full, b_map, [_add(col0, box * 64), k0],
+                    nvgpu.TmaAsyncLoadOp(target, self.full, b_map, [_add(col0, box * 64), b_row],
                                          mbarId=slot)
                 scf.YieldOp([])
             scf.YieldOp([])
@@ -327,7 +357,7 @@ class _Kernel:
         tiles = scf.ForOp(index_const(0), self.my_tiles, index_const(1))
         with ir.InsertionPoint(tiles.body):
             local = tiles.induction_variable
-            row0, col0 = self._tile_origin(local)
+            entry, row0, col0 = self._tile_origin(local)
             first_step = _mul(local, self.steps)
             loop = scf.ForOp(index_const(0), index_const(self.steps), index_const(1),
                              [start] * count)
@@ -358,10 +388,10 @@ class _Kernel:
                                  index_const(p.stages)).result
             with only_if(speaker):
                 nvgpu.mbarrier_arrive(self.empty, last)
-            self._store(c, acc, row0, col0)
+            self._store(c, acc, entry, row0, col0)
             scf.YieldOp([])
 
-    def _store(self, c, acc, row0, col0):
+    def _store(self, c, acc, entry, row0, col0):
         """C[tile] = C[tile] (or the constant start, already in acc) + acc, rounded once:
         accumulators v and v + 1 (v even) are adjacent columns of one row, stored (and
         read) as a pair."""
@@ -375,6 +405,8 @@ class _Kernel:
             for r in (0, 1):
                 v = 4 * j + 2 * r
                 where = [_add(row, 8 * r), _add(col, 8 * j)]
+                if self.batches > 1:
+                    where = [entry] + where
                 total = vector.FromElementsOp(ir.VectorType.get([2], f32),
                                               acc[v:v + 2]).result
                 if self.initial is None:
