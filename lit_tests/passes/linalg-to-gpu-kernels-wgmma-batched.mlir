@@ -7,13 +7,13 @@
 // RUN: zynml-opt %s --split-input-file --linalg-to-gpu-kernels | filecheck %s
 
 // CHECK-LABEL: func.func @fill_then_other_then_product(
-// CHECK: gpu.launch_func @zynml_kernels::@k1_pointwise {{.*}} args(%arg3 : memref<64xf32>, %arg4 : memref<64xf32>)
+// CHECK: gpu.launch_func  @zynml_kernels::@k1_pointwise {{.*}} args(%arg3 : memref<64xf32>, %arg4 : memref<64xf32>)
 // CHECK-NOT: _pointwise
 // CHECK: memref.collapse_shape %arg0 {{\[}}[0, 1], [2]] : memref<3x128x64xbf16> into memref<384x64xbf16>
 // CHECK: nvgpu.tma.create.descriptor
 // CHECK: memref.collapse_shape %arg1 {{\[}}[0, 1], [2]] : memref<3x64x64xbf16> into memref<192x64xbf16>
 // CHECK: nvgpu.tma.create.descriptor
-// CHECK: gpu.launch_func @zynml_kernels::@k{{[0-9]+}}_matmul_wgmma blocks in (%c3, %c1, %c1)
+// CHECK: gpu.launch_func  @zynml_kernels::@k{{[0-9]+}}_matmul_wgmma blocks in (%c3, %c1{{.*}}, %c1{{.*}})
 // CHECK-LABEL: gpu.func @k{{[0-9]+}}_matmul_wgmma(
 // CHECK: vector.store {{.*}} : memref<3x128x64xf32>, vector<2xf32>
 #a = affine_map<(b, i, j, k) -> (b, i, k)>
@@ -52,9 +52,9 @@ func.func @fill_then_other_then_product(%a: memref<3x128x64xbf16>, %b: memref<3x
 // -----
 
 // CHECK-LABEL: func.func @fill_read_before_the_product(
-// CHECK: gpu.launch_func @zynml_kernels::@k{{[0-9]+}}_pointwise
-// CHECK: gpu.launch_func @zynml_kernels::@k{{[0-9]+}}_pointwise
-// CHECK: gpu.launch_func @zynml_kernels::@k{{[0-9]+}}_matmul_wgmma
+// CHECK: gpu.launch_func  @zynml_kernels::@k{{[0-9]+}}_pointwise
+// CHECK: gpu.launch_func  @zynml_kernels::@k{{[0-9]+}}_pointwise
+// CHECK: gpu.launch_func  @zynml_kernels::@k{{[0-9]+}}_matmul_wgmma
 #a = affine_map<(b, i, j, k) -> (b, i, k)>
 #b = affine_map<(b, i, j, k) -> (b, k, j)>
 #c = affine_map<(b, i, j, k) -> (b, i, j)>
