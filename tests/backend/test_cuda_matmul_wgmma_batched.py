@@ -1,8 +1,6 @@
 """matmul_wgmma's batched products (A[b, i, k] @ B[b, k, j], the attention backward's):
 which kernels a plan gets (here, compile-only), and the numbers on an H100 against
 float64 (GPU tests: tools/gpu_tests.sh)."""
-import json
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -59,10 +57,10 @@ def test_the_attention_backward_runs_its_five_products_on_wgmma():
     bf16 = ml_dtypes.bfloat16
     heads, rows, d = 4, 256, 64
     prog = zynml.compile(variants.variant_source("attention_backward", ()), device="cuda",
-                         require_device=False, dynamic=False).pipeline("attention_backward")
+                         require_device=False, dynamic=False)
     args = {name: np.ones((heads, rows, d), bf16) for name in ("q", "k", "v", "dout", "o")}
-    plan = json.loads(prog.emit("plan", dict(args, allowed=np.ones((rows, rows), bool),
-                                             scale=np.float32(0.125))))
+    plan = prog.attention_backward._program.artifact(
+        **args, allowed=np.ones((rows, rows), bool), scale=np.float32(0.125)).plan
     strategies = [s["strategy"] for s in launches(plan["body"])]
     assert strategies.count("matmul_wgmma") == 5, strategies
     assert not any(s.get("problem", "").startswith(("f32_", "bf16_"))
