@@ -75,3 +75,27 @@ let y = compute(x) {{
         zynml.run(src, x=np.ones(3, np.float32), device="cpu")
     assert message in str(err.value)
     assert f"<string>:5:{column}: error:" in str(err.value)
+
+
+WIDENED = """
+pipeline widened(x: tensor[n], eps: float) -> tensor[n]:
+    let y = compute(x) {
+        @kernel elementwise
+        for i in 0..n:
+            out[i] = cast(x[i], float) * x[i] + eps
+    }
+    return y
+"""
+
+
+def test_cast_to_float_is_the_kernels_float():
+    """`float` names the kernel's float type: with an f32 scalar read, f32 for bf16
+    values (the product does not round to bf16) and f64 for f64 ones."""
+    prog = zynml.compile(WIDENED, device="cpu")
+    x = np.array([1.0 + 2 ** -7, 3.0], ml_dtypes.bfloat16)
+    y = prog.widened(x, 0.0)
+    assert y.dtype == np.float32
+    assert y[0] == np.float32(1.0 + 2 ** -7) ** 2  # a bf16 product would round to 1.015625
+    x64 = np.array([1.0 + 2 ** -30], np.float64)
+    assert prog.widened(x64, 0.0).dtype == np.float64
+    assert prog.widened(x64, 0.0)[0] == (1.0 + 2 ** -30) ** 2

@@ -546,7 +546,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
         if name in RANDOM_BUILTINS:
             return check_random_call(e, self._expr)
         if name == "cast":
-            return check_cast_call(e, self._expr, self._lookup)
+            return check_cast_call(e, self._expr, self._lookup, self.default_float)
         if name not in MATH_BUILTINS:
             raise error_at(f"unknown function '{name}'; builtins are "
                            + ", ".join(sorted([*MATH_BUILTINS, *RANDOM_BUILTINS, "cast"])),
