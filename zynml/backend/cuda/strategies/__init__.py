@@ -56,6 +56,7 @@ REGISTRY = (
     StrategyEntry("implicit_gemm"),
     StrategyEntry("row_argreduce"),  # reduce(argmax / argmin): a block per row
     StrategyEntry("row_reduce"),
+    StrategyEntry("transpose"),  # out[.., r, c] = f(in[.., c, r]): tiles in shared memory
     StrategyEntry("pointwise"),
 )
 _BY_NAME = {entry.name: entry for entry in REGISTRY}

@@ -59,6 +59,8 @@ SEARCH: dict[str, tuple[dict, ...]] = {
                   {"block": 1024, "max_points": 32}),
     "row_reduce": grid(max_block=(128, 256, 512, 1024)),
     "row_argreduce": grid(max_block=(64, 128, 512, 1024)),
+    "transpose": ({"tile": 64, "rows_per_step": 8}, {"tile": 32, "rows_per_step": 4},
+                  {"tile": 64, "rows_per_step": 16}),
     "matvec": grid(column_threads=(1, 2, 4, 8), threads=(128, 256, 512)),
     "matmul": ({"tile_k": 16}, {"warp_m": 8}, {"tile_k": 16, "warp_m": 4},
                {"vector_loads": False}, {"tile_n": 64}, {"tile_m": 64},

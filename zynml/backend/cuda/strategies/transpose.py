@@ -1,0 +1,124 @@
+"""Transposes through shared memory: out[.., r, c] = f(in[.., c, r]).
+
+A generic that writes its output in order while reading its one input with the last two
+axes swapped (the transposed copies before matrix products: x^T of a linear layer's
+weight gradient, P^T and dS^T of the attention backward) makes `pointwise` either read
+or write across rows: a warp touches 32 rows, each for 2 or 4 bytes. Here a block takes
+a TILE x TILE tile of the output: its threads read the tile's rows of the input along
+the input's contiguous axis into shared memory (a row of TILE + 1 elements, so that the
+column reads that follow hit different banks), then write the output along its
+contiguous axis, each value through the generic's body (a conversion, a scale). Tiles
+at the edges check their bounds; leading axes are batch entries (blockIdx counts them
+with the tiles). Static sizes only (other generics go to `pointwise`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf
+
+from .kernel_builder import (PARALLEL, KernelScope, KernelSignature, delinearize,
+                             generic_operands, index_const, indexing_maps, iterator_kinds,
+                             loop_ranges, new_kernel)
+from . import Launch
+from .tuning import problem_key, tuned
+
+NAME = "transpose"
+_ELEMENTS = ("f32", "f16", "bf16", "i32", "i16")
+
+
+@dataclass(frozen=True)
+class Params:
+    tile: int = 32  # output rows and columns per block
+    rows_per_step: int = 8  # thread rows: each thread moves tile / rows_per_step values
+    min_side: int = 16  # a smaller output side stays pointwise
+
+
+def _swapped(generic: ir.Operation) -> bool:
+    """One input read with the last two axes swapped, the output written in order, and
+    a body that does not read the output's old value."""
+    ins, outs = generic_operands(generic)
+    if len(ins) != 1 or len(outs) != 1 or \
+            not all(isinstance(v.type, ir.MemRefType) for v in ins + outs):
+        return False
+    kinds = iterator_kinds(generic)
+    n = len(kinds)
+    if n < 2 or any(k != PARALLEL for k in kinds):
+        return False
+    in_map, out_map = indexing_maps(generic)
+    positions = lambda amap: [ir.AffineDimExpr(e).position
+                              if isinstance(e, ir.AffineDimExpr) else None
+                              for e in amap.results]
+    order = list(range(n))
+    if positions(out_map) != order or positions(in_map) != order[:-2] + [n - 1, n - 2]:
+        return False
+    if any(str(ir.MemRefType(v.type).element_type) not in _ELEMENTS for v in ins + outs):
+        return False
+    old = generic.regions[0].blocks[0].arguments[1]
+    return not any(True for _ in old.uses)
+
+
+def matches(generic: ir.Operation, target) -> bool:
+    if not _swapped(generic):
+        return False
+    p = tuned(NAME, Params(), target, problem_key(generic.operands))
+    ranges = loop_ranges(generic)
+    return min(ranges[-2:]) >= p.min_side and p.tile % p.rows_per_step == 0
+
+
+def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
+          target) -> Launch:
+    p = tuned(NAME, Params(), target, problem_key(generic.operands))
+    ranges = loop_ranges(generic)
+    *batch, rows, cols = ranges
+    tiles_r, tiles_c = -(-rows // p.tile), -(-cols // p.tile)
+    blocks = math.prod(batch) * tiles_r * tiles_c
+    ins, outs = generic_operands(generic)
+    element = ir.MemRefType(ins[0].type).element_type
+    shared_type = ir.MemRefType.get([p.tile, p.tile + 1], element,
+                                    memory_space=ir.Attribute.parse(
+                                        "#gpu.address_space<workgroup>"))
+    with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
+        memref.GlobalOp(f"{kernel_name}_tile", ir.TypeAttr.get(shared_type),
+                        sym_visibility="private")
+    signature = KernelSignature.of(generic)
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [p.tile, p.rows_per_step])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        tile = memref.get_global(shared_type, f"{kernel_name}_tile")
+        *entry, tile_r, tile_c = delinearize(gpu.block_id(gpu.Dimension.x),
+                                             [*batch, tiles_r, tiles_c])
+        r0, c0 = (arith.MulIOp(t, index_const(p.tile)).result for t in (tile_r, tile_c))
+        tx, ty = gpu.thread_id(gpu.Dimension.x), gpu.thread_id(gpu.Dimension.y)
+        steps = p.tile // p.rows_per_step
+
+        def inside(r, c):
+            return arith.AndIOp(
+                arith.CmpIOp(arith.CmpIPredicate.ult, r, index_const(rows)).result,
+                arith.CmpIOp(arith.CmpIPredicate.ult, c, index_const(cols)).result).result
+
+        # the input's rows c0 + ty + 8 s, read along r (its contiguous axis)
+        for s in range(steps):
+            local_c = arith.AddIOp(ty, index_const(s * p.rows_per_step)).result
+            r, c = arith.AddIOp(r0, tx).result, arith.AddIOp(c0, local_c).result
+            guard = scf.IfOp(inside(r, c))
+            with ir.InsertionPoint(guard.then_block):
+                value = scope.load(ins[0], [*entry, c, r])
+                memref.StoreOp(value, tile, [local_c, tx])
+                scf.YieldOp([])
+        gpu.BarrierOp()
+        # the output's rows r0 + ty + 8 s, written along c
+        for s in range(steps):
+            local_r = arith.AddIOp(ty, index_const(s * p.rows_per_step)).result
+            r, c = arith.AddIOp(r0, local_r).result, arith.AddIOp(c0, tx).result
+            guard = scf.IfOp(inside(r, c))
+            with ir.InsertionPoint(guard.then_block):
+                value = memref.LoadOp(tile, [tx, local_r]).result
+                point = [*entry, r, c]
+                [result] = scope.clone_body(generic, [value, value], lambda d: point[d])
+                scope.store(result, outs[0], point)
+                scf.YieldOp([])
+        gpu.ReturnOp([])
+    return Launch(kernel_name, signature.values, (blocks, 1, 1), (p.tile, p.rows_per_step, 1))
