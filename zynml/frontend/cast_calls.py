@@ -2,7 +2,7 @@
 scalar type name (`f32`, `bf16`, `i32`, ...), `float` (the kernel's float type, what
 `var s = 0.0` gets), or the name of a tensor input, whose element type it then takes.
 The last two keep a kernel generic over dtypes while it computes in another type: a
-LayerNorm reading an f32 `eps` computes in f32 for bf16 rows (f64 for f64 ones), widens
+LayerNorm taking an f32 `eps` input computes in f32 for bf16 rows (f64 for f64), widens
 each bf16 value with `cast(x[r, c], float)` where a product of two would stay bf16, and
 writes `out[r, c] = cast(y, x)`, bf16 for bf16 rows.
 
