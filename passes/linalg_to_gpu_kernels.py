@@ -41,7 +41,7 @@ from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_A
                                       get_strategy, group_strategies, single_strategies)
 from ..backend.cuda.strategies.extents import (as_index, fold_whole_subviews,
                                                has_dynamic_extent)
-from ..backend.cuda.strategies.kernel_builder import index_const, kernel_type
+from ..backend.cuda.strategies.kernel_builder import dense_row_major, index_const, kernel_type
 from ..backend.cuda.strategies.tuning import TuningError, parse, problem_of
 from ..backend.cuda.inplace import write_in_place
 from ..backend.cuda.scatter import SCATTER_ATTR, expand_scatter_calls
@@ -79,8 +79,8 @@ def run(module: ir.Operation, options: Options) -> None:
     expand_scatter_calls(module, options.deterministic)
     write_in_place(module)  # `mut x` written in x's buffer where safe (cuda/inplace.py)
     for op in list(_host_ops(module)):
-        if op.name == "memref.copy" and not (_contiguous(op.operands[0].type) and
-                                             _contiguous(op.operands[1].type)):
+        if op.name == "memref.copy" and not (dense_row_major(op.operands[0].type) and
+                                             dense_row_major(op.operands[1].type)):
             _copy_as_generic(op)
     fold_whole_subviews(_host_ops(module))  # run-time sizes: slices that are the whole
     generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
@@ -192,17 +192,6 @@ def _kernel_module(module: ir.Operation):
         kernels = gpu.GPUModuleOp(KERNEL_MODULE)
     kernels.regions[0].blocks.append()
     return kernels.operation, 0
-
-
-def _contiguous(type_: ir.Type) -> bool:
-    """Row-major and dense: a copy of it is one memcpy (the launch plan's "copy")."""
-    memref_type = ir.MemRefType(type_)
-    strides, _ = memref_type.get_strides_and_offset()
-    expected, step = [], 1
-    for extent in reversed(memref_type.shape):
-        expected.append(step)
-        step *= extent
-    return list(strides) == list(reversed(expected))
 
 
 def _copy_as_generic(copy: ir.Operation) -> None:

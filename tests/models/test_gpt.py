@@ -51,8 +51,8 @@ def test_gradients_match_pytorch_after_one_step():
 
 
 def test_ten_steps_match_pytorch_and_resume(tmp_path):
-    torch = pytest.importorskip("torch")
-    from zynml.models.gpt_torch import TorchGPT
+    pytest.importorskip("torch")
+    from zynml.models.gpt_torch import reference_losses
     params = init_parameters(TINY, seed=5)
     schedule = Schedule(max_lr=3e-3, min_lr=3e-4, warmup=3, steps=10)
     trainer = Trainer(GPT(TINY, {n: p.copy() for n, p in params.items()}, "cpu"), schedule,
@@ -63,44 +63,13 @@ def test_ten_steps_match_pytorch_and_resume(tmp_path):
         ours.append(trainer.step(batches))
         if step == 4:
             trainer.save(tmp_path / "ckpt.npz", batches)
-    ref = TorchGPT(TINY, params)
-    opt = ref.optimizer(lr=schedule.lr(0))
-    theirs, batches = [], _batches(7)
-    for step in range(10):
-        ids, targets = (torch.tensor(a, dtype=torch.long) for a in batches.next())
-        for group in opt.param_groups:
-            group["lr"] = schedule.lr(step)
-        opt.zero_grad()
-        loss = ref(ids, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        opt.step()
-        theirs.append(loss.item())
+    theirs = reference_losses(TINY, params, schedule, _batches(7), 10)
     np.testing.assert_allclose(ours, theirs, rtol=1e-4)
     resumed = Trainer(GPT(TINY, init_parameters(TINY, seed=99), "cpu"), schedule, AdamW())
     batches = _batches(7)
     resumed.load(tmp_path / "ckpt.npz", batches)
     assert resumed.step_count == 5
     assert resumed.step(batches) == pytest.approx(ours[5], rel=1e-6)
-
-
-def _torch_losses(config, params, schedule, batches, steps, dtype):
-    import torch
-    from zynml.models.gpt_torch import TorchGPT
-    ref = TorchGPT(config, params, dtype=dtype)
-    opt = ref.optimizer(lr=schedule.lr(0))
-    losses = []
-    for step in range(steps):
-        ids, targets = (torch.tensor(a, dtype=torch.long) for a in batches.next())
-        for group in opt.param_groups:
-            group["lr"] = schedule.lr(step)
-        opt.zero_grad()
-        loss = ref(ids, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-    return losses
 
 
 @pytest.mark.parametrize("context, seq", [(16, 13), (32, 32)])
@@ -110,6 +79,7 @@ def test_bf16_mixed_precision_matches_pytorch_bf16(context, seq, tmp_path):
     bf16 in PyTorch (from f32 master weights, as autocast does), on 26 rows (the
     column sums' one-step path) and on 64 (the two-step one); and not the f32 run's."""
     torch = pytest.importorskip("torch")
+    from zynml.models.gpt_torch import reference_losses
     ml_dtypes = pytest.importorskip("ml_dtypes")
     config = GPTConfig(layers=2, hidden=24, heads=3, context=context, vocab=67)
     params = init_parameters(config, seed=5)
@@ -126,7 +96,7 @@ def test_bf16_mixed_precision_matches_pytorch_bf16(context, seq, tmp_path):
         ours.append(trainer.step(b))
         if step == 4:  # the checkpoint holds the f32 master weights
             trainer.save(tmp_path / "ckpt.npz", b)
-    theirs = _torch_losses(config, params, schedule, batches(), 10, torch.bfloat16)
+    theirs = reference_losses(config, params, schedule, batches(), 10, torch.bfloat16)
     np.testing.assert_allclose(ours, theirs, rtol=1e-2)
     f32 = Trainer(GPT(config, {n: p.copy() for n, p in params.items()}, "cpu"), schedule,
                   AdamW())

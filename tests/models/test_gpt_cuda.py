@@ -145,20 +145,8 @@ def test_cuda_bf16_mixed_precision_matches_pytorch_bf16(device, seq):
     if COMPILE_ONLY:
         pytest.skip("compile-only: the artifacts are in the cache")
     torch = pytest.importorskip("torch")
-    from zynml.models.gpt_torch import TorchGPT
-    ref = TorchGPT(BF16_CONFIG, params, device="cuda", dtype=torch.bfloat16)
-    opt = ref.optimizer(lr=schedule.lr(0))
-    batches, theirs = data.Batches(tokens, 2, seq, 5), []
-    for step in range(10):
-        ids, targets = (torch.tensor(a, dtype=torch.long, device="cuda")
-                        for a in batches.next())
-        for group in opt.param_groups:
-            group["lr"] = schedule.lr(step)
-        opt.zero_grad()
-        loss = ref(ids, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        opt.step()
-        theirs.append(loss.item())
+    from zynml.models.gpt_torch import reference_losses
+    theirs = reference_losses(BF16_CONFIG, params, schedule, data.Batches(tokens, 2, seq, 5),
+                              10, torch.bfloat16, device="cuda")
     np.testing.assert_allclose(ours, theirs, rtol=1e-2)
     assert ours[-1] < ours[0]

@@ -59,3 +59,26 @@ class TorchGPT(torch.nn.Module):
     def gradients(self) -> dict[str, np.ndarray]:
         return {n: w.grad.detach().cpu().double().numpy()
                 for n, w in zip(self.names, self.weights)}
+
+
+def reference_losses(config: GPTConfig, params: dict[str, np.ndarray], schedule, batches,
+                     steps: int, dtype: torch.dtype = torch.float32, device: str = "cpu",
+                     clip: float = 1.0) -> list[float]:
+    """The losses of `steps` optimizer steps of this model from `params`, as the Trainer
+    takes them: `schedule`'s learning rate, clip_grad_norm_, AdamW; `batches` gives
+    (ids, targets) numpy pairs (zynml.models.data.Batches)."""
+    model = TorchGPT(config, params, device=device, dtype=dtype)
+    opt = model.optimizer(lr=schedule.lr(0))
+    losses = []
+    for step in range(steps):
+        ids, targets = (torch.tensor(a, dtype=torch.long, device=device)
+                        for a in batches.next())
+        for group in opt.param_groups:
+            group["lr"] = schedule.lr(step)
+        opt.zero_grad()
+        loss = model(ids, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        losses.append(loss.item())
+    return losses

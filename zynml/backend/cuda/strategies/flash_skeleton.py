@@ -36,7 +36,8 @@ from mlir.dialects import math as mmath
 
 from ....lowering.attention_lowering import float_constant, widened
 from ....lowering.cir_ops import clone_op, defining_op
-from .kernel_builder import delinearize, index_const, kernel_type, new_kernel
+from .kernel_builder import (delinearize, dense_row_major, index_const, kernel_type,
+                             new_kernel)
 from .tuning import problem_key
 
 WARP = 32
@@ -75,13 +76,8 @@ def common_element(group) -> Optional[str]:
 
 def row_major(value: ir.Value) -> bool:
     """Dense row-major from the buffer's start (16-byte copies stay aligned)."""
-    type_ = ir.MemRefType(value.type)
-    strides, offset = type_.get_strides_and_offset()
-    expected, step = [], 1
-    for extent in reversed(type_.shape):
-        expected.append(step)
-        step *= extent
-    return offset == 0 and list(strides) == list(reversed(expected))
+    _, offset = ir.MemRefType(value.type).get_strides_and_offset()
+    return offset == 0 and dense_row_major(value.type)
 
 
 def _constant_scale(group):

@@ -313,18 +313,38 @@ def new_kernel(gpu_module: ir.Operation, name: str, arg_types: Sequence[ir.Type]
     return func
 
 
-def follows(first: ir.Operation, second: ir.Operation) -> bool:
-    """`second` comes after `first` in one block with only allocations and constants
-    between them (nothing else can see the memory in between)."""
-    current = first.operation
+def dense_row_major(type_: ir.Type) -> bool:
+    """A memref type whose strides are a fresh buffer's of its shape: row-major, no
+    gaps (its leading axes collapse into rows; a copy of it is one memcpy). The offset
+    is not looked at."""
+    memref_type = ir.MemRefType(type_)
+    strides, _ = memref_type.get_strides_and_offset()
+    expected, step = [], 1
+    for extent in reversed(memref_type.shape):
+        expected.append(step)
+        step *= extent
+    return list(strides) == expected[::-1]
+
+
+def _between(first: ir.Operation, second: ir.Operation) -> list | None:
+    """The ops strictly between `first` and `second` in their block, or None when
+    `second` does not come after `first` there."""
+    found, current = [], first.operation
     while True:
         current = _next(current)
         if current is None:
-            return False
+            return None
         if current == second.operation:
-            return True
-        if current.name not in ("memref.alloc", "arith.constant"):
-            return False
+            return found
+        found.append(current)
+
+
+def follows(first: ir.Operation, second: ir.Operation) -> bool:
+    """`second` comes after `first` in one block with only allocations and constants
+    between them (nothing else can see the memory in between)."""
+    between = _between(first, second)
+    return between is not None and \
+        all(op.name in ("memref.alloc", "arith.constant") for op in between)
 
 
 def _next(op: ir.Operation):
@@ -395,15 +415,8 @@ def untouched_between(first: ir.Operation, second: ir.Operation, buffer: ir.Valu
             owner = owner.parent
         if owner is not None:
             users.add(owner)
-    current = first.operation
-    while True:
-        current = _next(current)
-        if current is None:
-            return False
-        if current == second.operation:
-            return True
-        if current in users:
-            return False
+    between = _between(first, second)
+    return between is not None and not any(op in users for op in between)
 
 
 def constant_fill(generic: ir.Operation):

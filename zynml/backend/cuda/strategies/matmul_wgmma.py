@@ -56,8 +56,9 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 
-from .kernel_builder import (Group, KernelScope, KernelSignature, filled_products,
-                             generic_operands, index_const, loop_ranges, new_kernel)
+from .kernel_builder import (Group, KernelScope, KernelSignature, dense_row_major,
+                             filled_products, generic_operands, index_const, loop_ranges,
+                             new_kernel)
 from . import Launch, TensorMap
 from . import hopper
 from .tuning import choose, problem_key
@@ -123,7 +124,7 @@ def _params_for(generic: ir.Operation, target):
     out = str(ir.MemRefType(outs[0].type).element_type)
     if len(types) != 1 or types.pop() not in _ELEMENTS or out not in _ELEMENTS + ("f32",):
         return None
-    if len(batch) > 1 or batch and not all(_dense(v) for v in ins):
+    if len(batch) > 1 or batch and not all(dense_row_major(v.type) for v in ins):
         return None  # a batched operand must collapse to a matrix (no copy)
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
@@ -132,17 +133,6 @@ def _params_for(generic: ir.Operation, target):
         return m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0 and \
             batches * m * n >= p.min_mn and p.shared_bytes() <= target.max_shared_per_block
     return choose(NAME, CONFIGS, target, problem_key(generic.operands), fits)
-
-
-def _dense(value: ir.Value) -> bool:
-    """A row-major memref with no gaps: its leading axes collapse into its rows."""
-    memref_type = ir.MemRefType(value.type)
-    strides, _ = memref_type.get_strides_and_offset()
-    expected, step = [], 1
-    for extent in reversed(memref_type.shape):
-        expected.append(step)
-        step *= extent
-    return list(strides) == expected[::-1]
 
 
 def matches(generic: ir.Operation, target) -> bool:
