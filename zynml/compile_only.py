@@ -106,6 +106,5 @@ def _cpu_twin(program: Program) -> Program:
     # the program's own size policy: a library kernel pinned static (the attention
     # variants) runs here as it does on the CPU; IREE's dynamic attention at GPT-2's
     # sizes asks for more memory than a small machine has
-    dynamic = program._dynamic if program._dynamic is False else True
-    twin = Program(text_or_path, device="cpu", dynamic=dynamic)
+    twin = Program(text_or_path, device="cpu", dynamic=program._dynamic is not False)
     return twin.pipeline(program._pipeline.name) if program._pipeline is not None else twin

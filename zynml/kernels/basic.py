@@ -30,7 +30,8 @@ __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backwa
 _CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
                "rms_norm_backward": "static", "transpose_2d": "static",
                "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
-               "zero_buffer": ("n",), "convert_into": ("n",), "adamw": "static", "adamw_clipped": "static",
+               "zero_buffer": ("n",), "convert_into": ("n",), "adamw": "static",
+               "adamw_clipped": "static",
                "embedding": ("tokens",), "embedding_backward": ("tokens",),
                "rope": "static", "copy_rows": "static"}
 _HOST_STATIC = {"embedding_backward"}  # IREE's CPU scatter needs a static token count

@@ -23,7 +23,8 @@ import numpy as np
 from ..errors import ZynMLError
 from ..kernels.training import SUM_ROW
 
-__all__ = ["ALIGN", "Slot", "FlatLayout", "zeros_like", "element_range", "copy_into"]
+__all__ = ["ALIGN", "Slot", "FlatLayout", "zeros_like", "numpy_dtype", "element_range",
+           "copy_into"]
 
 ALIGN = 64  # elements: 256 bytes, a multiple of every alignment the kernels ask for
 
@@ -88,18 +89,19 @@ def zeros_like(size: int, like: Any, dtype: str = "float32") -> Any:
     """`size` zeros of `dtype` where `like` lives: numpy for a numpy array (the CPU, and
     compile-only runs), else a DeviceArray on `like`'s GPU."""
     if isinstance(like, np.ndarray):
-        return np.zeros(size, _numpy_dtype(dtype))
+        return np.zeros(size, numpy_dtype(dtype))
     from ..runtime.cuda.device_array import DeviceArray
     flat = DeviceArray.empty((size,), dtype, _gpu_of(like))
     flat.device.fill_bytes(flat.ptr, 0, flat.nbytes)
     return flat
 
 
-def _numpy_dtype(name: str):
-    if name == "bfloat16":
+def numpy_dtype(dtype: str):
+    """The numpy dtype of a dtype name ("float32", "bfloat16": ml_dtypes')."""
+    if dtype == "bfloat16":
         import ml_dtypes
         return ml_dtypes.bfloat16
-    return np.dtype(name)
+    return np.dtype(dtype)
 
 
 def on_gpu_of(host: np.ndarray, like: Any) -> Any:

@@ -30,6 +30,7 @@ from .. import kernels as K
 from ..device_api import Device
 from ..errors import ZynMLError
 from .decoding import CachedDecoder
+from .flat import numpy_dtype
 
 __all__ = ["LlamaConfig", "CONFIGS", "Llama", "Generation", "parameter_shapes",
            "init_parameters", "rope_tables"]
@@ -93,13 +94,6 @@ def parameter_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
                        p + "up": (c.hidden, c.ffn), p + "down": (c.ffn, c.hidden)})
     shapes.update({"norm": (c.hidden,), "lm_head": (c.hidden, c.vocab)})
     return shapes
-
-
-def numpy_dtype(dtype: str):
-    if dtype == "bfloat16":
-        import ml_dtypes
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype)
 
 
 def init_parameters(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:

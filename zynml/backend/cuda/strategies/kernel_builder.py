@@ -328,15 +328,11 @@ def dense_row_major(type_: ir.Type) -> bool:
 
 def _between(first: ir.Operation, second: ir.Operation) -> list | None:
     """The ops strictly between `first` and `second` in their block, or None when
-    `second` does not come after `first` there."""
-    found, current = [], first.operation
-    while True:
-        current = _next(current)
-        if current is None:
-            return None
-        if current == second.operation:
-            return found
-        found.append(current)
+    `second` does not come after `first` there (one walk over the block)."""
+    ops = [op.operation for op in first.operation.block.operations]
+    start = ops.index(first.operation)
+    stop = next((i for i in range(start + 1, len(ops)) if ops[i] == second.operation), None)
+    return None if stop is None else ops[start + 1:stop]
 
 
 def follows(first: ir.Operation, second: ir.Operation) -> bool:
@@ -345,16 +341,6 @@ def follows(first: ir.Operation, second: ir.Operation) -> bool:
     between = _between(first, second)
     return between is not None and \
         all(op.name in ("memref.alloc", "arith.constant") for op in between)
-
-
-def _next(op: ir.Operation):
-    found = False
-    for candidate in op.block.operations:
-        candidate = candidate.operation
-        if found:
-            return candidate
-        found = candidate == op
-    return None
 
 
 def load(buffer: ir.Value, indices: Sequence[ir.Value]) -> ir.Value:
