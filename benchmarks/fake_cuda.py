@@ -53,6 +53,13 @@ def _compiled_fake_libcuda():
     return lib, counts
 
 
+class _AnyName:
+    """An enum of cuda-python's whose every member is its own name."""
+
+    def __getattr__(self, name: str) -> str:
+        return name
+
+
 class FakeCuda:
     """cuda-python's `driver` module and libcuda's hot entry points, doing nothing."""
 
@@ -89,7 +96,12 @@ class FakeCuda:
             cuMemcpyDtoDAsync=lambda *a: ok, cuMemsetD8Async=lambda *a: ok,
             cuStreamSynchronize=lambda *a: ok, cuEventCreate=value("event"),
             cuEventRecord=lambda *a: ok, cuEventSynchronize=lambda *a: ok,
-            cuEventElapsedTime=value(0.0), cuEventDestroy=lambda *a: ok)
+            cuEventElapsedTime=value(0.0), cuEventDestroy=lambda *a: ok,
+            # TMA descriptors (the wgmma kernels' operands): 128 bytes of zeros
+            cuuint32_t=lambda v: v, cuTensorMapEncodeTiled=value(names(opaque=[0] * 16)),
+            CUtensorMapDataType=_AnyName(), CUtensorMapInterleave=_AnyName(),
+            CUtensorMapSwizzle=_AnyName(), CUtensorMapL2promotion=_AnyName(),
+            CUtensorMapFloatOOBfill=_AnyName())
         compiled = _compiled_fake_libcuda()
         if compiled is not None:
             self.lib, self._counts = compiled

@@ -5,38 +5,45 @@
 
 Both halves must see the same ZYNML_CACHE_DIR (an artifact serves every GPU of a chip).
 The step is benchmarks/train_gpt.py's: ZynML's Trainer on `--config` (GPT-2 small by
-default), `--batch` x `--seq` tokens per GPU, f32. For each GPU count n (1, 2, 4, ...
-up to N, the visible GPUs, and N) it launches n processes with PyTorch's launcher
-(`--worker`, zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps
-(wall clock, each process drained before and after, the slowest process's time), and
-times the gradient all-reduce apart (the device drained before and after it; so it
-includes waiting for the slowest process's backward pass). Reported:
-the median step, tokens per second over all GPUs, the speed-up against one GPU, and the
-all-reduce's share of a step; then the losses of the N-GPU run against one GPU that
-accumulates the same global batch (the N shards in turn), step for step. `--device cpu
---gpus N` runs the same on N CPU processes (gloo): the tests' dry run of the machinery.
+default), `--batch` x `--seq` tokens per GPU, `--precision` (bf16 mixed precision on GPUs,
+f32 on the CPU, by default). For each GPU count n (1, 2, 4, ... up to N, the visible
+GPUs, and N) it launches n processes with PyTorch's launcher (`--worker`,
+zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps (wall clock,
+each process drained before and after, the slowest process's time), and times the
+gradient all-reduce apart (the device drained before and after it; so it includes
+waiting for the slowest process's backward pass). Reported: the median step, tokens per
+second over all GPUs, the speed-up against one GPU, and the all-reduce's share of a step;
+then the losses of the N-GPU run against one GPU that accumulates the same global batch
+(the N shards in turn), step for step. `--device cpu --gpus N` runs the same on N CPU
+processes (gloo): the tests' dry run of the machinery.
 
-Then a `@parallel(data)` program in one process (PROGRAM: `--rows` x 4096 f32 from the
-host and back) on the same GPU counts, against the plain program on cuda:0: the
-median of 5 calls, wall clock. `--compile-only --gpus N` compiles every count's chunks.
+Then two `@parallel(data)` programs in one process, each on the same GPU counts against
+the plain program on cuda:0 (the median of 5 calls, wall clock, inputs from the host and
+the result back to it): PROGRAMS["stream"], `--rows` x 4096 f32 through one elementwise
+op (bound by host memory: 256 MB each way), and PROGRAMS["all_pairs"], a Gaussian kernel
+sum of 2^20 points against `--centres` centres (bound by the GPUs: 69G exponentials for
+13 MB moved at the default 65536). `--compile-only --gpus N` compiles every count's chunks.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from zynml.models import data, distributed
 from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
-from zynml.models.train import AdamW, Schedule, Trainer
+from zynml.models.train import PRECISIONS, AdamW, Schedule, Trainer
 
 # NVLink multicast stays off (the device machines' rule: it can take shared GPUs out of
 # service); kept for the workers, which get this environment
@@ -96,7 +103,8 @@ def worker(args) -> None:
         reduce = TimedAllReduce(distributed.GradientAllReduce(world, device),
                                 sync)
     trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(),
-                      accumulation=args.accumulate, all_reduce=reduce)
+                      accumulation=args.accumulate, all_reduce=reduce,
+                      precision=precision(args))
     batches = data.Batches(_tokens(config), args.batch * world.size * args.accumulate,
                            args.seq, seed=1, rank=world.rank, world_size=world.size)
     if args.accumulate > 1:
@@ -130,60 +138,117 @@ def _launch(args, gpus: int, accumulate: int = 1) -> dict:
                    f"--nproc-per-node={gpus}", __file__, "--worker", "--out", str(out),
                    "--config", args.config, "--batch", str(args.batch), "--seq",
                    str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps),
-                   "--accumulate", str(accumulate), "--device", args.device]
+                   "--accumulate", str(accumulate), "--device", args.device,
+                   "--precision", precision(args)]
         env = NO_MULTICAST | dict(os.environ)
-        done = subprocess.run(command, env=env)
-        if done.returncode:
-            sys.exit(f"scaling.py: the run on {gpus} GPUs failed (exit {done.returncode})")
+        returncode = _run_bounded(command, env, args.launch_timeout)
+        if returncode is None:
+            sys.exit(f"scaling.py: the run on {gpus} GPUs took over {args.launch_timeout} s "
+                     "(--launch-timeout); its processes were stopped")
+        if returncode:
+            sys.exit(f"scaling.py: the run on {gpus} GPUs failed (exit {returncode})")
         return json.loads(out.read_text())
 
 
-PROGRAM = """
+def _run_bounded(command: list[str], env: dict, seconds: float,
+                 grace: float = 30) -> int | None:
+    """The launcher's exit status, or None when it ran past `seconds`: then it is asked to
+    stop its workers (SIGTERM, which torchrun passes on), and after `grace` seconds its
+    whole process group is killed, so that a hung run does not hold the GPUs."""
+    launcher = subprocess.Popen(command, env=env, start_new_session=True)
+    try:
+        return launcher.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        launcher.terminate()
+        try:
+            launcher.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+        return None
+
+
+def precision(args) -> str:
+    """--precision, or bf16 mixed precision on GPUs and f32 on the CPU."""
+    return args.precision or ("bf16" if args.device == "cuda" else "f32")
+
+
+@dataclass(frozen=True)
+class DataParallelProgram:
+    """A one-block program for @parallel(data): `source` with DEVICES where the
+    annotations go, and how to make its inputs (the first is split)."""
+    what: str
+    source: str
+    inputs: Callable[[argparse.Namespace], dict]
+
+
+def _stream_inputs(args) -> dict:
+    rng = np.random.default_rng(0)
+    return {"x": rng.standard_normal((args.rows, 4096), dtype=np.float32),
+            "w": rng.standard_normal(4096, dtype=np.float32)}
+
+
+def _all_pairs_inputs(args) -> dict:
+    rng = np.random.default_rng(0)
+    return {"x": rng.standard_normal((1 << 20, 2), dtype=np.float32),
+            "c": rng.standard_normal((args.centres, 2), dtype=np.float32)}
+
+
+PROGRAMS = {
+    "stream": DataParallelProgram("tanh(x) * w on ROWS x 4096 f32", """
 let y = compute(x, w) DEVICES {
     @kernel elementwise
     for b in 0..batch, i in 0..n:
         out[b, i] = tanh(x[b, i]) * w[i]
 }
-"""
-COLUMNS = 4096
+""", _stream_inputs),
+    "all_pairs": DataParallelProgram(
+        "sum of exp(-|x - c|^2) over CENTRES centres c, for 2^20 points x (f32)", """
+let y = compute(x, c) DEVICES {
+    @kernel fused
+    for b in 0..points:
+        var acc = 0.0
+        for j in 0..centres:
+            let dx = x[b, 0] - c[j, 0]
+            let dy = x[b, 1] - c[j, 1]
+            acc += exp(-(dx * dx + dy * dy))
+        out[b] = acc
+}
+""", _all_pairs_inputs),
+}
 
 
-def program(gpus: int):
-    """PROGRAM on cuda:0, or split by @parallel(data) over `gpus` GPUs."""
+def program(source: str, gpus: int):
+    """`source` on cuda:0, or split by @parallel(data) over `gpus` GPUs."""
     import zynml
-    if gpus == 1:
-        return zynml.compile(PROGRAM.replace("DEVICES", ""), device="cuda:0",
-                             require_device=False)
     names = ", ".join(f'"cuda:{i}"' for i in range(gpus))
-    return zynml.compile(PROGRAM.replace("DEVICES", f"@device([{names}]) @parallel(data)"),
-                         device="cuda:0", require_device=False)
+    devices = "" if gpus == 1 else f"@device([{names}]) @parallel(data)"
+    return zynml.compile(source.replace("DEVICES", devices), device="cuda:0",
+                         require_device=False)
 
 
-def _program_inputs(rows: int) -> dict:
-    rng = np.random.default_rng(0)
-    return {"x": rng.standard_normal((rows, COLUMNS), dtype=np.float32),
-            "w": rng.standard_normal(COLUMNS, dtype=np.float32)}
-
-
-def compile_program(rows: int, gpus: int) -> None:
+def compile_program(spec: DataParallelProgram, args, gpus: int) -> None:
     """The artifacts of every GPU count's chunks (one GPU: the whole batch)."""
-    inputs = _program_inputs(rows)
+    inputs = spec.inputs(args)
+    split, *rest = inputs
+    rows = len(inputs[split])
     for n in gpu_counts(gpus):
-        prog = program(n)
+        prog = program(spec.source, n)
         if n == 1:
             prog.artifact(inputs)
             continue
         bounds = np.linspace(0, rows, n + 1).round().astype(int)
-        for start, stop in sorted({(0, int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])}):
-            prog._device_parts()[0].artifact(x=inputs["x"][start:stop], w=inputs["w"])
+        for size in sorted({int(b - a) for a, b in zip(bounds[:-1], bounds[1:])}):
+            prog._device_parts()[0].artifact({split: inputs[split][:size]} |
+                                             {name: inputs[name] for name in rest})
 
 
-def time_program(rows: int, gpus: int) -> list[tuple[int, float]]:
+def time_program(spec: DataParallelProgram, args, gpus: int) -> list[tuple[int, float]]:
     """(GPUs, median seconds of a call) per GPU count; results checked against one GPU."""
-    inputs, rows_out = _program_inputs(rows), []
+    inputs, rows_out = spec.inputs(args), []
     want = None
     for n in gpu_counts(gpus):
-        prog = program(n)
+        prog = program(spec.source, n)
         got = np.asarray(prog(inputs)["y"])  # compiles and loads on every GPU first
         want = got if want is None else want
         np.testing.assert_array_equal(got, want)
@@ -216,14 +281,16 @@ def compile_only(args) -> None:
     config = CONFIGS[args.config]
     model = GPT(config, on_device(init_parameters(config), "cuda:0"), "cuda:0")
     # a tiny clip: the clipping kernel runs (on the GPU it does once norms grow)
-    trainer = Trainer(model, Schedule(), AdamW(clip=1e-9), accumulation=2)
+    trainer = Trainer(model, Schedule(), AdamW(clip=1e-9), accumulation=2,
+                      precision=precision(args))
     trainer.step(data.Batches(_tokens(config), args.batch, args.seq, seed=1))
-    compile_program(args.rows, args.gpus or 4)
+    for spec in PROGRAMS.values():
+        compile_program(spec, args, args.gpus or 4)
 
 
-def report_program(args, rows: list[tuple[int, float]]) -> None:
-    print(f"\n@parallel(data): tanh(x) * w on {args.rows} x {COLUMNS} f32, from and to the "
-          "host\n")
+def report_program(args, spec: DataParallelProgram, rows: list[tuple[int, float]]) -> None:
+    what = spec.what.replace("ROWS", str(args.rows)).replace("CENTRES", str(args.centres))
+    print(f"\n@parallel(data): {what}, from and to the host\n")
     print("| GPUs | call ms | speed-up |")
     print("|---:|---:|---:|")
     for n, seconds in rows:
@@ -234,7 +301,7 @@ def report(args, runs: list[dict], reference: dict | None) -> None:
     tokens = args.batch * args.seq
     base = tokens / runs[0]["step_s"]
     print(f"{args.config}, {args.batch} x {args.seq} tokens per {args.device.upper()} "
-          "process, f32\n")
+          f"process, {precision(args)}\n")
     unit = "GPUs" if args.device == "cuda" else "processes"
     print(f"| {unit} | step ms | tokens/s | speed-up | all-reduce ms | all-reduce share |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -261,7 +328,13 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, help="the most GPUs (default: all visible; "
                         "--compile-only: 4)")
     parser.add_argument("--rows", type=int, default=16384,
-                        help="the @parallel(data) program's batch")
+                        help="the stream program's batch")
+    parser.add_argument("--centres", type=int, default=65536,
+                        help="the all-pairs program's centres (its work per point)")
+    parser.add_argument("--precision", choices=PRECISIONS,
+                        help="the training step's (default: bf16 on GPUs, f32 on the CPU)")
+    parser.add_argument("--launch-timeout", type=float, default=300,
+                        help="seconds one GPU count's run may take before it is stopped")
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--only", choices=("training", "program"),
                         help="one of the two benchmarks")
@@ -285,7 +358,8 @@ def main() -> None:
         reference = _launch(args, 1, accumulate=n) if n > 1 else None
         report(args, runs, reference)
     if args.device == "cuda" and args.only != "training":
-        report_program(args, time_program(args.rows, n))
+        for spec in PROGRAMS.values():
+            report_program(args, spec, time_program(spec, args, n))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """benchmarks/scaling.py without a GPU: its dry run on two CPU processes (gloo) measures
 and reports, and its N-process losses are those of one process accumulating the same
 global batch; the GPU counts and the in-turn shards."""
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -47,3 +49,36 @@ def test_the_dry_run_on_two_cpu_processes_reports_scaling_and_equal_losses():
     assert len(curve) == 3, done.stdout
     for _, one, two in curve:
         assert float(two) == pytest.approx(float(one), abs=2e-5)
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_run_past_its_time_is_stopped_with_its_children(tmp_path):
+    # a launcher that ignores SIGTERM and has a worker: both must be gone afterwards
+    pid_file = tmp_path / "worker.pid"
+    script = ("import signal, subprocess, sys, time\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              f"open({str(pid_file)!r}, 'w').write(str(worker.pid))\n"
+              "time.sleep(60)\n")
+    start = time.monotonic()
+    assert scaling._run_bounded([sys.executable, "-c", script], dict(os.environ), 3.0,
+                                grace=0.5) is None
+    assert time.monotonic() - start < 20
+    worker = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(worker)
+
+
+def test_a_run_within_its_time_gives_its_exit_status():
+    assert scaling._run_bounded([sys.executable, "-c", "raise SystemExit(3)"],
+                                dict(os.environ), 60) == 3
