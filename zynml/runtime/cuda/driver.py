@@ -4,7 +4,10 @@ Every call's status is checked: a failure raises `CudaError` naming the call and
 error name. One `Device` per GPU ordinal holds the primary context, the stream ZynML
 launches on (the legacy default stream, so that work of PyTorch and CuPy on their default
 streams is ordered with ours), the stream-ordered memory pool it allocates from, and bins
-of freed result buffers kept for reuse (`Device.buffers`).
+of freed result buffers kept for reuse (`Device.buffers`). The legacy default stream, and
+where an allocation, copy or free goes, are those of the thread's current context, so
+each of a Device's calls makes its context current first (a free, which a finalizer may
+make in the middle of another GPU's work, puts the previous one back).
 """
 from __future__ import annotations
 
@@ -206,13 +209,27 @@ class Device:
         )
 
     def make_current(self) -> None:
-        check(_driver().cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        """Make this device's context the calling thread's current one, unless it is.
+        The legacy default stream, and the memory an allocation, free or copy on it
+        goes to, are the current context's: so each of this device's calls below does
+        this first. Another GPU's work, or another library (torch.cuda.set_device),
+        may have made another context current since."""
+        driver = _driver()
+        current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if not _same_context(current, self.context):
+            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
     # ------------------------------------------------------------------ memory
 
     def alloc(self, nbytes: int, stream: Any = None) -> int:
         """Device memory from the stream-ordered pool (at least one byte), ordered on
         `stream` (a CUstream of this device; None: the legacy default stream)."""
+        self.make_current()
+        return self.alloc_in_current(nbytes, stream)
+
+    def alloc_in_current(self, nbytes: int, stream: Any = None) -> int:
+        """`alloc` for a caller that has made this device current (the fast path's
+        `run`, which does once per call)."""
         if self._hot is not None:
             slot = ctypes.c_uint64()  # one per call: the call releases the GIL
             status = self._hot.alloc(ctypes.byref(slot), max(nbytes, 1), _raw(stream))
@@ -225,6 +242,22 @@ class Device:
         return int(ptr)
 
     def free(self, ptr: int, stream: Any = None) -> None:
+        """Stream-ordered free on this device's stream (another GPU's would not wait for
+        this one's kernels). A finalizer may call this in the middle of another device's
+        work, so the thread's current context is put back afterwards."""
+        driver = _driver()
+        current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        switch = not _same_context(current, self.context)
+        if switch:
+            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        try:
+            self.free_in_current(ptr, stream)
+        finally:
+            if switch and not _is_null(current):
+                check(driver.cuCtxSetCurrent(current), "cuCtxSetCurrent")
+
+    def free_in_current(self, ptr: int, stream: Any = None) -> None:
+        """`free` for a caller that has made this device current (the fast path's `run`)."""
         if self._hot is not None:
             status = self._hot.free(ptr, _raw(stream))
             if status:
@@ -257,31 +290,37 @@ class Device:
 
     def copy_to_device(self, dst: int, host_ptr: int, nbytes: int) -> None:
         if nbytes:
+            self.make_current()
             check(_driver().cuMemcpyHtoDAsync(dst, host_ptr, nbytes, self.stream),
                   "cuMemcpyHtoDAsync")
 
     def copy_to_host(self, host_ptr: int, src: int, nbytes: int) -> None:
         if nbytes:
+            self.make_current()
             check(_driver().cuMemcpyDtoHAsync(host_ptr, src, nbytes, self.stream),
                   "cuMemcpyDtoHAsync")
 
     def copy_on_device(self, dst: int, src: int, nbytes: int, stream: Any = None) -> None:
         if nbytes:
+            self.make_current()
             check(_driver().cuMemcpyDtoDAsync(dst, src, nbytes, self._on(stream)),
                   "cuMemcpyDtoDAsync")
 
     def fill_bytes(self, ptr: int, byte: int, nbytes: int, stream: Any = None) -> None:
         if nbytes:
+            self.make_current()
             check(_driver().cuMemsetD8Async(ptr, byte, nbytes, self._on(stream)),
                   "cuMemsetD8Async")
 
     def synchronize(self) -> None:
+        self.make_current()  # the legacy stream waited for is the current context's
         check(_driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")
 
     def time_ms(self, run, calls: int) -> float:
         """Milliseconds of GPU time per call of `calls` back-to-back calls of `run`,
         between two CUDA events on ZynML's stream. The GPU stays busy while Python queues
         the next call, so the launch cost is hidden unless the kernels are shorter."""
+        self.make_current()
         driver = _driver()
         start = check(driver.cuEventCreate(0), "cuEventCreate")
         end = check(driver.cuEventCreate(0), "cuEventCreate")
@@ -404,6 +443,14 @@ class KernelModule:
 
 _devices: dict[int, Device] = {}
 _devices_lock = threading.Lock()
+
+
+def _same_context(a, b) -> bool:
+    """Whether two CUcontext handles are one context (a test driver's may be any value)."""
+    try:
+        return int(a) == int(b)
+    except TypeError:
+        return a == b
 
 
 def _is_null(context) -> bool:

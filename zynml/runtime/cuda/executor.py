@@ -481,6 +481,7 @@ class _FlatPlan:
         No loop and no lookup is left for a call to do. For a one-kernel add:
 
             def run(inputs):
+                make_current()
                 r0, r1 = inputs
                 r2 = 0
                 arena = 0
@@ -504,11 +505,14 @@ class _FlatPlan:
                 return [owning(device, r2, shape0, dtype0, 'float32', give2)]
         """
         bound = {"owning": DeviceArray.owning, "device": self.device,
-                 "free": self.device.free, "alloc": self.device.alloc,
+                 "make_current": self.device.make_current,
+                 # `run` makes the device current first, once: these need not check
+                 "free": self.device.free_in_current, "alloc": self.device.alloc_in_current,
                  "copy": self.device.copy_on_device,
                  "raise_launch_error": self.module.raise_launch_error}
         n_inputs = self.n_inputs
-        code = ["def run(inputs):"]
+        # the launches, allocations and frees are the current context's: this device's
+        code = ["def run(inputs):", "    make_current()"]
         if n_inputs:
             code.append("    " + ", ".join(f"r{i}" for i in range(n_inputs)) +
                         (", = inputs" if n_inputs == 1 else " = inputs"))
