@@ -24,7 +24,8 @@ from .errors import ZynMLError
 
 __all__ = [
     "Knob", "KnobError", "KNOBS", "validate", "markdown_table",
-    "CACHE_DIR", "CHECK", "CPU_THREADS", "CPU_SYNC_BYTES", "CUDA_POISON", "DEBUG",
+    "CACHE_DIR", "CHECK", "CPU_THREADS", "CPU_SYNC_BYTES", "CUDA_POISON", "CUDA_WATCHDOG",
+    "DEBUG",
     "DETERMINISTIC", "IREE_COMPILE",
     "REPRODUCER_DIR", "AUTOTUNE",
     "LOG", "SPECIALIZATION_LIMIT",
@@ -156,6 +157,13 @@ CUDA_POISON: Knob[bool] = Knob(
     "kernel wrote cannot pass for a result (this also turns the fast launch path off); "
     "the tests set it on GPU hosts",
     read_by=("zynml/runtime/cuda/executor.py",))
+CUDA_WATCHDOG: Knob[float] = Knob(
+    "ZYNML_CUDA_WATCHDOG", "float", 0.0,
+    "Seconds a native CUDA call may take, for finding a faulting or hanging kernel: above "
+    "0, each call waits for its kernels (calls no longer overlap the GPU's work) and a "
+    "fault, or kernels still running after this long, is an error naming that call's "
+    "kernels; 0: off",
+    read_by=("zynml/runtime/cuda/executor.py",))
 DEBUG: Knob[bool] = Knob(
     "ZYNML_DEBUG", "bool", False,
     "Show the Python traceback of an internal error (a bug) in `zynml`, `zynml-opt` and "
@@ -221,7 +229,8 @@ TEST_VULKAN: Knob[bool] = Knob(
     "Tests: also run the spec examples on IREE's Vulkan target",
     read_by=("tests/test_spec_examples.py",))
 
-KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CPU_SYNC_BYTES, CUDA_POISON, DEBUG,
+KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CPU_SYNC_BYTES, CUDA_POISON,
+                           CUDA_WATCHDOG, DEBUG,
                            DETERMINISTIC, IREE_COMPILE, REPRODUCER_DIR, AUTOTUNE, LOG, SPECIALIZATION_LIMIT,
                            FUZZ_SCALE, FUZZ_SHRINK,
                            GPU_COMPILE_ONLY, TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)

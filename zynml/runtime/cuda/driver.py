@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -52,6 +53,8 @@ def check(result, call: str = "CUDA call"):
         return None
     return values[0] if len(values) == 1 else tuple(values)
 
+
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY: an event whose work has not finished
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -315,6 +318,30 @@ class Device:
     def synchronize(self) -> None:
         self.make_current()  # the legacy stream waited for is the current context's
         check(_driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    def finish_within(self, seconds: float, what: str) -> None:
+        """Wait for the work queued so far on this device's stream, at most `seconds`
+        (ZYNML_CUDA_WATCHDOG's check after each call): a fault, or work still running
+        then, is a CudaError naming `what` instead of an error at some later call or a
+        process that never returns."""
+        self.make_current()
+        driver = _driver()
+        event = check(driver.cuEventCreate(0), "cuEventCreate")
+        try:
+            check(driver.cuEventRecord(event, self.stream), "cuEventRecord")
+            deadline = time.monotonic() + seconds
+            while True:
+                status = driver.cuEventQuery(event)[0]
+                if int(status) != _NOT_READY:
+                    check((status,), what)
+                    return
+                if time.monotonic() > deadline:
+                    raise CudaError(f"{what} had not finished after {seconds:g} s "
+                                    "(ZYNML_CUDA_WATCHDOG): a kernel that does not end, "
+                                    "a bug in the code ZynML generated; it is still running")
+                time.sleep(0.0005)
+        finally:
+            driver.cuEventDestroy(event)
 
     def time_ms(self, run, calls: int) -> float:
         """Milliseconds of GPU time per call of `calls` back-to-back calls of `run`,

@@ -19,6 +19,7 @@ import numpy as np
 from ... import knobs
 from .device_array import DeviceArray, _numpy_dtype
 from . import run_time_views, tensor_maps
+from .artifact import launches
 from .driver import Device, ctype_of
 
 __all__ = ["PlanExecutor", "View"]
@@ -129,6 +130,7 @@ class PlanExecutor:
         # Tests set ZYNML_CUDA_POISON=1: every allocation starts as 0xFF bytes (NaN, -1),
         # so an element no kernel wrote cannot pass for a result.
         self.poison = knobs.CUDA_POISON.get()
+        self.watchdog = knobs.CUDA_WATCHDOG.get()  # > 0: each call waits, at most this
 
     # ------------------------------------------------------------------ calls
 
@@ -142,7 +144,21 @@ class PlanExecutor:
             for k, i in self.flat.updates:  # written in place: the input is the output
                 results[k] = inputs[i]
             return results
+        if self.watchdog > 0:
+            return self.watched(self.run_plan)(inputs)
         return self.run_plan(inputs)
+
+    def watched(self, run):
+        """`run` (inputs -> outputs), then a wait for its kernels of at most
+        ZYNML_CUDA_WATCHDOG seconds: a fault or a hang is an error naming them."""
+        kernels = ", ".join(f"{step['kernel']} ({step.get('strategy', 'kernel')})"
+                            for step in launches(self.plan["body"])) or "no kernel"
+
+        def run_and_wait(inputs):
+            results = run(inputs)
+            self.device.finish_within(self.watchdog, f"the kernels of this call: {kernels}")
+            return results
+        return run_and_wait
 
     def run_plan(self, inputs: Sequence[Any], queue: Any = None) -> list[Any]:
         """Interpret the plan step by step (loops, dynamic views, poisoned allocations).
@@ -439,6 +455,8 @@ class _FlatPlan:
         self.source, namespace = self._source()
         exec(compile(self.source, "<zynml flat plan>", "exec"), namespace)
         self.run = namespace["run"]  # run(inputs) -> outputs, see _source
+        if executor.watchdog > 0:
+            self.run = executor.watched(self.run)
 
     def _launch(self, step: dict, env: dict) -> tuple:
         params = _Params(step["arg_kinds"])
