@@ -15,6 +15,12 @@
 // CHECK: nvgpu.tma.create.descriptor
 // CHECK: gpu.launch_func  @zynml_kernels::@k{{[0-9]+}}_matmul_wgmma blocks in (%c3, %c1{{.*}}, %c1{{.*}})
 // CHECK-LABEL: gpu.func @k{{[0-9]+}}_matmul_wgmma(
+// the copying thread fences each descriptor (written by a host copy) before its copies
+// CHECK: nvgpu.tma.fence.descriptor
+// CHECK-NEXT: nvgpu.tma.prefetch.descriptor
+// CHECK-NEXT: nvgpu.tma.fence.descriptor
+// CHECK-NEXT: nvgpu.tma.prefetch.descriptor
+// CHECK: nvgpu.tma.async.load
 // CHECK: vector.store {{.*}} : memref<3x128x64xf32>, vector<2xf32>
 #a = affine_map<(b, i, j, k) -> (b, i, k)>
 #b = affine_map<(b, i, j, k) -> (b, k, j)>

@@ -44,7 +44,7 @@ def f32(*shape):
 def test_default_target_is_sm_90a_at_o3():
     target = CudaTarget()
     assert (target.chip, target.opt_level) == ("sm_90a", 3) == (DEFAULT_CHIP, 3)
-    assert target.ptx_features == "+ptx80"
+    assert target.ptx_features == "+ptx83"
     assert target.compute_capability == (9, 0)
 
 
@@ -86,7 +86,7 @@ def test_parse():
 @pytest.mark.parametrize("chip,features,capability", [
     ("sm_70", "+ptx60", (7, 0)), ("sm_75", "+ptx63", (7, 5)), ("sm_80", "+ptx70", (8, 0)),
     ("sm_86", "+ptx71", (8, 6)), ("sm_89", "+ptx78", (8, 9)), ("sm_90", "+ptx78", (9, 0)),
-    ("sm_90a", "+ptx80", (9, 0)), ("sm_100a", "+ptx86", (10, 0)),
+    ("sm_90a", "+ptx83", (9, 0)), ("sm_100a", "+ptx86", (10, 0)),
     ("sm_120", "+ptx87", (12, 0)),
 ])
 def test_features_and_compute_capability(chip, features, capability):
@@ -193,7 +193,7 @@ def test_example_compiles_to_ptx_and_cubin(name):
     _, artifact = compiled(name)
     assert artifact.ptx.startswith("//") and ".entry" in artifact.ptx
     assert re.search(r"^\.target sm_90a\b", artifact.ptx, re.M)
-    assert re.search(r"^\.version 8\.0$", artifact.ptx, re.M)  # sm_90a needs PTX ISA 8.0
+    assert re.search(r"^\.version 8\.3$", artifact.ptx, re.M)  # sm_90a: PTX ISA 8.3
     assert shutil.which("ptxas"), "these tests expect the CUDA toolkit's ptxas"
     assert artifact.cubin is not None and artifact.cubin[:4] == b"\x7fELF"
     assert artifact.chip == "sm_90a"

@@ -39,7 +39,7 @@ def test_emit_ptx():
     ptx = result.stdout
     assert ptx.startswith("//")
     assert re.search(r"^\.target sm_90a$", ptx, re.M)
-    assert re.search(r"^\.version 8\.0$", ptx, re.M)
+    assert re.search(r"^\.version 8\.3$", ptx, re.M)
     entries = re.findall(r"\.entry\s+(\w+)\(", ptx)
     assert entries and all(re.fullmatch(r"k\d+_\w+", e) for e in entries), entries
 

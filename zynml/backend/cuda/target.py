@@ -76,7 +76,8 @@ CHIPS: dict[str, Chip] = {chip.name: chip for chip in (
     Chip("sm_87", 74, 166912, _AMPERE),
     Chip("sm_89", 78, 101376, _AMPERE),
     Chip("sm_90", 78, 232448, _HOPPER),
-    Chip("sm_90a", 80, 232448, _HOPPER | {"wgmma", "setmaxnreg"}),
+    # ISA 8.3: the fence before a TMA descriptor is read (strategies/hopper.py)
+    Chip("sm_90a", 83, 232448, _HOPPER | {"wgmma", "setmaxnreg"}),
     # Blackwell: no wgmma (its tensor cores are driven by tcgen05, which ZynML does not
     # emit yet), so it takes the sm_80/sm_90 kernels.
     Chip("sm_100", 86, 232448, _HOPPER),

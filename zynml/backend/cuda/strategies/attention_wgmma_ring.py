@@ -33,8 +33,9 @@ from mlir.dialects import arith, gpu, memref, nvgpu, scf
 
 from .kernel_builder import delinearize, index_const
 from .flash_skeleton import FlashFrame, add
-from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
-                     equals, free_slot, only_if, shared, split_roles, uniform_warp)
+from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, acquire_tensor_maps,
+                     aligned_dynamic_shared, barrier_group, equals, free_slot, only_if,
+                     shared, split_roles, uniform_warp)
 
 BOX_COLUMNS = 64   # f16 / bf16 per 128-byte swizzled row: a TMA box's width
 MASK_COPIERS = 64  # threads of the copying warpgroup (its warps 1 and 2) staging the mask
@@ -72,8 +73,7 @@ class RingKernel(FlashFrame):
                 nvgpu.mbarrier_init(self.empty, index_const(empty_count), index_const(s))
             nvgpu.mbarrier_init(self.q_full, index_const(1), index_const(0))
             nvgpu.mbarrier_init(self.q_empty, index_const(p.warpgroups), index_const(0))
-            for tensor_map in (q_map, k_map, v_map):
-                nvgpu.tma_prefetch_descriptor(tensor_map)
+            acquire_tensor_maps(q_map, k_map, v_map)
         gpu.BarrierOp()
         self.row_blocks = math.ceil(self.rows / p.block_m)
         self.block = gpu.block_id(gpu.Dimension.x)

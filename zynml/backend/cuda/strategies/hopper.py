@@ -40,6 +40,18 @@ def tensor_map_type(box, element) -> ir.Type:
         nvgpu.TensorMapInterleaveKind.INTERLEAVE_NONE)
 
 
+def acquire_tensor_maps(*tensor_maps: ir.Value) -> None:
+    """Fence, then prefetch, each TMA descriptor the block's copies will read. The runtime
+    writes descriptors into device memory with a host copy (through the generic proxy)
+    and reuses their slots once it drops its kept ones (runtime/cuda/tensor_maps.py); the
+    CUDA programming guide's TMA section asks each block to fence such a descriptor
+    (fence.proxy.tensormap::generic.acquire.sys) before the copy engine reads it, or it
+    may read an older descriptor of the same address."""
+    for tensor_map in tensor_maps:
+        nvgpu.tma_fence_descriptor(tensor_map)
+        nvgpu.tma_prefetch_descriptor(tensor_map)
+
+
 def uniform_warp(tid: ir.Value) -> ir.Value:
     """tid / 32, broadcast from lane 0: ptxas then knows branches on it are warp-uniform
     (a wgmma under a branch it must assume divergent gets serialized, warning C7520)."""

@@ -261,8 +261,7 @@ class _Kernel:
             for s in range(p.stages):
                 nvgpu.mbarrier_init(self.full, index_const(1), index_const(s))
                 nvgpu.mbarrier_init(self.empty, index_const(p.warpgroups), index_const(s))
-            nvgpu.tma_prefetch_descriptor(a_map)
-            nvgpu.tma_prefetch_descriptor(b_map)
+            hopper.acquire_tensor_maps(a_map, b_map)
         gpu.BarrierOp()
         # This block's tiles: block, block + grid, ... below tiles_m * tiles_n (the grid
         # never has more blocks than tiles)
