@@ -1,7 +1,7 @@
 """ZynML's own CUDA target: the facts of each NVIDIA chip as data, and the validated
 options of one compilation (the native backend's `IreeTarget`).
 
-    CudaTarget()                      sm_90a (H100/H200), PTX ISA 8.0, LLVM -O3
+    CudaTarget()                      sm_90a (H100/H200), PTX ISA 8.3, LLVM -O3
     CudaTarget("sm_80")               A100
     CudaTarget.parse("sm_89")         from a command-line `--target`
     CudaTarget("sm_90a", params="matmul_wgmma.stages=3")   strategy parameters chosen

@@ -7,7 +7,9 @@ swizzle (the plan's "tensor_map" steps). Kernels read descriptors through a gene
 pointer, so they live in device memory. Each distinct one is encoded
 (cuTensorMapEncodeTiled), uploaded once on the device's stream and reused by every later
 call on the same buffer; a descriptor holds no data, so it stays valid when its buffer is
-freed and another takes its address.
+freed and another takes its address. Descriptors are written through the generic proxy
+(this host copy) and their slots are reused after `release`, so each kernel fences a
+descriptor before the copy engine reads it (strategies/hopper.py, acquire_tensor_maps).
 """
 from __future__ import annotations
 
