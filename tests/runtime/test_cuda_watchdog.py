@@ -1,4 +1,4 @@
-"""ZYNML_CUDA_WATCHDOG (zynml/runtime/cuda/executor.py, Device.finish_within): each native
+"""ZYNML_CUDA_WATCHDOG (zynml/runtime/cuda/watchdog.py, Device.finish_within): each native
 CUDA call waits for its kernels, at most that many seconds; a fault is an error naming
 that call's kernels (not a later call's), and kernels still running then are an error
 instead of a process that never returns. On test_cuda_executor's fake driver, whose

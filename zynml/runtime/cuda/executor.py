@@ -19,8 +19,8 @@ import numpy as np
 from ... import knobs
 from .device_array import DeviceArray, _numpy_dtype
 from . import run_time_views, tensor_maps
-from .artifact import launches
 from .driver import Device, ctype_of
+from .watchdog import watched
 
 __all__ = ["PlanExecutor", "View"]
 
@@ -145,20 +145,8 @@ class PlanExecutor:
                 results[k] = inputs[i]
             return results
         if self.watchdog > 0:
-            return self.watched(self.run_plan)(inputs)
+            return watched(self.run_plan, self.device, self.plan, self.watchdog)(inputs)
         return self.run_plan(inputs)
-
-    def watched(self, run):
-        """`run` (inputs -> outputs), then a wait for its kernels of at most
-        ZYNML_CUDA_WATCHDOG seconds: a fault or a hang is an error naming them."""
-        kernels = ", ".join(f"{step['kernel']} ({step.get('strategy', 'kernel')})"
-                            for step in launches(self.plan["body"])) or "no kernel"
-
-        def run_and_wait(inputs):
-            results = run(inputs)
-            self.device.finish_within(self.watchdog, f"the kernels of this call: {kernels}")
-            return results
-        return run_and_wait
 
     def run_plan(self, inputs: Sequence[Any], queue: Any = None) -> list[Any]:
         """Interpret the plan step by step (loops, dynamic views, poisoned allocations).
@@ -456,7 +444,7 @@ class _FlatPlan:
         exec(compile(self.source, "<zynml flat plan>", "exec"), namespace)
         self.run = namespace["run"]  # run(inputs) -> outputs, see _source
         if executor.watchdog > 0:
-            self.run = executor.watched(self.run)
+            self.run = watched(self.run, self.device, executor.plan, executor.watchdog)
 
     def _launch(self, step: dict, env: dict) -> tuple:
         params = _Params(step["arg_kinds"])
