@@ -22,7 +22,7 @@ the plain program on cuda:0 (the median of 5 calls, wall clock, inputs from the 
 the result back to it): PROGRAMS["stream"], `--rows` x 4096 f32 through one elementwise
 op (bound by host memory: 256 MB each way), and PROGRAMS["all_pairs"], a Gaussian kernel
 sum of 2^20 points against `--centres` centres (bound by the GPUs: 69G exponentials for
-13 MB moved at the default 65536). `--compile-only --gpus N` compiles every count's chunks.
+12.5 MB moved at the default 65536). `--compile-only --gpus N` compiles every count's chunks.
 """
 from __future__ import annotations
 
