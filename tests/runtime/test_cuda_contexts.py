@@ -7,13 +7,11 @@ import gc
 
 import numpy as np
 
-from .test_cuda_executor import (f32, fake, flat_plan, flat_reference, k_add_row,  # noqa: F401
-                                k_scale)
+from .test_cuda_executor import (executor_for, f32, fake, flat_plan,  # noqa: F401
+                                 flat_reference, k_add_row, k_scale)
 from conftest import assert_close
 from zynml.runtime.cuda.device_array import DeviceArray
 from zynml.runtime.cuda.driver import get_device
-from zynml.runtime.cuda.executor import PlanExecutor
-from zynml.runtime.cuda.artifact import launches
 
 WORK = ("cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
         "cuMemcpyDtoDAsync", "cuMemsetD8Async", "cuStreamSynchronize", "cuLaunchKernel")
@@ -70,10 +68,7 @@ def test_a_free_from_a_finalizer_keeps_the_current_context(fake, rng):
 def test_a_fast_path_call_on_the_second_gpu_runs_there(fake, rng):
     first, second = two_gpus(fake)
     fake.kernels.update(k_add_row=k_add_row, k_scale=k_scale)
-    plan = flat_plan()
-    for step in launches(plan["body"]):
-        fake.kinds[step["kernel"]] = step["arg_kinds"]
-    executor = PlanExecutor(plan, b"//ptx", {}, second)
+    executor = executor_for(fake, flat_plan(), ordinal=1)
     assert executor.flat is not None
     x, v = f32(rng, 5, 7), f32(rng, 7)
     inputs = [DeviceArray.from_numpy(x, second), DeviceArray.from_numpy(v, second)]

@@ -375,10 +375,10 @@ def fake(monkeypatch, request):
     assert cuda.errors == []
 
 
-def executor_for(fake, plan, globals_=None, image=b"//ptx"):
+def executor_for(fake, plan, globals_=None, image=b"//ptx", ordinal=0):
     for step in launches(plan["body"]):
         fake.kinds[step["kernel"]] = step["arg_kinds"]
-    return PlanExecutor(plan, image, globals_ or {}, get_device(0))
+    return PlanExecutor(plan, image, globals_ or {}, get_device(ordinal))
 
 
 def upload(array):

@@ -211,16 +211,19 @@ class Device:
             max_shared_per_block=get(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
         )
 
-    def make_current(self) -> None:
-        """Make this device's context the calling thread's current one, unless it is.
-        The legacy default stream, and the memory an allocation, free or copy on it
-        goes to, are the current context's: so each of this device's calls below does
-        this first. Another GPU's work, or another library (torch.cuda.set_device),
-        may have made another context current since."""
+    def make_current(self) -> Any:
+        """Make this device's context the calling thread's current one, unless it is;
+        returns the context it replaced (None when it was current already). The legacy
+        default stream, and the memory an allocation, free or copy on it goes to, are
+        the current context's: so each of this device's calls below does this first.
+        Another GPU's work, or another library (torch.cuda.set_device), may have made
+        another context current since."""
         driver = _driver()
         current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-        if not _same_context(current, self.context):
-            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        if _same_context(current, self.context):
+            return None
+        check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        return current
 
     # ------------------------------------------------------------------ memory
 
@@ -248,16 +251,12 @@ class Device:
         """Stream-ordered free on this device's stream (another GPU's would not wait for
         this one's kernels). A finalizer may call this in the middle of another device's
         work, so the thread's current context is put back afterwards."""
-        driver = _driver()
-        current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-        switch = not _same_context(current, self.context)
-        if switch:
-            check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        replaced = self.make_current()
         try:
             self.free_in_current(ptr, stream)
         finally:
-            if switch and not _is_null(current):
-                check(driver.cuCtxSetCurrent(current), "cuCtxSetCurrent")
+            if replaced is not None and not _is_null(replaced):
+                check(_driver().cuCtxSetCurrent(replaced), "cuCtxSetCurrent")
 
     def free_in_current(self, ptr: int, stream: Any = None) -> None:
         """`free` for a caller that has made this device current (the fast path's `run`)."""
@@ -413,10 +412,9 @@ class KernelModule:
     def __init__(self, device: Device, image: bytes):
         driver = _driver()
         self.device = device
-        device.make_current()  # a module loads into the thread's current context
         if not image.endswith(b"\0") and image.lstrip().startswith(b"//"):
             image = image + b"\0"  # PTX text must be NUL-terminated
-        device.make_current()
+        device.make_current()  # a module loads into the thread's current context
         self.handle = check(driver.cuModuleLoadData(image), "cuModuleLoadData")
         self._functions: dict[str, object] = {}
         self._handles: dict[int, int] = {}  # id(CUfunction) -> its raw pointer, for ctypes
