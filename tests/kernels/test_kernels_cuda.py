@@ -146,7 +146,7 @@ def test_packed_causal_attention_on_device_arrays(rng):
     k = rng.standard_normal((seq, kv_heads * d)).astype(np.float16)
     v = rng.standard_normal((seq, kv_heads * d)).astype(np.float16)
     layout = library.program("attention_heads", CUDA)  # dynamic sizes: one artifact each
-    layout.split_heads._program.artifact(x=q, batch=1, parts=1, part=0, d=d)
+    layout.split_heads._program.artifact(x=q, batch=1, d=d)
     layout.merge_heads._program.artifact(o=np.ones((1, heads, seq, d), np.float16))
     precompile("attention", (("h / 1", "h / 4"),), "causal_attention",
                q=np.ones((1, heads, seq, d), np.float16), k=np.ones((1, 2, seq, d), np.float16),

@@ -58,6 +58,37 @@ def _boundary_type(t: Any, by_value: bool = False) -> ir.Type:
     return ir.RankedTensorType.get([], S.mlir_type(_boundary_scalar(t)))
 
 
+def _has_run_time_size(t: ir.Type) -> bool:
+    return ir.ShapedType.get_dynamic_size() in ir.RankedTensorType(t).shape
+
+
+def _ranked(v: ir.Value | ir.Type) -> bool:
+    return ir.RankedTensorType(v if isinstance(v, ir.Type) else v.type).rank > 0
+
+
+def _reshape_to_run_time_sizes(source: ir.Value, result_type: ir.Type,
+                               extents: list[ir.Value]) -> ir.Value:
+    """`reshape(t, [..])` with sizes known at run time: a collapse to one dimension and
+    an expand, which bufferize to views that the native CUDA backend's launch plan
+    keeps (a tensor.reshape's shape operand would be a host buffer it cannot fill).
+    The source is cast to all-dynamic sizes first, so the collapse stays valid when
+    cir-shape-propagation makes a compute's result static later."""
+    dynamic = ir.ShapedType.get_dynamic_size()
+    source_type = ir.RankedTensorType(source.type)
+    result = ir.RankedTensorType(result_type)
+    element = source_type.element_type
+    flat = tensor.CastOp(ir.RankedTensorType.get([dynamic] * source_type.rank, element),
+                         source).result
+    if source_type.rank != 1:
+        flat = tensor.CollapseShapeOp(ir.RankedTensorType.get([dynamic], element), flat,
+                                      [list(range(source_type.rank))]).result
+    if result.rank == 1:
+        return tensor.CastOp(result_type, flat).result
+    run_time = [e for e, size in zip(extents, result.shape) if size == dynamic]
+    return tensor.ExpandShapeOp(result_type, flat, [list(range(result.rank))], run_time,
+                                list(result.shape)).result
+
+
 def _annotation_text(annotation: ast.Annotation) -> str:
     """`@device("cuda:0")` -> "cuda:0"; `@device(["a", "b"])` -> "a,b"; `@parallel(data)`."""
     parts = []
@@ -264,8 +295,11 @@ class _ProgramEmitter:
         elif step.op == "reshape":
             extents = [self._extent(d) for d in step.params["dims"]]
             index_vector = ir.RankedTensorType.get([len(extents)], ir.IndexType.get())
-            shape = tensor.FromElementsOp(index_vector, extents).result
-            value = tensor.ReshapeOp(result_type, source, shape).result
+            if _has_run_time_size(result_type) and _ranked(source) and _ranked(result_type):
+                value = _reshape_to_run_time_sizes(source, result_type, extents)
+            else:
+                shape = tensor.FromElementsOp(index_vector, extents).result
+                value = tensor.ReshapeOp(result_type, source, shape).result
         elif step.op == "call":
             value = self._call(step)
         else:

@@ -422,6 +422,18 @@ class FunctionWriter:
         self.line(f"{self.define(op.results[0])} = {source}.reshape("
                   f"tuple(int(d) for d in {shape}))")
 
+    def _tensor_collapse_shape(self, op: ir.Operation) -> None:
+        """A reshape with run-time sizes (cirgen): always to one dimension."""
+        self.line(f"{self.define(op.results[0])} = {self.value(op.operands[0])}.reshape(-1)")
+
+    def _tensor_expand_shape(self, op: ir.Operation) -> None:
+        """From one dimension (cirgen's reshape with run-time sizes)."""
+        dynamic = iter(self.value(v) for v in op.operands[1:])
+        sizes = [f"int({next(dynamic)})" if ir.ShapedType.is_dynamic_size(d) else str(d)
+                 for d in ir.DenseI64ArrayAttr(op.attributes["static_output_shape"])]
+        self.line(f"{self.define(op.results[0])} = {self.value(op.operands[0])}"
+                  f".reshape(({''.join(s + ', ' for s in sizes)}))")
+
     def _tensor_extract_slice(self, op: ir.Operation) -> None:
         source = self.value(op.operands[0])
         dynamic = iter(self.value(v) for v in op.operands[1:])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ZynMLError
 from .library import call
 
 __all__ = ["split_heads", "merge_heads", "merge_qkv"]
@@ -13,12 +14,16 @@ __all__ = ["split_heads", "merge_heads", "merge_qkv"]
 def split_heads(qkv: Any, batch: int, heads: int, parts: int = 3, *,
                 device: str | None = None):
     """The `parts` arrays [batch, heads, seq, head_dim] side by side in the rows of qkv
-    [batch * seq, parts * heads * head_dim]: q, k, v of a fused projection (3), or one
-    gradient of merge_heads (1)."""
+    [batch * seq, parts * heads * head_dim]: q, k, v of a fused projection (3, one
+    kernel), or one array such as a gradient of merge_heads (1)."""
+    if parts not in (1, 3):
+        raise ZynMLError(f"split_heads takes 1 array (parts=1) or a fused projection's "
+                         f"q, k and v (parts=3), not parts={parts}")
     head_dim = qkv.shape[1] // (parts * heads)
-    return tuple(call("attention_heads", "split_heads",
-                      {"x": qkv, "batch": batch, "parts": parts, "part": part,
-                       "d": head_dim}, device) for part in range(parts))
+    pipeline = "split_qkv" if parts == 3 else "split_heads"
+    result = call("attention_heads", pipeline, {"x": qkv, "batch": batch, "d": head_dim},
+                  device)
+    return tuple(result) if parts == 3 else (result,)
 
 
 def merge_heads(o: Any, *, device: str | None = None):
