@@ -78,6 +78,51 @@ def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
         np.testing.assert_allclose(ranks[0][name], param, rtol=0, atol=1e-5, err_msg=name)
 
 
+class RecordingAllReduce:
+    """The all-reduce of a world of one process, recording the Trainer's calls."""
+    world = distributed.World(rank=0, size=1, local_rank=0)
+
+    def __init__(self, log: list):
+        self.log, self.flat = log, None
+
+    def start(self, part) -> None:
+        start = (part.ctypes.data - self.flat.ctypes.data) // part.itemsize
+        self.log.append(("start", start, start + part.size))
+
+    def finish(self) -> None:
+        self.log.append("finish")
+
+    def mean(self, value: float) -> float:
+        return value
+
+
+def test_each_layers_sum_starts_as_the_backward_pass_finishes_it(monkeypatch):
+    """While the backward pass goes on: a range per block's matrices and one per block's
+    vectors (the last block's with the final LayerNorm's), then the embeddings' once
+    their gradient is made; every gradient's range exactly once; then one wait."""
+    import zynml.kernels as K
+    log = []
+    reduce = RecordingAllReduce(log)
+    trainer = Trainer(GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu"), SCHEDULE,
+                      AdamW(), all_reduce=reduce)
+    reduce.flat = trainer._grads
+    embed_backward = K.embed_backward_tokens
+    monkeypatch.setattr(K, "embed_backward_tokens",
+                        lambda *args, **kw: (log.append("embeddings"),
+                                             embed_backward(*args, **kw))[1])
+    loss = trainer.step(_batches())
+    during = log[:log.index("embeddings")]
+    assert len(during) == 2 * CONFIG.layers and all(e[0] == "start" for e in during)
+    assert log[-1] == "finish" and log.count("finish") == 1
+    covered = np.zeros(trainer.layout.size, int)
+    for _, start, stop in (e for e in log if e[0] == "start"):
+        covered[start:stop] += 1
+    for name, slot in trainer.layout.slots.items():
+        assert (covered[slot.start:slot.start + slot.size] == 1).all(), name
+    alone = Trainer(GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu"), SCHEDULE, AdamW())
+    assert loss == alone.step(_batches())
+
+
 def test_shards_are_the_global_batch_split_in_order():
     ids, targets = _batches().next()
     shards = [_batches(r, 2).next() for r in range(2)]

@@ -32,6 +32,14 @@ def test_each_group_is_one_contiguous_range_of_aligned_views():
         assert start <= slot.start and slot.start + slot.size <= stop
 
 
+def test_ranges_merge_neighbours_and_take_the_padding_after_each():
+    layout = FlatLayout(SHAPES, GROUPS)  # a 0..1, d 1..4, b 4..5, c 5..6, e 6..7 (ALIGNs)
+    assert layout.ranges(["d", "a"]) == [(0, 4 * ALIGN)]
+    assert layout.ranges(["b", "e"]) == [(4 * ALIGN, 5 * ALIGN), (6 * ALIGN, 7 * ALIGN)]
+    assert layout.ranges(["c", "b", "e"]) == [(4 * ALIGN, 7 * ALIGN)]
+    assert layout.ranges([]) == []
+
+
 def test_views_share_the_flat_buffers_memory(rng):
     layout = FlatLayout(SHAPES, GROUPS)
     arrays = {n: rng.standard_normal(s).astype(np.float32) for n, s in SHAPES.items()}

@@ -9,13 +9,16 @@ parameters (the same seed) and its shard of each global batch (data.Batches). Af
 backward pass, `GradientAllReduce` sums the gradients over the processes with
 torch.distributed: NCCL over a zero-copy torch view of the DeviceArray (DLPack) on CUDA,
 gloo over a view of the numpy array on the CPU. The gradients are one flat buffer
-(train.Trainer's, models/flat.py), so this is one collective per step, in place (one per
-parameter would pay the latency ~150 times for GPT-2 small). Each process then clips and
+(train.Trainer's, models/flat.py), summed in place in a few large ranges (one collective
+per parameter would pay the latency ~150 times for GPT-2 small): the Trainer starts each
+layer's range as soon as the backward pass has finished that layer, so the sums overlap
+the layers still to go, and waits for them all before clipping. Each process then clips and
 steps the same summed gradients, divided by the number of processes inside the clip
 factor, so the parameters stay equal everywhere, and the run equals one process training
 on the whole global batch.
 ZynML's kernels and PyTorch's run on the legacy default stream of the device's primary
-context, and NCCL orders its stream with that one, so no extra wait is needed.
+context; NCCL's stream waits for that one's work when a sum starts, and that one for
+NCCL's at `finish`, so no other wait is needed.
 """
 from __future__ import annotations
 
@@ -104,6 +107,7 @@ class GradientAllReduce:
         import torch.distributed as dist
         self.world, self.device = world, device
         self._torch, self._dist = torch, dist
+        self._started: list = []  # (work, tensor view) of the sums `start` began
         self.on_cuda = device.startswith("cuda")
         if self.on_cuda:
             torch.cuda.set_device(int(device.partition(":")[2] or 0))
@@ -118,7 +122,23 @@ class GradientAllReduce:
         """`flat` (every gradient, in one buffer) becomes its sum over the processes: one
         collective. The caller divides by `world.size` (the Trainer, in its clip factor:
         no pass over the gradients of its own)."""
-        self._dist.all_reduce(torch_view(flat))
+        self.start(flat)
+        self.finish()
+
+    def start(self, part) -> None:
+        """Start summing `part` (a range of the flat gradient) over the processes in the
+        background, in place: on NCCL's stream, after the kernels queued so far on the
+        current one (ZynML's), or on gloo's thread. Every process must start the same
+        parts in the same order. `finish` waits for them."""
+        view = torch_view(part)
+        self._started.append((self._dist.all_reduce(view, async_op=True), view))
+
+    def finish(self) -> None:
+        """Wait for every started sum: on CUDA, work queued after this waits for them
+        (the host does not); on the CPU they are done."""
+        started, self._started = self._started, []
+        for work, _ in started:
+            work.wait()
 
     def mean(self, value: float) -> float:
         """The mean of a number (a loss) over the processes."""

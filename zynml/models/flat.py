@@ -79,6 +79,19 @@ class FlatLayout:
         return {name: element_range(flat, slot.start, slot.start + slot.size)
                 .reshape(slot.shape) for name, slot in self.slots.items()}
 
+    def ranges(self, names) -> list[tuple[int, int]]:
+        """The (start, stop) element ranges the arrays `names` fill, the padding after
+        each included, neighbours merged: what to reduce for those arrays alone."""
+        spans = sorted((slot.start, slot.start + -(-slot.size // ALIGN) * ALIGN)
+                       for slot in (self.slots[name] for name in names))
+        merged: list[tuple[int, int]] = []
+        for start, stop in spans:
+            if merged and merged[-1][1] == start:
+                merged[-1] = (merged[-1][0], stop)
+            else:
+                merged.append((start, stop))
+        return merged
+
     def group(self, flat: Any, key: Hashable) -> Any:
         """The 1-D view of `flat` that group `key` fills (its padding included)."""
         start, stop = self.groups[key]

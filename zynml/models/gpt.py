@@ -173,19 +173,26 @@ class GPT:
 
     # ------------------------------------------------------------------ backward
 
-    def backward(self, into: dict | None = None) -> dict:
+    def backward(self, into: dict | None = None, finished=None) -> dict:
         """The gradients of the last forward's loss, by parameter name: new arrays, or,
         with `into` (an array per parameter, such as the views of a flat buffer that
         train.Trainer holds), written into those arrays as each is made (its own array
-        goes at once), and `into` returned."""
+        goes at once), and `into` returned. `finished(names)`, if given, is called as
+        each block's gradients (and the final LayerNorm's, with the last block's) are
+        complete, its kernels queued: the Trainer starts their all-reduce then."""
         if self._saved is None:
             raise ZynMLError("backward() needs a forward() first")
         s, p, dev = self._saved, self.params, self.device
         grads = _Gradients(into)
         dx, grads["ln_f.weight"], grads["ln_f.bias"] = K.layer_norm_backward(
             s["x_final"], p["ln_f.weight"], s["d_h_final"], device=dev)
+        done = ["ln_f.weight", "ln_f.bias"]
         for layer in reversed(range(self.config.layers)):
             dx = self._block_backward(layer, s["layers"][layer], dx, s["batch"], grads)
+            done += [name for name in self.params if name.startswith(f"h{layer}.")]
+            if finished is not None:
+                finished(done)
+            done = []
         seq = s["ids"].shape[1]
         # the tied head's gradient, then the token embedding's scattered into it
         dwte = writable(s["d_wte_head"]) if into is None else \

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import kernels as K
 from ..errors import ZynMLError
-from .flat import FlatLayout, on_gpu_of, zeros_like
+from .flat import FlatLayout, element_range, on_gpu_of, zeros_like
 from .gpt import GPT, GPTConfig, assign, decays
 
 
@@ -60,8 +60,9 @@ class Trainer:
     The parameters, their gradients and AdamW's two moments each live in one flat buffer
     (flat.py; the model's parameters become views of it): the clip's global sum of
     squares is one call over the flat gradient, AdamW one call per weight-decay group,
-    and a data-parallel all-reduce one collective. backward() writes each gradient into
-    its view (a device-to-device copy, no library call)."""
+    and a data-parallel all-reduce a few large collectives, each layer's started as the
+    backward pass finishes it. backward() writes each gradient into its view (a
+    device-to-device copy, no library call)."""
 
     def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
                  accumulation: int = 1, all_reduce=None, precision: str = "f32"):
@@ -101,6 +102,7 @@ class Trainer:
                                   (self._params, self._grads, m, v)))
                         for decay in layout.groups]
         self._sum_squares = None  # the last step's, on the device
+        self._unreduced: set[str] = set()  # gradients whose all-reduce is not started
         self._grad_scale = 1.0  # what turns the summed gradients into their mean
 
     def step(self, batches) -> float:
@@ -108,18 +110,24 @@ class Trainer:
         the mean over micro-batches (and processes) are applied on the device, inside
         AdamW's kernel: the step reads nothing back but the loss."""
         dev, total = self.model.device, 0.0
+        # one micro-batch: each layer's gradients are summed over the processes while
+        # the backward pass goes on (with several, the last adds into the sum at the end)
+        overlap = self.all_reduce is not None and self.accumulation == 1
+        self._unreduced = set(self.gradients)
         for micro in range(self.accumulation):
             ids, targets = batches.next()
             total += float(self.model.forward(ids, targets))
             if micro == 0:
-                self.model.backward(into=self.gradients)
+                self.model.backward(into=self.gradients,
+                                    finished=self._start_sums if overlap else None)
             else:
                 self.model.backward(into=self._micro_gradients())
                 K.add_assign(self._grads, self._micro, device=dev)
         loss = total / self.accumulation
         self._grad_scale = 1.0 / self.accumulation
         if self.all_reduce is not None:  # before clipping: the norm is the global batch's
-            self.all_reduce.sum_gradients(self._grads)
+            self._start_sums(self._unreduced)  # all, or what the backward pass left
+            self.all_reduce.finish()
             loss = self.all_reduce.mean(loss)
             self._grad_scale /= self.all_reduce.world.size
         scale = self._clip_scale()
@@ -132,6 +140,14 @@ class Trainer:
                          step=self.step_count, grad_scale=scale, device=dev)
         self._refresh_compute_weights()
         return loss
+
+    def _start_sums(self, names) -> None:
+        """Start the all-reduce of the gradients `names` (those not started yet), in
+        the fewest ranges of the flat gradient they fill."""
+        names = [name for name in names if name in self._unreduced]
+        self._unreduced.difference_update(names)
+        for start, stop in self.layout.ranges(names):
+            self.all_reduce.start(element_range(self._grads, start, stop))
 
     def _refresh_compute_weights(self) -> None:
         if self._compute is not None:
