@@ -12,11 +12,11 @@ keep their lines, as zynml/segments.py does for `@device`):
     let (r, i) = await any(fs)            # for the first to complete: its value and index
     let s = await f timeout 10ms else y   # y if f has not completed within 10 ms
 
-Each future is `Program.submit`'s (zynml/futures.py), except that on native CUDA the
-blocks' launches go in order to the legacy default stream (the future is a CUDA event
-after them): on an H100 a block's first call on a stream of its own crashed the process
-in cuMemAllocAsync (2026-11-26), while `Program.submit`'s streams passed their tests.
-Elsewhere the block runs on a thread pool. A timeout leaves the work running. A plain statement that reads a
+Each future is `Program.submit`'s (zynml/futures.py): on native CUDA the block goes to a
+stream of its own and the future is a CUDA event after its launches; elsewhere the block
+runs on a thread pool. The blocks that read only the program's inputs are compiled and
+loaded before the first starts (a CUDA module load waits for queued work, which would
+serialize the blocks on a program's first call). A timeout leaves the work running. A plain statement that reads a
 future waits for it first. Programs with pipelines, records, `mut` inputs or host values
 keep the one-invocation meaning (docs/language.md §7): every future has completed when
 the program returns.
@@ -57,11 +57,16 @@ class AsyncPlan:
         from .futures import submit
         values: dict[str, Any] = dict(inputs)
         futures: dict[str, Any] = {}
+        # Blocks that read only the program's inputs are loaded before any starts: on
+        # CUDA a module's first load waits for the work already queued, which would put
+        # a block behind the one started before it.
+        for part in self.parts:
+            if part.kind == "submit" and all(n in values for n in part.program.inputs):
+                part.program.prepare(self._read(part.program.inputs, values, futures))
         for part in self.parts:
             if part.kind == "submit":
                 futures[part.targets[0]] = submit(
-                    part.program, self._read(part.program.inputs, values, futures),
-                    own_stream=False)
+                    part.program, self._read(part.program.inputs, values, futures))
             elif part.kind == "run":
                 values.update(part.program(self._read(part.program.inputs, values, futures)))
             else:
