@@ -157,6 +157,19 @@ def test_futures_wait_for_their_event_only(cuda, rng):
     assert_close(results[0]["y"].numpy(), expected(x, 4.0))
 
 
+def test_each_device_object_has_streams_of_its_own_for_futures(cuda):
+    """A new Device of the same ordinal (another driver's: a test's fake, a process
+    that starts over) must not be handed the old one's streams, whose context is not
+    its own (on an H100 that ended in cuCtxSetCurrent on a stale context)."""
+    from zynml.runtime.cuda.streams import POOL_SIZE, stream_for_future
+    first = driver.get_device(0)
+    assert all(stream_for_future(first).device is first for _ in range(POOL_SIZE + 1))
+    driver._devices.clear()  # the next get_device makes a new Device of ordinal 0
+    second = driver.get_device(0)
+    assert second is not first
+    assert all(stream_for_future(second).device is second for _ in range(POOL_SIZE + 1))
+
+
 def test_a_future_keeps_its_inputs_until_its_event_completes(cuda, rng):
     x = f32(rng, 23)
     prog = axpy(cuda, x=x, s=1.0)

@@ -17,6 +17,7 @@ cuGraphInstantiate, then cuGraphLaunch per replay.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from .driver import Device, _driver, check
@@ -228,16 +229,18 @@ class CudaGraph:
             pass
 
 
-_POOLS: dict[int, list] = {}  # device ordinal -> [streams, index of the next to reuse]
+# device -> [streams, index of the next to reuse]; by Device, not ordinal: a stream
+# belongs to the context it was made in (a test's fake driver makes Devices of its own)
+_POOLS: "weakref.WeakKeyDictionary[Device, list]" = weakref.WeakKeyDictionary()
 POOL_SIZE = 8
 
 
 def stream_for_future(device: Device) -> Stream:
     """A stream for the next future on `device`: one of a few, round robin, so that
     futures made one after another overlap (the ninth shares the first's stream)."""
-    pool = _POOLS.get(device.ordinal)
+    pool = _POOLS.get(device)
     if pool is None:
-        pool = _POOLS.setdefault(device.ordinal, [[], 0])
+        pool = _POOLS.setdefault(device, [[], 0])
     streams, index = pool
     if len(streams) < POOL_SIZE:
         streams.append(Stream(device))
