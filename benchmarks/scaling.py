@@ -113,7 +113,7 @@ def worker(args) -> None:
                                 compute_done, sync)
     trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(),
                       accumulation=args.accumulate, all_reduce=reduce,
-                      precision=precision(args))
+                      precision=precision(args), overlap=not args.no_overlap)
     batches = data.Batches(_tokens(config), args.batch * world.size * args.accumulate,
                            args.seq, seed=1, rank=world.rank, world_size=world.size)
     if args.accumulate > 1:
@@ -148,7 +148,7 @@ def _launch(args, gpus: int, accumulate: int = 1) -> dict:
                    "--config", args.config, "--batch", str(args.batch), "--seq",
                    str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps),
                    "--accumulate", str(accumulate), "--device", args.device,
-                   "--precision", precision(args)]
+                   "--precision", precision(args)] + ["--no-overlap"] * args.no_overlap
         env = NO_MULTICAST | dict(os.environ)
         returncode = _run_bounded(command, env, args.launch_timeout)
         if returncode is None:
@@ -351,6 +351,8 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--accumulate", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="sum the gradients after the backward pass, not during it")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(args)

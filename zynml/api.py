@@ -250,7 +250,7 @@ class Program:
 
     def prepare(self, inputs: dict[str, Any] | None = None, /, **named) -> None:
         """Compile (or take from the cache) and load what a call on these inputs runs,
-        without running it. On CUDA, loading a module waits for the device's queued
+        without running it. On CUDA, loading kernels waits for the device's queued
         work, so futures started after a first call's load do not overlap those before
         it (zynml/async_program.py prepares its blocks first)."""
         if self._data_parallel is None and self._async is None and not self._segments:

@@ -15,7 +15,7 @@ keep their lines, as zynml/segments.py does for `@device`):
 Each future is `Program.submit`'s (zynml/futures.py): on native CUDA the block goes to a
 stream of its own and the future is a CUDA event after its launches; elsewhere the block
 runs on a thread pool. The blocks that read only the program's inputs are compiled and
-loaded before the first starts (a CUDA module load waits for queued work, which would
+loaded before the first starts (loading a CUDA kernel waits for queued work, which would
 serialize the blocks on a program's first call). A timeout leaves the work running. A plain statement that reads a
 future waits for it first. Programs with pipelines, records, `mut` inputs or host values
 keep the one-invocation meaning (docs/language.md §7): every future has completed when
@@ -58,8 +58,8 @@ class AsyncPlan:
         values: dict[str, Any] = dict(inputs)
         futures: dict[str, Any] = {}
         # Blocks that read only the program's inputs are loaded before any starts: on
-        # CUDA a module's first load waits for the work already queued, which would put
-        # a block behind the one started before it.
+        # CUDA loading a kernel waits for the work already queued, which would put a
+        # block behind the one started before it.
         for part in self.parts:
             if part.kind == "submit" and all(n in values for n in part.program.inputs):
                 part.program.prepare(self._read(part.program.inputs, values, futures))

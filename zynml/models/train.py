@@ -65,7 +65,8 @@ class Trainer:
     device-to-device copy, no library call)."""
 
     def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
-                 accumulation: int = 1, all_reduce=None, precision: str = "f32"):
+                 accumulation: int = 1, all_reduce=None, precision: str = "f32",
+                 overlap: bool = True):
         if accumulation < 1:
             raise ZynMLError(f"gradient accumulation takes at least 1 micro-batch, "
                              f"got {accumulation}")
@@ -76,6 +77,8 @@ class Trainer:
         # data-parallel training: a GradientAllReduce (distributed.py) that sums the
         # gradients and averages the loss over the processes, so that every one steps alike
         self.all_reduce = all_reduce
+        # start each layer's sum as the backward pass finishes it (False: all at the end)
+        self.overlap = overlap
         self.step_count = 0
         params = model.params
         self.layout = layout = FlatLayout(
@@ -112,7 +115,7 @@ class Trainer:
         dev, total = self.model.device, 0.0
         # one micro-batch: each layer's gradients are summed over the processes while
         # the backward pass goes on (with several, the last adds into the sum at the end)
-        overlap = self.all_reduce is not None and self.accumulation == 1
+        overlap = self.overlap and self.all_reduce is not None and self.accumulation == 1
         self._unreduced = set(self.gradients)
         for micro in range(self.accumulation):
             ids, targets = batches.next()
