@@ -10,11 +10,11 @@ f32 on the CPU, by default). For each GPU count n (1, 2, 4, ... up to N, the vis
 GPUs, and N) it launches n processes with PyTorch's launcher (`--worker`,
 zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps (wall clock,
 each process drained before and after, the slowest process's time), and times the
-part of the gradient all-reduce that the backward pass did not hide (each layer's sum
-starts as the pass finishes the layer; timed from the end of ZynML's work to the end of
-NCCL's, so it includes waiting for the slowest process). Reported: the median step,
-tokens per second over all GPUs, the speed-up against one GPU, and that exposed
-all-reduce's share of a step;
+part of the gradient all-reduce that the backward pass did not hide (with `--overlap`
+each layer's sum starts as the pass finishes the layer; timed from the end of ZynML's
+work to the end of NCCL's, so it includes waiting for the slowest process). Reported:
+the median step, tokens per second over all GPUs, the speed-up against one GPU, and that
+exposed all-reduce's share of a step;
 then the losses of the N-GPU run against one GPU that accumulates the same global batch
 (the N shards in turn), step for step. `--device cpu --gpus N` runs the same on N CPU
 processes (gloo): the tests' dry run of the machinery.
@@ -113,7 +113,7 @@ def worker(args) -> None:
                                 compute_done, sync)
     trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(),
                       accumulation=args.accumulate, all_reduce=reduce,
-                      precision=precision(args), overlap=not args.no_overlap)
+                      precision=precision(args), overlap=args.overlap)
     batches = data.Batches(_tokens(config), args.batch * world.size * args.accumulate,
                            args.seq, seed=1, rank=world.rank, world_size=world.size)
     if args.accumulate > 1:
@@ -148,7 +148,7 @@ def _launch(args, gpus: int, accumulate: int = 1) -> dict:
                    "--config", args.config, "--batch", str(args.batch), "--seq",
                    str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps),
                    "--accumulate", str(accumulate), "--device", args.device,
-                   "--precision", precision(args)] + ["--no-overlap"] * args.no_overlap
+                   "--precision", precision(args)] + ["--overlap"] * args.overlap
         env = NO_MULTICAST | dict(os.environ)
         returncode = _run_bounded(command, env, args.launch_timeout)
         if returncode is None:
@@ -351,8 +351,8 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--accumulate", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--no-overlap", action="store_true",
-                        help="sum the gradients after the backward pass, not during it")
+    parser.add_argument("--overlap", action="store_true",
+                        help="sum each layer's gradients during the backward pass")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(args)

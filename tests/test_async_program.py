@@ -92,18 +92,3 @@ def test_without_futures_a_program_is_one_invocation():
         .replace("yield doubled[i]", "yield f[i]").replace("compute(doubled)", "compute(f)"))
     assert prog._async is None
 
-
-def test_blocks_on_the_programs_inputs_are_loaded_before_any_starts(monkeypatch, rng):
-    """On CUDA a module's first load waits for queued work: loading the second block
-    after the first started would put it behind the first (async_program.py)."""
-    from zynml import futures
-    events = []
-    prepare, submit = zynml.Program.prepare, futures.submit
-    monkeypatch.setattr(zynml.Program, "prepare", lambda self, inputs: (
-        events.append("prepare"), prepare(self, inputs))[1])
-    monkeypatch.setattr(futures, "submit", lambda program, inputs, own_stream=True: (
-        events.append("submit"), submit(program, inputs, own_stream))[1])
-    x = rng.standard_normal(37).astype(np.float32)
-    out = zynml.compile(TWO, device="cpu")(x=x)
-    assert events == ["prepare", "prepare", "submit", "submit"]
-    assert_close(out["total"], 2 * x.astype(np.float64).sum(), rtol=1e-5)

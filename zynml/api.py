@@ -248,14 +248,6 @@ class Program:
         results = self._run(inputs) if self.generic.outputs else {}
         return results | host_values(self.generic.host_values)
 
-    def prepare(self, inputs: dict[str, Any] | None = None, /, **named) -> None:
-        """Compile (or take from the cache) and load what a call on these inputs runs,
-        without running it. On CUDA, loading kernels waits for the device's queued
-        work, so futures started after a first call's load do not overlap those before
-        it (zynml/async_program.py prepares its blocks first)."""
-        if self._data_parallel is None and self._async is None and not self._segments:
-            self._executable_for(_merge_inputs(inputs, named))
-
     def submit(self, inputs: dict[str, Any] | None = None, /, **named):
         """Start a call and return its `zynml.Future` at once (zynml/futures.py)."""
         from .futures import submit

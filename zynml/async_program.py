@@ -13,10 +13,10 @@ keep their lines, as zynml/segments.py does for `@device`):
     let s = await f timeout 10ms else y   # y if f has not completed within 10 ms
 
 Each future is `Program.submit`'s (zynml/futures.py): on native CUDA the block goes to a
-stream of its own and the future is a CUDA event after its launches; elsewhere the block
-runs on a thread pool. The blocks that read only the program's inputs are compiled and
-loaded before the first starts (loading a CUDA kernel waits for queued work, which would
-serialize the blocks on a program's first call). A timeout leaves the work running. A plain statement that reads a
+stream of its own and the future is a CUDA event after its launches (on an H100 the
+blocks overlap from a program's second call on; its first call in a fresh process ran
+them one after the other, 2026-11-27, cause not found); elsewhere the block runs on a
+thread pool. A timeout leaves the work running. A plain statement that reads a
 future waits for it first. Programs with pipelines, records, `mut` inputs or host values
 keep the one-invocation meaning (docs/language.md §7): every future has completed when
 the program returns.
@@ -57,12 +57,6 @@ class AsyncPlan:
         from .futures import submit
         values: dict[str, Any] = dict(inputs)
         futures: dict[str, Any] = {}
-        # Blocks that read only the program's inputs are loaded before any starts: on
-        # CUDA loading a kernel waits for the work already queued, which would put a
-        # block behind the one started before it.
-        for part in self.parts:
-            if part.kind == "submit" and all(n in values for n in part.program.inputs):
-                part.program.prepare(self._read(part.program.inputs, values, futures))
         for part in self.parts:
             if part.kind == "submit":
                 futures[part.targets[0]] = submit(

@@ -42,7 +42,7 @@ def _steps(trainer, batches, scale=1.0):
     return losses, grads
 
 
-def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
+def _rank(rank: int, world_size: int, port: int, folder: str, overlap: bool) -> None:
     """One process of the data-parallel run (torch.multiprocessing.spawn's target)."""
     import torch.distributed as dist
     os.environ.update(ENV, WORLD_SIZE=str(world_size), RANK=str(rank),
@@ -51,7 +51,7 @@ def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     model = GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu")
     reduce = distributed.GradientAllReduce(world, "cpu")
-    trainer = Trainer(model, SCHEDULE, AdamW(), all_reduce=reduce)
+    trainer = Trainer(model, SCHEDULE, AdamW(), all_reduce=reduce, overlap=overlap)
     # the gradients the Trainer holds are summed over the processes: their mean
     losses, grads = _steps(trainer, _batches(rank, world_size), 1.0 / world_size)
     np.savez(Path(folder) / f"rank{rank}.npz", losses=np.asarray(losses), **model.params,
@@ -59,11 +59,12 @@ def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
     reduce.close()
 
 
-def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path, overlap):
     spawn = pytest.importorskip("torch.multiprocessing").spawn
     model = GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu")
     want, grads = _steps(Trainer(model, SCHEDULE, AdamW()), _batches())
-    spawn(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    spawn(_rank, args=(2, _free_port(), str(tmp_path), overlap), nprocs=2, join=True)
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     np.testing.assert_allclose(ranks[0]["losses"], want, rtol=1e-5)
     largest = max(np.abs(g).max() for g in grads.values())
@@ -97,14 +98,15 @@ class RecordingAllReduce:
 
 
 def test_each_layers_sum_starts_as_the_backward_pass_finishes_it(monkeypatch):
-    """While the backward pass goes on: a range per block's matrices and one per block's
-    vectors (the last block's with the final LayerNorm's), then the embeddings' once
-    their gradient is made; every gradient's range exactly once; then one wait."""
+    """With `overlap`, while the backward pass goes on: a range per block's matrices and
+    one per block's vectors (the last block's with the final LayerNorm's), then the
+    embeddings' once their gradient is made; every gradient's range exactly once; then
+    one wait."""
     import zynml.kernels as K
     log = []
     reduce = RecordingAllReduce(log)
     trainer = Trainer(GPT(CONFIG, init_parameters(CONFIG, seed=2), "cpu"), SCHEDULE,
-                      AdamW(), all_reduce=reduce)
+                      AdamW(), all_reduce=reduce, overlap=True)
     reduce.flat = trainer._grads
     embed_backward = K.embed_backward_tokens
     monkeypatch.setattr(K, "embed_backward_tokens",

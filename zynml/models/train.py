@@ -60,13 +60,13 @@ class Trainer:
     The parameters, their gradients and AdamW's two moments each live in one flat buffer
     (flat.py; the model's parameters become views of it): the clip's global sum of
     squares is one call over the flat gradient, AdamW one call per weight-decay group,
-    and a data-parallel all-reduce a few large collectives, each layer's started as the
-    backward pass finishes it. backward() writes each gradient into its view (a
-    device-to-device copy, no library call)."""
+    and a data-parallel all-reduce one collective (with `overlap`, one per layer, each
+    started as the backward pass finishes the layer). backward() writes each gradient
+    into its view (a device-to-device copy, no library call)."""
 
     def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
                  accumulation: int = 1, all_reduce=None, precision: str = "f32",
-                 overlap: bool = True):
+                 overlap: bool = False):
         if accumulation < 1:
             raise ZynMLError(f"gradient accumulation takes at least 1 micro-batch, "
                              f"got {accumulation}")
@@ -77,7 +77,9 @@ class Trainer:
         # data-parallel training: a GradientAllReduce (distributed.py) that sums the
         # gradients and averages the loss over the processes, so that every one steps alike
         self.all_reduce = all_reduce
-        # start each layer's sum as the backward pass finishes it (False: all at the end)
+        # True: start each layer's sum as the backward pass finishes it. Off by default:
+        # on H100s it made the 2-GPU step slower (NCCL's kernels take SMs that the
+        # persistent matmuls' fixed tile schedule counts on; docs/performance.md)
         self.overlap = overlap
         self.step_count = 0
         params = model.params
@@ -113,8 +115,8 @@ class Trainer:
         the mean over micro-batches (and processes) are applied on the device, inside
         AdamW's kernel: the step reads nothing back but the loss."""
         dev, total = self.model.device, 0.0
-        # one micro-batch: each layer's gradients are summed over the processes while
-        # the backward pass goes on (with several, the last adds into the sum at the end)
+        # with `overlap` and one micro-batch, each layer's gradients are summed over the
+        # processes while the backward pass goes on (else all at once after it)
         overlap = self.overlap and self.all_reduce is not None and self.accumulation == 1
         self._unreduced = set(self.gradients)
         for micro in range(self.accumulation):

@@ -19,7 +19,6 @@ import numpy as np
 from ... import knobs
 from .device_array import DeviceArray, _numpy_dtype
 from . import run_time_views, tensor_maps
-from .artifact import launches
 from .driver import Device, ctype_of
 from .watchdog import watched
 
@@ -125,9 +124,7 @@ class PlanExecutor:
             array = DeviceArray.from_numpy(globals_[spec["name"]], device)
             self._globals[spec["name"]] = Buffer(device, array.ptr, array.size, owner=array)
         self._params: dict[int, _Params] = {}
-        # every kernel now: CUDA's lazy load at a first launch waits for queued work
-        self._functions: dict[str, Any] = {s["kernel"]: self.module.function(s["kernel"])
-                                           for s in launches(plan["body"])}
+        self._functions: dict[str, Any] = {}
         self._shared_limit: dict[str, int] = {}  # kernel -> dynamic shared bytes opted into
         self.tensor_maps = tensor_maps.for_device(device)
         # Tests set ZYNML_CUDA_POISON=1: every allocation starts as 0xFF bytes (NaN, -1),
