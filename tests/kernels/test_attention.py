@@ -260,3 +260,14 @@ def test_cuda_backward_products_are_plain_gemms(dtype, gemm):
                                       scale=np.float32(0.125)))
     assert "tensor.extract" not in linalg
 
+
+
+def test_the_causal_condition_is_made_once_per_shape():
+    """flash_attention_backward without a mask takes its `allowed` input from a cache
+    (on a GPU an upload would wait for the queued work at every call)."""
+    from zynml.kernels.attention_backward import allowed_keys, causal_allowed
+    first = causal_allowed("cpu", 5, 7, True, 3)
+    assert causal_allowed("cpu", 5, 7, True, 3) is first and not first.flags.writeable
+    np.testing.assert_array_equal(first, np.tile(allowed_keys(5, 7, True, None), (3, 1)))
+    assert causal_allowed("cpu", 5, 7, False, 3).all()
+    assert causal_allowed("cpu", 7, 7, True, 1).shape == (7, 7)

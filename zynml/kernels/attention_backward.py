@@ -3,8 +3,12 @@ forward's output. Gradients come back in the inputs' dtype; the scores, their
 log-sum-exp and the row sums are f32 whatever it is."""
 from __future__ import annotations
 
+import weakref
+from functools import lru_cache
+
 import numpy as np
 
+from ..devices import resolve
 from .basic import reshaped
 from .variants import variant
 
@@ -19,6 +23,35 @@ def allowed_keys(seq_q: int, seq_k: int, causal: bool, mask) -> np.ndarray:
     return allowed
 
 
+@lru_cache(maxsize=16)
+def _host_allowed(seq_q: int, seq_k: int, causal: bool, group: int) -> np.ndarray:
+    host = np.tile(allowed_keys(seq_q, seq_k, causal, None), (group, 1))
+    host.flags.writeable = False
+    return host
+
+
+# GPU -> {(seq_q, seq_k, causal, group): its DeviceArray}; by Device, so that a new
+# driver's Device (a test's fake) never gets another's memory
+_ON_GPU: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def causal_allowed(device: str, seq_q: int, seq_k: int, causal: bool, group: int):
+    """The `allowed` input without a mask, per group ([group * seq_q, seq_k]), where the
+    kernel runs: made and uploaded once per shape. (An upload from host memory waits for
+    the GPU's queued work: made at each call, it drained the queue once per layer of
+    every backward pass.) Read-only on the host."""
+    key = (seq_q, seq_k, causal, group)
+    placement = resolve(device)
+    if placement.kind != "cuda":
+        return _host_allowed(*key)
+    from ..runtime.cuda.device_array import DeviceArray
+    from ..runtime.cuda.driver import get_device
+    kept = _ON_GPU.setdefault(get_device(placement.ordinal), {})
+    if key not in kept:
+        kept[key] = DeviceArray.from_numpy(_host_allowed(*key), get_device(placement.ordinal))
+    return kept[key]
+
+
 def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
     """(dq, dk, dv), given the forward's output `o` and a [seq_q, seq_k] mask or None.
     The kernel takes the grouped layout (attention_backward.zyn): free views here."""
@@ -27,7 +60,8 @@ def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
     scale = np.float32(d ** -0.5 if scale is None else scale)
     grouped = (batch * kv_heads, group * seq_q, d)
     keys = (batch * kv_heads, seq_k, d)
-    allowed = np.tile(allowed_keys(seq_q, seq_k, causal, mask), (group, 1))
+    allowed = np.tile(allowed_keys(seq_q, seq_k, causal, mask), (group, 1)) \
+        if mask is not None else causal_allowed(device, seq_q, seq_k, causal, group)
     # sizes pinned static: IREE takes minutes over this kernel with dynamic sizes
     dq, dk, dv = variant("attention_backward", (), device).attention_backward(
         q=reshaped(q, grouped), k=reshaped(k, keys), v=reshaped(v, keys),
