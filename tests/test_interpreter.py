@@ -315,18 +315,8 @@ def test_blocks_on_other_devices_all_run_on_the_interpreter(capsys):
 def test_a_reshape_with_run_time_sizes(rng):
     """cirgen's collapse and expand for sizes known at the call (test_cuda_plan_views.py
     has the CUDA plan), on the interpreter and the CPU, at two shapes of one compile."""
-    src = """
-pipeline rows_to_heads(x: tensor[?tokens, ?width], batch: int, d: int) -> tensor[batch, heads, seq, d]:
-    let x4 = reshape(x, [batch, tokens / batch, width / d, d])
-    let y = compute(x4) {
-        @kernel elementwise
-        for b in 0..batch, h in 0..width / d, t in 0..tokens / batch, e in 0..d:
-            out[b, h, t, e] = x4[b, t, h, e] + 1.0
-    }
-    return y
-"""
     for device in ("interpreter", "cpu"):
-        prog = zynml.compile(src, device=device)
+        prog = zynml.compile(PROGRAMS / "rows_to_heads.zyn", device=device)
         for batch, seq, heads, d in [(1, 1, 1, 1), (3, 7, 5, 2), (2, 13, 3, 3)]:
             x = rng.standard_normal((batch * seq, heads * d))
             want = x.reshape(batch, seq, heads, d).transpose(0, 2, 1, 3) + 1.0

@@ -15,6 +15,7 @@ from zynml.runtime.cuda.artifact import launches
 TRANSFORMER = Path(__file__).resolve().parents[1] / "programs" / "transformer" / \
     "transformer_block.zyn"
 RESHAPE = TRANSFORMER.parents[1] / "reshape_views.zyn"
+ROWS_TO_HEADS = TRANSFORMER.parents[1] / "rows_to_heads.zyn"
 
 
 def views(body: list[dict]) -> list[dict]:
@@ -82,23 +83,10 @@ func.func @main(%a: memref<?xf32>, %shape: memref<2xindex>) -> memref<?x?xf32> {
             extract_plan(module.operation)
 
 
-# rows [batch * seq, heads * d] viewed as [batch, seq, heads, d] with run-time sizes
-HEADS = """
-pipeline rows_to_heads(x: tensor[?tokens, ?width], batch: int, d: int) -> tensor[batch, heads, seq, d]:
-    let x4 = reshape(x, [batch, tokens / batch, width / d, d])
-    let y = compute(x4) {
-        @kernel elementwise
-        for b in 0..batch, h in 0..width / d, t in 0..tokens / batch, e in 0..d:
-            out[b, h, t, e] = x4[b, t, h, e]
-    }
-    return y
-"""
-
-
 def test_a_reshape_with_run_time_sizes_is_a_collapse_and_an_expand():
     """Not a memref.reshape, whose shape operand is a host buffer the plan cannot fill:
     views whose sizes the plan computes from the input's at each call."""
-    prog = zynml.compile(HEADS, device="cuda", require_device=False)
+    prog = zynml.compile(ROWS_TO_HEADS, device="cuda", require_device=False)
     plan = prog.rows_to_heads._program.artifact(
         x=np.zeros((2 * 5, 3 * 8), np.float32), batch=2, d=8).plan
     steps = {step["op"]: step for step in plan["body"]}
