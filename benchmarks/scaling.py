@@ -72,8 +72,9 @@ class InTurn:
 
 
 class TimedAllReduce:
-    """A GradientAllReduce whose wait is timed: what the overlap with the backward pass
-    left exposed (ZynML's stream drained before `finish`, the whole device after)."""
+    """A GradientAllReduce whose wait for the sums is timed: from the end of ZynML's
+    work (its stream drained) to the end of NCCL's (the whole device drained), so what
+    an overlap with the backward pass left exposed, and the wait for the slowest."""
 
     def __init__(self, inner: distributed.GradientAllReduce, compute_done, all_done):
         self.inner, self.compute_done, self.all_done = inner, compute_done, all_done

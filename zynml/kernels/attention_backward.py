@@ -46,9 +46,10 @@ def causal_allowed(device: str, seq_q: int, seq_k: int, causal: bool, group: int
         return _host_allowed(*key)
     from ..runtime.cuda.device_array import DeviceArray
     from ..runtime.cuda.driver import get_device
-    kept = _ON_GPU.setdefault(get_device(placement.ordinal), {})
+    gpu = get_device(placement.ordinal)
+    kept = _ON_GPU.setdefault(gpu, {})
     if key not in kept:
-        kept[key] = DeviceArray.from_numpy(_host_allowed(*key), get_device(placement.ordinal))
+        kept[key] = DeviceArray.from_numpy(_host_allowed(*key), gpu)
     return kept[key]
 
 
