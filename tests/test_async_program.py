@@ -91,4 +91,3 @@ def test_without_futures_a_program_is_one_invocation():
         "let doubled = await f\nlet later = await g timeout 10ms else x\n", "")
         .replace("yield doubled[i]", "yield f[i]").replace("compute(doubled)", "compute(f)"))
     assert prog._async is None
-
