@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import zynml.kernels as K
+from zynml.errors import ZynMLError
 from conftest import assert_close
 
 SIZES = [(1, 1), (7, 13), (37, 5), (64, 7), (192, 13)]  # multiples of 64: one call
@@ -97,6 +98,12 @@ def test_heads_move_between_layouts(batch, seq, heads, head_dim, rng):
     np.testing.assert_array_equal(K.merge_heads(np.ascontiguousarray(parts[1]), device="cpu"),
                                   qkv[:, width:2 * width])
     np.testing.assert_array_equal(K.merge_qkv(q, k, v, device="cpu"), qkv)
+
+
+def test_a_split_of_other_than_one_or_three_arrays_is_refused(rng):
+    with pytest.raises(ZynMLError, match=r"parts=1\) or a fused projection's q, k and v "
+                                         r"\(parts=3\), not parts=2"):
+        K.split_heads(_rand(rng, 5, 12), 1, 3, parts=2, device="cpu")
 
 
 def test_residual_add_and_gradient_clipping(rng):

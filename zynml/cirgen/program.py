@@ -294,10 +294,10 @@ class _ProgramEmitter:
                                           [1] * len(shape)).result
         elif step.op == "reshape":
             extents = [self._extent(d) for d in step.params["dims"]]
-            index_vector = ir.RankedTensorType.get([len(extents)], ir.IndexType.get())
             if _has_run_time_size(result_type) and _ranked(source) and _ranked(result_type):
                 value = _reshape_to_run_time_sizes(source, result_type, extents)
             else:
+                index_vector = ir.RankedTensorType.get([len(extents)], ir.IndexType.get())
                 shape = tensor.FromElementsOp(index_vector, extents).result
                 value = tensor.ReshapeOp(result_type, source, shape).result
         elif step.op == "call":

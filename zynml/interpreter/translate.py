@@ -423,8 +423,13 @@ class FunctionWriter:
                   f"tuple(int(d) for d in {shape}))")
 
     def _tensor_collapse_shape(self, op: ir.Operation) -> None:
-        """A reshape with run-time sizes (cirgen): always to one dimension."""
-        self.line(f"{self.define(op.results[0])} = {self.value(op.operands[0])}.reshape(-1)")
+        """Each group of the source's dimensions becomes one (cirgen's reshape with
+        run-time sizes collapses all of them)."""
+        source = self.value(op.operands[0])
+        groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(group)]
+                  for group in ir.ArrayAttr(op.attributes["reassociation"])]
+        sizes = "".join(f"int(np.prod({source}.shape[{g[0]}:{g[-1] + 1}])), " for g in groups)
+        self.line(f"{self.define(op.results[0])} = {source}.reshape(({sizes}))")
 
     def _tensor_expand_shape(self, op: ir.Operation) -> None:
         """From one dimension (cirgen's reshape with run-time sizes)."""

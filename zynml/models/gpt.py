@@ -186,13 +186,12 @@ class GPT:
         grads = _Gradients(into)
         dx, grads["ln_f.weight"], grads["ln_f.bias"] = K.layer_norm_backward(
             s["x_final"], p["ln_f.weight"], s["d_h_final"], device=dev)
-        done = ["ln_f.weight", "ln_f.bias"]
+        done = ["ln_f.weight", "ln_f.bias"]  # reported with the last block's
         for layer in reversed(range(self.config.layers)):
             dx = self._block_backward(layer, s["layers"][layer], dx, s["batch"], grads)
-            done += [name for name in self.params if name.startswith(f"h{layer}.")]
             if finished is not None:
-                finished(done)
-            done = []
+                finished(done + [n for n in self.params if n.startswith(f"h{layer}.")])
+                done = []
         seq = s["ids"].shape[1]
         # the tied head's gradient, then the token embedding's scattered into it
         dwte = writable(s["d_wte_head"]) if into is None else \
