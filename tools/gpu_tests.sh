@@ -17,6 +17,7 @@ TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autot
        tests/backend/test_cuda_transpose.py
        tests/runtime/test_cuda_device_array.py tests/runtime/test_cuda_body_loops.py
        tests/device_api/test_device_cuda.py tests/kernels/test_kernels_cuda.py
+       tests/kernels/test_attention_backward_cuda.py
        tests/test_compute_graph.py
        tests/models/test_gpt_cuda.py tests/models/test_gpt_decode_cuda.py
        tests/models/test_llama_cuda.py

@@ -90,11 +90,21 @@ def cpu_values_cuda_artifacts(gpu_results: bool = True) -> Iterator[None]:
         function.CudaFunction = cuda_function
 
 
+class ArtifactOnlyCall(RuntimeError):
+    """A CUDA artifact called inside cpu_values_cuda_artifacts, where artifacts are built
+    but nothing runs: a caller with a form that runs anywhere (a ukernel's library
+    kernel, zynml/kernels/attention_backward.py) goes on with that form."""
+
+
 class _ArtifactOnly:
     """What a Program's build loads its CUDA artifact into here: nothing (no driver)."""
 
     def __init__(self, artifact, ordinal: int = 0):
         self.artifact = artifact
+
+    def __call__(self, *args):
+        raise ArtifactOnlyCall("a CUDA artifact cannot run inside "
+                               "cpu_values_cuda_artifacts")
 
 
 

@@ -27,7 +27,7 @@ __all__ = [
     "CACHE_DIR", "CHECK", "CPU_THREADS", "CPU_SYNC_BYTES", "CUDA_POISON", "CUDA_WATCHDOG",
     "DEBUG",
     "DETERMINISTIC", "IREE_COMPILE",
-    "REPRODUCER_DIR", "AUTOTUNE",
+    "REPRODUCER_DIR", "AUTOTUNE", "UKERNELS",
     "LOG", "SPECIALIZATION_LIMIT",
     "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
     "TEST_VULKAN",
@@ -179,6 +179,12 @@ REPRODUCER_DIR: Knob[Path | None] = Knob(
     "When a pass fails, `zynml-opt` saves the pipeline's input to a new file in this "
     "folder, as `--mlir-pass-pipeline-crash-reproducer=FILE` does",
     read_by=("zynml/cli/opt.py",))
+UKERNELS: Knob[bool] = Knob(
+    "ZYNML_UKERNELS", "bool", True,
+    "Whether library calls on NVIDIA GPUs use the CUDA backend's hand-built kernels "
+    "(zynml/backend/cuda/ukernels/) where one applies; 0: the library's ZynML source "
+    "everywhere",
+    read_by=("zynml/kernels/attention_backward.py",))
 AUTOTUNE: Knob[bool] = Knob(
     "ZYNML_AUTOTUNE", "bool", True,
     "Whether native CUDA compiles use the autotuning database (`autotune.json` in the "
@@ -231,7 +237,7 @@ TEST_VULKAN: Knob[bool] = Knob(
 
 KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CPU_SYNC_BYTES, CUDA_POISON,
                            CUDA_WATCHDOG, DEBUG,
-                           DETERMINISTIC, IREE_COMPILE, REPRODUCER_DIR, AUTOTUNE, LOG, SPECIALIZATION_LIMIT,
+                           DETERMINISTIC, IREE_COMPILE, REPRODUCER_DIR, AUTOTUNE, UKERNELS, LOG, SPECIALIZATION_LIMIT,
                            FUZZ_SCALE, FUZZ_SHRINK,
                            GPU_COMPILE_ONLY, TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 

@@ -11,6 +11,8 @@ import pytest
 
 import conftest
 from zynml import kernels
+from zynml.backend.cuda import ukernels
+from zynml.backend.cuda.ukernels.attention_backward import Problem
 from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.kernels import library, variants
 from conftest import assert_close
@@ -93,10 +95,8 @@ def test_f16_backward_with_gqa(rng):
     keep = allowed(67, 67, True)
     precompile("attention", (("h / 1", "h / 2"),), "causal_attention", q=q, k=k, v=v,
                cache_start=0)
-    grouped = lambda x: x.reshape(2, 2 * 67, 64)  # attention_backward.zyn's layout
-    precompile("attention_backward", (), "attention_backward", q=grouped(q), k=k[0], v=v[0],
-               dout=grouped(dout), o=grouped(q), allowed=np.tile(keep, (2, 1)),
-               scale=np.float32(0.125))
+    # f16 without a mask: the FlashAttention-2 ukernel, not attention_backward.zyn
+    ukernels.artifact("attention_backward", Problem(4, 2, 67, 67, 64, "f16", True, 0.125))
     got = kernels.flash_attention_backward(dout, q, k, v, causal=True, device=CUDA)
     for g, w in zip(got, attention_backward(dout, q, k, v, keep)):
         assert_close(g, w, rtol=5e-3)

@@ -1,6 +1,11 @@
 """flash_attention_backward's kernels: attention_backward.zyn's reductions, given the
 forward's output. Gradients come back in the inputs' dtype; the scores, their
-log-sum-exp and the row sums are f32 whatever it is."""
+log-sum-exp and the row sums are f32 whatever it is.
+
+On an NVIDIA GPU, f16 and bf16 without a mask (head dims up to 64) run on the CUDA
+backend's FlashAttention-2 ukernel instead (zynml/backend/cuda/ukernels/
+attention_backward.py): the same equations, no [rows, keys] array in memory. The .zyn
+runs everywhere else, and with ZYNML_UKERNELS=0."""
 from __future__ import annotations
 
 import weakref
@@ -8,6 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import knobs
+from ..compile_only import ArtifactOnlyCall
 from ..devices import resolve
 from .basic import reshaped
 from .variants import variant
@@ -59,6 +66,10 @@ def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
     batch, heads, kv_heads, seq_q, seq_k, d = sizes
     group = heads // kv_heads
     scale = np.float32(d ** -0.5 if scale is None else scale)
+    if mask is None:
+        fast = _on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device)
+        if fast is not None:
+            return fast
     grouped = (batch * kv_heads, group * seq_q, d)
     keys = (batch * kv_heads, seq_k, d)
     allowed = np.tile(allowed_keys(seq_q, seq_k, causal, mask), (group, 1)) \
@@ -70,3 +81,55 @@ def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
         scale=scale)
     return (reshaped(dq, (batch, heads, seq_q, d)), reshaped(dk, (batch, kv_heads, seq_k, d)),
             reshaped(dv, (batch, kv_heads, seq_k, d)))
+
+
+# (problem, GPU ordinal) -> its CudaFunction: loaded once per process
+_UKERNEL_FUNCTIONS: dict = {}
+
+
+def _on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device):
+    """(dq, dk, dv) from the CUDA ukernel, or None where it does not apply (not CUDA,
+    ZYNML_UKERNELS=0, a dtype or head dim it does not take)."""
+    if not knobs.UKERNELS.get():
+        return None
+    placement = resolve(device)
+    if placement.kind != "cuda":
+        return None
+    from ..backend.cuda import ukernels
+    from ..backend.cuda.ukernels.attention_backward import Problem, supports
+    from ..runtime.cuda.device_array import dtype_name
+    batch, heads, kv_heads, seq_q, seq_k, d = sizes
+    element = {"float16": "f16", "bfloat16": "bf16"}.get(
+        dtype_name(np.dtype(_dtype(q))))
+    problem = Problem(batch * heads, batch * kv_heads, seq_q, seq_k, d, element or "",
+                      bool(causal), float(scale))
+    if supports(problem) is not None or \
+            any(_dtype(x) != _dtype(q) for x in (k, v, grad_out, o)):
+        return None
+    key = (problem, placement.ordinal)
+    function = _UKERNEL_FUNCTIONS.get(key)
+    if function is None:
+        from ..runtime.cuda.function import CudaFunction
+        function = CudaFunction(ukernels.artifact("attention_backward", problem),
+                                placement.ordinal)
+        _UKERNEL_FUNCTIONS[key] = function
+    rows = (batch * heads, seq_q, d)
+    keys = (batch * kv_heads, seq_k, d)
+    try:
+        dq, dk, dv = function(reshaped(q, rows), reshaped(k, keys), reshaped(v, keys),
+                              reshaped(grad_out, rows), reshaped(o, rows))
+    except ArtifactOnlyCall:  # compile-only: the artifact is built; the .zyn gives values
+        return None
+    return (reshaped(dq, (batch, heads, seq_q, d)), reshaped(dk, (batch, kv_heads, seq_k, d)),
+            reshaped(dv, (batch, kv_heads, seq_k, d)))
+
+
+def _dtype(x) -> str:
+    """The array's element type by name (numpy, ZynML's DeviceArray or another GPU
+    array: bfloat16 has no numpy dtype of its own)."""
+    from ..runtime.cuda.device_array import dtype_name
+    dtype = getattr(x, "dtype", None)
+    try:
+        return dtype_name(np.dtype(dtype))
+    except TypeError:
+        return str(dtype).rsplit(".", 1)[-1]

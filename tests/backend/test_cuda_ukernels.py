@@ -1,0 +1,94 @@
+"""The CUDA ukernels (zynml/backend/cuda/ukernels/): which problems the attention
+backward takes, its host function and launches as a launch plan, and the artifact's
+compile and cache (a second call reads the cache; a damaged entry is compiled again).
+Their numerics run on a GPU: tests/kernels/test_attention_backward_cuda.py."""
+import math
+
+import pytest
+
+from zynml.backend.cuda import ukernels
+from zynml.backend.cuda.launch_plan import extract_plan
+from zynml.backend.cuda.ukernels.attention_backward import BLOCK, Problem, supports
+from zynml.cache import ArtifactCache
+from zynml.errors import ZynMLError
+from zynml.runtime.cuda.artifact import launches
+
+ODD = Problem(heads=6, kv_heads=3, rows=37, keys=101, d=32, element="bf16", causal=True,
+              scale=0.17)
+
+
+def _with(**changes):
+    return Problem(**{**ODD.__dict__, **changes})
+
+
+def test_supports_half_types_head_dims_to_64_and_whole_groups():
+    assert supports(ODD) is None
+    assert supports(_with(element="f16", d=64, causal=False, rows=200)) is None
+    for problem, why in ((_with(element="f32"), "element f32"),
+                         (_with(d=128), "head dim 128"), (_with(d=40), "head dim 40"),
+                         (_with(kv_heads=4), "not groups of 4"),
+                         (_with(rows=102), "more queries than keys"),
+                         (_with(scale=-1.0), "scale")):
+        assert why in supports(problem)
+
+
+def test_the_host_function_is_a_plan_of_two_launches():
+    module = ukernels.module("attention_backward", ODD)
+    with module.context:
+        plan, _ = extract_plan(module.operation)
+    assert plan["input_names"] == ["q", "k", "v", "dout", "o"]
+    assert plan["output_names"] == ["dq", "dk", "dv"]
+    assert [spec["shape"] for spec in plan["inputs"]] == \
+        [[6, 37, 32], [3, 101, 32], [3, 101, 32], [6, 37, 32], [6, 37, 32]]
+    steps = list(launches(plan["body"]))
+    assert [s["kernel"] for s in steps] == ["k0_attention_backward_dq",
+                                            "k1_attention_backward_dkdv"]
+    assert [s["grid"] for s in steps] == [[math.ceil(37 / BLOCK), 6, 1],
+                                          [math.ceil(101 / BLOCK), 3, 1]]
+
+
+def test_artifact_is_compiled_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    cache = ArtifactCache(tmp_path)
+    made = ukernels.artifact("attention_backward", ODD, cache=cache)
+    assert ".entry k0_attention_backward_dq" in made.ptx
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in made.ptx
+    entries = list(tmp_path.rglob("*"))
+
+    def no_build(*_):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(ukernels, "module", no_build)
+    assert ukernels.artifact("attention_backward", ODD, cache=cache).ptx == made.ptx
+    assert list(tmp_path.rglob("*")) == entries
+    # another problem is another entry
+    with pytest.raises(AssertionError, match="compiled again"):
+        ukernels.artifact("attention_backward", _with(causal=False), cache=cache)
+
+
+def test_a_damaged_entry_is_compiled_again(tmp_path, monkeypatch):
+    cache = ArtifactCache(tmp_path)
+    made = ukernels.artifact("attention_backward", ODD, cache=cache)
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.stat().st_size > 1000:
+            data = bytearray(path.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            path.write_bytes(bytes(data))
+    built, module = [], ukernels.module
+    monkeypatch.setattr(ukernels, "module", lambda *a: built.append(a) or module(*a))
+    again = ukernels.artifact("attention_backward", ODD, cache=ArtifactCache(tmp_path))
+    assert len(built) == 1 and again.ptx == made.ptx
+
+
+def test_an_unknown_ukernel_is_an_error():
+    with pytest.raises(ZynMLError, match="no ukernel 'softmax'"):
+        ukernels.artifact("softmax", ODD)
+
+
+def test_the_library_takes_the_ukernel_only_on_cuda_and_when_asked(monkeypatch):
+    from zynml.kernels.attention_backward import _on_ukernel
+    import numpy as np
+    q = np.ones((1, 2, 5, 16), np.float16)
+    sizes = (1, 2, 2, 5, 5, 16)
+    assert _on_ukernel(q, q, q, q, q, sizes, True, 0.25, "cpu") is None
+    monkeypatch.setenv("ZYNML_UKERNELS", "0")
+    # refused before the device is looked at: no GPU is needed to say no
+    assert _on_ukernel(q, q, q, q, q, sizes, True, 0.25, "cuda:0") is None

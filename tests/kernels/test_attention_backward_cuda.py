@@ -1,0 +1,68 @@
+"""flash_attention_backward on an NVIDIA GPU through the FlashAttention-2 ukernel
+(zynml/backend/cuda/ukernels/attention_backward.py), against float64 numpy on fresh
+random inputs of odd sizes: a single row, partial tiles, grouped-query heads, causal
+with more keys than queries, f16 and bf16; and against the library's .zyn form
+(ZYNML_UKERNELS=0) on the same inputs. Marked `gpu`: CI skips it."""
+import numpy as np
+import pytest
+
+from zynml import kernels
+from zynml.kernels import attention_backward, variants
+from conftest import assert_close
+
+from .references import allowed, attention, attention_backward as reference
+
+pytestmark = pytest.mark.gpu
+CUDA = "cuda:0"
+
+
+def _inputs(rng, batch, heads, kv_heads, seq_q, seq_k, d, dtype, causal):
+    q = rng.standard_normal((batch, heads, seq_q, d)).astype(dtype)
+    k, v = (rng.standard_normal((batch, kv_heads, seq_k, d)).astype(dtype)
+            for _ in range(2))
+    dout = rng.standard_normal(q.shape).astype(dtype)
+    keep = allowed(seq_q, seq_k, causal)
+    out = attention(q, k, v, keep).astype(dtype)  # the forward's output, given
+    return q, k, v, dout, out, keep
+
+
+def _half(name):
+    return np.float16 if name == "f16" else pytest.importorskip("ml_dtypes").bfloat16
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, seq_q, seq_k, d, element, causal", [
+    (1, 1, 1, 1, 1, 16, "f16", True),
+    (1, 2, 1, 37, 37, 32, "bf16", True),
+    (2, 4, 2, 129, 129, 64, "bf16", True),
+    (1, 3, 3, 100, 131, 64, "f16", False),
+    (1, 2, 2, 65, 200, 64, "bf16", True),     # causal, 135 earlier keys
+    (1, 4, 1, 64, 64, 48, "f16", True),       # one key head for four query heads
+])
+def test_ukernel_matches_float64(rng, batch, heads, kv_heads, seq_q, seq_k, d, element,
+                                 causal):
+    q, k, v, dout, out, keep = _inputs(rng, batch, heads, kv_heads, seq_q, seq_k, d,
+                                       _half(element), causal)
+    got = kernels.flash_attention_backward(dout, q, k, v, causal=causal, out=out,
+                                           device=CUDA)
+    assert any(problem.element == element for problem, _ in
+               attention_backward._UKERNEL_FUNCTIONS), "the ukernel did not run"
+    tolerance = 2e-2 if element == "bf16" else 4e-3
+    for name, g, w in zip(("dq", "dk", "dv"), got, reference(dout, q, k, v, keep)):
+        assert np.asarray(g).shape == w.shape, name
+        assert_close(g, w, rtol=tolerance)
+
+
+def test_ukernel_agrees_with_the_zyn_definition(rng, monkeypatch):
+    q, k, v, dout, out, keep = _inputs(rng, 1, 4, 2, 77, 77, 64, _half("bf16"), True)
+    grouped = lambda x: x.reshape(2, 2 * 77, 64)  # attention_backward.zyn's layout
+    # compiled first: a compile-only run (tools/gpu_tests.sh) stops at the first launch
+    variants.variant("attention_backward", (), CUDA).attention_backward._program.artifact(
+        q=grouped(q), k=k[0], v=v[0], dout=grouped(dout), o=grouped(out),
+        allowed=np.tile(keep, (2, 1)), scale=np.float32(0.125))
+    fast = kernels.flash_attention_backward(dout, q, k, v, causal=True, out=out,
+                                            device=CUDA)
+    monkeypatch.setenv("ZYNML_UKERNELS", "0")
+    defined = kernels.flash_attention_backward(dout, q, k, v, causal=True, out=out,
+                                               device=CUDA)
+    for name, a, b in zip(("dq", "dk", "dv"), fast, defined):
+        assert_close(a, b, rtol=2e-2)

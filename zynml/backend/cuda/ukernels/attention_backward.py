@@ -1,0 +1,79 @@
+"""FlashAttention-2's backward pass (arXiv:2307.08691, Algorithm 2) as two kernels on
+tensor cores (mma.sync, warp_mma.py): the scores and probabilities live in registers a
+tile at a time, never in memory. zynml/kernels/src/attention_backward.zyn is the
+definition (every device runs it; here it holds [slices, rows, keys] whole); this is the
+CUDA library's fast form of the same equations, in the .zyn's grouped layout:
+
+    q, dout, o  [heads, rows, d]       heads = kv_heads * group (query head h reads
+    k, v        [kv_heads, keys, d]    key / value head h // group)
+    P = exp(S * scale - lse),  S = Q K^T          (row i sees key j when j <= i + keys -
+    dS = P * (dO V^T - delta),  delta = rowsum(dO * O)     rows, causal; every key else)
+    dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dO     (dK, dV summed over the group)
+
+`dq` kernel: a block takes 64 query rows (4 warps of 16). It computes delta, then the
+rows' log-sum-exp in a first sweep over the key tiles (the online softmax's max and sum;
+stored in base 2, lse2 = lse * log2(e)), then in a second sweep P, dS and dQ; it stores
+dQ, lse2 and delta. `dkdv` kernel: a block takes 64 keys (4 warps of 16) and, for each
+query head of their group, sweeps the query tiles that can see them, with lse2 and delta
+read back: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q. No atomics:
+each output element is written by one thread. Tiles come in with cp.async, one buffer
+each (a sweep waits for its tile; the GPU overlaps blocks, not copies within one).
+
+Causal sweeps skip the tiles a block cannot see (above the diagonal), about half.
+Takes f16 or bf16, head dims that are multiples of 16 up to 64 (the four 64-row tiles
+fit 48 KB of static shared memory), no mask; `supports` says so and the library runs the
+.zyn otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BLOCK = 64          # query rows of a dq block, keys of a dkdv block, and both tiles
+WARPS = 4           # 16 rows (or keys) each
+THREADS = 32 * WARPS
+MAX_HEAD_DIM = 64
+ELEMENTS = ("f16", "bf16")
+MMA_K = 16          # the head dim is a multiple of the products' depth
+
+
+@dataclass(frozen=True)
+class Problem:
+    heads: int       # query slices (batch * heads)
+    kv_heads: int    # key / value slices
+    rows: int        # queries per slice
+    keys: int
+    d: int           # head dim
+    element: str     # "f16" or "bf16"
+    causal: bool
+    scale: float
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def offset(self) -> int:
+        """Causal: row i sees keys j <= i + offset."""
+        return self.keys - self.rows
+
+
+def supports(problem: Problem) -> str | None:
+    """None where the kernels take `problem`, else why not."""
+    if problem.element not in ELEMENTS:
+        return f"element {problem.element}, not f16 or bf16"
+    if problem.d % MMA_K or problem.d > MAX_HEAD_DIM:
+        return f"head dim {problem.d}, not a multiple of 16 up to {MAX_HEAD_DIM}"
+    if problem.heads % problem.kv_heads:
+        return f"{problem.heads} query heads are not groups of {problem.kv_heads}"
+    if problem.causal and problem.offset < 0:
+        return "causal with more queries than keys"
+    if problem.scale <= 0 or min(problem.rows, problem.keys) < 1:
+        return "a scale that is not positive, or no rows"
+    return None
+
+
+def build(problem: Problem, kernel_module: str):
+    """The host function `main(q, k, v, dout, o) -> (dq, dk, dv)` and its two kernels
+    (attention_backward_kernels.py: MLIR is needed only to build them)."""
+    from .attention_backward_kernels import build_module
+    return build_module(problem, kernel_module)

@@ -1,0 +1,402 @@
+"""The two kernels of the attention backward ukernel (attention_backward.py says what
+they compute) and the host function that launches them, built with MLIR's Python API.
+"""
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+from mlir.dialects import arith, func, gpu, memref, nvgpu, scf, vector
+from mlir.dialects import math as mmath
+
+from ..strategies.flash_skeleton import (LOG2E, OnlineSoftmax, add, clamp,
+                                         declare_static_tiles, less, mul, quad_reduce,
+                                         spread_over_threads, static_tiles)
+from ..strategies.kernel_builder import index_const, new_kernel
+from .attention_backward import BLOCK, THREADS, Problem
+from .warp_mma import (MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_tile)
+
+
+def build_module(problem: Problem, kernel_module: str) -> ir.Module:
+    """The host function `main(q, k, v, dout, o) -> (dq, dk, dv)` and its two kernels,
+    as linalg-to-gpu-kernels leaves a program (the CUDA stages go on from there)."""
+    p = problem
+    el = ir.BF16Type.get() if p.element == "bf16" else ir.F16Type.get()
+    f32 = ir.F32Type.get()
+    q_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
+    kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
+    stat_type = ir.MemRefType.get([p.heads, p.rows], f32)
+    module = ir.Module.create()
+    module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+    with ir.InsertionPoint(module.body):
+        kernels = gpu.GPUModuleOp(kernel_module)
+        kernels.regions[0].blocks.append()
+        main = func.FuncOp("main", ir.FunctionType.get(
+            [q_type, kv_type, kv_type, q_type, q_type], [q_type, kv_type, kv_type]))
+    main.attributes["zynml.inputs"] = _strings(["q", "k", "v", "dout", "o"])
+    main.attributes["zynml.outputs"] = _strings(["dq", "dk", "dv"])
+    entry = main.add_entry_block()
+    q, k, v, dout, o = entry.arguments
+    with ir.InsertionPoint(entry):
+        dq = memref.AllocOp(q_type, [], []).result
+        dk, dv = (memref.AllocOp(kv_type, [], []).result for _ in range(2))
+        lse, delta = (memref.AllocOp(stat_type, [], []).result for _ in range(2))
+        launches = (
+            ("k0_attention_backward_dq", _DqKernel, [q, k, v, dout, o, dq, lse, delta],
+             (math.ceil(p.rows / BLOCK), p.heads, 1)),
+            ("k1_attention_backward_dkdv", _DkDvKernel, [q, k, v, dout, lse, delta, dk, dv],
+             (math.ceil(p.keys / BLOCK), p.kv_heads, 1)))
+        for name, kind, operands, grid in launches:
+            kind(p, el).define(kernels.operation, name, operands)
+            gpu.LaunchFuncOp([kernel_module, name], [index_const(n) for n in grid],
+                             [index_const(THREADS), index_const(1), index_const(1)],
+                             kernel_operands=operands)
+        func.ReturnOp([dq, dk, dv])
+    return module
+
+
+def _strings(names: list) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+
+
+# ---------------------------------------------------------------- shared pieces
+
+class _Kernel:
+    """What both kernels share: the problem, the element type, the tiles, copies."""
+    TILES: tuple = ()  # the names of its [BLOCK, d] tiles in shared memory
+
+    def __init__(self, problem: Problem, element: ir.Type):
+        self.p, self.el = problem, element
+        self.f32 = ir.F32Type.get()
+        self.c = problem.scale * LOG2E  # scores * c: base 2
+        self.tiles = {name: (BLOCK, problem.d) for name in self.TILES}
+
+    def define(self, gpu_module: ir.Operation, name: str, operands: list) -> None:
+        types = {key: shared_tile(rows, cols, self.el) for key, (rows, cols) in
+                 self.tiles.items()}
+        types.update(self.stat_tiles())
+        declare_static_tiles(gpu_module, name, types, ir.Location.unknown())
+        kernel = new_kernel(gpu_module, name, [v.type for v in operands], [THREADS])
+        block = kernel.regions[0].blocks[0]
+        with ir.InsertionPoint(block):
+            self.tid = gpu.thread_id(gpu.Dimension.x)
+            warp, lane = lane_of(self.tid)
+            self.warp16 = mul(warp, 16)
+            self.w = Warp(self.el, lane)
+            self.emit(list(block.arguments), static_tiles(name, types))
+            gpu.ReturnOp([])
+
+    def stat_tiles(self) -> dict:
+        return {}
+
+    def copy_rows(self, source, tile, slice_index, row0, extent: int) -> None:
+        """cp.async BLOCK rows row0.. of source[slice_index] into `tile`, 16 bytes a
+        thread and step; rows past `extent` land as zeros."""
+        per_row = self.p.d // 8
+        spread_over_threads(self.tid, BLOCK * per_row, THREADS,
+                            lambda flat: self._copy_chunk(source, tile, slice_index, row0,
+                                                          per_row, flat, extent))
+
+    def _copy_chunk(self, source, tile, slice_index, row0, per_row, flat, extent):
+        r = arith.DivUIOp(flat, index_const(per_row)).result
+        col = mul(arith.RemUIOp(flat, index_const(per_row)).result, 8)
+        row = add(row0, r)
+        count = arith.SelectOp(less(row, extent), index_const(8), index_const(0)).result
+        return nvgpu.DeviceAsyncCopyOp(
+            tile, [r, col], source, [slice_index, clamp(row, extent), col],
+            ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=count,
+            bypassL1=True).result
+
+    def wait_copies(self) -> None:
+        """Every copy this thread issued has landed, for every thread."""
+        token = nvgpu.DeviceAsyncCreateGroupOp([]).result
+        nvgpu.DeviceAsyncWaitOp(token, numGroups=0)
+        barrier()
+
+    def product_nk(self, a_frags: list, tile, width: int) -> list:
+        """A (16 x d, fragments per 16 columns) times the tile's rows 0..width as B^T:
+        width / 8 accumulator tiles (S = Q K^T and its kin)."""
+        acc = [[f32_zero()] * 4 for _ in range(width // MMA_N)]
+        for ks, a in enumerate(a_frags):
+            for n0 in range(0, width, 16):
+                pair = self.w.b_fragments_nk(tile, index_const(n0), index_const(ks * MMA_K))
+                for half, b in enumerate(pair):
+                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
+        return acc
+
+    def accumulate_kn(self, acc: list, left: list, tile) -> list:
+        """acc + L B, L the 16 x BLOCK accumulator tiles `left` and B the tile's BLOCK
+        rows as they are (P V and its kin): d / 8 accumulator tiles."""
+        acc = list(acc)
+        for kk in range(BLOCK // MMA_K):
+            a = self.w.a_from_accumulators(left[2 * kk], left[2 * kk + 1])
+            for n0 in range(0, self.p.d, 16):
+                pair = self.w.b_fragments_kn(tile, index_const(kk * MMA_K), index_const(n0))
+                for half, b in enumerate(pair):
+                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
+        return acc
+
+    def a_fragments(self, tile) -> list:
+        """The warp's 16 rows of a tile as A fragments, one per 16 columns."""
+        return [self.w.a_fragment(tile, self.warp16, index_const(ks * MMA_K))
+                for ks in range(self.p.d // MMA_K)]
+
+    def store_rows(self, target, slice_index, first_row, acc: list, factor: float,
+                   extent: int) -> None:
+        """target[slice, first_row + g (+ 8), ..] = acc * factor in the element type,
+        for the rows below `extent`."""
+        pair = ir.VectorType.get([2], self.el)
+        factor = arith.ConstantOp(self.f32, factor).result
+        for h in (0, 1):
+            row = add(add(first_row, self.w.g), 8 * h)
+            guard = scf.IfOp(less(row, extent))
+            with ir.InsertionPoint(guard.then_block):
+                for n, tile in enumerate(acc):
+                    values = [arith.TruncFOp(self.el, arith.MulFOp(x, factor).result).result
+                              for x in tile[2 * h:2 * h + 2]]
+                    vector.StoreOp(vector.FromElementsOp(pair, values).result, target,
+                                   [slice_index, row, add(self.w.two_t, n * MMA_N)],
+                                   alignment=4)
+                scf.YieldOp([])
+
+    def causal_allows(self, key: ir.Value, row: ir.Value) -> ir.Value:
+        """key <= row + offset (signed)."""
+        return arith.CmpIOp(arith.CmpIPredicate.sle, key,
+                            add(row, self.p.offset)).result
+
+
+def _loop(lower: ir.Value, upper: ir.Value, state: list, body) -> list:
+    """scf.for lower..upper carrying `state`; body(iv, state) -> the next state."""
+    loop = scf.ForOp(lower, upper, index_const(1), state)
+    with ir.InsertionPoint(loop.body):
+        scf.YieldOp(body(loop.induction_variable, list(loop.inner_iter_args)))
+    return list(loop.results)
+
+
+def _flat(tiles: list) -> list:
+    return [x for tile in tiles for x in tile]
+
+
+def _tiles(values: list) -> list:
+    return [values[i:i + 4] for i in range(0, len(values), 4)]
+
+
+def _ceil_div(value: ir.Value, divisor: int) -> ir.Value:
+    return arith.DivUIOp(add(value, divisor - 1), index_const(divisor)).result
+
+
+# ---------------------------------------------------------------- dQ, lse, delta
+
+class _DqKernel(_Kernel):
+    TILES = ("q", "do", "k", "v")
+
+    def emit(self, args: list, tiles: dict) -> None:
+        q, k, v, dout, o, dq, lse_out, delta_out = args
+        p, w = self.p, self.w
+        head = gpu.block_id(gpu.Dimension.y)
+        kv_head = arith.DivUIOp(head, index_const(p.group)).result
+        row0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
+        first = add(row0, self.warp16)  # the warp's first row; lanes hold + g, + g + 8
+        rows = [add(add(first, w.g), 8 * h) for h in (0, 1)]
+        self.copy_rows(q, tiles["q"], head, row0, p.rows)
+        self.copy_rows(dout, tiles["do"], head, row0, p.rows)
+        delta = self._delta(dout, o, head, rows)
+        self.wait_copies()
+        q_frags, do_frags = self.a_fragments(tiles["q"]), self.a_fragments(tiles["do"])
+        if p.causal:  # the keys the block's last row sees
+            last = arith.MinUIOp(add(row0, BLOCK), index_const(p.rows)).result
+            end = arith.MinUIOp(add(last, p.offset), index_const(p.keys)).result
+            key_tiles = _ceil_div(end, BLOCK)
+        else:
+            key_tiles = index_const(math.ceil(p.keys / BLOCK))
+        lse2 = self._log_sum_exp(k, kv_head, q_frags, tiles, rows, key_tiles)
+
+        def sweep(j, acc):
+            kv0 = mul(j, BLOCK)
+            barrier()  # every warp is done with the last tiles
+            self.copy_rows(k, tiles["k"], kv_head, kv0, p.keys)
+            self.copy_rows(v, tiles["v"], kv_head, kv0, p.keys)
+            self.wait_copies()
+            s = self.product_nk(q_frags, tiles["k"], BLOCK)
+            dp = self.product_nk(do_frags, tiles["v"], BLOCK)
+            ds = []
+            for n, (s_tile, dp_tile) in enumerate(zip(s, dp)):
+                ds.append([])
+                for i, (score, dp_value) in enumerate(zip(s_tile, dp_tile)):
+                    h, col = divmod(i, 2)
+                    key = add(add(kv0, w.two_t), n * MMA_N + col)
+                    prob = self._prob(score, lse2[h], self._allowed(key, rows[h]))
+                    ds[-1].append(arith.MulFOp(prob, arith.SubFOp(dp_value, delta[h])
+                                               .result).result)
+            return _flat(self.accumulate_kn(_tiles(acc), ds, tiles["k"]))
+
+        acc = _loop(index_const(0), key_tiles, [f32_zero()] * (p.d // 2), sweep)
+        self.store_rows(dq, head, first, _tiles(acc), p.scale, p.rows)
+        first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, w.t, index_const(0)).result
+        for h in (0, 1):
+            guard = scf.IfOp(arith.AndIOp(first_lane, less(rows[h], p.rows)).result)
+            with ir.InsertionPoint(guard.then_block):
+                memref.StoreOp(lse2[h], lse_out, [head, rows[h]])
+                memref.StoreOp(delta[h], delta_out, [head, rows[h]])
+                scf.YieldOp([])
+
+    def _allowed(self, key, row):
+        """May `row` see `key` (None: every key of every tile is there and seen)."""
+        verdict = less(key, self.p.keys) if self.p.keys % BLOCK else None
+        if self.p.causal:
+            below = self.causal_allows(key, row)
+            verdict = below if verdict is None else arith.AndIOp(verdict, below).result
+        return verdict
+
+    def _prob(self, score, lse2, allowed):
+        """exp2(score * c - lse2), 0 where not allowed."""
+        prob = mmath.Exp2Op(mmath.FmaOp(score, arith.ConstantOp(self.f32, self.c).result,
+                                        arith.NegFOp(lse2).result).result).result
+        return prob if allowed is None else \
+            arith.SelectOp(allowed, prob, f32_zero()).result
+
+    def _delta(self, dout, o, head, rows) -> list:
+        """rowsum(dO * O) of the lane's two rows (f32; the quad's lanes add theirs)."""
+        pair = ir.VectorType.get([2], self.el)
+        sums = []
+        for row in rows:
+            row = clamp(row, self.p.rows)
+            total = f32_zero()
+            for n in range(self.p.d // MMA_N):
+                at = [head, row, add(self.w.two_t, n * MMA_N)]
+                a = vector.LoadOp(pair, dout, at, alignment=4).result
+                b = vector.LoadOp(pair, o, at, alignment=4).result
+                for c in (0, 1):
+                    x, y = (arith.ExtFOp(self.f32, vector.ExtractOp(t, [], [c]).result)
+                            .result for t in (a, b))
+                    total = mmath.FmaOp(x, y, total).result
+            sums.append(quad_reduce(total, arith.AddFOp))
+        return sums
+
+    def _log_sum_exp(self, k, kv_head, q_frags, tiles, rows, key_tiles) -> list:
+        """lse2 = max * c + log2(sum of exp2(s * c - max * c)) of the lane's two rows,
+        over the keys they see: the first sweep. +inf for a row that sees none (its P
+        is then 0)."""
+        softmax = OnlineSoftmax(self.f32, lanes=4, scale=self.c)
+
+        def sweep(j, state):
+            kv0 = mul(j, BLOCK)
+            barrier()
+            self.copy_rows(k, tiles["k"], kv_head, kv0, self.p.keys)
+            self.wait_copies()
+            s = self.product_nk(q_frags, tiles["k"], BLOCK)
+            values, allowed = [[], []], [[], []]
+            for n, tile in enumerate(s):
+                for i, score in enumerate(tile):
+                    h, col = divmod(i, 2)
+                    values[h].append(score)
+                    key = add(add(kv0, self.w.two_t), n * MMA_N + col)
+                    allowed[h].append(self._allowed(key, rows[h]))
+            masks = None if allowed[0][0] is None else allowed
+            update = softmax.update(iter(values), state[:2], state[2:], masks)
+            return update.maxima + update.sums
+
+        inf = float("inf")
+        state = _loop(index_const(0), key_tiles,
+                      [arith.ConstantOp(self.f32, -inf).result] * 2 + [f32_zero()] * 2,
+                      sweep)
+        lse2 = []
+        for h in (0, 1):
+            total = quad_reduce(state[2 + h], arith.AddFOp)
+            value = arith.AddFOp(arith.MulFOp(state[h], arith.ConstantOp(
+                self.f32, self.c).result).result, mmath.Log2Op(total).result).result
+            empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, state[h],
+                                 arith.ConstantOp(self.f32, -inf).result).result
+            lse2.append(arith.SelectOp(empty, arith.ConstantOp(self.f32, inf).result,
+                                       value).result)
+        return lse2
+
+
+# ---------------------------------------------------------------- dK, dV
+
+class _DkDvKernel(_Kernel):
+    TILES = ("k", "v", "q", "do")
+
+    def stat_tiles(self) -> dict:
+        shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        return {name: ir.MemRefType.get([BLOCK], self.f32, memory_space=shared)
+                for name in ("lse", "delta")}
+
+    def emit(self, args: list, tiles: dict) -> None:
+        q, k, v, dout, lse, delta, dk, dv = args
+        p, w = self.p, self.w
+        kv_head = gpu.block_id(gpu.Dimension.y)
+        key0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
+        first = add(key0, self.warp16)
+        keys = [add(add(first, w.g), 8 * h) for h in (0, 1)]
+        self.copy_rows(k, tiles["k"], kv_head, key0, p.keys)
+        self.copy_rows(v, tiles["v"], kv_head, key0, p.keys)
+        self.wait_copies()
+        k_frags, v_frags = self.a_fragments(tiles["k"]), self.a_fragments(tiles["v"])
+        query_tiles = math.ceil(p.rows / BLOCK)
+        if p.causal:  # the first query tile with a row that sees key0
+            start = arith.DivUIOp(arith.MaxSIOp(
+                arith.SubIOp(key0, index_const(p.offset)).result, index_const(0)).result,
+                index_const(BLOCK)).result
+        else:
+            start = index_const(0)
+        count = arith.SubIOp(index_const(query_tiles), start).result
+
+        def sweep(step, acc):
+            head_in_group = arith.DivUIOp(step, count).result
+            head = add(mul(kv_head, p.group), head_in_group)
+            row0 = mul(add(start, arith.RemUIOp(step, count).result), BLOCK)
+            barrier()
+            self.copy_rows(q, tiles["q"], head, row0, p.rows)
+            self.copy_rows(dout, tiles["do"], head, row0, p.rows)
+            self._copy_stats(lse, delta, tiles, head, row0)
+            self.wait_copies()
+            dk_acc, dv_acc = _tiles(acc[:p.d // 2]), _tiles(acc[p.d // 2:])
+            s_t = self.product_nk(k_frags, tiles["q"], BLOCK)
+            probs, ds = [], []
+            dp_t = self.product_nk(v_frags, tiles["do"], BLOCK)
+            for n, (s_tile, dp_tile) in enumerate(zip(s_t, dp_t)):
+                stats = [vector.LoadOp(ir.VectorType.get([2], self.f32), tiles[name],
+                                       [add(w.two_t, n * MMA_N)], alignment=8).result
+                         for name in ("lse", "delta")]
+                probs.append([]), ds.append([])
+                for i, (score, dp_value) in enumerate(zip(s_tile, dp_tile)):
+                    h, col = divmod(i, 2)
+                    lse2, row_delta = (vector.ExtractOp(x, [], [col]).result for x in stats)
+                    prob = mmath.Exp2Op(mmath.FmaOp(
+                        score, arith.ConstantOp(self.f32, self.c).result,
+                        arith.NegFOp(lse2).result).result).result
+                    if p.causal:
+                        row = add(add(row0, w.two_t), n * MMA_N + col)
+                        prob = arith.SelectOp(self.causal_allows(keys[h], row), prob,
+                                              f32_zero()).result
+                    probs[-1].append(prob)
+                    ds[-1].append(arith.MulFOp(prob, arith.SubFOp(dp_value, row_delta)
+                                               .result).result)
+            dv_acc = self.accumulate_kn(dv_acc, probs, tiles["do"])
+            dk_acc = self.accumulate_kn(dk_acc, ds, tiles["q"])
+            return _flat(dk_acc) + _flat(dv_acc)
+
+        steps = arith.MulIOp(count, index_const(p.group)).result
+        acc = _loop(index_const(0), steps, [f32_zero()] * p.d, sweep)
+        self.store_rows(dk, kv_head, first, _tiles(acc[:p.d // 2]), p.scale, p.keys)
+        self.store_rows(dv, kv_head, first, _tiles(acc[p.d // 2:]), 1.0, p.keys)
+
+    def _copy_stats(self, lse, delta, tiles, head, row0) -> None:
+        """lse2 and delta of rows row0.. into shared memory (threads 0..63 and 64..127);
+        rows past the end get lse2 = +inf (P = 0) and delta = 0."""
+        for half, (source, tile, past) in enumerate(((lse, tiles["lse"], float("inf")),
+                                                     (delta, tiles["delta"], 0.0))):
+            index = arith.SubIOp(self.tid, index_const(half * BLOCK)).result
+            mine = arith.AndIOp(
+                arith.CmpIOp(arith.CmpIPredicate.uge, self.tid, index_const(half * BLOCK))
+                .result, less(self.tid, (half + 1) * BLOCK)).result
+            guard = scf.IfOp(mine)
+            with ir.InsertionPoint(guard.then_block):
+                row = add(row0, index)
+                inside = less(row, self.p.rows)
+                value = memref.LoadOp(source, [head, clamp(row, self.p.rows)]).result
+                value = arith.SelectOp(inside, value,
+                                       arith.ConstantOp(self.f32, past).result).result
+                memref.StoreOp(value, tile, [index])
+                scf.YieldOp([])
