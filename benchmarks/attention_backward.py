@@ -6,8 +6,9 @@ as autograd calls it), in the same run.
     python benchmarks/attention_backward.py --compile-only   # here (MLIR): fills the cache
     python benchmarks/attention_backward.py                  # on the GPU (carry the cache)
 
-GPU time per call (median, CUDA events, each call queued behind a GPU sleep:
-gpu_vs_torch.median_ms), TFLOP/s counting the five products of the backward (2.5x the
+GPU time per call (median, CUDA events, each call queued behind a 2 ms GPU sleep, longer
+than any side's Python takes to launch it: gpu_vs_torch.median_ms), the call's time when
+the GPU is idle as it starts (host cost included), TFLOP/s counting the five products of the backward (2.5x the
 forward's flops, halved when causal), the ratio against PyTorch (> 1: ZynML faster) and
 the largest difference from PyTorch's gradients, relative to their largest magnitude.
 ZynML's ukernel computes the log-sum-exp again from Q and K (its forward does not keep
@@ -22,6 +23,7 @@ import numpy as np
 
 import zynml.kernels as K
 
+QUEUE_CYCLES = 4_000_000  # ~2 ms of GPU sleep before each timed call
 SHAPES = {"gpt2": (16, 12, 1024, 64), "small": (2, 4, 256, 64)}
 
 
@@ -66,18 +68,40 @@ def run(shape, repeat: int) -> None:
 
     flops = 2.5 * 4 * batch * heads * seq * seq * d / 2  # causal: half the scores
     reference = [g.float() for g in theirs()]
-    print("| form | ms | TFLOP/s | vs PyTorch | max rel. diff dq / dk / dv |")
-    print("|---|---|---|---|---|")
-    torch_ms = median_ms(theirs, repeat, torch)
+    print("| form | GPU ms | call ms | TFLOP/s | vs PyTorch | max rel. diff dq / dk / dv |")
+    print("|---|---|---|---|---|---|")
+
+    def timed(fn):
+        return (median_ms(fn, repeat, torch, queue_cycles=QUEUE_CYCLES),
+                median_ms(fn, repeat, torch, queued=False))
+    torch_ms, torch_call = timed(theirs)
     for name, knob in (("ZynML ukernel", "1"), ("ZynML .zyn", "0")):
         os.environ["ZYNML_UKERNELS"] = knob
-        ms = median_ms(ours, repeat, torch)
+        ms, call = timed(ours)
         diffs = [float((torch.from_dlpack(g).float() - r).abs().max() /
                        r.abs().max()) for g, r in zip(ours(), reference)]
-        print(f"| {name} | {ms:.3f} | {flops / ms / 1e9:.0f} | {torch_ms / ms:.2f}x | "
-              + " / ".join(f"{x:.1e}" for x in diffs) + " |", flush=True)
-    print(f"| PyTorch flash backward | {torch_ms:.3f} | {flops / torch_ms / 1e9:.0f} | "
-          f"1.00x | |")
+        print(f"| {name} | {ms:.3f} | {call:.3f} | {flops / ms / 1e9:.0f} | "
+              f"{torch_ms / ms:.2f}x | " + " / ".join(f"{x:.1e}" for x in diffs) + " |",
+              flush=True)
+    print(f"| PyTorch flash backward | {torch_ms:.3f} | {torch_call:.3f} | "
+          f"{flops / torch_ms / 1e9:.0f} | 1.00x | |")
+    os.environ["ZYNML_UKERNELS"] = "1"
+    _kernel_times(torch, ours)
+
+
+def _kernel_times(torch, fn, calls: int = 5) -> None:
+    """GPU time of each kernel of `fn`'s calls, by PyTorch's profiler (CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    for event in prof.key_averages():
+        if event.device_type.name == "CUDA" and event.count:
+            print(f"#   kernel {event.key}: {event.device_time_total / event.count / 1e3:.3f} "
+                  f"ms a call ({event.count // calls} a call)")
 
 
 def main() -> None:

@@ -62,18 +62,22 @@ def _strings(names: list) -> ir.ArrayAttr:
 # ---------------------------------------------------------------- shared pieces
 
 class _Kernel:
-    """What both kernels share: the problem, the element type, the tiles, copies."""
-    TILES: tuple = ()  # the names of its [BLOCK, d] tiles in shared memory
+    """What both kernels share: the problem, the element type, shared memory, copies,
+    the products and the double-buffered sweep.
+
+    Shared memory is one `stage` of 4 x BLOCK rows: a kernel first copies the two tiles
+    it keeps for the whole sweep (Q and dO, or K and V) into rows 0..2 BLOCK, takes
+    them into registers as A fragments, and then streams its two other tiles through
+    two buffers, rows 0..2 BLOCK and 2 BLOCK..4 BLOCK, tile j + 1's copies in flight
+    while tile j is multiplied."""
 
     def __init__(self, problem: Problem, element: ir.Type):
         self.p, self.el = problem, element
         self.f32 = ir.F32Type.get()
         self.c = problem.scale * LOG2E  # scores * c: base 2
-        self.tiles = {name: (BLOCK, problem.d) for name in self.TILES}
 
     def define(self, gpu_module: ir.Operation, name: str, operands: list) -> None:
-        types = {key: shared_tile(rows, cols, self.el) for key, (rows, cols) in
-                 self.tiles.items()}
+        types = {"stage": shared_tile(4 * BLOCK, self.p.d, self.el)}
         types.update(self.stat_tiles())
         declare_static_tiles(gpu_module, name, types, ir.Location.unknown())
         kernel = new_kernel(gpu_module, name, [v.type for v in operands], [THREADS])
@@ -83,62 +87,92 @@ class _Kernel:
             warp, lane = lane_of(self.tid)
             self.warp16 = mul(warp, 16)
             self.w = Warp(self.el, lane)
-            self.emit(list(block.arguments), static_tiles(name, types))
+            tiles = static_tiles(name, types)
+            self.stage = tiles.pop("stage")
+            self.emit(list(block.arguments), tiles)
             gpu.ReturnOp([])
 
     def stat_tiles(self) -> dict:
         return {}
 
-    def copy_rows(self, source, tile, slice_index, row0, extent: int) -> None:
-        """cp.async BLOCK rows row0.. of source[slice_index] into `tile`, 16 bytes a
-        thread and step; rows past `extent` land as zeros."""
-        per_row = self.p.d // 8
-        spread_over_threads(self.tid, BLOCK * per_row, THREADS,
-                            lambda flat: self._copy_chunk(source, tile, slice_index, row0,
-                                                          per_row, flat, extent))
+    # ------------------------------------------------------------ copies
 
-    def _copy_chunk(self, source, tile, slice_index, row0, per_row, flat, extent):
-        r = arith.DivUIOp(flat, index_const(per_row)).result
-        col = mul(arith.RemUIOp(flat, index_const(per_row)).result, 8)
-        row = add(row0, r)
-        count = arith.SelectOp(less(row, extent), index_const(8), index_const(0)).result
-        return nvgpu.DeviceAsyncCopyOp(
-            tile, [r, col], source, [slice_index, clamp(row, extent), col],
-            ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=count,
-            bypassL1=True).result
+    def copy_rows(self, source, slice_index, row0, extent: int, base) -> None:
+        """cp.async BLOCK rows row0.. of source[slice_index] into stage rows base..,
+        16 bytes a thread and step; rows past `extent` land as zeros."""
+        per_row = self.p.d // 8
+
+        def chunk(flat):
+            r = arith.DivUIOp(flat, index_const(per_row)).result
+            col = mul(arith.RemUIOp(flat, index_const(per_row)).result, 8)
+            row = add(row0, r)
+            count = arith.SelectOp(less(row, extent), index_const(8), index_const(0)).result
+            return nvgpu.DeviceAsyncCopyOp(
+                self.stage, [add(base, r), col], source, [slice_index, clamp(row, extent), col],
+                ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=count,
+                bypassL1=True).result
+        spread_over_threads(self.tid, BLOCK * per_row, THREADS, chunk)
 
     def wait_copies(self) -> None:
         """Every copy this thread issued has landed, for every thread."""
-        token = nvgpu.DeviceAsyncCreateGroupOp([]).result
-        nvgpu.DeviceAsyncWaitOp(token, numGroups=0)
+        nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=0)
         barrier()
 
-    def product_nk(self, a_frags: list, tile, width: int) -> list:
-        """A (16 x d, fragments per 16 columns) times the tile's rows 0..width as B^T:
-        width / 8 accumulator tiles (S = Q K^T and its kin)."""
-        acc = [[f32_zero()] * 4 for _ in range(width // MMA_N)]
+    def sweep(self, count: ir.Value, state: list, issue, compute) -> list:
+        """for j in 0..count: compute(j, base, state) -> state, base the stage row of
+        the buffer that holds tile j; issue(j, base) copies tile j there, one iteration
+        ahead (cp.async groups: each iteration commits one, perhaps empty, and waits for
+        all but that newest one)."""
+        some = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ugt, count, index_const(0)).result)
+        with ir.InsertionPoint(some.then_block):
+            issue(index_const(0), index_const(0))
+            scf.YieldOp([])
+        nvgpu.DeviceAsyncCreateGroupOp([])
+
+        def body(j, carried):
+            after = add(j, 1)
+            more = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, after, count).result)
+            with ir.InsertionPoint(more.then_block):
+                issue(after, _buffer(after))
+                scf.YieldOp([])
+            nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=1)
+            barrier()  # tile j is here, for every thread
+            carried = compute(j, _buffer(j), carried)
+            barrier()  # every warp is done with tile j's buffer before it is refilled
+            return carried
+        return _loop(index_const(0), count, state, body)
+
+    # ------------------------------------------------------------ products
+
+    def product_nk(self, a_frags: list, base) -> list:
+        """A (16 x d, fragments per 16 columns) times stage rows base..base + BLOCK as
+        B^T: BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
+        acc = [[f32_zero()] * 4 for _ in range(BLOCK // MMA_N)]
         for ks, a in enumerate(a_frags):
-            for n0 in range(0, width, 16):
-                pair = self.w.b_fragments_nk(tile, index_const(n0), index_const(ks * MMA_K))
+            for n0 in range(0, BLOCK, 16):
+                pair = self.w.b_fragments_nk(self.stage, add(base, n0),
+                                             index_const(ks * MMA_K))
                 for half, b in enumerate(pair):
                     acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
         return acc
 
-    def accumulate_kn(self, acc: list, left: list, tile) -> list:
-        """acc + L B, L the 16 x BLOCK accumulator tiles `left` and B the tile's BLOCK
-        rows as they are (P V and its kin): d / 8 accumulator tiles."""
+    def accumulate_kn(self, acc: list, left: list, base) -> list:
+        """acc + L B, L the 16 x BLOCK accumulator tiles `left` and B stage rows
+        base..base + BLOCK as they are (P V and its kin): d / 8 accumulator tiles."""
         acc = list(acc)
         for kk in range(BLOCK // MMA_K):
             a = self.w.a_from_accumulators(left[2 * kk], left[2 * kk + 1])
             for n0 in range(0, self.p.d, 16):
-                pair = self.w.b_fragments_kn(tile, index_const(kk * MMA_K), index_const(n0))
+                pair = self.w.b_fragments_kn(self.stage, add(base, kk * MMA_K),
+                                             index_const(n0))
                 for half, b in enumerate(pair):
                     acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
         return acc
 
-    def a_fragments(self, tile) -> list:
-        """The warp's 16 rows of a tile as A fragments, one per 16 columns."""
-        return [self.w.a_fragment(tile, self.warp16, index_const(ks * MMA_K))
+    def a_fragments(self, base: int) -> list:
+        """The warp's 16 rows of the stage tile at row `base` as A fragments, one per 16
+        columns."""
+        return [self.w.a_fragment(self.stage, add(self.warp16, base), index_const(ks * MMA_K))
                 for ks in range(self.p.d // MMA_K)]
 
     def store_rows(self, target, slice_index, first_row, acc: list, factor: float,
@@ -164,6 +198,18 @@ class _Kernel:
         return arith.CmpIOp(arith.CmpIPredicate.sle, key,
                             add(row, self.p.offset)).result
 
+    def prob(self, score, lse2, allowed=None):
+        """exp2(score * c - lse2), 0 where not `allowed` (None: allowed)."""
+        prob = mmath.Exp2Op(mmath.FmaOp(score, arith.ConstantOp(self.f32, self.c).result,
+                                        arith.NegFOp(lse2).result).result).result
+        return prob if allowed is None else \
+            arith.SelectOp(allowed, prob, f32_zero()).result
+
+
+def _buffer(j: ir.Value) -> ir.Value:
+    """The stage row of tile j's buffer: 0 or 2 BLOCK."""
+    return mul(arith.RemUIOp(j, index_const(2)).result, 2 * BLOCK)
+
 
 def _loop(lower: ir.Value, upper: ir.Value, state: list, body) -> list:
     """scf.for lower..upper carrying `state`; body(iv, state) -> the next state."""
@@ -188,7 +234,7 @@ def _ceil_div(value: ir.Value, divisor: int) -> ir.Value:
 # ---------------------------------------------------------------- dQ, lse, delta
 
 class _DqKernel(_Kernel):
-    TILES = ("q", "do", "k", "v")
+    """Q and dO kept (A fragments); K (first sweep), K and V (second) streamed."""
 
     def emit(self, args: list, tiles: dict) -> None:
         q, k, v, dout, o, dq, lse_out, delta_out = args
@@ -198,39 +244,40 @@ class _DqKernel(_Kernel):
         row0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
         first = add(row0, self.warp16)  # the warp's first row; lanes hold + g, + g + 8
         rows = [add(add(first, w.g), 8 * h) for h in (0, 1)]
-        self.copy_rows(q, tiles["q"], head, row0, p.rows)
-        self.copy_rows(dout, tiles["do"], head, row0, p.rows)
+        self.copy_rows(q, head, row0, p.rows, index_const(0))
+        self.copy_rows(dout, head, row0, p.rows, index_const(BLOCK))
         delta = self._delta(dout, o, head, rows)
         self.wait_copies()
-        q_frags, do_frags = self.a_fragments(tiles["q"]), self.a_fragments(tiles["do"])
+        q_frags, do_frags = self.a_fragments(0), self.a_fragments(BLOCK)
+        barrier()  # every warp has its fragments: the stage is free for the sweeps
         if p.causal:  # the keys the block's last row sees
             last = arith.MinUIOp(add(row0, BLOCK), index_const(p.rows)).result
             end = arith.MinUIOp(add(last, p.offset), index_const(p.keys)).result
             key_tiles = _ceil_div(end, BLOCK)
         else:
             key_tiles = index_const(math.ceil(p.keys / BLOCK))
-        lse2 = self._log_sum_exp(k, kv_head, q_frags, tiles, rows, key_tiles)
+        lse2 = self._log_sum_exp(k, kv_head, q_frags, rows, key_tiles)
 
-        def sweep(j, acc):
+        def issue(j, base):
+            self.copy_rows(k, kv_head, mul(j, BLOCK), p.keys, base)
+            self.copy_rows(v, kv_head, mul(j, BLOCK), p.keys, add(base, BLOCK))
+
+        def compute(j, base, acc):
             kv0 = mul(j, BLOCK)
-            barrier()  # every warp is done with the last tiles
-            self.copy_rows(k, tiles["k"], kv_head, kv0, p.keys)
-            self.copy_rows(v, tiles["v"], kv_head, kv0, p.keys)
-            self.wait_copies()
-            s = self.product_nk(q_frags, tiles["k"], BLOCK)
-            dp = self.product_nk(do_frags, tiles["v"], BLOCK)
+            s = self.product_nk(q_frags, base)
+            dp = self.product_nk(do_frags, add(base, BLOCK))
             ds = []
             for n, (s_tile, dp_tile) in enumerate(zip(s, dp)):
                 ds.append([])
                 for i, (score, dp_value) in enumerate(zip(s_tile, dp_tile)):
                     h, col = divmod(i, 2)
                     key = add(add(kv0, w.two_t), n * MMA_N + col)
-                    prob = self._prob(score, lse2[h], self._allowed(key, rows[h]))
+                    prob = self.prob(score, lse2[h], self._allowed(key, rows[h]))
                     ds[-1].append(arith.MulFOp(prob, arith.SubFOp(dp_value, delta[h])
                                                .result).result)
-            return _flat(self.accumulate_kn(_tiles(acc), ds, tiles["k"]))
+            return _flat(self.accumulate_kn(_tiles(acc), ds, base))
 
-        acc = _loop(index_const(0), key_tiles, [f32_zero()] * (p.d // 2), sweep)
+        acc = self.sweep(key_tiles, [f32_zero()] * (p.d // 2), issue, compute)
         self.store_rows(dq, head, first, _tiles(acc), p.scale, p.rows)
         first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, w.t, index_const(0)).result
         for h in (0, 1):
@@ -247,13 +294,6 @@ class _DqKernel(_Kernel):
             below = self.causal_allows(key, row)
             verdict = below if verdict is None else arith.AndIOp(verdict, below).result
         return verdict
-
-    def _prob(self, score, lse2, allowed):
-        """exp2(score * c - lse2), 0 where not allowed."""
-        prob = mmath.Exp2Op(mmath.FmaOp(score, arith.ConstantOp(self.f32, self.c).result,
-                                        arith.NegFOp(lse2).result).result).result
-        return prob if allowed is None else \
-            arith.SelectOp(allowed, prob, f32_zero()).result
 
     def _delta(self, dout, o, head, rows) -> list:
         """rowsum(dO * O) of the lane's two rows (f32; the quad's lanes add theirs)."""
@@ -273,18 +313,18 @@ class _DqKernel(_Kernel):
             sums.append(quad_reduce(total, arith.AddFOp))
         return sums
 
-    def _log_sum_exp(self, k, kv_head, q_frags, tiles, rows, key_tiles) -> list:
+    def _log_sum_exp(self, k, kv_head, q_frags, rows, key_tiles) -> list:
         """lse2 = max * c + log2(sum of exp2(s * c - max * c)) of the lane's two rows,
         over the keys they see: the first sweep. +inf for a row that sees none (its P
         is then 0)."""
         softmax = OnlineSoftmax(self.f32, lanes=4, scale=self.c)
 
-        def sweep(j, state):
+        def issue(j, base):
+            self.copy_rows(k, kv_head, mul(j, BLOCK), self.p.keys, base)
+
+        def compute(j, base, state):
             kv0 = mul(j, BLOCK)
-            barrier()
-            self.copy_rows(k, tiles["k"], kv_head, kv0, self.p.keys)
-            self.wait_copies()
-            s = self.product_nk(q_frags, tiles["k"], BLOCK)
+            s = self.product_nk(q_frags, base)
             values, allowed = [[], []], [[], []]
             for n, tile in enumerate(s):
                 for i, score in enumerate(tile):
@@ -293,13 +333,12 @@ class _DqKernel(_Kernel):
                     key = add(add(kv0, self.w.two_t), n * MMA_N + col)
                     allowed[h].append(self._allowed(key, rows[h]))
             masks = None if allowed[0][0] is None else allowed
-            update = softmax.update(iter(values), state[:2], state[2:], masks)
+            update = softmax.update(values, state[:2], state[2:], masks)
             return update.maxima + update.sums
 
         inf = float("inf")
-        state = _loop(index_const(0), key_tiles,
-                      [arith.ConstantOp(self.f32, -inf).result] * 2 + [f32_zero()] * 2,
-                      sweep)
+        state = self.sweep(key_tiles, [arith.ConstantOp(self.f32, -inf).result] * 2 +
+                           [f32_zero()] * 2, issue, compute)
         lse2 = []
         for h in (0, 1):
             total = quad_reduce(state[2 + h], arith.AddFOp)
@@ -315,24 +354,25 @@ class _DqKernel(_Kernel):
 # ---------------------------------------------------------------- dK, dV
 
 class _DkDvKernel(_Kernel):
-    TILES = ("k", "v", "q", "do")
+    """K and V kept (A fragments); Q, dO and the rows' lse2 and delta streamed."""
 
     def stat_tiles(self) -> dict:
         shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
-        return {name: ir.MemRefType.get([BLOCK], self.f32, memory_space=shared)
-                for name in ("lse", "delta")}
+        return {"stats": ir.MemRefType.get([4 * BLOCK], self.f32, memory_space=shared)}
 
     def emit(self, args: list, tiles: dict) -> None:
         q, k, v, dout, lse, delta, dk, dv = args
         p, w = self.p, self.w
+        stats = tiles["stats"]  # per buffer: its BLOCK rows' lse2, then their delta
         kv_head = gpu.block_id(gpu.Dimension.y)
         key0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
         first = add(key0, self.warp16)
         keys = [add(add(first, w.g), 8 * h) for h in (0, 1)]
-        self.copy_rows(k, tiles["k"], kv_head, key0, p.keys)
-        self.copy_rows(v, tiles["v"], kv_head, key0, p.keys)
+        self.copy_rows(k, kv_head, key0, p.keys, index_const(0))
+        self.copy_rows(v, kv_head, key0, p.keys, index_const(BLOCK))
         self.wait_copies()
-        k_frags, v_frags = self.a_fragments(tiles["k"]), self.a_fragments(tiles["v"])
+        k_frags, v_frags = self.a_fragments(0), self.a_fragments(BLOCK)
+        barrier()
         query_tiles = math.ceil(p.rows / BLOCK)
         if p.causal:  # the first query tile with a row that sees key0
             start = arith.DivUIOp(arith.MaxSIOp(
@@ -342,51 +382,56 @@ class _DkDvKernel(_Kernel):
             start = index_const(0)
         count = arith.SubIOp(index_const(query_tiles), start).result
 
-        def sweep(step, acc):
-            head_in_group = arith.DivUIOp(step, count).result
-            head = add(mul(kv_head, p.group), head_in_group)
-            row0 = mul(add(start, arith.RemUIOp(step, count).result), BLOCK)
-            barrier()
-            self.copy_rows(q, tiles["q"], head, row0, p.rows)
-            self.copy_rows(dout, tiles["do"], head, row0, p.rows)
-            self._copy_stats(lse, delta, tiles, head, row0)
-            self.wait_copies()
+        def tile_of(step):
+            """(query head, first row) of sweep step `step`: each head of the group
+            sweeps the query tiles start..."""
+            head = add(mul(kv_head, p.group), arith.DivUIOp(step, count).result)
+            return head, mul(add(start, arith.RemUIOp(step, count).result), BLOCK)
+
+        def issue(step, base):
+            head, row0 = tile_of(step)
+            self.copy_rows(q, head, row0, p.rows, base)
+            self.copy_rows(dout, head, row0, p.rows, add(base, BLOCK))
+            self._copy_stats(lse, delta, stats, head, row0, base)
+
+        def compute(step, base, acc):
+            _, row0 = tile_of(step)
+            at = base  # this buffer's stats: 2 BLOCK floats a buffer, as its stage rows
             dk_acc, dv_acc = _tiles(acc[:p.d // 2]), _tiles(acc[p.d // 2:])
-            s_t = self.product_nk(k_frags, tiles["q"], BLOCK)
+            s_t = self.product_nk(k_frags, base)
+            dp_t = self.product_nk(v_frags, add(base, BLOCK))
             probs, ds = [], []
-            dp_t = self.product_nk(v_frags, tiles["do"], BLOCK)
             for n, (s_tile, dp_tile) in enumerate(zip(s_t, dp_t)):
-                stats = [vector.LoadOp(ir.VectorType.get([2], self.f32), tiles[name],
-                                       [add(w.two_t, n * MMA_N)], alignment=8).result
-                         for name in ("lse", "delta")]
+                column = add(add(at, w.two_t), n * MMA_N)
+                pairs = [vector.LoadOp(ir.VectorType.get([2], self.f32), stats,
+                                       [add(column, offset)], alignment=8).result
+                         for offset in (0, BLOCK)]
                 probs.append([]), ds.append([])
                 for i, (score, dp_value) in enumerate(zip(s_tile, dp_tile)):
                     h, col = divmod(i, 2)
-                    lse2, row_delta = (vector.ExtractOp(x, [], [col]).result for x in stats)
-                    prob = mmath.Exp2Op(mmath.FmaOp(
-                        score, arith.ConstantOp(self.f32, self.c).result,
-                        arith.NegFOp(lse2).result).result).result
+                    lse2, row_delta = (vector.ExtractOp(x, [], [col]).result for x in pairs)
+                    allowed = None
                     if p.causal:
                         row = add(add(row0, w.two_t), n * MMA_N + col)
-                        prob = arith.SelectOp(self.causal_allows(keys[h], row), prob,
-                                              f32_zero()).result
+                        allowed = self.causal_allows(keys[h], row)
+                    prob = self.prob(score, lse2, allowed)
                     probs[-1].append(prob)
                     ds[-1].append(arith.MulFOp(prob, arith.SubFOp(dp_value, row_delta)
                                                .result).result)
-            dv_acc = self.accumulate_kn(dv_acc, probs, tiles["do"])
-            dk_acc = self.accumulate_kn(dk_acc, ds, tiles["q"])
+            dv_acc = self.accumulate_kn(dv_acc, probs, add(base, BLOCK))
+            dk_acc = self.accumulate_kn(dk_acc, ds, base)
             return _flat(dk_acc) + _flat(dv_acc)
 
         steps = arith.MulIOp(count, index_const(p.group)).result
-        acc = _loop(index_const(0), steps, [f32_zero()] * p.d, sweep)
+        acc = self.sweep(steps, [f32_zero()] * p.d, issue, compute)
         self.store_rows(dk, kv_head, first, _tiles(acc[:p.d // 2]), p.scale, p.keys)
         self.store_rows(dv, kv_head, first, _tiles(acc[p.d // 2:]), 1.0, p.keys)
 
-    def _copy_stats(self, lse, delta, tiles, head, row0) -> None:
-        """lse2 and delta of rows row0.. into shared memory (threads 0..63 and 64..127);
-        rows past the end get lse2 = +inf (P = 0) and delta = 0."""
-        for half, (source, tile, past) in enumerate(((lse, tiles["lse"], float("inf")),
-                                                     (delta, tiles["delta"], 0.0))):
+    def _copy_stats(self, lse, delta, stats, head, row0, at) -> None:
+        """cp.async lse2 (threads 0..BLOCK) and delta (the next BLOCK threads) of rows
+        row0.. into stats[at..at + BLOCK] and stats[at + BLOCK..at + 2 BLOCK], 4 bytes each. Rows past the end read 0:
+        their Q and dO rows are zeros, so they add nothing to dK and dV."""
+        for half, source in enumerate((lse, delta)):
             index = arith.SubIOp(self.tid, index_const(half * BLOCK)).result
             mine = arith.AndIOp(
                 arith.CmpIOp(arith.CmpIPredicate.uge, self.tid, index_const(half * BLOCK))
@@ -394,9 +439,10 @@ class _DkDvKernel(_Kernel):
             guard = scf.IfOp(mine)
             with ir.InsertionPoint(guard.then_block):
                 row = add(row0, index)
-                inside = less(row, self.p.rows)
-                value = memref.LoadOp(source, [head, clamp(row, self.p.rows)]).result
-                value = arith.SelectOp(inside, value,
-                                       arith.ConstantOp(self.f32, past).result).result
-                memref.StoreOp(value, tile, [index])
+                count = arith.SelectOp(less(row, self.p.rows), index_const(1),
+                                       index_const(0)).result
+                nvgpu.DeviceAsyncCopyOp(
+                    stats, [add(add(at, index), half * BLOCK)], source,
+                    [head, clamp(row, self.p.rows)], ir.IntegerAttr.get(ir.IndexType.get(), 1),
+                    srcElements=count)
                 scf.YieldOp([])
