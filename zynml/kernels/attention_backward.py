@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import knobs
+from ..call_values import is_gpu_array
 from ..compile_only import ArtifactOnlyCall
 from ..devices import resolve
 from .basic import reshaped
@@ -42,14 +43,16 @@ def _host_allowed(seq_q: int, seq_k: int, causal: bool, group: int) -> np.ndarra
 _ON_GPU: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def causal_allowed(device: str, seq_q: int, seq_k: int, causal: bool, group: int):
+def causal_allowed(device: str, seq_q: int, seq_k: int, causal: bool, group: int,
+                   on_gpu: bool = True):
     """The `allowed` input without a mask, per group ([group * seq_q, seq_k]), where the
     kernel runs: made and uploaded once per shape. (An upload from host memory waits for
     the GPU's queued work: made at each call, it drained the queue once per layer of
-    every backward pass.) Read-only on the host."""
+    every backward pass.) Read-only on the host. `on_gpu` False (the other inputs are
+    host arrays, which the call uploads itself): the host array."""
     key = (seq_q, seq_k, causal, group)
     placement = resolve(device)
-    if placement.kind != "cuda":
+    if placement.kind != "cuda" or not on_gpu:
         return _host_allowed(*key)
     from ..runtime.cuda.device_array import DeviceArray
     from ..runtime.cuda.driver import get_device
@@ -73,7 +76,8 @@ def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
     grouped = (batch * kv_heads, group * seq_q, d)
     keys = (batch * kv_heads, seq_k, d)
     allowed = np.tile(allowed_keys(seq_q, seq_k, causal, mask), (group, 1)) \
-        if mask is not None else causal_allowed(device, seq_q, seq_k, causal, group)
+        if mask is not None else causal_allowed(device, seq_q, seq_k, causal, group,
+                                                is_gpu_array(q))
     # sizes pinned static: IREE takes minutes over this kernel with dynamic sizes
     dq, dk, dv = variant("attention_backward", (), device).attention_backward(
         q=reshaped(q, grouped), k=reshaped(k, keys), v=reshaped(v, keys),
