@@ -37,7 +37,8 @@ def _operands(rng, h, m, k, n, dtype):
 
 
 @pytest.mark.parametrize("h, m, k, n, tile_n", [(3, 128, 64, 64, 64), (2, 256, 192, 384, 128),
-                                                 (5, 128, 128, 512, 256)])
+                                                 (5, 128, 128, 512, 256),
+                                                 (1, 128, 64, 64, 64)])  # a batch of one
 def test_batched_products_take_wgmma_over_collapsed_operands(rng, h, m, k, n, tile_n):
     a, b = _operands(rng, h, m, k, n, ml_dtypes.bfloat16)
     artifact = zynml.compile(BATCHED, device="cuda", require_device=False).artifact(A=a, B=b)
@@ -69,7 +70,7 @@ def test_the_attention_backward_runs_its_five_products_on_wgmma():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("h, m, k, n", [(3, 128, 64, 64), (2, 256, 192, 384),
-                                        (7, 128, 1024, 64)])
+                                        (7, 128, 1024, 64), (1, 256, 128, 128)])
 @pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16])
 def test_cuda_batched_wgmma_matches_float64(rng, h, m, k, n, dtype):
     a, b = _operands(rng, h, m, k, n, dtype)

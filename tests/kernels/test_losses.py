@@ -113,12 +113,15 @@ def test_cuda_plans_keep_the_sums_in_f32():
                           require_device=False, dynamic=False).pipeline("linear_cross_entropy")
     plan = json.loads(chunk.emit("plan", dict(
         hidden=np.ones((1024, 384), bf16), weight=np.ones((4096, 384), bf16),  # GPT small's
+        weight_t=np.ones((384, 4096), bf16),
         targets=np.zeros(1024, np.int64), all_targets=np.zeros(2048, np.int64),
-        pad_id=np.int64(-1), loss_in=np.float32(0), grad_weight_in=np.zeros((4096, 384),
-                                                                           np.float32))))
+        pad_id=np.int64(-1), loss_in=np.float32(0),
+        grad_weight_t_in=np.zeros((384, 4096), np.float32))))
     strategies = [launch["strategy"] for launch in launches(plan["body"])]
-    # the three products on tensor cores: the logits (weight transposed first) and the
-    # two gradients (the logits' gradient rounded to bf16 by `cast`)
+    # the three products on tensor cores: the logits (weight transposed by the caller)
+    # and the two gradients (the logits' gradient rounded to bf16 by `cast`); the only
+    # transposed copy is the chunk's hidden states'
+    assert strategies.count("transpose") == 1, strategies
     assert strategies.count("matmul_wgmma") == 3, strategies
     assert "matmul" not in strategies, strategies
     assert [o["dtype"] for o in plan["outputs"]] == ["float32", "bfloat16", "float32"]

@@ -68,6 +68,33 @@ def test_linear_and_its_gradients(rows, k, n, rng):
     np.testing.assert_allclose(db, g64.sum(0), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("splits, part, k, n", [(1, 64, 5, 3), (4, 64, 17, 19),
+                                                 (3, 128, 13, 1)])
+def test_split_weight_gradient_sums_its_parts(splits, part, k, n, rng):
+    """linear_backward's d w over `splits` parts of the rows (split-K), on the CPU."""
+    from zynml.kernels import library
+    rows = splits * part
+    x, w, g = _rand(rng, rows, k), _rand(rng, k, n), _rand(rng, rows, n)
+    dx, dw, db = library.call("linear", "linear_backward",
+                              {"x": x, "w": w, "grad": g, "groups": rows // 64,
+                               "splits": splits, "part": part}, "cpu")
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    np.testing.assert_allclose(dw, x64.T @ g64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, g64 @ w.astype(np.float64).T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(db, g64.sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_weight_splits_fill_a_gpu_and_keep_parts_whole():
+    from zynml.kernels.training import weight_splits
+    # GPT-2 small's four projections over 16 x 1024 tokens: 18, 54, 72, 72 tiles unsplit
+    assert [weight_splits(16384, k, n, True) for k, n in
+            ((768, 768), (768, 2304), (768, 3072), (3072, 768))] == [16, 8, 4, 4]
+    assert weight_splits(16384, 768, 768, False) == 1           # not on a GPU
+    assert weight_splits(1024, 64, 64, True) == 2               # parts of 512 rows at least
+    assert weight_splits(192, 768, 768, True) == 1              # 3 groups of 64: no halves
+    assert weight_splits(16384, 8192, 8192, True) == 1          # already many tiles
+
+
 def _gelu64(v):
     return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
 
@@ -210,7 +237,8 @@ def test_gpt_embedding_and_its_gradients(rng):
 @pytest.mark.parametrize("pipeline, inputs", [
     ("linear_backward_input", {"grad": (256, 384), "w": (128, 384)}),
     ("linear_backward_weight", {"x": (256, 128), "grad": (256, 384)}),
-    ("linear_backward", {"x": (256, 128), "w": (128, 384), "grad": (256, 384), "groups": 4}),
+    ("linear_backward", {"x": (256, 128), "w": (128, 384), "grad": (256, 384), "groups": 4,
+                         "splits": 2, "part": 128}),
 ])
 def test_cuda_gradient_products_run_on_the_gemm_strategy(pipeline, inputs):
     """The transposed operand is its own kernel: fused into the product (as elementwise

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ZynMLError
-from .basic import row_range
+from .basic import row_range, transpose_2d
 from .library import device_of
 from .variants import variant
 
@@ -74,20 +74,22 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     # Every chunk but a shorter last one has one shape: at most two compiles.
     prog = variant("linear_cross_entropy", (), device)
     pad = np.int64(NO_PAD if pad_id is None else pad_id)
-    loss, grad_weight = np.float32(0.0), _zeros_like_device((vocab, width), hidden)
+    # the weight transposed once, and its gradient summed transposed (the chunk says why)
+    weight_t = transpose_2d(weight, device=device)
+    loss, grad_weight_t = np.float32(0.0), _zeros_like_device((width, vocab), hidden)
     grad_hidden = []
     for start in range(0, tokens, chunk_size):
         stop = min(tokens, start + chunk_size)
-        loss, chunk_grad, grad_weight = prog.linear_cross_entropy(
-            hidden=row_range(hidden, start, stop), weight=weight,
+        loss, chunk_grad, grad_weight_t = prog.linear_cross_entropy(
+            hidden=row_range(hidden, start, stop), weight=weight, weight_t=weight_t,
             targets=row_range(targets, start, stop), all_targets=targets, pad_id=pad,
-            loss_in=loss, grad_weight_in=grad_weight)
+            loss_in=loss, grad_weight_t_in=grad_weight_t)
         grad_hidden.append(chunk_grad)
-    return loss, _concat_rows(grad_hidden), grad_weight
+    return loss, _concat_rows(grad_hidden), transpose_2d(grad_weight_t, device=device)
 
 
 def _zeros_like_device(shape: tuple[int, ...], like):
-    """f32 zeros of `shape` where `like` lives (the first chunk's grad_weight_in)."""
+    """f32 zeros of `shape` where `like` lives (the first chunk's grad_weight_t_in)."""
     from ..call_values import is_gpu_array
     from ..runtime.cuda.device_array import DeviceArray, from_cuda_array
     if not is_gpu_array(like):

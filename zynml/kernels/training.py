@@ -62,14 +62,44 @@ def linear(x: Any, w: Any, b: Any, *, device: str | None = None):
 
 def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
     """(d x, d w, d b) of linear: grad @ w^T, x^T @ grad, the column sums of grad (one
-    call when the rows are a multiple of 64)."""
-    groups = _groups(int(x.shape[0]))
+    call when the rows are a multiple of 64; on a GPU x^T @ grad split over the rows
+    where its few output tiles would leave multiprocessors idle)."""
+    rows = int(x.shape[0])
+    groups = _groups(rows)
     if groups:
+        splits = weight_splits(rows, int(x.shape[1]), int(grad.shape[1]),
+                               _on_cuda(device, x))
         return call("linear", "linear_backward",
-                    {"x": x, "w": w, "grad": grad, "groups": groups}, device)
+                    {"x": x, "w": w, "grad": grad, "groups": groups, "splits": splits,
+                     "part": rows // splits}, device)
     dx = call("linear", "linear_backward_input", {"grad": grad, "w": w}, device)
     dw = call("linear", "linear_backward_weight", {"x": x, "grad": grad}, device)
     return dx, dw, column_sum(grad, device=device)
+
+
+# split-K of d w on CUDA: enough (roughly) 128 x 256 output tiles for two waves of an
+# H100's 132 multiprocessors, each part of at least 512 rows (a K loop worth its tile)
+SPLIT_TILES, SPLIT_MIN_ROWS, SPLIT_MAX = 264, 512, 16
+
+
+def weight_splits(rows: int, k: int, n: int, on_gpu: bool) -> int:
+    """How many parts of rows linear_backward sums d w = x^T @ grad in: 1 off a GPU;
+    else the fewest (a power of two) giving about SPLIT_TILES output tiles, each part a
+    multiple of 64 rows and at least SPLIT_MIN_ROWS."""
+    if not on_gpu:
+        return 1
+    tiles = math.ceil(k / 128) * math.ceil(n / 256)
+    splits = 1
+    while splits < SPLIT_MAX and splits * tiles < SPLIT_TILES and \
+            rows % (2 * splits * GROUP_ROWS) == 0 and rows // (2 * splits) >= SPLIT_MIN_ROWS:
+        splits *= 2
+    return splits
+
+
+def _on_cuda(device: str | None, like: Any) -> bool:
+    from ..devices import resolve
+    from .library import device_of
+    return resolve(device or device_of([like])).kind == "cuda"
 
 
 def head_logits(h: Any, wte: Any, *, device: str | None = None):

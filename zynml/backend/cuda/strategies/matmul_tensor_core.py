@@ -60,7 +60,9 @@ def _layout(generic: ir.Operation):
     maps = indexing_maps(generic)
     wanted = (batch + [i, k], batch + [k, j], batch + [i, j])
     for amap, dims in zip(maps, wanted):
-        if [ir.AffineDimExpr(e).position for e in amap.results] != dims:
+        # a constant index (a unit batch axis folded to 0) is no loop: not this layout
+        if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results) or \
+                [ir.AffineDimExpr(e).position for e in amap.results] != dims:
             return None
     return roles
 

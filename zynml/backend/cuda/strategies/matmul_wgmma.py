@@ -167,7 +167,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         a_map, b_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0] for t, arg
                         in zip((a_map_type, b_map_type),
                                func.regions[0].blocks[0].arguments[-2:]))
-        kernel = _Kernel(p, m, n, kk, element, out_element, initial, batches)
+        kernel = _Kernel(p, m, n, kk, element, out_element, initial, batches, bool(batch))
         kernel.emit(scope.value(outs[0]), a_map, b_map)
         gpu.ReturnOp([])
     rows = ((0, 1), (2,)) if batch else None  # [b, rows, cols] seen as [b * rows, cols]
@@ -245,7 +245,8 @@ class _Kernel:
     element: ir.Type      # A's and B's: f16 or bf16
     out_element: ir.Type  # C's: f16, bf16 or f32
     initial: float | None  # C's constant start (the fill fused in), or None: read C
-    batches: int = 1       # > 1: a batched product (C [batches, m, n])
+    batches: int = 1       # the batch axis' extent (C [batches, m, n]), 1 without one
+    batched: bool = False  # C has a batch axis (of any extent, 1 included)
 
     def emit(self, c, a_map, b_map):
         p = self.p
@@ -394,7 +395,7 @@ class _Kernel:
             for r in (0, 1):
                 v = 4 * j + 2 * r
                 where = [_add(row, 8 * r), _add(col, 8 * j)]
-                if self.batches > 1:
+                if self.batched:
                     where = [entry] + where
                 total = vector.FromElementsOp(ir.VectorType.get([2], f32),
                                               acc[v:v + 2]).result
