@@ -47,9 +47,13 @@ def test_ukernel_matches_float64(rng, batch, heads, kv_heads, seq_q, seq_k, d, e
     assert any(problem.element == element for problem, _ in
                attention_backward._UKERNEL_FUNCTIONS), "the ukernel did not run"
     tolerance = 2e-2 if element == "bf16" else 4e-3
-    for name, g, w in zip(("dq", "dk", "dv"), got, reference(dout, q, k, v, keep)):
+    want = reference(dout, q, k, v, keep)
+    # against the gradients' scale: with one key dq is 0 exactly, and what it gets is
+    # the rounding of the given `out` (delta = dO . O against dP = dO . V)
+    scale = max(np.abs(w).max() for w in want)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
         assert np.asarray(g).shape == w.shape, name
-        assert_close(g, w, rtol=tolerance)
+        assert_close(g, w, rtol=tolerance, floor=scale)
 
 
 def test_ukernel_agrees_with_the_zyn_definition(rng, monkeypatch):
