@@ -184,9 +184,10 @@ def test_a_training_step_makes_few_library_calls(monkeypatch):
     calls.clear()
     trainer.step(batches)
     per_layer = (1 + 4 + 1 + 1 + 1 + 1 + 1 + 1) + (4 + 1 + 1 + 1 + 1 + 2)
-    # embed, ln_f, the loss (one chunk); ln_f's gradients, the 2 embeddings' gradients;
-    # the global sum of squares, the clip factor; AdamW on the 2 groups (decay or not)
-    step = config.layers * per_layer + 3 + 3 + 2 + 2
+    # embed, ln_f, the loss (one chunk, the tied weight transposed before it and its
+    # gradient after); ln_f's gradients, the 2 embeddings' gradients; the global sum of
+    # squares, the clip factor; AdamW on the 2 groups (decay or not)
+    step = config.layers * per_layer + 5 + 3 + 2 + 2
     assert len(calls) == step
 
 
