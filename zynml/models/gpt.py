@@ -124,7 +124,6 @@ class GPT:
         """The mean cross-entropy of predicting `targets` [batch, seq] from `ids`
         [batch, seq]; keeps the activations the backward pass reads. The loss and its
         gradients come from one chunked kernel that never holds all the logits."""
-        ids, targets = self._beside_params(ids), self._beside_params(targets)
         saved = self._hidden(ids)
         loss, saved["d_h_final"], saved["d_wte_head"] = K.fused_linear_cross_entropy(
             saved["h_final"], self.params["wte"], targets.reshape(-1),
@@ -139,17 +138,6 @@ class GPT:
         batch, seq = ids.shape
         logits = K.head_logits(saved["h_final"], self.params["wte"], device=self.device)
         return np.asarray(logits).reshape(batch, seq, -1)[:, -1]
-
-    def _beside_params(self, tokens):
-        """Host token ids moved where the parameters are, once a step: the loss's chunks
-        and the embedding's scatter read row ranges of them, and each host range would
-        be an upload that waits for the GPU's queued work (17 such waits a step)."""
-        weight = self.params["wte"]
-        if isinstance(tokens, np.ndarray) and hasattr(weight, "device") and \
-                not isinstance(weight, np.ndarray):
-            from ..runtime.cuda.device_array import DeviceArray
-            return DeviceArray.from_numpy(np.ascontiguousarray(tokens), weight.device)
-        return tokens
 
     def _hidden(self, ids) -> dict:
         cfg, p, dev = self.config, self.params, self.device
