@@ -3,10 +3,11 @@ definition the compiler does not yet turn into one fast kernel (IREE's word for 
 thing). The library's .zyn source stays the definition and runs everywhere else; a
 ukernel is its fast form on NVIDIA GPUs, tested against it.
 
-A ukernel module's `build(problem, kernel_module)` makes what linalg-to-gpu-kernels
-makes of a program (a host function `main` launching kernels of a gpu.module), so the
-CUDA stages go on from "gpu" as for any program: launch plan, NVVM, PTX, cubin,
-artifact. `artifact` compiles one per problem and target and keeps it in the artifact
+A ukernel NAME is two modules: NAME.py, its problem (a frozen dataclass) and what it
+supports, which the library reads without MLIR; and NAME_kernels.py, whose
+`build_module(problem, kernel_module)` makes what linalg-to-gpu-kernels makes of a
+program (a host function `main` launching kernels of a gpu.module), so the CUDA stages
+go on from "gpu" as for any program: launch plan, NVVM, PTX, cubin, artifact. `artifact` compiles one per problem and target and keeps it in the artifact
 cache (atomic writes, checked reads), keyed by the compiler's fingerprint, as programs
 are.
 
@@ -60,9 +61,9 @@ def module(name: str, problem: Any):
     from mlir import ir
     from ....dialects.cir import new_context
     from ....passes.linalg_to_gpu_kernels import KERNEL_MODULE
-    built = importlib.import_module(f"{__name__}.{name}")
+    kernels = importlib.import_module(f"{__name__}.{name}_kernels")
     with new_context(), ir.Location.unknown():
-        return built.build(problem, KERNEL_MODULE)
+        return kernels.build_module(problem, KERNEL_MODULE)
 
 
 def _job(target):

@@ -2,7 +2,7 @@
 tensor cores (mma.sync, warp_mma.py): the scores and probabilities live in registers a
 tile at a time, never in memory. zynml/kernels/src/attention_backward.zyn is the
 definition (every device runs it; here it holds [slices, rows, keys] whole); this is the
-CUDA library's fast form of the same equations, in the .zyn's grouped layout:
+CUDA library's fast form of the same equations, batch and heads flattened into slices:
 
     q, dout, o  [heads, rows, d]       heads = kv_heads * group (query head h reads
     k, v        [kv_heads, keys, d]    key / value head h // group)
@@ -16,8 +16,11 @@ stored in base 2, lse2 = lse * log2(e)), then in a second sweep P, dS and dQ; it
 dQ, lse2 and delta. `dkdv` kernel: a block takes 64 keys (4 warps of 16) and, for each
 query head of their group, sweeps the query tiles that can see them, with lse2 and delta
 read back: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q. No atomics:
-each output element is written by one thread. Tiles come in with cp.async, one buffer
-each (a sweep waits for its tile; the GPU overlaps blocks, not copies within one).
+each output element is written by one thread. The streamed tiles come in with cp.async
+through two buffers: tile j + 1 is copied while tile j is multiplied.
+
+The kernels are built in attention_backward_kernels.py (MLIR is needed only there); this
+module is what the library asks before it calls them.
 
 Causal sweeps skip the tiles a block cannot see (above the diagonal), about half.
 Takes f16 or bf16, head dims that are multiples of 16 up to 64 (the four 64-row tiles
@@ -71,9 +74,3 @@ def supports(problem: Problem) -> str | None:
         return "a scale that is not positive, or no rows"
     return None
 
-
-def build(problem: Problem, kernel_module: str):
-    """The host function `main(q, k, v, dout, o) -> (dq, dk, dv)` and its two kernels
-    (attention_backward_kernels.py: MLIR is needed only to build them)."""
-    from .attention_backward_kernels import build_module
-    return build_module(problem, kernel_module)
