@@ -8,9 +8,10 @@ as autograd calls it), in the same run.
 
 GPU time per call (median, CUDA events, each call queued behind a 2 ms GPU sleep, longer
 than any side's Python takes to launch it: gpu_vs_torch.median_ms), the call's time when
-the GPU is idle as it starts (host cost included), TFLOP/s counting the five products of the backward (2.5x the
-forward's flops, halved when causal), the ratio against PyTorch (> 1: ZynML faster) and
-the largest difference from PyTorch's gradients, relative to their largest magnitude.
+the GPU is idle as it starts (host cost included), TFLOP/s counting the five products of
+the backward (2.5x the forward's flops, halved when causal), the ratio against PyTorch
+(> 1: ZynML faster) and the largest difference from PyTorch's gradients, relative to
+their largest magnitude.
 ZynML's ukernel computes the log-sum-exp again from Q and K (its forward does not keep
 it); PyTorch's is handed the forward's.
 """

@@ -7,9 +7,9 @@ A ukernel NAME is two modules: NAME.py, its problem (a frozen dataclass) and wha
 supports, which the library reads without MLIR; and NAME_kernels.py, whose
 `build_module(problem, kernel_module)` makes what linalg-to-gpu-kernels makes of a
 program (a host function `main` launching kernels of a gpu.module), so the CUDA stages
-go on from "gpu" as for any program: launch plan, NVVM, PTX, cubin, artifact. `artifact` compiles one per problem and target and keeps it in the artifact
-cache (atomic writes, checked reads), keyed by the compiler's fingerprint, as programs
-are.
+go on from "gpu" as for any program: launch plan, NVVM, PTX, cubin, artifact.
+`artifact` compiles one per problem and target and keeps it in the artifact cache
+(atomic writes, checked reads), keyed by the compiler's fingerprint, as programs are.
 
     attention_backward   FlashAttention-2's backward pass (zynml.kernels'
                          flash_attention_backward)

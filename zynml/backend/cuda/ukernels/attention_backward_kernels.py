@@ -429,8 +429,9 @@ class _DkDvKernel(_Kernel):
 
     def _copy_stats(self, lse, delta, stats, head, row0, at) -> None:
         """cp.async lse2 (threads 0..BLOCK) and delta (the next BLOCK threads) of rows
-        row0.. into stats[at..at + BLOCK] and stats[at + BLOCK..at + 2 BLOCK], 4 bytes each. Rows past the end read 0:
-        their Q and dO rows are zeros, so they add nothing to dK and dV."""
+        row0.. into stats[at..at + BLOCK] and stats[at + BLOCK..at + 2 BLOCK], 4 bytes
+        each. Rows past the end read 0: their Q and dO rows are zeros, so they add
+        nothing to dK and dV."""
         for half, source in enumerate((lse, delta)):
             index = arith.SubIOp(self.tid, index_const(half * BLOCK)).result
             mine = arith.AndIOp(
