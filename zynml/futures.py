@@ -93,15 +93,14 @@ def _thread_pool() -> ThreadPoolExecutor:
         return _pool[0]
 
 
-def submit(program: Any, inputs: dict[str, Any], own_stream: bool = True) -> Future:
-    """Start `program(inputs)` and return its Future (what `Program.submit` does).
-    `own_stream=False`: on native CUDA, in order on the legacy default stream."""
+def submit(program: Any, inputs: dict[str, Any]) -> Future:
+    """Start `program(inputs)` and return its Future (what `Program.submit` does)."""
     if getattr(call_context.current(), "records_calls", False):
         from .errors import ZynMLError
         raise ZynMLError("Program.submit inside zynml.capture: a graph records plain "
                          "calls (replay it, then wait for it)")
     if program.backend == "native":
-        return _submit_on_stream(program, inputs, own_stream)
+        return _submit_on_stream(program, inputs)
     with _pool_lock:
         lock = _program_locks.setdefault(program, threading.Lock())
 
@@ -112,20 +111,18 @@ def submit(program: Any, inputs: dict[str, Any], own_stream: bool = True) -> Fut
     return Future(_thread_pool().submit(call))
 
 
-def _submit_on_stream(program: Any, inputs: dict[str, Any], own_stream: bool) -> Future:
+def _submit_on_stream(program: Any, inputs: dict[str, Any]) -> Future:
     """Inside `with zynml.stream(s)`, the call goes on s; otherwise on a stream of the
-    device's few for futures (or, without `own_stream`, on the legacy default stream);
-    an event recorded after it is the future."""
+    device's few for futures; an event recorded after it is the future."""
     from .runtime.cuda.device_array import is_gpu_array
     from .runtime.cuda.driver import get_device
-    from .runtime.cuda.streams import Event, Stream, legacy_stream, stream_for_future
+    from .runtime.cuda.streams import Stream, stream_for_future
     stream = call_context.current()
     if not isinstance(stream, Stream) or getattr(stream, "capturing", False):
-        stream = stream_for_future(get_device(program.placement.ordinal)) \
-            if own_stream else None
+        stream = stream_for_future(get_device(program.placement.ordinal))
     with call_context.using(stream):
         outputs = program(inputs)
-    event = stream.record() if stream is not None else Event(legacy_stream())
+    event = stream.record()
     to_host = not any(is_gpu_array(v) for v in inputs.values())
     return Future(event, kept=(dict(inputs), outputs), to_host=to_host)
 

@@ -101,14 +101,12 @@ def _on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device):
         return None
     from ..backend.cuda import ukernels
     from ..backend.cuda.ukernels.attention_backward import Problem, supports
-    from ..runtime.cuda.device_array import dtype_name
     batch, heads, kv_heads, seq_q, seq_k, d = sizes
-    element = {"float16": "f16", "bfloat16": "bf16"}.get(
-        dtype_name(np.dtype(_dtype(q))))
-    problem = Problem(batch * heads, batch * kv_heads, seq_q, seq_k, d, element or "",
+    dtypes = {_dtype(x) for x in (q, k, v, grad_out, o)}
+    element = {"float16": "f16", "bfloat16": "bf16"}.get(next(iter(dtypes)), "")
+    problem = Problem(batch * heads, batch * kv_heads, seq_q, seq_k, d, element,
                       bool(causal), float(scale))
-    if supports(problem) is not None or \
-            any(_dtype(x) != _dtype(q) for x in (k, v, grad_out, o)):
+    if len(dtypes) != 1 or supports(problem) is not None:
         return None
     key = (problem, placement.ordinal)
     function = _UKERNEL_FUNCTIONS.get(key)
@@ -129,11 +127,6 @@ def _on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device):
 
 
 def _dtype(x) -> str:
-    """The array's element type by name (numpy, ZynML's DeviceArray or another GPU
-    array: bfloat16 has no numpy dtype of its own)."""
-    from ..runtime.cuda.device_array import dtype_name
-    dtype = getattr(x, "dtype", None)
-    try:
-        return dtype_name(np.dtype(dtype))
-    except TypeError:
-        return str(dtype).rsplit(".", 1)[-1]
+    """The array's element type by name: numpy's, or a GPU array's of any library."""
+    from ..runtime.cuda.device_array import dtype_name, gpu_array_spec
+    return dtype_name(gpu_array_spec(x)[1] if is_gpu_array(x) else np.asarray(x).dtype)

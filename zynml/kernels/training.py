@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .basic import reshaped
+from .basic import _placement, reshaped
 from .heads import merge_heads, merge_qkv, split_heads
 from .library import call
 
@@ -97,9 +97,8 @@ def weight_splits(rows: int, k: int, n: int, on_gpu: bool) -> int:
 
 
 def _on_cuda(device: str | None, like: Any) -> bool:
-    from ..devices import resolve
     from .library import device_of
-    return resolve(device or device_of([like])).kind == "cuda"
+    return _placement(device or device_of([like]))[1] == "cuda"
 
 
 def head_logits(h: Any, wte: Any, *, device: str | None = None):
