@@ -94,7 +94,12 @@ class FakeCuda:
             cuMemFreeAsync=lambda *a: ok, cuLaunchKernel=lambda *a: ok,
             cuMemcpyHtoDAsync=lambda *a: ok, cuMemcpyDtoHAsync=lambda *a: ok,
             cuMemcpyDtoDAsync=lambda *a: ok, cuMemsetD8Async=lambda *a: ok,
-            cuStreamSynchronize=lambda *a: ok, cuEventCreate=value("event"),
+            cuStreamSynchronize=lambda *a: ok, cuStreamCreate=value("stream"),
+            cuStreamDestroy=lambda *a: ok,
+            CUstream_flags=names(CU_STREAM_DEFAULT=0, CU_STREAM_NON_BLOCKING=1),
+            CUevent_flags=names(CU_EVENT_DEFAULT=0, CU_EVENT_DISABLE_TIMING=2),
+            cuEventCreate=value("event"),
+            CUpointer_attribute=_AnyName(), cuPointerGetAttribute=lambda *a: (1, None),
             cuEventRecord=lambda *a: ok, cuEventSynchronize=lambda *a: ok,
             cuEventElapsedTime=value(0.0), cuEventDestroy=lambda *a: ok,
             # TMA descriptors (the wgmma kernels' operands): 128 bytes of zeros

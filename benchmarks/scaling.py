@@ -12,9 +12,11 @@ zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps (wall c
 each process drained before and after, the slowest process's time), and times the
 part of the gradient all-reduce that the backward pass did not hide (with `--overlap`
 each layer's sum starts as the pass finishes the layer; timed from the end of ZynML's
-work to the end of NCCL's, so it includes waiting for the slowest process). Reported:
-the median step, tokens per second over all GPUs, the speed-up against one GPU, and that
-exposed all-reduce's share of a step;
+work to the end of NCCL's, so it includes waiting for the slowest process); then
+`--steps` steps queued back to back and drained once (`Trainer.queue_step`: what a
+training loop that reads its losses later gets). Reported: the median step, tokens per
+second over all GPUs, the speed-up against one GPU, that exposed all-reduce's share of
+a step, and the queued steps' mean, rate and speed-up;
 then the losses of the N-GPU run against one GPU that accumulates the same global batch
 (the N shards in turn), step for step. `--device cpu --gpus N` runs the same on N CPU
 processes (gloo): the tests' dry run of the machinery.
@@ -80,19 +82,24 @@ class TimedAllReduce:
         self.inner, self.compute_done, self.all_done = inner, compute_done, all_done
         self.world = inner.world  # the Trainer divides the summed gradients by its size
         self.seconds = []
+        self.step_start = 0.0  # set by the worker: the host's and the drain's times
+        self.host, self.drain = [], []  # from it to the call of finish, to ZynML's end
 
     def start(self, part) -> None:
         self.inner.start(part)
 
     def finish(self) -> None:
+        called = time.perf_counter()
+        self.host.append(called - self.step_start)
         self.compute_done()
         start = time.perf_counter()
+        self.drain.append(start - called)
         self.inner.finish()
         self.all_done()
         self.seconds.append(time.perf_counter() - start)
 
-    def mean(self, value: float) -> float:
-        return self.inner.mean(value)
+    def start_loss(self, loss):
+        return self.inner.start_loss(loss)
 
 
 def worker(args) -> None:
@@ -104,6 +111,9 @@ def worker(args) -> None:
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     if on_gpu:
         torch.cuda.set_device(world.local_rank)
+        if args.bind_cpus:
+            distributed.bind_to_device_cpus(world.local_rank,
+                                            int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     config = CONFIGS[args.config]
     model = GPT(config, on_device(init_parameters(config), device), device)
     reduce = None
@@ -123,22 +133,42 @@ def worker(args) -> None:
     for step in range(args.warmup + args.steps):
         sync()
         start = time.perf_counter()
+        if reduce is not None:
+            reduce.step_start = start
         losses.append(trainer.step(batches))
         sync()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
     reduce_times = reduce.seconds[args.warmup:] if reduce else [0.0] * len(times)
+    # then steps queued back to back (the wait in TimedAllReduce would drain the GPU
+    # each step: the inner all-reduce, untimed), their losses read at the end
+    if reduce is not None:
+        trainer.all_reduce = reduce.inner
+    start = time.perf_counter()
+    queued = [trainer.queue_step(batches) for _ in range(args.steps)]
+    sync()
+    steady = [(time.perf_counter() - start) / args.steps]
+    losses += [float(loss) for loss in queued]
     if world.size > 1:  # every step as long as its slowest process
         import torch.distributed as dist
-        slowest = torch.tensor([times, reduce_times], dtype=torch.float64,
+        slowest = torch.tensor([times + steady, reduce_times + [0.0]], dtype=torch.float64,
                                device=device if on_gpu else "cpu")
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         times, reduce_times = slowest.tolist()
+        steady, times, reduce_times = times[-1:], times[:-1], reduce_times[:-1]
+        # each process's own medians: queuing the step on the host, then ZynML's GPU
+        # work left to run, then the wait for the sums (NCCL and the other processes)
+        mine = [statistics.median(t[args.warmup:]) for t in
+                (reduce.host, reduce.drain, reduce.seconds)]
+        ranks = [None] * world.size
+        dist.all_gather_object(ranks, mine)
         reduce.inner.close()
     if world.is_main:
         Path(args.out).write_text(json.dumps({"gpus": world.size, "losses": losses,
                                               "step_s": statistics.median(times),
-                                              "reduce_s": statistics.median(reduce_times)}))
+                                              "steady_s": steady[0],
+                                              "reduce_s": statistics.median(reduce_times),
+                                              "ranks": ranks if world.size > 1 else []}))
 
 
 def _launch(args, gpus: int, accumulate: int = 1) -> dict:
@@ -149,7 +179,8 @@ def _launch(args, gpus: int, accumulate: int = 1) -> dict:
                    "--config", args.config, "--batch", str(args.batch), "--seq",
                    str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps),
                    "--accumulate", str(accumulate), "--device", args.device,
-                   "--precision", precision(args)] + ["--overlap"] * args.overlap
+                   "--precision", precision(args)] + ["--overlap"] * args.overlap \
+            + ["--bind-cpus"] * args.bind_cpus
         env = NO_MULTICAST | dict(os.environ)
         returncode = _run_bounded(command, env, args.launch_timeout)
         if returncode is None:
@@ -313,12 +344,21 @@ def report(args, runs: list[dict], reference: dict | None) -> None:
     print(f"{args.config}, {args.batch} x {args.seq} tokens per {args.device.upper()} "
           f"process, {precision(args)}\n")
     unit = "GPUs" if args.device == "cuda" else "processes"
-    print(f"| {unit} | step ms | tokens/s | speed-up | exposed all-reduce ms | its share |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    steady_base = tokens / runs[0]["steady_s"]
+    print(f"| {unit} | step ms | tokens/s | speed-up | exposed all-reduce ms | its share "
+          f"| queued step ms | tokens/s | speed-up |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         rate = tokens * r["gpus"] / r["step_s"]
+        steady = tokens * r["gpus"] / r["steady_s"]
         print(f"| {r['gpus']} | {r['step_s'] * 1e3:.1f} | {rate:,.0f} | {rate / base:.2f}x | "
-              f"{r['reduce_s'] * 1e3:.2f} | {r['reduce_s'] / r['step_s']:.1%} |")
+              f"{r['reduce_s'] * 1e3:.2f} | {r['reduce_s'] / r['step_s']:.1%} | "
+              f"{r['steady_s'] * 1e3:.1f} | {steady:,.0f} | {steady / steady_base:.2f}x |")
+    for r in runs:
+        for rank, (host, drain, wait) in enumerate(r["ranks"]):
+            print(f"{r['gpus']} GPUs, rank {rank}: host queues the step in "
+                  f"{host * 1e3:.1f} ms, then its GPU work ends {drain * 1e3:.1f} ms "
+                  f"later, then the sums {wait * 1e3:.1f} ms later")
     if reference is None:
         return
     n = runs[-1]["gpus"]
@@ -354,6 +394,8 @@ def main() -> None:
     parser.add_argument("--accumulate", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--overlap", action="store_true",
                         help="sum each layer's gradients during the backward pass")
+    parser.add_argument("--bind-cpus", action="store_true",
+                        help="keep each process on CPUs of its own near its GPU")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(args)

@@ -7,8 +7,9 @@
 Both halves must see the same ZYNML_CACHE_DIR. The same model (`--config`, GPT-2 small by
 default), the same batch (`--batch` x `--seq` tokens) and the same random tokens. Each
 side runs `--warmup` steps, then `--steps` timed steps (forward, backward, clipping,
-AdamW, wall clock with the GPU drained before and after); reported: the median step,
-tokens per second, and the GPU memory in use at the end (ZynML: the device's used memory
+AdamW, wall clock with the GPU drained before and after), then `--steps` steps queued
+back to back; reported: the median step, the mean of the queued ones ("steady"), tokens
+per second of each, and the GPU memory in use at the end (ZynML: the device's used memory
 from cuMemGetInfo less what was used before the model existed; PyTorch:
 torch.cuda.max_memory_allocated). ZynML runs in each `--precision` (bf16 mixed precision
 by default, f32 too when asked). PyTorch runs in f32 with TF32 off (the same arithmetic
@@ -49,7 +50,10 @@ def compile_only(args) -> None:
                 _batches(config, args.batch, args.seq))
 
 
-def _timed(step, warmup: int, steps: int, sync) -> list[float]:
+def _timed(step, warmup: int, steps: int, sync) -> dict:
+    """`steps` steps timed one by one, the GPU drained before and after each (their
+    median), then `steps` steps queued back to back and drained once at the end (their
+    mean: what a training loop that reads its losses later gets)."""
     for _ in range(warmup):
         step()
     times = []
@@ -59,7 +63,13 @@ def _timed(step, warmup: int, steps: int, sync) -> list[float]:
         step()
         sync()
         times.append(time.perf_counter() - start)
-    return times
+    start = time.perf_counter()
+    losses = [step() for _ in range(steps)]
+    sync()
+    steady = (time.perf_counter() - start) / steps
+    for loss in losses:  # read, so that reading is not what was timed
+        float(loss)
+    return {"median_s": statistics.median(times), "steady_s": steady}
 
 
 def zynml_side(args, precision: str) -> dict:
@@ -71,8 +81,9 @@ def zynml_side(args, precision: str) -> dict:
     model = GPT(config, on_device(init_parameters(config), "cuda:0"), "cuda:0")
     trainer = Trainer(model, Schedule(warmup=1, steps=10 ** 6), AdamW(), precision=precision)
     batches = _batches(config, args.batch, args.seq)
-    times = _timed(lambda: trainer.step(batches), args.warmup, args.steps, device.synchronize)
-    result = {"median_s": statistics.median(times), "memory": used() - before}
+    result = _timed(lambda: trainer.queue_step(batches), args.warmup, args.steps,
+                    device.synchronize)
+    result["memory"] = used() - before
     if args.split and precision == args.precision[0]:
         result["split"] = op_split(lambda: trainer.step(batches), device)
     return result
@@ -195,8 +206,8 @@ def torch_side(args, mode: str) -> dict:
         opt.zero_grad(set_to_none=True)
         return loss
 
-    times = _timed(step, args.warmup, args.steps, torch.cuda.synchronize)
-    return {"median_s": statistics.median(times), "memory": torch.cuda.max_memory_allocated()}
+    result = _timed(step, args.warmup, args.steps, torch.cuda.synchronize)
+    return {**result, "memory": torch.cuda.max_memory_allocated()}
 
 
 def main() -> None:
@@ -231,9 +242,11 @@ def main() -> None:
         for mode in ("f32 eager", "f32 compile", "bf16 eager", "bf16 compile"):
             rows.append((f"PyTorch {mode}", torch_side(args, mode)))
     print(f"{args.config}, batch {args.batch} x {args.seq} tokens")
-    print(f"{'':20} {'step ms':>9} {'tokens/s':>10} {'memory GB':>10}")
+    print(f"{'':20} {'step ms':>9} {'tokens/s':>10} {'steady ms':>10} {'tokens/s':>10} "
+          f"{'memory GB':>10}")
     for name, r in rows:
         print(f"{name:20} {r['median_s'] * 1e3:9.1f} {tokens / r['median_s']:10,.0f} "
+              f"{r['steady_s'] * 1e3:10.1f} {tokens / r['steady_s']:10,.0f} "
               f"{r['memory'] / 1e9:10.2f}")
     if rows and "split" in rows[0][1]:
         print_split(rows[0][1]["split"], rows[0][1]["median_s"])

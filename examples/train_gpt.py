@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from zynml.errors import ZynMLError
 from zynml.models import data, distributed
@@ -109,11 +108,17 @@ def train(args) -> int:
     last = min(args.steps, args.stop_at or args.steps)
     bar = tqdm(range(trainer.step_count, last), desc="train", unit="step",
                disable=not main_process)
+    # each step is queued before the last one's loss is read (which waits for that
+    # step only), so the GPU has the next step's work while the host reads and logs
+    queued, start = None, time.perf_counter()
     for _ in bar:
-        start = time.perf_counter()
-        losses.append(trainer.step(batches))
-        rate = tokens_per_step / (time.perf_counter() - start)
-        bar.set_postfix(loss=f"{losses[-1]:.4f}", tok_s=f"{rate:,.0f}")
+        step = trainer.queue_step(batches)
+        if queued is not None:
+            report(bar, losses, queued, tokens_per_step, start)
+            start = time.perf_counter()
+        queued = step
+    if queued is not None:
+        report(bar, losses, queued, tokens_per_step, start)
     if all_reduce is not None:
         all_reduce.close()
     if not main_process:
@@ -129,6 +134,14 @@ def train(args) -> int:
     if losses:
         print(f"final loss: {losses[-1]:.4f} (first: {losses[0]:.4f})")
     return 0
+
+
+def report(bar, losses: list, queued, tokens: int, start: float) -> None:
+    """Read a step's loss (waiting for it) and show it with the tokens per second since
+    the last report."""
+    losses.append(float(queued))
+    rate = tokens / (time.perf_counter() - start)
+    bar.set_postfix(loss=f"{losses[-1]:.4f}", tok_s=f"{rate:,.0f}")
 
 
 def plot(losses, first_step: int, path: Path) -> None:

@@ -45,8 +45,15 @@ def test_the_dry_run_on_two_cpu_processes_reports_scaling_and_equal_losses():
     rows = re.findall(r"^\| (\d) \| [\d.]+ \| [\d,]+ \| [\d.]+x \| ([\d.]+) \|", done.stdout, re.M)
     assert [r[0] for r in rows] == ["1", "2"], done.stdout
     assert float(rows[0][1]) == 0 and float(rows[1][1]) > 0  # only 2 processes all-reduce
+    # then the steps queued back to back: their mean, rate and speed-up
+    queued = re.findall(r"^\| \d \|.* \| ([\d.]+) \| [\d,]+ \| ([\d.]+)x \|$", done.stdout,
+                        re.M)
+    assert len(queued) == 2 and float(queued[1][1]) > 0, done.stdout
+    # each process's host, GPU and wait times, and the losses of every step: the warm-up
+    # step, the two timed one by one, the two queued
+    assert len(re.findall(r"^2 GPUs, rank \d: host queues", done.stdout, re.M)) == 2
     curve = re.findall(r"^\| (\d) \| (\d+\.\d+) \| (\d+\.\d+) \|", done.stdout, re.M)
-    assert len(curve) == 3, done.stdout
+    assert len(curve) == 5, done.stdout
     for _, one, two in curve:
         assert float(two) == pytest.approx(float(one), abs=2e-5)
 

@@ -93,8 +93,9 @@ class RecordingAllReduce:
     def finish(self) -> None:
         self.log.append("finish")
 
-    def mean(self, value: float) -> float:
-        return value
+    def start_loss(self, loss):
+        self.log.append("loss")
+        return loss
 
 
 def test_each_layers_sum_starts_as_the_backward_pass_finishes_it(monkeypatch):
@@ -115,7 +116,8 @@ def test_each_layers_sum_starts_as_the_backward_pass_finishes_it(monkeypatch):
     loss = trainer.step(_batches())
     during = log[:log.index("embeddings")]
     assert len(during) == 2 * CONFIG.layers and all(e[0] == "start" for e in during)
-    assert log[-1] == "finish" and log.count("finish") == 1
+    # the loss is summed with the gradients, and waited for with them, once
+    assert log[-2:] == ["loss", "finish"] and log.count("finish") == 1
     covered = np.zeros(trainer.layout.size, int)
     for _, start, stop in (e for e in log if e[0] == "start"):
         covered[start:stop] += 1
@@ -173,3 +175,23 @@ def test_the_all_reduce_works_on_the_gradients_own_memory(rng):
     assert view.data_ptr() == grad.ctypes.data and view.shape == (3, 5)
     with pytest.raises(ValueError, match="C-contiguous, writable"):
         distributed.torch_view(grad.T)
+
+
+def test_processes_on_one_numa_node_get_cpus_of_their_own(monkeypatch):
+    """Four GPUs near CPUs 0-63 (a core's second hyperthread 32 further on): each
+    process takes every fourth CPU, so the shares are disjoint and whole cores. A GPU
+    near other CPUs keeps its node's; unknown CPUs bind nothing."""
+    near = {rank: set(range(64)) for rank in range(4)}
+    bound = []
+    monkeypatch.setattr(distributed, "_near_cpus", lambda ordinal: near[ordinal])
+    monkeypatch.setattr(distributed.os, "sched_getaffinity", lambda pid: set(range(96)))
+    monkeypatch.setattr(distributed.os, "sched_setaffinity",
+                        lambda pid, cpus: bound.append(cpus))
+    shares = [distributed.bind_to_device_cpus(rank, 4) for rank in range(4)]
+    assert shares == [list(range(rank, 64, 4)) for rank in range(4)] == bound
+    assert all((14 in share) == (46 in share) for share in shares)  # one core's two
+    near[2] = set(range(64, 96))
+    assert distributed.bind_to_device_cpus(2, 4) == list(range(64, 96))
+    assert distributed.bind_to_device_cpus(3, 4) == list(range(2, 64, 3))  # third of 0, 1, 3
+    near[0] = None
+    assert distributed.bind_to_device_cpus(0, 4) is None

@@ -78,3 +78,20 @@ def test_a_fast_path_call_on_the_second_gpu_runs_there(fake, rng):
     assert [call for call, _ in seen].count("cuLaunchKernel") == 2
     assert all(context == second.context for _, context in seen), seen
     assert_close(out.numpy(), flat_reference(x, v))
+
+
+def test_a_device_already_current_is_not_asked_about_through_the_bindings(fake):
+    """make_current runs before each of a device's calls (a thousand times a training
+    step): with libcuda's hot calls it asks through ctypes, and only a context that is
+    not current costs cuda-python's calls."""
+    first, second = two_gpus(fake)
+    start = len(fake.calls)
+    first.make_current()
+    second.make_current()
+    asked = [call for call, _ in fake.calls[start:] if call.startswith("cuCtx")]
+    if fake.path == "ctypes":  # first is current: ctypes alone; second: ctypes, then set
+        assert asked == ["cuCtxGetCurrent (ctypes)", "cuCtxGetCurrent (ctypes)",
+                         "cuCtxGetCurrent", "cuCtxSetCurrent"]
+    else:
+        assert asked == ["cuCtxGetCurrent", "cuCtxGetCurrent", "cuCtxSetCurrent"]
+    assert fake.current == second.context

@@ -87,10 +87,13 @@ class FakeCuda:
                  "cuStreamSynchronize", "cuModuleLoadData", "cuModuleGetFunction",
                  "cuLaunchKernel", "cuFuncSetAttribute", "cuTensorMapEncodeTiled"]
         calls = {name: self._recorded(name, getattr(self, "_" + name)) for name in names}
+        self.pinned = set()   # host addresses the fake driver knows as page-locked
+        calls["cuPointerGetAttribute"] = self._cuPointerGetAttribute
         self.functions = {}   # handle -> FakeFunction
         identity = lambda value: value  # noqa: E731
         self.driver = types.SimpleNamespace(
             CUresult=_CUresult,
+            CUpointer_attribute=_names_namespace(["CU_POINTER_ATTRIBUTE_MEMORY_TYPE"]),
             CUdevice_attribute=_names_namespace(list(self.ATTRIBUTES)),
             CUmemPool_attribute=_names_namespace(["CU_MEMPOOL_ATTR_RELEASE_THRESHOLD"]),
             CUfunction_attribute=_names_namespace(
@@ -171,7 +174,7 @@ class FakeCuda:
         return ("device", ordinal)
 
     def _cuDevicePrimaryCtxRetain(self, handle):
-        return ("context", handle)
+        return 0xC0_0000 + handle[1]  # an address, as libcuda's handles are
 
     def _cuCtxSetCurrent(self, context):
         self.current = context
@@ -210,6 +213,12 @@ class FakeCuda:
             self.errors.append(f"free of {address:#x}, not a live allocation")
         self.memory.pop(address, None)
         self.frees.append(address)
+
+    def _cuPointerGetAttribute(self, attribute, pointer):
+        """Host memory of the driver's (pinned) is known; other addresses are
+        CUDA_ERROR_INVALID_VALUE (1), as pageable memory is."""
+        self.calls.append(("cuPointerGetAttribute", (attribute, pointer)))
+        return (0, "CU_MEMORYTYPE_HOST") if pointer in self.pinned else (1,)
 
     def _cuMemcpyHtoDAsync(self, dst, host, nbytes, stream):
         data = ctypes.string_at(host, nbytes)
@@ -325,8 +334,14 @@ def fake_libcuda(fake, with_ex=True):
             fake.errors.append("launch attributes")
         return launch(function, *c.grid, *c.block, c.shared_bytes, c.stream, params, extra)
 
+    def get_current(slot):
+        slot[0] = getattr(fake, "current", None) or 0
+        fake.calls.append(("cuCtxGetCurrent (ctypes)", ()))
+        return 0
+
     void, uint = ctypes.c_void_p, ctypes.c_uint
     lib = types.SimpleNamespace(
+        cuCtxGetCurrent=c_function(get_current, ctypes.POINTER(ctypes.c_void_p)),
         cuMemAllocAsync=c_function(alloc, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                                    void),
         cuMemFreeAsync=c_function(free, ctypes.c_uint64, void),
@@ -508,6 +523,20 @@ def test_device_array_round_trip_through_the_fake(fake, rng):
     del array
     gc.collect()
     assert fake.frees == [ptr]
+
+
+def test_an_upload_from_pageable_memory_does_not_wait_for_the_gpu(fake, rng):
+    """The driver stages pageable memory before cuMemcpyHtoDAsync returns, so the host
+    may reuse it at once: no wait for the queued work (a training step uploads token
+    ids a dozen times). Pinned memory is read when the copy runs: that upload waits."""
+    pageable, pinned = f32(rng, 5, 3), f32(rng, 11)
+    fake.pinned.add(pinned.ctypes.data)
+    before = fake.count("cuStreamSynchronize")
+    np.testing.assert_array_equal(upload(pageable).numpy(), pageable)
+    # the download waits (once); the upload did not
+    assert fake.count("cuStreamSynchronize") == before + 1
+    np.testing.assert_array_equal(upload(pinned).numpy(), pinned)
+    assert fake.count("cuStreamSynchronize") == before + 3
 
 
 # ============================================================================ a flat plan
@@ -971,14 +1000,17 @@ def test_strided_copy_raises_on_the_fast_path_too(fake, rng):
 
 # ============================================================================ outputs
 
-def test_an_input_returned_as_output_is_copied(fake, rng):
+@pytest.mark.parametrize("path", ["fast", "interpreted"])
+def test_an_input_returned_as_output_is_copied(fake, rng, path):
+    """An output that is an input's buffer (returned as it is, or written by a kernel
+    that accumulated into it) is the caller's copy, on either path."""
     plan = plan_of([tensor((4, 3))], [], [dict(tensor((4, 3)), value="%in0")])
     executor = executor_for(fake, plan)
-    assert executor.flat is None
+    assert executor.flat is not None
     x = f32(rng, 4, 3)
     array = upload(x)
     mark = fake.mark()
-    out, = executor([array])
+    out, = executor([array]) if path == "fast" else executor.run_plan([array])
     log = fake.since(mark)
     assert out.ptr != array.ptr
     assert log.copies == [(out.ptr, array.ptr, 48)]

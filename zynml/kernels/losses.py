@@ -73,10 +73,12 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     device = device or device_of([hidden, weight, targets])
     # Every chunk but a shorter last one has one shape: at most two compiles.
     prog = variant("linear_cross_entropy", (), device)
-    pad = np.int64(NO_PAD if pad_id is None else pad_id)
+    # Python's numbers, not numpy's: a call with numpy scalars among GPU arrays takes the
+    # checked path (about 1 ms a chunk)
+    pad = int(NO_PAD if pad_id is None else pad_id)
     # the weight transposed once, and its gradient summed transposed (the chunk says why)
     weight_t = transpose_2d(weight, device=device)
-    loss, grad_weight_t = np.float32(0.0), _zeros_like_device((width, vocab), hidden)
+    loss, grad_weight_t = 0.0, _zeros_like_device((width, vocab), hidden)
     grad_hidden = []
     for start in range(0, tokens, chunk_size):
         stop = min(tokens, start + chunk_size)

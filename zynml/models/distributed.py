@@ -6,7 +6,7 @@ PyTorch's launcher (`torchrun`, torch.distributed.run) starts the processes and 
 each its place through RANK, WORLD_SIZE and LOCAL_RANK; `world_from_env()` reads them.
 Process `rank` trains on `cuda:LOCAL_RANK` (or the CPU) with the same initial
 parameters (the same seed) and its shard of each global batch (data.Batches). After the
-backward pass, `GradientAllReduce` sums the gradients over the processes with
+backward pass, `GradientAllReduce` sums the gradients and the loss over the processes with
 torch.distributed: NCCL over a zero-copy torch view of the DeviceArray (DLPack) on CUDA,
 gloo over a view of the numpy array on the CPU. The gradients are one flat buffer
 (train.Trainer's, models/flat.py), summed in place by one collective (one per parameter
@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import ZynMLError
 
 __all__ = ["World", "DistributedError", "world_from_env", "device_for", "GradientAllReduce",
-           "torch_view"]
+           "torch_view", "bind_to_device_cpus"]
 
 LAUNCH = "torchrun --standalone --nproc-per-node=N examples/train_gpt.py ..."
 
@@ -97,6 +97,49 @@ def device_for(world: World | None, device: str) -> str:
     return f"cuda:{world.local_rank}"
 
 
+def bind_to_device_cpus(local_rank: int, local_size: int = 1) -> list[int] | None:
+    """Keep this process on CPUs of its GPU's NUMA node (Linux's local_cpulist of the
+    GPU's PCI device, within the CPUs the process may use), a share of them of its own
+    where `local_size` processes on this machine have GPUs on the same node: every
+    `n`th CPU of the list for the `n` processes that share it (whole cores, where Linux
+    numbers a core's second hyperthread half the list away and `n` divides that half).
+    A step's
+    host work (queuing about a thousand kernels) is then not moved between CPUs nor
+    shares one with another process's. Returns the CPUs, or None where they are not
+    known."""
+    lists = [_near_cpus(rank) for rank in range(max(local_size, local_rank + 1))]
+    mine = lists[local_rank]
+    if mine is None:
+        return None
+    sharing = [rank for rank, near in enumerate(lists) if near == mine]
+    cpus = sorted(mine & os.sched_getaffinity(0))[sharing.index(local_rank)::len(sharing)]
+    if not cpus:
+        return None
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
+def _near_cpus(ordinal: int) -> set[int] | None:
+    """The CPUs Linux lists as local to GPU `ordinal`'s PCI device, or None."""
+    import torch
+    props = torch.cuda.get_device_properties(ordinal)
+    bus = (getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", None),
+           getattr(props, "pci_device_id", None))
+    if None in bus:
+        return None
+    path = "/sys/bus/pci/devices/{:04x}:{:02x}:{:02x}.0/local_cpulist".format(*bus)
+    try:
+        with open(path) as listing:
+            text = listing.read().strip()
+    except OSError:
+        return None
+    near = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        near.update(range(int(first), int(last or first) + 1))
+    return near
+
+
 class GradientAllReduce:
     """Sums the flat gradient (and averages the loss) over the processes of `world`, in
     place. Made once per run, after the launcher started the processes: it joins their
@@ -140,13 +183,17 @@ class GradientAllReduce:
         for work, _ in started:
             work.wait()
 
-    def mean(self, value: float) -> float:
-        """The mean of a number (a loss) over the processes."""
-        torch = self._torch
-        tensor = torch.tensor([value], dtype=torch.float64,
-                              device=self.device if self.on_cuda else "cpu")
-        self._dist.all_reduce(tensor)
-        return float(tensor.item()) / self.world.size
+    def start_loss(self, loss):
+        """Start summing a loss (a one-element array of the device) over the processes,
+        like `start`; returns the array that holds the sum once `finish` has waited:
+        `loss` itself on CUDA (nothing waits for the device), a float64 copy on the CPU
+        (a result there may be a read-only view)."""
+        if self.on_cuda:
+            self.start(loss)
+            return loss
+        total = np.array(np.asarray(loss, np.float64).reshape(1))
+        self.start(total)
+        return total
 
     def close(self) -> None:
         if self._dist.is_initialized():

@@ -124,12 +124,27 @@ class GPT:
         """The mean cross-entropy of predicting `targets` [batch, seq] from `ids`
         [batch, seq]; keeps the activations the backward pass reads. The loss and its
         gradients come from one chunked kernel that never holds all the logits."""
+        ids, targets = self._on_device(ids), self._on_device(targets)
         saved = self._hidden(ids)
         loss, saved["d_h_final"], saved["d_wte_head"] = K.fused_linear_cross_entropy(
             saved["h_final"], self.params["wte"], targets.reshape(-1),
             chunk_size=LOSS_CHUNK, device=self.device)
         self._saved = saved
         return loss
+
+    def _on_device(self, tokens):
+        """Token ids (host memory) on the model's GPU, uploaded once per step: the
+        kernels that read them (the embedding, the loss' chunks, the embedding's
+        backward in its chunks) then take views of one array, on the per-call fast path,
+        instead of an upload each. Unchanged on the CPU, and where the parameters are
+        not DeviceArrays."""
+        if not self.device.startswith("cuda") or not isinstance(tokens, np.ndarray):
+            return tokens
+        from ..runtime.cuda.device_array import DeviceArray
+        weights = self.params["wte"]
+        if not isinstance(weights, DeviceArray):  # compile-only: numpy parameters
+            return tokens
+        return DeviceArray.from_numpy(np.ascontiguousarray(tokens), weights.device)
 
     def logits(self, ids):
         """The next-token logits [batch, vocab] (numpy) after each sequence of ids

@@ -111,30 +111,39 @@ class Trainer:
         self._grad_scale = 1.0  # what turns the summed gradients into their mean
 
     def step(self, batches) -> float:
-        """One optimizer step; returns the mean loss of its micro-batches. Clipping and
-        the mean over micro-batches (and processes) are applied on the device, inside
-        AdamW's kernel: the step reads nothing back but the loss."""
-        dev, total = self.model.device, 0.0
+        """One optimizer step; returns the mean loss of its micro-batches, read back
+        (which waits for the step's work): `queue_step`, then float()."""
+        return float(self.queue_step(batches))
+
+    def queue_step(self, batches) -> "QueuedLoss":
+        """One optimizer step, queued on the device; returns its mean loss unread.
+        Clipping and the mean over micro-batches (and processes) are applied on the
+        device, inside AdamW's kernel, and the losses are summed over the processes
+        there too: the host never waits for the device within a step, so it can queue
+        ahead of it (the loop of examples/train_gpt.py reads a step's loss after
+        queuing the next)."""
+        dev = self.model.device
         # with `overlap` and one micro-batch, each layer's gradients are summed over the
         # processes while the backward pass goes on (else all at once after it)
         overlap = self.overlap and self.all_reduce is not None and self.accumulation == 1
         self._unreduced = set(self.gradients)
+        losses = []
         for micro in range(self.accumulation):
             ids, targets = batches.next()
-            total += float(self.model.forward(ids, targets))
+            losses.append(self.model.forward(ids, targets))
             if micro == 0:
                 self.model.backward(into=self.gradients,
                                     finished=self._start_sums if overlap else None)
             else:
                 self.model.backward(into=self._micro_gradients())
                 K.add_assign(self._grads, self._micro, device=dev)
-        loss = total / self.accumulation
         self._grad_scale = 1.0 / self.accumulation
         if self.all_reduce is not None:  # before clipping: the norm is the global batch's
             self._start_sums(self._unreduced)  # all, or what the backward pass left
+            losses = [self.all_reduce.start_loss(loss) for loss in losses]
             self.all_reduce.finish()
-            loss = self.all_reduce.mean(loss)
             self._grad_scale /= self.all_reduce.world.size
+        queued = QueuedLoss(losses, 1.0 / self._grad_scale)
         scale = self._clip_scale()
         lr = self.schedule.lr(self.step_count)
         self.step_count += 1
@@ -144,7 +153,7 @@ class Trainer:
                          eps=opt.eps, weight_decay=opt.weight_decay if decay else 0.0,
                          step=self.step_count, grad_scale=scale, device=dev)
         self._refresh_compute_weights()
-        return loss
+        return queued
 
     def _start_sums(self, names) -> None:
         """Start the all-reduce of the gradients `names` (those not started yet), in
@@ -225,3 +234,48 @@ class Trainer:
         self.step_count = meta["step"]
         if batches is not None and meta["batches"] is not None:
             batches.restore(meta["batches"])
+
+
+class QueuedLoss:
+    """A queued step's mean loss: the loss of each micro-batch (summed over the
+    processes), still on the device, and what their sum is divided by. float() reads
+    it; on a GPU it waits only for the work queued up to the loss (an event recorded
+    then), not for the steps queued since."""
+
+    def __init__(self, parts: list, divisor: float):
+        self._parts, self._divisor, self._value = parts, divisor, None
+        self._done = _event_after(parts[0])
+
+    def __float__(self) -> float:
+        if self._value is None:
+            total = sum(float(_read(part, self._done).reshape(-1)[0])
+                        for part in self._parts)
+            self._value, self._parts, self._done = total / self._divisor, [], None
+        return self._value
+
+    def __format__(self, spec: str) -> str:
+        return format(float(self), spec)
+
+    def __repr__(self) -> str:
+        return f"QueuedLoss({float(self)!r})" if self._value is not None else \
+            "QueuedLoss(<on the device>)"
+
+
+def _event_after(array):
+    """An event after the work queued so far on `array`'s GPU; None for anything but a
+    DeviceArray (a host array; compile-only's CPU values)."""
+    if isinstance(array, (np.ndarray, np.generic, float)):
+        return None
+    from ..runtime.cuda.device_array import DeviceArray
+    if not isinstance(array, DeviceArray):
+        return None
+    from ..runtime.cuda.streams import Event, legacy_stream
+    array.device.make_current()
+    return Event(legacy_stream())
+
+
+def _read(array, done) -> np.ndarray:
+    if done is None:
+        return np.asarray(array)
+    from ..runtime.cuda.streams import read_after
+    return read_after(array, done)

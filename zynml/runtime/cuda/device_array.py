@@ -96,7 +96,11 @@ class DeviceArray:
         host = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
         out = DeviceArray.empty(host.shape, dtype_name(host.dtype), device)
         out.device.copy_to_device(out.ptr, host.ctypes.data, host.nbytes)
-        out.device.synchronize()  # `host` may be a temporary
+        # a copy from pinned memory reads it later, and `host` may be a temporary; one
+        # from pageable memory has read it already (no wait for the GPU's queued work:
+        # a training step uploads token ids a dozen times)
+        if host.nbytes and out.device.is_page_locked(host.ctypes.data):
+            out.device.synchronize()
         return out
 
     # ------------------------------------------------------------------ properties

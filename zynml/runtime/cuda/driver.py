@@ -121,6 +121,12 @@ class _HotCalls:
                                ctypes.c_void_p]
         self.free = lib.cuMemFreeAsync
         self.free.argtypes = [ctypes.c_uint64, ctypes.c_void_p]
+        # asked before each of a device's calls (Device.make_current): a thousand times a
+        # training step; optional, as the test drivers' libraries may not have it
+        self.get_current = getattr(lib, "cuCtxGetCurrent", None)
+        if self.get_current is not None:
+            self.get_current.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+            self.get_current.restype = ctypes.c_int
         launch_ex = getattr(lib, "cuLaunchKernelEx", None)
         self.launch = launch_ex if launch_ex is not None else lib.cuLaunchKernel
         self.launch_name = "cuLaunchKernelEx" if launch_ex is not None else "cuLaunchKernel"
@@ -177,6 +183,8 @@ class Device:
         # launches to this GPU's context, on cuda:0's pointers (CUDA_ERROR_ILLEGAL_ADDRESS,
         # seen on two GPUs). Work for another GPU makes that one current (make_current:
         # parallel.py's device threads, streams, the executor).
+        self._hot = None  # set below; make_current asks through cuda-python until then
+        self._context_address = _address(self.context)
         previous = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
         self.make_current()
         self.stream = driver.CUstream(0)
@@ -218,6 +226,13 @@ class Device:
         the current context's: so each of this device's calls below does this first.
         Another GPU's work, or another library (torch.cuda.set_device), may have made
         another context current since."""
+        hot = self._hot
+        if hot is not None and hot.get_current is not None and \
+                self._context_address is not None:
+            found = ctypes.c_void_p()  # one per call: the call releases the GIL
+            if hot.get_current(ctypes.byref(found)) == 0 and \
+                    found.value == self._context_address:
+                return None
         driver = _driver()
         current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
         if _same_context(current, self.context):
@@ -296,10 +311,21 @@ class Device:
             check(_driver().cuMemcpyHtoDAsync(dst, host_ptr, nbytes, self.stream),
                   "cuMemcpyHtoDAsync")
 
-    def copy_to_host(self, host_ptr: int, src: int, nbytes: int) -> None:
+    def is_page_locked(self, host_ptr: int) -> bool:
+        """Whether CUDA knows `host_ptr` as host memory of its own (cuMemHostAlloc'd or
+        registered, "pinned"). An async copy from pinned memory reads it when the copy
+        runs; one from pageable memory has copied it into a staging buffer when the call
+        returns, without waiting for the stream (the driver API's "API synchronization
+        behavior"). Any answer but "unknown pointer" counts as pinned."""
+        driver = _driver()
+        attribute = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        status = driver.cuPointerGetAttribute(attribute, host_ptr)[0]
+        return status == driver.CUresult.CUDA_SUCCESS
+
+    def copy_to_host(self, host_ptr: int, src: int, nbytes: int, stream: Any = None) -> None:
         if nbytes:
             self.make_current()
-            check(_driver().cuMemcpyDtoHAsync(host_ptr, src, nbytes, self.stream),
+            check(_driver().cuMemcpyDtoHAsync(host_ptr, src, nbytes, self._on(stream)),
                   "cuMemcpyDtoHAsync")
 
     def copy_on_device(self, dst: int, src: int, nbytes: int, stream: Any = None) -> None:
@@ -476,6 +502,15 @@ def _same_context(a, b) -> bool:
         return int(a) == int(b)
     except TypeError:
         return a == b
+
+
+def _address(context) -> int | None:
+    """A CUcontext handle as the address libcuda hands out (None: a test driver's
+    handle that is no address)."""
+    try:
+        return int(context) or None
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_null(context) -> bool:

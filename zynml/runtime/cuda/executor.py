@@ -68,22 +68,6 @@ def _count(sizes: Sequence[int]) -> int:
     return int(np.prod(sizes, dtype=np.int64))
 
 
-def _divsi(a: int, b: int) -> int:
-    """Integer division rounding toward zero, exact for any size (arith.divsi)."""
-    quotient = abs(a) // abs(b)
-    return quotient if (a < 0) == (b < 0) else -quotient
-
-
-_SCALAR_FNS = {
-    "addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
-    "divsi": _divsi, "divui": lambda a, b: a // b,
-    "remsi": lambda a, b: a - _divsi(a, b) * b, "remui": lambda a, b: a % b,
-    "floordivsi": lambda a, b: a // b, "ceildivsi": lambda a, b: -((-a) // b),
-    "maxsi": max, "minsi": min, "copy": lambda a: a, "addf": lambda a, b: a + b,
-    "subf": lambda a, b: a - b, "mulf": lambda a, b: a * b, "divf": lambda a, b: a / b,
-}
-
-
 class _Params:
     """One launch's parameter block: ctypes slots and the void** array CUDA reads."""
 
@@ -135,6 +119,10 @@ class PlanExecutor:
     # ------------------------------------------------------------------ calls
 
         self.flat = _FlatPlan.build(self) if not self.poison else None
+        # a plan with run-time sizes: its fast paths at the sizes seen, and the scalar
+        # inputs they hold (plan_at_sizes.flat_at, for function.FastCalls)
+        self._flat_at: dict[tuple, "_FlatPlan | None"] = {}
+        self._size_inputs: list[int] | None = None
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         """`inputs`: a DeviceArray per tensor input (C-contiguous, the plan's dtype and
@@ -262,7 +250,7 @@ class PlanExecutor:
 
     def _op_scalar(self, step: dict, env: dict) -> None:
         args = [self._value(env, a) for a in step["args"]]
-        env[step["result"]] = _SCALAR_FNS[step["fn"]](*args)
+        env[step["result"]] = run_time_views.SCALAR_FNS[step["fn"]](*args)
 
     def _op_launch(self, step: dict, env: dict) -> None:
         key = id(step)
@@ -337,6 +325,7 @@ class _FlatPlan:
 
     def __init__(self, executor: "PlanExecutor"):
         plan, self.device = executor.plan, executor.device
+        self.plan = plan  # with fixed sizes where the executor's has run-time ones
         self.module, self._executor = executor.module, executor
         self.tensor_maps = executor.tensor_maps
         n_inputs = len(plan["inputs"])
@@ -406,10 +395,21 @@ class _FlatPlan:
                 raise _NotFlat()  # scalar outputs: the interpreter returns them
             root, offset, sizes, strides, dtype = value
             nbytes = allocs[root - first_alloc][0] if root >= first_alloc else -1
+            size = _count(sizes) * _numpy_dtype(dtype).itemsize
             whole = (offset == 0 and strides == _row_major(sizes) and root not in owned
-                     and nbytes == _count(sizes) * _numpy_dtype(dtype).itemsize)
+                     and nbytes == size)
             if not whole:
-                raise _NotFlat()  # views and aliases of inputs: the interpreter copies
+                if strides != _row_major(sizes):
+                    raise _NotFlat()  # a strided view: the interpreter copies it
+                # an input (written in place by the kernels, or returned as it is), a
+                # constant, part of a buffer or another output's: the caller gets a
+                # copy of it, as from the interpreter (_output)
+                copy_root = first_alloc + len(allocs)
+                allocs.append((size, f"copy of output {len(self.outputs)}"))
+                self._order.append(("copy", len(self.copies)))
+                itemsize = _numpy_dtype(dtype).itemsize
+                self.copies.append((root, offset * itemsize, copy_root, 0, size))
+                root = copy_root
             owned.add(root)
             self.outputs.append((root, tuple(int(s) for s in sizes), _numpy_dtype(dtype),
                                  dtype))

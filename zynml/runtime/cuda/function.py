@@ -24,6 +24,7 @@ from .device_array import (DeviceArray, _interface, _numpy_dtype, dtype_name, fr
                            is_gpu_array)
 from .driver import get_device
 from .executor import PlanExecutor
+from . import plan_at_sizes
 
 __all__ = ["CudaFunction", "FastCalls", "is_gpu_array"]
 
@@ -178,6 +179,12 @@ class FastCalls:
         """Calls like `inputs` (just run through the checks) go to `function` (its
         arguments: the inputs `names`) from now on; `finish` (outputs by name -> outputs
         by name) post-processes scalars."""
+        specs, flat = function.specs, function.executor.flat
+        held = plan_at_sizes.held_inputs(function.executor)
+        if held:
+            # run-time sizes computed from int inputs: the fast path at fixed sizes
+            # holds their values, so its signature takes them by value
+            self._static |= {names[i] for i in held}
         key = _key(inputs, self._static)
         if key is None or sorted(part[0] for part in key) != sorted(names):
             return
@@ -186,7 +193,10 @@ class FastCalls:
         except TypeError:  # a duck-typed array with an unhashable shape
             return
         numbers = {part[0]: part[1] is int or part[1] is float for part in key}
-        specs, flat = function.specs, function.executor.flat
+        if flat is None:  # run-time sizes: the plan at these sizes (plan_at_sizes.py)
+            flat = plan_at_sizes.flat_at(function.executor,
+                                         [_shape_or_number(inputs[name]) for name in names])
+            specs = flat.plan["inputs"] if flat is not None else specs
         fits = all(numbers[name] if spec["kind"] == "scalar" else
                    not numbers[name] or not spec["shape"] for spec, name in zip(specs, names))
         updated = self._updated(function, output_names, numbers)
@@ -235,6 +245,17 @@ def _contexts_active(active: bool) -> None:
 
 
 call_context.on_contexts_active(_contexts_active)
+
+
+def _shape_or_number(value: Any) -> Any:
+    """An input of a signature `_key` accepted, as PlanExecutor.flat_at takes it: a
+    tensor's shape (a tuple), or the number itself."""
+    kind = _KINDS.get(type(value))
+    if kind == _INTERFACE:
+        return tuple(_interface(value)["shape"])
+    if kind in (_TORCH, _DEVICE_ARRAY):
+        return tuple(value.shape)
+    return value
 
 
 def _signless(dtype: str) -> str:

@@ -20,11 +20,13 @@ import time
 import weakref
 from typing import Any
 
+import numpy as np
+
 from .driver import Device, _driver, check
 from . import tensor_maps
 
 __all__ = ["Stream", "Event", "CaptureStream", "CudaGraph", "stream_for_future",
-           "legacy_stream"]
+           "legacy_stream", "read_after"]
 
 
 class Stream:
@@ -120,6 +122,25 @@ class Event:
             _driver().cuEventDestroy(self.handle)
         except Exception:
             pass
+
+
+def read_after(array, event: Event) -> np.ndarray:
+    """`array` (a DeviceArray) copied to the host once `event` has completed, on a
+    non-blocking stream of its device: it waits for the work queued before the event,
+    not for work queued since on the legacy stream (a training loop reads one step's
+    loss while the next step runs)."""
+    event.wait()
+    reader = _READERS.get(array.device)
+    if reader is None:
+        flags = _driver().CUstream_flags.CU_STREAM_NON_BLOCKING
+        reader = _READERS.setdefault(array.device, Stream(array.device, flags))
+    host = np.empty(array.shape, array.dtype)
+    array.device.copy_to_host(host.ctypes.data, array.ptr, array.nbytes, reader.handle)
+    reader.synchronize()
+    return host
+
+
+_READERS: "weakref.WeakKeyDictionary[Device, Stream]" = weakref.WeakKeyDictionary()
 
 
 class CaptureStream(Stream):
