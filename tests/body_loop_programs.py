@@ -207,9 +207,17 @@ def error_floor(name, inputs) -> float:
     """The scale an f32 result of `name` is only good to, for assert_close's `floor`: a
     polynomial in x with random coefficients of either sign can cancel to near 0, where
     its rounding error is relative to the sum of its terms' magnitudes, not to it."""
-    if name != "size_count":
-        return 0.0
-    return float(np.max(_size_count(np.abs(inputs["x"]), np.abs(inputs["c"])), initial=0.0))
+    if name == "size_count":
+        return float(np.max(_size_count(np.abs(inputs["x"]), np.abs(inputs["c"])),
+                            initial=0.0))
+    if name == "two_values":  # e + m, of either sign: the sum of their magnitudes
+        x = inputs["x"].astype(np.float64)
+        e, m = np.zeros(x.shape[0]), np.full(x.shape[0], -np.inf)
+        for c in range(0, inputs["cols"], 2):
+            m = np.where(x[:, c] > m, x[:, c], m)
+            e = 0.5 * e + np.abs(x[:, c] * m)
+        return float(np.max(e + np.abs(m), initial=0.0))
+    return 0.0
 
 
 def case(name, rng, size, count=5):

@@ -78,6 +78,24 @@ def test_int_inputs_that_sizes_are_computed_from_are_held_by_value():
     assert plan_at_sizes(plan, [(7,), None, None], {}) is None  # its value not given
 
 
+def test_a_float_that_a_host_step_computes_with_keeps_the_interpreter(fake):
+    """The fast path's signature holds ints by value but not floats: a plan that computes
+    on the host with a float input (here its grid, for the sake of the test) is not
+    fixed, or a second call with another value would run with the first."""
+    plan = {"version": 1, "input_names": ["x", "t"], "output_names": [],
+            "inputs": [{"kind": "tensor", "shape": [None], "dtype": "float32"},
+                       {"kind": "scalar", "dtype": "float32"}],
+            "body": [{"op": "scalar", "result": "%1", "fn": "mulf", "args": ["%in1", 2.0]},
+                     {"op": "launch", "kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1],
+                      "shared_bytes": 0, "args": ["%in0", "%1"],
+                      "arg_kinds": ["memref:1", "f32"]}],
+            "outputs": [], "globals": []}
+    executor = executor_for(fake, plan)
+    assert held_inputs(executor) == [1]
+    assert flat_at(executor, [(7,), 0.5]) is None
+    assert plan_at_sizes(plan, [(7,), None], {1: 0.5}) is not None  # fixed if asked
+
+
 def test_a_dynamic_program_skips_the_checks_at_each_size_it_has_seen(fake, rng,
                                                                      checked_calls,
                                                                      monkeypatch):

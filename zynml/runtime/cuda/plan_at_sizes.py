@@ -65,9 +65,15 @@ def flat_at(executor, inputs: Sequence[Any]) -> "_FlatPlan | None":
     fixed sizes leave it to the interpreter. Made once per set of sizes."""
     if executor.flat is not None or executor.poison or executor.module is None:
         return executor.flat
+    held = held_inputs(executor)
+    if any(not executor.plan["inputs"][i]["dtype"].startswith(("int", "uint"))
+           for i in held):
+        # the fast path's signature holds ints by value, not floats: a float that a
+        # host step computes with would be held at its first value
+        return None
     shapes = tuple(tuple(v) if spec["kind"] == "tensor" else None
                    for spec, v in zip(executor.plan["inputs"], inputs))
-    scalars = {i: inputs[i] for i in held_inputs(executor)}
+    scalars = {i: inputs[i] for i in held}
     key = (shapes, tuple(scalars.items()))
     kept = executor._flat_at
     if key in kept:
