@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from zynml.errors import ZynMLError
 from zynml.models import data, distributed
 from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device

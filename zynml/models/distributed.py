@@ -103,9 +103,8 @@ def bind_to_device_cpus(local_rank: int, local_size: int = 1) -> list[int] | Non
     where `local_size` processes on this machine have GPUs on the same node: every
     `n`th CPU of the list for the `n` processes that share it (whole cores, where Linux
     numbers a core's second hyperthread half the list away and `n` divides that half).
-    A step's
-    host work (queuing about a thousand kernels) is then not moved between CPUs nor
-    shares one with another process's. Returns the CPUs, or None where they are not
+    A step's host work (queuing about a thousand kernels) is then not moved between CPUs
+    nor shares one with another process's. Returns the CPUs, or None where they are not
     known."""
     lists = [_near_cpus(rank) for rank in range(max(local_size, local_rank + 1))]
     mine = lists[local_rank]
@@ -141,7 +140,7 @@ def _near_cpus(ordinal: int) -> set[int] | None:
 
 
 class GradientAllReduce:
-    """Sums the flat gradient (and averages the loss) over the processes of `world`, in
+    """Sums the flat gradient (and the loss) over the processes of `world`, in
     place. Made once per run, after the launcher started the processes: it joins their
     group."""
 

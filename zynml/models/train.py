@@ -75,7 +75,7 @@ class Trainer:
         self.model, self.schedule, self.optimizer = model, schedule, optimizer
         self.accumulation = accumulation
         # data-parallel training: a GradientAllReduce (distributed.py) that sums the
-        # gradients and averages the loss over the processes, so that every one steps alike
+        # gradients and the losses over the processes, so that every one steps alike
         self.all_reduce = all_reduce
         # True: start each layer's sum as the backward pass finishes it. Off by default:
         # on H100s it made the 2-GPU step slower (NCCL's kernels take SMs that the

@@ -395,7 +395,8 @@ class _FlatPlan:
                 raise _NotFlat()  # scalar outputs: the interpreter returns them
             root, offset, sizes, strides, dtype = value
             nbytes = allocs[root - first_alloc][0] if root >= first_alloc else -1
-            size = _count(sizes) * _numpy_dtype(dtype).itemsize
+            itemsize = _numpy_dtype(dtype).itemsize
+            size = _count(sizes) * itemsize
             whole = (offset == 0 and strides == _row_major(sizes) and root not in owned
                      and nbytes == size)
             if not whole:
@@ -407,7 +408,6 @@ class _FlatPlan:
                 copy_root = first_alloc + len(allocs)
                 allocs.append((size, f"copy of output {len(self.outputs)}"))
                 self._order.append(("copy", len(self.copies)))
-                itemsize = _numpy_dtype(dtype).itemsize
                 self.copies.append((root, offset * itemsize, copy_root, 0, size))
                 root = copy_root
             owned.add(root)

@@ -248,7 +248,7 @@ call_context.on_contexts_active(_contexts_active)
 
 
 def _shape_or_number(value: Any) -> Any:
-    """An input of a signature `_key` accepted, as PlanExecutor.flat_at takes it: a
+    """An input of a signature `_key` accepted, as plan_at_sizes.flat_at takes it: a
     tensor's shape (a tuple), or the number itself."""
     kind = _KINDS.get(type(value))
     if kind == _INTERFACE:
