@@ -38,6 +38,20 @@ let z = compute(x, y) {
 }
 """
 
+# a projection with its bias and GELU written in the product's block: one kernel, the
+# bias and GELU applied to the accumulators as they are stored (matmul_wgmma's epilogue)
+LINEAR_BIAS_GELU = """
+let y = compute(x, w, b) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var acc = 0.0
+        for k in 0..K:
+            acc += x[i, k] * w[k, j]
+        let v = acc + b[j]
+        out[i, j] = 0.5 * v * (1.0 + tanh(0.7978845608 * (v + 0.044715 * v * v * v)))
+}
+"""
+
 
 @dataclass
 class Case:
@@ -76,6 +90,14 @@ def _cases() -> list[Case]:
 
     def bias_gelu(t, x):  # two kernels: the add, then GELU
         return t.nn.functional.gelu(x["x"] + x["bias"], approximate="tanh")
+
+    compiled = {}
+
+    def linear_bias_gelu(t, x):  # torch.compile: the peer for a fused kernel
+        if "fn" not in compiled:
+            compiled["fn"] = t.compile(lambda x, w, b: t.nn.functional.gelu(
+                x @ w + b, approximate="tanh"))
+        return compiled["fn"](x["x"], x["w"], x["b"])
 
     def attention(t, x):
         return t.nn.functional.scaled_dot_product_attention(x["Q"], x["K"], x["V"])
@@ -180,6 +202,15 @@ def _cases() -> list[Case]:
         Case("matmul 4096 bf16", "matmul.zyn", "C",
              {"A": ((4096, 4096), "bfloat16"), "B": ((4096, 4096), "bfloat16")},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
+        # LLM-shaped products (M 8192, K 4096), against cuBLAS
+        *(Case(f"matmul 8192x4096x{n} bf16", "matmul.zyn", "C",
+               {"A": ((8192, 4096), "bfloat16"), "B": ((4096, n), "bfloat16")},
+               lambda t, x: x["A"] @ x["B"], flops=2 * 8192 * 4096 * n)
+          for n in (4096, 11008, 50304)),
+        Case("linear + bias + GELU 4096 f16 (one block, vs torch.compile)",
+             LINEAR_BIAS_GELU, "y",
+             {"x": ((4096, 4096), "float16"), "w": ((4096, 4096), "float16"),
+              "b": ((4096,), "float16")}, linear_bias_gelu, flops=2 * 4096 ** 3),
         # BERT-base self-attention, without a mask (flash_attention.zyn against SDPA's
         # plain call) and with a [seq, seq] bool mask (attention.zyn against SDPA given
         # the same mask as attn_mask): each against the same work

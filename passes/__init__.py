@@ -35,6 +35,9 @@ PASSES: dict[str, tuple[str, str]] = {
     "safe-integer-division": ("safe_integer_division",
                               "Give integer divisions a divisor of 1 where theirs would trap "
                               "(0, or -1 under the smallest signed value)"),
+    "read-only-inputs": ("read_only_inputs",
+                         "Mark a program's tensor inputs not writable, so that "
+                         "bufferization copies one before writing into it"),
     "split-shared-fills": ("split_shared_fills",
                            "Give each linalg init that a fill shares with others a fill "
                            "of its own"),

@@ -84,6 +84,32 @@ def test_the_devices_chunks_run_at_the_same_time(rng):
     assert threads == {"zynml-vulkan:3_0", "zynml-cpu_0"}
 
 
+def test_a_chunk_is_copied_out_while_another_still_runs(rng, monkeypatch):
+    """One trip to each device's thread: its chunk runs and is copied into the output
+    there, without waiting for the other devices' chunks (the slow one below waits for
+    the fast one's copy, which two trips would only start after every chunk is done)."""
+    import zynml.parallel as parallel
+    x, w = rng.standard_normal((6, 5)), rng.standard_normal(5)
+    fast_copied = threading.Event()
+    download = parallel._download
+
+    def recording_download(result, rows):
+        download(result, rows)
+        if threading.current_thread().name.startswith("zynml-vulkan:1"):
+            fast_copied.set()
+
+    def fast(**inputs):
+        return {"y": inputs["x"] * inputs["w"]}
+
+    def slow(**inputs):
+        assert fast_copied.wait(timeout=30), "the fast chunk was not copied out first"
+        return {"y": inputs["x"] * inputs["w"]}
+
+    monkeypatch.setattr(parallel, "_download", recording_download)
+    dp = DataParallel(["vulkan:1", "vulkan:2"], ["x"], "y", None)
+    assert_close(dp.run([fast, slow], {"x": x, "w": w})["y"], x * w)
+
+
 def test_a_failing_chunk_fails_the_call_after_the_others_finish(rng):
     x, w = rng.standard_normal((4, 3)), rng.standard_normal(3)
     finished = []

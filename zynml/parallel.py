@@ -51,17 +51,14 @@ class DataParallel:
         bounds = np.linspace(0, batch.pop(), len(parts) + 1).round().astype(int)
         chunks = [(device, part, int(start), int(stop)) for device, part, start, stop in
                   zip(self.devices, parts, bounds[:-1], bounds[1:]) if stop > start]
-        results = _on_each(chunks, lambda device, part, start, stop: self._run_part(
+        out = _Gathered(int(bounds[-1]))
+        # one trip to each device's thread: its chunk in, run, and its result copied
+        # into its rows of the output (no concatenation; each device's copy starts when
+        # its chunk is done, while the others still run)
+        _on_each(chunks, lambda device, part, start, stop: out.put(self._run_part(
             device, part, {name: (value[start:stop] if name in self.split else value)
-                           for name, value in inputs.items()}))
-        # each chunk's result goes straight into its rows of one array, from its own
-        # thread (no concatenation: the copies of all devices overlap)
-        first = results[0]
-        out = np.empty((int(bounds[-1]),) + tuple(first.shape[1:]), dtype=first.dtype)
-        _on_each([(device, result, start, stop) for (device, _, start, stop), result in
-                  zip(chunks, results)],
-                 lambda device, result, start, stop: _download(result, out[start:stop]))
-        return {self.output: out}
+                           for name, value in inputs.items()}), start, stop))
+        return {self.output: out.array}
 
     def _run_part(self, device: str, part, chunk: dict):
         """One chunk on `device`: on a GPU, its arrays uploaded from this thread and the
@@ -88,6 +85,22 @@ def _on_each(items: list[tuple], work) -> list:
         if error is not None:
             raise error
     return [f.result() for f in running]
+
+
+class _Gathered:
+    """The chunks' results as one array of `rows` rows, made by the first chunk to finish
+    (its trailing shape and dtype), under a lock; each chunk's thread copies its own
+    rows in."""
+
+    def __init__(self, rows: int):
+        self.rows, self.array, self._lock = rows, None, threading.Lock()
+
+    def put(self, result, start: int, stop: int) -> None:
+        with self._lock:
+            if self.array is None:
+                self.array = np.empty((self.rows,) + tuple(result.shape[1:]),
+                                      dtype=result.dtype)
+        _download(result, self.array[start:stop])
 
 
 def _download(result, rows: np.ndarray) -> None:

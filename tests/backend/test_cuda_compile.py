@@ -272,6 +272,35 @@ def test_plan_inputs_and_outputs_match_the_call(name):
     assert json.loads(json.dumps(plan)) == plan  # plain JSON data
 
 
+ACCUMULATE_INTO_INPUT = """
+pipeline f(a: tensor[m, k], b: tensor[k, n], c: tensor[m, n]) -> tensor[m, n]:
+    let y = compute(a, b, c) {
+        @kernel matmul
+        for i in 0..m, j in 0..n:
+            var s: f32 = c[i, j]
+            for e in 0..k:
+                s += a[i, e] * b[e, j]
+            out[i, j] = s
+    }
+    return y
+"""
+
+
+def test_a_product_starting_from_an_input_writes_a_copy_not_the_input(tmp_path):
+    """c is not `mut`: the product accumulates into a copy of it (read-only-inputs), and
+    the output is that copy; before, the kernel wrote into the caller's c."""
+    source = tmp_path / "accumulate.zyn"
+    source.write_text(ACCUMULATE_INTO_INPUT)
+    prog = zynml.compile(source, device="cuda", require_device=False)
+    plan = prog.pipeline("f").artifact(a=f32(37, 5), b=f32(5, 11), c=f32(37, 11)).plan
+    assert [step["op"] for step in plan["body"]] == ["alloc", "copy", "launch"]
+    alloc, copy, launch = plan["body"]
+    [output] = plan["outputs"]
+    assert not output["value"].startswith("%in"), output
+    assert output["value"] == alloc["result"] == launch["args"][-1]
+    assert "%in2" not in launch["args"]
+
+
 def test_spec_examples_have_no_constant_tensors():
     """None of the examples makes a memref.global (the globals case is hand-written
     below); if one starts to, it is covered by the artifact round trip there."""

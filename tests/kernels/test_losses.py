@@ -118,10 +118,15 @@ def test_cuda_plans_keep_the_sums_in_f32():
         pad_id=np.int64(-1), loss_in=np.float32(0),
         grad_weight_t_in=np.zeros((384, 4096), np.float32))))
     strategies = [launch["strategy"] for launch in launches(plan["body"])]
-    # the three products on tensor cores: the logits (weight transposed by the caller)
-    # and the two gradients (the logits' gradient rounded to bf16 by `cast`); the only
-    # transposed copy is the chunk's hidden states'
-    assert strategies.count("transpose") == 1, strategies
+    # the three products on tensor cores: the logits (weight transposed by the caller,
+    # rounded to bf16 as they are stored) and the two gradients (the logits' gradient
+    # rounded to bf16 by `cast`); the chunk's hidden states are read MN-major by the
+    # weight's gradient, not copied transposed
+    assert "transpose" not in strategies, strategies
     assert strategies.count("matmul_wgmma") == 3, strategies
     assert "matmul" not in strategies, strategies
     assert [o["dtype"] for o in plan["outputs"]] == ["float32", "bfloat16", "float32"]
+    assert plan["outputs"][2].get("updates") == 7  # grad_weight_t_in, added into in place
+    logits = [step for step in plan["body"] if step["op"] == "alloc"
+              and step["shape"] == [1024, 4096]]
+    assert [step["dtype"] for step in logits] == ["bfloat16"]  # one buffer: the gradient's too

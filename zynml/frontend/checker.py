@@ -130,6 +130,8 @@ class _ProgramChecker(ProgramLevel, RecordInputs, WholeValueSteps, SizeResolutio
         if self.pipeline is not None and not self.outputs:
             raise ZynMLError(f"pipeline '{self.pipeline.name}' has no 'return'",
                              self.pipeline.loc)
+        if self.pipeline is not None:
+            self._updates_are_returned()
         self._unbound_sizes_are_inputs()
         if self.signature is not None:
             for name in self.sizes:  # also sizes only parameter types name
@@ -191,6 +193,15 @@ class _ProgramChecker(ProgramLevel, RecordInputs, WholeValueSteps, SizeResolutio
             return SCALARS[t.name]
         raise ZynMLError(f"unknown parameter type '{t.name}'; expected tensor[...], int, "
                          "float or a scalar type", t.loc)
+
+    def _updates_are_returned(self) -> None:
+        """A pipeline's results are what it returns: a parameter it updates in place
+        (`compute(mut x)`) and does not return would lose the update."""
+        for name, loc in self.mutated.items():
+            if name not in self.outputs:
+                raise ZynMLError(f"pipeline '{self.pipeline.name}' updates its parameter "
+                                 f"'{name}' in place ('mut') but does not return it, so "
+                                 f"the update is lost: add '{name}' to its 'return'", loc)
 
     def _top_level(self, stmt: ast.Stmt) -> None:
         if isinstance(stmt, ast.Return) and self.pipeline is not None:

@@ -33,6 +33,7 @@ __all__ = ["kernel_pipeline", "nvvm_pipeline", "lower_to_gpu", "lower_to_nvvm", 
 def kernel_pipeline(target: CudaTarget) -> str:
     return (
         "builtin.module(sink-loops-into-generics,fold-scalar-tensors,split-shared-fills,linalg-fuse-elementwise-ops,"
+        "read-only-inputs,"
         "linalg-generalize-named-ops,"
         "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
         "function-boundary-type-conversion=identity-layout-map},"

@@ -220,11 +220,12 @@ def _operand_list(first: int, count: int) -> str:
 
 
 def mma(acc: list, a, b_desc: ir.Value, n: int, element: str, trans_b: bool,
-        accumulate: bool = True) -> list:
+        accumulate: bool = True, trans_a: bool = False) -> list:
     """One wgmma.mma_async m64 n{n} k16 (f32 accumulators `acc`, n / 2 of them; None
     when `accumulate` is False: D = A B). `a`: A's descriptor (an i64 value; K-major in
     shared memory) or its four registers (i32 values, two `element`s each: mma.sync
-    m16n8k16's A layout per warp). B: K-major, or MN-major with `trans_b`."""
+    m16n8k16's A layout per warp). A in shared memory: K-major, or MN-major with
+    `trans_a`. B: K-major, or MN-major with `trans_b`."""
     count = n // 2
     f32 = ir.F32Type.get()
     from_registers = isinstance(a, (list, tuple))
@@ -246,7 +247,7 @@ def mma(acc: list, a, b_desc: ir.Value, n: int, element: str, trans_b: bool,
         operands.append(a)
         constraints.append("l")
         b_index = first + 1
-        modes = f"1, 1, 0, {int(trans_b)}"
+        modes = f"1, 1, {int(trans_a)}, {int(trans_b)}"
     operands += [b_desc, arith.ConstantOp(ir.IntegerType.get_signless(32),
                                           int(accumulate)).result]
     constraints.append("l,r")  # scale-d: D = A B + D, or A B

@@ -355,13 +355,19 @@ def store(value: ir.Value, buffer: ir.Value, indices: Sequence[ir.Value]) -> Non
 class Group:
     """C filled with a constant, then the product accumulating into it: one kernel whose
     accumulators start from the constant, so C is neither filled nor read (the GEMM
-    strategies' groups: matmul_wgmma, matvec)."""
-    fill: ir.Operation
+    strategies' groups: matmul_wgmma, matvec). matmul_wgmma's may have no fill (initial
+    None: C is read), may read A from the source of a transposed copy of it
+    (strategies/transposed_copies.py) and may end with an epilogue (epilogue.py)."""
+    fill: ir.Operation | None
     product: ir.Operation
-    initial: float
+    initial: float | None
+    epilogue: object = None  # an epilogue.Epilogue
+    a_transposed: ir.Operation | None = None  # the copy making A, read in place instead
 
     def __iter__(self):
-        return iter((self.fill, self.product))
+        members = (self.a_transposed, self.fill, self.product,
+                   self.epilogue.generic if self.epilogue is not None else None)
+        return iter(m for m in members if m is not None)
 
     @property
     def operands(self):

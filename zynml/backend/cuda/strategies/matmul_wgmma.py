@@ -61,6 +61,8 @@ from .kernel_builder import (Group, KernelScope, KernelSignature, dense_row_majo
                              new_kernel)
 from . import Launch, TensorMap
 from . import hopper
+from .epilogue import EpilogueValues, find_epilogue
+from .transposed_copies import transposed_copy
 from .tuning import choose, problem_key
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      equals, free_slot, only_if, parity, shared, split_roles,
@@ -140,14 +142,34 @@ def matches(generic: ir.Operation, target) -> bool:
 
 
 def find_groups(generics: list, target) -> list[Group]:
-    return filled_products(generics, lambda product: matches(product, target))
+    """Each product this strategy takes that has a constant fill before it, a
+    transposed copy making A, or an elementwise epilogue after it: one kernel for them."""
+    filled = {id(g.product): g for g in
+              filled_products(generics, lambda product: matches(product, target))}
+    groups = []
+    for product in generics:
+        group = filled.get(id(product))
+        if group is None and not matches(product, target):
+            continue
+        fill = group.fill if group is not None else None
+        epilogue = find_epilogue(product, generics, fill)
+        if epilogue is not None and str(ir.MemRefType(epilogue.target.type).element_type) \
+                not in _ELEMENTS + ("f32",):
+            epilogue = None
+        a_transposed = transposed_copy(product, generics)
+        if group is not None or epilogue is not None or a_transposed is not None:
+            groups.append(Group(fill, product, group.initial if group else None, epilogue,
+                                a_transposed))
+    return groups
 
 
 def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
-    """Kernel for a product generic, or for a Group (a constant fill and the product)."""
-    initial = None  # None: the epilogue reads C's initial value
+    """Kernel for a product generic, or for a Group (a constant fill, the product and an
+    epilogue, the first or last of them possibly absent)."""
+    initial, epilogue, a_transposed = None, None, None  # initial None: C is read
     if isinstance(generic, Group):
-        generic, initial = generic.product, generic.initial
+        generic, initial, epilogue, a_transposed = (
+            generic.product, generic.initial, generic.epilogue, generic.a_transposed)
     p = _params_for(generic, target)
     batch, dim_i, dim_j, dim_k = _layout(generic)
     ranges = loop_ranges(generic)
@@ -156,9 +178,17 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     ins, outs = generic_operands(generic)
     element = ir.MemRefType(ins[0].type).element_type
     out_element = ir.MemRefType(outs[0].type).element_type
-    a_box, b_box = (p.tile_m, TILE_K), (TILE_K, 64)
+    # A K-major: boxes of its 128 rows; A as the source of a transposed copy (MN-major,
+    # [.., K, M]): boxes of 64 of its columns, as B's
+    a_box, b_box = (p.tile_m, TILE_K) if a_transposed is None else (TILE_K, 64), (TILE_K, 64)
     a_map_type, b_map_type = tensor_map_type(a_box, element), tensor_map_type(b_box, element)
-    signature = KernelSignature.of(generic)
+    signature = KernelSignature.of([generic] + ([epilogue.generic] if epilogue else []))
+    if epilogue is not None and not epilogue.stores_source:
+        signature.values.remove(outs[0])  # C is a temporary the kernel never stores
+    a_source = ins[0]
+    if a_transposed is not None:  # the copy is never made: TMA reads its source
+        signature.values.remove(ins[0])
+        [a_source] = generic_operands(a_transposed)[0]
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
     func = new_kernel(gpu_module, kernel_name, signature.types() + [pointer, pointer],
                       [p.threads])
@@ -167,11 +197,17 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         a_map, b_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0] for t, arg
                         in zip((a_map_type, b_map_type),
                                func.regions[0].blocks[0].arguments[-2:]))
-        kernel = _Kernel(p, m, n, kk, element, out_element, initial, batches, bool(batch))
-        kernel.emit(scope.value(outs[0]), a_map, b_map)
+        kernel = _Kernel(p, m, n, kk, element, out_element, initial, batches, bool(batch),
+                         a_mn_major=a_transposed is not None)
+        if epilogue is not None:
+            kernel.epilogue = EpilogueValues(epilogue, scope)
+            c = scope.value(epilogue.target)
+        else:
+            c = scope.value(outs[0])
+        kernel.emit(c, a_map, b_map)
         gpu.ReturnOp([])
     rows = ((0, 1), (2,)) if batch else None  # [b, rows, cols] seen as [b * rows, cols]
-    operands = signature.values + [TensorMap(ins[0], a_map_type, a_box, rows),
+    operands = signature.values + [TensorMap(a_source, a_map_type, a_box, rows),
                                    TensorMap(ins[1], b_map_type, b_box, rows)]
     # persistent: the run time launches min(tiles, multiprocessors) blocks
     return Launch(kernel_name, operands, (batches * p.tiles(m, n), 1, 1), (p.threads, 1, 1),
@@ -247,6 +283,8 @@ class _Kernel:
     initial: float | None  # C's constant start (the fill fused in), or None: read C
     batches: int = 1       # the batch axis' extent (C [batches, m, n]), 1 without one
     batched: bool = False  # C has a batch axis (of any extent, 1 included)
+    a_mn_major: bool = False  # A given as [.., K, M] (the source of a transposed copy)
+    epilogue: EpilogueValues | None = None  # then `c` is the epilogue's target
 
     def emit(self, c, a_map, b_map):
         p = self.p
@@ -310,9 +348,15 @@ class _Kernel:
                 k0 = _mul(k, TILE_K)
                 nvgpu.mbarrier_arrive_expect_tx(self.full, index_const(a_bytes + b_bytes), slot)
                 base = _mul(slot, p.stage_bytes())
-                nvgpu.TmaAsyncLoadOp(self._view((p.tile_m, TILE_K), base), self.full, a_map,
-                                     [k0, a_row], mbarId=slot)
                 b_row = arith.AddIOp(b_row0, k0).result
+                if self.a_mn_major:  # A's 64-column boxes at A^T's rows b * K + k0 ..
+                    for box in range(p.tile_m // 64):
+                        target = self._view((TILE_K, 64), _add(base, box * 64 * TILE_K * 2))
+                        nvgpu.TmaAsyncLoadOp(target, self.full, a_map,
+                                             [_add(row0, box * 64), b_row], mbarId=slot)
+                else:
+                    nvgpu.TmaAsyncLoadOp(self._view((p.tile_m, TILE_K), base), self.full,
+                                         a_map, [k0, a_row], mbarId=slot)
                 for box in range(p.tile_n // 64):  # B's 64-column boxes, one after another
                     target = self._view((TILE_K, 64), _add(base, a_bytes + box * 64 * TILE_K * 2))
                     nvgpu.TmaAsyncLoadOp(target, self.full, b_map, [_add(col0, box * 64), b_row],
@@ -330,7 +374,9 @@ class _Kernel:
         speaker = equals(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
         # wgmma descriptors of slot 0: A's box has tile_m rows (this warpgroup's start
         # 64 rows, 8 KB, further per warpgroup); B's boxes have 64 rows and follow A's.
-        a_desc = arith.AddIOp(hopper.descriptor_base(self.ring, p.tile_m), arith.MulIOp(
+        # MN-major A: a warpgroup's 64 rows are one 64 x 64 box (8 KB), laid out as B's.
+        a_rows = TILE_K if self.a_mn_major else p.tile_m
+        a_desc = arith.AddIOp(hopper.descriptor_base(self.ring, a_rows), arith.MulIOp(
             arith.IndexCastOp(i64, warpgroup).result,
             arith.ConstantOp(i64, ROWS_PER_WARPGROUP * SWIZZLE_BYTES >> 4).result
         ).result).result
@@ -361,10 +407,12 @@ class _Kernel:
                 slot_a = arith.AddIOp(a_desc, offset).result
                 slot_b = arith.AddIOp(b_desc, offset).result
                 acc = hopper.fence(list(loop.inner_iter_args))
+                a_step = K_STEP * SWIZZLE_BYTES if self.a_mn_major else K_STEP * 2
                 for kk in range(TILE_K // K_STEP):
-                    acc = hopper.mma(acc, hopper.at(slot_a, kk * K_STEP * 2),
+                    acc = hopper.mma(acc, hopper.at(slot_a, kk * a_step),
                                      hopper.at(slot_b, kk * K_STEP * SWIZZLE_BYTES),
-                                     p.tile_n, str(self.element), trans_b=True)
+                                     p.tile_n, str(self.element), trans_b=True,
+                                     trans_a=self.a_mn_major)
                 hopper.commit()
                 acc = hopper.wait_group(1, acc)  # the previous step's are done: free it
                 previous = arith.RemUIOp(arith.AddIOp(step, index_const(p.stages - 1)).result,
@@ -384,26 +432,44 @@ class _Kernel:
     def _store(self, c, acc, entry, row0, col0):
         """C[tile] = C[tile] (or the constant start, already in acc) + acc, rounded once:
         accumulators v and v + 1 (v even) are adjacent columns of one row, stored (and
-        read) as a pair."""
+        read) as a pair. With an epilogue, its body runs on each rounded value and `c`
+        (its target) gets what it yields."""
         f32 = ir.F32Type.get()
         out = self.out_element
         pair = ir.VectorType.get([2], out)
-        alignment = 8 if str(out) == "f32" else 4  # C's rows hold a multiple of 64
         row = arith.AddIOp(row0, self.row_in_tile).result
         col = arith.AddIOp(col0, self.col_in_tile).result
+        rows = (row, _add(row, 8))
+        lead = [entry] if self.batched else []
         for j in range(self.p.tile_n // 8):
+            column = _add(col, 8 * j)
+            columns = (column, _add(column, 1))  # shared by both rows: loads are kept
             for r in (0, 1):
                 v = 4 * j + 2 * r
-                where = [_add(row, 8 * r), _add(col, 8 * j)]
-                if self.batched:
-                    where = [entry] + where
+                where = lead + [rows[r], column]
                 total = vector.FromElementsOp(ir.VectorType.get([2], f32),
                                               acc[v:v + 2]).result
                 if self.initial is None:
-                    before = vector.LoadOp(pair, c, where, alignment=alignment).result
+                    before = vector.LoadOp(pair, c, where, alignment=_alignment(out)).result
                     if str(out) != "f32":
                         before = arith.ExtFOp(ir.VectorType.get([2], f32), before).result
                     total = arith.AddFOp(before, total).result
                 if str(out) != "f32":
                     total = arith.TruncFOp(pair, total).result
-                vector.StoreOp(total, c, where, alignment=alignment)
+                if self.epilogue is not None:
+                    total = self._epilogue(total, [lead + [rows[r], columns[e]]
+                                                   for e in (0, 1)])
+                vector.StoreOp(total, c, where, alignment=_alignment(
+                    ir.VectorType(total.type).element_type))
+
+    def _epilogue(self, pair: ir.Value, points: list) -> ir.Value:
+        """The epilogue's values at the two points of a pair of C's values."""
+        results = [self.epilogue.at(vector.ExtractOp(pair, [], [e]).result, points[e])
+                   for e in (0, 1)]
+        return vector.FromElementsOp(ir.VectorType.get([2], results[0].type), results).result
+
+
+def _alignment(element: ir.Type) -> int:
+    """A pair's: C's rows hold a multiple of 64 elements and a pair starts at an even
+    column."""
+    return 8 if str(element) == "f32" else 4
