@@ -1,7 +1,9 @@
 // read-only-inputs marks each tensor argument of a ZynML function (one with
 // zynml.inputs) `bufferization.writable = false`, so that one-shot bufferization copies
-// an input before a kernel writes into it (see passes/read_only_inputs.py). Arguments
-// that already say, non-tensor arguments and other functions are left alone.
+// an input before a kernel writes into it, except inputs the program updates in place
+// (an output of the same name); a scatter declaration's updates and indices are marked
+// `bufferization.access = "read"` (see passes/read_only_inputs.py). Arguments that
+// already say, non-tensor arguments and other functions are left alone.
 // RUN: zynml-opt %s --split-input-file --read-only-inputs | filecheck %s
 // RUN: zynml-opt %s --split-input-file --read-only-inputs > %t.once
 // RUN: zynml-opt %t.once --split-input-file --read-only-inputs > %t.twice
@@ -44,3 +46,21 @@ func.func @main(%x: tensor<4xf32> {bufferization.writable = true}, %s: f32) -> t
 func.func @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// `mut x` (x is an output too) stays writable; y is only read.
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<4xf32>,
+// CHECK-SAME: %{{.*}}: tensor<4xf32> {bufferization.writable = false})
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> attributes {zynml.inputs = ["x", "y"], zynml.outputs = ["x"]} {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// A scatter's declaration: its updates and indices are only read, the original is
+// updated (left as a declaration's default, read and written).
+// CHECK-LABEL: func.func private @__zynml_scatter_add_d1_0(
+// CHECK-SAME: tensor<3x5xf32> {bufferization.access = "read"}, tensor<3x1xi64> {bufferization.access = "read"}, tensor<7x5xf32>)
+func.func private @__zynml_scatter_add_d1_0(tensor<3x5xf32>, tensor<3x1xi64>, tensor<7x5xf32>) -> tensor<7x5xf32> attributes {zynml.scatter}

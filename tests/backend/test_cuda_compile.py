@@ -412,15 +412,19 @@ def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, tiles):
     descriptor of A and of B), and warpgroups multiply with wgmma m64 n{tile_n}. The
     kernel is persistent: the plan asks for one block per tile of C, capped at run time
     at one block per multiprocessor, each block looping over its tiles; its copying
-    warpgroup hands registers to the two multiplying ones (setmaxnreg)."""
+    warpgroup hands registers to the two multiplying ones (setmaxnreg). C (zeros first:
+    not read) is stored through shared memory by TMA, 64 x 64 boxes (a descriptor of C)."""
     prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
     artifact = prog.artifact(A=np.ones((m, k), np.float16), B=np.ones((k, n), np.float16))
     [matmul] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_wgmma")]
     maps = [s for s in artifact.plan["body"] if s["op"] == "tensor_map"]
+    [c] = [s["result"] for s in artifact.plan["body"] if s["op"] == "alloc"]
     assert [(s["source"], s["box"], s["swizzle"]) for s in maps] == \
-        [("%in0", [128, 64], 128), ("%in1", [64, 64], 128)]
-    assert matmul["args"][-2:] == [s["result"] for s in maps]
-    assert matmul["arg_kinds"][-2:] == ["pointer", "pointer"]
+        [("%in0", [128, 64], 128), ("%in1", [64, 64], 128), (c, [64, 64], 128)]
+    assert matmul["args"][-3:] == [s["result"] for s in maps]
+    assert matmul["arg_kinds"][-3:] == ["pointer", "pointer", "pointer"]
+    assert artifact.ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == tile_n // 64
+    assert "cp.async.bulk.wait_group.read" in artifact.ptx and "fence.proxy.async" in artifact.ptx
     assert matmul["block"] == [384, 1, 1]  # two multiplying warpgroups and a copying one
     assert matmul["grid"] == [tiles, 1, 1] and matmul["blocks_per_multiprocessor"] == 1
     assert matmul["shared_bytes"] > 48 * 1024
@@ -429,9 +433,10 @@ def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, tiles):
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", artifact.ptx)
     assert "cp.async.bulk.tensor.2d" in artifact.ptx
     assert "wmma.mma" not in artifact.ptx
-    # the epilogue stores pairs of f16 straight from the accumulators (no staged f32 tile)
-    assert "st.global.b32" in artifact.ptx and "st.global.b16" not in artifact.ptx
-    assert "st.shared" not in artifact.ptx
+    # the epilogue writes pairs of f16 (no f32 tile) into shared memory, and TMA stores
+    # them: no thread stores C itself
+    assert "st.shared.b32" in artifact.ptx and "st.shared.b16" not in artifact.ptx
+    assert "st.global" not in artifact.ptx
 
 
 def test_matmul_wgmma_tile_order_covers_every_tile_once():

@@ -45,10 +45,12 @@ def test_batched_products_take_wgmma_over_collapsed_operands(rng, h, m, k, n, ti
     steps = list(launches(artifact.plan["body"]))
     assert [s["strategy"] for s in steps] == ["matmul_wgmma"] * 2  # the zero fills fused
     assert all(s["grid"] == [h * (m // 128) * (n // tile_n), 1, 1] for s in steps)
-    # each descriptor is made of a [h * rows, cols] view of its operand (no copy)
+    # each descriptor is made of a [h * rows, cols] view of its operand (no copy): A's,
+    # B's and, where the product is stored through TMA (the zero fill fused in), C's
     maps = [s for s in artifact.plan["body"] if s["op"] == "tensor_map"]
     views = {s["result"]: s for s in artifact.plan["body"] if s["op"] in ("view", "collapse")}
-    assert len(maps) == 4 and all(m_["source"] in views for m_ in maps)
+    assert len(maps) == 6 and all(m_["source"] in views for m_ in maps)
+    assert [m_["box"] for m_ in maps[2::3]] == [[64, 32], [64, 64]]  # C: f32, then bf16
     assert [o["dtype"] for o in artifact.plan["outputs"]] == ["float32", "bfloat16"]
 
 

@@ -68,7 +68,7 @@ def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
     groups = _groups(rows)
     if groups:
         splits = weight_splits(rows, int(x.shape[1]), int(grad.shape[1]),
-                               _on_cuda(device, x))
+                               _multiprocessors(device, x))
         return call("linear", "linear_backward",
                     {"x": x, "w": w, "grad": grad, "groups": groups, "splits": splits,
                      "part": rows // splits}, device)
@@ -77,28 +77,44 @@ def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
     return dx, dw, column_sum(grad, device=device)
 
 
-# split-K of d w on CUDA: enough (roughly) 128 x 256 output tiles for two waves of an
-# H100's 132 multiprocessors, each part of at least 512 rows (a K loop worth its tile)
-SPLIT_TILES, SPLIT_MIN_ROWS, SPLIT_MAX = 264, 512, 16
+# split-K of d w on CUDA, chosen by a cost model fitted to an H100 (matmul_wgmma's 128 x
+# 256 tiles; every split of GPT-2 small's four shapes timed, 2026-11-27, docs/
+# performance.md Session 20): a part's tile takes ROW_US per row of its K (0.6 us per
+# 64-row step), the blocks run in rounds of one tile per multiprocessor, and the parts'
+# f32 sums cost SUM_US per element of a part (written, then read by the sum). Parts are a
+# power of two, a multiple of 64 rows and at least SPLIT_MIN_ROWS.
+ROW_US, SUM_US = 0.6 / 64, 3.0e-6
+SPLIT_MIN_ROWS, SPLIT_MAX = 512, 16
 
 
-def weight_splits(rows: int, k: int, n: int, on_gpu: bool) -> int:
-    """How many parts of rows linear_backward sums d w = x^T @ grad in: 1 off a GPU;
-    else the fewest (a power of two) giving about SPLIT_TILES output tiles, each part a
-    multiple of 64 rows and at least SPLIT_MIN_ROWS."""
-    if not on_gpu:
+def weight_splits(rows: int, k: int, n: int, multiprocessors: int | None) -> int:
+    """How many parts of rows linear_backward sums d w = x^T @ grad in: 1 off a GPU
+    (`multiprocessors` None); else the one the cost model above finds fastest: enough
+    tiles to keep the multiprocessors busy, without more rounds or sums than pay."""
+    if not multiprocessors:
         return 1
     tiles = math.ceil(k / 128) * math.ceil(n / 256)
-    splits = 1
-    while splits < SPLIT_MAX and splits * tiles < SPLIT_TILES and \
-            rows % (2 * splits * GROUP_ROWS) == 0 and rows // (2 * splits) >= SPLIT_MIN_ROWS:
-        splits *= 2
-    return splits
+
+    def cost(splits: int) -> float:
+        rounds = math.ceil(tiles * splits / multiprocessors)
+        return rounds * rows / splits * ROW_US + (splits + 1) * k * n * SUM_US
+
+    candidates = [1]
+    while candidates[-1] < SPLIT_MAX and rows % (2 * candidates[-1] * GROUP_ROWS) == 0 \
+            and rows // (2 * candidates[-1]) >= SPLIT_MIN_ROWS:
+        candidates.append(2 * candidates[-1])
+    return min(candidates, key=cost)
 
 
-def _on_cuda(device: str | None, like: Any) -> bool:
+def _multiprocessors(device: str | None, like: Any) -> int | None:
+    """The multiprocessors of the CUDA device a call runs on; None off CUDA."""
     from .library import device_of
-    return _placement(device or device_of([like]))[1] == "cuda"
+    name, kind = _placement(device or device_of([like]))
+    if kind != "cuda":
+        return None
+    from ..devices import parse_device
+    from ..runtime.cuda.driver import get_device
+    return get_device(parse_device(name)[1]).info.multiprocessors
 
 
 def head_logits(h: Any, wte: Any, *, device: str | None = None):

@@ -257,3 +257,44 @@ def mma(acc: list, a, b_desc: ir.Value, n: int, element: str, trans_b: bool,
     op = llvm.InlineAsmOp(_struct(count, "f32"), operands, text, ",".join(constraints),
                           has_side_effects=True)
     return _unpack(op.result, count, f32)
+
+
+# ------------------------------------------------------------------ TMA stores
+
+def _asm(text: str, operands: list = (), constraints: str = "") -> None:
+    llvm.InlineAsmOp(None, list(operands), text, constraints, has_side_effects=True)
+
+
+def warpgroup_barrier(warpgroup: ir.Value) -> None:
+    """bar.sync on named barrier 1 + warpgroup for its 128 threads (0 is the block's)."""
+    i32 = ir.IntegerType.get_signless(32)
+    barrier = arith.IndexCastOp(i32, arith.AddIOp(warpgroup, index_const(1)).result).result
+    _asm("bar.sync $0, 128;", [barrier], "r")
+
+
+def fence_shared_for_async() -> None:
+    """This thread's shared-memory writes become visible to the copy engine (a TMA store
+    that reads them next): fence.proxy.async.shared::cta."""
+    _asm("fence.proxy.async.shared::cta;")
+
+
+def commit_stores() -> None:
+    """The TMA stores issued since the last commit form a bulk group."""
+    _asm("cp.async.bulk.commit_group;")
+
+
+def wait_stores(pending: int, read_only: bool) -> None:
+    """At most `pending` of this thread's bulk groups still running; `read_only`: only
+    their reads of shared memory must be done (the buffer can be written again)."""
+    _asm(f"cp.async.bulk.wait_group{'.read' if read_only else ''} {pending};")
+
+
+def swizzled(row: ir.Value, byte_in_row: ir.Value) -> ir.Value:
+    """The byte offset of (row, byte) in a 1024-byte-aligned tile of 128-byte rows laid
+    out with the 128-byte swizzle (what TMA reads and writes): 16-byte chunk c of row r
+    sits at chunk c ^ (r % 8)."""
+    chunk = arith.DivUIOp(byte_in_row, index_const(16)).result
+    within = arith.RemUIOp(byte_in_row, index_const(16)).result
+    moved = arith.XOrIOp(chunk, arith.RemUIOp(row, index_const(8)).result).result
+    return arith.AddIOp(arith.MulIOp(row, index_const(SWIZZLE_BYTES)).result, arith.AddIOp(
+        arith.MulIOp(moved, index_const(16)).result, within).result).result

@@ -65,8 +65,9 @@ from .epilogue import EpilogueValues, find_epilogue
 from .transposed_copies import transposed_copy
 from .tuning import choose, problem_key
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
-                     equals, free_slot, only_if, parity, shared, split_roles,
-                     tensor_map_type, uniform_warp, wait)
+                     commit_stores, equals, fence_shared_for_async, free_slot, only_if,
+                     parity, shared, split_roles, swizzled, tensor_map_type, uniform_warp,
+                     wait, wait_stores, warpgroup_barrier)
 from .matmul import _body_is_multiply_add
 from .matmul_tensor_core import _layout
 
@@ -76,6 +77,10 @@ ROWS_PER_WARPGROUP = 64  # wgmma's m
 TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
 K_STEP = 16              # wgmma's k
 _ELEMENTS = ("f16", "bf16")
+# C stored through TMA: each warpgroup writes its 64 rows in chunks of 128-byte rows
+# (64 f16 / bf16 or 32 f32 columns) into one of two shared buffers, and one thread
+# stores the chunk with the copy engine while the warpgroup goes on
+STORE_BUFFERS, STORE_BUFFER_BYTES = 2, ROWS_PER_WARPGROUP * SWIZZLE_BYTES
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class Params:
     min_mn: int = 4096       # smaller products stay on the other strategies
     persistent: bool = True  # grid = min(tiles, SMs), each block loops over its tiles
     group_m: int = 8         # tile rows per group of the raster order (1: row after row)
+    tma_store: bool = True   # C through shared memory and TMA where C is not read first
 
     @property
     def tile_m(self) -> int:
@@ -98,9 +104,13 @@ class Params:
     def stage_bytes(self, itemsize: int = 2) -> int:
         return (self.tile_m + self.tile_n) * TILE_K * itemsize
 
+    def store_bytes(self) -> int:
+        return self.warpgroups * STORE_BUFFERS * STORE_BUFFER_BYTES if self.tma_store else 0
+
     def shared_bytes(self) -> int:
-        """The ring, plus room to align it to 1024 bytes (the 128-byte swizzle's period)."""
-        return self.stages * self.stage_bytes() + 1024
+        """The ring and the store buffers after it, plus room to align them to 1024
+        bytes (the 128-byte swizzle's period)."""
+        return self.stages * self.stage_bytes() + self.store_bytes() + 1024
 
     def tiles(self, m: int, n: int) -> int:
         return (m // self.tile_m) * (n // self.tile_n)
@@ -182,6 +192,13 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     # [.., K, M]): boxes of 64 of its columns, as B's
     a_box, b_box = (p.tile_m, TILE_K) if a_transposed is None else (TILE_K, 64), (TILE_K, 64)
     a_map_type, b_map_type = tensor_map_type(a_box, element), tensor_map_type(b_box, element)
+    target = epilogue.target if epilogue is not None else outs[0]  # what the kernel writes
+    store_element = ir.MemRefType(target.type).element_type
+    # through TMA: C is not read first, and is a dense row-major buffer TMA can address
+    by_tma = p.tma_store and initial is not None and dense_row_major(target.type) and \
+        str(store_element) in _ELEMENTS + ("f32",)
+    c_box = (ROWS_PER_WARPGROUP, SWIZZLE_BYTES // _itemsize(store_element))
+    c_map_type = tensor_map_type(c_box, store_element) if by_tma else None
     signature = KernelSignature.of([generic] + ([epilogue.generic] if epilogue else []))
     if epilogue is not None and not epilogue.stores_source:
         signature.values.remove(outs[0])  # C is a temporary the kernel never stores
@@ -190,15 +207,17 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         signature.values.remove(ins[0])
         [a_source] = generic_operands(a_transposed)[0]
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
-    func = new_kernel(gpu_module, kernel_name, signature.types() + [pointer, pointer],
-                      [p.threads])
+    func = new_kernel(gpu_module, kernel_name,
+                      signature.types() + [pointer] * (3 if by_tma else 2), [p.threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
-        a_map, b_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0] for t, arg
-                        in zip((a_map_type, b_map_type),
-                               func.regions[0].blocks[0].arguments[-2:]))
+        maps = [a_map_type, b_map_type] + ([c_map_type] if by_tma else [])
+        a_map, b_map, *c_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
+                                for t, arg in zip(maps, func.regions[0].blocks[0]
+                                                  .arguments[-len(maps):]))
         kernel = _Kernel(p, m, n, kk, element, out_element, initial, batches, bool(batch),
-                         a_mn_major=a_transposed is not None)
+                         a_mn_major=a_transposed is not None,
+                         c_map=c_map[0] if c_map else None, store_element=store_element)
         if epilogue is not None:
             kernel.epilogue = EpilogueValues(epilogue, scope)
             c = scope.value(epilogue.target)
@@ -209,6 +228,8 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     rows = ((0, 1), (2,)) if batch else None  # [b, rows, cols] seen as [b * rows, cols]
     operands = signature.values + [TensorMap(a_source, a_map_type, a_box, rows),
                                    TensorMap(ins[1], b_map_type, b_box, rows)]
+    if by_tma:
+        operands.append(TensorMap(target, c_map_type, c_box, rows))
     # persistent: the run time launches min(tiles, multiprocessors) blocks
     return Launch(kernel_name, operands, (batches * p.tiles(m, n), 1, 1), (p.threads, 1, 1),
                   p.shared_bytes(), blocks_per_multiprocessor=1 if p.persistent else 0)
@@ -285,6 +306,8 @@ class _Kernel:
     batched: bool = False  # C has a batch axis (of any extent, 1 included)
     a_mn_major: bool = False  # A given as [.., K, M] (the source of a transposed copy)
     epilogue: EpilogueValues | None = None  # then `c` is the epilogue's target
+    c_map: ir.Value | None = None  # C's store descriptor: C stored through TMA
+    store_element: ir.Type | None = None  # the element type of what the kernel stores
 
     def emit(self, c, a_map, b_map):
         p = self.p
@@ -300,7 +323,7 @@ class _Kernel:
             for s in range(p.stages):
                 nvgpu.mbarrier_init(self.full, index_const(1), index_const(s))
                 nvgpu.mbarrier_init(self.empty, index_const(p.warpgroups), index_const(s))
-            hopper.acquire_tensor_maps(a_map, b_map)
+            hopper.acquire_tensor_maps(a_map, b_map, *([self.c_map] if self.c_map else []))
         gpu.BarrierOp()
         # This block's tiles: block, block + grid, ... below tiles_m * tiles_n (the grid
         # never has more blocks than tiles)
@@ -426,8 +449,14 @@ class _Kernel:
                                  index_const(p.stages)).result
             with only_if(speaker):
                 nvgpu.mbarrier_arrive(self.empty, last)
-            self._store(c, acc, entry, row0, col0)
+            if self.c_map is not None:
+                self._store_by_tma(acc, entry, row0, col0, warpgroup, lane, speaker)
+            else:
+                self._store(c, acc, entry, row0, col0)
             scf.YieldOp([])
+        if self.c_map is not None:
+            with only_if(speaker):  # the block's last stores are done before it exits
+                wait_stores(0, read_only=False)
 
     def _store(self, c, acc, entry, row0, col0):
         """C[tile] = C[tile] (or the constant start, already in acc) + acc, rounded once:
@@ -447,26 +476,82 @@ class _Kernel:
             for r in (0, 1):
                 v = 4 * j + 2 * r
                 where = lead + [rows[r], column]
-                total = vector.FromElementsOp(ir.VectorType.get([2], f32),
-                                              acc[v:v + 2]).result
+                before = None
                 if self.initial is None:
                     before = vector.LoadOp(pair, c, where, alignment=_alignment(out)).result
                     if str(out) != "f32":
                         before = arith.ExtFOp(ir.VectorType.get([2], f32), before).result
-                    total = arith.AddFOp(before, total).result
-                if str(out) != "f32":
-                    total = arith.TruncFOp(pair, total).result
-                if self.epilogue is not None:
-                    total = self._epilogue(total, [lead + [rows[r], columns[e]]
-                                                   for e in (0, 1)])
+                total = self._final(acc[v:v + 2], before,
+                                    [lead + [rows[r], columns[e]] for e in (0, 1)])
                 vector.StoreOp(total, c, where, alignment=_alignment(
                     ir.VectorType(total.type).element_type))
 
-    def _epilogue(self, pair: ir.Value, points: list) -> ir.Value:
-        """The epilogue's values at the two points of a pair of C's values."""
-        results = [self.epilogue.at(vector.ExtractOp(pair, [], [e]).result, points[e])
+    def _final(self, pair: list, before, points: list) -> ir.Value:
+        """The pair of values stored for accumulators `pair`: plus C's values `before`
+        (f32, or None), rounded to C's type, through the epilogue at `points`."""
+        f32 = ir.F32Type.get()
+        total = vector.FromElementsOp(ir.VectorType.get([2], f32), pair).result
+        if before is not None:
+            total = arith.AddFOp(before, total).result
+        if str(self.out_element) != "f32":
+            total = arith.TruncFOp(ir.VectorType.get([2], self.out_element), total).result
+        if self.epilogue is None:
+            return total
+        results = [self.epilogue.at(vector.ExtractOp(total, [], [e]).result, points[e])
                    for e in (0, 1)]
         return vector.FromElementsOp(ir.VectorType.get([2], results[0].type), results).result
+
+    def _store_by_tma(self, acc, entry, row0, col0, warpgroup, lane, speaker):
+        """The tile through shared memory: each warpgroup writes its 64 rows a chunk of
+        128-byte rows at a time into one of its two buffers (128-byte swizzled, as TMA
+        reads them), and its first thread stores the chunk with TMA, which runs on while
+        the warpgroup writes the next chunk and goes on to its next tile. A buffer is
+        written again once the store from it has read it (wait_group.read)."""
+        p, out = self.p, self.store_element
+        itemsize = _itemsize(out)
+        chunk_cols = SWIZZLE_BYTES // itemsize
+        chunks, groups = p.tile_n // chunk_cols, chunk_cols // 8
+        pending = 1 if chunks % STORE_BUFFERS == 0 else 0  # the other buffer's store
+        tile_row = arith.AddIOp(row0, self.row_in_tile).result
+        col = arith.AddIOp(col0, self.col_in_tile).result
+        lead = [entry] if self.batched else []
+        in_buffer = arith.SubIOp(self.row_in_tile, _mul(warpgroup, ROWS_PER_WARPGROUP)).result
+        lane_byte = _mul(arith.RemUIOp(lane, index_const(4)).result, 2 * itemsize)
+        first_row = arith.AddIOp(row0, _mul(warpgroup, ROWS_PER_WARPGROUP)).result
+        if self.batched:
+            first_row = arith.AddIOp(_mul(entry, self.m), first_row).result
+        own = _add(_mul(warpgroup, STORE_BUFFERS * STORE_BUFFER_BYTES),
+                   p.stages * p.stage_bytes())
+        for chunk in range(chunks):
+            buffer = _add(own, (chunk % STORE_BUFFERS) * STORE_BUFFER_BYTES)
+            with only_if(speaker):
+                wait_stores(pending, read_only=True)
+            warpgroup_barrier(warpgroup)
+            flat = memref.ViewOp(shared((STORE_BUFFER_BYTES // itemsize,), out), self.ring,
+                                 buffer, []).result
+            for group in range(groups):
+                j = chunk * groups + group
+                column = _add(col, 8 * j)
+                columns = (column, _add(column, 1))
+                for r in (0, 1):
+                    row = _add(in_buffer, 8 * r)
+                    points = [lead + [_add(tile_row, 8 * r), columns[e]] for e in (0, 1)]
+                    total = self._final(acc[4 * j + 2 * r:4 * j + 2 * r + 2], None, points)
+                    byte = swizzled(row, _add(lane_byte, 8 * group * itemsize))
+                    vector.StoreOp(total, flat, [arith.DivUIOp(byte, index_const(
+                        itemsize)).result], alignment=2 * itemsize)
+            fence_shared_for_async()
+            warpgroup_barrier(warpgroup)
+            with only_if(speaker):
+                box = memref.ViewOp(shared((ROWS_PER_WARPGROUP, chunk_cols), out),
+                                    self.ring, buffer, []).result
+                nvgpu.TmaAsyncStoreOp(box, self.c_map,
+                                      [_add(col0, chunk * chunk_cols), first_row])
+                commit_stores()
+
+
+def _itemsize(element: ir.Type) -> int:
+    return 4 if str(element) == "f32" else 2
 
 
 def _alignment(element: ir.Type) -> int:
