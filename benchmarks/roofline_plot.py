@@ -43,7 +43,10 @@ def _attention_flops(batch, heads, seq, d, causal=False):
 # (row, FLOPs, bytes, ms, session)
 COMPUTE_ROWS = [
     ("matmul 4096 f32", 2 * 4096 ** 3, 3 * 4096 ** 2 * 4, 2.970, 7),
-    ("matmul 4096 f16", 2 * 4096 ** 3, 3 * 4096 ** 2 * 2, 0.200, 7),  # bf16: 0.197 ms
+    ("matmul 4096 f16", 2 * 4096 ** 3, 3 * 4096 ** 2 * 2, 0.188, 20),  # bf16: 0.182 ms
+    ("matmul 8192x4096x11008 bf16", 2 * 8192 * 4096 * 11008,
+     (8192 * 4096 + 4096 * 11008 + 8192 * 11008) * 2, 0.912, 20),
+    ("linear + bias + GELU 4096 f16", 2 * 4096 ** 3, (3 * 4096 ** 2 + 4096) * 2, 0.200, 20),
     ("attention 8x12x512x64 f32", _attention_flops(8, 12, 512, 64),
      4 * 8 * 12 * 512 * 64 * 4, 0.197, 8),
     ("attention 8x12x512x64 f16", _attention_flops(8, 12, 512, 64),
@@ -83,17 +86,15 @@ def plot(out: Path) -> None:
     right.loglog(intensity, copy_tflops, color="black", label="copy slope / tensor cores")
     right.axhline(CUBLAS_F32_TFLOPS, color="gray", linestyle=":",
                   label=f"cuBLAS f32, no TF32 ({CUBLAS_F32_TFLOPS:.0f} TFLOP/s)")
-    for name, flops, nbytes, ms, session in COMPUTE_ROWS:
+    markers = "osD^v<>ph*X"  # each point its marker and colour, named in the legend
+    for number, (name, flops, nbytes, ms, session) in enumerate(COMPUTE_ROWS):
         x, y = flops / nbytes, flops / (ms * 1e-3) / 1e12
-        right.scatter([x], [y], s=30)
-        left_of = x > 300  # labels of the points on the right run leftwards
-        right.annotate(f"{name} (s{session}): {y:.0f}", (x, y), fontsize=7,
-                       xytext=(-5 if left_of else 5, -10 if left_of else 2),
-                       textcoords="offset points", ha="right" if left_of else "left")
+        right.scatter([x], [y], s=30, marker=markers[number % len(markers)],
+                      label=f"{name} (s{session}): {y:.0f} TFLOP/s")
     right.set_xlabel("FLOPs per byte")
     right.set_ylabel("TFLOP/s")
     right.set_title(f"Rows that compute (tensor cores: {TENSOR_CORE_TFLOPS} TFLOP/s)")
-    right.legend(loc="lower right", fontsize=8)
+    right.legend(loc="lower right", fontsize=6)
     figure.suptitle("ZynML on an H100 80GB HBM3 (docs/performance.md; s = session)")
     figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,10 @@
 // linalg-to-gpu-kernels, matmul_wgmma on a batched product (the attention backward's):
 // each operand's TMA descriptor is made of it collapsed to [batch * rows, cols] on the
 // host (memref.collapse_shape: a view, no copy), the grid counts every batch entry's
-// tiles, and the kernel stores into C by (entry, row, column). The zero fill of C is
-// fused into the kernel though a generic on another buffer comes between them; one that
-// reads C in between keeps the fill a kernel of its own.
+// tiles, and the kernel stores C through TMA by a descriptor of C collapsed the same way
+// (rows entry * M + ..; f32: 64 x 32 boxes). The zero fill of C is fused into the kernel
+// though a generic on another buffer comes between them; one that reads C in between
+// keeps the fill a kernel of its own (and C, read first, is stored by the threads).
 // RUN: zynml-opt %s --split-input-file --linalg-to-gpu-kernels | filecheck %s
 
 // CHECK-LABEL: func.func @fill_then_other_then_product(
@@ -13,6 +14,8 @@
 // CHECK: nvgpu.tma.create.descriptor
 // CHECK: memref.collapse_shape %arg1 {{\[}}[0, 1], [2]] : memref<3x64x64xbf16> into memref<192x64xbf16>
 // CHECK: nvgpu.tma.create.descriptor
+// CHECK: memref.collapse_shape {{.*}} {{\[}}[0, 1], [2]] : memref<3x128x64xf32> into memref<384x64xf32>
+// CHECK: nvgpu.tma.create.descriptor {{.*}} box[%c64{{(_[0-9]+)?}}, %c32{{(_[0-9]+)?}}]
 // CHECK: gpu.launch_func  @zynml_kernels::@k{{[0-9]+}}_matmul_wgmma blocks in (%c3, %c1{{.*}}, %c1{{.*}})
 // CHECK-LABEL: gpu.func @k{{[0-9]+}}_matmul_wgmma(
 // the copying thread fences each descriptor (written by a host copy) before its copies
@@ -20,8 +23,12 @@
 // CHECK-NEXT: nvgpu.tma.prefetch.descriptor
 // CHECK-NEXT: nvgpu.tma.fence.descriptor
 // CHECK-NEXT: nvgpu.tma.prefetch.descriptor
+// CHECK-NEXT: nvgpu.tma.fence.descriptor
+// CHECK-NEXT: nvgpu.tma.prefetch.descriptor
 // CHECK: nvgpu.tma.async.load
-// CHECK: vector.store {{.*}} : memref<3x128x64xf32>, vector<2xf32>
+// CHECK-NOT: vector.store {{.*}} : memref<3x128x64xf32>
+// CHECK: vector.store {{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK: nvgpu.tma.async.store
 #a = affine_map<(b, i, j, k) -> (b, i, k)>
 #b = affine_map<(b, i, j, k) -> (b, k, j)>
 #c = affine_map<(b, i, j, k) -> (b, i, j)>

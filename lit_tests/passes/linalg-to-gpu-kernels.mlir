@@ -686,15 +686,17 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 // that hands them registers with setmaxnreg), a persistent grid (one block per tile, here
 // 1, capped at run time at one per multiprocessor: zynml.blocks_per_multiprocessor; each
 // block loops over its tiles from block_id by grid_dim) and a 4-stage ring in
-// dynamic shared memory; full/empty mbarriers per slot; wgmma m64n256k16 as inline PTX,
-// 4 per k step, and the accumulators stored straight to C as pairs. On sm_80 the same
+// dynamic shared memory (and after it the two 8 KB store buffers of each multiplying
+// warpgroup); full/empty mbarriers per slot; wgmma m64n256k16 as inline PTX, 4 per k
+// step, and, since C is read first (no fill), the accumulators added to C's pairs and
+// stored straight back. On sm_80 the same
 // product stays on the wmma strategy, and forcing matmul_wgmma there is an error.
 // CHECK-LABEL: func.func @f16_matmul_wgmma(
 // CHECK: [[A:%[a-z0-9_]+]] = memref.cast %arg0 : memref<128x64xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[A]] box[%c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: [[B:%[a-z0-9_]+]] = memref.cast %arg1 : memref<64x256xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[B]] box[%c64{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}]
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c197632_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c230400_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_wgmma"}
 // CHECK: gpu.func @k0_matmul_wgmma({{.*}}, %arg3: !llvm.ptr, %arg4: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: gpu.dynamic_shared_memory
 // CHECK-COUNT-2: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
@@ -742,15 +744,28 @@ func.func @f16_matmul_wgmma(%x: memref<128x64xf16>, %y: memref<64x256xf16>, %z: 
 // -----
 
 // A product into C just filled with a constant: one matmul_wgmma kernel (the fill goes),
-// whose epilogue never reads C (only stores it).
+// whose epilogue never reads C. It stores C through TMA: a third descriptor (C's, 64 x 64
+// boxes); each warpgroup waits until its buffer's last store has read it, writes its
+// pairs into the swizzled buffer in shared memory, fences them for the copy engine and
+// its first thread stores the chunk (a bulk group); the block waits for its stores
+// before it ends.
 // CHECK-LABEL: func.func @f16_matmul_wgmma_from_zero(
 // CHECK-NOT: @k1_
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma
+// CHECK: nvgpu.tma.create.descriptor {{.*}} box[%c64{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<64x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma {{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr)
 // CHECK-NOT: gpu.launch_func
 // CHECK: gpu.func @k0_matmul_wgmma(
 // CHECK-NOT: vector.load {{.*}} : memref<128x128xf16>
-// CHECK: vector.store {{.*}} : memref<128x128xf16>, vector<2xf16>
-// CHECK-NOT: vector.load {{.*}} : memref<128x128xf16>
+// CHECK-NOT: vector.store {{.*}} : memref<128x128xf16>
+// CHECK: "cp.async.bulk.wait_group.read 1;"
+// CHECK-NEXT: }
+// CHECK: "bar.sync $0, 128;"
+// CHECK-COUNT-16: vector.store {{.*}} : memref<4096xf16, #gpu.address_space<workgroup>>, vector<2xf16>
+// CHECK: "fence.proxy.async.shared::cta;"
+// CHECK: "bar.sync $0, 128;"
+// CHECK: nvgpu.tma.async.store
+// CHECK-NEXT: "cp.async.bulk.commit_group;"
+// CHECK: "cp.async.bulk.wait_group 0;"
 // CHECK: gpu.return
 #af = affine_map<(d0, d1, d2) -> (d0, d2)>
 #bf = affine_map<(d0, d1, d2) -> (d2, d1)>

@@ -31,19 +31,30 @@ the blocks running together share A's rows and B's columns in L2). A block has
   step it waits on the slot's full mbarrier, issues the step's wgmmas, waits until the
   previous step's have finished (wgmma.wait_group 1) and arrives on that step's empty
   mbarrier;
-- epilogue, straight from the accumulators (no shared memory, no block barrier): each
-  thread adds C's initial value to its pairs of adjacent columns, rounds them and
-  stores them (4 bytes per pair for f16 / bf16), then goes on to its next tile, whose
-  first slots are usually full by then.
+- epilogue: each thread rounds its pairs of adjacent columns to C's type (after adding
+  C's initial value where C is read) and runs the epilogue generic on them, if any.
+  Where C is not read first, the pairs go through shared memory: each warpgroup writes
+  its 64 rows a chunk of 128-byte rows at a time into one of its two buffers (128-byte
+  swizzled), fences them for the async proxy, and its first thread stores the chunk
+  with TMA (`cp.async.bulk.tensor`, committed as a bulk group), which runs on while the
+  warpgroup writes the next chunk and starts its next tile; a buffer is written again
+  once the store from it has read it (`cp.async.bulk.wait_group.read`). Otherwise each
+  thread loads, adds and stores its pairs itself (4 bytes per pair for f16 / bf16).
+  The next tile's first slots are usually full by then. Storing from registers cost
+  about 5 us a tile: at K = 768 the products ran at 0.67x cuBLAS, through TMA 1.04-1.08x
+  (docs/performance.md, Session 20).
 
 The host makes the TMA descriptors (`TensorMap` kernel arguments; the launch plan's
 "tensor_map" steps, encoded by the runtime per buffer address). Where C was just filled
 with a constant (`C = A @ B` starts from zeros), fill and product are one kernel
-(`find_groups`): the accumulators start from the constant and C is written once.
+(`find_groups`): the accumulators start from the constant and C is written once. A group
+may also take the elementwise generic after the product (epilogue.py: C's value never
+stored where nothing else reads it) and a transposed copy made only for A, whose source
+is then read MN-major (transposed_copies.py: boxes of 64 columns, as B's, and wgmma's
+transposed-A mode).
 
-Not here yet: TMA stores of C, the two warpgroups taking turns on different tiles
-(ping-pong), more than one batch axis, partial tiles (those use `matmul_tensor_core` or
-`matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
+Not here yet: the two warpgroups taking turns on different tiles (ping-pong), more than
+one batch axis, partial tiles (those use `matmul_tensor_core` or `matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
 branch matmul-persistent: `.reqnctapercluster`, so a plain launch makes the clusters;
 remote empty-mbarrier arrives through mapa) and were correct, but 2x slower on an H100
 (4096 f16 0.42 ms against 0.214 ms; cause not found: maybe how many clusters of two
@@ -192,10 +203,10 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     # [.., K, M]): boxes of 64 of its columns, as B's
     a_box, b_box = (p.tile_m, TILE_K) if a_transposed is None else (TILE_K, 64), (TILE_K, 64)
     a_map_type, b_map_type = tensor_map_type(a_box, element), tensor_map_type(b_box, element)
-    target = epilogue.target if epilogue is not None else outs[0]  # what the kernel writes
-    store_element = ir.MemRefType(target.type).element_type
+    stored = epilogue.target if epilogue is not None else outs[0]  # what the kernel writes
+    store_element = ir.MemRefType(stored.type).element_type
     # through TMA: C is not read first, and is a dense row-major buffer TMA can address
-    by_tma = p.tma_store and initial is not None and dense_row_major(target.type) and \
+    by_tma = p.tma_store and initial is not None and dense_row_major(stored.type) and \
         str(store_element) in _ELEMENTS + ("f32",)
     c_box = (ROWS_PER_WARPGROUP, SWIZZLE_BYTES // _itemsize(store_element))
     c_map_type = tensor_map_type(c_box, store_element) if by_tma else None
@@ -229,7 +240,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     operands = signature.values + [TensorMap(a_source, a_map_type, a_box, rows),
                                    TensorMap(ins[1], b_map_type, b_box, rows)]
     if by_tma:
-        operands.append(TensorMap(target, c_map_type, c_box, rows))
+        operands.append(TensorMap(stored, c_map_type, c_box, rows))
     # persistent: the run time launches min(tiles, multiprocessors) blocks
     return Launch(kernel_name, operands, (batches * p.tiles(m, n), 1, 1), (p.threads, 1, 1),
                   p.shared_bytes(), blocks_per_multiprocessor=1 if p.persistent else 0)
