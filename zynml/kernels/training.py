@@ -9,7 +9,7 @@ from typing import Any
 
 from .basic import _placement, reshaped
 from .heads import merge_heads, merge_qkv, split_heads
-from .library import call
+from .library import call, device_of
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
            "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
@@ -67,8 +67,9 @@ def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
     rows = int(x.shape[0])
     groups = _groups(rows)
     if groups:
+        on_cuda = _placement(device or device_of([x]))[1] == "cuda"
         splits = weight_splits(rows, int(x.shape[1]), int(grad.shape[1]),
-                               _multiprocessors(device, x))
+                               SPLIT_MULTIPROCESSORS if on_cuda else None)
         return call("linear", "linear_backward",
                     {"x": x, "w": w, "grad": grad, "groups": groups, "splits": splits,
                      "part": rows // splits}, device)
@@ -82,9 +83,11 @@ def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
 # performance.md Session 20): a part's tile takes ROW_US per row of its K (0.6 us per
 # 64-row step), the blocks run in rounds of one tile per multiprocessor, and the parts'
 # f32 sums cost SUM_US per element of a part (written, then read by the sum). Parts are a
-# power of two, a multiple of 64 rows and at least SPLIT_MIN_ROWS.
+# power of two, a multiple of 64 rows and at least SPLIT_MIN_ROWS. The model takes an
+# H100's 132 multiprocessors on every GPU, not the device's count: a cache compiled
+# where there is no GPU (tools/gpu_tests.sh compile) must hold the shapes the GPU asks.
 ROW_US, SUM_US = 0.6 / 64, 3.0e-6
-SPLIT_MIN_ROWS, SPLIT_MAX = 512, 16
+SPLIT_MIN_ROWS, SPLIT_MAX, SPLIT_MULTIPROCESSORS = 512, 16, 132
 
 
 def weight_splits(rows: int, k: int, n: int, multiprocessors: int | None) -> int:
@@ -104,17 +107,6 @@ def weight_splits(rows: int, k: int, n: int, multiprocessors: int | None) -> int
             and rows // (2 * candidates[-1]) >= SPLIT_MIN_ROWS:
         candidates.append(2 * candidates[-1])
     return min(candidates, key=cost)
-
-
-def _multiprocessors(device: str | None, like: Any) -> int | None:
-    """The multiprocessors of the CUDA device a call runs on; None off CUDA."""
-    from .library import device_of
-    name, kind = _placement(device or device_of([like]))
-    if kind != "cuda":
-        return None
-    from ..devices import parse_device
-    from ..runtime.cuda.driver import get_device
-    return get_device(parse_device(name)[1]).info.multiprocessors
 
 
 def head_logits(h: Any, wte: Any, *, device: str | None = None):
