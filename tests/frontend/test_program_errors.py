@@ -35,6 +35,11 @@ COMPILE_ERRORS = {
         PIPELINE + "    let (a, b) = split(y, 2, axis=5)\n    return a\n",
         "7:18", "axis 5 is out of range for rank 2"),
     "pipeline without return": (COPY, "1:1", "pipeline 'p' has no 'return'"),
+    "pipeline's update in place not returned": (
+        COPY + "    compute(mut x) {\n        @kernel elementwise\n        for i in 0..n:\n"
+        "            x[i] = x[i] + 1.0\n    }\n    return y\n", "7:17",
+        "pipeline 'p' updates its parameter 'x' in place ('mut') but does not return it, "
+        "so the update is lost: add 'x' to its 'return'"),
     "unknown parameter type": ("pipeline p(x: matrix) -> tensor[n]:\n    return x\n",
                                "1:15", "unknown parameter type 'matrix'"),
     "pipeline defined twice": ("pipeline p(x: int) -> int:\n    return x\n"

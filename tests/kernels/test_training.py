@@ -88,12 +88,12 @@ def test_weight_splits_fill_a_gpu_and_keep_parts_whole():
     from zynml.kernels.training import weight_splits
     # GPT-2 small's four projections over 16 x 1024 tokens (18, 54, 72, 72 tiles unsplit)
     # on an H100's 132 multiprocessors: the fastest of every split timed there
-    assert [weight_splits(16384, k, n, 132) for k, n in
+    assert [weight_splits(16384, k, n, True) for k, n in
             ((768, 768), (768, 2304), (768, 3072), (3072, 768))] == [4, 2, 4, 4]
-    assert weight_splits(16384, 768, 768, None) == 1            # not on a GPU
-    assert weight_splits(1024, 64, 64, 132) == 2                # parts of 512 rows at least
-    assert weight_splits(192, 768, 768, 132) == 1               # 3 groups of 64: no halves
-    assert weight_splits(16384, 8192, 8192, 132) == 1           # already many tiles
+    assert weight_splits(16384, 768, 768, False) == 1           # not on a GPU
+    assert weight_splits(1024, 64, 64, True) == 2               # parts of 512 rows at least
+    assert weight_splits(192, 768, 768, True) == 1              # 3 groups of 64: no halves
+    assert weight_splits(16384, 8192, 8192, True) == 1          # already many tiles
 
 
 def _gelu64(v):

@@ -68,8 +68,7 @@ def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
     groups = _groups(rows)
     if groups:
         on_cuda = _placement(device or device_of([x]))[1] == "cuda"
-        splits = weight_splits(rows, int(x.shape[1]), int(grad.shape[1]),
-                               SPLIT_MULTIPROCESSORS if on_cuda else None)
+        splits = weight_splits(rows, int(x.shape[1]), int(grad.shape[1]), on_cuda)
         return call("linear", "linear_backward",
                     {"x": x, "w": w, "grad": grad, "groups": groups, "splits": splits,
                      "part": rows // splits}, device)
@@ -90,16 +89,16 @@ ROW_US, SUM_US = 0.6 / 64, 3.0e-6
 SPLIT_MIN_ROWS, SPLIT_MAX, SPLIT_MULTIPROCESSORS = 512, 16, 132
 
 
-def weight_splits(rows: int, k: int, n: int, multiprocessors: int | None) -> int:
-    """How many parts of rows linear_backward sums d w = x^T @ grad in: 1 off a GPU
-    (`multiprocessors` None); else the one the cost model above finds fastest: enough
-    tiles to keep the multiprocessors busy, without more rounds or sums than pay."""
-    if not multiprocessors:
+def weight_splits(rows: int, k: int, n: int, on_gpu: bool) -> int:
+    """How many parts of rows linear_backward sums d w = x^T @ grad in: 1 off a GPU;
+    else the one the cost model above finds fastest: enough tiles to keep the
+    multiprocessors busy, without more rounds or sums than pay."""
+    if not on_gpu:
         return 1
     tiles = math.ceil(k / 128) * math.ceil(n / 256)
 
     def cost(splits: int) -> float:
-        rounds = math.ceil(tiles * splits / multiprocessors)
+        rounds = math.ceil(tiles * splits / SPLIT_MULTIPROCESSORS)
         return rounds * rows / splits * ROW_US + (splits + 1) * k * n * SUM_US
 
     candidates = [1]

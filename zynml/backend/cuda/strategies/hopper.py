@@ -182,6 +182,11 @@ def _unpack(struct: ir.Value, count: int, element: ir.Type) -> list:
     return [llvm.ExtractValueOp(element, struct, [n]).result for n in range(count)]
 
 
+def _asm(text: str, operands: list = (), constraints: str = "") -> None:
+    """Inline PTX `text` with no results (a fence, a barrier, a commit)."""
+    llvm.InlineAsmOp(None, list(operands), text, constraints, has_side_effects=True)
+
+
 def _tied_asm(text: str, values: list, extra: list = (), extra_constraints: str = "") -> list:
     """Inline PTX `text` whose first operands $0.. are `values` read and written in place
     (f32 or i32 values), then `extra` inputs; returns the values after it."""
@@ -190,7 +195,7 @@ def _tied_asm(text: str, values: list, extra: list = (), extra_constraints: str 
     tied = ",".join(str(n) for n in range(len(values)))
     constraints = ",".join(c for c in (outputs, tied, extra_constraints) if c)
     if not values:
-        llvm.InlineAsmOp(None, list(extra), text, constraints, has_side_effects=True)
+        _asm(text, extra, constraints)
         return []
     element_names = [name for _, name in kinds]
     struct_type = ir.Type.parse(f"!llvm.struct<({', '.join(element_names)})>")
@@ -206,7 +211,7 @@ def fence(values: list) -> list:
 
 
 def commit() -> None:
-    llvm.InlineAsmOp(None, [], "wgmma.commit_group.sync.aligned;", "", has_side_effects=True)
+    _asm("wgmma.commit_group.sync.aligned;")
 
 
 def wait_group(pending: int, values: list) -> list:
@@ -260,10 +265,6 @@ def mma(acc: list, a, b_desc: ir.Value, n: int, element: str, trans_b: bool,
 
 
 # ------------------------------------------------------------------ TMA stores
-
-def _asm(text: str, operands: list = (), constraints: str = "") -> None:
-    llvm.InlineAsmOp(None, list(operands), text, constraints, has_side_effects=True)
-
 
 def warpgroup_barrier(warpgroup: ir.Value) -> None:
     """bar.sync on named barrier 1 + warpgroup for its 128 threads (0 is the block's)."""

@@ -40,6 +40,26 @@ def generic_operands(generic: ir.Operation) -> tuple[list[ir.Value], list[ir.Val
     return operands[:sizes[0]], operands[sizes[0]:sizes[0] + sizes[1]]
 
 
+def swaps_last_two_axes(generic: ir.Operation) -> bool:
+    """All loops parallel (at least two), one memref input read with the last two axes
+    swapped (any leading ones in order) and one memref output written in order: a
+    transposed copy's nest, whatever its body."""
+    ins, outs = generic_operands(generic)
+    if len(ins) != 1 or len(outs) != 1 or \
+            not all(isinstance(v.type, ir.MemRefType) for v in ins + outs):
+        return False
+    kinds = iterator_kinds(generic)
+    n = len(kinds)
+    if n < 2 or any(k != PARALLEL for k in kinds):
+        return False
+    in_map, out_map = indexing_maps(generic)
+    positions = lambda amap: [ir.AffineDimExpr(e).position
+                              if isinstance(e, ir.AffineDimExpr) else None
+                              for e in amap.results]
+    order = list(range(n))
+    return positions(out_map) == order and positions(in_map) == order[:-2] + [n - 1, n - 2]
+
+
 def multiply_add_body(generic: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
     """(mulf, addf) when the generic's body is `out + a * b` of its two inputs (each
     possibly widened by extf first): a contraction's body, else None."""

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from .kernel_builder import (PARALLEL, KernelScope, KernelSignature, delinearize,
-                             generic_operands, index_const, indexing_maps, iterator_kinds,
-                             loop_ranges, new_kernel)
+from .kernel_builder import (KernelScope, KernelSignature, delinearize, generic_operands,
+                             index_const, loop_ranges, new_kernel, swaps_last_two_axes)
 from . import Launch
 from .tuning import problem_key, tuned
 
@@ -39,21 +38,9 @@ class Params:
 def _swapped(generic: ir.Operation) -> bool:
     """One input read with the last two axes swapped, the output written in order, and
     a body that does not read the output's old value."""
+    if not swaps_last_two_axes(generic):
+        return False
     ins, outs = generic_operands(generic)
-    if len(ins) != 1 or len(outs) != 1 or \
-            not all(isinstance(v.type, ir.MemRefType) for v in ins + outs):
-        return False
-    kinds = iterator_kinds(generic)
-    n = len(kinds)
-    if n < 2 or any(k != PARALLEL for k in kinds):
-        return False
-    in_map, out_map = indexing_maps(generic)
-    positions = lambda amap: [ir.AffineDimExpr(e).position
-                              if isinstance(e, ir.AffineDimExpr) else None
-                              for e in amap.results]
-    order = list(range(n))
-    if positions(out_map) != order or positions(in_map) != order[:-2] + [n - 1, n - 2]:
-        return False
     if any(str(ir.MemRefType(v.type).element_type) not in _ELEMENTS for v in ins + outs):
         return False
     old = generic.regions[0].blocks[0].arguments[1]

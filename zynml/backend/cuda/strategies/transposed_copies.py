@@ -20,8 +20,8 @@ from typing import Sequence
 
 from mlir import ir
 
-from .kernel_builder import (PARALLEL, dense_row_major, generic_operands, indexing_maps,
-                             iterator_kinds, untouched_between)
+from .kernel_builder import (dense_row_major, generic_operands, swaps_last_two_axes,
+                             untouched_between)
 from ....lowering.cir_ops import defining_op
 
 __all__ = ["transposed_copy"]
@@ -42,7 +42,7 @@ def transposed_copy(product: ir.Operation, generics: Sequence[ir.Operation],
             not any(product == user for user in users):
         return None
     [copy] = writers
-    if not _swaps_last_two_axes(copy):
+    if not _copies_transposed(copy):
         return None
     [source] = generic_operands(copy)[0]
     if not dense_row_major(source.type):
@@ -50,20 +50,12 @@ def transposed_copy(product: ir.Operation, generics: Sequence[ir.Operation],
     return copy if untouched_between(copy, product, source) else None
 
 
-def _swaps_last_two_axes(generic: ir.Operation) -> bool:
+def _copies_transposed(generic: ir.Operation) -> bool:
+    """A transposed copy's nest whose body moves the input's value unchanged."""
+    if not swaps_last_two_axes(generic):
+        return False
     ins, outs = generic_operands(generic)
-    if len(ins) != 1 or len(outs) != 1 or not isinstance(ins[0].type, ir.MemRefType) or \
-            ir.MemRefType(ins[0].type).element_type != ir.MemRefType(outs[0].type).element_type:
-        return False
-    kinds = iterator_kinds(generic)
-    n = len(kinds)
-    if n < 2 or any(k != PARALLEL for k in kinds):
-        return False
-    in_map, out_map = indexing_maps(generic)
-    if out_map != ir.AffineMap.get_identity(n) or \
-            not all(isinstance(e, ir.AffineDimExpr) for e in in_map.results) or \
-            [ir.AffineDimExpr(e).position for e in in_map.results] != \
-            list(range(n - 2)) + [n - 1, n - 2]:
+    if ir.MemRefType(ins[0].type).element_type != ir.MemRefType(outs[0].type).element_type:
         return False
     body = generic.regions[0].blocks[0]
     ops = [op.operation for op in body.operations]
