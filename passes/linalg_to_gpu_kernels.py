@@ -153,10 +153,24 @@ def _host_ops(module: ir.Operation):
 
 
 def _replace_with_launch(generics: list, launch, strategy: str, problem: str) -> None:
-    """Launch `launch` where the last of `generics` was; erase them, and the buffers only
-    they used (temporaries a fused kernel keeps on chip)."""
+    """Launch `launch` (or each of a list of Launches) where the last of `generics` was;
+    erase them, and the buffers only they used (temporaries a fused kernel keeps on
+    chip)."""
     last = generics[-1]
-    with ir.InsertionPoint(last), last.location:
+    for one in launch if isinstance(launch, list) else [launch]:  # several: in order
+        _launch_before(last, one, strategy, problem)
+    buffers = {v for generic in generics for v in generic.operands}
+    for generic in generics:
+        generic.erase()
+    for value in buffers:
+        if isinstance(value, ir.OpResult) and \
+                value.owner.operation.name == "memref.alloc" and \
+                not any(True for _ in value.uses):
+            value.owner.operation.erase()
+
+
+def _launch_before(op: ir.Operation, launch, strategy: str, problem: str) -> None:
+    with ir.InsertionPoint(op), op.location:
         grid = [as_index(n) for n in launch.grid]  # a value: computed from run-time sizes
         block = [index_const(n) for n in launch.block]
         operands = [_as_kernel_type(v) for v in launch.operands]
@@ -169,14 +183,6 @@ def _replace_with_launch(generics: list, launch, strategy: str, problem: str) ->
         if launch.blocks_per_multiprocessor:
             op.attributes[BLOCKS_PER_MULTIPROCESSOR_ATTR] = ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(64), launch.blocks_per_multiprocessor)
-    buffers = {v for generic in generics for v in generic.operands}
-    for generic in generics:
-        generic.erase()
-    for value in buffers:
-        if isinstance(value, ir.OpResult) and \
-                value.owner.operation.name == "memref.alloc" and \
-                not any(True for _ in value.uses):
-            value.owner.operation.erase()
 
 
 def _kernel_module(module: ir.Operation):

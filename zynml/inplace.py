@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import SourceLocation, ZynMLError
+from .runtime import call_context
 
 __all__ = ["check_updatable", "write_back"]
 
@@ -74,10 +75,20 @@ def write_back(results: dict[str, Any], inputs: dict[str, Any],
         target, value = inputs[name], results[name]
         if isinstance(target, np.ndarray):
             np.copyto(target, np.asarray(value), casting="no")
-        else:  # a GPU array: on the device, ordered after the kernels on the stream
+        else:  # a GPU array: on the device, ordered after the kernels on their stream
             from .runtime.cuda.device_array import from_cuda_array
             destination = from_cuda_array(target, value.device)
             if destination.ptr != value.ptr:  # else the kernels wrote it in place
-                value.device.copy_on_device(destination.ptr, value.ptr, value.nbytes)
+                _queue(value.device).copy_on_device(destination.ptr, value.ptr,
+                                                    value.nbytes)
         results[name] = target
     return results
+
+
+def _queue(device: Any) -> Any:
+    """Where the call's kernels went: the stream of the call's context (a stream of
+    `zynml.Future`s, or a graph's capture stream, whose copy a replay must repeat: one
+    on the default stream during a capture runs once and is not recorded), else the
+    device's default stream."""
+    stream = call_context.current()
+    return stream if hasattr(stream, "copy_on_device") else device

@@ -47,7 +47,7 @@ def only_launch(artifact):
 def test_run_time_offset_and_groups_are_one_flash_kernel(group, dtype, d, target, kernel):
     """The kernel reads cache_start at run time (a 0-d buffer holding it): the offset is
     not compiled in, and K and V stay the inputs' own (no copy per query head)."""
-    built = artifact(decode_attention(str(group)), 7, 61, d, group, dtype, target,
+    built = artifact(decode_attention(str(group)), 33, 61, d, group, dtype, target,
                      cache_start=np.int64(37))
     launch = only_launch(built)
     assert launch["kernel"].endswith(kernel), launch
@@ -62,12 +62,44 @@ def test_one_artifact_whatever_the_offset():
     assert len(ptx) == 1
 
 
-def test_benchmark_shape_takes_wgmma():
-    """benchmarks/decode_attention.py's step: 16 x 32 query heads of one token, 8 KV
-    heads (group 4) of a 4096-key cache, head dim 128, f16."""
-    launch = only_launch(artifact(decode_attention("4"), 1, 4096, 128, 4, np.float16,
-                                  "sm_90a", batch=16, heads=32, cache_start=np.int64(9)))
-    assert launch["kernel"].endswith("_attention_wgmma"), launch
+def split_launches(built):
+    """attention_decode's two launches (the parts, then their merge) and its scratch
+    buffer of the parts' O, m and l."""
+    *scalar, part, merge = launches(built.plan["body"])
+    assert part["kernel"].endswith("_attention_decode_part"), part
+    assert merge["kernel"].endswith("_attention_decode_merge"), merge
+    [scratch] = [step for step in built.plan["body"]
+                 if step["op"] == "alloc" and len(step["shape"]) == 1]
+    assert part["args"][-1] == merge["args"][0] == scratch["result"]
+    assert built.cubin[:4] == b"\x7fELF"  # ptxas took both
+    return part, merge, scratch
+
+
+@pytest.mark.parametrize("batch,parts", [(1, 33), (16, 3)])
+def test_benchmark_shape_splits_the_keys(batch, parts):
+    """benchmarks/decode_attention.py's step: 32 query heads of one token, 8 KV heads
+    (group 4) of a 4096-key cache, head dim 128, f16. A block per KV head and part of
+    the keys (about 264 blocks, at least 2 trips of 4 warps x 2 keys x 4 a part), 4 rows
+    a block; the merge has a block per row and a thread per dim."""
+    part, merge, scratch = split_launches(artifact(
+        decode_attention("4"), 1, 4096, 128, 4, np.float16, "sm_90a", batch=batch,
+        heads=32, cache_start=np.int64(9)))
+    slices = batch * 8
+    assert part["grid"] == [parts, slices, 1] and part["block"] == [128, 1, 1]
+    assert merge["grid"] == [4, slices, 1] and merge["block"] == [128, 1, 1]
+    assert scratch["shape"] == [slices * parts * 4 * (128 + 2)]
+
+
+@pytest.mark.parametrize("rows,group,dtype,d,kernel", [
+    (1, 8, np.float16, 64, "_attention_decode_part"),   # 8 rows x 8 dims a lane
+    (2, 8, np.float16, 64, "_attention_wgmma"),         # 16 rows: too many registers
+    (4, 4, np.float32, 64, "_attention_decode_part"),   # 16 rows x 4 dims a lane
+    (1, 1, np.float64, 64, "_attention"),               # f64: the SIMT flash kernel
+])
+def test_rows_per_kv_head_choose_the_kernel(rows, group, dtype, d, kernel):
+    built = artifact(decode_attention(str(group)), rows, 300, d, group, dtype, "sm_90a",
+                     cache_start=np.int64(5))
+    assert any(launch["kernel"].endswith(kernel) for launch in launches(built.plan["body"]))
 
 
 @pytest.mark.parametrize("group", [1, 2, 4, 8])
@@ -78,7 +110,7 @@ def test_benchmark_shape_takes_wgmma():
 def test_online_softmax_is_one_flash_kernel(group, dtype, d, target, kernel):
     """Not causal: f32 without groups takes the register-tiled SIMT kernel, which does
     not read K and V by group (grouped f32 keeps `attention`)."""
-    launch = only_launch(artifact(online_attention(str(group)), 7, 61, d, group, dtype,
+    launch = only_launch(artifact(online_attention(str(group)), 33, 61, d, group, dtype,
                                   target))
     if dtype == np.float32 and group == 1:
         kernel = "_attention_simt_tiled"

@@ -64,6 +64,8 @@ def test_other_products_go_to_the_strategies_after_it(m, k, n, dtype, rng):
     (1, 2048, 3000, "bf16"),  # a tail block of bf16 (3000 = 187.5 blocks of 16)
     (16, 4104, 40, "bf16"),  # 16 rows, k a step and a bit
     (7, 520, 24, "f16"),
+    (13, 1000, 40, "f32"),
+    (9, 72, 16, "bf16"),
 ])
 def test_matvec_matches_float64(m, k, n, dtype, rng):
     if COMPILE_ONLY:

@@ -22,6 +22,20 @@ def test_matmul(rng, m, k, n):
     assert_close(K.matmul(a, b, device="cpu"), a.astype(np.float64) @ b)
 
 
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 130, 17), (16, 13, 5), (33, 7, 2)])
+def test_matmul_accumulate_adds_the_product_in_place(rng, m, k, n):
+    c, a, b = normal(rng, m, n), normal(rng, m, k), normal(rng, k, n)
+    want = c.astype(np.float64) + a.astype(np.float64) @ b
+    assert K.matmul_accumulate(c, a, b, device="cpu") is c
+    assert_close(c, want, floor=(np.abs(a).astype(np.float64) @ np.abs(b)).max())
+
+
+def test_matmul_accumulate_names_mismatched_shapes(rng):
+    with pytest.raises(zynml.ZynMLError, match=r"c \(3, 4\) \+= a \(3, 5\) @ b \(6, 4\)"):
+        K.matmul_accumulate(normal(rng, 3, 4), normal(rng, 3, 5), normal(rng, 6, 4),
+                            device="cpu")
+
+
 def test_matmul_f64_stays_f64(rng):
     a, b = normal(rng, 3, 5, dtype=np.float64), normal(rng, 5, 2, dtype=np.float64)
     out = K.matmul(a, b, device="cpu")

@@ -65,6 +65,21 @@ def test_decode_sized_bf16_products_sum_in_f32(rng, m):
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=2.0 ** -8)
 
 
+@pytest.mark.parametrize("m", [1, 16])
+def test_bf16_matmul_accumulate_rounds_once(rng, m):
+    """x += h @ W of a decode step (matvec, in place): the f32 sum of the products and
+    x's values, rounded once to bf16."""
+    c = rng.standard_normal((m, 136)).astype(bf16())
+    a = rng.standard_normal((m, 1000)).astype(bf16())
+    b = rng.standard_normal((1000, 136)).astype(bf16())
+    want = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(c.astype(np.float64)) + np.abs(a.astype(np.float64)) @ np.abs(
+        b.astype(np.float64))
+    assert kernels.matmul_accumulate(c, a, b, device=CUDA) is c
+    assert np.all(np.abs(c.astype(np.float64) - want) <= 2.0 ** -8 * np.abs(want)
+                  + 2.0 ** -14 * scale)
+
+
 def test_f32_attention_odd_sizes(rng):
     q, k, v = qkv(rng, 1, 3, 1, 7, 13, 64, np.float32)
     out = kernels.flash_attention(q, k, v, causal=True, scale=0.2, device=CUDA)

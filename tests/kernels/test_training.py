@@ -128,6 +128,15 @@ def test_heads_move_between_layouts(batch, seq, heads, head_dim, rng):
     np.testing.assert_array_equal(K.merge_qkv(q, k, v, device="cpu"), qkv)
 
 
+def test_one_query_row_merges_without_a_copy(rng):
+    """[batch, heads, 1, d] and [batch, heads * d] are the same bytes: merge_heads gives
+    o itself, seen with the merged shape."""
+    o = _rand(rng, 3, 5, 1, 7)
+    merged = K.merge_heads(o, device="cpu")
+    assert merged.shape == (3, 35) and np.shares_memory(merged, o)
+    np.testing.assert_array_equal(merged, o.transpose(0, 2, 1, 3).reshape(3, 35))
+
+
 def test_a_split_of_other_than_one_or_three_arrays_is_refused(rng):
     with pytest.raises(ZynMLError, match=r"parts=1\) or a fused projection's q, k and v "
                                          r"\(parts=3\), not parts=2"):

@@ -5,6 +5,7 @@ online softmax per element, on the flash kernels (wgmma on sm_90a, tensor cores 
 sm_80, SIMT for f32), against float64 numpy on fresh random inputs. Sizes and integer
 inputs are fixed, and every artifact is compiled before the first launch (the device
 machine compiles nothing: its cache comes from here)."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -44,6 +45,38 @@ def test_decode_attention_matches_numpy(rng, group, rows, keys, d, dtype, target
         assert_close(out, grouped_reference(q, k, v, causal(rows, keys, offset)), rtol=rtol)
         if offset < 0:  # rows that see no key give 0
             assert not out[:, :, :-offset].any()
+
+
+@pytest.mark.parametrize("group,rows,d,dtype,batch", [
+    (1, 1, 64, np.float16, 1),               # multi-head attention, a decode step
+    (4, 1, 128, np.float16, 3),              # grouped-query, 16 lanes a key
+    (8, 1, 64, ml_dtypes.bfloat16, 2),
+    (4, 2, 64, np.float16, 1),               # a prefill of 2 tokens: 8 rows a KV head
+    (2, 3, 8, np.float32, 2),                # 2 lanes a key, 16 keys a warp
+    (4, 1, 128, np.float32, 1),
+    (1, 1, 40, np.float16, 2),               # 40 = 5 x 8: one lane a key, 5 vectors
+])
+def test_keys_split_over_blocks_match_numpy(rng, group, rows, d, dtype, batch):
+    """attention_decode: a few query rows per KV head over a cache of 1031 keys, split
+    into parts that later kernels merge. Offsets: the first key only, a split that does
+    not fall on a part's edge, every key, past the cache, and rows that see no key
+    (their output is 0)."""
+    keys = 1031
+    prog = zynml.compile(decode_attention(str(group)), device="cuda")
+    q, k, v = inputs(rng, rows, keys, d, group, dtype, batch)
+    offsets = (0, 517, keys - rows, keys + 50, -2)
+    for offset in offsets:
+        prog.artifact(Q=q, K=k, V=v, cache_start=np.int64(offset))
+    rtol = 1e-5 if dtype == np.float32 else 1e-2
+    for offset in offsets:
+        out = prog(Q=q, K=k, V=v, cache_start=np.int64(offset))["attn"]
+        out = np.asarray(out).astype(np.float64)
+        expected = grouped_reference(*(a.astype(np.float64) for a in (q, k, v)),
+                                     causal(rows, keys, offset))
+        assert_close(out, expected, rtol=rtol)
+        if offset < 0:
+            assert not out[:, :, :-offset].any()
+            assert out[:, :, -offset:].all()
 
 
 def test_decode_loop_over_a_fixed_cache(rng):

@@ -223,6 +223,30 @@ def test_graph_replay_equals_the_direct_call_and_reads_a_scalar_updated_in_place
     assert graph.captures == 1
 
 
+COPY_INTO = """
+compute(mut dst, src) {
+    @kernel elementwise
+    for i in 0..n:
+        dst[i] = src[i]
+}
+"""
+
+
+def test_an_update_written_back_by_a_copy_is_in_the_graph(cuda, rng):
+    """A `mut` input whose new values are another buffer (here src itself: the program
+    has no kernel) is copied into the caller's array after the call: on the capture
+    stream, so that each replay copies again. (On the default stream the copy ran once,
+    at the capture, and replays left dst as it was: a Llama step's residual stream.)"""
+    prog = program_on_fake(cuda, COPY_INTO, None, dst=f32(rng, 23), src=f32(rng, 23))
+    dst, src = upload(f32(rng, 23)), upload(f32(rng, 23))
+    with zynml.capture(device="cuda:0") as graph:
+        assert prog(dst=dst, src=src)["dst"] is dst
+    fresh = f32(rng, 23)
+    src.copy_from(fresh)
+    graph.replay()
+    np.testing.assert_array_equal(dst.numpy(), fresh)
+
+
 def test_a_graph_is_captured_again_when_an_input_moves(cuda, rng, caplog):
     x = f32(rng, 17)
     prog = scalar_program(cuda, x)

@@ -18,7 +18,7 @@ from ..devices import resolve
 from ..errors import ZynMLError
 from .library import device_of, program
 
-__all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backward",
+__all__ = ["matmul", "matmul_accumulate", "softmax", "softmax_backward", "rms_norm", "rms_norm_backward",
            "embedding", "embedding_backward", "reduce_sum", "transpose_2d", "bias_add",
            "add_assign", "zero_buffer", "convert_into", "adamw_step", "rope", "copy_rows"]
 
@@ -27,7 +27,7 @@ __all__ = ["matmul", "softmax", "softmax_backward", "rms_norm", "rms_norm_backwa
 # AdamW stays static: with a run-time length its three updates lower to three kernels,
 # static to one (a model has few distinct parameter sizes). Off CUDA every size is
 # dynamic, except where IREE cannot take it (the scatter).
-_CUDA_SIZES = {"matmul": "static", "softmax": "static", "rms_norm": "static",
+_CUDA_SIZES = {"matmul": "static", "matmul_accumulate": "static", "softmax": "static", "rms_norm": "static",
                "rms_norm_backward": "static", "transpose_2d": "static",
                "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
                "zero_buffer": ("n",), "convert_into": ("n",), "adamw": "static",
@@ -66,6 +66,20 @@ def _script(kernel: str, args: dict[str, Any], device: str | None) -> dict[str, 
 def matmul(a: Any, b: Any, *, device: str | None = None):
     """a @ b for a [m, k] and b [k, n]."""
     return _pipeline("matmul", "matmul", {"a": a, "b": b}, device)
+
+
+def matmul_accumulate(c: Any, a: Any, b: Any, *, device: str | None = None):
+    """c += a @ b in place for c [m, n], a [m, k] and b [k, n] (one kernel, one rounding
+    of the f32 sum into c); returns c."""
+    shapes = [tuple(int(n) for n in x.shape) for x in (c, a, b)]
+    if any(len(shape) != 2 for shape in shapes) or shapes[1][1] != shapes[2][0] or \
+            shapes[0] != (shapes[1][0], shapes[2][1]):
+        raise ZynMLError(f"matmul_accumulate: c {shapes[0]} += a {shapes[1]} @ b "
+                         f"{shapes[2]} needs c [m, n], a [m, k] and b [k, n]")
+    if isinstance(c, np.ndarray) and not c.flags.c_contiguous:
+        raise ZynMLError("'c' is updated in place and must be C-contiguous")
+    _script("matmul_accumulate", {"c": c, "a": a, "b": b}, device)
+    return c
 
 
 def softmax(x: Any, *, device: str | None = None):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ZynMLError
+from .basic import reshaped
 from .library import call
 
 __all__ = ["split_heads", "merge_heads", "merge_qkv"]
@@ -27,7 +28,11 @@ def split_heads(qkv: Any, batch: int, heads: int, parts: int = 3, *,
 
 
 def merge_heads(o: Any, *, device: str | None = None):
-    """[batch, heads, seq, head_dim] -> [batch * seq, heads * head_dim]."""
+    """[batch, heads, seq, head_dim] -> [batch * seq, heads * head_dim]. For one query
+    row (a decode step) the two layouts are the same bytes: o itself, seen so."""
+    batch, heads, seq, head_dim = (int(n) for n in o.shape)
+    if seq == 1:
+        return reshaped(o, (batch, heads * head_dim))
     return call("attention_heads", "merge_heads", {"o": o}, device)
 
 

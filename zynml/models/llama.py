@@ -152,6 +152,9 @@ class Llama(CachedDecoder):
         # bf16: RMSNorm computes in f32 and is written into this bf16 buffer
         self._normed = None if config.dtype == "float32" else \
             self.dev.alloc((batch, config.hidden), dtype)
+        # the residual stream: the projections add into it in place (matmul_accumulate),
+        # so it is a buffer of the model's own (the CPU's results are read-only arrays)
+        self._residual = self.dev.alloc((batch, config.hidden), dtype)
 
     # ------------------------------------------------------------------ the step
 
@@ -159,17 +162,18 @@ class Llama(CachedDecoder):
         """One decode step at `pos` for `tokens`: {"logits": [batch, vocab], "next": i64
         [batch]} (arrays of the device); writes the caches at `pos`."""
         cfg, p, dev = self.config, self.params, self.dev
-        x = dev.embedding(p["embed"], self.tokens)
+        x = K.convert_into(self._residual, dev.embedding(p["embed"], self.tokens))
         for layer in range(cfg.layers):
             w = lambda name: p[f"layers.{layer}.{name}"]
             qkv = dev.matmul(self._norm(x, w("attn_norm")), w("qkv"))
             q = K.rope_kv_cache(qkv, self.cos, self.sin, self.pos, self.k_caches[layer],
                                 self.v_caches[layer], heads=cfg.heads)
             o = K.kv_attention(q, self.k_caches[layer], self.v_caches[layer], self.pos)
-            x = K.residual_add(x, dev.matmul(K.merge_heads(o), w("o")))
+            # the residual adds into x in the products' kernels
+            K.matmul_accumulate(x, K.merge_heads(o), w("o"))
             h = self._norm(x, w("mlp_norm"))
             act = K.swiglu(dev.matmul(h, w("gate")), dev.matmul(h, w("up")))
-            x = K.residual_add(x, dev.matmul(act, w("down")))
+            K.matmul_accumulate(x, act, w("down"))
         logits = dev.matmul(self._norm(x, p["norm"]), p["lm_head"])
         return {"logits": logits, "next": K.argmax_rows(logits)}
 

@@ -515,7 +515,9 @@ class _FlatPlan:
                  # `run` makes the device current first, once: these need not check
                  "free": self.device.free_in_current, "alloc": self.device.alloc_in_current,
                  "copy": self.device.copy_on_device,
-                 "raise_launch_error": self.module.raise_launch_error}
+                 # a plan without kernels (a copy, an input returned) loads no module
+                 "raise_launch_error": self.module.raise_launch_error
+                 if self.module is not None else None}
         n_inputs = self.n_inputs
         # the launches, allocations and frees are the current context's: this device's
         code = ["def run(inputs):", "    make_current()"]

@@ -12,7 +12,8 @@ and, as REGISTRY says, one or both of
     single:   matches(generic, target) -> bool; build(generic, gpu_module, name, target)
     groups:   find_groups(generics, target) -> [group]; build(group, gpu_module, name, target)
 where `build` adds one `gpu.func` and returns the `Launch` that runs it, and `target` is
-the CudaTarget (chip facts, chosen params). A strategy declines (matches is false, or no
+the CudaTarget (chip facts, chosen params); a group strategy whose work takes several
+kernels returns their Launches as a list, run in order. A strategy declines (matches is false, or no
 group is found) what it cannot build for the target, shared memory included.
 
 linalg-to-gpu-kernels first lets the group strategies take the runs of generics one
@@ -41,6 +42,8 @@ class StrategyEntry:
 
 # The one table of strategies, in the order they are tried (most specific first).
 REGISTRY = (
+    # a few query rows per KV head (a decode step): the keys split over blocks
+    StrategyEntry("attention_decode", groups=True, single=False),
     StrategyEntry("attention_wgmma", groups=True, single=False),
     StrategyEntry("attention_tensor_core", groups=True, single=False),
     StrategyEntry("attention_simt_tiled", groups=True, single=False),

@@ -77,6 +77,8 @@ SEARCH: dict[str, tuple[dict, ...]] = {
     "matmul_wgmma": ({"persistent": False}, {"group_m": 1}, {"group_m": 16},
                      {"group_m": 32}, {"stages": 3}, {"stages": 5}, {"tile_n": 128},
                      {"tile_n": 128, "stages": 6}),
+    "attention_decode": grid(warps=(2, 4, 8), blocks=(132, 264, 528), min_trips=(1, 2, 4),
+                             unroll=(2, 4)),
     "attention": grid(rows_per_block=(32, 64, 128), block_k=(16, 32, 64),
                       max_per_lane=(16, 32)),
     "attention_simt_tiled": grid(block_m=(64, 128), block_n=(32, 64), thread_m=(4, 8),
