@@ -20,8 +20,9 @@
 // the run-time offset, loaded once
 // CHECK: memref.load %arg3[] : memref<i64>
 // CHECK-COUNT-8: vector.load %arg0{{.*}} : memref<1x8x2x16xf16>, vector<8xf16>
-// the first trip's K and V (key, value, key, value), then the loop carrying them
-// CHECK-COUNT-2: vector.load %arg1{{.*}} : memref<1x2x1000x16xf16>, vector<8xf16>
+// the first trip's K and V (key, value, key, value), then the loop carrying them; each
+// vector 16-byte aligned (one 16-byte load, not eight of 2 bytes)
+// CHECK-COUNT-2: vector.load %arg1{{.*}} {alignment = 16 : i64} : memref<1x2x1000x16xf16>, vector<8xf16>
 // CHECK: scf.for {{.*}} step %c128 iter_args({{.*}}) -> ({{.*}}vector<8xf16>, vector<8xf16>, vector<8xf16>, vector<8xf16>)
 // the next trip's
 // CHECK: vector.load %arg1{{.*}} : memref<1x2x1000x16xf16>, vector<8xf16>

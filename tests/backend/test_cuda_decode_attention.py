@@ -95,6 +95,8 @@ def test_benchmark_shape_splits_the_keys(batch, parts):
     (2, 8, np.float16, 64, "_attention_wgmma"),         # 16 rows: too many registers
     (4, 4, np.float32, 64, "_attention_decode_part"),   # 16 rows x 4 dims a lane
     (1, 1, np.float64, 64, "_attention"),               # f64: the SIMT flash kernel
+    (1, 1, np.float32, 5, "_attention_decode_part"),    # one row of 5: a lane a key
+    (17, 1, np.float32, 8, "_attention"),               # 17 rows: more than a few
 ])
 def test_rows_per_kv_head_choose_the_kernel(rows, group, dtype, d, kernel):
     built = artifact(decode_attention(str(group)), rows, 300, d, group, dtype, "sm_90a",

@@ -18,17 +18,18 @@ from ..devices import resolve
 from ..errors import ZynMLError
 from .library import device_of, program
 
-__all__ = ["matmul", "matmul_accumulate", "softmax", "softmax_backward", "rms_norm", "rms_norm_backward",
-           "embedding", "embedding_backward", "reduce_sum", "transpose_2d", "bias_add",
-           "add_assign", "zero_buffer", "convert_into", "adamw_step", "rope", "copy_rows"]
+__all__ = ["matmul", "matmul_accumulate", "softmax", "softmax_backward", "rms_norm",
+           "rms_norm_backward", "embedding", "embedding_backward", "reduce_sum",
+           "transpose_2d", "bias_add", "add_assign", "zero_buffer", "convert_into",
+           "adamw_step", "rope", "copy_rows"]
 
 # How a kernel's sizes compile on native CUDA: "declared" (the source's `?` sizes),
 # "static" (every size, for the strategies that need it) or a tuple of dynamic sizes.
 # AdamW stays static: with a run-time length its three updates lower to three kernels,
 # static to one (a model has few distinct parameter sizes). Off CUDA every size is
 # dynamic, except where IREE cannot take it (the scatter).
-_CUDA_SIZES = {"matmul": "static", "matmul_accumulate": "static", "softmax": "static", "rms_norm": "static",
-               "rms_norm_backward": "static", "transpose_2d": "static",
+_CUDA_SIZES = {"matmul": "static", "matmul_accumulate": "static", "softmax": "static",
+               "rms_norm": "static", "rms_norm_backward": "static", "transpose_2d": "static",
                "reduce_sum": "declared", "bias_add": "declared", "add_assign": ("n",),
                "zero_buffer": ("n",), "convert_into": ("n",), "adamw": "static",
                "adamw_clipped": "static",

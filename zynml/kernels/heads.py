@@ -30,9 +30,9 @@ def split_heads(qkv: Any, batch: int, heads: int, parts: int = 3, *,
 def merge_heads(o: Any, *, device: str | None = None):
     """[batch, heads, seq, head_dim] -> [batch * seq, heads * head_dim]. For one query
     row (a decode step) the two layouts are the same bytes: o itself, seen so."""
-    batch, heads, seq, head_dim = (int(n) for n in o.shape)
-    if seq == 1:
-        return reshaped(o, (batch, heads * head_dim))
+    shape = tuple(int(n) for n in o.shape)
+    if len(shape) == 4 and shape[2] == 1:
+        return reshaped(o, (shape[0], shape[1] * shape[3]))
     return call("attention_heads", "merge_heads", {"o": o}, device)
 
 

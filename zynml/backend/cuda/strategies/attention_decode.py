@@ -9,12 +9,13 @@ q_len rows, in registers) and one of S parts of its keys; the keys stream past t
 threads from global memory, each K and V row read once:
 
     part kernel   grid (S, batch x kv_heads), `warps` warps a block. L lanes read one
-                  key (16 bytes each: L = head dim / 8 in f16/bf16), a warp takes
-                  32 / L keys at a time. Each thread keeps, per row, the running max m,
-                  sum l and its dims of O (the online softmax in base 2 of
-                  flash_skeleton.py). The block's threads meet (shuffles, then shared
-                  memory) and write the part's m, l and O, not yet divided by l, into a
-                  scratch buffer the host allocates.
+                  key (one aligned 16-byte load each: L = head dim / 8 in f16/bf16), a
+                  warp takes 32 / L keys at a time, `unroll` times a trip; the next
+                  trip's K and V are loaded before this trip's arithmetic. Each thread
+                  keeps, per row, the running max m, sum l and its dims of O (the
+                  online softmax in base 2 of flash_skeleton.py). The block's threads
+                  meet (shuffles, then shared memory) and write the part's m, l and O,
+                  not yet divided by l, into a scratch buffer the host allocates.
     merge kernel  grid (R, batch x kv_heads), a thread per output dim:
                   out = sum_s O_s 2^(m_s - M) / sum_s l_s 2^(m_s - M), M = max_s m_s;
                   0 where no part saw a key (the spec's loops give 0 there).
@@ -24,8 +25,8 @@ up to the last row's last allowed key (read at run time from a run-time offset),
 whole cache: a cache that is mostly empty still spreads over every part.
 
 Takes the attention groups of attention.py (no bool mask; Q, K, V and out of one type
-f16, bf16 or f32, dense; Q's and V's head dims equal) whose R rows fit a thread's
-registers (R x head dim / L <= `max_values`); the flash kernels take the rest.
+f16, bf16 or f32, dense; Q's and V's head dims equal) whose R rows are few (`max_rows`)
+and fit a thread's registers (`max_values`); the flash kernels take the rest.
 """
 from __future__ import annotations
 
@@ -42,9 +43,8 @@ from . import Launch
 from .attention import Group, attention_groups
 from .flash_skeleton import (WARP, FlashFrame, OnlineSoftmax, base2_scale, common_element,
                              declare_static_tiles, frame_fields, inverse_sum, kernel_entry,
-                             kernel_values,
-                             problem, row_major, sizes, spread_over_threads, static_tiles,
-                             tree, xor_reduce)
+                             kernel_values, problem, row_major, sizes,
+                             spread_over_threads, static_tiles, tree, xor_reduce)
 from .kernel_builder import delinearize, index_const
 from .tuning import choose
 
@@ -56,6 +56,7 @@ _BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 
 @dataclass(frozen=True)
 class Params:
+    max_rows: int = 16     # R at most this: a few rows (the flash kernels take more)
     warps: int = 4         # warps a block of the part kernel
     blocks: int = 264      # part blocks to aim for (2 per H100 multiprocessor)
     min_trips: int = 2     # fewest trips of the block over its keys a part gets
@@ -117,7 +118,7 @@ def _layout(group: Group, params: Params, target) -> Optional[Layout]:
         unroll //= 2
     # the blocks' states meet in shared memory: O, m and l of each warp
     shared = params.warps * rows * (d + 2) * 4
-    if (2 * rows + 4 * unroll) * per_lane > params.max_values or \
+    if rows > params.max_rows or (2 * rows + 4 * unroll) * per_lane > params.max_values or \
             d > target.facts.max_threads_per_block or \
             shared > target.facts.max_static_shared_per_block:
         return None
@@ -245,8 +246,12 @@ class _Kernel(FlashFrame):
         if chunk == 1:
             return [memref.LoadOp(buffer, index + [start]).result for start in starts]
         element = ir.MemRefType(buffer.type).element_type
-        return [vector.LoadOp(ir.VectorType.get([chunk], element), buffer,
-                              index + [start]).result for start in starts]
+        # aligned to its size (rows start at multiples of it: dense, d a multiple of the
+        # chunk): one 16-byte load, not 8 loads of 2 bytes (LLVM assumes the element's
+        # alignment otherwise)
+        return [vector.LoadOp(ir.VectorType.get([chunk], element), buffer, index + [start],
+                              alignment=chunk * _BYTES[str(element)]).result
+                for start in starts]
 
     def _widen(self, loaded: list[ir.Value]) -> list[ir.Value]:
         """_load's vectors as their f32 values, in order."""
