@@ -90,6 +90,18 @@ def test_benchmark_shape_splits_the_keys(batch, parts):
     assert scratch["shape"] == [slices * parts * 4 * (128 + 2)]
 
 
+def test_keys_and_values_load_16_bytes_at_a_time():
+    """Each lane's K and V vector is one aligned 16-byte load (`ld.global.v4`), not eight
+    loads of 2 bytes: the first version's vector loads carried no alignment, and LLVM
+    split them (57% of the copy rate at batch 16 instead of 70%, on an H200)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    built = artifact(decode_attention("4"), 1, 4096, 64, 4, ml_dtypes.bfloat16, "sm_90a",
+                     batch=16, heads=32, cache_start=np.int64(9))
+    part = built.ptx[built.ptx.index("_attention_decode_part"):
+                     built.ptx.index("_attention_decode_merge")]
+    assert "ld.global.v4.b32" in part and "ld.global.b16" not in part
+
+
 @pytest.mark.parametrize("rows,group,dtype,d,kernel", [
     (1, 8, np.float16, 64, "_attention_decode_part"),   # 8 rows x 8 dims a lane
     (2, 8, np.float16, 64, "_attention_wgmma"),         # 16 rows: too many registers
