@@ -93,6 +93,10 @@ def run(module: ir.Operation, options: Options) -> None:
                    "(run linalg-generalize-named-ops) before linalg-to-gpu-kernels")
     if not generics:
         return
+    for generic in generics:  # before any strategy reads extents off the operands
+        if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
+               for v in generic.operands):
+            raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
     groups, singles = group_strategies(target), single_strategies(target)
     if options.strategy:
         try:
@@ -118,9 +122,6 @@ def run(module: ir.Operation, options: Options) -> None:
             number += 1
         generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
     for number, generic in enumerate(generics, start=number):
-        if any(not isinstance(v.type, ir.MemRefType) and isinstance(v.type, ir.ShapedType)
-               for v in generic.operands):
-            raise fail(generic.location, "linalg-to-gpu-kernels needs a bufferized module")
         dynamic = has_dynamic_extent(generic)  # run-time extents: the strategies that can
         strategy = next((s for s in singles if (not dynamic or _takes_dynamic(s)) and
                          s.matches(generic, target)), None) \

@@ -1856,3 +1856,21 @@ func.func @on_tensors(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {
   } -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// A row sum on tensors: rejected before any strategy looks at it (the strategies that
+// take groups of generics read extents off memrefs; found by tests/cli/test_opt_fuzz.py,
+// seed 7133, as an internal error).
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#first = affine_map<(d0, d1) -> (d0)>
+func.func @row_sum_on_tensors(%x: tensor<5x3xf32>, %init: tensor<5xf32>) -> tensor<5xf32> {
+  // expected-error@+1 {{linalg-to-gpu-kernels needs a bufferized module}}
+  %r = linalg.generic {indexing_maps = [#rows, #first], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<5x3xf32>) outs(%init : tensor<5xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<5xf32>
+  return %r : tensor<5xf32>
+}
