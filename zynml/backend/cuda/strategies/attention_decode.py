@@ -43,7 +43,7 @@ from . import Launch
 from .attention import Group, attention_groups
 from .flash_skeleton import (WARP, FlashFrame, OnlineSoftmax, base2_scale, common_element,
                              declare_static_tiles, frame_fields, inverse_sum, kernel_entry,
-                             kernel_values, problem, row_major, sizes,
+                             kernel_values, problem, row_major, shuffle_xor, sizes,
                              spread_over_threads, static_tiles, tree, xor_reduce)
 from .kernel_builder import delinearize, index_const
 from .tuning import choose
@@ -205,12 +205,6 @@ def _merge(a: tuple, b: tuple) -> tuple:
     return m, l, o
 
 
-def _shuffle_xor(value: ir.Value, offset: int) -> ir.Value:
-    i32 = ir.IntegerType.get_signless(32)
-    return gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
-                       arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
-
-
 @dataclass
 class _Kernel(FlashFrame):
     """FlashFrame's `rows` are the query rows of one head (q_len); a block holds
@@ -224,13 +218,16 @@ class _Kernel(FlashFrame):
         """Query row r of a KV head: its Q slice indices and its row (r = g x q_len + i,
         g the query head within the group, over the grouped axes)."""
         g, i = divmod(r, self.rows)
-        offsets = []
+        within = []
         for size in reversed(self.kv_group):
-            g, within = divmod(g, size)
-            offsets.append(within)
-        return [arith.AddIOp(arith.MulIOp(iv, index_const(size)).result,
-                             index_const(within)).result if size != 1 else iv
-                for iv, size, within in zip(kv_ivs, self.kv_group, reversed(offsets))], i
+            g, offset = divmod(g, size)
+            within.insert(0, index_const(offset))
+        return self._query_slice(kv_ivs, within), i
+
+    def _query_slice(self, kv_ivs: list, within: list) -> list:
+        """Q's (p..) indices of the query head `within` (per axis) of the KV head kv_ivs."""
+        return [arith.AddIOp(arith.MulIOp(iv, index_const(size)).result, w).result
+                if size != 1 else iv for iv, size, w in zip(kv_ivs, self.kv_group, within)]
 
     def _dims(self, part: ir.Value) -> list[ir.Value]:
         """The first dim of each of this lane's vectors: chunks part, part + L, .."""
@@ -345,8 +342,8 @@ class _Kernel(FlashFrame):
         states = [(m[r], l[r], o[r]) for r in range(lay.group_rows)]
         offset = lay.lanes
         while offset < WARP:
-            states = [_merge(s, (_shuffle_xor(s[0], offset), _shuffle_xor(s[1], offset),
-                                 [_shuffle_xor(x, offset) for x in s[2]])) for s in states]
+            states = [_merge(s, (shuffle_xor(s[0], offset), shuffle_xor(s[1], offset),
+                                 [shuffle_xor(x, offset) for x in s[2]])) for s in states]
             offset *= 2
         first_stream = arith.CmpIOp(arith.CmpIPredicate.eq, key_sub, index_const(0)).result
         write = scf.IfOp(first_stream)
@@ -361,13 +358,10 @@ class _Kernel(FlashFrame):
                     memref.StoreOp(x, tiles["o"], [warp, rr, dim])
             scf.YieldOp([])
         gpu.BarrierOp()
-        base = arith.MulIOp(arith.AddIOp(arith.MulIOp(kv_flat, index_const(self.splits)
-                                                      ).result, split).result,
-                            index_const(lay.group_rows)).result  # (slice x S + s) x R
         spread_over_threads(tid, lay.group_rows * lay.d, self.warps * WARP,
-                            lambda flat: self._write_part(flat, base, tiles, parts))
+                            lambda flat: self._write_part(flat, kv_flat, split, tiles, parts))
 
-    def _write_part(self, flat, base, tiles, parts):
+    def _write_part(self, flat, kv_flat, split, tiles, parts):
         """Output (r, dim) of the block: the warps' states merged, stored in `parts`."""
         lay = self.layout
         r = arith.DivUIOp(flat, index_const(lay.d)).result
@@ -379,23 +373,36 @@ class _Kernel(FlashFrame):
                     memref.LoadOp(tiles["l"], [ww, r]).result,
                     [memref.LoadOp(tiles["o"], [ww, r, dim]).result])
             state = mine if state is None else _merge(state, mine)
-        row = arith.AddIOp(base, r).result
-        memref.StoreOp(state[2][0], parts,
-                       [arith.AddIOp(arith.MulIOp(row, index_const(lay.d)).result, dim).result])
+        row = self._part_row(kv_flat, split, r)
+        memref.StoreOp(state[2][0], parts, self._o_at(row, dim))
         leader = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, dim, index_const(0)).result)
         with ir.InsertionPoint(leader.then_block):
-            memref.StoreOp(state[0], parts, [arith.AddIOp(row, self._m_at()).result])
-            memref.StoreOp(state[1], parts, [arith.AddIOp(row, self._l_at()).result])
+            memref.StoreOp(state[0], parts, self._m_at(row))
+            memref.StoreOp(state[1], parts, self._l_at(row))
             scf.YieldOp([])
+
+    # The parts buffer (build's scratch): O of every row of every part, then their m,
+    # then their l; a row is (KV head x S + part) x R + r.
+
+    def _part_row(self, kv_flat: ir.Value, part: ir.Value, r: ir.Value) -> ir.Value:
+        first = arith.MulIOp(arith.AddIOp(arith.MulIOp(kv_flat, index_const(self.splits)
+                                                       ).result, part).result,
+                             index_const(self.layout.group_rows)).result
+        return arith.AddIOp(first, r).result
+
+    def _o_at(self, row: ir.Value, dim: ir.Value) -> list:
+        return [arith.AddIOp(arith.MulIOp(row, index_const(self.layout.d)).result,
+                             dim).result]
+
+    def _m_at(self, row: ir.Value) -> list:
+        return [arith.AddIOp(row, index_const(self._rows_in_all() * self.layout.d)).result]
+
+    def _l_at(self, row: ir.Value) -> list:
+        return [arith.AddIOp(row, index_const(self._rows_in_all() * (self.layout.d + 1))
+                             ).result]
 
     def _rows_in_all(self) -> int:
         return math.prod(self.kv_lead) * self.splits * self.layout.group_rows
-
-    def _m_at(self) -> ir.Value:
-        return index_const(self._rows_in_all() * self.layout.d)
-
-    def _l_at(self) -> ir.Value:
-        return index_const(self._rows_in_all() * (self.layout.d + 1))
 
     def _unpack(self, values):
         rows, per = self.layout.group_rows, self.layout.per_lane
@@ -404,24 +411,15 @@ class _Kernel(FlashFrame):
         return m, l, [o[r * per:(r + 1) * per] for r in range(rows)]
 
     def merge(self, parts, out):
-        lay = self.layout
         dim = gpu.thread_id(gpu.Dimension.x)
         r = gpu.block_id(gpu.Dimension.x)
         kv_flat = gpu.block_id(gpu.Dimension.y)
         kv_ivs = delinearize(kv_flat, self.kv_lead) if self.kv_lead else []
-        first = arith.MulIOp(kv_flat, index_const(self.splits * lay.group_rows)).result
-
-        def row_of(s):  # (slice x S + s) x R + r
-            return arith.AddIOp(arith.AddIOp(first, arith.MulIOp(
-                s, index_const(lay.group_rows)).result).result, r).result
         # every part's loads at once (independent: one round trip, not S)
-        rows = [row_of(index_const(s)) for s in range(self.splits)]
-        m_s = [memref.LoadOp(parts, [arith.AddIOp(row, self._m_at()).result]).result
-               for row in rows]
-        l_s = [memref.LoadOp(parts, [arith.AddIOp(row, self._l_at()).result]).result
-               for row in rows]
-        o_s = [memref.LoadOp(parts, [arith.AddIOp(arith.MulIOp(
-            row, index_const(lay.d)).result, dim).result]).result for row in rows]
+        rows = [self._part_row(kv_flat, index_const(s), r) for s in range(self.splits)]
+        m_s = [memref.LoadOp(parts, self._m_at(row)).result for row in rows]
+        l_s = [memref.LoadOp(parts, self._l_at(row)).result for row in rows]
+        o_s = [memref.LoadOp(parts, self._o_at(row, dim)).result for row in rows]
         shift = _shift(tree(m_s, arith.MaximumFOp))
         weights = [_exp2_minus(m, shift) for m in m_s]
         l_sum = tree([arith.MulFOp(x, w).result for x, w in zip(l_s, weights)], arith.AddFOp)
@@ -434,6 +432,4 @@ class _Kernel(FlashFrame):
         g = arith.DivUIOp(r, index_const(self.rows)).result
         i = arith.RemUIOp(r, index_const(self.rows)).result
         within = delinearize(g, self.kv_group) if self.kv_group else []
-        q_ivs = [arith.AddIOp(arith.MulIOp(iv, index_const(size)).result, w).result
-                 if size != 1 else iv for iv, size, w in zip(kv_ivs, self.kv_group, within)]
-        memref.StoreOp(result, out, q_ivs + [i, dim])
+        memref.StoreOp(result, out, self._query_slice(kv_ivs, within) + [i, dim])

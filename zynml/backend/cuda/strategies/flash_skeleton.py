@@ -354,15 +354,19 @@ class FlashFrame:
 
 # ---------------------------------------------------------------- across lanes
 
+def shuffle_xor(value: ir.Value, offset: int) -> ir.Value:
+    """The value of the lane whose index is this lane's xor `offset` (whole warp)."""
+    i32 = ir.IntegerType.get_signless(32)
+    return gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
+                       arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
+
+
 def xor_reduce(value: ir.Value, op, lanes: int) -> ir.Value:
     """`op` over `lanes` consecutive lanes (a power of two) by xor shuffles 1, 2, ..:
     the lanes that share a row each end with the row's result."""
-    i32 = ir.IntegerType.get_signless(32)
     offset = 1
     while offset < lanes:
-        other = gpu.shuffle(value, arith.ConstantOp(i32, offset).result,
-                            arith.ConstantOp(i32, WARP).result, gpu.ShuffleMode.XOR)[0]
-        value = op(value, other).result
+        value = op(value, shuffle_xor(value, offset)).result
         offset *= 2
     return value
 
