@@ -1683,7 +1683,7 @@ func.func @causal_attention_f16_wgmma(%arg0: memref<1x2x200x64xf16>, %arg1: memr
 // CHECK: [[VT:%view[_0-9]*]] = memref.view [[SHM]][{{.*}}][] : {{.*}} to memref<64x64xf32, #gpu.address_space<workgroup>>
 // CHECK: [[PT:%view[_0-9]*]] = memref.view [[SHM]][{{.*}}][] : {{.*}} to memref<64x68xf32, #gpu.address_space<workgroup>>
 // CHECK: [[OT:%view[_0-9]*]] = memref.view [[SHM]][%c0{{(_[0-9]+)?}}][] : {{.*}} to memref<64x68xf32, #gpu.address_space<workgroup>>
-// CHECK: vector.load [[KQ]][{{.*}}] : memref<1x2x20x16xf32>, vector<4xf32>
+// CHECK: vector.load [[KQ]][{{.*}}] {alignment = 16 : i64} : memref<1x2x20x16xf32>, vector<4xf32>
 // CHECK-NEXT: vector.broadcast
 // CHECK-NEXT: arith.mulf
 // CHECK-NEXT: vector.store {{.*}}, [[QT]][{{.*}}] : memref<64x20xf32, #gpu.address_space<workgroup>>, vector<4xf32>

@@ -591,6 +591,19 @@ def test_f32_attention_takes_the_simt_tiles(shape, e, dtype, tmp_path):
     assert spilled <= 16, report  # (ptxas caps some at 128 registers: a few words)
 
 
+@pytest.mark.parametrize("shape,dtype", [((1, 2, 33, 40), np.float16),
+                                         ((1, 2, 33, 40), "bfloat16")])
+def test_simt_tiles_read_16_bit_rows_four_at_a_time(shape, dtype):
+    """attention_simt_tiled's copies of 16-bit Q, K and V (row-major from the buffer's
+    start, d % 4 == 0) are aligned 4-element loads: without the alignment LLVM split each
+    into four 2-byte loads."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    ptx = attention_artifact(shape, dtype).ptx
+    assert re.findall(r"ld\.global(?:\.nc)?\.v4\.b16", ptx)
+    assert not re.findall(r"ld\.global(?:\.nc)?\.b16", ptx)
+
+
 def test_attention_simt_tiled_declines_causal_groups():
     """A group carrying a `causal` field (not yet built) stays with another kernel."""
     from types import SimpleNamespace

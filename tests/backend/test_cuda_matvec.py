@@ -20,8 +20,9 @@ MATMUL = Path(__file__).resolve().parents[2] / "zynml" / "kernels" / "src" / "ma
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
-def _artifact(m: int, k: int, n: int, dtype: str, rng):
-    program = zynml.compile(MATMUL, device="cuda", require_device=False).matmul._program
+def _artifact(m: int, k: int, n: int, dtype: str, rng, chip: str | None = None):
+    program = zynml.compile(MATMUL, device="cuda", target=chip,
+                            require_device=False).matmul._program
     a = rng.standard_normal((m, k)).astype(DTYPES[dtype])
     b = rng.standard_normal((k, n)).astype(DTYPES[dtype])
     return program.artifact(a=a, b=b)
@@ -31,7 +32,8 @@ def _strategies(artifact) -> list[str]:
     return [step["strategy"] for step in launches(artifact.plan["body"])]
 
 
-@pytest.mark.parametrize("m, k, n, dtype", [(1, 2048, 3072, "bf16"), (16, 8192, 2048, "bf16"),
+@pytest.mark.parametrize("m, k, n, dtype", [(1, 2048, 3072, "bf16"), (4, 8192, 2048, "bf16"),
+                                            (16, 4104, 2048, "bf16"), (16, 1024, 400, "f32"),
                                             (3, 1000, 36, "f32"), (1, 64, 8, "f16")])
 def test_decode_sized_products_run_on_matvec(m, k, n, dtype, rng):
     artifact = _artifact(m, k, n, dtype, rng)
@@ -41,20 +43,38 @@ def test_decode_sized_products_run_on_matvec(m, k, n, dtype, rng):
 
 
 @pytest.mark.parametrize("n, blocks", [(32000, 500), (8192, 128), (3072, 96), (2048, 128)])
-def test_wide_products_take_wider_blocks(n, blocks, rng):
-    """8 column threads (64 bf16 columns a block) where that leaves 96 blocks or more,
-    then 4, else 2 (16 columns)."""
-    artifact = _artifact(1, 2048, n, "bf16", rng)
+def test_without_clusters_wide_products_take_wider_blocks(n, blocks, rng):
+    """sm_80: 8 column threads (64 bf16 columns a block) where that leaves 96 blocks or
+    more, then 4, else 2 (16 columns); a block sums all of k."""
+    artifact = _artifact(1, 2048, n, "bf16", rng, chip="sm_80")
     [grid] = [step["grid"] for step in launches(artifact.plan["body"])
               if step["strategy"] == "matvec"]
     assert grid == [blocks, 1, 1]
+    assert ".reqnctapercluster" not in artifact.ptx
+
+
+@pytest.mark.parametrize("k, n, splits", [(2048, 32000, 1), (2048, 8192, 3), (2048, 3072, 6),
+                                          (2048, 2048, 8), (8192, 2048, 8), (256, 2048, 1)])
+def test_with_clusters_blocks_of_a_cluster_split_k(k, n, splits, rng):
+    """sm_90a: 64-column blocks, and the fewest blocks per cluster (at most 8, each summing
+    at least one step of 256 rows) that make 264 blocks; the cluster adds its blocks'
+    totals through distributed shared memory."""
+    artifact = _artifact(1, k, n, "bf16", rng)
+    [grid] = [step["grid"] for step in launches(artifact.plan["body"])
+              if step["strategy"] == "matvec"]
+    assert grid == [-(-n // 64), splits, 1]
+    clustered = f".reqnctapercluster 1, {splits}, 1" in artifact.ptx
+    assert clustered == (splits > 1)
+    assert len(re.findall(r"ld\.shared::cluster\.f32", artifact.ptx)) == \
+        (splits if splits > 1 else 0)
 
 
 @pytest.mark.parametrize("m, k, n, dtype", [(17, 1024, 400, "f32"), (2, 1001, 400, "f32"),
                                             (4, 1020, 400, "bf16")])
 def test_other_products_go_to_the_strategies_after_it(m, k, n, dtype, rng):
     """17 rows; a k that is not whole 16-byte runs (4 f32, 8 bf16)."""
-    assert "matvec" not in _strategies(_artifact(m, k, n, dtype, rng))
+    strategies = _strategies(_artifact(m, k, n, dtype, rng))
+    assert "matvec" not in strategies and "matvec_mma" not in strategies
 
 
 @pytest.mark.gpu

@@ -1,33 +1,13 @@
 """benchmarks/gpu_vs_torch.py's timing, without a GPU: a fake torch records the stream
 of GPU work each timed call queues."""
 import sys
-import types
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 import gpu_vs_torch  # noqa: E402  (benchmarks/ is no package)
 
-
-def fake_torch(stream: list, durations: list):
-    """torch.cuda's events, sleep and synchronize over `stream`; each event pair's
-    elapsed time is taken from `durations` in turn."""
-    class Event:
-        def __init__(self, enable_timing=False):
-            assert enable_timing
-
-        def record(self):
-            stream.append("event")
-
-        def synchronize(self):
-            pass
-
-        def elapsed_time(self, other):
-            return durations.pop(0)
-
-    cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None,
-                                 _sleep=lambda cycles: stream.append(("sleep", cycles)))
-    return types.SimpleNamespace(cuda=cuda)
+from .fake_gpu import fake_torch  # noqa: E402
 
 
 def test_queued_calls_wait_behind_a_gpu_sleep():

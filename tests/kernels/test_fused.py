@@ -28,6 +28,14 @@ def test_gated_units(rng, op, shape):
 
 
 @pytest.mark.parametrize("shape", ROWS_COLS)
+def test_swiglu_of_gate_and_up_side_by_side(rng, shape):
+    """One product through [gate | up] weights: the first half of each row is gate's."""
+    gate, up = normal(rng, *shape) * 3, normal(rng, *shape)
+    got = K.swiglu_packed(np.concatenate([gate, up], axis=1), device="cpu")
+    assert_close(got, ref.swiglu(gate, up))
+
+
+@pytest.mark.parametrize("shape", ROWS_COLS)
 @pytest.mark.parametrize("op", ["swiglu_backward", "geglu_backward"])
 def test_gated_units_backward(rng, op, shape):
     gate, up, grad = normal(rng, *shape) * 3, normal(rng, *shape), normal(rng, *shape)
@@ -123,6 +131,9 @@ def test_softmax_dropout_drops_about_p_and_a_new_seed_changes_the_mask(rng):
 
 
 ERRORS = [
+    (lambda: K.swiglu_packed(np.ones((2, 5))),
+     "swiglu_packed: gate_up's 5 columns are not gate's and up's side by side"),
+    (lambda: K.swiglu_packed(np.ones(4)), "swiglu_packed: gate_up must have 2 dimensions"),
     (lambda: K.swiglu_backward(np.ones((2, 3)), np.ones((2, 3)), np.ones((3, 2))),
      "swiglu_backward: grad must have shape [2, 3], got [3, 2]"),
     (lambda: K.geglu(np.ones(3), np.ones(3)), "geglu: gate must have 2 dimensions"),

@@ -31,6 +31,13 @@ def test_cuda_gated_unit(rng, op, shape):
         assert_close(g, w)
 
 
+@pytest.mark.parametrize("shape", [(7, 13), (16, 8192)])
+def test_cuda_swiglu_of_gate_and_up_side_by_side(rng, shape):
+    gate, up, _ = gated(rng, *shape)
+    got = K.swiglu_packed(np.concatenate([gate, up], axis=1), device=CUDA)
+    assert_close(got, ref.swiglu(gate, up))
+
+
 @pytest.mark.parametrize("op", ["swiglu", "geglu", "swiglu_backward", "geglu_backward"])
 def test_cuda_gated_unit_in_f16(rng, op):
     gate, up, grad = gated(rng, 37, 129, np.float16)

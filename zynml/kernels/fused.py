@@ -1,6 +1,6 @@
 """Fused operations of kernel-library.md, forward and backward, each a pipeline of a
 ZynML source in zynml/kernels/src (its header states the formulas): SwiGLU and GeGLU
-(swiglu.zyn, geglu.zyn), RMSNorm + RoPE (rms_norm_rope.zyn), Residual + LayerNorm
+(swiglu.zyn, swiglu_packed.zyn, geglu.zyn), RMSNorm + RoPE (rms_norm_rope.zyn), Residual + LayerNorm
 (residual_layer_norm.zyn), LayerNorm + Linear (layer_norm_linear.zyn) and Softmax +
 Dropout (softmax_dropout.zyn). docs/kernels.md describes them.
 
@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ZynMLError
 from .library import call
 
-__all__ = ["swiglu_backward", "geglu", "geglu_backward", "rms_norm_rope",
+__all__ = ["swiglu_backward", "swiglu_packed", "geglu", "geglu_backward", "rms_norm_rope",
            "residual_layer_norm", "residual_layer_norm_backward", "layer_norm_linear",
            "softmax_dropout", "softmax_dropout_backward"]
 
@@ -30,6 +30,19 @@ def swiglu_backward(gate: Any, up: Any, grad: Any, *, device: str | None = None)
     d_up = grad * silu(gate)."""
     _same_shapes("swiglu_backward", 2, gate=gate, up=up, grad=grad)
     return call("swiglu", "swiglu_backward", {"gate": gate, "up": up, "grad": grad}, device)
+
+
+def swiglu_packed(gate_up: Any, *, device: str | None = None):
+    """silu(gate) * up [rows, d] of gate_up [rows, 2 * d], which holds gate's columns,
+    then up's: one projection through both weights side by side (a decode step's one
+    matrix-vector product instead of two)."""
+    from .basic import reshaped
+    rows, width = _shape_of("swiglu_packed", "gate_up", gate_up, 2)
+    if width % 2:
+        raise ZynMLError(f"swiglu_packed: gate_up's {width} columns are not gate's and "
+                         f"up's side by side (an even count)")
+    return call("swiglu_packed", "swiglu_packed",
+                {"gate_up": reshaped(gate_up, (rows, 2, width // 2))}, device)
 
 
 def geglu(gate: Any, up: Any, *, device: str | None = None):

@@ -4,8 +4,8 @@ the kernel library (zynml/kernels), one decode step replayed as a graph.
 The model: a token embedding, pre-RMSNorm blocks of grouped-query attention (rotary
 embeddings in the rotate_half form, a KV cache) and a SwiGLU MLP, a final RMSNorm and
 an untied output head; no biases. Weights are stored [in, out] (q, k and v fused into
-one [hidden, (heads + 2 * kv_heads) * head_dim] matrix) in the config's dtype, random
-from a seed. zynml/models/llama_torch.py is the same model in PyTorch.
+one [hidden, (heads + 2 * kv_heads) * head_dim] matrix; on the device gate's and up's
+side by side, [hidden, 2 * ffn]) in the config's dtype, random from a seed. zynml/models/llama_torch.py is the same model in PyTorch.
 
 A decode step (`Llama.step`) takes one token per sequence (`tokens`, [batch]) at one
 position (`pos`, a 0-d array) and gives the logits [batch, vocab] and the greedy next
@@ -111,6 +111,20 @@ def init_parameters(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]
     return params
 
 
+def _step_parameters(config: LlamaConfig, params: dict):
+    """(name, array) of the parameters as the step reads them: each layer's gate and up
+    side by side as one [hidden, 2 * ffn] matrix `gate_up`, so the MLP's two projections
+    are one matrix-vector product (one kernel reading both weights), the others as they
+    are. A generator: one joined matrix at a time exists on the host."""
+    for name in parameter_shapes(config):
+        layer, _, field = name.rpartition(".")
+        if field == "gate":
+            yield f"{layer}.gate_up", np.concatenate([params[name], params[f"{layer}.up"]],
+                                                     axis=1)
+        elif field != "up":
+            yield name, params[name]
+
+
 def rope_tables(config: LlamaConfig, positions: int) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin [positions, head_dim] of rotate_half RoPE, each pair's angle in columns
     e and e + head_dim / 2 (Hugging Face's tables), computed in f64."""
@@ -145,8 +159,8 @@ class Llama(CachedDecoder):
             raise ZynMLError(f"parameters missing: {', '.join(sorted(missing))}")
         self._setup(device, batch, context, config.vocab,
                     (batch, config.kv_heads, context, config.head_dim), config.layers, dtype)
-        self.params = {name: self.dev.upload(params[name], dtype)
-                       for name in parameter_shapes(config)}
+        self.params = {name: self.dev.upload(value, dtype)
+                       for name, value in _step_parameters(config, params)}
         cos, sin = rope_tables(config, context)
         self.cos, self.sin = self.dev.upload(cos, dtype), self.dev.upload(sin, dtype)
         # bf16: RMSNorm computes in f32 and is written into this bf16 buffer
@@ -172,7 +186,7 @@ class Llama(CachedDecoder):
             # the residual adds into x in the products' kernels
             K.matmul_accumulate(x, K.merge_heads(o), w("o"))
             h = self._norm(x, w("mlp_norm"))
-            act = K.swiglu(dev.matmul(h, w("gate")), dev.matmul(h, w("up")))
+            act = K.swiglu_packed(dev.matmul(h, w("gate_up")))
             K.matmul_accumulate(x, act, w("down"))
         logits = dev.matmul(self._norm(x, p["norm"]), p["lm_head"])
         return {"logits": logits, "next": K.argmax_rows(logits)}

@@ -51,7 +51,9 @@ REGISTRY = (
     # a constant fill of C and the product accumulating into it (group), or the product
     StrategyEntry("matmul_wgmma", groups=True, single=True),
     StrategyEntry("row_fused", groups=True, single=False),
-    # a product of at most 16 rows (B read once, k split), with or without its fill
+    # a product of 5-16 f16/bf16 rows on tensor cores (B read once), with or without
+    # its fill; then of at most 16 rows of any float type on FMAs
+    StrategyEntry("matvec_mma", groups=True, single=True),
     StrategyEntry("matvec", groups=True, single=True),
     StrategyEntry("matmul_tensor_core"),
     StrategyEntry("matmul"),

@@ -284,7 +284,10 @@ class _Kernel(FlashFrame):
         where = self.slice_ivs + [clamp(row_at, extent), col]
         if vectors:
             element = ir.MemRefType(source.type).element_type
-            loaded = vector.LoadOp(ir.VectorType.get([4], element), source, where).result
+            # row-major from the buffer's start, width % 4 == 0: 4 elements are aligned
+            # to their size (without it LLVM splits the load into 4 scalar ones)
+            loaded = vector.LoadOp(ir.VectorType.get([4], element), source, where,
+                                   alignment=element.width // 2).result
             if element != self.f32:
                 loaded = arith.ExtFOp(self.vec4, loaded).result
             if scale is not None:

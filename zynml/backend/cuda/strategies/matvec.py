@@ -17,6 +17,15 @@ is used, on a few blocks; a thread per output (`pointwise`) walks k alone. Here:
 A warp's loads of B cover contiguous 16 * C bytes of KV-row runs (whole 32-byte
 sectors). Accumulation is f32 whatever the element type, rounded once at the store.
 
+Where the chip has thread-block clusters (sm_90), k is also split over the S blocks of a
+cluster (block y = s sums the rows s * K / S ..): a decode step's products have few
+columns (2048 of bf16: 32 blocks of 64), and a block per column tile left most of the
+GPU's memory parallelism unused (H200, one bf16 row, benchmarks/decode_products.py:
+2048x8192 16.0 us in 128 blocks of 64 columns, 11.1 us in 128 x 3 blocks). Each block
+sums its warps into shared memory; after a cluster barrier block s adds the S blocks'
+totals (distributed shared memory, in the order 0 .. S - 1: the same bits every run)
+for its S-th of the outputs and stores them.
+
 Where C was just filled with a constant (`C = A @ B` starts from zeros), fill and product
 are one kernel (`find_groups`), as in matmul_wgmma.
 
@@ -31,6 +40,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
+from .clusters import (PORTABLE_CLUSTER_BLOCKS, cluster_sync, load_from_block,
+                       set_cluster_shape, shared_address)
 from .kernel_builder import (Group, KernelScope, KernelSignature, filled_products,
                              generic_operands, index_const, indexing_maps, loop_ranges,
                              multiply_add_body, new_kernel)
@@ -57,16 +68,39 @@ class Params:
     column_threads: int = 0
     threads: int = 256       # per block; R = threads / C share k
     min_k: int = 64          # shorter sums stay with the other strategies
-    min_blocks: int = 96     # for the automatic C
+    min_blocks: int = 96     # for the automatic C without clusters
+    # S: blocks of a cluster splitting k (1: none); 0: the fewest that make
+    # `split_blocks` blocks in all, each block summing at least one full step of rows,
+    # at most a portable cluster's 8, and none where a thread's registers leave room for
+    # one block per multiprocessor (more blocks then only add waves: 16 bf16 rows of
+    # 2048x8192 took 47 us in 3 splits against 24 us whole, H200). Automatic C with
+    # splits: 8.
+    splits: int = 0
+    split_blocks: int = 264  # two per multiprocessor of an H100 / H200
 
     def __post_init__(self):
         assert self.threads % WARP == 0 and self.column_threads in (0, 1, 2, 4, 8), self
+        assert 0 <= self.splits <= PORTABLE_CLUSTER_BLOCKS, self
 
-    def columns_per_block(self, n: int, lanes: int) -> int:
-        """C: column_threads, or the automatic choice for n columns of `lanes` each."""
+    def columns_per_block(self, n: int, lanes: int, split: bool) -> int:
+        """C: column_threads, or the automatic choice for n columns of `lanes` each (k
+        split over clusters or not)."""
         if self.column_threads:
             return self.column_threads
+        if split:
+            return 8
         return next((c for c in (8, 4) if n // (c * lanes) >= self.min_blocks), 2)
+
+    def split_count(self, k: int, column_blocks: int, rows_per_step: int,
+                    split: bool) -> int:
+        """S for a sum of k rows over `column_blocks` column tiles."""
+        if not split:
+            return 1
+        if self.splits:
+            return self.splits
+        most = max(1, min(PORTABLE_CLUSTER_BLOCKS, k // rows_per_step))
+        return next((s for s in range(1, most + 1) if column_blocks * s >= self.split_blocks),
+                    most)
 
 
 DEFAULT_PARAMS = Params()
@@ -106,8 +140,51 @@ def _shape(generic: ir.Operation, p: Params) -> _Shape | None:
     return _Shape(m, n, k, element, lanes)
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How a block covers the product: C column threads of V lanes (`columns` columns),
+    R = threads / C k-threads, S blocks of a cluster over k of `split_rows` rows each."""
+    column_threads: int
+    columns: int
+    k_threads: int
+    column_blocks: int
+    splits: int
+    split_rows: int
+    warps: int
+
+    def shared_bytes(self, m: int) -> int:
+        """The warps' partial sums, and (S > 1) the block's totals for its peers."""
+        return 4 * m * self.columns * (self.warps + (self.splits > 1))
+
+
+def _registers(shape: _Shape) -> int:
+    """About how many registers a thread takes: m x V f32 sums, m rows of A (a 16-byte
+    load each), a step's loads of B and the indices (ptxas, bf16: 32, 79, 162 and 255,
+    the cap, at 1, 4, 8 and 16 rows)."""
+    return shape.m * shape.lanes * 2 + 24
+
+
+def _layout(shape: _Shape, p: Params, target) -> _Layout:
+    facts = target.facts
+    blocks_per_sm = facts.registers_per_block // (
+        p.threads * min(facts.max_registers_per_thread, _registers(shape)))
+    split = target.has(("clusters",)) and (p.splits > 1 or blocks_per_sm >= 2)
+    column_threads = p.columns_per_block(shape.n, shape.lanes, split)
+    columns = column_threads * shape.lanes
+    k_threads = p.threads // column_threads
+    column_blocks = -(-shape.n // columns)
+    splits = p.split_count(shape.k, column_blocks, k_threads * shape.lanes, split)
+    # rows of k each block sums (the last split's may be fewer): whole 16-byte loads
+    split_rows = -(-shape.k // (splits * shape.lanes)) * shape.lanes
+    return _Layout(column_threads, columns, k_threads, column_blocks, splits, split_rows,
+                   p.threads // WARP)
+
+
 def matches(generic: ir.Operation, target) -> bool:
-    return _shape(generic, _params(generic, target)) is not None
+    p = _params(generic, target)
+    shape = _shape(generic, p)
+    return shape is not None and _layout(shape, p, target).shared_bytes(shape.m) <= \
+        target.facts.max_static_shared_per_block
 
 
 def find_groups(generics: list, target) -> list[Group]:
@@ -128,19 +205,26 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     p = _params(generic, target)
     shape = _shape(generic, p)
     m, n, k, lanes = shape.m, shape.n, shape.k, shape.lanes
-    column_threads = p.columns_per_block(n, lanes)
-    columns = column_threads * lanes              # BN: columns of a block
-    k_threads = p.threads // column_threads       # R
-    warps = p.threads // WARP
+    layout = _layout(shape, p, target)
+    column_threads, columns, k_threads = layout.column_threads, layout.columns, \
+        layout.k_threads
+    column_blocks, splits, split_rows, warps = layout.column_blocks, layout.splits, \
+        layout.split_rows, layout.warps
     f32 = ir.F32Type.get()
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
     partial_type = ir.MemRefType.get([warps, m * columns], f32, memory_space=shared)
+    total_type = ir.MemRefType.get([m * columns], f32, memory_space=shared)
     with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
         memref.GlobalOp(f"{kernel_name}_partial", ir.TypeAttr.get(partial_type),
                         sym_visibility="private", alignment=16)
+        if splits > 1:
+            memref.GlobalOp(f"{kernel_name}_total", ir.TypeAttr.get(total_type),
+                            sym_visibility="private", alignment=16)
     signature = KernelSignature.of(generic)
     ins, outs = generic_operands(generic)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [p.threads])
+    if splits > 1:
+        set_cluster_shape(func, (1, splits, 1))
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
         a, b = (as_global(scope.value(v)) for v in ins)
@@ -152,18 +236,24 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                                                    index_const(lanes)).result).result
         # a tail block's threads past N read the last columns and store nothing
         col_read = arith.MinUIOp(col, index_const(n - lanes)).result
+        split = gpu.block_id(gpu.Dimension.y) if splits > 1 else None
+        k_begin = arith.MulIOp(split, index_const(split_rows)).result if split else None
+        k_end = arith.MinUIOp(arith.AddIOp(k_begin, index_const(split_rows)).result,
+                              index_const(k)).result if split else index_const(k)
         vec = ir.VectorType.get([lanes], shape.element)
         zero = arith.ConstantOp(f32, 0.0).result
         zero_vec = arith.ConstantOp(vec, ir.DenseElementsAttr.get_splat(
             vec, ir.FloatAttr.get(shape.element, 0.0))).result
         per_step = k_threads * lanes
-        loop = scf.ForOp(index_const(0), index_const(-(-k // per_step)), index_const(1),
-                         [zero] * (m * lanes))
+        loop = scf.ForOp(index_const(0), index_const(-(-split_rows // per_step)),
+                         index_const(1), [zero] * (m * lanes))
         with ir.InsertionPoint(loop.body):
             step = loop.induction_variable
             k0 = arith.MulIOp(arith.AddIOp(arith.MulIOp(step, index_const(k_threads)).result,
                                            k_thread).result, index_const(lanes)).result
-            inside = arith.CmpIOp(arith.CmpIPredicate.ult, k0, index_const(k)).result
+            if k_begin is not None:
+                k0 = arith.AddIOp(k_begin, k0).result
+            inside = arith.CmpIOp(arith.CmpIPredicate.ult, k0, k_end).result
             k_read = arith.MinUIOp(k0, index_const(k - lanes)).result
             # A's rows stay narrow until used: M * KV f32 values at once would not fit
             # in registers beside the M * V accumulators
@@ -194,11 +284,16 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                     memref.StoreOp(totals[i * lanes + v], partial, [warp, slot])
             scf.YieldOp([])
         gpu.BarrierOp()
-        for start in range(0, m * columns, p.threads):
-            _store_outputs(scope, outs[0], initial, partial, tid, start, p, m, n, columns,
-                           warps, block_col)
+        tile = _Tile(scope, outs[0], initial, m, n, columns, block_col)
+        if splits == 1:
+            for start in range(0, m * columns, p.threads):
+                _for_slot(tid, start, m * columns, lambda slot: tile.store(
+                    slot, _warps_total(partial, slot, warps)))
+        else:
+            _store_split(tile, partial, total_type, f"{kernel_name}_total", tid, split,
+                         splits, warps, p.threads)
         gpu.ReturnOp([])
-    grid = (-(-n // columns), 1, 1)
+    grid = (column_blocks, splits, 1)
     return Launch(kernel_name, signature.values, grid, (p.threads, 1, 1))
 
 
@@ -222,26 +317,85 @@ def _add(a: ir.Value, b: ir.Value) -> ir.Value:
     return arith.AddFOp(a, b).result
 
 
-def _store_outputs(scope: KernelScope, out: ir.Value, initial: float | None,
-                   partial: ir.Value, tid: ir.Value, start: int, p: Params, m: int, n: int,
-                   columns: int, warps: int, block_col: ir.Value) -> None:
-    """Output start + tid of the block (row-major over m x columns): the warps' partial
-    sums added, then out[i, j] = round(C0 + total) where it lies inside C, C0 being
-    `initial` (a fill's constant) or out[i, j]."""
-    slot = arith.AddIOp(tid, index_const(start)).result if start else tid
-    row = arith.DivUIOp(slot, index_const(columns)).result
-    col = arith.AddIOp(block_col, arith.RemUIOp(slot, index_const(columns)).result).result
-    inside = arith.AndIOp(
-        arith.CmpIOp(arith.CmpIPredicate.ult, slot, index_const(m * columns)).result,
-        arith.CmpIOp(arith.CmpIPredicate.ult, col, index_const(n)).result).result
-    guard = scf.IfOp(inside)
+@dataclass(frozen=True)
+class _Tile:
+    """The block's outputs: m rows x `columns` from column `block_col`, slot = row *
+    columns + column (row-major)."""
+    scope: KernelScope
+    out: ir.Value
+    initial: float | None  # a fill's constant C0, or None: C0 is out's value
+    m: int
+    n: int
+    columns: int
+    block_col: ir.Value
+
+    def store(self, slot: ir.Value, total: ir.Value) -> None:
+        """out[i, j] = round(C0 + total) for output `slot`, where it lies inside C."""
+        row = arith.DivUIOp(slot, index_const(self.columns)).result
+        col = arith.AddIOp(self.block_col,
+                           arith.RemUIOp(slot, index_const(self.columns)).result).result
+        guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, col, index_const(self.n)
+                                      ).result)
+        with ir.InsertionPoint(guard.then_block):
+            element = ir.MemRefType(self.out.type).element_type
+            start_value = self.scope.load(self.out, [row, col]) if self.initial is None \
+                else arith.ConstantOp(ir.F32Type.get(), self.initial).result
+            self.scope.store(add_and_round(start_value, total, element), self.out, [row, col])
+            scf.YieldOp([])
+
+
+def _for_slot(tid: ir.Value, start, end, body) -> None:
+    """body(slot) for slot = start + tid where it is below `end` (start, end: ints or
+    index values)."""
+    as_value = lambda x: index_const(x) if isinstance(x, int) else x
+    slot = tid if isinstance(start, int) and start == 0 else \
+        arith.AddIOp(tid, as_value(start)).result
+    guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, slot, as_value(end)).result)
     with ir.InsertionPoint(guard.then_block):
-        total = memref.LoadOp(partial, [index_const(0), slot]).result
-        for w in range(1, warps):
-            total = arith.AddFOp(total, memref.LoadOp(partial, [index_const(w), slot]).result
-                                 ).result
-        element = ir.MemRefType(out.type).element_type
-        start_value = scope.load(out, [row, col]) if initial is None else \
-            arith.ConstantOp(ir.F32Type.get(), initial).result
-        scope.store(add_and_round(start_value, total, element), out, [row, col])
+        body(slot)
         scf.YieldOp([])
+
+
+def _warps_total(partial: ir.Value, slot: ir.Value, warps: int) -> ir.Value:
+    """The block's total of output `slot`: its warps' partial sums added in order."""
+    total = memref.LoadOp(partial, [index_const(0), slot]).result
+    for w in range(1, warps):
+        total = arith.AddFOp(total, memref.LoadOp(partial, [index_const(w), slot]).result
+                             ).result
+    return total
+
+
+def _store_split(tile: _Tile, partial: ir.Value, total_type: ir.Type, total_name: str,
+                 tid: ir.Value, split: ir.Value, splits: int, warps: int,
+                 threads: int) -> None:
+    """The cluster's S blocks' totals added: each block publishes its warps' total of
+    every output in shared memory; block s then adds the S totals (block 0's first) of
+    its S-th of the outputs and stores them."""
+    slots = tile.m * tile.columns
+    total = memref.get_global(total_type, total_name)
+    for start in range(0, slots, threads):
+        _for_slot(tid, start, slots, lambda slot: memref.StoreOp(
+            _warps_total(partial, slot, warps), total, [slot]))
+    cluster_sync()
+    i32 = ir.IntegerType.get_signless(32)
+    base = shared_address(total)
+    share = -(-slots // splits)
+    first = arith.MulIOp(split, index_const(share)).result
+    end = arith.MinUIOp(arith.AddIOp(first, index_const(share)).result,
+                        index_const(slots)).result
+
+    def add_blocks(slot: ir.Value) -> None:
+        byte = arith.IndexCastOp(i32, arith.MulIOp(slot, index_const(4)).result).result
+        address = arith.AddIOp(base, byte).result
+        values = [load_from_block(address, arith.ConstantOp(i32, s).result)
+                  for s in range(splits)]
+        sum_ = values[0]
+        for value in values[1:]:
+            sum_ = arith.AddFOp(sum_, value).result
+        tile.store(slot, sum_)
+
+    for start in range(0, share, threads):
+        _for_slot(tid, arith.AddIOp(first, index_const(start)).result if start else first,
+                  end, add_blocks)
+    # a block's shared memory lives while its peers read it
+    cluster_sync()

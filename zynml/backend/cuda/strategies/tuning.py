@@ -61,7 +61,9 @@ SEARCH: dict[str, tuple[dict, ...]] = {
     "row_argreduce": grid(max_block=(64, 128, 512, 1024)),
     "transpose": ({"tile": 64, "rows_per_step": 8}, {"tile": 32, "rows_per_step": 4},
                   {"tile": 64, "rows_per_step": 16}),
-    "matvec": grid(column_threads=(1, 2, 4, 8), threads=(128, 256, 512)),
+    "matvec": grid(column_threads=(1, 2, 4, 8), threads=(128, 256, 512)) +
+    grid(splits=(1, 2, 3, 4, 6, 8)),
+    "matvec_mma": grid(warps=(2, 4), unroll=(1, 2, 4)) + grid(splits=(1, 2, 4, 8)),
     "matmul": ({"tile_k": 16}, {"warp_m": 8}, {"tile_k": 16, "warp_m": 4},
                {"vector_loads": False}, {"tile_n": 64}, {"tile_m": 64},
                {"tile_n": 64, "tile_k": 16}, {"tile_m": 256}, {"tile_m": 256, "warp_m": 4}),
