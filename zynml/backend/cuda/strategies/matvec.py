@@ -290,8 +290,8 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                 _for_slot(tid, start, m * columns, lambda slot: tile.store(
                     slot, _warps_total(partial, slot, warps)))
         else:
-            _store_split(tile, partial, total_type, f"{kernel_name}_total", tid, split,
-                         splits, warps, p.threads)
+            _store_split(tile, lambda slot: _warps_total(partial, slot, warps), total_type,
+                         f"{kernel_name}_total", tid, split, splits, p.threads)
         gpu.ReturnOp([])
     grid = (column_blocks, splits, 1)
     return Launch(kernel_name, signature.values, grid, (p.threads, 1, 1))
@@ -356,26 +356,26 @@ def _for_slot(tid: ir.Value, start, end, body) -> None:
         scf.YieldOp([])
 
 
-def _warps_total(partial: ir.Value, slot: ir.Value, warps: int) -> ir.Value:
-    """The block's total of output `slot`: its warps' partial sums added in order."""
-    total = memref.LoadOp(partial, [index_const(0), slot]).result
+def _warps_total(partial: ir.Value, at: ir.Value, warps: int) -> ir.Value:
+    """The block's total of the output at `at` in each warp's row of `partial`: the
+    warps' partial sums added in order."""
+    total = memref.LoadOp(partial, [index_const(0), at]).result
     for w in range(1, warps):
-        total = arith.AddFOp(total, memref.LoadOp(partial, [index_const(w), slot]).result
+        total = arith.AddFOp(total, memref.LoadOp(partial, [index_const(w), at]).result
                              ).result
     return total
 
 
-def _store_split(tile: _Tile, partial: ir.Value, total_type: ir.Type, total_name: str,
-                 tid: ir.Value, split: ir.Value, splits: int, warps: int,
-                 threads: int) -> None:
-    """The cluster's S blocks' totals added: each block publishes its warps' total of
-    every output in shared memory; block s then adds the S totals (block 0's first) of
-    its S-th of the outputs and stores them."""
+def _store_split(tile: _Tile, block_total, total_type: ir.Type, total_name: str,
+                 tid: ir.Value, split: ir.Value, splits: int, threads: int) -> None:
+    """The cluster's S blocks' totals added: each block publishes its total of every
+    output (`block_total(slot)`) in shared memory; block s then adds the S totals (block
+    0's first) of its S-th of the outputs and stores them."""
     slots = tile.m * tile.columns
     total = memref.get_global(total_type, total_name)
     for start in range(0, slots, threads):
         _for_slot(tid, start, slots, lambda slot: memref.StoreOp(
-            _warps_total(partial, slot, warps), total, [slot]))
+            block_total(slot), total, [slot]))
     cluster_sync()
     i32 = ir.IntegerType.get_signless(32)
     base = shared_address(total)

@@ -43,6 +43,10 @@ NAME = "matvec_mma"
 REQUIRES = frozenset({"mma_sync"})
 
 COLUMNS = 128  # of B, per warp (and block): 16 rows of 8 mma instances
+# a row of A's partial sums in shared memory: 128 columns and one word of padding, so
+# that a warp's stores of one accumulator (rows 2t + c, columns 8g + ..) meet at most
+# two to a bank (without it: 8, every t and every other g on one bank)
+PITCH = COLUMNS + 1
 K_STEP = 16    # mma m16n8k16
 LANES = 8      # f16 / bf16 elements per 16-byte load
 
@@ -91,8 +95,8 @@ class _Layout:
 
     def shared_bytes(self, partial_rows: int) -> int:
         """The warps' partial sums, and (S > 1) the block's totals for its peers."""
-        return 4 * COLUMNS * (partial_rows * self.padded_rows +
-                              (self.m if self.splits > 1 else 0))
+        return 4 * (partial_rows * self.padded_rows * PITCH +
+                    (self.m * COLUMNS if self.splits > 1 else 0))
 
 
 def _layout(generic: ir.Operation, p: Params, target) -> _Layout | None:
@@ -136,9 +140,9 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     layout = _layout(generic, p, target)
     f32 = ir.F32Type.get()
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
-    slots = layout.padded_rows * COLUMNS
     rows = _partial_rows(p)
-    partial_type = ir.MemRefType.get([rows, slots], f32, memory_space=shared)
+    partial_type = ir.MemRefType.get([rows, layout.padded_rows * PITCH], f32,
+                                     memory_space=shared)
     total_type = ir.MemRefType.get([layout.m * COLUMNS], f32, memory_space=shared)
     with ir.InsertionPoint(gpu_module.regions[0].blocks[0]), generic.location:
         memref.GlobalOp(f"{kernel_name}_partial", ir.TypeAttr.get(partial_type),
@@ -161,13 +165,14 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         kernel.store_partials(sums, partial, rows)
         tile = _Tile(scope, outs[0], initial, layout.m, layout.n, COLUMNS, kernel.block_col)
         tid = gpu.thread_id(gpu.Dimension.x)
+        block_total = lambda slot: _warps_total(partial, _padded(slot), rows)
         if layout.splits == 1:
             for start in range(0, layout.m * COLUMNS, threads):
                 _for_slot(tid, start, layout.m * COLUMNS, lambda slot: tile.store(
-                    slot, _warps_total(partial, slot, rows)))
+                    slot, block_total(slot)))
         else:
-            _store_split(tile, partial, total_type, f"{kernel_name}_total", tid,
-                         kernel.split, layout.splits, rows, threads)
+            _store_split(tile, block_total, total_type, f"{kernel_name}_total", tid,
+                         kernel.split, layout.splits, threads)
         gpu.ReturnOp([])
     grid = (layout.column_tiles, layout.splits, 1)
     return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
@@ -288,7 +293,7 @@ class _Kernel:
     def store_partials(self, sums: list, partial: ir.Value, rows: int) -> None:
         """The warps' sums into `partial`'s `rows` rows: warp w into row w % rows, the
         first `rows` warps storing, the others adding in turn (a barrier after each
-        turn). Slot = row of A * 128 + column of the tile; D (row g + 8h, column 2t + c)
+        turn). At row of A * PITCH + column of the tile; D (row g + 8h, column 2t + c)
         of instance e is column 8g + e + 64h, row of A 8q + 2t + c."""
         two_t = arith.MulIOp(self.t, index_const(2)).result
         row_of_warp = arith.RemUIOp(self.warp, index_const(rows)).result
@@ -305,7 +310,7 @@ class _Kernel:
                             col = arith.AddIOp(
                                 arith.MulIOp(self.g, index_const(LANES)).result,
                                 index_const(e + 64 * h)).result
-                            slot = arith.AddIOp(arith.MulIOp(row, index_const(COLUMNS)
+                            slot = arith.AddIOp(arith.MulIOp(row, index_const(PITCH)
                                                              ).result, col).result
                             value = sums[(e * self.layout.halves + q) * 4 + v]
                             if turn:
@@ -314,6 +319,11 @@ class _Kernel:
                             memref.StoreOp(value, partial, [row_of_warp, slot])
                 scf.YieldOp([])
             gpu.BarrierOp()
+
+
+def _padded(slot: ir.Value) -> ir.Value:
+    """Where output `slot` (row of A * 128 + column) sits in a row of partial sums."""
+    return arith.AddIOp(slot, arith.DivUIOp(slot, index_const(COLUMNS)).result).result
 
 
 def _mma(acc: list, a: list, b: list, element: str) -> list:
