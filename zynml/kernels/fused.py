@@ -1,8 +1,9 @@
 """Fused operations of kernel-library.md, forward and backward, each a pipeline of a
 ZynML source in zynml/kernels/src (its header states the formulas): SwiGLU and GeGLU
-(swiglu.zyn, swiglu_packed.zyn, geglu.zyn), RMSNorm + RoPE (rms_norm_rope.zyn), Residual + LayerNorm
-(residual_layer_norm.zyn), LayerNorm + Linear (layer_norm_linear.zyn) and Softmax +
-Dropout (softmax_dropout.zyn). docs/kernels.md describes them.
+(swiglu.zyn, swiglu_packed.zyn, geglu.zyn), RMSNorm + RoPE (rms_norm_rope.zyn),
+Residual + LayerNorm (residual_layer_norm.zyn), LayerNorm + Linear
+(layer_norm_linear.zyn) and Softmax + Dropout (softmax_dropout.zyn). docs/kernels.md
+describes them.
 
 Each function runs on the device its inputs live on (a GPU array: that GPU; numpy: the
 default device) or on `device=`; the shapes are checked here, so a mistake names the

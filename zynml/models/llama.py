@@ -5,7 +5,8 @@ The model: a token embedding, pre-RMSNorm blocks of grouped-query attention (rot
 embeddings in the rotate_half form, a KV cache) and a SwiGLU MLP, a final RMSNorm and
 an untied output head; no biases. Weights are stored [in, out] (q, k and v fused into
 one [hidden, (heads + 2 * kv_heads) * head_dim] matrix; on the device gate's and up's
-side by side, [hidden, 2 * ffn]) in the config's dtype, random from a seed. zynml/models/llama_torch.py is the same model in PyTorch.
+side by side, [hidden, 2 * ffn]) in the config's dtype, random from a seed.
+zynml/models/llama_torch.py is the same model in PyTorch.
 
 A decode step (`Llama.step`) takes one token per sequence (`tokens`, [batch]) at one
 position (`pos`, a 0-d array) and gives the logits [batch, vocab] and the greedy next
