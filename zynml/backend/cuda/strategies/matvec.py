@@ -236,10 +236,13 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                                                    index_const(lanes)).result).result
         # a tail block's threads past N read the last columns and store nothing
         col_read = arith.MinUIOp(col, index_const(n - lanes)).result
-        split = gpu.block_id(gpu.Dimension.y) if splits > 1 else None
-        k_begin = arith.MulIOp(split, index_const(split_rows)).result if split else None
-        k_end = arith.MinUIOp(arith.AddIOp(k_begin, index_const(split_rows)).result,
-                              index_const(k)).result if split else index_const(k)
+        # block y's rows of k: k_begin .. k_end (None, k: all of them)
+        split, k_begin, k_end = None, None, index_const(k)
+        if splits > 1:
+            split = gpu.block_id(gpu.Dimension.y)
+            k_begin = arith.MulIOp(split, index_const(split_rows)).result
+            k_end = arith.MinUIOp(arith.AddIOp(k_begin, index_const(split_rows)).result,
+                                  index_const(k)).result
         vec = ir.VectorType.get([lanes], shape.element)
         zero = arith.ConstantOp(f32, 0.0).result
         zero_vec = arith.ConstantOp(vec, ir.DenseElementsAttr.get_splat(
