@@ -17,7 +17,6 @@ over that time against a device-to-device copy's rate (read + written) in the sa
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from pathlib import Path
 
@@ -50,8 +49,10 @@ def compile_only(param_sets: list[str], target: str | None) -> None:
 
 
 def graph_ms(torch, replay, repeat: int = 15) -> float:
-    """Median GPU milliseconds of `replay()`, queued behind a sleep longer than the host
-    takes to launch it (so the events time the GPU's work)."""
+    """Median GPU milliseconds of `replay()` (gpu_vs_torch.median_ms), each queued behind
+    a sleep longer than the host takes to launch it, so that the events time the GPU's
+    work (a ZynML replay checks every captured call's inputs first)."""
+    from gpu_vs_torch import median_ms  # benchmarks/
     replay()
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -59,16 +60,7 @@ def graph_ms(torch, replay, repeat: int = 15) -> float:
     host_seconds = time.perf_counter() - start
     torch.cuda.synchronize()
     cycles = int(host_seconds * 4e9) + 200_000  # twice the host time at about 2 GHz
-    times = []
-    for _ in range(repeat):
-        begin, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        torch.cuda._sleep(cycles)
-        begin.record()
-        replay()
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end))
-    return statistics.median(times)
+    return median_ms(replay, repeat, torch, queue_cycles=cycles)
 
 
 def run(param_sets: list[str], target: str | None) -> None:

@@ -98,9 +98,14 @@ class Params:
             return 1
         if self.splits:
             return self.splits
-        most = max(1, min(PORTABLE_CLUSTER_BLOCKS, k // rows_per_step))
-        return next((s for s in range(1, most + 1) if column_blocks * s >= self.split_blocks),
-                    most)
+        return fewest_splits(column_blocks, k // rows_per_step, self.split_blocks)
+
+
+def fewest_splits(column_blocks: int, most: int, wanted_blocks: int) -> int:
+    """S: the fewest blocks per cluster (at most `most`, which is at least 1 and at most a
+    portable cluster's 8) that make `wanted_blocks` blocks over `column_blocks` tiles."""
+    most = max(1, min(PORTABLE_CLUSTER_BLOCKS, most))
+    return next((s for s in range(1, most + 1) if column_blocks * s >= wanted_blocks), most)
 
 
 DEFAULT_PARAMS = Params()
@@ -288,13 +293,8 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
             scf.YieldOp([])
         gpu.BarrierOp()
         tile = _Tile(scope, outs[0], initial, m, n, columns, block_col)
-        if splits == 1:
-            for start in range(0, m * columns, p.threads):
-                _for_slot(tid, start, m * columns, lambda slot: tile.store(
-                    slot, _warps_total(partial, slot, warps)))
-        else:
-            _store_split(tile, lambda slot: _warps_total(partial, slot, warps), total_type,
-                         f"{kernel_name}_total", tid, split, splits, p.threads)
+        store_tile(tile, lambda slot: _warps_total(partial, slot, warps), tid, p.threads,
+                   split, splits, total_type, f"{kernel_name}_total")
         gpu.ReturnOp([])
     grid = (column_blocks, splits, 1)
     return Launch(kernel_name, signature.values, grid, (p.threads, 1, 1))
@@ -367,6 +367,19 @@ def _warps_total(partial: ir.Value, at: ir.Value, warps: int) -> ir.Value:
         total = arith.AddFOp(total, memref.LoadOp(partial, [index_const(w), at]).result
                              ).result
     return total
+
+
+def store_tile(tile: _Tile, block_total, tid: ir.Value, threads: int, split, splits: int,
+               total_type: ir.Type, total_name: str) -> None:
+    """The block's outputs stored, `block_total(slot)` being its sum of output `slot`:
+    as they are (S = 1), or added over the cluster's S blocks (block y = `split`) through
+    the shared buffer `total_name` of `total_type` (`_store_split`)."""
+    if splits > 1:
+        _store_split(tile, block_total, total_type, total_name, tid, split, splits, threads)
+        return
+    slots = tile.m * tile.columns
+    for start in range(0, slots, threads):
+        _for_slot(tid, start, slots, lambda slot: tile.store(slot, block_total(slot)))
 
 
 def _store_split(tile: _Tile, block_total, total_type: ir.Type, total_name: str,

@@ -19,7 +19,7 @@ The block's W warps split the block's k (warp w: steps w, w + W, .. of `unroll` 
 a time, loads of all of them first); their sums meet in shared memory (4 warps' rows,
 the other warps adding into them in turn), and, where the chip has clusters, the S
 blocks of a cluster split k further and add their totals as matvec's do
-(`matvec._store_split`). Accumulation in f32, one rounding at the store.
+(`matvec.store_tile`). Accumulation in f32, one rounding at the store.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from .clusters import PORTABLE_CLUSTER_BLOCKS, set_cluster_shape
 from .hopper import _struct, _unpack
 from .kernel_builder import (Group, KernelScope, KernelSignature, filled_products,
                              index_const, new_kernel, generic_operands)
-from .matvec import (VECTOR_BYTES, _for_slot, _shape, _store_split, _Tile, _warps_total)
+from .matvec import VECTOR_BYTES, _shape, _Tile, _warps_total, fewest_splits, store_tile
 from .matvec import Params as _MatvecParams
 from .row_reduce import WARP
 from .row_registers import as_global
@@ -108,9 +108,8 @@ def _layout(generic: ir.Operation, p: Params, target) -> _Layout | None:
     steps = shape.k // K_STEP
     splits = 1
     if target.has(("clusters",)):
-        most = max(1, min(PORTABLE_CLUSTER_BLOCKS, steps // (p.warps * p.unroll)))
-        splits = p.splits or next((s for s in range(1, most + 1)
-                                   if tiles * s >= p.split_blocks), most)
+        splits = p.splits or fewest_splits(tiles, steps // (p.warps * p.unroll),
+                                           p.split_blocks)
     split_rows = -(-steps // splits) * K_STEP
     return _Layout(shape.m, shape.n, shape.k, shape.element, tiles, splits, split_rows,
                    -(-shape.m // 8))
@@ -164,15 +163,9 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         partial = memref.get_global(partial_type, f"{kernel_name}_partial")
         kernel.store_partials(sums, partial, rows)
         tile = _Tile(scope, outs[0], initial, layout.m, layout.n, COLUMNS, kernel.block_col)
-        tid = gpu.thread_id(gpu.Dimension.x)
-        block_total = lambda slot: _warps_total(partial, _padded(slot), rows)
-        if layout.splits == 1:
-            for start in range(0, layout.m * COLUMNS, threads):
-                _for_slot(tid, start, layout.m * COLUMNS, lambda slot: tile.store(
-                    slot, block_total(slot)))
-        else:
-            _store_split(tile, block_total, total_type, f"{kernel_name}_total", tid,
-                         kernel.split, layout.splits, threads)
+        store_tile(tile, lambda slot: _warps_total(partial, _padded(slot), rows),
+                   gpu.thread_id(gpu.Dimension.x), threads, kernel.split, layout.splits,
+                   total_type, f"{kernel_name}_total")
         gpu.ReturnOp([])
     grid = (layout.column_tiles, layout.splits, 1)
     return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
