@@ -23,7 +23,7 @@ processes (gloo): the tests' dry run of the machinery.
 
 Then two `@parallel(data)` programs in one process, each on the same GPU counts against
 the plain program on cuda:0 (the median of 5 calls, wall clock, inputs from the host and
-the result back to it): PROGRAMS["stream"], `--rows` x 4096 f32 through one elementwise
+the result back to it; the inputs in ordinary, then in page-locked host memory): PROGRAMS["stream"], `--rows` x 4096 f32 through one elementwise
 op (bound by host memory: 256 MB each way), and PROGRAMS["all_pairs"], a Gaussian kernel
 sum of 2^20 points against `--centres` centres (bound by the GPUs: 69G exponentials for
 12.5 MB moved at the default 65536). `--compile-only --gpus N` compiles every count's chunks.
@@ -284,9 +284,17 @@ def compile_program(spec: DataParallelProgram, args, gpus: int) -> None:
                                              {name: inputs[name] for name in rest})
 
 
-def time_program(spec: DataParallelProgram, args, gpus: int) -> list[tuple[int, float]]:
-    """(GPUs, median seconds of a call) per GPU count; results checked against one GPU."""
+def time_program(spec: DataParallelProgram, args, gpus: int,
+                 pinned: bool = False) -> list[tuple[int, float]]:
+    """(GPUs, median seconds of a call) per GPU count; results checked against one GPU.
+    `pinned`: the inputs in page-locked host memory (zynml.allocate(..., pinned=True)),
+    which a GPU copies from directly, for every GPU count alike."""
     inputs, rows_out = spec.inputs(args), []
+    if pinned:
+        import zynml
+        for name, value in inputs.items():
+            inputs[name] = zynml.allocate(value.shape, value.dtype, pinned=True)
+            inputs[name][...] = value
     want = None
     for n in gpu_counts(gpus):
         prog = program(spec.source, n)
@@ -329,9 +337,11 @@ def compile_only(args) -> None:
         compile_program(spec, args, args.gpus or 4)
 
 
-def report_program(args, spec: DataParallelProgram, rows: list[tuple[int, float]]) -> None:
+def report_program(args, spec: DataParallelProgram, rows: list[tuple[int, float]],
+                   pinned: bool) -> None:
     what = spec.what.replace("ROWS", str(args.rows)).replace("CENTRES", str(args.centres))
-    print(f"\n@parallel(data): {what}, from and to the host\n")
+    where = "page-locked host arrays" if pinned else "host arrays (pageable)"
+    print(f"\n@parallel(data): {what}, from and to {where}\n")
     print("| GPUs | call ms | speed-up |")
     print("|---:|---:|---:|")
     for n, seconds in rows:
@@ -412,8 +422,9 @@ def main() -> None:
         reference = _launch(args, 1, accumulate=n) if n > 1 else None
         report(args, runs, reference)
     if args.device == "cuda" and args.only != "training":
-        for spec in PROGRAMS.values():
-            report_program(args, spec, time_program(spec, args, n))
+        for pinned in (False, True):
+            for spec in PROGRAMS.values():
+                report_program(args, spec, time_program(spec, args, n, pinned), pinned)
 
 
 if __name__ == "__main__":

@@ -170,7 +170,9 @@ def _pinned(shape, dtype) -> "HostArray":
     nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
     driver = _driver()
     try:
-        ptr = int(check(driver.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+        # portable: page-locked for every GPU's context, not only the current one's (a
+        # @parallel(data) call copies it to each GPU straight from where it is)
+        ptr = int(check(driver.cuMemHostAlloc(nbytes, 1), "cuMemHostAlloc"))
     except CudaError as err:
         raise AllocationError(f"cannot allocate {nbytes} bytes of pinned memory: "
                               f"{err}") from None
