@@ -79,3 +79,27 @@ def test_pool_double_free_and_stale_arrays_are_errors():
     assert pool.used == 0
     with pytest.raises(PoolError):
         pool.free(b)
+
+
+def test_pinned_host_memory_is_page_locked_for_every_gpu(monkeypatch):
+    """cuMemHostAlloc's portable flag (1): without it the memory is page-locked only for
+    the context current at the allocation, and another GPU copies it as pageable memory
+    (slower; a @parallel(data) call copies its inputs to each GPU)."""
+    import ctypes
+    import types
+
+    from zynml import memory
+    from zynml.runtime.cuda import driver
+    buffers, flags = [], []
+
+    def host_alloc(nbytes, flag):
+        flags.append(flag)
+        buffers.append(ctypes.create_string_buffer(b"\x7f" * nbytes, nbytes))
+        return 0, ctypes.addressof(buffers[-1])
+    fake = types.SimpleNamespace(cuMemHostAlloc=host_alloc, cuMemFreeHost=lambda ptr: (0,),
+                                 CUresult=types.SimpleNamespace(CUDA_SUCCESS=0))
+    monkeypatch.setattr(driver, "_DRIVER", [fake])
+    monkeypatch.setattr(memory, "_cuda_device", lambda ordinal: None)
+    a = zynml.allocate((3, 5), "float32", pinned=True)
+    assert flags == [1] and a.ctypes.data == ctypes.addressof(buffers[0])
+    assert a.shape == (3, 5) and not a.any()  # zeroed over the driver's bytes

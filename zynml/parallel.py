@@ -16,12 +16,9 @@ chunk shape. Anything else is a located error saying why. Model parallelism
 (`@parallel(model)`) would be another `Split` kind: a plan of what each device gets and
 how the results combine.
 
-The chunks run at the same time. On GPUs the calling thread queues every chunk
-without waiting (copies in, kernels, copy out), and a pool of threads copies rows into
-and out of page-locked staging (runtime/cuda/data_parallel.py). Elsewhere, and for
-calls too large to stage, each device's chunk runs on a thread of its own (one per
-device for the whole process, so a GPU's context stays current there), which waits in
-the driver or the runtime with the GIL released. The call returns when all are done.
+The chunks run at the same time: each device's on a thread of its own (one per device
+for the whole process, so a GPU's context stays current there), which waits in the
+driver or the runtime with the GIL released; the call returns when all are done.
 """
 from __future__ import annotations
 
@@ -54,11 +51,6 @@ class DataParallel:
         bounds = np.linspace(0, batch.pop(), len(parts) + 1).round().astype(int)
         chunks = [(device, part, int(start), int(stop)) for device, part, start, stop in
                   zip(self.devices, parts, bounds[:-1], bounds[1:]) if stop > start]
-        if all(device.partition(":")[0] == "cuda" for device, *_ in chunks):
-            from .runtime.cuda.data_parallel import run_queued
-            gathered = run_queued(chunks, inputs, self.split, self.output)
-            if gathered is not None:
-                return {self.output: gathered}
         out = _Gathered(int(bounds[-1]))
         # one trip to each device's thread: its chunk in, run, and its result copied
         # into its rows of the output (no concatenation; each device's copy starts when
