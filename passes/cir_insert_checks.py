@@ -1,14 +1,15 @@
 """cir-insert-checks: checked mode's run-time checks (zynml/checks.py), as more computes.
 
-For every read (and scatter write, `x[ids[i]] += v`) whose index is not proven in range,
-and every integer division whose
-divisor is not a nonzero constant, a `reduce(max)` compute over the loops around it
-yields a violation code where the check fails (-1 where it holds); main returns the
-largest code as one more result, named `zynml.checks`, and the check table (kind, source
-position, tensor, dimension, size) goes into the module attribute `zynml.checks`, one
-JSON text, for the driver to keep beside the artifact. Divisors become `d == 0 ? 1 : d`
-so that the run itself cannot trap; the reads need nothing: cir-to-linalg clamps every
-gather into its tensor. Run only in checked mode: the usual pipeline never sees it.
+For every read (and write of a `mut` input: a scatter's, `x[ids[i]] += v`, or one at a
+run-time position, `x[pos, i] = v`) whose index is not proven in range, and every
+integer division whose divisor is not a nonzero constant, a `reduce(max)` compute over
+the loops around it yields a violation code where the check fails (-1 where it holds);
+main returns the largest code as one more result, named `zynml.checks`, and the check
+table (kind, source position, tensor, dimension, size) goes into the module attribute
+`zynml.checks`, one JSON text, for the driver to keep beside the artifact. Divisors
+become `d == 0 ? 1 : d` so that the run itself cannot trap; the reads need nothing:
+cir-to-linalg clamps every gather into its tensor. Run only in checked mode: the usual
+pipeline never sees it.
 
     func.func private @y_body(%x: tensor<4xf32>, %idx: tensor<5xi64>, %out: tensor<5xf32>) {
       scf.for %i = %c0 to %c5 step %c1 {
@@ -114,8 +115,9 @@ def _sites(compute: ir.Operation, body: ir.Operation) -> list[_Site]:
                     continue
                 found.append(_Site(Check("read", *_position(op), tensor=name, dim=dim,
                                          size=size), op, index, size))
-        elif op.name == "cir.store" and "combine" in op.attributes:
-            found.extend(_scatter_sites(compute, op, args, names, ranges))
+        elif op.name == "cir.store" and ("combine" in op.attributes or
+                                         "inits" in compute.attributes):
+            found.extend(_write_sites(compute, op, args, names, ranges))
         elif op.name in _DIVISIONS:
             if constant_int(op.operands[1]) not in (None, 0):
                 continue
@@ -124,11 +126,12 @@ def _sites(compute: ir.Operation, body: ir.Operation) -> list[_Site]:
     return found
 
 
-def _scatter_sites(compute: ir.Operation, store: ir.Operation, args: list,
-                   names: list[str], ranges: "_Ranges") -> list[_Site]:
-    """The indices of a scatter (`x[ids[i], d] += v`, a store with `combine`) into its
-    `mut` input, checked against that input's shape. Only for a block of one result (the
-    check computes copy the body's arguments but one `out`)."""
+def _write_sites(compute: ir.Operation, store: ir.Operation, args: list,
+                 names: list[str], ranges: "_Ranges") -> list[_Site]:
+    """The indices of a write into a `mut` input not proven in range: a scatter's
+    (`x[ids[i], d] += v`, a store with `combine`) or a run-time position's
+    (`cache[b, pos, e] = v`), checked against that input's shape. Only for a block of one
+    result (the check computes copy the body's arguments but one `out`)."""
     if len(compute.results) != 1 or "inits" not in compute.attributes:
         return []
     init = args[list(ir.DenseI64ArrayAttr(compute.attributes["inits"]))[0]]

@@ -43,6 +43,7 @@ from ..backend.cuda.strategies.extents import (as_index, fold_whole_subviews,
                                                has_dynamic_extent)
 from ..backend.cuda.strategies.kernel_builder import dense_row_major, index_const, kernel_type
 from ..backend.cuda.strategies.tuning import TuningError, parse, problem_of
+from ..backend.cuda.device_offsets import at_device_offset, sink_device_offsets
 from ..backend.cuda.inplace import write_in_place
 from ..backend.cuda.scatter import SCATTER_ATTR, expand_scatter_calls
 from ..backend.cuda.target import CudaTarget, DEFAULT_CHIP
@@ -79,8 +80,10 @@ def run(module: ir.Operation, options: Options) -> None:
     expand_scatter_calls(module, options.deterministic)
     write_in_place(module)  # `mut x` written in x's buffer where safe (cuda/inplace.py)
     for op in list(_host_ops(module)):
-        if op.name == "memref.copy" and not (dense_row_major(op.operands[0].type) and
-                                             dense_row_major(op.operands[1].type)):
+        if op.name == "memref.copy" and (
+                not (dense_row_major(op.operands[0].type) and
+                     dense_row_major(op.operands[1].type)) or
+                any(at_device_offset(v) for v in op.operands)):
             _copy_as_generic(op)
     fold_whole_subviews(_host_ops(module))  # run-time sizes: slices that are the whole
     generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
@@ -134,6 +137,9 @@ def run(module: ir.Operation, options: Options) -> None:
         except ValueError as err:
             raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
         _replace_with_launch([generic], launch, strategy.NAME, problem_of(strategy, generic))
+    # Views at offsets read from device memory: the kernels compute them (a decode
+    # step's cache row at a position a graph replay reads in place).
+    sink_device_offsets(list(_host_ops(module)), kernels)
     # Host reads of device memory that kernels now do themselves.
     for op in list(_host_ops(module)):
         if op.name == "memref.load" and not any(True for _ in op.results[0].uses):

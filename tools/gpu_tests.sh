@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autotune/test_tuner.py
        tests/runtime/test_cuda_random_math.py tests/runtime/test_cuda_transformer.py
        tests/runtime/test_cuda_device_scalars.py tests/test_outputs.py tests/test_inplace.py
+       tests/test_offset_writes.py
        tests/test_scatter.py tests/test_scatter_modes.py tests/test_checks_cuda.py
        tests/runtime/test_cuda_dynamic.py tests/runtime/test_cuda_inplace_fast.py
        tests/runtime/test_cuda_decode_attention.py tests/kernels/test_fused_cuda.py

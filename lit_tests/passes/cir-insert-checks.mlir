@@ -1,8 +1,9 @@
-// cir-insert-checks (checked mode only) gives every read at an index not proven in range
-// and every integer division by a divisor not known to be nonzero a reduce(max) compute
-// over the loops around it, yielding a violation code where the check fails and -1
-// elsewhere; main returns the largest code as one more result ("zynml.checks"), the check
-// table is the module's `zynml.checks` attribute, and divisors become `d == 0 ? 1 : d`.
+// cir-insert-checks (checked mode only) gives every read at an index not proven in
+// range (and every write of a `mut` input at such an index) and every integer
+// division by a divisor not known to be nonzero a reduce(max) compute over the loops
+// around it, yielding a violation code where the check fails and -1 elsewhere; main
+// returns the largest code as one more result ("zynml.checks"), the check table is
+// the module's `zynml.checks` attribute, and divisors become `d == 0 ? 1 : d`.
 // RUN: zynml-opt %s --split-input-file --cir-insert-checks | filecheck %s
 // RUN: zynml-opt %s --split-input-file --cir-insert-checks | zynml-opt --split-input-file | filecheck %s
 
@@ -209,5 +210,39 @@ module {
 // CHECK: %[[ID:.*]] = "cir.load"(%{{.*}}, %{{.*}}) : (tensor<3xi64>, index) -> i64
 // CHECK: arith.cmpi slt
 // CHECK: arith.cmpi sge, %{{.*}}, %c3_i64
+// CHECK: "cir.yield"
+// CHECK-NOT: _check1
+
+// -----
+// A write of a `mut` input at a run-time position (`cache[pos, d] = ...`, a store
+// without `combine`) checks the position against the input's shape too; the loop
+// variable's index is in range and needs none.
+
+module {
+  func.func @main(%arg0: tensor<5x2xf32>, %arg1: tensor<2xf32>, %arg2: i64) -> tensor<?x?xf32> attributes {zynml.inputs = ["cache", "x", "pos"], zynml.outputs = ["cache"]} {
+    %c2 = arith.constant 2 : index
+    %c5 = arith.constant 5 : index
+    %0 = "cir.compute"(%arg0, %arg1, %arg2, %c2, %c5, %c2) {body = @cache_body, inits = array<i64: 0>, kind = "elementwise", names = ["cache", "x", "pos", "dim"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, out_dims = array<i64: 4, 5>} : (tensor<5x2xf32>, tensor<2xf32>, i64, index, index, index) -> tensor<?x?xf32>
+    return %0 : tensor<?x?xf32>
+  }
+  func.func private @cache_body(%arg0: tensor<5x2xf32>, %arg1: tensor<2xf32>, %arg2: i64, %arg3: index, %arg4: index, %arg5: index, %arg6: tensor<?x?xf32>) attributes {cir.body} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    scf.for %arg7 = %c0 to %c2 step %c1 {
+      %0 = arith.index_cast %arg2 : i64 to index
+      %1 = "cir.load"(%arg1, %arg7) : (tensor<2xf32>, index) -> f32
+      "cir.store"(%1, %arg6, %0, %arg7) : (f32, tensor<?x?xf32>, index, index) -> ()
+    }
+    return
+  }
+}
+
+// CHECK-LABEL: module attributes {zynml.checks = "[{\22kind\22: \22write\22, {{.*}}\22tensor\22: \22cache\22, \22dim\22: 0, \22size\22: 5}]"}
+// CHECK: func.func @main({{.*}}) -> (tensor<?x?xf32>, tensor<i64>) attributes {{{.*}}zynml.outputs = ["cache", "zynml.checks"]}
+// CHECK: "cir.compute"{{.*}}body = @cache_body_check0{{.*}}kind = "reduce"{{.*}}reduce = "max"
+// CHECK: func.func private @cache_body_check0(
+// CHECK: arith.cmpi slt
+// CHECK: arith.cmpi sge, %{{.*}}, %c5_i64
 // CHECK: "cir.yield"
 // CHECK-NOT: _check1

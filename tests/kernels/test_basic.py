@@ -185,7 +185,7 @@ def test_adamw_step_counts_from_one(rng):
 
 
 def test_rope_and_copy_rows_shape_errors_name_the_arrays():
-    x, table = np.ones((3, 4), np.float32), np.ones((5, 4), np.float32)
+    table = np.ones((5, 4), np.float32)
     with pytest.raises(zynml.ZynMLError, match=r"rope: x must be \[rows, d\] with d even "
                                                r"and cos, sin \[positions, d\]; got x "
                                                r"\(3, 5\), cos \(5, 4\), sin \(5, 4\)"):
@@ -194,4 +194,12 @@ def test_rope_and_copy_rows_shape_errors_name_the_arrays():
                                                r"target \[positions, cols\]; got source "
                                                r"\(6, 4\), target \(5, 4\)"):
         K.copy_rows(table, np.ones((6, 4), np.float32), 0, device="cpu")
-    assert K.copy_rows(np.zeros((5, 4), np.float32), x, 1, device="cpu")[1:4].sum() == 12
+
+
+@pytest.mark.parametrize("start", [0, 2, np.array(4)])
+def test_copy_rows_overwrites_the_rows_at_start_and_keeps_the_rest(rng, start):
+    target, source = normal(rng, 7, 5), normal(rng, 3, 5)
+    want = target.astype(np.float64)
+    want[int(start):int(start) + 3] = source
+    assert K.copy_rows(target, source, start, device="cpu") is target
+    np.testing.assert_array_equal(target, want)

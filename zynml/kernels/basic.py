@@ -111,9 +111,9 @@ def rope(x: Any, cos: Any, sin: Any, pos: Any, *, device: str | None = None):
 
 
 def copy_rows(target: Any, source: Any, start: Any, *, device: str | None = None):
-    """source [rows, cols] added into target [positions, cols] at rows start.. start +
+    """source [rows, cols] written into target [positions, cols] at rows start.. start +
     rows (`start` a number or a 0-d integer array, read when the kernel runs), in place:
-    a KV cache's next rows, which must hold zeros. Returns target."""
+    a KV cache's next rows. Returns target."""
     shape, rows = tuple(target.shape), tuple(source.shape)
     if len(shape) != 2 or len(rows) != 2 or rows[1] != shape[1] or rows[0] > shape[0]:
         raise ZynMLError(f"copy_rows: source [rows, cols] must fit target [positions, "

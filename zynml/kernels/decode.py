@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ZynMLError
-from .basic import reshaped
 from .library import device_of, program
 
 __all__ = ["rope_kv_cache", "kv_cache_write", "decode_embedding", "rms_norm_into",
@@ -30,8 +29,8 @@ def rope_kv_cache(qkv: Any, cos: Any, sin: Any, pos: Any, k_cache: Any, v_cache:
                   heads: int, device: str | None = None):
     """Rotate q and k of a fused projection qkv [batch, (heads + 2 * kv_heads) * d] at
     position `pos` (rotate_half RoPE, cos and sin [positions, d]); write the rotated k
-    and v into the caches [batch, kv_heads, positions, d] at `pos`, in place (their rows
-    there must be zeros: a scatter adds); return q [batch, heads, 1, d]."""
+    and v into the caches [batch, kv_heads, positions, d] at `pos`, in place; return q
+    [batch, heads, 1, d]."""
     fn = "rope_kv_cache"
     if len(_shape(k_cache)) != 4 or _shape(v_cache) != _shape(k_cache):
         raise ZynMLError(f"{fn}: k_cache and v_cache must be one shape [batch, kv_heads, "
@@ -47,19 +46,16 @@ def rope_kv_cache(qkv: Any, cos: Any, sin: Any, pos: Any, k_cache: Any, v_cache:
             raise ZynMLError(f"{fn}: {name} {_shape(table)} is not [positions, head_dim] "
                              f"= [{positions}, {d}]")
     _check_position(fn, pos, positions)
-    flat = (batch * kv_heads * positions, d)
     out = program("rope_kv_cache", device or device_of([qkv, k_cache]))(
-        qkv=qkv, cos=cos, sin=sin, pos=pos, k_cache=reshaped(k_cache, flat),
-        v_cache=reshaped(v_cache, flat), heads=heads, kv_heads=kv_heads,
-        positions=positions)
+        qkv=qkv, cos=cos, sin=sin, pos=pos, k_cache=k_cache, v_cache=v_cache, heads=heads)
     return out["q"]
 
 
 def kv_cache_write(qkv: Any, pos: Any, k_cache: Any, v_cache: Any, *,
                    device: str | None = None):
     """Write k and v of a fused projection qkv [batch, 3 * heads * d] into the caches
-    [batch, heads, positions, d] at position `pos`, in place (their rows there must be
-    zeros: a scatter adds); return q [batch, heads, 1, d]."""
+    [batch, heads, positions, d] at position `pos`, in place; return q [batch, heads,
+    1, d]."""
     fn = "kv_cache_write"
     if len(_shape(k_cache)) != 4 or _shape(v_cache) != _shape(k_cache):
         raise ZynMLError(f"{fn}: k_cache and v_cache must be one shape [batch, heads, "
@@ -69,10 +65,8 @@ def kv_cache_write(qkv: Any, pos: Any, k_cache: Any, v_cache: Any, *,
         raise ZynMLError(f"{fn}: qkv {_shape(qkv)} is not [batch, 3 * heads * head_dim] "
                          f"= [{batch}, {3 * heads * d}]")
     _check_position(fn, pos, positions)
-    flat = (batch * heads * positions, d)
     out = program("kv_cache_write", device or device_of([qkv, k_cache]))(
-        qkv=qkv, pos=pos, k_cache=reshaped(k_cache, flat), v_cache=reshaped(v_cache, flat),
-        heads=heads, positions=positions)
+        qkv=qkv, pos=pos, k_cache=k_cache, v_cache=v_cache)
     return out["q"]
 
 

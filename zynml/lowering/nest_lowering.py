@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Optional
 
 from mlir import ir
@@ -41,7 +42,8 @@ from .generic_region import Derived, LoweringError, Plan
 from .linalg_emit import PARALLEL, Lowering, identity_map, iterator_attr
 from .reduction_lowering import ReductionLowering
 
-__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "linear", "loop_of"]
+__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "StoreLayout", "linear",
+           "loop_of"]
 
 # The largest tensor a generic gets only for the extents of loops no input is read along.
 MAX_PLACEHOLDER = 2 ** 31
@@ -373,11 +375,10 @@ class NestLowering(ReductionLowering):
                 if len(loop_of(iv).results):
                     raise LoweringError("a write inside a loop that carries values; write "
                                         "after the loop", store.location)
-            dims, offsets, strides = self._store_layout(store, ctx, prefix)
-            tile = self.tensor_over(dims, store.operands[0], element)
+            layout = self._store_layout(store, ctx, prefix)
+            tile = self.tensor_over(layout.dims, store.operands[0], element)
             tile_shape = list(ir.RankedTensorType(tile.type).shape)
-            full = (len(stores) == 1 and all(o == 0 for o in offsets)
-                    and all(s == 1 for s in strides) and len(tile_shape) == len(shape)
+            full = (len(stores) == 1 and layout.plain and len(tile_shape) == len(shape)
                     and all(t == d or ir.ShapedType.is_dynamic_size(t)
                             or ir.ShapedType.is_dynamic_size(d)
                             for t, d in zip(tile_shape, shape)))
@@ -390,35 +391,153 @@ class NestLowering(ReductionLowering):
                     raise LoweringError("strided or offset writes need static shapes",
                                         store.location)
                 current = self.L.filled(shape, element, self.L.constant(element, 0))
-            current = self._insert(tile, current, offsets, strides)
+            current = self._insert(tile, current, layout)
         return current
 
-    def _store_layout(self, store: ir.Operation, ctx: list[ir.Value], prefix=()):
-        """For out[a*iv + c, ...]: the ivs in index order, offsets c and strides a."""
+    def _store_layout(self, store: ir.Operation, ctx: list[ir.Value],
+                      prefix=()) -> "StoreLayout":
+        """For out[a*iv + c, ...]: the ivs in index order, offsets c and strides a. The
+        offset may add a value no loop changes (`cache[b, pos + t, e]`, a KV cache's
+        position); an index without a loop variable (a constant, or such a value) is a
+        dimension of one element at that offset, which the tile of values leaves out."""
         positions = {iv: d for d, iv in enumerate(ctx)}
         dims, offsets, strides = list(prefix), [0] * len(prefix), [1] * len(prefix)
-        for index in list(store.operands[2:]):
-            term = _single_term(linear(index, positions))
-            if term is None:
+        units = []
+        for k, index in enumerate(list(store.operands[2:])):
+            form = self._index_form(index, positions)
+            if form is not None and not form[0]:
+                units.append(len(prefix) + k)
+                offsets.append(self._offset(form[1], form[2]))
+                strides.append(1)
+                continue
+            terms, constant, runtime = form if form is not None else ({}, 0, None)
+            # one loop variable, a positive coefficient, a start inside out (known where
+            # the offset has no run-time part)
+            if len(terms) != 1 or min(terms.values()) <= 0 or runtime is None and constant < 0:
                 raise LoweringError("'out' must be indexed by a*i + c with one loop variable "
-                                    "i per dimension", store.location)
-            d, a, c = term
+                                    "i per dimension (c may add a value no loop changes), "
+                                    "or by a value no loop changes", store.location)
+            (d, a), = terms.items()
             lb, step = self.start_step(ctx[d])  # iv = lb + step * t
             dims.append(ctx[d])
-            offsets.append(a * lb + c)
+            offsets.append(self._offset(a * lb + constant, runtime))
             strides.append(a * step)
         if sorted(positions[iv] for iv in dims) != list(range(len(ctx))):
             raise LoweringError("every enclosing loop variable must index 'out' exactly once",
                                 store.location)
-        return dims, offsets, strides
+        return StoreLayout(dims, offsets, strides, frozenset(units))
 
-    def _insert(self, tile: ir.Value, into: ir.Value, offsets, strides) -> ir.Value:
-        sizes = list(ir.RankedTensorType(tile.type).shape)
-        if any(ir.ShapedType.is_dynamic_size(s) for s in sizes):
-            raise LoweringError("strided writes of 'out' need static shapes",
-                                self.compute.location)
+    def _index_form(self, index: ir.Value, positions: dict):
+        """`index` as (coefficients of loop dimensions, constant, run-time part): the
+        run-time part a Value in main that no loop changes, or None. None where the index
+        is none of these (a product of a loop variable and a run-time value, a gather)."""
+        form = linear(index, positions)
+        if form is not None:
+            return form[0], form[1], None
+        try:
+            return {}, 0, self.L.outer(index)
+        except ValueError:
+            pass
+        op = defining_op(index)
+        if op is not None and op.name == "arith.index_cast":
+            return self._index_form(op.operands[0], positions)
+        if op is None or op.name not in ("arith.addi", "arith.subi"):
+            return None
+        a, b = (self._index_form(v, positions) for v in op.operands)
+        if a is None or b is None:
+            return None
+        sign = 1 if op.name == "arith.addi" else -1
+        terms = dict(a[0])
+        for d, x in b[0].items():
+            terms[d] = terms.get(d, 0) + sign * x
+        runtime = a[2]
+        if b[2] is not None:
+            with self.L.ip, op.location:
+                if runtime is None:
+                    runtime = arith.SubIOp(arith.ConstantOp(b[2].type, 0).result,
+                                           b[2]).result if sign < 0 else b[2]
+                else:
+                    runtime = (arith.AddIOp if sign > 0 else arith.SubIOp)(runtime,
+                                                                          b[2]).result
+        return {d: x for d, x in terms.items() if x}, a[1] + sign * b[1], runtime
+
+    def _offset(self, constant: int, runtime):
+        """constant + runtime (a Value in main) as a Value; `constant` without one."""
+        if runtime is None:
+            return constant
+        if not constant:
+            return runtime
         with self.L.ip, self.compute.location:
-            return tensor.InsertSliceOp(tile, into, [], [], [], offsets, sizes, strides).result
+            return arith.AddIOp(runtime, arith.ConstantOp(runtime.type, constant).result).result
+
+    def _clamped(self, offset: ir.Value, into: ir.Value, dim: int, size, stride: int
+                 ) -> ir.Value:
+        """A run-time `offset` (an integer Value in main) as an index clamped so that
+        `size` (an int or an index Value) elements `stride` apart from it lie in
+        dimension `dim` of `into`."""
+        shape = list(ir.RankedTensorType(into.type).shape)
+        index = ir.IndexType.get()
+        with self.L.ip, self.compute.location:
+            def constant(n: int) -> ir.Value:
+                return arith.ConstantOp(index, n).result
+            if offset.type != index:
+                offset = arith.IndexCastOp(index, offset).result
+            if ir.ShapedType.is_dynamic_size(shape[dim]):
+                extent = tensor.DimOp(into, constant(dim)).result
+            else:
+                extent = constant(shape[dim])
+            if isinstance(size, int):  # from the first element to the last, inclusive
+                span = constant((size - 1) * stride + 1)
+            else:
+                span = arith.AddIOp(arith.MulIOp(arith.SubIOp(size, constant(1)).result,
+                                                 constant(stride)).result, constant(1)).result
+            last = arith.SubIOp(extent, span).result
+            return arith.MinSIOp(arith.MaxSIOp(offset, constant(0)).result, last).result
+
+    def _insert(self, tile: ir.Value, into: ir.Value, layout: "StoreLayout") -> ir.Value:
+        """`tile` written into `into` at `layout`'s offsets and strides; a one-element
+        dimension of the layout is not in the tile. A run-time offset is clamped into
+        `into`, as a scatter's index is: a write never lands outside its tensor."""
+        tile_shape = list(ir.RankedTensorType(tile.type).shape)
+        sizes, k_tile = [], 0  # ints, or index Values where the tile's extent is dynamic
+        for k in range(len(layout.offsets)):
+            if k in layout.units:
+                sizes.append(1)
+                continue
+            size = tile_shape[k_tile]
+            if ir.ShapedType.is_dynamic_size(size):
+                with self.L.ip, self.compute.location:
+                    size = tensor.DimOp(tile, arith.ConstantOp(ir.IndexType.get(),
+                                                               k_tile).result).result
+            sizes.append(size)
+            k_tile += 1
+        offsets = [self._clamped(o, into, k, sizes[k], layout.strides[k])
+                   if isinstance(o, ir.Value) else o for k, o in enumerate(layout.offsets)]
+        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+        with self.L.ip, self.compute.location:
+            return tensor.InsertSliceOp(
+                tile, into, [o for o in offsets if isinstance(o, ir.Value)],
+                [s for s in sizes if isinstance(s, ir.Value)], [],
+                [dynamic if isinstance(o, ir.Value) else o for o in offsets],
+                [ir.ShapedType.get_dynamic_size() if isinstance(s, ir.Value) else s
+                 for s in sizes], layout.strides).result
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """Where a store's tile goes: its loop variables (the tile's dimensions, in order),
+    and per dimension of the tensor written an offset (int, or an index Value in main),
+    a stride, and whether it is a dimension of one element that the tile leaves out."""
+    dims: list
+    offsets: list
+    strides: list
+    units: frozenset
+
+    @property
+    def plain(self) -> bool:
+        """Does the tile start at 0 in every dimension, unstrided, with all of them?"""
+        return not self.units and all(isinstance(o, int) and o == 0 for o in self.offsets) \
+            and all(s == 1 for s in self.strides)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -475,14 +594,3 @@ def linear(value: ir.Value, dims: dict) -> Optional[tuple[dict, int]]:
             terms[d] = terms.get(d, 0) + sign * x
         return {d: x for d, x in terms.items() if x}, a[1] + sign * b[1]
     return walk(value)
-
-
-def _single_term(form) -> Optional[tuple[int, int, int]]:
-    """a*d + c with a > 0 and c >= 0 -> (d, a, c); None otherwise."""
-    if form is None:
-        return None
-    terms, c = form
-    if len(terms) != 1 or c < 0:
-        return None
-    (d, a), = terms.items()
-    return (d, a, c) if a > 0 else None

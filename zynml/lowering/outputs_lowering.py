@@ -1,18 +1,19 @@
 """The outputs of a compute: one tensor per `out` argument of its body (cir-to-linalg).
 
 A `cir.multi_compute` (`let (a, b) = compute(...)`) whose outputs are each written once,
-over the same loops, by `out.a[i, j] = ...` (no offsets or strides), becomes ONE
-`linalg.generic` with a result per output, so the values they share are computed once
-and one kernel writes them all:
+over the same loops, by `out.a[i, j] = ...`, becomes ONE `linalg.generic` with a result
+per output, so the values they share are computed once and one kernel writes them all
+(an output that is a `mut` input's update may be written in part, at offsets, a KV
+cache's row at a run-time position: its tile goes into the input's values):
 
     "cir.store"(%p2, %out0, %i)  "cir.store"(%m2, %out1, %i)     (one loop over i)
   becomes
     %r:2 = linalg.generic {iterator_types = ["parallel"]} ins(%p, %g, ...)
              outs(%e0, %e1) { ... linalg.yield %p2, %m2 }
 
-Any other layout (outputs of different shapes, several writes of one output, strided
-writes) lowers each output on its own, as a block of one output does (nest_lowering.py);
-the reductions they read are computed once either way.
+Any other layout (outputs of different shapes, several writes of one output, a partial
+write of a new output) lowers each output on its own, as a block of one output does
+(nest_lowering.py); the reductions they read are computed once either way.
 """
 from __future__ import annotations
 
@@ -62,25 +63,27 @@ def _one_generic(nest, stores: list[list[ir.Operation]], result_types: list[ir.T
         if nest.guarded(store) or any(len(loop_of(iv).results) for iv in ctx):
             return None  # the lowering of one output says why
         try:
-            dims, offsets, strides = nest._store_layout(store, ctx)
+            layouts.append(nest._store_layout(store, ctx))
         except LoweringError:
             return None
-        if any(offsets) or any(s != 1 for s in strides):
-            return None
-        layouts.append(dims)
-    dims = layouts[0]
-    if any(layout != dims for layout in layouts[1:]):
+    dims = layouts[0].dims
+    if any(layout.dims != dims for layout in layouts[1:]):
         return None
     extents = [nest.static_bound(iv) for iv in dims]
-    for t, init in zip(result_types, inits):
-        if init is not None and extents != list(ir.RankedTensorType(t).shape):
-            return None  # a partial update: the rest keeps the input's values
+    whole = [layout.plain and extents == list(ir.RankedTensorType(t).shape)
+             for layout, t in zip(layouts, result_types)]
+    if any(not w and init is None for w, init in zip(whole, inits)):
+        return None  # a partial write of a new output: the rest is zeros, on its own
     location = stores[0][0].location if not dims else loop_of(dims[-1]).location
     nest.unmasked(dims, location)
     bounds = [nest.bound(iv) for iv in dims]
-    inits = [nest.L.empty(bounds, ir.RankedTensorType(t).element_type) for t in result_types]
+    empties = [nest.L.empty(bounds, ir.RankedTensorType(t).element_type)
+               for t in result_types]
     n = len(dims)
-    values = nest.generic(dims, [PARALLEL] * n, [written[0].operands[0] for written in stores],
-                          [(init, identity_map(n)) for init in inits],
-                          lambda vals, outs: vals)
-    return [nest._cast(v, t) for v, t in zip(values, result_types)]
+    tiles = nest.generic(dims, [PARALLEL] * n, [written[0].operands[0] for written in stores],
+                         [(empty, identity_map(n)) for empty in empties],
+                         lambda vals, outs: vals)
+    # a partial update of a `mut` input (a KV cache's row at a run-time position): the
+    # tile goes into the input's values
+    return [nest._cast(tile if w else nest._insert(tile, init, layout), t)
+            for tile, w, init, layout, t in zip(tiles, whole, inits, layouts, result_types)]

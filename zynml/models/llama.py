@@ -16,9 +16,8 @@ once (zynml.capture) and then, for every token, writes the new token and positio
 them in place and replays the graph: one graph launch per token on CUDA, the same calls
 in order elsewhere. The prompt goes in token by token through the same graph.
 
-The KV cache write is a scatter that adds into zeroed slots (zynml/kernels/decode.py):
-`reset()` zeroes the caches before each sequence, and a position is written once per
-sequence.
+The KV cache write puts k and v at the step's position in place (zynml/kernels/decode.py,
+a write at a run-time position); `reset()` zeroes the caches before each sequence.
 """
 from __future__ import annotations
 

@@ -29,27 +29,33 @@ __all__ = ["kernel_pipeline", "nvvm_pipeline", "lower_to_gpu", "lower_to_nvvm", 
 # into the kernel that reads them. Elementwise fusion runs before named ops are
 # generalized, so a producer (a transpose of a weight, say) is never fused into a
 # matmul: the product stays plain and takes the GEMM strategies. The strategies see the
-# chip: some need its instructions (wgmma on sm_90a).
+# chip: some need its instructions (wgmma on sm_90a). eliminate-empty-tensors: a write
+# into part of an input (a KV cache's row at a run-time position, an insert_slice)
+# computes straight into that part instead of a buffer of its own and a copy kernel; the
+# self-copy it leaves goes at the second canonicalize, once cse has made its two views one.
 def kernel_pipeline(target: CudaTarget) -> str:
     return (
         "builtin.module(sink-loops-into-generics,fold-scalar-tensors,split-shared-fills,linalg-fuse-elementwise-ops,"
         "read-only-inputs,"
-        "linalg-generalize-named-ops,"
+        "linalg-generalize-named-ops,eliminate-empty-tensors,"
         "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
         "function-boundary-type-conversion=identity-layout-map},"
-        "canonicalize,cse,collapse-matmul-rows,"
+        "canonicalize,cse,canonicalize,collapse-matmul-rows,"
         f"linalg-to-gpu-kernels{{{target.pass_options}}},canonicalize,cse)")
 
 
 
 # nvgpu (TMA, mbarriers, wgmma) -> nvvm first, while loops are still scf (see
 # passes/nvgpu_kernels_to_nvvm.py); the nvvm ops that have no LLVM intrinsic become inline
-# PTX (convert-nvvm-to-llvm).
+# PTX (convert-nvvm-to-llvm). expand-strided-metadata: a view a kernel computes itself
+# (device_offsets.py: a cache row at a position read on the device) becomes address
+# arithmetic, which convert-gpu-to-nvvm lowers.
 def nvvm_pipeline(target: CudaTarget) -> str:
     return (f"builtin.module(nvvm-attach-target{{chip={target.chip} "
             f"features={target.ptx_features} O={target.opt_level}}},"
             "convert-nvgpu-kernels-to-nvvm,"
-            "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,convert-nvvm-to-llvm,"
+            "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+            "convert-gpu-to-nvvm,convert-nvvm-to-llvm,"
             "canonicalize,cse,reconcile-unrealized-casts))")
 
 
