@@ -7,9 +7,9 @@ kernel writing the caller's buffers at the position."""
 import numpy as np
 import pytest
 
+import conftest
 import zynml
 from conftest import assert_close
-from zynml import knobs
 from zynml.runtime.cuda.artifact import launches
 from zynml.runtime.cuda.device_array import DeviceArray
 from zynml.runtime.cuda.driver import get_device
@@ -166,7 +166,7 @@ def test_a_position_on_the_device_written_on_the_gpu(rng):
     inputs = kv_inputs(rng)
     want_k, want_v = (inputs[n].astype(np.float64) for n in ("k_cache", "v_cache"))
     prog = zynml.compile(KV, device="cuda:0")
-    if knobs.GPU_COMPILE_ONLY.get():  # no GPU here: the artifact a 0-d GPU array makes
+    if conftest.COMPILE_ONLY:  # no GPU here: the artifact a 0-d GPU array makes
         from zynml.compile_only import DeviceScalar, cpu_values_cuda_artifacts
         with cpu_values_cuda_artifacts():
             prog(**inputs, pos=DeviceScalar(np.array(7)))
