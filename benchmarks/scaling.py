@@ -23,7 +23,8 @@ processes (gloo): the tests' dry run of the machinery.
 
 Then two `@parallel(data)` programs in one process, each on the same GPU counts against
 the plain program on cuda:0 (the median of 5 calls, wall clock, inputs from the host and
-the result back to it; the inputs in ordinary, then in page-locked host memory): PROGRAMS["stream"], `--rows` x 4096 f32 through one elementwise
+the result back to it; the inputs in ordinary, then in page-locked host memory):
+PROGRAMS["stream"], `--rows` x 4096 f32 through one elementwise
 op (bound by host memory: 256 MB each way), and PROGRAMS["all_pairs"], a Gaussian kernel
 sum of 2^20 points against `--centres` centres (bound by the GPUs: 69G exponentials for
 12.5 MB moved at the default 65536). `--compile-only --gpus N` compiles every count's chunks.

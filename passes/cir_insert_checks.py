@@ -115,8 +115,7 @@ def _sites(compute: ir.Operation, body: ir.Operation) -> list[_Site]:
                     continue
                 found.append(_Site(Check("read", *_position(op), tensor=name, dim=dim,
                                          size=size), op, index, size))
-        elif op.name == "cir.store" and ("combine" in op.attributes or
-                                         "inits" in compute.attributes):
+        elif op.name == "cir.store":
             found.extend(_write_sites(compute, op, args, names, ranges))
         elif op.name in _DIVISIONS:
             if constant_int(op.operands[1]) not in (None, 0):
@@ -130,11 +129,16 @@ def _write_sites(compute: ir.Operation, store: ir.Operation, args: list,
                  names: list[str], ranges: "_Ranges") -> list[_Site]:
     """The indices of a write into a `mut` input not proven in range: a scatter's
     (`x[ids[i], d] += v`, a store with `combine`) or a run-time position's
-    (`cache[b, pos, e] = v`), checked against that input's shape. Only for a block of one
-    result (the check computes copy the body's arguments but one `out`)."""
-    if len(compute.results) != 1 or "inits" not in compute.attributes:
+    (`cache[b, pos, e] = v`), checked against that input's shape (a block's outputs are
+    its body's last arguments, one `inits` entry each: -1 for a new output)."""
+    outs = args[len(args) - len(compute.results):]
+    if "inits" not in compute.attributes or store.operands[1] not in outs:
         return []
-    init = args[list(ir.DenseI64ArrayAttr(compute.attributes["inits"]))[0]]
+    inits = list(ir.DenseI64ArrayAttr(compute.attributes["inits"]))
+    slot = inits[outs.index(store.operands[1])]
+    if slot < 0:
+        return []
+    init = args[slot]
     shape = ir.RankedTensorType(init.type).shape
     name = _tensor_name(init, args, names)
     found = []
@@ -248,16 +252,17 @@ def _check_compute(compute: ir.Operation, body: ir.Operation, site: _Site, k: in
     i64 = ir.IntegerType.get_signless(64)
     out_type = ir.RankedTensorType.get([], i64)
     args = list(entry_block(body).arguments)
+    inputs = args[:len(args) - len(compute.results)]  # the body's outputs come last
     name = f"{ir.StringAttr(body.attributes['sym_name']).value}_check{k}"
     with ir.InsertionPoint(module.regions[0].blocks[0]), body.location:
-        fn = func.FuncOp(name, ([a.type for a in args[:-1]] + [out_type], []))
+        fn = func.FuncOp(name, ([a.type for a in inputs] + [out_type], []))
     fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
     fn.attributes["cir.body"] = ir.UnitAttr.get()
     block = fn.add_entry_block()
     with ir.InsertionPoint(block), site.op.location:
         ret = func.ReturnOp([])
     try:
-        _Slice(args, list(block.arguments), site).build(ret, priority(k))
+        _Slice(inputs, list(block.arguments)[:-1], site).build(ret, priority(k))
     except _Unsupported:
         fn.operation.erase()
         return None
@@ -275,9 +280,10 @@ class _Slice:
     every `if` around it becomes part of the yielded condition."""
 
     def __init__(self, old_args: list, new_args: list, site: _Site):
-        # `out` and whatever the body computes from it are not inputs of the check
-        self.map = {old: new for old, new in zip(old_args[:-1], new_args[:-1])}
-        self.inputs = set(old_args[:-1])
+        """`old_args`: the body's inputs (not its outputs, nor what the body computes
+        from them); `new_args`: the check's, the same in order."""
+        self.map = dict(zip(old_args, new_args))
+        self.inputs = set(old_args)
         self.site = site
 
     def build(self, before: ir.Operation, high_bits: int) -> None:

@@ -103,6 +103,17 @@ def test_an_offset_out_of_range_is_an_error_where_it_is_checked(rng, device, che
         np.testing.assert_array_equal(inputs["k_cache"], before)
 
 
+@pytest.mark.parametrize("device,checked", [("interpreter", False), ("cpu", True)])
+def test_a_kv_position_out_of_range_is_an_error_where_it_is_checked(rng, device, checked):
+    """The same in a block that updates two inputs (checked mode's check of the first
+    write's position, against its own input's shape)."""
+    with pytest.raises(zynml.ZynMLError) as err:
+        zynml.run(KV, device=device, checked=checked, **kv_inputs(rng), pos=POSITIONS + 1)
+    assert str(err.value).startswith("<string>:4:9: error: 'k_cache' is written out of "
+                                     "bounds: index 12 of dimension 1, but that dimension "
+                                     "of 'k_cache' has size 11")
+
+
 def test_an_index_that_scales_a_loop_by_a_run_time_value_says_so(rng):
     source = ROWS.replace("rows[start + t + 1, e]", "rows[start * t, e]")
     with pytest.raises(zynml.ZynMLError) as err:
@@ -138,6 +149,7 @@ def test_a_position_on_the_device_is_read_by_the_kernel(rng):
     kinds = dict(zip(launch["args"], launch["arg_kinds"]))
     assert kinds["%in0"] == kinds["%in1"] == "memref:3"  # the whole caches
     assert kinds["%in4"] == "memref:0"  # the position, read by the kernel
+    assert launch["args"].count("%in4") == 1  # once, for both views
 
 
 @pytest.mark.gpu

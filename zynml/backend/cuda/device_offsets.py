@@ -106,16 +106,20 @@ def _sink(launch: ir.Operation, kernel: ir.Operation, k: int,
     buffers `ops` read, and `kernel` computing it itself from them."""
     view = launch.opview
     operands = list(view.kernelOperands)
-    inside = {op for op in ops}
-    buffers = []
+    entry = kernel.regions[0].blocks[0]
+    # the buffers `ops` read: the kernel's argument where it is given one already (the
+    # position, once k's view has moved in and v's follows), else a new argument
+    mapping, buffers, inside = {}, [], set(ops)
     for op in ops:
         for value in op.operands:
-            if isinstance(value.type, ir.MemRefType) and value not in buffers and \
+            if isinstance(value.type, ir.MemRefType) and value not in mapping and \
                     defining_op(value) not in inside:
-                buffers.append(value)
-    entry = kernel.regions[0].blocks[0]
-    added = [entry.add_argument(b.type, kernel.location) for b in buffers]
-    mapping = dict(zip(buffers, added))
+                given = [j for j, o in enumerate(operands) if o == value and j != k]
+                if given:
+                    mapping[value] = entry.arguments[given[0]]
+                else:
+                    buffers.append(value)
+                    mapping[value] = entry.add_argument(value.type, kernel.location)
     first = list(entry.operations)[0]
     with ir.InsertionPoint(first):
         for op in ops:
