@@ -32,6 +32,9 @@ from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
 from zynml.models.train import PRECISIONS, AdamW, Schedule, Trainer
 
 
+TORCH_MODES = ("f32 eager", "f32 compile", "bf16 eager", "bf16 compile")
+
+
 def _batches(config, batch: int, seq: int):
     tokens = np.random.default_rng(0).integers(0, config.vocab, 1 << 20).astype(np.int32)
     return data.Batches(tokens, batch, seq, seed=1)
@@ -224,6 +227,8 @@ def main() -> None:
     parser.add_argument("--only", choices=("zynml", "torch"), help="one side only")
     parser.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["bf16"],
                         help="ZynML's precisions (the split: the first's)")
+    parser.add_argument("--torch-modes", nargs="+", choices=TORCH_MODES, default=TORCH_MODES,
+                        metavar="MODE", help=f"PyTorch's runs (default: all of {TORCH_MODES})")
     parser.add_argument("--split", action="store_true",
                         help="ZynML's step by operation (CUDA events around each call)")
     args = parser.parse_args()
@@ -239,7 +244,7 @@ def main() -> None:
         rows += [(f"ZynML {precision}", zynml_side(args, precision))
                  for precision in args.precision]
     if args.only != "zynml":
-        for mode in ("f32 eager", "f32 compile", "bf16 eager", "bf16 compile"):
+        for mode in args.torch_modes:
             rows.append((f"PyTorch {mode}", torch_side(args, mode)))
     print(f"{args.config}, batch {args.batch} x {args.seq} tokens")
     print(f"{'':20} {'step ms':>9} {'tokens/s':>10} {'steady ms':>10} {'tokens/s':>10} "

@@ -405,7 +405,11 @@ def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_c
         assert any(n.endswith("_matmul") for n in names), names
 
 
-@pytest.mark.parametrize("m,k,n,tile_n,tiles", [(128, 64, 256, 256, 1), (256, 192, 384, 128, 6),
+# the width from gemm_waves' model: a small product takes narrow tiles (more blocks),
+# 4096 x 768 tiles 192 wide (128 tiles in one round; 256: 96, 128: 192 in two), a large
+# product the widest
+@pytest.mark.parametrize("m,k,n,tile_n,tiles", [(128, 64, 256, 128, 2), (256, 192, 384, 128, 6),
+                                                 (4096, 64, 768, 192, 128),
                                                  (4096, 128, 4096, 256, 512)])
 def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, tiles):
     """sm_90a: the copy engine fills a ring of shared-memory stages (the host makes a TMA

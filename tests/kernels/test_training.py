@@ -86,8 +86,10 @@ def test_split_weight_gradient_sums_its_parts(splits, part, k, n, rng):
 
 def test_weight_splits_fill_a_gpu_and_keep_parts_whole():
     from zynml.kernels.training import weight_splits
-    # GPT-2 small's four projections over 16 x 1024 tokens (18, 54, 72, 72 tiles unsplit)
-    # on an H100's 132 multiprocessors: the fastest of every split timed there
+    # GPT-2 small's four projections over 16 x 1024 tokens (18, 54, 72, 72 tiles of 256
+    # unsplit) on an H100's 132 multiprocessors: the fastest of every split and tile width
+    # timed on an H200 (docs/performance.md Session 24: 4 parts of 192-wide tiles, 2 of
+    # 256, 4 of 192, 4 of 192)
     assert [weight_splits(16384, k, n, True) for k, n in
             ((768, 768), (768, 2304), (768, 3072), (3072, 768))] == [4, 2, 4, 4]
     assert weight_splits(16384, 768, 768, False) == 1           # not on a GPU

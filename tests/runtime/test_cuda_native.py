@@ -191,20 +191,23 @@ def test_matmul_tensor_cores_f16(rng, m, k, n):
                                    (128, 1024, 384), (384, 1088, 512), (1280, 256, 1920),
                                    (4096, 4096, 4096)])
 def test_matmul_wgmma_f16(rng, m, k, n):
-    """sm_90a: TMA copies into a ring of 4 stages, wgmma m64n256 (N multiple of 256) or
-    m64n128 per warpgroup; K of 1 to 17 steps of 64 (fewer steps than stages, too). The
-    kernel is persistent (at most 132 blocks): 1280x1920 is 150 tiles of 128x128 (some
-    blocks take two; the raster's last group has 2 of its 8 tile rows), 4096^3 is 512
-    tiles of 128x256."""
+    """sm_90a: TMA copies into a ring of 4 stages, wgmma m64n256, m64n192 or m64n128 per
+    warpgroup (the width gemm_waves' model picks); K of 1 to 17 steps of 64 (fewer steps
+    than stages, too). The kernel is persistent (at most 132 blocks): 1280x1920 is 100
+    tiles of 128x192 (the raster's last group has 2 of its 8 tile rows), 4096^3 is 512
+    tiles of 128x256 (some blocks take four)."""
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
     out = run_example("matmul.zyn", A=a, B=b)["C"]
     assert out.dtype == np.float16
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
 
 
-@pytest.mark.parametrize("params,m,k,n", [({"persistent": False}, 384, 320, 768)])
+@pytest.mark.parametrize("params,m,k,n", [({"persistent": False}, 384, 320, 768),
+                                           ({"tile_n": 192}, 1152, 1472, 576),
+                                           ({"tile_n": 192, "persistent": False}, 256, 64, 960)])
 def test_matmul_wgmma_other_params(rng, params, m, k, n):
-    """One block per tile (not persistent: the same kernel, its loop runs once)."""
+    """One block per tile (not persistent: the same kernel, its loop runs once); tiles
+    192 wide wherever N allows (m64n192: three 64-column boxes of B and of C)."""
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
     out = run_example("matmul.zyn", params={"matmul_wgmma": params}, A=a, B=b)["C"]
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)

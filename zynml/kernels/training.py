@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..backend.cuda import gemm_waves
+from ..backend.cuda.target import CHIPS, DEFAULT_CHIP
 from .basic import _placement, reshaped
 from .heads import merge_heads, merge_qkv, split_heads
 from .library import call, device_of
@@ -77,16 +79,18 @@ def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
     return dx, dw, column_sum(grad, device=device)
 
 
-# split-K of d w on CUDA, chosen by a cost model fitted to an H100 (matmul_wgmma's 128 x
-# 256 tiles; every split of GPT-2 small's four shapes timed, 2026-11-27, docs/
-# performance.md Session 20): a part's tile takes ROW_US per row of its K (0.6 us per
-# 64-row step), the blocks run in rounds of one tile per multiprocessor, and the parts'
-# f32 sums cost SUM_US per element of a part (written, then read by the sum). Parts are a
-# power of two, a multiple of 64 rows and at least SPLIT_MIN_ROWS. The model takes an
-# H100's 132 multiprocessors on every GPU, not the device's count: a cache compiled
-# where there is no GPU (tools/gpu_tests.sh compile) must hold the shapes the GPU asks.
-ROW_US, SUM_US = 0.6 / 64, 3.0e-6
-SPLIT_MIN_ROWS, SPLIT_MAX, SPLIT_MULTIPROCESSORS = 512, 16, 132
+# split-K of d w on CUDA, chosen by a cost model fitted to an H100 and an H200 (every
+# split of GPT-2 small's four shapes timed, docs/performance.md Sessions 20 and 24): each
+# part is a product of rows / splits rows, whose tiles run in rounds on the
+# multiprocessors at the width matmul_wgmma picks by the same model (gemm_waves.py), and
+# the parts' f32 sums cost SUM_US per element of a part (written, then read by the sum).
+# Parts are a power of two, a multiple of 64 rows and at least SPLIT_MIN_ROWS. The model
+# plans for sm_90a's multiprocessors on every GPU, not the device's count: a cache
+# compiled where there is no GPU (tools/gpu_tests.sh compile) must hold the shapes the
+# GPU asks.
+SUM_US = 3.0e-6
+SPLIT_MIN_ROWS, SPLIT_MAX = 512, 16
+SPLIT_MULTIPROCESSORS = CHIPS[DEFAULT_CHIP].multiprocessors
 
 
 def weight_splits(rows: int, k: int, n: int, on_gpu: bool) -> int:
@@ -95,11 +99,14 @@ def weight_splits(rows: int, k: int, n: int, on_gpu: bool) -> int:
     multiprocessors busy, without more rounds or sums than pay."""
     if not on_gpu:
         return 1
-    tiles = math.ceil(k / 128) * math.ceil(n / 256)
+    # matmul_wgmma's width; where none tiles d w, another strategy's tiles, as 256 wide
+    width = lambda splits: gemm_waves.fastest_width(
+        k, n, rows // splits, SPLIT_MULTIPROCESSORS, splits) or 256
 
     def cost(splits: int) -> float:
-        rounds = math.ceil(tiles * splits / SPLIT_MULTIPROCESSORS)
-        return rounds * rows / splits * ROW_US + (splits + 1) * k * n * SUM_US
+        product = gemm_waves.product_us(k, n, rows // splits, width(splits),
+                                        SPLIT_MULTIPROCESSORS, splits)
+        return product + (splits + 1) * k * n * SUM_US
 
     candidates = [1]
     while candidates[-1] < SPLIT_MAX and rows % (2 * candidates[-1] * GROUP_ROWS) == 0 \

@@ -52,6 +52,10 @@ class Chip:
     registers_per_block: int = 65536
     max_registers_per_thread: int = 255
     max_threads_per_block: int = MAX_THREADS_PER_BLOCK
+    # multiprocessors of the architecture's largest part (H100 SXM and H200: 132), what
+    # tile and split choices plan their waves for; a smaller part runs the same kernels
+    # correctly, in more rounds (gemm_waves.py)
+    multiprocessors: int = 132
 
     def __post_init__(self) -> None:
         unknown = set(self.features) - set(FEATURES)
@@ -69,21 +73,21 @@ _AMPERE = _TURING | {"mma_sync", "cp_async"}
 _HOPPER = _AMPERE | {"tma", "clusters"}
 
 CHIPS: dict[str, Chip] = {chip.name: chip for chip in (
-    Chip("sm_70", 60, 98304, _VOLTA),
-    Chip("sm_75", 63, 65536, _TURING),
-    Chip("sm_80", 70, 166912, _AMPERE),
-    Chip("sm_86", 71, 101376, _AMPERE),
-    Chip("sm_87", 74, 166912, _AMPERE),
-    Chip("sm_89", 78, 101376, _AMPERE),
+    Chip("sm_70", 60, 98304, _VOLTA, multiprocessors=80),           # V100
+    Chip("sm_75", 63, 65536, _TURING, multiprocessors=72),          # Titan RTX
+    Chip("sm_80", 70, 166912, _AMPERE, multiprocessors=108),        # A100
+    Chip("sm_86", 71, 101376, _AMPERE, multiprocessors=84),         # RTX A6000
+    Chip("sm_87", 74, 166912, _AMPERE, multiprocessors=16),         # Jetson AGX Orin
+    Chip("sm_89", 78, 101376, _AMPERE, multiprocessors=128),        # RTX 4090
     Chip("sm_90", 78, 232448, _HOPPER),
     # ISA 8.3: the fence before a TMA descriptor is read (strategies/hopper.py)
     Chip("sm_90a", 83, 232448, _HOPPER | {"wgmma", "setmaxnreg"}),
     # Blackwell: no wgmma (its tensor cores are driven by tcgen05, which ZynML does not
     # emit yet), so it takes the sm_80/sm_90 kernels.
-    Chip("sm_100", 86, 232448, _HOPPER),
-    Chip("sm_100a", 86, 232448, _HOPPER | {"setmaxnreg"}),
-    Chip("sm_120", 87, 101376, _HOPPER),
-    Chip("sm_120a", 87, 101376, _HOPPER),
+    Chip("sm_100", 86, 232448, _HOPPER, multiprocessors=148),       # B200
+    Chip("sm_100a", 86, 232448, _HOPPER | {"setmaxnreg"}, multiprocessors=148),
+    Chip("sm_120", 87, 101376, _HOPPER, multiprocessors=170),       # RTX 5090
+    Chip("sm_120a", 87, 101376, _HOPPER, multiprocessors=170),
 )}
 
 PTX_ISA = {name: chip.ptx_isa for name, chip in CHIPS.items()}

@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 
+from .. import gemm_waves
 from .kernel_builder import (Group, KernelScope, KernelSignature, dense_row_major,
                              filled_products, generic_operands, index_const, loop_ranges,
                              new_kernel)
@@ -127,14 +128,25 @@ class Params:
         return (m // self.tile_m) * (n // self.tile_n)
 
 
-# The first that tiles the product. benchmarks/tune_matmul.py on an H100 (2026-11-22),
-# 4096 f16 (PyTorch 0.197-0.201 ms): these defaults 0.214-0.218 ms; one block per tile
-# (not persistent) 0.216-0.223; group_m 16 0.211-0.218, 32 0.222, 1 (row after row)
-# 0.230; 3 stages 0.226; 128-column tiles 0.241 (6 stages: 0.262). 8192x8192x4096:
-# 0.848-0.920 ms persistent, 0.935-0.969 not.
-# 64-column tiles for N = 64 (an attention head's width: the attention backward's dQ,
-# dK, dV products).
-CONFIGS = (Params(tile_n=256), Params(tile_n=128), Params(tile_n=64))
+# The widths 256, 192 and 128 in the order gemm_waves' model ranks them for the product
+# (the fewest rounds of tiles, in time), then 64 where none of them tiles it (N = 64, an
+# attention head's width: the attention backward's dQ, dK, dV products).
+# benchmarks/tune_matmul.py on an H100 (2026-11-22), 4096 f16 (PyTorch 0.197-0.201 ms):
+# these defaults 0.214-0.218 ms; one block per tile (not persistent) 0.216-0.223; group_m
+# 16 0.211-0.218, 32 0.222, 1 (row after row) 0.230; 3 stages 0.226; 128-column tiles
+# 0.241 (6 stages: 0.262). 8192x8192x4096: 0.848-0.920 ms persistent, 0.935-0.969 not.
+CONFIGS = tuple(Params(tile_n=width) for width in (*gemm_waves.WIDTHS, 64))
+
+
+def _ranked(m: int, n: int, k: int, batches: int, target) -> list[Params]:
+    """CONFIGS of gemm_waves' widths fastest first by its model (those that do not tile
+    N last: `fits` declines them), then the others."""
+    sms = target.facts.multiprocessors
+    cost = lambda p: gemm_waves.product_us(m, n, k, p.tile_n, sms, batches) \
+        if m % p.tile_m == 0 and n % p.tile_n == 0 else float("inf")
+    modelled = [p for p in CONFIGS if p.tile_n in gemm_waves.WIDTHS]
+    return sorted(modelled, key=lambda p: (cost(p), -p.tile_n)) + \
+        [p for p in CONFIGS if p not in modelled]
 
 
 def _params_for(generic: ir.Operation, target):
@@ -155,7 +167,8 @@ def _params_for(generic: ir.Operation, target):
     def fits(p: Params) -> bool:
         return m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0 and \
             batches * m * n >= p.min_mn and p.shared_bytes() <= target.max_shared_per_block
-    return choose(NAME, CONFIGS, target, problem_key(generic.operands), fits)
+    return choose(NAME, _ranked(m, n, kk, batches, target), target,
+                  problem_key(generic.operands), fits)
 
 
 def matches(generic: ir.Operation, target) -> bool:
