@@ -8,7 +8,7 @@ import pytest
 
 import zynml
 from zynml import kernels
-from zynml.kernels import variants
+from zynml.kernels import losses, variants
 from zynml.runtime.cuda.artifact import launches
 from conftest import assert_close
 
@@ -130,3 +130,24 @@ def test_cuda_plans_keep_the_sums_in_f32():
     logits = [step for step in plan["body"] if step["op"] == "alloc"
               and step["shape"] == [1024, 4096]]
     assert [step["dtype"] for step in logits] == ["bfloat16"]  # one buffer: the gradient's too
+
+
+@pytest.mark.parametrize("params,block", [("", 256), (losses.CHUNK_PARAMS, 1024)])
+def test_cuda_chunk_holds_a_gpt2_row_of_logits_in_registers(params, block):
+    """With the chunk's params a row of GPT-2's 50304 logits fits one block of 1024
+    threads' registers (up to 64 values a thread), and the log-sum-exp reads it once;
+    with row_fused's defaults (32) the row is too long and its blocks of 256 threads
+    loop over memory, once for the max and once for the sum."""
+    bf16 = pytest.importorskip("ml_dtypes").bfloat16
+    chunk = zynml.compile(variants.variant_source("linear_cross_entropy", ()), device="cuda",
+                          require_device=False, dynamic=False,
+                          params=params).pipeline("linear_cross_entropy")
+    plan = json.loads(chunk.emit("plan", dict(
+        hidden=np.ones((128, 64), bf16), weight=np.ones((50304, 64), bf16),
+        weight_t=np.ones((64, 50304), bf16),
+        targets=np.zeros(128, np.int64), all_targets=np.zeros(128, np.int64),
+        pad_id=np.int64(-1), loss_in=np.float32(0),
+        grad_weight_t_in=np.zeros((64, 50304), np.float32))))
+    [lse] = [step for step in launches(plan["body"])
+             if step["strategy"] == "row_fused" and step["grid"] == [128, 1, 1]]
+    assert lse["block"] == [block, 1, 1]

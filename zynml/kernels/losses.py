@@ -53,6 +53,13 @@ def cross_entropy(logits, targets, *, pad_id: int | None = None, logit_scale: fl
     return out["loss"], out["grad"]
 
 
+# The chunk's row kernels hold up to 64 values a thread in registers (row_fused's
+# max_points; 32 by default): a row of GPT-2's 50304 logits then fits one block of 1024
+# threads, and the log-sum-exp reads it from memory once instead of twice. H200, a chunk
+# of 4096 rows in bf16 (docs/performance.md, Session 24): that kernel 272 -> 168 us.
+CHUNK_PARAMS = "row_fused.max_points=64"
+
+
 def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = None,
                                chunk_size: int = 1024, device: str | None = None):
     """(loss, grad_hidden, grad_weight) of cross_entropy(hidden @ weight.T, targets),
@@ -72,7 +79,7 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     _check_targets(fn, targets, tokens)
     device = device or device_of([hidden, weight, targets])
     # Every chunk but a shorter last one has one shape: at most two compiles.
-    prog = variant("linear_cross_entropy", (), device)
+    prog = variant("linear_cross_entropy", (), device, CHUNK_PARAMS)
     # Python's numbers, not numpy's: a call with numpy scalars among GPU arrays takes the
     # checked path (about 1 ms a chunk)
     pad = int(NO_PAD if pad_id is None else pad_id)
