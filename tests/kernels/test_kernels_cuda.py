@@ -14,7 +14,7 @@ from zynml import kernels
 from zynml.backend.cuda import ukernels
 from zynml.backend.cuda.ukernels.attention_backward import Problem
 from zynml.compile_only import cpu_values_cuda_artifacts
-from zynml.kernels import library, variants
+from zynml.kernels import library, losses, variants
 from conftest import assert_close
 
 from .references import allowed, attention, attention_backward, cross_entropy
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.gpu
 CUDA = "cuda:0"
 
 
-def precompile(kernel, replacements=(), pipeline=None, **inputs):
-    prog = variants.variant(kernel, replacements, CUDA)
+def precompile(kernel, replacements=(), pipeline=None, params="", **inputs):
+    prog = variants.variant(kernel, replacements, CUDA, params)
     (getattr(prog, pipeline)._program if pipeline else prog).artifact(**inputs)
 
 
@@ -117,12 +117,16 @@ def test_f16_backward_with_gqa(rng):
         assert_close(g, w, rtol=5e-3)
 
 
-def test_losses_stay_on_the_device(rng):
+# 40009 logits a row (a prime): past 32768, a row fits one block's registers only with
+# the losses' ROW_PARAMS (64 values a thread)
+@pytest.mark.parametrize("rows,vocab", [(61, 1031), (3, 40009)])
+def test_losses_stay_on_the_device(rng, rows, vocab):
     from zynml.runtime.cuda.device_array import DeviceArray
-    logits = (3 * rng.standard_normal((61, 1031))).astype(np.float32)
-    targets = rng.integers(0, 1031, 61)
-    precompile("cross_entropy", logits=logits, targets=targets, pad_id=np.int64(7),
-               logit_scale=np.float32(1))
+    logits = (3 * rng.standard_normal((rows, vocab))).astype(np.float32)
+    targets = rng.integers(0, vocab, rows)
+    targets[-1] = 7  # a padded row
+    precompile("cross_entropy", params=losses.ROW_PARAMS, logits=logits, targets=targets,
+               pad_id=np.int64(7), logit_scale=np.float32(1))
     loss, grad = kernels.cross_entropy(DeviceArray.from_numpy(logits),
                                        DeviceArray.from_numpy(targets), pad_id=7)
     assert isinstance(loss, DeviceArray) and loss.shape == ()

@@ -132,7 +132,7 @@ def test_cuda_plans_keep_the_sums_in_f32():
     assert [step["dtype"] for step in logits] == ["bfloat16"]  # one buffer: the gradient's too
 
 
-@pytest.mark.parametrize("params,block", [("", 256), (losses.CHUNK_PARAMS, 1024)])
+@pytest.mark.parametrize("params,block", [("", 256), (losses.ROW_PARAMS, 1024)])
 def test_cuda_chunk_holds_a_gpt2_row_of_logits_in_registers(params, block):
     """With the chunk's params a row of GPT-2's 50304 logits fits one block of 1024
     threads' registers (up to 64 values a thread), and the log-sum-exp reads it once;

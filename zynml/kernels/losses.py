@@ -47,17 +47,19 @@ def cross_entropy(logits, targets, *, pad_id: int | None = None, logit_scale: fl
     if len(_shape(logits)) != 2:
         raise LossError(f"{fn}: logits must be [rows, vocab], got {_shape(logits)}")
     _check_targets(fn, targets, _shape(logits)[0])
-    prog = variant("cross_entropy", (), device or device_of([logits, targets]))
+    prog = variant("cross_entropy", (), device or device_of([logits, targets]), ROW_PARAMS)
     out = prog(logits=logits, targets=targets, logit_scale=np.float32(logit_scale),
                pad_id=np.int64(NO_PAD if pad_id is None else pad_id))
     return out["loss"], out["grad"]
 
 
-# The chunk's row kernels hold up to 64 values a thread in registers (row_fused's
-# max_points; 32 by default): a row of GPT-2's 50304 logits then fits one block of 1024
-# threads, and the log-sum-exp reads it from memory once instead of twice. H200, a chunk
-# of 4096 rows in bf16 (docs/performance.md, Session 24): that kernel 272 -> 168 us.
-CHUNK_PARAMS = "row_fused.max_points=64"
+# The losses' row kernels hold up to 64 values a thread in registers (row_fused's
+# max_points; 32 by default): a row of up to 65536 logits (GPT-2's 50304) then fits one
+# block of 1024 threads, and the log-sum-exp reads it from memory once instead of twice
+# (docs/performance.md, Session 24). H200, the fused loss's 4096-row bf16 chunk: that
+# kernel 272 -> 168 us; H100, cross_entropy over 8192 x 50304: f32 2.20 -> 1.65 ms, bf16
+# 1.81 -> 1.51 ms (32000 logits, which fit before, unchanged).
+ROW_PARAMS = "row_fused.max_points=64"
 
 
 def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = None,
@@ -79,7 +81,7 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     _check_targets(fn, targets, tokens)
     device = device or device_of([hidden, weight, targets])
     # Every chunk but a shorter last one has one shape: at most two compiles.
-    prog = variant("linear_cross_entropy", (), device, CHUNK_PARAMS)
+    prog = variant("linear_cross_entropy", (), device, ROW_PARAMS)
     # Python's numbers, not numpy's: a call with numpy scalars among GPU arrays takes the
     # checked path (about 1 ms a chunk)
     pad = int(NO_PAD if pad_id is None else pad_id)
