@@ -37,6 +37,15 @@ def _check_targets(fn: str, targets, rows: int) -> None:
         raise LossError(f"{fn}: targets must be integers, got {targets.dtype}")
 
 
+# The losses' row kernels hold up to 64 values a thread in registers (row_fused's
+# max_points; 32 by default): a row of up to 65536 logits (GPT-2's 50304) then fits one
+# block of 1024 threads, and the log-sum-exp reads it from memory once instead of twice
+# (docs/performance.md, Session 24). H200, the fused loss's 4096-row bf16 chunk: that
+# kernel 272 -> 168 us; H100, cross_entropy over 8192 x 50304: f32 2.20 -> 1.65 ms, bf16
+# 1.81 -> 1.51 ms (32000 logits, which fit before, unchanged).
+ROW_PARAMS = "row_fused.max_points=64"
+
+
 def cross_entropy(logits, targets, *, pad_id: int | None = None, logit_scale: float = 1.0,
                   device: str | None = None):
     """(loss, grad_logits) of the mean cross-entropy of logits [rows, vocab] against
@@ -51,15 +60,6 @@ def cross_entropy(logits, targets, *, pad_id: int | None = None, logit_scale: fl
     out = prog(logits=logits, targets=targets, logit_scale=np.float32(logit_scale),
                pad_id=np.int64(NO_PAD if pad_id is None else pad_id))
     return out["loss"], out["grad"]
-
-
-# The losses' row kernels hold up to 64 values a thread in registers (row_fused's
-# max_points; 32 by default): a row of up to 65536 logits (GPT-2's 50304) then fits one
-# block of 1024 threads, and the log-sum-exp reads it from memory once instead of twice
-# (docs/performance.md, Session 24). H200, the fused loss's 4096-row bf16 chunk: that
-# kernel 272 -> 168 us; H100, cross_entropy over 8192 x 50304: f32 2.20 -> 1.65 ms, bf16
-# 1.81 -> 1.51 ms (32000 logits, which fit before, unchanged).
-ROW_PARAMS = "row_fused.max_points=64"
 
 
 def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = None,
