@@ -443,6 +443,24 @@ def test_f16_matmul_on_sm90a_takes_wgmma_with_tma(m, k, n, tile_n, tiles):
     assert "st.global" not in artifact.ptx
 
 
+@pytest.mark.parametrize("warpgroups,registers", [(1, 232), (2, 232), (3, 152)])
+def test_matmul_wgmma_multiplying_warpgroups_share_a_quarters_registers(warpgroups, registers):
+    """An SM quarter holds a warp of each warpgroup and 512 registers a lane: the copier
+    keeps 40 and each multiplying warpgroup takes its share, at most 232 (three taking
+    232 each waited for registers forever)."""
+    from zynml.backend.cuda.strategies import hopper
+    assert hopper.consumer_registers(warpgroups) == registers
+    assert hopper.COPIER_REGISTERS + warpgroups * registers <= hopper.LANE_REGISTERS
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False,
+                         params={"matmul_wgmma": {"warpgroups": warpgroups, "tile_n": 192,
+                                                  "stages": 3}})
+    artifact = prog.artifact(A=np.ones((384, 128), np.float16),  # 384: 6, 3 or 2 tile rows
+                             B=np.ones((128, 576), np.float16))
+    [matmul] = [s for s in launches(artifact.plan["body"]) if s["kernel"].endswith("_wgmma")]
+    assert matmul["block"] == [128 * (warpgroups + 1), 1, 1]
+    assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{registers};", artifact.ptx)
+
+
 def test_matmul_wgmma_tile_order_covers_every_tile_once():
     """The persistent schedule (block b takes tiles b, b + grid, ...; grouped raster
     order) visits each tile of C exactly once, for a last group with fewer tile rows

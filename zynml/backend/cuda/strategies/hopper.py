@@ -83,12 +83,21 @@ def wait(barriers: ir.Value, slot, parity_bit: ir.Value) -> None:
     nvgpu.MBarrierTryWaitParityOp(barriers, parity_bit, index_const(10_000_000), mbarId=slot)
 
 
-# Registers per thread after setmaxnreg in a kernel of two multiplying warpgroups and a
-# copying one: the copying warpgroup gives its registers up and the others take them.
-# Each of an SM's 4 quarters holds one warp of every warpgroup and 16K registers:
-# 32 * (COPIER + 2 * CONSUMER) <= 16384. (Without it, 3 warps in a quarter could have at
-# most 168 each: attention's S, O and P, or matmul's m64n256 accumulators, spill.)
-COPIER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+# Registers per thread after setmaxnreg in a kernel of multiplying warpgroups and one
+# copying warpgroup: the copying warpgroup gives its registers up and the others take
+# them. Each of an SM's 4 quarters holds one warp of every warpgroup and 16K registers,
+# 512 a lane: COPIER + warpgroups * CONSUMER <= 512, or a warp's setmaxnreg.inc waits
+# for registers that never come. Two multiplying warpgroups take 232 each (without it, 3
+# warps in a quarter could have at most 168 each: attention's S, O and P, or matmul's
+# m64n256 accumulators, spill); three take 152.
+COPIER_REGISTERS, MAX_CONSUMER_REGISTERS, LANE_REGISTERS = 40, 232, 512
+
+
+def consumer_registers(warpgroups: int) -> int:
+    """What each of `warpgroups` multiplying warpgroups takes: its share of a quarter's
+    registers once the copier has given its own up, a multiple of 8 (setmaxnreg's)."""
+    share = (LANE_REGISTERS - COPIER_REGISTERS) // warpgroups // 8 * 8
+    return min(MAX_CONSUMER_REGISTERS, share)
 
 
 def split_roles(warp: ir.Value, consumer_threads: int, copy: Callable[[], None],
@@ -103,7 +112,8 @@ def split_roles(warp: ir.Value, consumer_threads: int, copy: Callable[[], None],
         copy()
         scf.YieldOp([])
     with ir.InsertionPoint(role.else_block):
-        nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
+        nvvm.SetMaxRegisterOp(consumer_registers(consumer_threads // WARPGROUP),
+                              nvvm.SetMaxRegisterAction.increase)
         consume()
         scf.YieldOp([])
 
