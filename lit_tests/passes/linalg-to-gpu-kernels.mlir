@@ -680,23 +680,24 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 
 // -----
 
-// On sm_90a (the default chip) an f16 product whose sizes tile by 128 x 256 (or 128) x 64
-// takes matmul_wgmma: the host makes a TMA descriptor of A (128x64 boxes) and of B (64x64
-// boxes), passed as pointers; 384 threads (two multiplying warpgroups and a copying one
-// that hands them registers with setmaxnreg), a persistent grid (one block per tile, here
-// 1, capped at run time at one per multiprocessor: zynml.blocks_per_multiprocessor; each
-// block loops over its tiles from block_id by grid_dim) and a 4-stage ring in
-// dynamic shared memory (and after it the two 8 KB store buffers of each multiplying
-// warpgroup); full/empty mbarriers per slot; wgmma m64n256k16 as inline PTX, 4 per k
-// step, and, since C is read first (no fill), the accumulators added to C's pairs and
-// stored straight back. On sm_80 the same
+// On sm_90a (the default chip) an f16 product whose sizes tile by 128 x 256, 192 or 128
+// x 64 takes matmul_wgmma, its tiles as wide as gemm_waves' model finds fastest (128 x
+// 256 here: two tiles 128 wide, each half the work of one 256 wide): the host makes a
+// TMA descriptor of A (128x64 boxes) and of B (64x64 boxes), passed as pointers; 384
+// threads (two multiplying warpgroups and a copying one that hands them registers with
+// setmaxnreg), a persistent grid (one block per tile, here 2, capped at run time at one
+// per multiprocessor: zynml.blocks_per_multiprocessor; each block loops over its tiles
+// from block_id by grid_dim) and a 4-stage ring in dynamic shared memory (and after it
+// the two 8 KB store buffers of each multiplying warpgroup); full/empty mbarriers per
+// slot; wgmma m64n128k16 as inline PTX, 4 per k step, and, since C is read first (no
+// fill), the accumulators added to C's pairs and stored straight back. On sm_80 the same
 // product stays on the wmma strategy, and forcing matmul_wgmma there is an error.
 // CHECK-LABEL: func.func @f16_matmul_wgmma(
 // CHECK: [[A:%[a-z0-9_]+]] = memref.cast %arg0 : memref<128x64xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[A]] box[%c128{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}] : memref<*xf16> -> <tensor = memref<128x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: [[B:%[a-z0-9_]+]] = memref.cast %arg1 : memref<64x256xf16> to memref<*xf16>
 // CHECK: nvgpu.tma.create.descriptor [[B]] box[%c64{{(_[0-9]+)?}}, %c64{{(_[0-9]+)?}}]
-// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c230400_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_wgmma"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c384, {{.*}}) dynamic_shared_memory_size %c164864_i32 args({{.*}} : !llvm.ptr, {{.*}} : !llvm.ptr) {zynml.blocks_per_multiprocessor = 1 : i64, zynml.problem = "{{[^"]*}}", zynml.strategy = "matmul_wgmma"}
 // CHECK: gpu.func @k0_matmul_wgmma({{.*}}, %arg3: !llvm.ptr, %arg4: !llvm.ptr) kernel attributes {known_block_size = array<i32: 384, 1, 1>}
 // CHECK: gpu.dynamic_shared_memory
 // CHECK-COUNT-2: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
@@ -707,14 +708,14 @@ func.func @f16_matmul_tensor_cores(%x: memref<64x48xf16>, %y: memref<48x128xf16>
 // CHECK: scf.for [[LOCAL:%[a-z0-9_]+]] = %c0{{(_[0-9]+)?}} to {{%[0-9]+}} step
 // CHECK-NEXT: arith.muli [[LOCAL]], [[GRID]] : index
 // CHECK-NEXT: arith.addi [[BLOCK]], {{%[0-9]+}} : index
-// CHECK: nvgpu.mbarrier.arrive.expect_tx {{.*}}, %c49152
-// CHECK-COUNT-5: nvgpu.tma.async.load
+// CHECK: nvgpu.mbarrier.arrive.expect_tx {{.*}}, %c32768
+// CHECK-COUNT-3: nvgpu.tma.async.load
 // CHECK: nvvm.setmaxregister increase 232
 // CHECK: scf.for
 // CHECK: scf.for {{.*}} iter_args(
 // CHECK: nvgpu.mbarrier.try_wait.parity
 // CHECK: wgmma.fence.sync.aligned;
-// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16
 // CHECK: wgmma.commit_group.sync.aligned;
 // CHECK: wgmma.wait_group.sync.aligned 1;
 // CHECK: nvgpu.mbarrier.arrive
