@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["TILE_M", "WIDTHS", "tile_us", "product_us", "fastest_width"]
+__all__ = ["TILE_M", "WIDTHS", "tile_us", "product_us", "ranked_widths", "fastest_width"]
 
 TILE_M = 128  # rows of a tile (two multiplying warpgroups of 64)
 
@@ -43,11 +43,15 @@ def product_us(m: int, n: int, k: int, width: int, multiprocessors: int,
     return math.ceil(tiles / multiprocessors) * tile_us(width, k)
 
 
+def ranked_widths(m: int, n: int, k: int, multiprocessors: int,
+                  batches: int = 1) -> list[int]:
+    """The widths of WIDTHS that tile the product, fastest first by the model (the
+    widest first on a tie)."""
+    fitting = [w for w in WIDTHS if m % TILE_M == 0 and n % w == 0]
+    return sorted(fitting, key=lambda w: (product_us(m, n, k, w, multiprocessors, batches), -w))
+
+
 def fastest_width(m: int, n: int, k: int, multiprocessors: int,
                   batches: int = 1) -> int | None:
-    """The tile width of WIDTHS that the model finds fastest for the product, among
-    those that tile it (the widest on a tie); None: none does."""
-    fitting = [w for w in WIDTHS if m % TILE_M == 0 and n % w == 0]
-    if not fitting:
-        return None
-    return min(fitting, key=lambda w: (product_us(m, n, k, w, multiprocessors, batches), -w))
+    """The first of ranked_widths; None: no width tiles the product."""
+    return next(iter(ranked_widths(m, n, k, multiprocessors, batches)), None)

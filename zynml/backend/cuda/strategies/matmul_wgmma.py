@@ -139,14 +139,11 @@ CONFIGS = tuple(Params(tile_n=width) for width in (*gemm_waves.WIDTHS, 64))
 
 
 def _ranked(m: int, n: int, k: int, batches: int, target) -> list[Params]:
-    """CONFIGS of gemm_waves' widths fastest first by its model (those that do not tile
-    N last: `fits` declines them), then the others."""
-    sms = target.facts.multiprocessors
-    cost = lambda p: gemm_waves.product_us(m, n, k, p.tile_n, sms, batches) \
-        if m % p.tile_m == 0 and n % p.tile_n == 0 else float("inf")
-    modelled = [p for p in CONFIGS if p.tile_n in gemm_waves.WIDTHS]
-    return sorted(modelled, key=lambda p: (cost(p), -p.tile_n)) + \
-        [p for p in CONFIGS if p not in modelled]
+    """CONFIGS of the widths gemm_waves ranks for the product, fastest first, then the
+    others (64 wide, and widths that do not tile N: `fits` declines those)."""
+    widths = gemm_waves.ranked_widths(m, n, k, target.facts.multiprocessors, batches)
+    first = [next(p for p in CONFIGS if p.tile_n == w) for w in widths]
+    return first + [p for p in CONFIGS if p not in first]
 
 
 def _params_for(generic: ir.Operation, target):
