@@ -92,3 +92,18 @@ def test_the_library_takes_the_ukernel_only_on_cuda_and_when_asked(monkeypatch):
     monkeypatch.setenv("ZYNML_UKERNELS", "0")
     # refused before the device is looked at: no GPU is needed to say no
     assert _on_ukernel(q, q, q, q, q, sizes, True, 0.25, "cuda:0") is None
+
+
+def test_causal_sweeps_build_each_tile_step_with_and_without_the_key_rule(tmp_path):
+    """A causal tile below the diagonal needs no per-score compare and select: each
+    sweep's step is built twice (scf.if on the tile), so the PTX holds twice the
+    products of a problem whose every tile is whole and seen."""
+    def products(**changes):
+        problem = Problem(**{**ODD.__dict__, "rows": 128, "keys": 128, "d": 64,
+                             "kv_heads": 6, **changes})
+        ptx = ukernels.artifact("attention_backward", problem,
+                                cache=ArtifactCache(tmp_path)).ptx
+        return ptx.count("mma.sync.aligned")
+    whole = products(causal=False)
+    assert whole == (64 // 16) * (BLOCK // 8) * 8  # lse 1, dq 3, dk dv 4 products
+    assert products(causal=True) == 2 * whole

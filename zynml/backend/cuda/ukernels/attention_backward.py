@@ -22,7 +22,9 @@ through two buffers: tile j + 1 is copied while tile j is multiplied.
 The kernels are built in attention_backward_kernels.py (MLIR is needed only there); this
 module is what the library asks before it calls them.
 
-Causal sweeps skip the tiles a block cannot see (above the diagonal), about half.
+Causal sweeps skip the tiles a block cannot see (above the diagonal), about half, and
+apply the key rule (a compare and a select per score) only on the tiles across the
+diagonal or the keys' end: each sweep's step is built twice, with and without it.
 Takes f16 or bf16, head dims that are multiples of 16 up to 64 (the four 64-row tiles
 fit 48 KB of static shared memory), no mask; `supports` says so and the library runs the
 .zyn otherwise.
