@@ -1,5 +1,6 @@
 """The two kernels of the attention backward ukernel (attention_backward.py says what
-they compute) and the host function that launches them, built with MLIR's Python API.
+they compute) and the host function that launches them, built with MLIR's Python API
+on tile_kernel.py's frame.
 """
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from mlir import ir
 from mlir.dialects import arith, func, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
-from ..strategies.flash_skeleton import (LOG2E, OnlineSoftmax, add, clamp,
-                                         declare_static_tiles, less, mul, quad_reduce,
-                                         spread_over_threads, static_tiles)
-from ..strategies.kernel_builder import index_const, new_kernel
+from ..strategies.flash_skeleton import OnlineSoftmax, add, clamp, less, mul, quad_reduce
+from ..strategies.kernel_builder import index_const
 from .attention_backward import BLOCK, THREADS, Problem
-from .warp_mma import (MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_tile)
+from .tile_kernel import TileKernel, accumulator_tiles, flat, strings
+from .warp_mma import MMA_N, barrier, f32_zero
 
 
 def build_module(problem: Problem, kernel_module: str) -> ir.Module:
@@ -33,8 +33,8 @@ def build_module(problem: Problem, kernel_module: str) -> ir.Module:
         kernels.regions[0].blocks.append()
         main = func.FuncOp("main", ir.FunctionType.get(
             [q_type, kv_type, kv_type, q_type, q_type], [q_type, kv_type, kv_type]))
-    main.attributes["zynml.inputs"] = _strings(["q", "k", "v", "dout", "o"])
-    main.attributes["zynml.outputs"] = _strings(["dq", "dk", "dv"])
+    main.attributes["zynml.inputs"] = strings(["q", "k", "v", "dout", "o"])
+    main.attributes["zynml.outputs"] = strings(["dq", "dk", "dv"])
     entry = main.add_entry_block()
     q, k, v, dout, o = entry.arguments
     with ir.InsertionPoint(entry):
@@ -55,213 +55,9 @@ def build_module(problem: Problem, kernel_module: str) -> ir.Module:
     return module
 
 
-def _strings(names: list) -> ir.ArrayAttr:
-    return ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
-
-
-# ---------------------------------------------------------------- shared pieces
-
-class _Kernel:
-    """What both kernels share: the problem, the element type, shared memory, copies,
-    the products and the double-buffered sweep.
-
-    Shared memory is one `stage` of 4 x BLOCK rows: a kernel first copies the two tiles
-    it keeps for the whole sweep (Q and dO, or K and V) into rows 0..2 BLOCK, takes
-    them into registers as A fragments, and then streams its two other tiles through
-    two buffers, rows 0..2 BLOCK and 2 BLOCK..4 BLOCK, tile j + 1's copies in flight
-    while tile j is multiplied."""
-
-    def __init__(self, problem: Problem, element: ir.Type):
-        self.p, self.el = problem, element
-        self.f32 = ir.F32Type.get()
-        self.c = problem.scale * LOG2E  # scores * c: base 2
-
-    def define(self, gpu_module: ir.Operation, name: str, operands: list) -> None:
-        types = {"stage": shared_tile(4 * BLOCK, self.p.d, self.el)}
-        types.update(self.stat_tiles())
-        declare_static_tiles(gpu_module, name, types, ir.Location.unknown())
-        kernel = new_kernel(gpu_module, name, [v.type for v in operands], [THREADS])
-        block = kernel.regions[0].blocks[0]
-        with ir.InsertionPoint(block):
-            self.tid = gpu.thread_id(gpu.Dimension.x)
-            warp, lane = lane_of(self.tid)
-            self.warp16 = mul(warp, 16)
-            self.w = Warp(self.el, lane)
-            tiles = static_tiles(name, types)
-            self.stage = tiles.pop("stage")
-            self.emit(list(block.arguments), tiles)
-            gpu.ReturnOp([])
-
-    def stat_tiles(self) -> dict:
-        return {}
-
-    # ------------------------------------------------------------ copies
-
-    def copy_rows(self, source, slice_index, row0, extent: int, base) -> None:
-        """cp.async BLOCK rows row0.. of source[slice_index] into stage rows base..,
-        16 bytes a thread and step; rows past `extent` land as zeros."""
-        per_row = self.p.d // 8
-
-        def chunk(flat):
-            r = arith.DivUIOp(flat, index_const(per_row)).result
-            col = mul(arith.RemUIOp(flat, index_const(per_row)).result, 8)
-            row = add(row0, r)
-            count = arith.SelectOp(less(row, extent), index_const(8), index_const(0)).result
-            return nvgpu.DeviceAsyncCopyOp(
-                self.stage, [add(base, r), col], source, [slice_index, clamp(row, extent), col],
-                ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=count,
-                bypassL1=True).result
-        spread_over_threads(self.tid, BLOCK * per_row, THREADS, chunk)
-
-    def wait_copies(self) -> None:
-        """Every copy this thread issued has landed, for every thread."""
-        nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=0)
-        barrier()
-
-    def sweep(self, count: ir.Value, state: list, issue, compute) -> list:
-        """for j in 0..count: compute(j, base, state) -> state, base the stage row of
-        the buffer that holds tile j; issue(j, base) copies tile j there, one iteration
-        ahead (cp.async groups: each iteration commits one, perhaps empty, and waits for
-        all but that newest one)."""
-        some = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ugt, count, index_const(0)).result)
-        with ir.InsertionPoint(some.then_block):
-            issue(index_const(0), index_const(0))
-            scf.YieldOp([])
-        nvgpu.DeviceAsyncCreateGroupOp([])
-
-        def body(j, carried):
-            after = add(j, 1)
-            more = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, after, count).result)
-            with ir.InsertionPoint(more.then_block):
-                issue(after, _buffer(after))
-                scf.YieldOp([])
-            nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=1)
-            barrier()  # tile j is here, for every thread
-            carried = compute(j, _buffer(j), carried)
-            barrier()  # every warp is done with tile j's buffer before it is refilled
-            return carried
-        return _loop(index_const(0), count, state, body)
-
-    # ------------------------------------------------------------ products
-
-    def product_nk(self, a_frags: list, base) -> list:
-        """A (16 x d, fragments per 16 columns) times stage rows base..base + BLOCK as
-        B^T: BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
-        acc = [[f32_zero()] * 4 for _ in range(BLOCK // MMA_N)]
-        for ks, a in enumerate(a_frags):
-            for n0 in range(0, BLOCK, 16):
-                pair = self.w.b_fragments_nk(self.stage, add(base, n0),
-                                             index_const(ks * MMA_K))
-                for half, b in enumerate(pair):
-                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
-        return acc
-
-    def accumulate_kn(self, acc: list, left: list, base) -> list:
-        """acc + L B, L the 16 x BLOCK accumulator tiles `left` and B stage rows
-        base..base + BLOCK as they are (P V and its kin): d / 8 accumulator tiles."""
-        acc = list(acc)
-        for kk in range(BLOCK // MMA_K):
-            a = self.w.a_from_accumulators(left[2 * kk], left[2 * kk + 1])
-            for n0 in range(0, self.p.d, 16):
-                pair = self.w.b_fragments_kn(self.stage, add(base, kk * MMA_K),
-                                             index_const(n0))
-                for half, b in enumerate(pair):
-                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
-        return acc
-
-    def a_fragments(self, base: int) -> list:
-        """The warp's 16 rows of the stage tile at row `base` as A fragments, one per 16
-        columns."""
-        return [self.w.a_fragment(self.stage, add(self.warp16, base), index_const(ks * MMA_K))
-                for ks in range(self.p.d // MMA_K)]
-
-    def store_rows(self, target, slice_index, first_row, acc: list, factor: float,
-                   extent: int) -> None:
-        """target[slice, first_row + g (+ 8), ..] = acc * factor in the element type,
-        for the rows below `extent`."""
-        pair = ir.VectorType.get([2], self.el)
-        factor = arith.ConstantOp(self.f32, factor).result
-        for h in (0, 1):
-            row = add(add(first_row, self.w.g), 8 * h)
-            guard = scf.IfOp(less(row, extent))
-            with ir.InsertionPoint(guard.then_block):
-                for n, tile in enumerate(acc):
-                    values = [arith.TruncFOp(self.el, arith.MulFOp(x, factor).result).result
-                              for x in tile[2 * h:2 * h + 2]]
-                    vector.StoreOp(vector.FromElementsOp(pair, values).result, target,
-                                   [slice_index, row, add(self.w.two_t, n * MMA_N)],
-                                   alignment=4)
-                scf.YieldOp([])
-
-    def causal_allows(self, key: ir.Value, row: ir.Value) -> ir.Value:
-        """key <= row + offset (signed)."""
-        return arith.CmpIOp(arith.CmpIPredicate.sle, key,
-                            add(row, self.p.offset)).result
-
-    def by_mask(self, needs_mask, state: list, step) -> list:
-        """step(masked) -> the next state, built twice: with the key rule where
-        `needs_mask` holds (a tile across the causal diagonal or the keys' end), without
-        it for the others, whose every row sees every key (most tiles; the rule's
-        compare and select per score cost the dQ kernel 6%)."""
-        if needs_mask is None:
-            return step(True)
-        branch = scf.IfOp(needs_mask, [v.type for v in state], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            scf.YieldOp(step(True))
-        with ir.InsertionPoint(branch.else_block):
-            scf.YieldOp(step(False))
-        return list(branch.results)
-
-    def crosses(self, first_key, first_row, key_end_too: bool):
-        """Does the BLOCK x BLOCK tile of keys first_key.. and rows first_row.. need
-        the key rule: some key after some row's last (causal), or, with `key_end_too`,
-        past the keys' end. None: no tile does."""
-        p, verdict = self.p, None
-        if p.causal:
-            verdict = arith.CmpIOp(arith.CmpIPredicate.sgt, add(first_key, BLOCK - 1),
-                                   add(first_row, p.offset)).result
-        if key_end_too and p.keys % BLOCK:
-            past = arith.CmpIOp(arith.CmpIPredicate.ugt, add(first_key, BLOCK),
-                                index_const(p.keys)).result
-            verdict = past if verdict is None else arith.OrIOp(verdict, past).result
-        return verdict
-
-    def prob(self, score, lse2, allowed=None):
-        """exp2(score * c - lse2), 0 where not `allowed` (None: allowed)."""
-        prob = mmath.Exp2Op(mmath.FmaOp(score, arith.ConstantOp(self.f32, self.c).result,
-                                        arith.NegFOp(lse2).result).result).result
-        return prob if allowed is None else \
-            arith.SelectOp(allowed, prob, f32_zero()).result
-
-
-def _buffer(j: ir.Value) -> ir.Value:
-    """The stage row of tile j's buffer: 0 or 2 BLOCK."""
-    return mul(arith.RemUIOp(j, index_const(2)).result, 2 * BLOCK)
-
-
-def _loop(lower: ir.Value, upper: ir.Value, state: list, body) -> list:
-    """scf.for lower..upper carrying `state`; body(iv, state) -> the next state."""
-    loop = scf.ForOp(lower, upper, index_const(1), state)
-    with ir.InsertionPoint(loop.body):
-        scf.YieldOp(body(loop.induction_variable, list(loop.inner_iter_args)))
-    return list(loop.results)
-
-
-def _flat(tiles: list) -> list:
-    return [x for tile in tiles for x in tile]
-
-
-def _tiles(values: list) -> list:
-    return [values[i:i + 4] for i in range(0, len(values), 4)]
-
-
-def _ceil_div(value: ir.Value, divisor: int) -> ir.Value:
-    return arith.DivUIOp(add(value, divisor - 1), index_const(divisor)).result
-
-
 # ---------------------------------------------------------------- dQ, lse, delta
 
-class _DqKernel(_Kernel):
+class _DqKernel(TileKernel):
     """Q and dO kept (A fragments); K (first sweep), K and V (second) streamed."""
 
     def emit(self, args: list, tiles: dict) -> None:
@@ -278,12 +74,7 @@ class _DqKernel(_Kernel):
         self.wait_copies()
         q_frags, do_frags = self.a_fragments(0), self.a_fragments(BLOCK)
         barrier()  # every warp has its fragments: the stage is free for the sweeps
-        if p.causal:  # the keys the block's last row sees
-            last = arith.MinUIOp(add(row0, BLOCK), index_const(p.rows)).result
-            end = arith.MinUIOp(add(last, p.offset), index_const(p.keys)).result
-            key_tiles = _ceil_div(end, BLOCK)
-        else:
-            key_tiles = index_const(math.ceil(p.keys / BLOCK))
+        key_tiles = self.keyaccumulator_tiles(row0)
         lse2 = self._log_sum_exp(k, kv_head, q_frags, row0, rows, key_tiles)
 
         def issue(j, base):
@@ -304,14 +95,14 @@ class _DqKernel(_Kernel):
                 for i, (score, dp_value) in enumerate(zip(s_tile, dp_tile)):
                     h, col = divmod(i, 2)
                     key = add(add(kv0, w.two_t), n * MMA_N + col)
-                    allowed = self._allowed(key, rows[h]) if masked else None
+                    allowed = self.allowed(key, rows[h]) if masked else None
                     prob = self.prob(score, lse2[h], allowed)
                     ds[-1].append(arith.MulFOp(prob, arith.SubFOp(dp_value, delta[h])
                                                .result).result)
-            return _flat(self.accumulate_kn(_tiles(acc), ds, base))
+            return flat(self.accumulate_kn(accumulator_tiles(acc), ds, base))
 
         acc = self.sweep(key_tiles, [f32_zero()] * (p.d // 2), issue, compute)
-        self.store_rows(dq, head, first, _tiles(acc), p.scale, p.rows)
+        self.store_rows(dq, head, first, accumulator_tiles(acc), p.scale, p.rows)
         first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, w.t, index_const(0)).result
         for h in (0, 1):
             guard = scf.IfOp(arith.AndIOp(first_lane, less(rows[h], p.rows)).result)
@@ -319,14 +110,6 @@ class _DqKernel(_Kernel):
                 memref.StoreOp(lse2[h], lse_out, [head, rows[h]])
                 memref.StoreOp(delta[h], delta_out, [head, rows[h]])
                 scf.YieldOp([])
-
-    def _allowed(self, key, row):
-        """May `row` see `key` (None: every key of every tile is there and seen)."""
-        verdict = less(key, self.p.keys) if self.p.keys % BLOCK else None
-        if self.p.causal:
-            below = self.causal_allows(key, row)
-            verdict = below if verdict is None else arith.AndIOp(verdict, below).result
-        return verdict
 
     def _delta(self, dout, o, head, rows) -> list:
         """rowsum(dO * O) of the lane's two rows (f32; the quad's lanes add theirs)."""
@@ -368,7 +151,7 @@ class _DqKernel(_Kernel):
                     h, col = divmod(i, 2)
                     values[h].append(score)
                     key = add(add(kv0, self.w.two_t), n * MMA_N + col)
-                    allowed[h].append(self._allowed(key, rows[h]) if masked else None)
+                    allowed[h].append(self.allowed(key, rows[h]) if masked else None)
             masks = None if allowed[0][0] is None else allowed
             update = softmax.update(values, state[:2], state[2:], masks)
             return update.maxima + update.sums
@@ -390,10 +173,10 @@ class _DqKernel(_Kernel):
 
 # ---------------------------------------------------------------- dK, dV
 
-class _DkDvKernel(_Kernel):
+class _DkDvKernel(TileKernel):
     """K and V kept (A fragments); Q, dO and the rows' lse2 and delta streamed."""
 
-    def stat_tiles(self) -> dict:
+    def stataccumulator_tiles(self) -> dict:
         shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
         return {"stats": ir.MemRefType.get([4 * BLOCK], self.f32, memory_space=shared)}
 
@@ -438,7 +221,7 @@ class _DkDvKernel(_Kernel):
 
         def tile_step(row0, base, acc, masked):
             at = base  # this buffer's stats: 2 BLOCK floats a buffer, as its stage rows
-            dk_acc, dv_acc = _tiles(acc[:p.d // 2]), _tiles(acc[p.d // 2:])
+            dk_acc, dv_acc = accumulator_tiles(acc[:p.d // 2]), accumulator_tiles(acc[p.d // 2:])
             s_t = self.product_nk(k_frags, base)
             dp_t = self.product_nk(v_frags, add(base, BLOCK))
             probs, ds = [], []
@@ -461,12 +244,12 @@ class _DkDvKernel(_Kernel):
                                                .result).result)
             dv_acc = self.accumulate_kn(dv_acc, probs, add(base, BLOCK))
             dk_acc = self.accumulate_kn(dk_acc, ds, base)
-            return _flat(dk_acc) + _flat(dv_acc)
+            return flat(dk_acc) + flat(dv_acc)
 
         steps = arith.MulIOp(count, index_const(p.group)).result
         acc = self.sweep(steps, [f32_zero()] * p.d, issue, compute)
-        self.store_rows(dk, kv_head, first, _tiles(acc[:p.d // 2]), p.scale, p.keys)
-        self.store_rows(dv, kv_head, first, _tiles(acc[p.d // 2:]), 1.0, p.keys)
+        self.store_rows(dk, kv_head, first, accumulator_tiles(acc[:p.d // 2]), p.scale, p.keys)
+        self.store_rows(dv, kv_head, first, accumulator_tiles(acc[p.d // 2:]), 1.0, p.keys)
 
     def _copy_stats(self, lse, delta, stats, head, row0, at) -> None:
         """cp.async lse2 (threads 0..BLOCK) and delta (the next BLOCK threads) of rows

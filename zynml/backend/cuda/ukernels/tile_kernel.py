@@ -1,0 +1,238 @@
+"""The attention ukernels' kernel frame (FlashAttention-2's structure on mma.sync,
+warp_mma.py): a block of 128 threads, 4 warps of 16 rows (or keys), two tiles kept as A
+fragments and two streamed through double-buffered shared memory by cp.async, and the
+key rule (causal, the keys' end) applied only on the tiles that need it. The kernels are
+attention_forward_kernels.py's and attention_backward_kernels.py's."""
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+from mlir.dialects import arith, gpu, nvgpu, scf, vector
+from mlir.dialects import math as mmath
+
+from ..strategies.flash_skeleton import (LOG2E, add, clamp, declare_static_tiles, less,
+                                         mul, spread_over_threads, static_tiles)
+from ..strategies.kernel_builder import index_const, new_kernel
+from .attention_backward import BLOCK, THREADS, Problem
+from .warp_mma import MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_tile
+
+
+def strings(names: list) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+
+
+class TileKernel:
+    """What the attention ukernels' kernels share: the problem, the element type, shared memory, copies,
+    the products and the double-buffered sweep.
+
+    Shared memory is one `stage` of 4 x BLOCK rows: a kernel first copies the two tiles
+    it keeps for the whole sweep (Q and dO, or K and V) into rows 0..2 BLOCK, takes
+    them into registers as A fragments, and then streams its two other tiles through
+    two buffers, rows 0..2 BLOCK and 2 BLOCK..4 BLOCK, tile j + 1's copies in flight
+    while tile j is multiplied."""
+
+    def __init__(self, problem: Problem, element: ir.Type):
+        self.p, self.el = problem, element
+        self.f32 = ir.F32Type.get()
+        self.c = problem.scale * LOG2E  # scores * c: base 2
+
+    def define(self, gpu_module: ir.Operation, name: str, operands: list) -> None:
+        types = {"stage": shared_tile(4 * BLOCK, self.p.d, self.el)}
+        types.update(self.stataccumulator_tiles())
+        declare_static_tiles(gpu_module, name, types, ir.Location.unknown())
+        kernel = new_kernel(gpu_module, name, [v.type for v in operands], [THREADS])
+        block = kernel.regions[0].blocks[0]
+        with ir.InsertionPoint(block):
+            self.tid = gpu.thread_id(gpu.Dimension.x)
+            warp, lane = lane_of(self.tid)
+            self.warp16 = mul(warp, 16)
+            self.w = Warp(self.el, lane)
+            tiles = static_tiles(name, types)
+            self.stage = tiles.pop("stage")
+            self.emit(list(block.arguments), tiles)
+            gpu.ReturnOp([])
+
+    def stataccumulator_tiles(self) -> dict:
+        return {}
+
+    # ------------------------------------------------------------ copies
+
+    def copy_rows(self, source, slice_index, row0, extent: int, base) -> None:
+        """cp.async BLOCK rows row0.. of source[slice_index] into stage rows base..,
+        16 bytes a thread and step; rows past `extent` land as zeros."""
+        per_row = self.p.d // 8
+
+        def chunk(flat):
+            r = arith.DivUIOp(flat, index_const(per_row)).result
+            col = mul(arith.RemUIOp(flat, index_const(per_row)).result, 8)
+            row = add(row0, r)
+            count = arith.SelectOp(less(row, extent), index_const(8), index_const(0)).result
+            return nvgpu.DeviceAsyncCopyOp(
+                self.stage, [add(base, r), col], source, [slice_index, clamp(row, extent), col],
+                ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=count,
+                bypassL1=True).result
+        spread_over_threads(self.tid, BLOCK * per_row, THREADS, chunk)
+
+    def wait_copies(self) -> None:
+        """Every copy this thread issued has landed, for every thread."""
+        nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=0)
+        barrier()
+
+    def sweep(self, count: ir.Value, state: list, issue, compute) -> list:
+        """for j in 0..count: compute(j, base, state) -> state, base the stage row of
+        the buffer that holds tile j; issue(j, base) copies tile j there, one iteration
+        ahead (cp.async groups: each iteration commits one, perhaps empty, and waits for
+        all but that newest one)."""
+        some = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ugt, count, index_const(0)).result)
+        with ir.InsertionPoint(some.then_block):
+            issue(index_const(0), index_const(0))
+            scf.YieldOp([])
+        nvgpu.DeviceAsyncCreateGroupOp([])
+
+        def body(j, carried):
+            after = add(j, 1)
+            more = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, after, count).result)
+            with ir.InsertionPoint(more.then_block):
+                issue(after, buffer_row(after))
+                scf.YieldOp([])
+            nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=1)
+            barrier()  # tile j is here, for every thread
+            carried = compute(j, buffer_row(j), carried)
+            barrier()  # every warp is done with tile j's buffer before it is refilled
+            return carried
+        return loop(index_const(0), count, state, body)
+
+    # ------------------------------------------------------------ products
+
+    def product_nk(self, a_frags: list, base) -> list:
+        """A (16 x d, fragments per 16 columns) times stage rows base..base + BLOCK as
+        B^T: BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
+        acc = [[f32_zero()] * 4 for _ in range(BLOCK // MMA_N)]
+        for ks, a in enumerate(a_frags):
+            for n0 in range(0, BLOCK, 16):
+                pair = self.w.b_fragments_nk(self.stage, add(base, n0),
+                                             index_const(ks * MMA_K))
+                for half, b in enumerate(pair):
+                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
+        return acc
+
+    def accumulate_kn(self, acc: list, left: list, base) -> list:
+        """acc + L B, L the 16 x BLOCK accumulator tiles `left` and B stage rows
+        base..base + BLOCK as they are (P V and its kin): d / 8 accumulator tiles."""
+        acc = list(acc)
+        for kk in range(BLOCK // MMA_K):
+            a = self.w.a_from_accumulators(left[2 * kk], left[2 * kk + 1])
+            for n0 in range(0, self.p.d, 16):
+                pair = self.w.b_fragments_kn(self.stage, add(base, kk * MMA_K),
+                                             index_const(n0))
+                for half, b in enumerate(pair):
+                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
+        return acc
+
+    def a_fragments(self, base: int) -> list:
+        """The warp's 16 rows of the stage tile at row `base` as A fragments, one per 16
+        columns."""
+        return [self.w.a_fragment(self.stage, add(self.warp16, base), index_const(ks * MMA_K))
+                for ks in range(self.p.d // MMA_K)]
+
+    def store_rows(self, target, slice_index, first_row, acc: list, factor: float,
+                   extent: int) -> None:
+        """target[slice, first_row + g (+ 8), ..] = acc * factor in the element type,
+        for the rows below `extent`."""
+        pair = ir.VectorType.get([2], self.el)
+        factor = arith.ConstantOp(self.f32, factor).result
+        for h in (0, 1):
+            row = add(add(first_row, self.w.g), 8 * h)
+            guard = scf.IfOp(less(row, extent))
+            with ir.InsertionPoint(guard.then_block):
+                for n, tile in enumerate(acc):
+                    values = [arith.TruncFOp(self.el, arith.MulFOp(x, factor).result).result
+                              for x in tile[2 * h:2 * h + 2]]
+                    vector.StoreOp(vector.FromElementsOp(pair, values).result, target,
+                                   [slice_index, row, add(self.w.two_t, n * MMA_N)],
+                                   alignment=4)
+                scf.YieldOp([])
+
+    def allowed(self, key, row):
+        """May `row` see `key` (None: every key of every tile is there and seen)."""
+        verdict = less(key, self.p.keys) if self.p.keys % BLOCK else None
+        if self.p.causal:
+            below = self.causal_allows(key, row)
+            verdict = below if verdict is None else arith.AndIOp(verdict, below).result
+        return verdict
+
+    def keyaccumulator_tiles(self, row0: ir.Value) -> ir.Value:
+        """How many key tiles the BLOCK rows from row0 see: causal, up to the block's
+        last row's last key."""
+        p = self.p
+        if not p.causal:
+            return index_const(math.ceil(p.keys / BLOCK))
+        last = arith.MinUIOp(add(row0, BLOCK), index_const(p.rows)).result
+        end = arith.MinUIOp(add(last, p.offset), index_const(p.keys)).result
+        return ceil_div(end, BLOCK)
+
+    def causal_allows(self, key: ir.Value, row: ir.Value) -> ir.Value:
+        """key <= row + offset (signed)."""
+        return arith.CmpIOp(arith.CmpIPredicate.sle, key,
+                            add(row, self.p.offset)).result
+
+    def by_mask(self, needs_mask, state: list, step) -> list:
+        """step(masked) -> the next state, built twice: with the key rule where
+        `needs_mask` holds (a tile across the causal diagonal or the keys' end), without
+        it for the others, whose every row sees every key (most tiles; the rule's
+        compare and select per score cost the dQ kernel 6%)."""
+        if needs_mask is None:
+            return step(True)
+        branch = scf.IfOp(needs_mask, [v.type for v in state], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp(step(True))
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp(step(False))
+        return list(branch.results)
+
+    def crosses(self, first_key, first_row, key_end_too: bool):
+        """Does the BLOCK x BLOCK tile of keys first_key.. and rows first_row.. need
+        the key rule: some key after some row's last (causal), or, with `key_end_too`,
+        past the keys' end. None: no tile does."""
+        p, verdict = self.p, None
+        if p.causal:
+            verdict = arith.CmpIOp(arith.CmpIPredicate.sgt, add(first_key, BLOCK - 1),
+                                   add(first_row, p.offset)).result
+        if key_end_too and p.keys % BLOCK:
+            past = arith.CmpIOp(arith.CmpIPredicate.ugt, add(first_key, BLOCK),
+                                index_const(p.keys)).result
+            verdict = past if verdict is None else arith.OrIOp(verdict, past).result
+        return verdict
+
+    def prob(self, score, lse2, allowed=None):
+        """exp2(score * c - lse2), 0 where not `allowed` (None: allowed)."""
+        prob = mmath.Exp2Op(mmath.FmaOp(score, arith.ConstantOp(self.f32, self.c).result,
+                                        arith.NegFOp(lse2).result).result).result
+        return prob if allowed is None else \
+            arith.SelectOp(allowed, prob, f32_zero()).result
+
+
+def buffer_row(j: ir.Value) -> ir.Value:
+    """The stage row of tile j's buffer: 0 or 2 BLOCK."""
+    return mul(arith.RemUIOp(j, index_const(2)).result, 2 * BLOCK)
+
+
+def loop(lower: ir.Value, upper: ir.Value, state: list, body) -> list:
+    """scf.for lower..upper carrying `state`; body(iv, state) -> the next state."""
+    loop = scf.ForOp(lower, upper, index_const(1), state)
+    with ir.InsertionPoint(loop.body):
+        scf.YieldOp(body(loop.induction_variable, list(loop.inner_iter_args)))
+    return list(loop.results)
+
+
+def flat(tiles: list) -> list:
+    return [x for tile in tiles for x in tile]
+
+
+def accumulator_tiles(values: list) -> list:
+    return [values[i:i + 4] for i in range(0, len(values), 4)]
+
+
+def ceil_div(value: ir.Value, divisor: int) -> ir.Value:
+    return arith.DivUIOp(add(value, divisor - 1), index_const(divisor)).result
