@@ -83,15 +83,43 @@ def test_an_unknown_ukernel_is_an_error():
         ukernels.artifact("softmax", ODD)
 
 
-def test_the_library_takes_the_ukernel_only_on_cuda_and_when_asked(monkeypatch):
-    from zynml.kernels.attention_backward import _on_ukernel
+def test_the_library_takes_the_ukernels_only_on_cuda_and_when_asked(monkeypatch):
+    from zynml.kernels.attention_backward import _problem
     import numpy as np
     q = np.ones((1, 2, 5, 16), np.float16)
     sizes = (1, 2, 2, 5, 5, 16)
-    assert _on_ukernel(q, q, q, q, q, sizes, True, 0.25, "cpu") is None
+    assert _problem((q,), sizes, True, 0.25, "cpu", lse_given=False) is None
     monkeypatch.setenv("ZYNML_UKERNELS", "0")
     # refused before the device is looked at: no GPU is needed to say no
-    assert _on_ukernel(q, q, q, q, q, sizes, True, 0.25, "cuda:0") is None
+    assert _problem((q,), sizes, True, 0.25, "cuda:0", lse_given=False) is None
+
+
+def test_the_forward_is_one_launch_that_writes_out_and_lse():
+    module = ukernels.module("attention_forward", ODD)
+    with module.context:
+        plan, _ = extract_plan(module.operation)
+    assert plan["input_names"] == ["q", "k", "v"]
+    assert plan["output_names"] == ["o", "lse"]
+    assert [spec["shape"] for spec in plan["outputs"]] == [[6, 37, 32], [6, 37]]
+    steps = list(launches(plan["body"]))
+    assert [(s["kernel"], s["grid"]) for s in steps] == \
+        [("k0_attention_forward", [math.ceil(37 / BLOCK), 6, 1])]
+
+
+def test_a_backward_given_lse_takes_it_and_skips_its_sweep(tmp_path):
+    given = _with(lse_given=True)
+    module = ukernels.module("attention_backward", given)
+    with module.context:
+        plan, _ = extract_plan(module.operation)
+    assert plan["input_names"] == ["q", "k", "v", "dout", "o", "lse"]
+    # the dQ kernel's first sweep (S = Q K^T alone) is gone: 1 of the 8 products, each
+    # built with and without the key rule (whole tiles: no product is merged away)
+    whole = Problem(**{**ODD.__dict__, "rows": 128, "keys": 128, "d": 64, "kv_heads": 6})
+    count = lambda p: ukernels.artifact("attention_backward", p, cache=ArtifactCache(
+        tmp_path)).ptx.count("mma.sync.aligned")
+    one_product = (64 // 16) * (BLOCK // 8)
+    assert count(whole) == 2 * 8 * one_product
+    assert count(Problem(**{**whole.__dict__, "lse_given": True})) == 2 * 7 * one_product
 
 
 def test_causal_sweeps_build_each_tile_step_with_and_without_the_key_rule(tmp_path):

@@ -26,6 +26,17 @@ def attention(q, k, v, keep, scale=None):
     return _probabilities(q, k, keep, scale) @ v
 
 
+def log_sum_exp2(q, k, keep, scale=None):
+    """The rows' log2 of the sum of exp2(score * scale * log2 e) over the keys they see:
+    log2(sum exp(score * scale)) = flash_attention_with_lse's lse, [b, h, sq]."""
+    q, k = (np.asarray(a, np.float64) for a in (q, k))
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    k = np.repeat(k, q.shape[1] // k.shape[1], 1)
+    s = np.where(keep, np.einsum("bhid,bhjd->bhij", q, k) * scale, -np.inf)
+    top = s.max(-1, keepdims=True)
+    return (top[..., 0] + np.log(np.exp(s - top).sum(-1))) / np.log(2)
+
+
 def attention_backward(dout, q, k, v, keep, scale=None):
     """(dq, dk, dv) of `attention` by its analytic gradient; dk and dv summed over each
     group of query heads."""

@@ -113,6 +113,17 @@ def test_backward_matches_the_analytic_gradient(rng, sizes, causal, masked):
         assert_close(g, w, rtol=1e-5, floor=1.0)
 
 
+def test_flash_attention_with_lse_off_the_gpu_is_flash_attention_and_no_lse(rng):
+    """Only the CUDA ukernels make lse (tests/kernels/test_attention_backward_cuda.py);
+    elsewhere the backward makes what it needs, and the output is flash_attention's."""
+    q, k, v = inputs(rng, 1, 3, 1, 7, 13, 8)
+    out, lse = kernels.flash_attention_with_lse(q, k, v, causal=True, device="cpu")
+    assert lse is None
+    np.testing.assert_array_equal(out, kernels.flash_attention(q, k, v, causal=True,
+                                                               device="cpu"))
+    assert_close(out, attention(q, k, v, allowed(7, 13, causal=True)), rtol=1e-5)
+
+
 def test_backward_agrees_with_torch_autograd(rng):
     torch = pytest.importorskip("torch")
     q, k, v = inputs(rng, 1, 3, 1, 7, 13, 8)
@@ -142,6 +153,10 @@ def test_backward_agrees_with_torch_autograd(rng):
      "grad_out"),
     (lambda q, k, v: kernels.flash_attention_backward(q, q, k, v, out=q[:, :, :2]),
      "out (1, 3, 2, 8) must have q's shape"),
+    (lambda q, k, v: kernels.flash_attention_backward(q, q, k, v, lse=q[..., 0]),
+     "lse comes with its forward's `out`"),
+    (lambda q, k, v: kernels.flash_attention_backward(q, q, k, v, out=q, lse=q[..., :2, 0]),
+     "shaped (1, 3, 7)"),
 ])
 def test_mismatched_arguments_are_named(rng, call, message):
     q, k, v = inputs(rng, 1, 3, 1, 7, 13, 8)

@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from zynml import kernels
+from zynml.backend.cuda import ukernels
+from zynml.backend.cuda.ukernels.attention_backward import Problem
 from zynml.kernels import attention_backward, variants
 from conftest import assert_close
 
-from .references import allowed, attention, attention_backward as reference
+from .references import allowed, attention, attention_backward as reference, log_sum_exp2
 
 pytestmark = pytest.mark.gpu
 CUDA = "cuda:0"
@@ -44,8 +46,9 @@ def test_ukernel_matches_float64(rng, batch, heads, kv_heads, seq_q, seq_k, d, e
                                        _half(element), causal)
     got = kernels.flash_attention_backward(dout, q, k, v, causal=causal, out=out,
                                            device=CUDA)
-    assert any(problem.element == element for problem, _ in
-               attention_backward._UKERNEL_FUNCTIONS), "the ukernel did not run"
+    assert any(name == "attention_backward" and problem.element == element
+               for name, problem, _ in attention_backward._UKERNEL_FUNCTIONS), \
+        "the ukernel did not run"
     tolerance = 2e-2 if element == "bf16" else 4e-3
     want = reference(dout, q, k, v, keep)
     # against the gradients' scale: with one key dq is 0 exactly, and what it gets is
@@ -70,3 +73,36 @@ def test_ukernel_agrees_with_the_zyn_definition(rng, monkeypatch):
                                                device=CUDA)
     for name, a, b in zip(("dq", "dk", "dv"), fast, defined):
         assert_close(a, b, rtol=2e-2)
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, seq_q, seq_k, d, element, causal", [
+    (1, 1, 1, 1, 1, 16, "bf16", True),
+    (2, 4, 2, 129, 129, 64, "bf16", True),
+    (1, 3, 3, 100, 131, 32, "f16", False),
+    (1, 2, 2, 65, 200, 64, "f16", True),      # causal, 135 earlier keys
+    (1, 4, 1, 64, 64, 48, "bf16", True),      # one key head for four query heads
+])
+def test_forward_with_lse_and_the_backward_that_takes_it(
+        rng, batch, heads, kv_heads, seq_q, seq_k, d, element, causal):
+    """flash_attention_with_lse's forward ukernel: out and lse against float64; the
+    backward given that lse (its first sweep skipped) against float64 too."""
+    q, k, v, dout, _, keep = _inputs(rng, batch, heads, kv_heads, seq_q, seq_k, d,
+                                     _half(element), causal)
+    # compiled first: a compile-only run (tools/gpu_tests.sh) stops at the first launch
+    ukernels.artifact("attention_backward", Problem(
+        batch * heads, batch * kv_heads, seq_q, seq_k, d, element, causal,
+        float(np.float32(d ** -0.5)), lse_given=True))
+    out, lse = kernels.flash_attention_with_lse(q, k, v, causal=causal, device=CUDA)
+    assert lse is not None, "the forward ukernel did not run"
+    tolerance = 2e-2 if element == "bf16" else 4e-3
+    assert_close(out, attention(q, k, v, keep), rtol=tolerance, floor=1.0)
+    # lse in base 2 from f32 sums: off by rounding, not by the element type
+    assert_close(lse, log_sum_exp2(q, k, keep), rtol=1e-4, floor=1.0)
+    got = kernels.flash_attention_backward(dout, q, k, v, causal=causal, out=out,
+                                           lse=lse, device=CUDA)
+    assert any(name == "attention_backward" and problem.lse_given
+               for name, problem, _ in attention_backward._UKERNEL_FUNCTIONS)
+    want = reference(dout, q, k, v, keep)
+    scale = max(np.abs(w).max() for w in want)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        assert_close(g, w, rtol=tolerance, floor=scale)

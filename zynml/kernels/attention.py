@@ -24,8 +24,9 @@ from .heads import merge_heads, split_heads
 from .library import device_of
 from .variants import variant
 
-__all__ = ["flash_attention", "flash_attention_backward", "kv_attention",
-           "causal_attention_packed", "attention_config", "attention_params"]
+__all__ = ["flash_attention", "flash_attention_with_lse", "flash_attention_backward",
+           "kv_attention", "causal_attention_packed", "attention_config",
+           "attention_params"]
 
 
 class AttentionError(ZynMLError, ValueError):
@@ -119,6 +120,23 @@ def flash_attention(q, k, v, *, causal: bool = False, mask=None, scale: float | 
     return prog(q=q, k=k, v=v, mask=mask, cache_start=start)["o"]
 
 
+def flash_attention_with_lse(q, k, v, *, causal: bool = False, scale: float | None = None,
+                             device: str | None = None):
+    """(out, lse): flash_attention(q, k, v, causal=, scale=)'s output and, for
+    flash_attention_backward's `lse=`, its rows' log-sum-exp. Where the CUDA attention
+    ukernels run (an NVIDIA GPU; f16 or bf16, head dims up to 64) one kernel makes both,
+    lse f32 [batch, heads, seq_q] in base 2 (log2 of the sum of exp2(score * scale *
+    log2 e)), and the backward then skips its sweep that makes it. Elsewhere out is
+    flash_attention's and lse is None (the backward makes what it needs)."""
+    from .attention_backward import forward_with_lse
+    sizes = _sizes("flash_attention_with_lse", q, k, v)
+    device = device or device_of([q, k, v])
+    out, lse = forward_with_lse(q, k, v, sizes, causal, scale, device) or (None, None)
+    if out is None:
+        out = flash_attention(q, k, v, causal=causal, scale=scale, device=device)
+    return out, lse
+
+
 def kv_attention(q, k_cache, v_cache, cache_start: int, *, scale: float | None = None,
                  config: FlashConfig | None = None, device: str | None = None):
     """Attention of new queries over a KV cache: q [batch, heads, q_len, d] (q_len 1 for a
@@ -175,12 +193,13 @@ def causal_attention_packed(q, k, v, *, heads: int, kv_heads: int | None = None,
 
 
 def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=None,
-                             scale: float | None = None, out=None,
+                             scale: float | None = None, out=None, lse=None,
                              device: str | None = None):
     """(dq, dk, dv) of flash_attention(q, k, v, causal=, mask=, scale=) for the output
     gradient `grad_out` [batch, heads, seq_q, d]; dk and dv [batch, kv_heads, seq_k, d]
     are summed over the query heads of each group. `out`: that forward's output, when
-    the caller kept it (else the forward runs again here)."""
+    the caller kept it (else the forward runs again here); `lse`: with it,
+    flash_attention_with_lse's second result (None: made here)."""
     from .attention_backward import backward
     fn = "flash_attention_backward"
     sizes = _sizes(fn, q, k, v)
@@ -192,9 +211,12 @@ def flash_attention_backward(grad_out, q, k, v, *, causal: bool = False, mask=No
     device = device or device_of([grad_out, q, k, v])
     if out is not None and _shape(out) != _shape(q):
         raise AttentionError(f"{fn}: out {_shape(out)} must have q's shape {_shape(q)}")
+    if lse is not None and (out is None or _shape(lse) != _shape(q)[:3]):
+        raise AttentionError(f"{fn}: lse comes with its forward's `out`, shaped "
+                             f"{_shape(q)[:3]}")
     o = out if out is not None else \
         flash_attention(q, k, v, causal=causal, mask=mask, scale=scale, device=device)
-    return backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device)
+    return backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device, lse)
 
 
 def attention_config(device: str = "auto") -> FlashConfig:

@@ -4,8 +4,10 @@ log-sum-exp and the row sums are f32 whatever it is.
 
 On an NVIDIA GPU, f16 and bf16 without a mask (head dims up to 64) run on the CUDA
 backend's FlashAttention-2 ukernel instead (zynml/backend/cuda/ukernels/
-attention_backward.py): the same equations, no [rows, keys] array in memory. The .zyn
-runs everywhere else, and with ZYNML_UKERNELS=0."""
+attention_backward.py): the same equations, no [rows, keys] array in memory; given the
+rows' log-sum-exp by the forward ukernel (forward_with_lse, the library's
+flash_attention_with_lse), it skips its sweep that makes them. The .zyn runs everywhere
+else, and with ZYNML_UKERNELS=0."""
 from __future__ import annotations
 
 import weakref
@@ -63,14 +65,15 @@ def causal_allowed(device: str, seq_q: int, seq_k: int, causal: bool, group: int
     return kept[key]
 
 
-def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
-    """(dq, dk, dv), given the forward's output `o` and a [seq_q, seq_k] mask or None.
-    The kernel takes the grouped layout (attention_backward.zyn): free views here."""
+def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device, lse=None):
+    """(dq, dk, dv), given the forward's output `o` and a [seq_q, seq_k] mask or None;
+    `lse`: forward_with_lse's, where it gave one. The kernel takes the grouped layout
+    (attention_backward.zyn): free views here."""
     batch, heads, kv_heads, seq_q, seq_k, d = sizes
     group = heads // kv_heads
     scale = np.float32(d ** -0.5 if scale is None else scale)
     if mask is None:
-        fast = _on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device)
+        fast = _backward_on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device, lse)
         if fast is not None:
             return fast
     grouped = (batch * kv_heads, group * seq_q, d)
@@ -87,39 +90,73 @@ def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device):
             reshaped(dv, (batch, kv_heads, seq_k, d)))
 
 
-# (problem, GPU ordinal) -> its CudaFunction: loaded once per process
+def forward_with_lse(q, k, v, sizes, causal, scale, device):
+    """(o, lse) from the attention forward ukernel, lse the rows' log-sum-exp in base 2
+    (f32 [batch, heads, seq_q]); None where it does not apply; o None in a compile-only
+    run (compile_only.py)."""
+    batch, heads, kv_heads, seq_q, seq_k, d = sizes
+    scale = np.float32(d ** -0.5 if scale is None else scale)
+    problem = _problem((q, k, v), sizes, causal, scale, device, lse_given=False)
+    if problem is None:
+        return None
+    try:
+        o, lse = _function("attention_forward", problem, device)(
+            reshaped(q, (batch * heads, seq_q, d)), reshaped(k, (batch * kv_heads, seq_k, d)),
+            reshaped(v, (batch * kv_heads, seq_k, d)))
+    except ArtifactOnlyCall:
+        # compile-only: the artifact is built and the .zyn gives the output (None here);
+        # lse's values are never read (the backward's ukernel is built, not run), its
+        # shape asks for the backward that takes it
+        return None, np.zeros((batch, heads, seq_q), np.float32)
+    return reshaped(o, (batch, heads, seq_q, d)), reshaped(lse, (batch, heads, seq_q))
+
+
+# (ukernel, problem, GPU ordinal) -> its CudaFunction: loaded once per process
 _UKERNEL_FUNCTIONS: dict = {}
 
 
-def _on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device):
-    """(dq, dk, dv) from the CUDA ukernel, or None where it does not apply (not CUDA,
-    ZYNML_UKERNELS=0, a dtype or head dim it does not take)."""
+def _problem(arrays, sizes, causal, scale, device, lse_given: bool):
+    """The ukernels' Problem for these arrays, or None where they do not apply (not
+    CUDA, ZYNML_UKERNELS=0, a dtype or head dim they do not take)."""
     if not knobs.UKERNELS.get():
         return None
-    placement = resolve(device)
-    if placement.kind != "cuda":
+    if resolve(device).kind != "cuda":
         return None
-    from ..backend.cuda import ukernels
     from ..backend.cuda.ukernels.attention_backward import Problem, supports
     batch, heads, kv_heads, seq_q, seq_k, d = sizes
-    dtypes = {_dtype(x) for x in (q, k, v, grad_out, o)}
+    dtypes = {_dtype(x) for x in arrays}
     element = {"float16": "f16", "bfloat16": "bf16"}.get(next(iter(dtypes)), "")
     problem = Problem(batch * heads, batch * kv_heads, seq_q, seq_k, d, element,
-                      bool(causal), float(scale))
-    if len(dtypes) != 1 or supports(problem) is not None:
-        return None
-    key = (problem, placement.ordinal)
+                      bool(causal), float(scale), lse_given)
+    return problem if len(dtypes) == 1 and supports(problem) is None else None
+
+
+def _function(name: str, problem, device: str):
+    placement = resolve(device)
+    key = (name, problem, placement.ordinal)
     function = _UKERNEL_FUNCTIONS.get(key)
     if function is None:
+        from ..backend.cuda import ukernels
         from ..runtime.cuda.function import CudaFunction
-        function = CudaFunction(ukernels.artifact("attention_backward", problem),
-                                placement.ordinal)
+        function = CudaFunction(ukernels.artifact(name, problem), placement.ordinal)
         _UKERNEL_FUNCTIONS[key] = function
+    return function
+
+
+def _backward_on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device, lse):
+    """(dq, dk, dv) from the CUDA ukernel, or None where it does not apply."""
+    problem = _problem((q, k, v, grad_out, o), sizes, causal, scale, device,
+                       lse_given=lse is not None)
+    if problem is None:
+        return None
+    batch, heads, kv_heads, seq_q, seq_k, d = sizes
     rows = (batch * heads, seq_q, d)
     keys = (batch * kv_heads, seq_k, d)
+    given = [] if lse is None else [reshaped(lse, (batch * heads, seq_q))]
     try:
-        dq, dk, dv = function(reshaped(q, rows), reshaped(k, keys), reshaped(v, keys),
-                              reshaped(grad_out, rows), reshaped(o, rows))
+        dq, dk, dv = _function("attention_backward", problem, device)(
+            reshaped(q, rows), reshaped(k, keys), reshaped(v, keys),
+            reshaped(grad_out, rows), reshaped(o, rows), *given)
     except ArtifactOnlyCall:  # compile-only: the artifact is built; the .zyn gives values
         return None
     return (reshaped(dq, (batch, heads, seq_q, d)), reshaped(dk, (batch, kv_heads, seq_k, d)),

@@ -125,7 +125,7 @@ class GPT:
         [batch, seq]; keeps the activations the backward pass reads. The loss and its
         gradients come from one chunked kernel that never holds all the logits."""
         ids, targets = self._on_device(ids), self._on_device(targets)
-        saved = self._hidden(ids)
+        saved = self._hidden(ids, for_backward=True)
         loss, saved["d_h_final"], saved["d_wte_head"] = K.fused_linear_cross_entropy(
             saved["h_final"], self.params["wte"], targets.reshape(-1),
             chunk_size=LOSS_CHUNK, device=self.device)
@@ -154,7 +154,7 @@ class GPT:
         logits = K.head_logits(saved["h_final"], self.params["wte"], device=self.device)
         return np.asarray(logits).reshape(batch, seq, -1)[:, -1]
 
-    def _hidden(self, ids) -> dict:
+    def _hidden(self, ids, for_backward: bool = False) -> dict:
         cfg, p, dev = self.config, self.params, self.device
         batch, seq = ids.shape
         if seq > cfg.context:
@@ -163,20 +163,24 @@ class GPT:
         saved = {"ids": ids, "batch": batch, "layers": []}
         x = K.embed(p["wte"], p["wpe"], ids, device=dev)
         for layer in range(cfg.layers):
-            x, acts = self._block_forward(layer, x, batch)
+            x, acts = self._block_forward(layer, x, batch, for_backward)
             saved["layers"].append(acts)
         saved["x_final"] = x
         saved["h_final"] = K.layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], device=dev)
         return saved
 
-    def _block_forward(self, layer: int, x, batch: int):
+    def _block_forward(self, layer: int, x, batch: int, for_backward: bool):
         p, dev, heads = self.params, self.device, self.config.heads
         w = lambda name: p[f"h{layer}.{name}"]
         a = {"x": x}
         a["h1"] = K.layer_norm(x, w("ln_1.weight"), w("ln_1.bias"), device=dev)
         qkv = K.linear(a["h1"], w("attn.c_attn.weight"), w("attn.c_attn.bias"), device=dev)
         a["q"], a["k"], a["v"] = K.split_heads(qkv, batch, heads, device=dev)
-        a["o"] = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
+        if for_backward:  # with the rows' log-sum-exp where a GPU kernel makes both
+            a["o"], a["lse"] = K.flash_attention_with_lse(a["q"], a["k"], a["v"],
+                                                          causal=True, device=dev)
+        else:
+            a["o"] = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
         a["attn"] = K.merge_heads(a["o"], device=dev)
         y = K.linear(a["attn"], w("attn.c_proj.weight"), w("attn.c_proj.bias"), device=dev)
         a["h2"], a["x2"] = K.residual_layer_norm(y, x, w("ln_2.weight"), w("ln_2.bias"),
@@ -238,7 +242,7 @@ class GPT:
             K.linear_backward(a["attn"], w("attn.c_proj.weight"), dx2, device=dev)
         (do,) = K.split_heads(dattn, batch, heads, parts=1, device=dev)
         dq, dk, dv = K.flash_attention_backward(do, a["q"], a["k"], a["v"], causal=True,
-                                                out=a["o"], device=dev)
+                                                out=a["o"], lse=a["lse"], device=dev)
         dqkv = K.merge_qkv(dq, dk, dv, device=dev)
         dh1, grads[name("attn.c_attn.weight")], grads[name("attn.c_attn.bias")] = \
             K.linear_backward(a["h1"], w("attn.c_attn.weight"), dqkv, device=dev)

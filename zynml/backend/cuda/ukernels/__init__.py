@@ -13,6 +13,10 @@ go on from "gpu" as for any program: launch plan, NVVM, PTX, cubin, artifact.
 
     attention_backward   FlashAttention-2's backward pass (zynml.kernels'
                          flash_attention_backward)
+    attention_forward    its forward pass, which also writes the rows' log-sum-exp
+                         for the backward (zynml.kernels' flash_attention_with_lse)
+
+Both build on tile_kernel.py (the kernels' frame) and warp_mma.py (one warp's products).
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from ....errors import ZynMLError
 
 __all__ = ["artifact", "UKERNELS"]
 
-UKERNELS = ("attention_backward",)
+UKERNELS = ("attention_backward", "attention_forward")
 
 
 def artifact(name: str, problem: Any, target=None, cache: ArtifactCache | None = None):

@@ -51,6 +51,7 @@ class Problem:
     element: str     # "f16" or "bf16"
     causal: bool
     scale: float
+    lse_given: bool = False  # the backward takes the forward's lse2 (attention_forward)
 
     @property
     def group(self) -> int:

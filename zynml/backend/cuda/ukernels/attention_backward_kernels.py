@@ -7,52 +7,36 @@ from __future__ import annotations
 import math
 
 from mlir import ir
-from mlir.dialects import arith, func, gpu, memref, nvgpu, scf, vector
+from mlir.dialects import arith, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
 from ..strategies.flash_skeleton import OnlineSoftmax, add, clamp, less, mul, quad_reduce
 from ..strategies.kernel_builder import index_const
-from .attention_backward import BLOCK, THREADS, Problem
-from .tile_kernel import TileKernel, accumulator_tiles, flat, strings
+from .attention_backward import BLOCK, Problem
+from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host_module
 from .warp_mma import MMA_N, barrier, f32_zero
 
 
 def build_module(problem: Problem, kernel_module: str) -> ir.Module:
-    """The host function `main(q, k, v, dout, o) -> (dq, dk, dv)` and its two kernels,
-    as linalg-to-gpu-kernels leaves a program (the CUDA stages go on from there)."""
+    """The host function `main(q, k, v, dout, o[, lse]) -> (dq, dk, dv)` and its two
+    kernels; `lse` (the rows' log-sum-exp in base 2, f32 [heads, rows]) where the
+    forward gave it (problem.lse_given), else the dQ kernel makes it."""
     p = problem
-    el = ir.BF16Type.get() if p.element == "bf16" else ir.F16Type.get()
-    f32 = ir.F32Type.get()
+    el = element_type(p)
     q_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
     kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
-    stat_type = ir.MemRefType.get([p.heads, p.rows], f32)
-    module = ir.Module.create()
-    module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
-    with ir.InsertionPoint(module.body):
-        kernels = gpu.GPUModuleOp(kernel_module)
-        kernels.regions[0].blocks.append()
-        main = func.FuncOp("main", ir.FunctionType.get(
-            [q_type, kv_type, kv_type, q_type, q_type], [q_type, kv_type, kv_type]))
-    main.attributes["zynml.inputs"] = strings(["q", "k", "v", "dout", "o"])
-    main.attributes["zynml.outputs"] = strings(["dq", "dk", "dv"])
-    entry = main.add_entry_block()
-    q, k, v, dout, o = entry.arguments
-    with ir.InsertionPoint(entry):
-        dq = memref.AllocOp(q_type, [], []).result
-        dk, dv = (memref.AllocOp(kv_type, [], []).result for _ in range(2))
-        lse, delta = (memref.AllocOp(stat_type, [], []).result for _ in range(2))
-        launches = (
-            ("k0_attention_backward_dq", _DqKernel, [q, k, v, dout, o, dq, lse, delta],
-             (math.ceil(p.rows / BLOCK), p.heads, 1)),
-            ("k1_attention_backward_dkdv", _DkDvKernel, [q, k, v, dout, lse, delta, dk, dv],
-             (math.ceil(p.keys / BLOCK), p.kv_heads, 1)))
-        for name, kind, operands, grid in launches:
-            kind(p, el).define(kernels.operation, name, operands)
-            gpu.LaunchFuncOp([kernel_module, name], [index_const(n) for n in grid],
-                             [index_const(THREADS), index_const(1), index_const(1)],
-                             kernel_operands=operands)
-        func.ReturnOp([dq, dk, dv])
-    return module
+    stat_type = ir.MemRefType.get([p.heads, p.rows], ir.F32Type.get())
+    inputs = {"q": q_type, "k": kv_type, "v": kv_type, "dout": q_type, "o": q_type}
+    scratch = {"delta": stat_type}
+    (inputs if p.lse_given else scratch)["lse"] = stat_type
+    outputs = {"dq": q_type, "dk": kv_type, "dv": kv_type}
+    return host_module(p, kernel_module, inputs, outputs, scratch, [
+        ("k0_attention_backward_dq", _DqKernel, ["q", "k", "v", "dout", "o", "dq", "lse",
+                                                 "delta"],
+         (math.ceil(p.rows / BLOCK), p.heads, 1)),
+        ("k1_attention_backward_dkdv", _DkDvKernel, ["q", "k", "v", "dout", "lse", "delta",
+                                                     "dk", "dv"],
+         (math.ceil(p.keys / BLOCK), p.kv_heads, 1))])
 
 
 # ---------------------------------------------------------------- dQ, lse, delta
@@ -61,7 +45,7 @@ class _DqKernel(TileKernel):
     """Q and dO kept (A fragments); K (first sweep), K and V (second) streamed."""
 
     def emit(self, args: list, tiles: dict) -> None:
-        q, k, v, dout, o, dq, lse_out, delta_out = args
+        q, k, v, dout, o, dq, lse, delta_out = args
         p, w = self.p, self.w
         head = gpu.block_id(gpu.Dimension.y)
         kv_head = arith.DivUIOp(head, index_const(p.group)).result
@@ -74,8 +58,11 @@ class _DqKernel(TileKernel):
         self.wait_copies()
         q_frags, do_frags = self.a_fragments(0), self.a_fragments(BLOCK)
         barrier()  # every warp has its fragments: the stage is free for the sweeps
-        key_tiles = self.keyaccumulator_tiles(row0)
-        lse2 = self._log_sum_exp(k, kv_head, q_frags, row0, rows, key_tiles)
+        key_tiles = self.key_tiles(row0)
+        if p.lse_given:  # the forward's, in base 2
+            lse2 = [memref.LoadOp(lse, [head, clamp(row, p.rows)]).result for row in rows]
+        else:
+            lse2 = self._log_sum_exp(k, kv_head, q_frags, row0, rows, key_tiles)
 
         def issue(j, base):
             self.copy_rows(k, kv_head, mul(j, BLOCK), p.keys, base)
@@ -107,7 +94,8 @@ class _DqKernel(TileKernel):
         for h in (0, 1):
             guard = scf.IfOp(arith.AndIOp(first_lane, less(rows[h], p.rows)).result)
             with ir.InsertionPoint(guard.then_block):
-                memref.StoreOp(lse2[h], lse_out, [head, rows[h]])
+                if not p.lse_given:
+                    memref.StoreOp(lse2[h], lse, [head, rows[h]])
                 memref.StoreOp(delta[h], delta_out, [head, rows[h]])
                 scf.YieldOp([])
 
@@ -144,31 +132,13 @@ class _DqKernel(TileKernel):
                                 lambda masked: step(kv0, base, state, masked))
 
         def step(kv0, base, state, masked):
-            s = self.product_nk(q_frags, base)
-            values, allowed = [[], []], [[], []]
-            for n, tile in enumerate(s):
-                for i, score in enumerate(tile):
-                    h, col = divmod(i, 2)
-                    values[h].append(score)
-                    key = add(add(kv0, self.w.two_t), n * MMA_N + col)
-                    allowed[h].append(self.allowed(key, rows[h]) if masked else None)
-            masks = None if allowed[0][0] is None else allowed
+            values, masks = self.scores_by_row(self.product_nk(q_frags, base), kv0, rows,
+                                               masked)
             update = softmax.update(values, state[:2], state[2:], masks)
             return update.maxima + update.sums
 
-        inf = float("inf")
-        state = self.sweep(key_tiles, [arith.ConstantOp(self.f32, -inf).result] * 2 +
-                           [f32_zero()] * 2, issue, compute)
-        lse2 = []
-        for h in (0, 1):
-            total = quad_reduce(state[2 + h], arith.AddFOp)
-            value = arith.AddFOp(arith.MulFOp(state[h], arith.ConstantOp(
-                self.f32, self.c).result).result, mmath.Log2Op(total).result).result
-            empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, state[h],
-                                 arith.ConstantOp(self.f32, -inf).result).result
-            lse2.append(arith.SelectOp(empty, arith.ConstantOp(self.f32, inf).result,
-                                       value).result)
-        return lse2
+        state = self.sweep(key_tiles, self.softmax_start(), issue, compute)
+        return self.lse2_of(state[:2], state[2:])[0]
 
 
 # ---------------------------------------------------------------- dK, dV
@@ -176,7 +146,7 @@ class _DqKernel(TileKernel):
 class _DkDvKernel(TileKernel):
     """K and V kept (A fragments); Q, dO and the rows' lse2 and delta streamed."""
 
-    def stataccumulator_tiles(self) -> dict:
+    def stat_tiles(self) -> dict:
         shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
         return {"stats": ir.MemRefType.get([4 * BLOCK], self.f32, memory_space=shared)}
 

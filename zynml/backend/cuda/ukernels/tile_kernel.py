@@ -8,17 +8,53 @@ from __future__ import annotations
 import math
 
 from mlir import ir
-from mlir.dialects import arith, gpu, nvgpu, scf, vector
+from mlir.dialects import arith, func, gpu, memref, nvgpu, scf, vector
 from mlir.dialects import math as mmath
 
 from ..strategies.flash_skeleton import (LOG2E, add, clamp, declare_static_tiles, less,
-                                         mul, spread_over_threads, static_tiles)
+                                         mul, quad_reduce, spread_over_threads,
+                                         static_tiles)
 from ..strategies.kernel_builder import index_const, new_kernel
 from .attention_backward import BLOCK, THREADS, Problem
 from .warp_mma import MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_tile
 
 
-def strings(names: list) -> ir.ArrayAttr:
+def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dict,
+                scratch: dict, launches: list) -> ir.Module:
+    """The host function `main(inputs) -> outputs` and its kernels, as
+    linalg-to-gpu-kernels leaves a program (the CUDA stages go on from there). `inputs`,
+    `outputs` and `scratch` (buffers not returned) map names to memref types;
+    `launches` is a list of (kernel name, TileKernel class, operand names, grid)."""
+    el = element_type(problem)
+    module = ir.Module.create()
+    module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+    with ir.InsertionPoint(module.body):
+        kernels = gpu.GPUModuleOp(kernel_module)
+        kernels.regions[0].blocks.append()
+        main = func.FuncOp("main", ir.FunctionType.get(list(inputs.values()),
+                                                       list(outputs.values())))
+    main.attributes["zynml.inputs"] = _strings(list(inputs))
+    main.attributes["zynml.outputs"] = _strings(list(outputs))
+    entry = main.add_entry_block()
+    values = dict(zip(inputs, entry.arguments))
+    with ir.InsertionPoint(entry):
+        for name, type_ in {**outputs, **scratch}.items():
+            values[name] = memref.AllocOp(type_, [], []).result
+        for name, kind, operand_names, grid in launches:
+            operands = [values[n] for n in operand_names]
+            kind(problem, el).define(kernels.operation, name, operands)
+            gpu.LaunchFuncOp([kernel_module, name], [index_const(n) for n in grid],
+                             [index_const(THREADS), index_const(1), index_const(1)],
+                             kernel_operands=operands)
+        func.ReturnOp([values[n] for n in outputs])
+    return module
+
+
+def element_type(problem: Problem) -> ir.Type:
+    return ir.BF16Type.get() if problem.element == "bf16" else ir.F16Type.get()
+
+
+def _strings(names: list) -> ir.ArrayAttr:
     return ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
 
 
@@ -39,7 +75,7 @@ class TileKernel:
 
     def define(self, gpu_module: ir.Operation, name: str, operands: list) -> None:
         types = {"stage": shared_tile(4 * BLOCK, self.p.d, self.el)}
-        types.update(self.stataccumulator_tiles())
+        types.update(self.stat_tiles())
         declare_static_tiles(gpu_module, name, types, ir.Location.unknown())
         kernel = new_kernel(gpu_module, name, [v.type for v in operands], [THREADS])
         block = kernel.regions[0].blocks[0]
@@ -53,7 +89,7 @@ class TileKernel:
             self.emit(list(block.arguments), tiles)
             gpu.ReturnOp([])
 
-    def stataccumulator_tiles(self) -> dict:
+    def stat_tiles(self) -> dict:
         return {}
 
     # ------------------------------------------------------------ copies
@@ -162,7 +198,7 @@ class TileKernel:
             verdict = below if verdict is None else arith.AndIOp(verdict, below).result
         return verdict
 
-    def keyaccumulator_tiles(self, row0: ir.Value) -> ir.Value:
+    def key_tiles(self, row0: ir.Value) -> ir.Value:
         """How many key tiles the BLOCK rows from row0 see: causal, up to the block's
         last row's last key."""
         p = self.p
@@ -171,6 +207,39 @@ class TileKernel:
         last = arith.MinUIOp(add(row0, BLOCK), index_const(p.rows)).result
         end = arith.MinUIOp(add(last, p.offset), index_const(p.keys)).result
         return ceil_div(end, BLOCK)
+
+    def scores_by_row(self, s: list, kv0, rows: list, masked: bool) -> tuple:
+        """The accumulator tiles `s` of scores of keys kv0.. as each of the lane's two
+        rows' values, and per row the key rule's verdict per value (None: unmasked)."""
+        values, allowed = [[], []], [[], []]
+        for n, tile in enumerate(s):
+            for i, score in enumerate(tile):
+                h, col = divmod(i, 2)
+                values[h].append(score)
+                key = add(add(kv0, self.w.two_t), n * MMA_N + col)
+                allowed[h].append(self.allowed(key, rows[h]) if masked else None)
+        return values, (None if allowed[0][0] is None else allowed)
+
+    def softmax_start(self) -> list:
+        """The online softmax's running maxima (-inf) and partial sums (0) of two rows."""
+        return [arith.ConstantOp(self.f32, float("-inf")).result] * 2 + [f32_zero()] * 2
+
+    def lse2_of(self, maxima: list, partial_sums: list) -> tuple[list, list]:
+        """(lse2, sums) of the lane's two rows from the online softmax's state: lse2 =
+        max * c + log2(sum), +inf for a row that saw no key (its P is then 0); the sums
+        are the quad's lanes' added."""
+        inf = float("inf")
+        lse2, sums = [], []
+        for row_max, partial in zip(maxima, partial_sums):
+            total = quad_reduce(partial, arith.AddFOp)
+            value = arith.AddFOp(arith.MulFOp(row_max, arith.ConstantOp(
+                self.f32, self.c).result).result, mmath.Log2Op(total).result).result
+            empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max,
+                                 arith.ConstantOp(self.f32, -inf).result).result
+            lse2.append(arith.SelectOp(empty, arith.ConstantOp(self.f32, inf).result,
+                                       value).result)
+            sums.append(total)
+        return lse2, sums
 
     def causal_allows(self, key: ir.Value, row: ir.Value) -> ir.Value:
         """key <= row + offset (signed)."""

@@ -1,0 +1,82 @@
+"""The attention forward ukernel's kernel (attention_forward.py says what it computes) and
+the host function that launches it, on tile_kernel.py's frame."""
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, scf
+
+from ..strategies.flash_skeleton import OnlineSoftmax, add, inverse_sum, less, mul
+from ..strategies.kernel_builder import index_const
+from .attention_forward import BLOCK, Problem
+from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host_module
+from .warp_mma import MMA_N, barrier, f32_zero
+
+
+def build_module(problem: Problem, kernel_module: str) -> ir.Module:
+    """The host function `main(q, k, v) -> (o, lse)` and its kernel: lse is the rows'
+    log-sum-exp in base 2, f32 [heads, rows], as the backward ukernel takes it."""
+    p = problem
+    el = element_type(p)
+    q_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
+    kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
+    stat_type = ir.MemRefType.get([p.heads, p.rows], ir.F32Type.get())
+    return host_module(p, kernel_module, {"q": q_type, "k": kv_type, "v": kv_type},
+                       {"o": q_type, "lse": stat_type}, {}, [
+        ("k0_attention_forward", _ForwardKernel, ["q", "k", "v", "o", "lse"],
+         (math.ceil(p.rows / BLOCK), p.heads, 1))])
+
+
+class _ForwardKernel(TileKernel):
+    """Q kept (A fragments); K and V streamed; per key tile S = Q K^T, the online
+    softmax's update, O = O * alpha + P V."""
+
+    def emit(self, args: list, tiles: dict) -> None:
+        q, k, v, o, lse = args
+        p, w = self.p, self.w
+        head = gpu.block_id(gpu.Dimension.y)
+        kv_head = arith.DivUIOp(head, index_const(p.group)).result
+        row0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
+        first = add(row0, self.warp16)  # the warp's first row; lanes hold + g, + g + 8
+        rows = [add(add(first, w.g), 8 * h) for h in (0, 1)]
+        self.copy_rows(q, head, row0, p.rows, index_const(0))
+        self.wait_copies()
+        q_frags = self.a_fragments(0)
+        barrier()  # every warp has its fragments: the stage is free for the sweep
+        softmax = OnlineSoftmax(self.f32, lanes=4, scale=self.c)
+
+        def issue(j, base):
+            self.copy_rows(k, kv_head, mul(j, BLOCK), p.keys, base)
+            self.copy_rows(v, kv_head, mul(j, BLOCK), p.keys, add(base, BLOCK))
+
+        def compute(j, base, state):
+            kv0 = mul(j, BLOCK)
+            return self.by_mask(self.crosses(kv0, row0, True), state,
+                                lambda masked: step(kv0, base, state, masked))
+
+        def step(kv0, base, state, masked):
+            values, masks = self.scores_by_row(self.product_nk(q_frags, base), kv0, rows,
+                                               masked)
+            update = softmax.update(values, state[:2], state[2:4], masks)
+            # an accumulator tile holds (row g, 2 columns) then (row g + 8, 2 columns)
+            probs = [[update.probs[h][2 * n + col] for h in (0, 1) for col in (0, 1)]
+                     for n in range(BLOCK // MMA_N)]
+            kept = [[arith.MulFOp(x, update.alphas[i // 2]).result for i, x in
+                     enumerate(tile)] for tile in accumulator_tiles(state[4:])]
+            acc = self.accumulate_kn(kept, probs, add(base, BLOCK))
+            return update.maxima + update.sums + flat(acc)
+
+        state = self.sweep(self.key_tiles(row0),
+                           self.softmax_start() + [f32_zero()] * (p.d // 2), issue, compute)
+        lse2, sums = self.lse2_of(state[:2], state[2:4])
+        inverse = [inverse_sum(total) for total in sums]  # 0 for a row that saw no key
+        out = [[arith.MulFOp(x, inverse[i // 2]).result for i, x in enumerate(tile)]
+               for tile in accumulator_tiles(state[4:])]
+        self.store_rows(o, head, first, out, 1.0, p.rows)
+        first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, w.t, index_const(0)).result
+        for h in (0, 1):
+            guard = scf.IfOp(arith.AndIOp(first_lane, less(rows[h], p.rows)).result)
+            with ir.InsertionPoint(guard.then_block):
+                memref.StoreOp(lse2[h], lse, [head, rows[h]])
+                scf.YieldOp([])
