@@ -135,3 +135,35 @@ def test_causal_sweeps_build_each_tile_step_with_and_without_the_key_rule(tmp_pa
     whole = products(causal=False)
     assert whole == (64 // 16) * (BLOCK // 8) * 8  # lse 1, dq 3, dk dv 4 products
     assert products(causal=True) == 2 * whole
+
+
+def test_the_token_major_layout_reads_a_fused_projection_and_writes_its_gradient():
+    tokens = Problem(heads=6, kv_heads=6, rows=37, keys=37, d=32, element="bf16",
+                     causal=True, scale=0.17, lse_given=True, layout="tokens", batch=2)
+    assert supports(tokens) is None
+    forward = ukernels.module("attention_forward", _with(**{**tokens.__dict__,
+                                                            "lse_given": False}))
+    backward = ukernels.module("attention_backward", tokens)
+    with forward.context:
+        forward_plan, _ = extract_plan(forward.operation)
+    with backward.context:
+        backward_plan, _ = extract_plan(backward.operation)
+    packed, rows = [2, 37, 3, 3, 32], [2, 37, 3, 32]
+    assert forward_plan["input_names"] == ["qkv"]
+    assert [s["shape"] for s in forward_plan["inputs"]] == [packed]
+    assert [s["shape"] for s in forward_plan["outputs"]] == [rows, [6, 37]]
+    assert backward_plan["input_names"] == ["qkv", "dout", "o", "lse"]
+    assert [s["shape"] for s in backward_plan["inputs"]] == [packed, rows, rows, [6, 37]]
+    assert backward_plan["output_names"] == ["dqkv"]
+    # both kernels write their parts of the one d qkv
+    steps = list(launches(backward_plan["body"]))
+    assert steps[0]["args"][0] == steps[0]["args"][1] == steps[0]["args"][2]
+    assert steps[0]["args"][5] == steps[1]["args"][6] == steps[1]["args"][7]
+
+
+def test_the_token_major_layout_is_self_attention_without_groups():
+    tokens = dict(layout="tokens", batch=2, kv_heads=6, rows=101)
+    assert supports(_with(**tokens)) is None
+    for changes in ({"kv_heads": 3}, {"rows": 37}, {"batch": 4}):
+        assert "fused projection" in supports(_with(**{**tokens, **changes}))
+    assert "layout 'rows'" in supports(_with(layout="rows"))

@@ -13,18 +13,19 @@ from typing import Any
 from .configs import (TUNED_CONFIGS, ConfigError, FlashConfig, config_for,
                       required_shared_memory, validate_config)
 from .library import call, names, program, source_path
-from . import attention, basic, decode, fused, losses, training
+from . import attention, basic, decode, fused, losses, qkv_attention, training
 from .attention import *  # noqa: F401,F403  (each module's __all__)
 from .basic import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
 from .fused import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
+from .qkv_attention import *  # noqa: F401,F403
 from .training import *  # noqa: F401,F403
 
 __all__ = ["TUNED_CONFIGS", "FlashConfig", "ConfigError", "config_for",
            "required_shared_memory", "validate_config", "names", "program", "source_path",
-           "swiglu", *attention.__all__, *basic.__all__, *decode.__all__, *fused.__all__, *losses.__all__,
-           *training.__all__]
+           "swiglu", *attention.__all__, *basic.__all__, *decode.__all__, *fused.__all__,
+           *losses.__all__, *qkv_attention.__all__, *training.__all__]
 
 
 def swiglu(gate: Any, up: Any, *, device: str | None = None):

@@ -95,8 +95,7 @@ def forward_with_lse(q, k, v, sizes, causal, scale, device):
     (f32 [batch, heads, seq_q]); None where it does not apply; o None in a compile-only
     run (compile_only.py)."""
     batch, heads, kv_heads, seq_q, seq_k, d = sizes
-    scale = np.float32(d ** -0.5 if scale is None else scale)
-    problem = _problem((q, k, v), sizes, causal, scale, device, lse_given=False)
+    problem = _problem((q, k, v), sizes, causal, _scale(scale, d), device, False)
     if problem is None:
         return None
     try:
@@ -111,11 +110,50 @@ def forward_with_lse(q, k, v, sizes, causal, scale, device):
     return reshaped(o, (batch, heads, seq_q, d)), reshaped(lse, (batch, heads, seq_q))
 
 
+def forward_tokens(qkv, sizes, causal, scale, device):
+    """(o [batch, seq, heads, d], lse) from the forward ukernel reading q, k and v where
+    a fused projection's rows hold them (qkv [batch * seq, 3 * heads * d]); None where it
+    does not apply; o None in a compile-only run, as forward_with_lse."""
+    batch, heads, _, seq, _, d = sizes
+    problem = _problem((qkv,), sizes, causal, _scale(scale, d), device, False, "tokens")
+    if problem is None:
+        return None
+    packed, _ = token_shapes(problem)
+    try:
+        o, lse = _function("attention_forward", problem, device)(reshaped(qkv, packed))
+    except ArtifactOnlyCall:
+        return None, np.zeros((batch, heads, seq), np.float32)
+    return o, reshaped(lse, (batch, heads, seq))
+
+
+def backward_tokens(grad_out, qkv, o, lse, sizes, causal, scale, device):
+    """dqkv [batch * seq, 3 * heads * d] from the backward ukernel on forward_tokens'
+    layout (grad_out and o token-major); None where it does not apply or in a
+    compile-only run."""
+    batch, heads, _, seq, _, d = sizes
+    problem = _problem((qkv, grad_out, o), sizes, causal, _scale(scale, d), device, True,
+                       "tokens")
+    if problem is None:
+        return None
+    packed, rows = token_shapes(problem)
+    try:
+        (dqkv,) = _function("attention_backward", problem, device)(
+            reshaped(qkv, packed), reshaped(grad_out, rows), reshaped(o, rows),
+            reshaped(lse, (batch * heads, seq)))
+    except ArtifactOnlyCall:
+        return None
+    return reshaped(dqkv, (batch * seq, 3 * heads * d))
+
+
+def _scale(scale, d: int) -> np.float32:
+    return np.float32(d ** -0.5 if scale is None else scale)
+
+
 # (ukernel, problem, GPU ordinal) -> its CudaFunction: loaded once per process
 _UKERNEL_FUNCTIONS: dict = {}
 
 
-def _problem(arrays, sizes, causal, scale, device, lse_given: bool):
+def _problem(arrays, sizes, causal, scale, device, lse_given: bool, layout: str = "heads"):
     """The ukernels' Problem for these arrays, or None where they do not apply (not
     CUDA, ZYNML_UKERNELS=0, a dtype or head dim they do not take)."""
     if not knobs.UKERNELS.get():
@@ -127,8 +165,14 @@ def _problem(arrays, sizes, causal, scale, device, lse_given: bool):
     dtypes = {_dtype(x) for x in arrays}
     element = {"float16": "f16", "bfloat16": "bf16"}.get(next(iter(dtypes)), "")
     problem = Problem(batch * heads, batch * kv_heads, seq_q, seq_k, d, element,
-                      bool(causal), float(scale), lse_given)
+                      bool(causal), float(scale), lse_given, layout,
+                      batch if layout == "tokens" else 1)  # heads: batch in the slices
     return problem if len(dtypes) == 1 and supports(problem) is None else None
+
+
+def token_shapes(problem) -> tuple[list, list]:
+    from ..backend.cuda.ukernels.attention_backward import token_shapes as shapes
+    return shapes(problem)
 
 
 def _function(name: str, problem, device: str):

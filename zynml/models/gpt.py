@@ -175,13 +175,12 @@ class GPT:
         a = {"x": x}
         a["h1"] = K.layer_norm(x, w("ln_1.weight"), w("ln_1.bias"), device=dev)
         qkv = K.linear(a["h1"], w("attn.c_attn.weight"), w("attn.c_attn.bias"), device=dev)
-        a["q"], a["k"], a["v"] = K.split_heads(qkv, batch, heads, device=dev)
-        if for_backward:  # with the rows' log-sum-exp where a GPU kernel makes both
-            a["o"], a["lse"] = K.flash_attention_with_lse(a["q"], a["k"], a["v"],
-                                                          causal=True, device=dev)
+        if for_backward:  # q, k, v read in qkv's rows on a GPU, kept for the backward
+            a["attn"], a["attention"] = K.fused_qkv_attention(qkv, batch, heads, device=dev)
         else:
-            a["o"] = K.flash_attention(a["q"], a["k"], a["v"], causal=True, device=dev)
-        a["attn"] = K.merge_heads(a["o"], device=dev)
+            q, k, v = K.split_heads(qkv, batch, heads, device=dev)
+            o = K.flash_attention(q, k, v, causal=True, device=dev)
+            a["attn"] = K.merge_heads(o, device=dev)
         y = K.linear(a["attn"], w("attn.c_proj.weight"), w("attn.c_proj.bias"), device=dev)
         a["h2"], a["x2"] = K.residual_layer_norm(y, x, w("ln_2.weight"), w("ln_2.bias"),
                                                  device=dev)
@@ -207,7 +206,7 @@ class GPT:
             s["x_final"], p["ln_f.weight"], s["d_h_final"], device=dev)
         done = ["ln_f.weight", "ln_f.bias"]  # reported with the last block's
         for layer in reversed(range(self.config.layers)):
-            dx = self._block_backward(layer, s["layers"][layer], dx, s["batch"], grads)
+            dx = self._block_backward(layer, s["layers"][layer], dx, grads)
             if finished is not None:
                 finished(done + [n for n in self.params if n.startswith(f"h{layer}.")])
                 done = []
@@ -224,8 +223,8 @@ class GPT:
             return into
         return {name: writable(g) for name, g in grads.items()}  # the optimizer scales them
 
-    def _block_backward(self, layer: int, a: dict, dout, batch: int, grads: dict):
-        p, dev, heads = self.params, self.device, self.config.heads
+    def _block_backward(self, layer: int, a: dict, dout, grads: dict):
+        p, dev = self.params, self.device
         name = lambda n: f"h{layer}.{n}"
         w = lambda n: p[name(n)]
         # x3 = x2 + mlp(ln_2(x2)): the residual passes dout to x2 as it is
@@ -240,10 +239,7 @@ class GPT:
         # x2 = x + proj(attention(ln_1(x)))
         dattn, grads[name("attn.c_proj.weight")], grads[name("attn.c_proj.bias")] = \
             K.linear_backward(a["attn"], w("attn.c_proj.weight"), dx2, device=dev)
-        (do,) = K.split_heads(dattn, batch, heads, parts=1, device=dev)
-        dq, dk, dv = K.flash_attention_backward(do, a["q"], a["k"], a["v"], causal=True,
-                                                out=a["o"], lse=a["lse"], device=dev)
-        dqkv = K.merge_qkv(dq, dk, dv, device=dev)
+        dqkv = K.fused_qkv_attention_backward(dattn, a["attention"], device=dev)
         dh1, grads[name("attn.c_attn.weight")], grads[name("attn.c_attn.bias")] = \
             K.linear_backward(a["h1"], w("attn.c_attn.weight"), dqkv, device=dev)
         dx, grads[name("ln_1.weight")], grads[name("ln_1.bias")] = \

@@ -38,6 +38,7 @@ WARPS = 4           # 16 rows (or keys) each
 THREADS = 32 * WARPS
 MAX_HEAD_DIM = 64
 ELEMENTS = ("f16", "bf16")
+LAYOUTS = ("heads", "tokens")
 MMA_K = 16          # the head dim is a multiple of the products' depth
 
 
@@ -52,6 +53,8 @@ class Problem:
     causal: bool
     scale: float
     lse_given: bool = False  # the backward takes the forward's lse2 (attention_forward)
+    layout: str = "heads"    # or "tokens": q, k, v, o and the gradients token-major
+    batch: int = 1           # (tokens) heads = batch * heads of a batch
 
     @property
     def group(self) -> int:
@@ -75,5 +78,19 @@ def supports(problem: Problem) -> str | None:
         return "causal with more queries than keys"
     if problem.scale <= 0 or min(problem.rows, problem.keys) < 1:
         return "a scale that is not positive, or no rows"
+    if problem.layout not in LAYOUTS:
+        return f"layout {problem.layout!r}, not one of {LAYOUTS}"
+    if problem.layout == "tokens" and (problem.kv_heads != problem.heads or
+                                       problem.rows != problem.keys or
+                                       problem.heads % problem.batch):
+        return "token-major rows are a fused projection's: self-attention, no groups"
     return None
+
+
+def token_shapes(problem: Problem) -> tuple[list, list]:
+    """The token-major layout's shapes: a fused projection's q, k, v [batch, seq, 3,
+    heads, d] and one [batch, seq, heads, d] (o, its gradient)."""
+    p = problem
+    heads = p.heads // p.batch
+    return [p.batch, p.rows, 3, heads, p.d], [p.batch, p.rows, heads, p.d]
 

@@ -12,7 +12,7 @@ from mlir.dialects import math as mmath
 
 from ..strategies.flash_skeleton import OnlineSoftmax, add, clamp, less, mul, quad_reduce
 from ..strategies.kernel_builder import index_const
-from .attention_backward import BLOCK, Problem
+from .attention_backward import BLOCK, Problem, token_shapes
 from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host_module
 from .warp_mma import MMA_N, barrier, f32_zero
 
@@ -20,23 +20,35 @@ from .warp_mma import MMA_N, barrier, f32_zero
 def build_module(problem: Problem, kernel_module: str) -> ir.Module:
     """The host function `main(q, k, v, dout, o[, lse]) -> (dq, dk, dv)` and its two
     kernels; `lse` (the rows' log-sum-exp in base 2, f32 [heads, rows]) where the
-    forward gave it (problem.lse_given), else the dQ kernel makes it."""
+    forward gave it (problem.lse_given), else the dQ kernel makes it. The "tokens"
+    layout: `main(qkv, dout, o, lse) -> dqkv`, q, k, v and their gradients parts of
+    one fused projection's rows."""
     p = problem
     el = element_type(p)
-    q_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
-    kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
     stat_type = ir.MemRefType.get([p.heads, p.rows], ir.F32Type.get())
-    inputs = {"q": q_type, "k": kv_type, "v": kv_type, "dout": q_type, "o": q_type}
+    if p.layout == "tokens":
+        if not p.lse_given:
+            raise ValueError("the token-major backward takes the forward's lse")
+        packed, rows = (ir.MemRefType.get(shape, el) for shape in token_shapes(p))
+        inputs = {"qkv": packed, "dout": rows, "o": rows, "lse": stat_type}
+        outputs = {"dqkv": packed}
+        aliases = {"q": "qkv", "k": "qkv", "v": "qkv", "dq": "dqkv", "dk": "dqkv",
+                   "dv": "dqkv"}
+    else:
+        q_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
+        kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
+        inputs = {"q": q_type, "k": kv_type, "v": kv_type, "dout": q_type, "o": q_type}
+        outputs = {"dq": q_type, "dk": kv_type, "dv": kv_type}
+        aliases = {}
     scratch = {"delta": stat_type}
     (inputs if p.lse_given else scratch)["lse"] = stat_type
-    outputs = {"dq": q_type, "dk": kv_type, "dv": kv_type}
     return host_module(p, kernel_module, inputs, outputs, scratch, [
         ("k0_attention_backward_dq", _DqKernel, ["q", "k", "v", "dout", "o", "dq", "lse",
                                                  "delta"],
          (math.ceil(p.rows / BLOCK), p.heads, 1)),
         ("k1_attention_backward_dkdv", _DkDvKernel, ["q", "k", "v", "dout", "lse", "delta",
                                                      "dk", "dv"],
-         (math.ceil(p.keys / BLOCK), p.kv_heads, 1))])
+         (math.ceil(p.keys / BLOCK), p.kv_heads, 1))], aliases)
 
 
 # ---------------------------------------------------------------- dQ, lse, delta
@@ -46,6 +58,8 @@ class _DqKernel(TileKernel):
 
     def emit(self, args: list, tiles: dict) -> None:
         q, k, v, dout, o, dq, lse, delta_out = args
+        q, k, v, dq = (self.operand(x, part) for x, part in ((q, 0), (k, 1), (v, 2), (dq, 0)))
+        dout, o = self.operand(dout), self.operand(o)
         p, w = self.p, self.w
         head = gpu.block_id(gpu.Dimension.y)
         kv_head = arith.DivUIOp(head, index_const(p.group)).result
@@ -107,9 +121,10 @@ class _DqKernel(TileKernel):
             row = clamp(row, self.p.rows)
             total = f32_zero()
             for n in range(self.p.d // MMA_N):
-                at = [head, row, add(self.w.two_t, n * MMA_N)]
-                a = vector.LoadOp(pair, dout, at, alignment=4).result
-                b = vector.LoadOp(pair, o, at, alignment=4).result
+                at = dout.at(head, row, add(self.w.two_t, n * MMA_N))
+                a = vector.LoadOp(pair, dout.array, at, alignment=4).result
+                b = vector.LoadOp(pair, o.array, o.at(head, row, add(self.w.two_t, n * MMA_N)),
+                                  alignment=4).result
                 for c in (0, 1):
                     x, y = (arith.ExtFOp(self.f32, vector.ExtractOp(t, [], [c]).result)
                             .result for t in (a, b))
@@ -152,6 +167,9 @@ class _DkDvKernel(TileKernel):
 
     def emit(self, args: list, tiles: dict) -> None:
         q, k, v, dout, lse, delta, dk, dv = args
+        q, k, v, dk, dv = (self.operand(x, part) for x, part in
+                           ((q, 0), (k, 1), (v, 2), (dk, 1), (dv, 2)))
+        dout = self.operand(dout)
         p, w = self.p, self.w
         stats = tiles["stats"]  # per buffer: its BLOCK rows' lse2, then their delta
         kv_head = gpu.block_id(gpu.Dimension.y)

@@ -16,6 +16,6 @@ forward and what flash_attention runs; this kernel is flash_attention_with_lse's
 """
 from __future__ import annotations
 
-from .attention_backward import BLOCK, Problem, supports
+from .attention_backward import BLOCK, Problem, supports, token_shapes
 
-__all__ = ["BLOCK", "Problem", "supports"]
+__all__ = ["BLOCK", "Problem", "supports", "token_shapes"]

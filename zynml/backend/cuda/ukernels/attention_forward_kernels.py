@@ -9,23 +9,30 @@ from mlir.dialects import arith, gpu, memref, scf
 
 from ..strategies.flash_skeleton import OnlineSoftmax, add, inverse_sum, less, mul
 from ..strategies.kernel_builder import index_const
-from .attention_forward import BLOCK, Problem
+from .attention_forward import BLOCK, Problem, token_shapes
 from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host_module
 from .warp_mma import MMA_N, barrier, f32_zero
 
 
 def build_module(problem: Problem, kernel_module: str) -> ir.Module:
     """The host function `main(q, k, v) -> (o, lse)` and its kernel: lse is the rows'
-    log-sum-exp in base 2, f32 [heads, rows], as the backward ukernel takes it."""
+    log-sum-exp in base 2, f32 [heads, rows], as the backward ukernel takes it. The
+    "tokens" layout: `main(qkv) -> (o, lse)`, q, k and v parts of one fused
+    projection's rows and o token-major."""
     p = problem
     el = element_type(p)
-    q_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
-    kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
     stat_type = ir.MemRefType.get([p.heads, p.rows], ir.F32Type.get())
-    return host_module(p, kernel_module, {"q": q_type, "k": kv_type, "v": kv_type},
-                       {"o": q_type, "lse": stat_type}, {}, [
+    if p.layout == "tokens":
+        packed, rows = (ir.MemRefType.get(shape, el) for shape in token_shapes(p))
+        inputs, o_type = {"qkv": packed}, rows
+        aliases = {"q": "qkv", "k": "qkv", "v": "qkv"}
+    else:
+        o_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
+        kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
+        inputs, aliases = {"q": o_type, "k": kv_type, "v": kv_type}, {}
+    return host_module(p, kernel_module, inputs, {"o": o_type, "lse": stat_type}, {}, [
         ("k0_attention_forward", _ForwardKernel, ["q", "k", "v", "o", "lse"],
-         (math.ceil(p.rows / BLOCK), p.heads, 1))])
+         (math.ceil(p.rows / BLOCK), p.heads, 1))], aliases)
 
 
 class _ForwardKernel(TileKernel):
@@ -34,6 +41,8 @@ class _ForwardKernel(TileKernel):
 
     def emit(self, args: list, tiles: dict) -> None:
         q, k, v, o, lse = args
+        q, k, v = (self.operand(x, part) for part, x in enumerate((q, k, v)))
+        o = self.operand(o)
         p, w = self.p, self.w
         head = gpu.block_id(gpu.Dimension.y)
         kv_head = arith.DivUIOp(head, index_const(p.group)).result

@@ -6,6 +6,7 @@ attention_forward_kernels.py's and attention_backward_kernels.py's."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, func, gpu, memref, nvgpu, scf, vector
@@ -20,11 +21,12 @@ from .warp_mma import MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_til
 
 
 def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dict,
-                scratch: dict, launches: list) -> ir.Module:
+                scratch: dict, launches: list, aliases: dict = None) -> ir.Module:
     """The host function `main(inputs) -> outputs` and its kernels, as
     linalg-to-gpu-kernels leaves a program (the CUDA stages go on from there). `inputs`,
     `outputs` and `scratch` (buffers not returned) map names to memref types;
-    `launches` is a list of (kernel name, TileKernel class, operand names, grid)."""
+    `launches` is a list of (kernel name, TileKernel class, operand names, grid);
+    `aliases` names more operands, each another's buffer (q, k and v one fused qkv)."""
     el = element_type(problem)
     module = ir.Module.create()
     module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
@@ -40,6 +42,8 @@ def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dic
     with ir.InsertionPoint(entry):
         for name, type_ in {**outputs, **scratch}.items():
             values[name] = memref.AllocOp(type_, [], []).result
+        for name, other in (aliases or {}).items():
+            values[name] = values[other]
         for name, kind, operand_names, grid in launches:
             operands = [values[n] for n in operand_names]
             kind(problem, el).define(kernels.operation, name, operands)
@@ -48,6 +52,24 @@ def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dic
                              kernel_operands=operands)
         func.ReturnOp([values[n] for n in outputs])
     return module
+
+
+@dataclass(frozen=True)
+class Operand:
+    """How the kernels index a [slices, rows, d] operand: the array itself (`heads` 0),
+    or token-major rows, slice = b * heads + h: [batch, seq, heads, d] (`part` None) or
+    a fused projection's [batch, seq, parts, heads, d] at part `part`."""
+    array: ir.Value
+    heads: int = 0
+    part: int | None = None
+
+    def at(self, slice_index, row, col) -> list:
+        if not self.heads:
+            return [slice_index, row, col]
+        b = arith.DivUIOp(slice_index, index_const(self.heads)).result
+        h = arith.RemUIOp(slice_index, index_const(self.heads)).result
+        part = [] if self.part is None else [index_const(self.part)]
+        return [b, row, *part, h, col]
 
 
 def element_type(problem: Problem) -> ir.Type:
@@ -92,9 +114,16 @@ class TileKernel:
     def stat_tiles(self) -> dict:
         return {}
 
+    def operand(self, array: ir.Value, part: int | None = None) -> "Operand":
+        """A kernel argument as a [slices, rows, d] operand: itself in the "heads"
+        layout; in the "tokens" layout a view of token-major rows, part `part` of a
+        fused projection (q 0, k 1, v 2) or, None, of one [batch, seq, heads, d]."""
+        per_batch = self.p.heads // self.p.batch if self.p.layout == "tokens" else 0
+        return Operand(array, per_batch, part)
+
     # ------------------------------------------------------------ copies
 
-    def copy_rows(self, source, slice_index, row0, extent: int, base) -> None:
+    def copy_rows(self, source: "Operand", slice_index, row0, extent: int, base) -> None:
         """cp.async BLOCK rows row0.. of source[slice_index] into stage rows base..,
         16 bytes a thread and step; rows past `extent` land as zeros."""
         per_row = self.p.d // 8
@@ -105,7 +134,8 @@ class TileKernel:
             row = add(row0, r)
             count = arith.SelectOp(less(row, extent), index_const(8), index_const(0)).result
             return nvgpu.DeviceAsyncCopyOp(
-                self.stage, [add(base, r), col], source, [slice_index, clamp(row, extent), col],
+                self.stage, [add(base, r), col], source.array,
+                source.at(slice_index, clamp(row, extent), col),
                 ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=count,
                 bypassL1=True).result
         spread_over_threads(self.tid, BLOCK * per_row, THREADS, chunk)
@@ -172,8 +202,8 @@ class TileKernel:
         return [self.w.a_fragment(self.stage, add(self.warp16, base), index_const(ks * MMA_K))
                 for ks in range(self.p.d // MMA_K)]
 
-    def store_rows(self, target, slice_index, first_row, acc: list, factor: float,
-                   extent: int) -> None:
+    def store_rows(self, target: "Operand", slice_index, first_row, acc: list,
+                   factor: float, extent: int) -> None:
         """target[slice, first_row + g (+ 8), ..] = acc * factor in the element type,
         for the rows below `extent`."""
         pair = ir.VectorType.get([2], self.el)
@@ -185,8 +215,8 @@ class TileKernel:
                 for n, tile in enumerate(acc):
                     values = [arith.TruncFOp(self.el, arith.MulFOp(x, factor).result).result
                               for x in tile[2 * h:2 * h + 2]]
-                    vector.StoreOp(vector.FromElementsOp(pair, values).result, target,
-                                   [slice_index, row, add(self.w.two_t, n * MMA_N)],
+                    vector.StoreOp(vector.FromElementsOp(pair, values).result, target.array,
+                                   target.at(slice_index, row, add(self.w.two_t, n * MMA_N)),
                                    alignment=4)
                 scf.YieldOp([])
 
