@@ -1,7 +1,12 @@
 """The attention backward pass at GPT-2 small's shapes, one GPU: ZynML's FlashAttention-2
-ukernel, the library's .zyn form (ZYNML_UKERNELS=0), and PyTorch's flash backward
+ukernel (making the log-sum-exp itself, or given the forward ukernel's), the library's
+.zyn form (ZYNML_UKERNELS=0), and PyTorch's flash backward
 (`aten._scaled_dot_product_flash_attention_backward`, given the forward's log-sum-exp,
-as autograd calls it), in the same run.
+as autograd calls it), in the same run; then the forwards (the compiler's
+attention_wgmma, the forward ukernel that also writes the log-sum-exp, PyTorch's flash
+forward), and a transformer block's attention from its qkv rows to its output and back
+(split_heads, flash_attention_with_lse, merge_heads and their backward, against
+fused_qkv_attention, which reads and writes the token-major rows).
 
     python benchmarks/attention_backward.py --compile-only   # here (MLIR): fills the cache
     python benchmarks/attention_backward.py                  # on the GPU (carry the cache)
@@ -12,8 +17,6 @@ the GPU is idle as it starts (host cost included), TFLOP/s counting the five pro
 the backward (2.5x the forward's flops, halved when causal), the ratio against PyTorch
 (> 1: ZynML faster) and the largest difference from PyTorch's gradients, relative to
 their largest magnitude.
-ZynML's ukernel computes the log-sum-exp again from Q and K (its forward does not keep
-it); PyTorch's is handed the forward's.
 """
 from __future__ import annotations
 
@@ -35,6 +38,30 @@ def _inputs(batch, heads, seq, d):
             for _ in range(5)]  # q, k, v, dout, out
 
 
+def _rows(batch, heads, seq, d):
+    """A fused projection's qkv rows and the output's gradient, token-major."""
+    import ml_dtypes
+    rng = np.random.default_rng(1)
+    return [rng.standard_normal((batch * seq, parts * heads * d), np.float32)
+            .astype(ml_dtypes.bfloat16) for parts in (3, 1)]
+
+
+def _split_pair(qkv, grad, shape):
+    """qkv rows -> out rows -> d qkv through split and merged heads."""
+    batch, heads = shape[:2]
+    q, k, v = K.split_heads(qkv, batch, heads)
+    o, lse = K.flash_attention_with_lse(q, k, v, causal=True)
+    out = K.merge_heads(o)
+    (do,) = K.split_heads(grad, batch, heads, parts=1)
+    dq, dk, dv = K.flash_attention_backward(do, q, k, v, causal=True, out=o, lse=lse)
+    return out, K.merge_qkv(dq, dk, dv)
+
+
+def _fused_pair(qkv, grad, shape):
+    out, saved = K.fused_qkv_attention(qkv, *shape[:2])
+    return out, K.fused_qkv_attention_backward(grad, saved)
+
+
 def compile_only(shape) -> None:
     """Both forms' artifacts on a driver that does nothing (benchmarks/fake_cuda.py)."""
     from fake_cuda import FakeCuda
@@ -48,6 +75,14 @@ def compile_only(shape) -> None:
         os.environ["ZYNML_UKERNELS"] = ukernels
         K.flash_attention_backward(dout, q, k, v, causal=True, out=out)
         print(f"compiled: ZYNML_UKERNELS={ukernels}", flush=True)
+    os.environ["ZYNML_UKERNELS"] = "1"
+    K.flash_attention(q, k, v, causal=True)
+    _, lse = K.flash_attention_with_lse(q, k, v, causal=True)
+    K.flash_attention_backward(dout, q, k, v, causal=True, out=out, lse=lse)
+    qkv, grad = (DeviceArray.from_numpy(x, gpu) for x in _rows(*shape))
+    _split_pair(qkv, grad, shape)
+    K.fused_qkv_attention_backward(grad, K.fused_qkv_attention(qkv, *shape[:2])[1])
+    print("compiled: forwards, lse given, fused qkv", flush=True)
 
 
 def run(shape, repeat: int) -> None:
@@ -84,10 +119,36 @@ def run(shape, repeat: int) -> None:
         print(f"| {name} | {ms:.3f} | {call:.3f} | {flops / ms / 1e9:.0f} | "
               f"{torch_ms / ms:.2f}x | " + " / ".join(f"{x:.1e}" for x in diffs) + " |",
               flush=True)
+    os.environ["ZYNML_UKERNELS"] = "1"
+    _, lse = K.flash_attention_with_lse(q, k, v, causal=True)
+    given = lambda: K.flash_attention_backward(dout, q, k, v, causal=True, out=out, lse=lse)
+    ms, call = timed(given)
+    print(f"| ZynML ukernel, given lse | {ms:.3f} | {call:.3f} | {flops / ms / 1e9:.0f} | "
+          f"{torch_ms / ms:.2f}x | |")
     print(f"| PyTorch flash backward | {torch_ms:.3f} | {torch_call:.3f} | "
           f"{flops / torch_ms / 1e9:.0f} | 1.00x | |")
-    os.environ["ZYNML_UKERNELS"] = "1"
     _kernel_times(torch, ours)
+    _kernel_times(torch, given)
+    print("\n| forward | GPU ms | vs PyTorch |\n|---|---|---|")
+    pytorch_forward = median_ms(lambda: torch.ops.aten._scaled_dot_product_flash_attention(
+        q, k, v, 0.0, True), repeat, torch, queue_cycles=QUEUE_CYCLES)
+    for name, fn in (("ZynML flash_attention (attention_wgmma)",
+                      lambda: K.flash_attention(q, k, v, causal=True)),
+                     ("ZynML flash_attention_with_lse (forward ukernel)",
+                      lambda: K.flash_attention_with_lse(q, k, v, causal=True))):
+        ms = median_ms(fn, repeat, torch, queue_cycles=QUEUE_CYCLES)
+        print(f"| {name} | {ms:.3f} | {pytorch_forward / ms:.2f}x |")
+    print(f"| PyTorch flash forward | {pytorch_forward:.3f} | 1.00x |")
+    qkv, grad = (_to_torch(torch, x) for x in _rows(*shape))
+    print("\n| qkv rows -> out -> d qkv | GPU ms | largest difference |\n|---|---|---|")
+    split, fused = _split_pair(qkv, grad, shape), _fused_pair(qkv, grad, shape)
+    difference = max(float((torch.from_dlpack(a).float() - torch.from_dlpack(b).float())
+                           .abs().max()) for a, b in zip(split, fused))
+    for name, fn in (("split and merged heads", _split_pair),
+                     ("fused_qkv_attention", _fused_pair)):
+        ms = median_ms(lambda: fn(qkv, grad, shape), repeat, torch,
+                       queue_cycles=QUEUE_CYCLES)
+        print(f"| {name} | {ms:.3f} | {difference:.1e} |")
 
 
 def _kernel_times(torch, fn, calls: int = 5) -> None:

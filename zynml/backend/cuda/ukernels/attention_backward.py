@@ -12,15 +12,21 @@ CUDA library's fast form of the same equations, batch and heads flattened into s
 
 `dq` kernel: a block takes 64 query rows (4 warps of 16). It computes delta, then the
 rows' log-sum-exp in a first sweep over the key tiles (the online softmax's max and sum;
-stored in base 2, lse2 = lse * log2(e)), then in a second sweep P, dS and dQ; it stores
-dQ, lse2 and delta. `dkdv` kernel: a block takes 64 keys (4 warps of 16) and, for each
+stored in base 2, lse2 = lse * log2(e)) unless the forward ukernel gave it
+(`lse_given`, attention_forward.py), then in a second sweep P, dS and dQ; it stores dQ,
+lse2 and delta. `dkdv` kernel: a block takes 64 keys (4 warps of 16) and, for each
 query head of their group, sweeps the query tiles that can see them, with lse2 and delta
 read back: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q. No atomics:
 each output element is written by one thread. The streamed tiles come in with cp.async
 through two buffers: tile j + 1 is copied while tile j is multiplied.
 
-The kernels are built in attention_backward_kernels.py (MLIR is needed only there); this
-module is what the library asks before it calls them.
+The kernels are built in attention_backward_kernels.py on tile_kernel.py's frame (MLIR
+is needed only there); this module is what the library asks before it calls them.
+
+Layouts: "heads" as above, or "tokens", where q, k and v are read where a fused qkv
+projection's token-major rows hold them ([batch, seq, 3, heads, d]; self-attention, no
+groups), dout and o are [batch, seq, heads, d], and dq, dk, dv are written into one d qkv
+of the projection's layout (the library's fused_qkv_attention): no heads split or merged.
 
 Causal sweeps skip the tiles a block cannot see (above the diagonal), about half, and
 apply the key rule (a compare and a select per score) only on the tiles across the

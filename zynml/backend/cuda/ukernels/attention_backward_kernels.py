@@ -61,31 +61,17 @@ class _DqKernel(TileKernel):
         q, k, v, dq = (self.operand(x, part) for x, part in ((q, 0), (k, 1), (v, 2), (dq, 0)))
         dout, o = self.operand(dout), self.operand(o)
         p, w = self.p, self.w
-        head = gpu.block_id(gpu.Dimension.y)
-        kv_head = arith.DivUIOp(head, index_const(p.group)).result
-        row0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
-        first = add(row0, self.warp16)  # the warp's first row; lanes hold + g, + g + 8
-        rows = [add(add(first, w.g), 8 * h) for h in (0, 1)]
+        head, kv_head, row0, first, rows = self.query_block()
         self.copy_rows(q, head, row0, p.rows, index_const(0))
         self.copy_rows(dout, head, row0, p.rows, index_const(BLOCK))
         delta = self._delta(dout, o, head, rows)
         self.wait_copies()
         q_frags, do_frags = self.a_fragments(0), self.a_fragments(BLOCK)
         barrier()  # every warp has its fragments: the stage is free for the sweeps
-        key_tiles = self.key_tiles(row0)
         if p.lse_given:  # the forward's, in base 2
             lse2 = [memref.LoadOp(lse, [head, clamp(row, p.rows)]).result for row in rows]
         else:
-            lse2 = self._log_sum_exp(k, kv_head, q_frags, row0, rows, key_tiles)
-
-        def issue(j, base):
-            self.copy_rows(k, kv_head, mul(j, BLOCK), p.keys, base)
-            self.copy_rows(v, kv_head, mul(j, BLOCK), p.keys, add(base, BLOCK))
-
-        def compute(j, base, acc):
-            kv0 = mul(j, BLOCK)
-            return self.by_mask(self.crosses(kv0, row0, True), acc,
-                                lambda masked: step(kv0, base, acc, masked))
+            lse2 = self._log_sum_exp(k, kv_head, q_frags, row0, rows)
 
         def step(kv0, base, acc, masked):
             s = self.product_nk(q_frags, base)
@@ -102,16 +88,10 @@ class _DqKernel(TileKernel):
                                                .result).result)
             return flat(self.accumulate_kn(accumulator_tiles(acc), ds, base))
 
-        acc = self.sweep(key_tiles, [f32_zero()] * (p.d // 2), issue, compute)
+        acc = self.sweep_keys(k, v, kv_head, row0, [f32_zero()] * (p.d // 2), step)
         self.store_rows(dq, head, first, accumulator_tiles(acc), p.scale, p.rows)
-        first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, w.t, index_const(0)).result
-        for h in (0, 1):
-            guard = scf.IfOp(arith.AndIOp(first_lane, less(rows[h], p.rows)).result)
-            with ir.InsertionPoint(guard.then_block):
-                if not p.lse_given:
-                    memref.StoreOp(lse2[h], lse, [head, rows[h]])
-                memref.StoreOp(delta[h], delta_out, [head, rows[h]])
-                scf.YieldOp([])
+        self.store_row_values(head, rows, ([] if p.lse_given else [(lse, lse2)]) +
+                              [(delta_out, delta)])
 
     def _delta(self, dout, o, head, rows) -> list:
         """rowsum(dO * O) of the lane's two rows (f32; the quad's lanes add theirs)."""
@@ -132,19 +112,11 @@ class _DqKernel(TileKernel):
             sums.append(quad_reduce(total, arith.AddFOp))
         return sums
 
-    def _log_sum_exp(self, k, kv_head, q_frags, row0, rows, key_tiles) -> list:
+    def _log_sum_exp(self, k, kv_head, q_frags, row0, rows) -> list:
         """lse2 = max * c + log2(sum of exp2(s * c - max * c)) of the lane's two rows,
         over the keys they see: the first sweep. +inf for a row that sees none (its P
         is then 0)."""
         softmax = OnlineSoftmax(self.f32, lanes=4, scale=self.c)
-
-        def issue(j, base):
-            self.copy_rows(k, kv_head, mul(j, BLOCK), self.p.keys, base)
-
-        def compute(j, base, state):
-            kv0 = mul(j, BLOCK)
-            return self.by_mask(self.crosses(kv0, row0, True), state,
-                                lambda masked: step(kv0, base, state, masked))
 
         def step(kv0, base, state, masked):
             values, masks = self.scores_by_row(self.product_nk(q_frags, base), kv0, rows,
@@ -152,7 +124,7 @@ class _DqKernel(TileKernel):
             update = softmax.update(values, state[:2], state[2:], masks)
             return update.maxima + update.sums
 
-        state = self.sweep(key_tiles, self.softmax_start(), issue, compute)
+        state = self.sweep_keys(k, None, kv_head, row0, self.softmax_start(), step)
         return self.lse2_of(state[:2], state[2:])[0]
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf
+from mlir.dialects import arith
 
-from ..strategies.flash_skeleton import OnlineSoftmax, add, inverse_sum, less, mul
+from ..strategies.flash_skeleton import OnlineSoftmax, add, inverse_sum
 from ..strategies.kernel_builder import index_const
 from .attention_forward import BLOCK, Problem, token_shapes
 from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host_module
@@ -43,26 +43,13 @@ class _ForwardKernel(TileKernel):
         q, k, v, o, lse = args
         q, k, v = (self.operand(x, part) for part, x in enumerate((q, k, v)))
         o = self.operand(o)
-        p, w = self.p, self.w
-        head = gpu.block_id(gpu.Dimension.y)
-        kv_head = arith.DivUIOp(head, index_const(p.group)).result
-        row0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
-        first = add(row0, self.warp16)  # the warp's first row; lanes hold + g, + g + 8
-        rows = [add(add(first, w.g), 8 * h) for h in (0, 1)]
+        p = self.p
+        head, kv_head, row0, first, rows = self.query_block()
         self.copy_rows(q, head, row0, p.rows, index_const(0))
         self.wait_copies()
         q_frags = self.a_fragments(0)
         barrier()  # every warp has its fragments: the stage is free for the sweep
         softmax = OnlineSoftmax(self.f32, lanes=4, scale=self.c)
-
-        def issue(j, base):
-            self.copy_rows(k, kv_head, mul(j, BLOCK), p.keys, base)
-            self.copy_rows(v, kv_head, mul(j, BLOCK), p.keys, add(base, BLOCK))
-
-        def compute(j, base, state):
-            kv0 = mul(j, BLOCK)
-            return self.by_mask(self.crosses(kv0, row0, True), state,
-                                lambda masked: step(kv0, base, state, masked))
 
         def step(kv0, base, state, masked):
             values, masks = self.scores_by_row(self.product_nk(q_frags, base), kv0, rows,
@@ -76,16 +63,11 @@ class _ForwardKernel(TileKernel):
             acc = self.accumulate_kn(kept, probs, add(base, BLOCK))
             return update.maxima + update.sums + flat(acc)
 
-        state = self.sweep(self.key_tiles(row0),
-                           self.softmax_start() + [f32_zero()] * (p.d // 2), issue, compute)
+        state = self.sweep_keys(k, v, kv_head, row0, self.softmax_start() +
+                                [f32_zero()] * (p.d // 2), step)
         lse2, sums = self.lse2_of(state[:2], state[2:4])
         inverse = [inverse_sum(total) for total in sums]  # 0 for a row that saw no key
         out = [[arith.MulFOp(x, inverse[i // 2]).result for i, x in enumerate(tile)]
                for tile in accumulator_tiles(state[4:])]
         self.store_rows(o, head, first, out, 1.0, p.rows)
-        first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, w.t, index_const(0)).result
-        for h in (0, 1):
-            guard = scf.IfOp(arith.AndIOp(first_lane, less(rows[h], p.rows)).result)
-            with ir.InsertionPoint(guard.then_block):
-                memref.StoreOp(lse2[h], lse, [head, rows[h]])
-                scf.YieldOp([])
+        self.store_row_values(head, rows, [(lse, lse2)])

@@ -121,6 +121,44 @@ class TileKernel:
         per_batch = self.p.heads // self.p.batch if self.p.layout == "tokens" else 0
         return Operand(array, per_batch, part)
 
+    def query_block(self) -> tuple:
+        """(head, kv_head, row0, first, rows) of a block of BLOCK query rows: its query
+        slice (grid y), the key slice it reads, its first row (grid x), the warp's first
+        row and the lane's two rows (accumulator rows g and g + 8)."""
+        head = gpu.block_id(gpu.Dimension.y)
+        kv_head = arith.DivUIOp(head, index_const(self.p.group)).result
+        row0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
+        first = add(row0, self.warp16)
+        rows = [add(add(first, self.w.g), 8 * h) for h in (0, 1)]
+        return head, kv_head, row0, first, rows
+
+    def sweep_keys(self, k, v, kv_head, row0, state: list, step) -> list:
+        """Sweep the key tiles the BLOCK rows from row0 see, each tile's K (and V, unless
+        None) through the stage (K at `base`, V at base + BLOCK): step(kv0, base, state,
+        masked) -> the next state, `masked` where the tile needs the key rule."""
+        def issue(j, base):
+            self.copy_rows(k, kv_head, mul(j, BLOCK), self.p.keys, base)
+            if v is not None:
+                self.copy_rows(v, kv_head, mul(j, BLOCK), self.p.keys, add(base, BLOCK))
+
+        def compute(j, base, carried):
+            kv0 = mul(j, BLOCK)
+            return self.by_mask(self.crosses(kv0, row0, True), carried,
+                                lambda masked: step(kv0, base, carried, masked))
+        return self.sweep(self.key_tiles(row0), state, issue, compute)
+
+    def store_row_values(self, head, rows: list, stores: list) -> None:
+        """target[head, row] = the lane's value of each row, for each (target, the two
+        rows' values) of `stores` (f32 [slices, rows] targets), by the quad's first lane,
+        for the rows below the end."""
+        first_lane = arith.CmpIOp(arith.CmpIPredicate.eq, self.w.t, index_const(0)).result
+        for h, row in enumerate(rows):
+            guard = scf.IfOp(arith.AndIOp(first_lane, less(row, self.p.rows)).result)
+            with ir.InsertionPoint(guard.then_block):
+                for target, values in stores:
+                    memref.StoreOp(values[h], target, [head, row])
+                scf.YieldOp([])
+
     # ------------------------------------------------------------ copies
 
     def copy_rows(self, source: "Operand", slice_index, row0, extent: int, base) -> None:
