@@ -118,7 +118,7 @@ def forward_tokens(qkv, sizes, causal, scale, device):
     problem = _problem((qkv,), sizes, causal, _scale(scale, d), device, False, "tokens")
     if problem is None:
         return None
-    packed, _ = token_shapes(problem)
+    packed, _ = _token_shapes(problem)
     try:
         o, lse = _function("attention_forward", problem, device)(reshaped(qkv, packed))
     except ArtifactOnlyCall:
@@ -135,7 +135,7 @@ def backward_tokens(grad_out, qkv, o, lse, sizes, causal, scale, device):
                        "tokens")
     if problem is None:
         return None
-    packed, rows = token_shapes(problem)
+    packed, rows = _token_shapes(problem)
     try:
         (dqkv,) = _function("attention_backward", problem, device)(
             reshaped(qkv, packed), reshaped(grad_out, rows), reshaped(o, rows),
@@ -170,9 +170,10 @@ def _problem(arrays, sizes, causal, scale, device, lse_given: bool, layout: str 
     return problem if len(dtypes) == 1 and supports(problem) is None else None
 
 
-def token_shapes(problem) -> tuple[list, list]:
-    from ..backend.cuda.ukernels.attention_backward import token_shapes as shapes
-    return shapes(problem)
+def _token_shapes(problem) -> tuple[list, list]:
+    """The token layout's [batch, seq, 3, heads, d] and [batch, seq, heads, d]."""
+    from ..backend.cuda.ukernels.attention_backward import token_shapes
+    return token_shapes(problem)
 
 
 def _function(name: str, problem, device: str):

@@ -27,12 +27,13 @@ __all__ = ["fused_qkv_attention", "fused_qkv_attention_backward", "QkvAttention"
 class QkvAttention(NamedTuple):
     """What fused_qkv_attention_backward takes of its forward."""
     qkv: Any
-    out: Any            # the forward ukernel's [batch, seq, heads, d], or None
-    lse: Any            # the rows' log-sum-exp (base 2), or None
+    out: Any            # the forward ukernel's [batch, seq, heads, d]; None off it
+    lse: Any            # that kernel's rows' log-sum-exp (base 2); None off it
     sizes: tuple        # (batch, heads, heads, seq, seq, d)
     causal: bool
     scale: float | None
-    split: tuple | None  # (q, k, v, o) [batch, heads, seq, d] where the heads were split
+    split: tuple | None  # where the heads were split: q, k, v, o [batch, heads, seq, d]
+                         # and flash_attention_with_lse's lse (or None)
 
 
 def fused_qkv_attention(qkv, batch: int, heads: int, *, causal: bool = True,
@@ -50,8 +51,8 @@ def fused_qkv_attention(qkv, batch: int, heads: int, *, causal: bool = True,
     q, k, v = split_heads(qkv, batch, heads, device=device)
     o, lse_heads = flash_attention_with_lse(q, k, v, causal=causal, scale=scale,
                                             device=device)
-    saved = QkvAttention(qkv, o if on_ukernel else None, lse if on_ukernel else lse_heads,
-                         sizes, causal, scale, (q, k, v, o, lse_heads))
+    saved = QkvAttention(qkv, o if on_ukernel else None, lse, sizes, causal, scale,
+                         (q, k, v, o, lse_heads))
     return merge_heads(o, device=device), saved
 
 

@@ -21,7 +21,7 @@ from .warp_mma import MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_til
 
 
 def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dict,
-                scratch: dict, launches: list, aliases: dict = None) -> ir.Module:
+                scratch: dict, launches: list, aliases: dict | None = None) -> ir.Module:
     """The host function `main(inputs) -> outputs` and its kernels, as
     linalg-to-gpu-kernels leaves a program (the CUDA stages go on from there). `inputs`,
     `outputs` and `scratch` (buffers not returned) map names to memref types;
@@ -81,14 +81,14 @@ def _strings(names: list) -> ir.ArrayAttr:
 
 
 class TileKernel:
-    """What the attention ukernels' kernels share: the problem, the element type, shared memory, copies,
-    the products and the double-buffered sweep.
+    """What the attention ukernels' kernels share: the problem, the element type, shared
+    memory, copies, the products and the double-buffered sweep.
 
-    Shared memory is one `stage` of 4 x BLOCK rows: a kernel first copies the two tiles
-    it keeps for the whole sweep (Q and dO, or K and V) into rows 0..2 BLOCK, takes
-    them into registers as A fragments, and then streams its two other tiles through
-    two buffers, rows 0..2 BLOCK and 2 BLOCK..4 BLOCK, tile j + 1's copies in flight
-    while tile j is multiplied."""
+    Shared memory is one `stage` of 4 x BLOCK rows: a kernel first copies the tiles it
+    keeps for the whole sweep (Q; Q and dO; K and V) into rows 0..2 BLOCK, takes them
+    into registers as A fragments, and then streams its other tiles through two
+    buffers, rows 0..2 BLOCK and 2 BLOCK..4 BLOCK, tile j + 1's copies in flight while
+    tile j is multiplied."""
 
     def __init__(self, problem: Problem, element: ir.Type):
         self.p, self.el = problem, element
