@@ -55,6 +55,14 @@ def test_layer_norm_input_gradient_by_finite_differences(rng):
     np.testing.assert_allclose(dx, numeric, rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (67, 17, 19)])
+def test_linear_residual_adds_the_stream_to_the_projection(rows, k, n, rng):
+    x, w, b, r = _rand(rng, rows, k), _rand(rng, k, n), _rand(rng, n), _rand(rng, rows, n)
+    want = x.astype(np.float64) @ w + b + r
+    np.testing.assert_allclose(K.linear_residual(x, w, b, r, device="cpu"), want,
+                               rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (7, 13, 5), (33, 17, 19), (64, 3, 5),
                                         (192, 17, 19)])
 def test_linear_and_its_gradients(rows, k, n, rng):

@@ -158,8 +158,8 @@ def test_clipping_and_accumulation_match_pytorch(accumulation, clip):
 def test_a_training_step_makes_few_library_calls(monkeypatch):
     """Python-side library calls per optimizer step (a Program or pipeline call, not the
     Program call a pipeline call makes inside). Per layer: forward a LayerNorm, 4
-    linears, the head split (q, k and v in one call), attention, its merge, a residual add + LayerNorm in one call,
-    a residual add, GELU; backward 4 linears' gradients (one call each at 64-row
+    linears (the last with the residual add in it), the head split (q, k and v in one
+    call), attention, its merge, a residual add + LayerNorm in one call, GELU; backward 4 linears' gradients (one call each at 64-row
     multiples), GELU's, a head split, attention's (without running the forward again),
     the QKV merge, 2 LayerNorms' with the residual gradient added (one call each). Per
     step, whatever the number of parameters: the flat gradient's sum of squares, the
@@ -183,7 +183,7 @@ def test_a_training_step_makes_few_library_calls(monkeypatch):
     trainer.step(batches)
     calls.clear()
     trainer.step(batches)
-    per_layer = (1 + 4 + 1 + 1 + 1 + 1 + 1 + 1) + (4 + 1 + 1 + 1 + 1 + 2)
+    per_layer = (1 + 4 + 1 + 1 + 1 + 1 + 1) + (4 + 1 + 1 + 1 + 1 + 2)
     # embed, ln_f, the loss (one chunk, the tied weight transposed before it and its
     # gradient after); ln_f's gradients, the 2 embeddings' gradients; the global sum of
     # squares, the clip factor; AdamW on the 2 groups (decay or not)

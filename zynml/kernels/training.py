@@ -13,8 +13,8 @@ from .basic import _placement, reshaped
 from .heads import merge_heads, merge_qkv, split_heads
 from .library import call, device_of
 
-__all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_backward", "gelu",
-           "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
+__all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_residual",
+           "linear_backward", "gelu", "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
            "residual_add", "SUM_ROW", "sum_squares", "add_sum_squares", "clip_scale",
            "scale_in_place", "embed",
            "embed_backward_tokens", "embed_backward_positions",
@@ -60,6 +60,12 @@ def layer_norm_backward(x: Any, weight: Any, grad: Any, eps: float = 1e-5, *,
 def linear(x: Any, w: Any, b: Any, *, device: str | None = None):
     """x @ w + b for x [rows, k], w [k, n], b [n]."""
     return call("linear", "linear", {"x": x, "w": w, "b": b}, device)
+
+
+def linear_residual(x: Any, w: Any, b: Any, r: Any, *, device: str | None = None):
+    """x @ w + b + r: a projection added to the residual stream r [rows, n] (the add in
+    the product's epilogue)."""
+    return call("linear", "linear_residual", {"x": x, "w": w, "b": b, "r": r}, device)
 
 
 def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):

@@ -186,8 +186,8 @@ class GPT:
                                                  device=dev)
         a["fc"] = K.linear(a["h2"], w("mlp.c_fc.weight"), w("mlp.c_fc.bias"), device=dev)
         a["gelu"] = K.gelu(a["fc"], device=dev)
-        m = K.linear(a["gelu"], w("mlp.c_proj.weight"), w("mlp.c_proj.bias"), device=dev)
-        return K.residual_add(a["x2"], m, device=dev), a
+        return K.linear_residual(a["gelu"], w("mlp.c_proj.weight"), w("mlp.c_proj.bias"),
+                                 a["x2"], device=dev), a
 
     # ------------------------------------------------------------------ backward
 
