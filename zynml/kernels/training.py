@@ -14,7 +14,8 @@ from .heads import merge_heads, merge_qkv, split_heads
 from .library import call, device_of
 
 __all__ = ["layer_norm", "layer_norm_backward", "linear", "linear_residual",
-           "linear_backward", "gelu", "gelu_backward", "column_sum", "split_heads", "merge_heads", "merge_qkv",
+           "linear_backward", "gelu", "gelu_backward", "column_sum", "split_heads",
+           "merge_heads", "merge_qkv",
            "residual_add", "SUM_ROW", "sum_squares", "add_sum_squares", "clip_scale",
            "scale_in_place", "embed",
            "embed_backward_tokens", "embed_backward_positions",
