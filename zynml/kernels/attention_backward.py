@@ -71,7 +71,7 @@ def backward(grad_out, q, k, v, o, sizes, causal, mask, scale, device, lse=None)
     (attention_backward.zyn): free views here."""
     batch, heads, kv_heads, seq_q, seq_k, d = sizes
     group = heads // kv_heads
-    scale = np.float32(d ** -0.5 if scale is None else scale)
+    scale = _scale(scale, d)
     if mask is None:
         fast = _backward_on_ukernel(grad_out, q, k, v, o, sizes, causal, scale, device, lse)
         if fast is not None:
@@ -146,6 +146,7 @@ def backward_tokens(grad_out, qkv, o, lse, sizes, causal, scale, device):
 
 
 def _scale(scale, d: int) -> np.float32:
+    """The scores' scale as the kernels take it: 1 / sqrt(d) unless given, in f32."""
     return np.float32(d ** -0.5 if scale is None else scale)
 
 
