@@ -2,6 +2,8 @@
 
     python benchmarks/gpu_vs_torch.py --compile-only   # here (MLIR): fills the cache
     python benchmarks/gpu_vs_torch.py                  # on the GPU (carry the cache)
+    ... --dynamic: every size of every program compiled as a run-time size (one
+    artifact for any shape), the rows at the same sizes, to compare with the static ones
 
 Both halves must see the same ZYNML_CACHE_DIR (tools/gpu_tests.sh uses .gpucache). Each
 row: median GPU time per call of ZynML (torch tensors in, device arrays out: no host
@@ -242,9 +244,10 @@ def _cases() -> list[Case]:
     ]
 
 
-def _program(case: Case, device: str, require_device: bool):
+def _program(case: Case, device: str, require_device: bool, dynamic: bool):
     source = EXAMPLES / case.source if case.source.endswith(".zyn") else case.source
-    return zynml.compile(source, device=device, require_device=require_device)
+    return zynml.compile(source, device=device, require_device=require_device,
+                         **({"dynamic": True} if dynamic else {}))
 
 
 def _numpy_inputs(case: Case, rng) -> dict:
@@ -263,10 +266,10 @@ def _numpy_inputs(case: Case, rng) -> dict:
     return values
 
 
-def compile_only(only: str) -> None:
+def compile_only(only: str, dynamic: bool) -> None:
     rng = np.random.default_rng(0)
     for case in _selected(only):
-        prog = _program(case, "cuda:0", require_device=False)
+        prog = _program(case, "cuda:0", require_device=False, dynamic=dynamic)
         inputs = _numpy_inputs(case, rng)
         if case.pipeline:
             prog = getattr(prog, case.pipeline)._program
@@ -318,11 +321,12 @@ def _selected(only: str) -> list[Case]:
     return [case for case in _cases() if only in case.name]
 
 
-def run(repeat: int, only: str) -> None:
+def run(repeat: int, only: str, dynamic: bool) -> None:
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}"
+          f"{', ZynML compiled dynamic (run-time sizes)' if dynamic else ''}")
     big = torch.empty(2 ** 28, dtype=torch.float32, device="cuda")
     copy_ms = median_ms(lambda: big.clone(), repeat, torch)
     copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
@@ -331,7 +335,7 @@ def run(repeat: int, only: str) -> None:
     rows = []
     for case in _selected(only):
         try:
-            measured = _measure(case, torch, rng, repeat)
+            measured = _measure(case, torch, rng, repeat, dynamic)
         except zynml.ZynMLError as err:  # e.g. an artifact not compiled for this run
             print(f"{case.name:38s} skipped: {err}", flush=True)
             continue
@@ -346,9 +350,9 @@ def run(repeat: int, only: str) -> None:
               f"{z_call:.3f} | {t_call:.3f} | {t_call / z_call:.2f}x | {error:.1e} |")
 
 
-def _measure(case: Case, torch, rng, repeat: int) -> tuple:
+def _measure(case: Case, torch, rng, repeat: int, dynamic: bool) -> tuple:
     """One row: ZynML's and PyTorch's medians, the rate, the per-call medians, the error."""
-    prog = _program(case, "cuda:0", require_device=True)
+    prog = _program(case, "cuda:0", require_device=True, dynamic=dynamic)
     host = _numpy_inputs(case, rng)
     tensors = {n: _to_torch(torch, v) if isinstance(v, np.ndarray) else v
                for n, v in host.items()}
@@ -389,8 +393,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--only", default="", metavar="TEXT",
                         help="only the cases whose name contains TEXT")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="compile every size as a run-time size (zynml.compile("
+                             "dynamic=True))")
     args = parser.parse_args()
-    compile_only(args.only) if args.compile_only else run(args.repeat, args.only)
+    if args.compile_only:
+        compile_only(args.only, args.dynamic)
+    else:
+        run(args.repeat, args.only, args.dynamic)
     return 0
 
 

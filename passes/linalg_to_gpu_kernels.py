@@ -22,19 +22,24 @@ A kernel that loops over its work (grid-stride) also carries
 multiprocessor of the device.
 
 Run-time sizes (`?` dimensions: a dynamic or shape-less compile) go to the strategies
-that take them (`DYNAMIC`: pointwise, row_reduce, row_fused; strategies/extents.py):
-kernels read their extents from their memref arguments and grids are host arithmetic on
-memref.dim of the operands. Subviews that are all of their source fold into it first.
+that take them (`DYNAMIC`: pointwise, row_reduce, row_fused, matmul_wgmma;
+strategies/extents.py): kernels read their extents from their memref arguments and grids
+are host arithmetic on memref.dim of the operands. Subviews that are all of their source
+fold into it first. A kernel that needs something of the sizes that only run time knows
+(TMA's 16-byte rows) comes with the host's test of it (`Launch.when`): the launch runs
+under `scf.if`, and the else branch runs the same generics as the strategies after it
+build them.
 
 What remains on the host (allocations, views, loops, launches) is what
 zynml/backend/cuda/launch_plan.py turns into a launch plan.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu
+from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu, scf
 
 from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR,
                                       STRATEGY_ATTR, TensorMap, entry_of,
@@ -113,30 +118,39 @@ def run(module: ir.Operation, options: Options) -> None:
         groups = [forced] if entry.groups else []
         singles = [forced] if entry.single else []
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
-    kernels, number = _kernel_module(module)
-    for group_strategy in groups:  # runs of generics one kernel takes: attention, rows
-        for group in group_strategy.find_groups(
-                [g for g in generics if SCATTER_ATTR not in g.attributes and
-                 (_takes_dynamic(group_strategy) or not has_dynamic_extent(g))], target):
-            launch = group_strategy.build(group, kernels, f"k{number}_{group_strategy.NAME}",
-                                          target)
-            _replace_with_launch(list(group), launch, group_strategy.NAME,
-                                 problem_of(group_strategy, group))
-            number += 1
-        generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
-    for number, generic in enumerate(generics, start=number):
+    kernels, first = _kernel_module(module)
+    numbers = itertools.count(first)  # kernel k<N>_<strategy>, in the order built
+
+    def build_single(generic: ir.Operation, skip=None) -> None:
+        """`generic` as the first single strategy (but `skip`) that takes it builds it."""
         dynamic = has_dynamic_extent(generic)  # run-time extents: the strategies that can
-        strategy = next((s for s in singles if (not dynamic or _takes_dynamic(s)) and
-                         s.matches(generic, target)), None) \
+        strategy = next((s for s in singles if s is not skip and
+                         (not dynamic or _takes_dynamic(s)) and s.matches(generic, target)),
+                        None) \
             if SCATTER_ATTR not in generic.attributes else get_strategy("pointwise")
         if strategy is None:  # only when a strategy is forced: pointwise takes anything
             raise fail(generic.location, f"GPU strategy '{options.strategy}' does not fit "
                        "this loop nest")
         try:
-            launch = strategy.build(generic, kernels, f"k{number}_{strategy.NAME}", target)
+            launch = strategy.build(generic, kernels, f"k{next(numbers)}_{strategy.NAME}",
+                                    target)
         except ValueError as err:
             raise fail(generic.location, f"cannot map this loop nest to GPU threads: {err}")
-        _replace_with_launch([generic], launch, strategy.NAME, problem_of(strategy, generic))
+        _replace_with_launch([generic], launch, strategy.NAME, problem_of(strategy, generic),
+                             lambda g: build_single(g, skip=strategy))
+
+    for group_strategy in groups:  # runs of generics one kernel takes: attention, rows
+        for group in group_strategy.find_groups(
+                [g for g in generics if SCATTER_ATTR not in g.attributes and
+                 (_takes_dynamic(group_strategy) or not has_dynamic_extent(g))], target):
+            launch = group_strategy.build(group, kernels,
+                                          f"k{next(numbers)}_{group_strategy.NAME}", target)
+            _replace_with_launch(list(group), launch, group_strategy.NAME,
+                                 problem_of(group_strategy, group),
+                                 lambda g, skip=group_strategy: build_single(g, skip))
+        generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
+    for generic in generics:
+        build_single(generic)
     # Views at offsets read from device memory: the kernels compute them (a decode
     # step's cache row at a position a graph replay reads in place).
     sink_device_offsets(list(_host_ops(module)), kernels)
@@ -159,12 +173,27 @@ def _host_ops(module: ir.Operation):
     return ops_in(module, descend=lambda op: op.name not in ("gpu.module", "linalg.generic"))
 
 
-def _replace_with_launch(generics: list, launch, strategy: str, problem: str) -> None:
+def _replace_with_launch(generics: list, launch, strategy: str, problem: str,
+                         fallback) -> None:
     """Launch `launch` (or each of a list of Launches) where the last of `generics` was;
     erase them, and the buffers only they used (temporaries a fused kernel keeps on
-    chip)."""
+    chip). A Launch with a `when` runs under `scf.if when`; its else branch holds copies
+    of `generics`, each built by `fallback(copy)` (the strategies after this one)."""
     last = generics[-1]
-    for one in launch if isinstance(launch, list) else [launch]:  # several: in order
+    launches = launch if isinstance(launch, list) else [launch]
+    when = launches[0].when
+    if when is not None:
+        with ir.InsertionPoint(last), last.location:
+            branch = scf.IfOp(when, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            last = scf.YieldOp([]).operation
+        with ir.InsertionPoint(branch.else_block):
+            copies = [generic.clone() for generic in generics]
+            scf.YieldOp([])
+        _allocate_in_branch(generics, copies)
+        for copy in copies:
+            fallback(copy)
+    for one in launches:  # several: in order
         _launch_before(last, one, strategy, problem)
     buffers = {v for generic in generics for v in generic.operands}
     for generic in generics:
@@ -174,6 +203,18 @@ def _replace_with_launch(generics: list, launch, strategy: str, problem: str) ->
                 value.owner.operation.name == "memref.alloc" and \
                 not any(True for _ in value.uses):
             value.owner.operation.erase()
+
+
+def _allocate_in_branch(generics: list, copies: list) -> None:
+    """Temporaries that only `generics` and their `copies` use (a transposed copy's,
+    a product's C that a fused epilogue never stores) are allocated where the copies
+    run: the fused kernel keeps them on chip."""
+    allowed = generics + copies
+    for value in {v for copy in copies for v in copy.operands}:
+        owner = value.owner.operation if isinstance(value, ir.OpResult) else None
+        if owner is not None and owner.name == "memref.alloc" and \
+                all(any(use.owner == op for op in allowed) for use in value.uses):
+            owner.move_before(copies[0])
 
 
 def _launch_before(op: ir.Operation, launch, strategy: str, problem: str) -> None:

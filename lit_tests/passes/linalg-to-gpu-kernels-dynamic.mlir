@@ -1,8 +1,8 @@
 // linalg-to-gpu-kernels on run-time extents (`?` dimensions, what a shape-less or
-// dynamic compile makes): pointwise and row_reduce take them (strategies/extents.py),
-// reading each extent with memref.dim inside the kernel and computing the grid on the
-// host from memref.dim of the operands; every other strategy is not offered them, so a
-// matrix product or a fused row run falls back to those two.
+// dynamic compile makes): pointwise, row_reduce, row_fused and matmul_wgmma take them
+// (strategies/extents.py), reading each extent with memref.dim inside the kernel and
+// computing the grid on the host from memref.dim of the operands; the other strategies
+// are not offered them, so their generics fall back to pointwise.
 // RUN: zynml-opt %s --split-input-file --verify-diagnostics --linalg-to-gpu-kernels | filecheck %s
 
 // An elementwise map: one kernel for every n (pointwise_dynamic.py). When n % 4 == 0 a
@@ -99,8 +99,9 @@ func.func @static_rows(%m: memref<?x64xf32>, %s: memref<?xf32>) {
 
 // -----
 
-// A matrix product of run-time sizes: the matmul strategies are not offered it, so it
-// is a thread per output point with the reduction loop's bound read from the descriptor.
+// An f32 matrix product of run-time sizes, C read first: no tensor-core strategy takes
+// it, so it is a thread per output point with the reduction loop's bound read from the
+// descriptor.
 // CHECK-LABEL: func.func @matmul
 // CHECK: %[[M:.*]] = memref.dim %arg0, %c0 : memref<?x?xf32>
 // CHECK: %[[N:.*]] = memref.dim %arg1, %c1 : memref<?x?xf32>
@@ -120,6 +121,60 @@ func.func @matmul(%A: memref<?x?xf32>, %B: memref<?x?xf32>, %C: memref<?x?xf32>)
     %p = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %p : f32
     linalg.yield %s : f32
+  }
+  return
+}
+
+
+// -----
+
+// A bf16 product of run-time sizes into a zero-filled C: matmul_wgmma, fill fused, 128 x
+// 256 tiles over ceil(M / 128) * ceil(N / 256) of them (TMA reads zeros past M, N, K and
+// drops stores past M, N). TMA needs rows of 16-byte multiples, so the launch runs under
+// a host test of N % 8, K % 8 and K > 0; the else branch runs the fill and the product
+// on pointwise. M and N are read off C, K off B (A may be a copy the kernel never
+// makes), on the host and in the kernel.
+// CHECK-LABEL: func.func @bf16_product
+// CHECK: %[[M:.*]] = memref.dim %arg2, %c0 : memref<?x?xbf16>
+// CHECK: %[[N:.*]] = memref.dim %arg2, %c1 : memref<?x?xbf16>
+// CHECK: %[[K:.*]] = memref.dim %arg1, %c0{{.*}} : memref<?x?xbf16>
+// CHECK: %[[TM:.*]] = arith.ceildivsi %[[M]], %c128 : index
+// CHECK: %[[TN:.*]] = arith.ceildivsi %[[N]], %c256 : index
+// CHECK: %[[GRID:.*]] = arith.muli %[[TM]], %[[TN]] : index
+// CHECK: arith.remui %[[N]], %c8
+// CHECK: arith.remui %[[K]], %c8
+// CHECK: arith.cmpi ugt, %[[K]], %c0
+// CHECK: arith.andi
+// CHECK: %[[WHEN:.*]] = arith.andi
+// CHECK: scf.if %[[WHEN]] {
+// CHECK-COUNT-3: nvgpu.tma.create.descriptor
+// CHECK: gpu.launch_func  @zynml_kernels::@k0_matmul_wgmma blocks in (%[[GRID]],
+// CHECK: } else {
+// CHECK: gpu.launch_func  @zynml_kernels::@k1_pointwise
+// CHECK: gpu.launch_func  @zynml_kernels::@k2_pointwise
+// CHECK: gpu.func @k0_matmul_wgmma(%arg0: memref<?x?xbf16>, %arg1: memref<?x?xbf16>, %arg2: memref<?x?xbf16>
+// CHECK-DAG: memref.dim %arg2, %c0{{.*}} : memref<?x?xbf16>
+// CHECK-DAG: memref.dim %arg2, %c1{{.*}} : memref<?x?xbf16>
+// CHECK-DAG: memref.dim %arg1, %c0{{.*}} : memref<?x?xbf16>
+// CHECK: nvgpu.tma.async.load
+// CHECK: nvgpu.tma.async.store
+#pa = affine_map<(i, j, k) -> (i, k)>
+#pb = affine_map<(i, j, k) -> (k, j)>
+#pc = affine_map<(i, j, k) -> (i, j)>
+func.func @bf16_product(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %c: memref<?x?xbf16>) {
+  %zero = arith.constant 0.0 : bf16
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> ()>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%zero : bf16) outs(%c : memref<?x?xbf16>) {
+  ^bb0(%z: bf16, %o: bf16):
+    linalg.yield %z : bf16
+  }
+  linalg.generic {indexing_maps = [#pa, #pb, #pc], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<?x?xbf16>, memref<?x?xbf16>) outs(%c : memref<?x?xbf16>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: bf16):
+    %p = arith.mulf %x, %y : bf16
+    %s = arith.addf %acc, %p : bf16
+    linalg.yield %s : bf16
   }
   return
 }

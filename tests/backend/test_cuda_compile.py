@@ -268,7 +268,7 @@ def test_plan_inputs_and_outputs_match_the_call(name):
     assert plan["output_names"] == list(outputs)
     for output_name, spec in zip(plan["output_names"], plan["outputs"]):
         assert (tuple(spec["shape"]), spec["dtype"]) == outputs[output_name]
-    assert plan["version"] == 2
+    assert plan["version"] == 3
     assert json.loads(json.dumps(plan)) == plan  # plain JSON data
 
 
@@ -465,7 +465,8 @@ def test_matmul_wgmma_tile_order_covers_every_tile_once():
     """The persistent schedule (block b takes tiles b, b + grid, ...; grouped raster
     order) visits each tile of C exactly once, for a last group with fewer tile rows
     too: the tile origins it computes, evaluated for every block and step."""
-    from zynml.backend.cuda.strategies.matmul_wgmma import Params, tile_origins
+    from zynml.backend.cuda.strategies.matmul_wgmma import Params
+    from zynml.backend.cuda.strategies.wgmma_tiles import tile_origins
     for tiles_m, tiles_n, p, sms, batches in [
             (32, 16, Params(), 132, 1), (3, 4, Params(group_m=2), 132, 1),
             (5, 7, Params(group_m=8), 4, 1), (9, 2, Params(group_m=4), 132, 1),

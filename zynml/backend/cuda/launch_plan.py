@@ -21,6 +21,9 @@ MLIR. The format, one dict per op, values named "%N":
                      "swizzle": 128}                               (a TMA descriptor)
     {"op": "for",    "lower": X, "upper": X, "step": X, "iv": "%9", "inits": [X..],
                      "iter_args": ["%10"], "body": [...], "yields": [X..], "results": [..]}
+    {"op": "if",     "cond": X, "then": [...], "else": [...]}
+                     (a kernel for sizes it needs, and what runs otherwise: a TMA
+                     kernel's 16-byte rows; X a "scalar" comparison, 0 or 1)
 
 Run-time sizes (a dynamic dimension, `?` in the IR) take three more steps; a "shape"
 of an alloc, an input or an output may then hold "%N" (a value) or None (an input's or
@@ -60,7 +63,8 @@ from .plan_sizes import (RUN_TIME_VIEWS as _RUN_TIME_VIEWS, PlanError, dim_step,
                          run_time_subview)
 
 # 2: run-time sizes ("dim", "subview", "collapse", "expand"; "%N"/None in shapes)
-PLAN_VERSION = 2
+# 3: "if" steps, and comparisons among the "scalar" fns
+PLAN_VERSION = 3
 
 # arith ops on host scalars (index arithmetic of views and loops) -> plan "scalar" fn.
 _SCALAR_FNS = {
@@ -70,8 +74,11 @@ _SCALAR_FNS = {
     "arith.maxsi": "maxsi", "arith.minsi": "minsi", "arith.index_cast": "copy",
     "arith.index_castui": "copy", "arith.extsi": "copy", "arith.extui": "copy",
     "arith.trunci": "copy", "arith.addf": "addf", "arith.subf": "subf", "arith.mulf": "mulf",
-    "arith.divf": "divf",
+    "arith.divf": "divf", "arith.andi": "andi", "arith.ori": "ori",
 }
+# arith.cmpi's predicates on sizes -> plan "scalar" fn (1 or 0)
+_COMPARE_FNS = {"eq": "eq", "ne": "ne", "slt": "lt", "sle": "le", "sgt": "gt", "sge": "ge",
+                "ult": "lt", "ule": "le", "ugt": "gt", "uge": "ge"}
 
 
 def element_dtype(type_: ir.Type) -> str:
@@ -154,8 +161,17 @@ class _Extractor:
         if name in _SCALAR_FNS:
             return {"op": "scalar", "result": self.define(op.results[0]),
                     "fn": _SCALAR_FNS[name], "args": [self.name(v) for v in op.operands]}
+        if name == "arith.cmpi":
+            return {"op": "scalar", "result": self.define(op.results[0]),
+                    "fn": _COMPARE_FNS[_predicate(op)],
+                    "args": [self.name(v) for v in op.operands]}
         if name == "scf.for":
             return self._for(op)
+        if name == "scf.if" and not list(op.results):
+            return {"op": "if", "cond": self.name(op.operands[0]),
+                    "then": self.block(op.regions[0].blocks[0]),
+                    "else": self.block(op.regions[1].blocks[0])
+                    if len(op.regions[1].blocks) else []}
         if name == "memref.load":  # an integer input's value, in device memory
             raise PlanError("an integer input sizes this program, and a compile that does "
                             "not know its value would read it from the GPU on the host: "
@@ -340,6 +356,12 @@ def _updates(value: Any, k: int, input_names: list, output_names: list) -> dict:
     i = int(value[3:])
     return {"updates": i} if i < len(input_names) and \
         input_names[i] == output_names[k] else {}
+
+
+def _predicate(op: ir.Operation) -> str:
+    """arith.cmpi's predicate by name (its attribute is an i64 enum value)."""
+    value = ir.IntegerAttr(op.attributes["predicate"]).value
+    return ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")[value]
 
 
 def _value_spec(type_: ir.Type) -> dict:

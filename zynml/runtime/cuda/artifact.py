@@ -114,9 +114,13 @@ def describe(artifact: CudaArtifact) -> dict[str, Any]:
 
 
 def launches(body: list[dict]):
-    """Every "launch" step of a launch plan's body, loop bodies included, in order."""
+    """Every "launch" step of a launch plan's body, loop bodies and both branches of
+    "if" steps included, in order."""
     for step in body:
         if step["op"] == "launch":
             yield step
         elif step["op"] == "for":
             yield from launches(step["body"])
+        elif step["op"] == "if":
+            yield from launches(step["then"])
+            yield from launches(step["else"])

@@ -287,6 +287,9 @@ class PlanExecutor:
                                    source.root.ptr + source.offset * itemsize,
                                    _count(source.sizes) * itemsize)
 
+    def _op_if(self, step: dict, env: dict) -> None:
+        self._run(step["then"] if int(self._value(env, step["cond"])) else step["else"], env)
+
     def _op_for(self, step: dict, env: dict) -> None:
         lower, upper, stride = (int(self._value(env, step[k]))
                                 for k in ("lower", "upper", "step"))

@@ -10,7 +10,8 @@ compiled so, and a training step calls them about a hundred times.
 `plan_at_sizes` evaluates every such step once for given input shapes (and the values
 of the scalar inputs that sizes depend on, `size_inputs`) and returns the plan a call
 at those sizes runs: inputs of fixed shapes, allocations of fixed shapes, every view a
-plain view of its root at a fixed offset, launches with fixed grids. Kernel parameters
+plain view of its root at a fixed offset, launches with fixed grids, and of each "if"
+step the branch those sizes take. Kernel parameters
 that depend only on the call (a pointer, a scalar input no size depends on) stay
 references, so the fast path (executor._FlatPlan) patches them per call as usual.
 Runtime only: the kernels are the same; nothing is compiled again.
@@ -32,7 +33,8 @@ SETS_PER_PLAN = 64
 # steps whose references are sizes (what a fixed plan must know), by the keys naming them
 _SIZE_KEYS = {"dim": ("index",), "scalar": ("args",), "alloc": ("shape",),
               "view": ("offsets",), "subview": ("offsets", "sizes"), "expand": ("sizes",),
-              "launch": ("grid", "block", "shared_bytes"), "for": ("lower", "upper", "step")}
+              "launch": ("grid", "block", "shared_bytes"), "for": ("lower", "upper", "step"),
+              "if": ("cond",)}
 
 
 class _Unknown(Exception):
@@ -53,7 +55,8 @@ def size_inputs(plan: dict) -> list[int]:
                 for ref in value if isinstance(value, list) else [value]:
                     if isinstance(ref, str) and ref in names:
                         found.add(names[ref])
-            visit(step.get("body", []))
+            for key in ("body", "then", "else"):
+                visit(step.get(key, []))
     visit(plan["body"])
     return sorted(found)
 
@@ -203,5 +206,8 @@ class _Fixer:
                      "shared_bytes": int(self.number(step["shared_bytes"]))}]
         if op in ("tensor_map", "copy"):
             return [step]
+        if op == "if":  # the branch these sizes take, fixed in turn
+            branch = step["then"] if int(self.number(step["cond"])) else step["else"]
+            return [fixed for inner in branch for fixed in self.step(inner)]
         raise _Unknown()  # a loop, or a step this module does not know
 

@@ -77,4 +77,10 @@ SCALAR_FNS = {
     "floordivsi": lambda a, b: a // b, "ceildivsi": lambda a, b: -((-a) // b),
     "maxsi": max, "minsi": min, "copy": lambda a: a, "addf": lambda a, b: a + b,
     "subf": lambda a, b: a - b, "mulf": lambda a, b: a * b, "divf": lambda a, b: a / b,
+    # comparisons give 1 or 0 ("if" steps read them); sizes are never negative, so the
+    # signed and unsigned predicates of arith.cmpi agree
+    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b),
+    "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b),
+    "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
+    "andi": lambda a, b: a & b, "ori": lambda a, b: a | b,
 }

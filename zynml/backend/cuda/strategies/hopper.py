@@ -25,6 +25,7 @@ WARP = 32
 WARPGROUP = 128
 SWIZZLE_BYTES = 128  # a swizzled TMA row: 64 f16 / bf16
 SWIZZLE_PERIOD = 1024  # 8 rows of 128 bytes: where the 128-byte swizzle repeats
+TMA_ROW_BYTES = 16  # a TMA descriptor's rows (its strides) are multiples of this
 
 
 def shared(shape, element) -> ir.MemRefType:
@@ -309,3 +310,23 @@ def swizzled(row: ir.Value, byte_in_row: ir.Value) -> ir.Value:
     moved = arith.XOrIOp(chunk, arith.RemUIOp(row, index_const(8)).result).result
     return arith.AddIOp(arith.MulIOp(row, index_const(SWIZZLE_BYTES)).result, arith.AddIOp(
         arith.MulIOp(moved, index_const(16)).result, within).result).result
+
+
+def tma_rows(lengths: list, k, elements: int) -> ir.Value | None:
+    """On the host, for a GEMM of run-time sizes: whether the rows TMA copies (of
+    `lengths` elements: N for B and C, K for A, ...) are multiples of `elements`
+    (TMA_ROW_BYTES bytes of the type), and k > 0 (a tile needs a k step); None where
+    every size is static (the strategy checked them)."""
+    tests = []
+    for size in lengths:
+        if not isinstance(size, int):
+            rest = arith.RemUIOp(size, index_const(elements)).result
+            tests.append(arith.CmpIOp(arith.CmpIPredicate.eq, rest, index_const(0)).result)
+    if not isinstance(k, int):
+        tests.append(arith.CmpIOp(arith.CmpIPredicate.ugt, k, index_const(0)).result)
+    if not tests:
+        return None
+    when = tests[0]
+    for test in tests[1:]:
+        when = arith.AndIOp(when, test).result
+    return when

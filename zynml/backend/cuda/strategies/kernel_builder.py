@@ -333,6 +333,15 @@ def new_kernel(gpu_module: ir.Operation, name: str, arg_types: Sequence[ir.Type]
     return func
 
 
+def identity_layout(type_: ir.Type) -> bool:
+    """A memref whose rows are as long as its last size (row-major, no gaps), whatever
+    its sizes: a view with run-time strides may have longer rows."""
+    memref_type = ir.MemRefType(type_)
+    layout = memref_type.layout
+    return isinstance(layout, ir.AffineMapAttr) and \
+        layout.value == ir.AffineMap.get_identity(memref_type.rank)
+
+
 def dense_row_major(type_: ir.Type) -> bool:
     """A memref type whose strides are a fresh buffer's of its shape: row-major, no
     gaps (its leading axes collapse into rows; a copy of it is one memcpy). The offset

@@ -53,8 +53,20 @@ stored where nothing else reads it) and a transposed copy made only for A, whose
 is then read MN-major (transposed_copies.py: boxes of 64 columns, as B's, and wgmma's
 transposed-A mode).
 
+Run-time sizes (a dynamic compile: `?` in M, N or K; extents.py): the kernel reads M, N
+and K from its arguments and the host sizes the grid, ceil(M / tile_m) * ceil(N /
+tile_n) tiles. Partial tiles cost nothing extra: TMA reads the elements past M, N or K
+as zeros (a zero column of A meets a zero row of B) and drops the stores past M and N;
+the epilogue reads its other inputs at points clamped into C. Such a kernel takes a
+product whose fill it fuses (C is written, not read), of one matrix (no batch axis),
+with row-major operands of identity layout: their rows are K and N elements long, which
+TMA needs in multiples of 16 bytes, so the launch runs where K % 8 == N % 8 == 0 (and
+M % 8 == 0 where A is read from the source of a transposed copy, [K, M]) and K > 0
+(`Launch.when`, a test on the host); elsewhere the generics run on `pointwise`. The tile width is the first that fits (256; tunable per problem): the wave
+model needs the sizes.
+
 Not here yet: the two warpgroups taking turns on different tiles (ping-pong), more than
-one batch axis, partial tiles (those use `matmul_tensor_core` or `matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
+one batch axis, static partial tiles (those use `matmul_tensor_core` or `matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
 branch matmul-persistent: `.reqnctapercluster`, so a plain launch makes the clusters;
 remote empty-mbarrier arrives through mapa) and were correct, but 2x slower on an H100
 (4096 f16 0.42 ms against 0.214 ms; cause not found: maybe how many clusters of two
@@ -68,23 +80,27 @@ from mlir import ir
 from mlir.dialects import arith, builtin, gpu, memref, nvgpu, scf, vector
 
 from .. import gemm_waves
+from .extents import ceil_div, has_dynamic_extent, loop_extents, product as product_of
 from .kernel_builder import (Group, KernelScope, KernelSignature, dense_row_major,
-                             filled_products, generic_operands, index_const, loop_ranges,
-                             new_kernel)
+                             filled_products, generic_operands, identity_layout, index_const,
+                             loop_ranges, new_kernel)
 from . import Launch, TensorMap
 from . import hopper
 from .epilogue import EpilogueValues, find_epilogue
 from .transposed_copies import transposed_copy
 from .tuning import choose, problem_key
+from .wgmma_tiles import IndexOps, as_index, tile_origin
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      commit_stores, equals, fence_shared_for_async, free_slot, only_if,
-                     parity, shared, split_roles, swizzled, tensor_map_type, uniform_warp,
-                     wait, wait_stores, warpgroup_barrier)
+                     parity, shared, split_roles, swizzled, tensor_map_type, tma_rows,
+                     uniform_warp, wait, wait_stores, warpgroup_barrier)
 from .matmul import _body_is_multiply_add
 from .matmul_tensor_core import _layout
 
 NAME = "matmul_wgmma"
 REQUIRES = frozenset({"wgmma", "tma", "setmaxnreg"})
+DYNAMIC = True  # run-time M, N, K where C is written (module docstring)
+ROW_ELEMENTS = hopper.TMA_ROW_BYTES // 2  # K and N of f16 / bf16 rows TMA copies
 ROWS_PER_WARPGROUP = 64  # wgmma's m
 TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
 K_STEP = 16              # wgmma's k
@@ -146,7 +162,10 @@ def _ranked(m: int, n: int, k: int, batches: int, target) -> list[Params]:
     return first + [p for p in CONFIGS if p not in first]
 
 
-def _params_for(generic: ir.Operation, target):
+def _params_for(generic: ir.Operation, target, c_written: bool = False):
+    """The Params of the product's kernel, or None where this strategy declines it.
+    `c_written`: C is filled with a constant first, which the kernel fuses (so C is
+    written, never read): run-time sizes need that."""
     roles = _layout(generic)
     if roles is None or not _body_is_multiply_add(generic):
         return None
@@ -158,6 +177,8 @@ def _params_for(generic: ir.Operation, target):
         return None
     if len(batch) > 1 or batch and not all(dense_row_major(v.type) for v in ins):
         return None  # a batched operand must collapse to a matrix (no copy)
+    if has_dynamic_extent(generic):
+        return _dynamic_params(generic, roles, target) if c_written else None
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
     batches = ranges[batch[0]] if batch else 1
@@ -168,6 +189,19 @@ def _params_for(generic: ir.Operation, target):
                   problem_key(generic.operands), fits)
 
 
+def _dynamic_params(generic: ir.Operation, roles, target):
+    """Params for run-time sizes (module docstring), or None."""
+    batch, i, j, k = roles
+    extents = loop_extents(generic)
+    if batch or not all(identity_layout(v.type) for v in generic.operands) or \
+            any(extents[d] is not None and extents[d] % ROW_ELEMENTS for d in (j, k)) or \
+            extents[k] == 0:
+        return None
+    def fits(p: Params) -> bool:
+        return p.tma_store and p.shared_bytes() <= target.max_shared_per_block
+    return choose(NAME, CONFIGS, target, problem_key(generic.operands), fits)
+
+
 def matches(generic: ir.Operation, target) -> bool:
     return _params_for(generic, target) is not None
 
@@ -175,8 +209,8 @@ def matches(generic: ir.Operation, target) -> bool:
 def find_groups(generics: list, target) -> list[Group]:
     """Each product this strategy takes that has a constant fill before it, a
     transposed copy making A, or an elementwise epilogue after it: one kernel for them."""
-    filled = {id(g.product): g for g in
-              filled_products(generics, lambda product: matches(product, target))}
+    filled = {id(g.product): g for g in filled_products(
+        generics, lambda product: _params_for(product, target, c_written=True) is not None)}
     groups = []
     for product in generics:
         group = filled.get(id(product))
@@ -188,6 +222,9 @@ def find_groups(generics: list, target) -> list[Group]:
                 not in _ELEMENTS + ("f32",):
             epilogue = None
         a_transposed = transposed_copy(product, generics)
+        if a_transposed is not None and has_dynamic_extent(product) and \
+                not identity_layout(generic_operands(a_transposed)[0][0].type):
+            a_transposed = None  # TMA reads A^T's rows (M long): the plan tests M
         if group is not None or epilogue is not None or a_transposed is not None:
             groups.append(Group(fill, product, group.initial if group else None, epilogue,
                                 a_transposed))
@@ -201,10 +238,11 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     if isinstance(generic, Group):
         generic, initial, epilogue, a_transposed = (
             generic.product, generic.initial, generic.epilogue, generic.a_transposed)
-    p = _params_for(generic, target)
+    p = _params_for(generic, target, c_written=initial is not None)
     batch, dim_i, dim_j, dim_k = _layout(generic)
-    ranges = loop_ranges(generic)
-    m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
+    dynamic = has_dynamic_extent(generic)
+    ranges = loop_extents(generic)  # None: a run-time size (kernel_extents reads it)
+    m, n, kk = ranges_mnk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
     batches = ranges[batch[0]] if batch else 1
     ins, outs = generic_operands(generic)
     element = ir.MemRefType(ins[0].type).element_type
@@ -232,6 +270,8 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                       signature.types() + [pointer] * (3 if by_tma else 2), [p.threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
+        if dynamic:  # read off what the kernel takes: A may be a copy never made
+            m, n, kk = _sizes((m, n, kk), stored, ins[1], scope.value)
         maps = [a_map_type, b_map_type] + ([c_map_type] if by_tma else [])
         a_map, b_map, *c_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
                                 for t, arg in zip(maps, func.regions[0].blocks[0]
@@ -251,75 +291,44 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
                                    TensorMap(ins[1], b_map_type, b_box, rows)]
     if by_tma:
         operands.append(TensorMap(stored, c_map_type, c_box, rows))
+    if not dynamic:
+        grid, when = batches * p.tiles(m, n), None
+    else:
+        assert by_tma, "run-time sizes store C through TMA (_dynamic_params)"
+        with ir.InsertionPoint(generic), generic.location:
+            m, n, kk = _sizes(ranges_mnk, stored, ins[1], lambda value: value)
+            grid = product_of([ceil_div(m, p.tile_m), ceil_div(n, p.tile_n)])
+            rows = [n, kk] + ([m] if a_transposed is not None else [])  # TMA copies
+            when = tma_rows(rows, kk, ROW_ELEMENTS)
     # persistent: the run time launches min(tiles, multiprocessors) blocks
-    return Launch(kernel_name, operands, (batches * p.tiles(m, n), 1, 1), (p.threads, 1, 1),
-                  p.shared_bytes(), blocks_per_multiprocessor=1 if p.persistent else 0)
+    return Launch(kernel_name, operands, (grid, 1, 1), (p.threads, 1, 1),
+                  p.shared_bytes(), blocks_per_multiprocessor=1 if p.persistent else 0,
+                  when=when)
 
 
-class _IndexOps:
-    """The arithmetic of the tile schedule on index values (in the kernel)."""
-    div = staticmethod(lambda a, b: arith.DivUIOp(a, _index(b)).result)
-    rem = staticmethod(lambda a, b: arith.RemUIOp(a, _index(b)).result)
-    mul = staticmethod(lambda a, b: arith.MulIOp(a, _index(b)).result)
-    add = staticmethod(lambda a, b: arith.AddIOp(a, _index(b)).result)
-    sub = staticmethod(lambda a, b: arith.SubIOp(_index(a), _index(b)).result)
-    min = staticmethod(lambda a, b: arith.MinUIOp(_index(a), _index(b)).result)
+def _sizes(static, c: ir.Value, b: ir.Value, value) -> list:
+    """M, N and K: the number where static, else memref.dim of what takes that size
+    (C's rows and columns, B's rows; `value` maps them into the kernel, or not), since
+    A may be a transposed copy the kernel never makes."""
+    return [size if size is not None else
+            memref.DimOp(value(source), index_const(axis)).result
+            for size, source, axis in zip(static, (c, c, b), (0, 1, 0))]
 
 
-class _IntOps:
-    """The same on Python ints (tile_origins, for tests)."""
-    div = staticmethod(lambda a, b: a // b)
-    rem = staticmethod(lambda a, b: a % b)
-    mul = staticmethod(lambda a, b: a * b)
-    add = staticmethod(lambda a, b: a + b)
-    sub = staticmethod(lambda a, b: a - b)
-    min = staticmethod(min)
+def _add(a: ir.Value, b) -> ir.Value:
+    return a if isinstance(b, int) and b == 0 else arith.AddIOp(a, as_index(b)).result
 
 
-def _index(value) -> ir.Value:
-    return index_const(value) if isinstance(value, int) else value
-
-
-def _tile_origin(p: Params, tiles_m: int, tiles_n: int, t, ops):
-    """Batch entry, row and column of C where tile t starts. A batch entry's tiles come
-    one after another; within one, tiles are counted in groups of `group_m` tile rows
-    (the last group may have fewer), down a column of tiles first within a group: the
-    blocks that run together read a few rows of A and columns of B."""
-    entry = ops.div(t, tiles_m * tiles_n)
-    t = ops.rem(t, tiles_m * tiles_n)
-    group = max(1, min(p.group_m, tiles_m))
-    per_group = group * tiles_n
-    first = ops.mul(ops.div(t, per_group), group)
-    within = ops.rem(t, per_group)
-    # a full group's rows: a constant where every group is full
-    rows = group if tiles_m % group == 0 else ops.min(ops.sub(tiles_m, first), group)
-    tile_row = ops.add(first, ops.rem(within, rows))
-    tile_col = ops.div(within, rows)
-    return entry, ops.mul(tile_row, p.tile_m), ops.mul(tile_col, p.tile_n)
-
-
-def tile_origins(p: Params, m: int, n: int, block: int, grid: int, batches: int = 1) -> list:
-    """(batch entry, row, column) of C where each of block `block`'s tiles starts, in
-    its order."""
-    tiles_m, tiles_n = m // p.tile_m, n // p.tile_n
-    return [_tile_origin(p, tiles_m, tiles_n, t, _IntOps)
-            for t in range(block, batches * tiles_m * tiles_n, grid)]
-
-
-def _add(a: ir.Value, b: int) -> ir.Value:
-    return a if b == 0 else arith.AddIOp(a, index_const(b)).result
-
-
-def _mul(a: ir.Value, b: int) -> ir.Value:
-    return arith.MulIOp(a, index_const(b)).result
+def _mul(a: ir.Value, b) -> ir.Value:
+    return arith.MulIOp(a, as_index(b)).result
 
 
 @dataclass
 class _Kernel:
     p: Params
-    m: int
-    n: int
-    k: int
+    m: int | ir.Value  # an index value: a run-time size
+    n: int | ir.Value
+    k: int | ir.Value
     element: ir.Type      # A's and B's: f16 or bf16
     out_element: ir.Type  # C's: f16, bf16 or f32
     initial: float | None  # C's constant start (the fill fused in), or None: read C
@@ -332,8 +341,9 @@ class _Kernel:
 
     def emit(self, c, a_map, b_map):
         p = self.p
-        self.steps = self.k // TILE_K
-        self.tiles_m, self.tiles_n = self.m // p.tile_m, self.n // p.tile_n
+        # a static size is a multiple of its tile; a run-time one may end in a part
+        self.steps = ceil_div(self.k, TILE_K)
+        self.tiles_m, self.tiles_n = ceil_div(self.m, p.tile_m), ceil_div(self.n, p.tile_n)
         tid = gpu.thread_id(gpu.Dimension.x)
         consumers = WARPGROUP * p.warpgroups
         self.ring = aligned_dynamic_shared(p.shared_bytes() - 1024)
@@ -350,9 +360,9 @@ class _Kernel:
         # never has more blocks than tiles)
         self.block = gpu.block_id(gpu.Dimension.x)
         self.blocks = gpu.grid_dim(gpu.Dimension.x)
-        tiles = self.batches * self.tiles_m * self.tiles_n
-        self.my_tiles = arith.DivUIOp(
-            arith.SubIOp(_add(self.blocks, tiles - 1), self.block).result, self.blocks).result
+        tiles = product_of([self.batches, self.tiles_m, self.tiles_n])
+        self.my_tiles = arith.DivUIOp(arith.SubIOp(
+            _add(self.blocks, IndexOps.sub(tiles, 1)), self.block).result, self.blocks).result
         warp = uniform_warp(tid)
 
         def copy():
@@ -366,7 +376,7 @@ class _Kernel:
         """The batch entry, first row and first column of C of this block's `local`-th
         tile."""
         t = arith.AddIOp(self.block, arith.MulIOp(local, self.blocks).result).result
-        return _tile_origin(self.p, self.tiles_m, self.tiles_n, t, _IndexOps)
+        return tile_origin(self.p, self.tiles_m, self.tiles_n, t, IndexOps)
 
     # ------------------------------------------------------------ the copying thread
 
@@ -384,7 +394,7 @@ class _Kernel:
             a_row = arith.AddIOp(_mul(entry, self.m), row0).result
             b_row0 = _mul(entry, self.k)
             first_step = _mul(local, self.steps)
-            loop = scf.ForOp(index_const(0), index_const(self.steps), index_const(1))
+            loop = scf.ForOp(index_const(0), as_index(self.steps), index_const(1))
             with ir.InsertionPoint(loop.body):
                 k = loop.induction_variable
                 step = arith.AddIOp(first_step, k).result  # counted over the block's tiles
@@ -439,7 +449,7 @@ class _Kernel:
             local = tiles.induction_variable
             entry, row0, col0 = self._tile_origin(local)
             first_step = _mul(local, self.steps)
-            loop = scf.ForOp(index_const(0), index_const(self.steps), index_const(1),
+            loop = scf.ForOp(index_const(0), as_index(self.steps), index_const(1),
                              [start] * count)
             with ir.InsertionPoint(loop.body):
                 k = loop.induction_variable
@@ -466,7 +476,7 @@ class _Kernel:
                     nvgpu.mbarrier_arrive(self.empty, previous)
                 scf.YieldOp(acc)
             acc = hopper.wait_group(0, list(loop.results))
-            last = arith.RemUIOp(_add(first_step, self.steps - 1),
+            last = arith.RemUIOp(_add(first_step, IndexOps.sub(self.steps, 1)),
                                  index_const(p.stages)).result
             with only_if(speaker):
                 nvgpu.mbarrier_arrive(self.empty, last)
@@ -556,7 +566,8 @@ class _Kernel:
                 columns = (column, _add(column, 1))
                 for r in (0, 1):
                     row = _add(in_buffer, 8 * r)
-                    points = [lead + [_add(tile_row, 8 * r), columns[e]] for e in (0, 1)]
+                    points = [lead + self._inside(_add(tile_row, 8 * r), columns[e])
+                              for e in (0, 1)]
                     total = self._final(acc[4 * j + 2 * r:4 * j + 2 * r + 2], None, points)
                     byte = swizzled(row, _add(lane_byte, 8 * group * itemsize))
                     vector.StoreOp(total, flat, [arith.DivUIOp(byte, index_const(
@@ -569,6 +580,15 @@ class _Kernel:
                 nvgpu.TmaAsyncStoreOp(box, self.c_map,
                                       [_add(col0, chunk * chunk_cols), first_row])
                 commit_stores()
+
+
+    def _inside(self, row: ir.Value, col: ir.Value) -> list:
+        """[row, col], clamped into C where its sizes are run-time values: a partial
+        tile's epilogue reads its inputs there (TMA drops what it yields)."""
+        def clamp(index, size):
+            return index if isinstance(size, int) else \
+                arith.MinUIOp(index, arith.SubIOp(size, index_const(1)).result).result
+        return [clamp(row, self.m), clamp(col, self.n)]
 
 
 def _itemsize(element: ir.Type) -> int:
