@@ -22,7 +22,7 @@ A kernel that loops over its work (grid-stride) also carries
 multiprocessor of the device.
 
 Run-time sizes (`?` dimensions: a dynamic or shape-less compile) go to the strategies
-that take them (`DYNAMIC`: pointwise, row_reduce, row_fused, matmul_wgmma;
+that take them (`DYNAMIC`: pointwise, row_reduce, row_fused, matmul_wgmma, matmul;
 strategies/extents.py): kernels read their extents from their memref arguments and grids
 are host arithmetic on memref.dim of the operands. Subviews that are all of their source
 fold into it first. A kernel that needs something of the sizes that only run time knows

@@ -1,8 +1,8 @@
 // linalg-to-gpu-kernels on run-time extents (`?` dimensions, what a shape-less or
-// dynamic compile makes): pointwise, row_reduce, row_fused and matmul_wgmma take them
-// (strategies/extents.py), reading each extent with memref.dim inside the kernel and
-// computing the grid on the host from memref.dim of the operands; the other strategies
-// are not offered them, so their generics fall back to pointwise.
+// dynamic compile makes): pointwise, row_reduce, row_fused, matmul_wgmma and matmul
+// take them (strategies/extents.py), reading each extent with memref.dim inside the
+// kernel and computing the grid on the host from memref.dim of the operands; the other
+// strategies are not offered them, so their generics fall back to those.
 // RUN: zynml-opt %s --split-input-file --verify-diagnostics --linalg-to-gpu-kernels | filecheck %s
 
 // An elementwise map: one kernel for every n (pointwise_dynamic.py). When n % 4 == 0 a
@@ -99,18 +99,20 @@ func.func @static_rows(%m: memref<?x64xf32>, %s: memref<?xf32>) {
 
 // -----
 
-// An f32 matrix product of run-time sizes, C read first: no tensor-core strategy takes
-// it, so it is a thread per output point with the reduction loop's bound read from the
-// descriptor.
+// An f32 matrix product of run-time sizes, C read first: `matmul`'s SIMT tiles, 128 x
+// 128 of C a block, bounds-checked, so any size: the grid is ceil(N / 128) x ceil(M /
+// 128) on the host, and the kernel's loop over k runs to K read off A.
 // CHECK-LABEL: func.func @matmul
 // CHECK: %[[M:.*]] = memref.dim %arg0, %c0 : memref<?x?xf32>
 // CHECK: %[[N:.*]] = memref.dim %arg1, %c1 : memref<?x?xf32>
-// CHECK: %[[MN:.*]] = arith.muli %[[M]], %[[N]] : index
-// CHECK: %[[GRID:.*]] = arith.ceildivsi %[[MN]], %c256 : index
-// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise blocks in (%[[GRID]], %c1{{.*}}, %c1{{.*}})
-// CHECK: gpu.func @k0_pointwise
-// CHECK: %[[K:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
-// CHECK: scf.for %{{.*}} = %c0{{.*}} to %[[K]] step %c1
+// CHECK: %[[TN:.*]] = arith.ceildivsi %[[N]], %c128 : index
+// CHECK: %[[TM:.*]] = arith.ceildivsi %[[M]], %c128{{.*}} : index
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul blocks in (%[[TN]], %[[TM]], %c1{{.*}})
+// CHECK: gpu.func @k0_matmul
+// CHECK-DAG: %[[KM:.*]] = memref.dim %arg0, %c0{{.*}} : memref<?x?xf32>
+// CHECK-DAG: %[[KK:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %[[KK]] step %c8
+// CHECK: arith.cmpi ult, %{{.*}}, %[[KM]] : index
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
 #c = affine_map<(m, n, k) -> (m, n)>
@@ -131,8 +133,8 @@ func.func @matmul(%A: memref<?x?xf32>, %B: memref<?x?xf32>, %C: memref<?x?xf32>)
 // A bf16 product of run-time sizes into a zero-filled C: matmul_wgmma, fill fused, 128 x
 // 256 tiles over ceil(M / 128) * ceil(N / 256) of them (TMA reads zeros past M, N, K and
 // drops stores past M, N). TMA needs rows of 16-byte multiples, so the launch runs under
-// a host test of N % 8, K % 8 and K > 0; the else branch runs the fill and the product
-// on pointwise. M and N are read off C, K off B (A may be a copy the kernel never
+// a host test of N % 8, K % 8 and K > 0; the else branch runs the fill on pointwise
+// and the product on `matmul`'s SIMT tiles. M and N are read off C, K off B (A may be a copy the kernel never
 // makes), on the host and in the kernel.
 // CHECK-LABEL: func.func @bf16_product
 // CHECK: %[[M:.*]] = memref.dim %arg2, %c0 : memref<?x?xbf16>
@@ -151,7 +153,7 @@ func.func @matmul(%A: memref<?x?xf32>, %B: memref<?x?xf32>, %C: memref<?x?xf32>)
 // CHECK: gpu.launch_func  @zynml_kernels::@k0_matmul_wgmma blocks in (%[[GRID]],
 // CHECK: } else {
 // CHECK: gpu.launch_func  @zynml_kernels::@k1_pointwise
-// CHECK: gpu.launch_func  @zynml_kernels::@k2_pointwise
+// CHECK: gpu.launch_func  @zynml_kernels::@k2_matmul
 // CHECK: gpu.func @k0_matmul_wgmma(%arg0: memref<?x?xbf16>, %arg1: memref<?x?xbf16>, %arg2: memref<?x?xbf16>
 // CHECK-DAG: memref.dim %arg2, %c0{{.*}} : memref<?x?xbf16>
 // CHECK-DAG: memref.dim %arg2, %c1{{.*}} : memref<?x?xbf16>

@@ -10,11 +10,12 @@ registers. Per step of BK along k, the block stages A (transposed) and B tiles i
 memory, two stages, the next step's read from global memory while the current one is
 computed, then each thread does TM * TN FMAs per TM + TN shared reads (16-byte vector
 reads) (simt_gemm.py, shared with implicit_gemm). Out-of-range rows, columns and k read
-as 0 and are not stored, so any size works.
+as 0 and are not stored, so any size works, run-time sizes too (a dynamic compile: the
+kernel reads them off its arguments, the host sizes the grid; extents.py).
 
 An f32 operand whose contiguous dimension is the one staged along (A's k, B's j), with a
-length a multiple of 4 and a plain row-major layout, is read 16 bytes at a time (the
-runtime hands kernels 16-byte aligned buffers, INPUT_ALIGNMENT); others element by
+static length a multiple of 4 and a plain row-major layout, is read 16 bytes at a time
+(the runtime hands kernels 16-byte aligned buffers, INPUT_ALIGNMENT); others element by
 element.
 
 Not here yet (issue "ZynML's own CUDA backend"): tensor cores (mma.sync / wgmma) for
@@ -28,10 +29,11 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, vector
 
+from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents,
+                      kernel_extents, product)
 from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
-                                  generic_operands, index_const, indexing_maps,
-                                  iterator_kinds, loop_ranges, multiply_add_body,
-                                  new_kernel)
+                             generic_operands, index_const, indexing_maps, iterator_kinds,
+                             loop_ranges, multiply_add_body, new_kernel)
 from . import Launch
 from .tuning import problem_key, tuned
 from .row_registers import as_global
@@ -39,6 +41,7 @@ from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_t
                         delinearize_batch, threads_of, widen)
 
 NAME = "matmul"
+DYNAMIC = True  # run-time sizes: every point is bounds-checked already
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ def fits(generic: ir.Operation, params: Params) -> bool:
     roles = _roles(generic)
     if roles is None or not _body_is_multiply_add(generic):
         return False
+    if has_dynamic_extent(generic):
+        return True  # the tiles cover any size; a thread per point only wins when tiny
     _, i, j, k = roles
     ranges = loop_ranges(generic)
     return ranges[i] * ranges[j] >= params.min_mn and ranges[k] >= params.min_k
@@ -116,6 +121,7 @@ def _vector_side(operand: ir.Value, amap: ir.AffineMap, contiguous: int, p: Para
     memref_type = ir.MemRefType(operand.type)
     last = amap.results[-1]
     return (p.vector_loads and str(memref_type.element_type) == "f32" and
+            not ir.ShapedType.is_dynamic_size(memref_type.shape[-1]) and
             _row_major(memref_type) and memref_type.shape[-1] % 4 == 0 and
             ir.AffineDimExpr(last).position == contiguous)
 
@@ -126,6 +132,9 @@ def _row_major(memref_type: ir.MemRefType) -> bool:
         strides, offset = memref_type.get_strides_and_offset()
     except (ValueError, RuntimeError):
         return False
+    if not memref_type.has_static_shape:  # rows as long as the static last size
+        return isinstance(memref_type.layout, ir.AffineMapAttr) and \
+            memref_type.layout.value == ir.AffineMap.get_identity(memref_type.rank)
     expected = [math.prod(memref_type.shape[d + 1:]) for d in range(memref_type.rank)]
     return offset == 0 and list(strides) == expected
 
@@ -134,9 +143,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     p = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     batch, dim_i, dim_j, dim_k = _roles(generic)
-    ranges = loop_ranges(generic)
-    m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
-    batches = math.prod(ranges[d] for d in batch)
+    dynamic = has_dynamic_extent(generic)
     threads = threads_of(p)
     signature = KernelSignature.of(generic)
     ins, outs = generic_operands(generic)
@@ -146,6 +153,9 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     func = new_kernel(gpu_module, kernel_name, signature.types(), [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
+        # numbers, or index values read off the arguments (run-time sizes)
+        ranges = kernel_extents(generic, scope) if dynamic else loop_ranges(generic)
+        m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
         gemm = BlockGemm.start(p, kernel_name, [ranges[d] for d in batch])
 
         def point(i, j, k):
@@ -163,7 +173,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
             inside = None
             for name, bound in bound_checks:
                 check = arith.CmpIOp(arith.CmpIPredicate.ult, {"i": i, "j": j, "k": k}[name],
-                                     index_const(bound)).result
+                                     as_index(bound)).result
                 inside = check if inside is None else arith.AndIOp(inside, check).result
             return arith.SelectOp(inside, value, gemm.zero).result
 
@@ -177,7 +187,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
 
         def vector_load(side, i, j, k, bound_checks):
             """4 elements along the contiguous loop from (i, j, k), 0 outside."""
-            # the contiguous loop's run starts at most 4 before its end
+            # the contiguous loop's run starts at most 4 before its end (a static size:
+            # _vector_side)
             clamped = {"i": clamp(i, m), "j": clamp(j, n - 3 if side else n),
                        "k": clamp(k, kk if side else kk - 3)}
             value = vector.LoadOp(f32x4, views[side], apply_map(maps[side], point(
@@ -185,7 +196,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
             inside = None
             for name, bound in bound_checks:
                 check = arith.CmpIOp(arith.CmpIPredicate.ult, {"i": i, "j": j, "k": k}[name],
-                                     index_const(bound)).result
+                                     as_index(bound)).result
                 inside = check if inside is None else arith.AndIOp(inside, check).result
             return arith.SelectOp(inside, value, zero4).result
 
@@ -223,7 +234,10 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
 
         gemm.epilogue(m, n, gemm.k_loop(kk, fetch, put), store)
         gpu.ReturnOp([])
-    grid = (-(-n // p.tile_n), -(-m // p.tile_m), batches)
+    with ir.InsertionPoint(generic), generic.location:  # host values where run-time
+        sizes = host_extents(generic) if dynamic else loop_ranges(generic)
+        grid = (ceil_div(sizes[dim_j], p.tile_n), ceil_div(sizes[dim_i], p.tile_m),
+                product([sizes[d] for d in batch]))
     return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
 
 

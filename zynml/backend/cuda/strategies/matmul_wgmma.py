@@ -62,8 +62,9 @@ product whose fill it fuses (C is written, not read), of one matrix (no batch ax
 with row-major operands of identity layout: their rows are K and N elements long, which
 TMA needs in multiples of 16 bytes, so the launch runs where K % 8 == N % 8 == 0 (and
 M % 8 == 0 where A is read from the source of a transposed copy, [K, M]) and K > 0
-(`Launch.when`, a test on the host); elsewhere the generics run on `pointwise`. The tile width is the first that fits (256; tunable per problem): the wave
-model needs the sizes.
+(`Launch.when`, a test on the host); elsewhere the generics run on the strategies after
+this one (the product on `matmul`'s SIMT tiles). The tile width is the first that fits
+(256; tunable per problem): the wave model needs the sizes.
 
 Not here yet: the two warpgroups taking turns on different tiles (ping-pong), more than
 one batch axis, static partial tiles (those use `matmul_tensor_core` or `matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on

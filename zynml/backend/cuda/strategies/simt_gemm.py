@@ -25,6 +25,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
+from .extents import as_index
 from .kernel_builder import delinearize, index_const
 
 WARP = 32
@@ -154,9 +155,9 @@ class BlockGemm:
 
     # ---------------------------------------------------------------- the loop over k
 
-    def k_loop(self, kk: int, fetch: Callable[[ir.Value], object],
+    def k_loop(self, kk, fetch: Callable[[ir.Value], object],
                put: Callable[[object, ir.Value], None]) -> list[ir.Value]:
-        """The thread's TM * TN sums over k < kk, row-major. `fetch(k0)` reads the
+        """The thread's TM * TN sums over k < kk (a number or an index value), row-major. `fetch(k0)` reads the
         elements A[:, k0 : k0 + BK] and B[k0 : k0 + BK, :] that this thread stages (0 at
         k >= kk) into values; `put(values, stage)` stores them in the tiles of `stage`
         (an index, 0 or 1)."""
@@ -164,7 +165,7 @@ class BlockGemm:
         put(fetch(index_const(0)), index_const(0))
         gpu.BarrierOp()
         accumulators = [self.zero] * (p.thread_m * p.thread_n)
-        loop = scf.ForOp(index_const(0), index_const(kk), index_const(p.tile_k), accumulators)
+        loop = scf.ForOp(index_const(0), as_index(kk), index_const(p.tile_k), accumulators)
         with ir.InsertionPoint(loop.body):
             k0 = loop.induction_variable
             stage = arith.RemUIOp(arith.DivUIOp(k0, index_const(p.tile_k)).result,
@@ -204,18 +205,18 @@ class BlockGemm:
     def column(self, jj: int) -> ir.Value:
         return arith.AddIOp(self.col0, self.column_in_tile(jj)).result
 
-    def epilogue(self, m: int, n: int, results: list[ir.Value],
+    def epilogue(self, m, n, results: list[ir.Value],
                  store: Callable[[int, int, ir.Value, ir.Value, ir.Value], None]) -> None:
         """`store(ii, jj, row, column, sum)` for each of the thread's points inside
-        m x n, under a guard."""
+        m x n (numbers, or index values: run-time sizes), under a guard."""
         p = self.p
         for ii in range(p.thread_m):
             gi = self.row(ii)
             for jj in range(p.thread_n):
                 gj = self.column(jj)
                 inside = arith.AndIOp(
-                    arith.CmpIOp(arith.CmpIPredicate.ult, gi, index_const(m)).result,
-                    arith.CmpIOp(arith.CmpIPredicate.ult, gj, index_const(n)).result).result
+                    arith.CmpIOp(arith.CmpIPredicate.ult, gi, as_index(m)).result,
+                    arith.CmpIOp(arith.CmpIPredicate.ult, gj, as_index(n)).result).result
                 guard = scf.IfOp(inside)
                 with ir.InsertionPoint(guard.then_block):
                     store(ii, jj, gi, gj, results[ii * p.thread_n + jj])
@@ -238,10 +239,14 @@ def add_and_round(initial: ir.Value, total: ir.Value, element: ir.Type) -> ir.Va
     return total if total.type == element else arith.TruncFOp(element, total).result
 
 
-def clamp(index, bound: int):
+def clamp(index, bound):
+    """min(index, bound - 1) (index 0 where None); `bound` a number or an index value
+    (a run-time size)."""
     if index is None:
         return index_const(0)
-    return arith.MinUIOp(index, index_const(bound - 1)).result
+    last = index_const(bound - 1) if isinstance(bound, int) else \
+        arith.SubIOp(bound, index_const(1)).result
+    return arith.MinUIOp(index, last).result
 
 
 def _share(elements: int, per_round: int) -> int:

@@ -1,8 +1,10 @@
-"""matmul_wgmma with run-time sizes (a dynamic compile): one artifact for every M, N, K.
-Where K and N are multiples of 8 (TMA's 16-byte rows) and K > 0 the plan launches the
-wgmma kernel, partial tiles included; elsewhere its "if" step runs the same generics on
-pointwise. Here: the plan at fixed sizes and the interpreter on the fake driver (no GPU
-needed), and the numbers against float64 on an H100 (GPU tests: tools/gpu_tests.sh)."""
+"""Matrix products of run-time sizes (a dynamic compile): one artifact for every M, N, K.
+f16 / bf16 `C = A @ B`: where K and N are multiples of 8 (TMA's 16-byte rows) and K > 0
+the plan launches matmul_wgmma's kernel, partial tiles included; elsewhere its "if" step
+runs the fill on pointwise and the product on `matmul`'s SIMT tiles, which take every
+other product of run-time sizes (f32 included). Here: the plan at fixed sizes and the
+interpreter on the fake driver (no GPU needed), and the numbers against float64 on an
+H100 (GPU tests: tools/gpu_tests.sh)."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -80,15 +82,16 @@ def test_the_plan_tests_the_rows_and_launches_one_kernel_or_the_fallback():
     plan = _plan(PRODUCTS)
     [branch] = [s for s in plan["body"] if s["op"] == "if"]
     assert [s["strategy"] for s in launches(branch["then"])] == ["matmul_wgmma"]
-    assert [s["strategy"] for s in launches(branch["else"])] == ["pointwise"] * 2
+    assert [s["strategy"] for s in launches(branch["else"])] == ["pointwise", "matmul"]
     # 128 x 256 tiles over any M and N, partial ones included
     assert _strategies(plan, 1, 8, 8) == [("matmul_wgmma", 1)]
     assert _strategies(plan, 131, 72, 264) == [("matmul_wgmma", 2 * 2)]
     assert _strategies(plan, 2048, 1000, 3072) == [("matmul_wgmma", 16 * 12)]
-    # rows TMA cannot copy (K or N not a multiple of 8), or no k step: the fill and the
-    # product as pointwise kernels
+    # rows TMA cannot copy (K or N not a multiple of 8), or no k step: the fill, then
+    # the product on SIMT tiles of 128 x 128
     for m, k, n in ((37, 13, 40), (5, 16, 7), (300, 0, 24)):
-        assert [s for s, _ in _strategies(plan, m, k, n)] == ["pointwise"] * 2, (m, k, n)
+        assert _strategies(plan, m, k, n)[1:] == [("matmul", 1)], (m, k, n)
+        assert _strategies(plan, m, k, n)[0][0] == "pointwise"
 
 
 def test_an_epilogue_and_an_f32_product_take_wgmma_at_run_time_sizes():
@@ -117,6 +120,15 @@ def test_a_transposed_operand_is_read_in_place_where_its_rows_allow():
     assert "matmul_wgmma" not in taken(1001, 24, 40)
 
 
+def test_f32_products_of_run_time_sizes_take_simt_tiles():
+    plan = _plan(PRODUCTS, np.float32)
+    assert not any(s["op"] == "if" for s in plan["body"])  # no size it cannot take
+    fixed = plan_at_sizes(plan, [(300, 77), (77, 130)], {})
+    steps = list(launches(fixed["body"]))
+    assert [s["strategy"] for s in steps] == ["pointwise", "matmul"]  # the fill, tiles
+    assert steps[1]["grid"] == [2, 3, 1]  # ceil(130 / 128) x ceil(300 / 128)
+
+
 def test_the_interpreter_takes_the_branch_the_sizes_choose(fake):
     plan = _plan(PRODUCTS)
     executor = executor_for(fake, plan)
@@ -124,12 +136,12 @@ def test_the_interpreter_takes_the_branch_the_sizes_choose(fake):
         mark = fake.mark()
         out = executor.run_plan([upload(np.ones((m, k), BF16)), upload(np.ones((k, n), BF16))])
         ran = [launch.kernel.split("_", 1)[1] for launch in fake.since(mark).launches]
-        assert ran == ([kernel] if kernel == "matmul_wgmma" else [kernel] * 2)
+        assert ran == ([kernel] if kernel == "matmul_wgmma" else ["pointwise", "matmul"])
         assert out[0].shape == (m, n)
 
 
 SIZES = [(1, 8, 8), (131, 72, 264), (257, 1000, 520), (128, 64, 256), (2048, 512, 3072),
-         (37, 13, 40), (5, 16, 7)]  # the last two: pointwise (K, N not multiples of 8)
+         (37, 13, 40), (5, 16, 7)]  # the last two: SIMT tiles (K, N not multiples of 8)
 
 
 def _operands(rng, m, k, n, dtype):
@@ -149,7 +161,7 @@ def test_cuda_one_dynamic_compile_serves_every_size(rng, dtype):
         a, b = _operands(rng, m, k, n, dtype)
         out = np.asarray(prog(A=a, B=b)["c"]).astype(np.float64)
         assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)
-    assert prog.stats().compiles == 1
+    assert prog.stats().specializations == 1  # one compile (or disk hit) for all
 
 
 @pytest.mark.gpu
@@ -167,7 +179,7 @@ def test_cuda_dynamic_epilogue_and_f32_product_match_float64(rng):
         assert np.asarray(out["wide"]).dtype == np.float32
         assert_close(out["wide"], want, rtol=1e-5)  # exact products, f32 sums
         assert_close(np.asarray(out["y"]).astype(np.float64), want + bias, rtol=1e-2)
-    assert prog.stats().compiles == 1
+    assert prog.stats().specializations == 1  # one compile (or disk hit) for all
 
 
 @pytest.mark.gpu
@@ -183,4 +195,18 @@ def test_cuda_dynamic_weight_gradient_matches_float64(rng):
         grad = rng.standard_normal((rows, n)).astype(BF16)
         out = prog.weight_gradient(x=x, grad=grad)
         assert_close(out, x.astype(np.float64).T @ grad.astype(np.float64), rtol=1e-5)
-    assert prog.pipeline("weight_gradient").stats().compiles == 1
+    assert prog.pipeline("weight_gradient").stats().specializations == 1
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_f32_products_match_float64(rng):
+    prog = zynml.compile(PRODUCTS, device="cuda" if COMPILE_ONLY else "cuda:0",
+                         require_device=not COMPILE_ONLY, dynamic=True)
+    if COMPILE_ONLY:
+        prog.artifact(A=np.ones((3, 8), np.float32), B=np.ones((8, 5), np.float32))
+        pytest.skip("compile-only: the artifact is in the cache")
+    for m, k, n in ((1, 1, 1), (131, 77, 263), (300, 1000, 129), (513, 64, 256)):
+        a, b = _operands(rng, m, k, n, np.float32)
+        out = prog(A=a, B=b)["c"]
+        assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5)
+    assert prog.stats().specializations == 1  # one compile (or disk hit) for all
