@@ -395,14 +395,48 @@ def test_conv2d_implicit_gemm_structure():
 @pytest.mark.parametrize("m,k,n,tensor_cores", [(192, 48, 320, True), (256, 32, 384, True),
                                                  (200, 48, 320, False), (192, 40, 320, False)])
 def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_cores):
-    """64x64 tiles of C and k in steps of 16: wmma instructions; other sizes stay SIMT."""
-    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", require_device=False)
+    """sm_80: 64x64 tiles of C and k in steps of 16: wmma instructions; other sizes stay
+    SIMT. (On sm_90a these take matmul_wgmma, partial tiles included: below.)"""
+    prog = zynml.compile(EXAMPLES / "matmul.zyn", device="cuda", target="sm_80",
+                         require_device=False)
     artifact = prog.artifact(A=np.ones((m, k), np.float16), B=np.ones((k, n), np.float16))
     names = kernel_names(artifact)
     assert any(n.endswith("_matmul_tensor_core") for n in names) == tensor_cores, names
     assert ("wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32" in artifact.ptx) == tensor_cores
     if not tensor_cores:
         assert any(n.endswith("_matmul") for n in names), names
+
+
+BIAS_PRODUCT = """
+let C = compute(A, B, bias) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var acc = 0.0
+        for k in 0..K:
+            acc += A[i, k] * B[k, j]
+        out[i, j] = acc + bias[j]
+}
+"""
+
+
+@pytest.mark.parametrize("m,k,n,tiles,strategy", [
+    (192, 48, 320, 2 * 3, "matmul_wgmma"), (200, 48, 320, 2 * 3, "matmul_wgmma"),
+    (8192, 768, 50304, 64 * 197, "matmul_wgmma"), (201, 48, 320, None, "matmul")])
+def test_wgmma_takes_partial_tiles_where_c_is_written(m, k, n, tiles, strategy):
+    """sm_90a, C = A @ B + bias (the zero fill and the bias fused, C stored through
+    TMA): sizes that are multiples of 8 but not of the tiles take matmul_wgmma with
+    partial tiles (TMA reads zeros past the ends and drops stores there; the bias is
+    read at columns clamped into C), as wide as gemm_waves ranks first: 128 for a small
+    product (more blocks), 256 for 8192 x 768 x 50304 (197 tiles a row, the last half
+    inside). Rows TMA cannot copy (M = 201) stay on the SIMT tiles, the fill and the
+    bias kernels of their own."""
+    prog = zynml.compile(BIAS_PRODUCT, device="cuda", require_device=False)
+    artifact = prog.artifact(A=np.ones((m, k), np.float16), B=np.ones((k, n), np.float16),
+                             bias=np.ones(n, np.float16))
+    steps = list(launches(artifact.plan["body"]))
+    assert strategy in [s["strategy"] for s in steps], [s["strategy"] for s in steps]
+    if tiles is not None:
+        assert len(steps) == 1 and steps[0]["grid"][0] == tiles
 
 
 # the width from gemm_waves' model: a small product takes narrow tiles (more blocks),

@@ -210,3 +210,23 @@ def test_cuda_dynamic_f32_products_match_float64(rng):
         out = prog(A=a, B=b)["c"]
         assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5)
     assert prog.stats().specializations == 1  # one compile (or disk hit) for all
+
+
+@pytest.mark.gpu
+def test_cuda_static_sizes_take_the_same_partial_tiles(rng):
+    """Static sizes that are multiples of 8 but not of the tiles: matmul_wgmma's partial
+    tiles as above, with the bias in the epilogue read at clamped columns."""
+    for m, k, n in ((200, 48, 320), (136, 1000, 264)):
+        a, b = _operands(rng, m, k, n, BF16)
+        bias = rng.standard_normal(n).astype(BF16)
+        prog = zynml.compile(LINEAR, device="cuda" if COMPILE_ONLY else "cuda:0",
+                             require_device=not COMPILE_ONLY)
+        if COMPILE_ONLY:
+            prog.artifact(A=a, B=b, bias=bias)
+            continue
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        out = prog(A=a, B=b, bias=bias)
+        assert_close(out["wide"], want, rtol=1e-5)
+        assert_close(np.asarray(out["y"]).astype(np.float64), want + bias, rtol=1e-2)
+    if COMPILE_ONLY:
+        pytest.skip("compile-only: the artifacts are in the cache")

@@ -40,3 +40,12 @@ def test_rounds_count_whole_tiles_and_waves():
 def test_no_width_for_rows_that_do_not_tile():
     assert gemm_waves.fastest_width(100, 768, 64, H100) is None
     assert gemm_waves.fastest_width(128, 96, 64, H100) is None
+
+
+def test_partial_tiles_open_every_width():
+    """Where the kernel takes partial tiles (matmul_wgmma with C written through TMA),
+    a width need not divide N: 50304 columns as 197 tiles of 256 (the last half empty)
+    take fewer rounds in time than 262 of 192 at k = 4096."""
+    assert gemm_waves.ranked_widths(8192, 50304, 4096, H100, partial=True)[0] == 256
+    assert gemm_waves.ranked_widths(100, 96, 64, H100, partial=True) != []
+    assert gemm_waves.ranked_widths(8192, 50304, 4096, H100) == [192, 128]

@@ -44,10 +44,10 @@ def product_us(m: int, n: int, k: int, width: int, multiprocessors: int,
 
 
 def ranked_widths(m: int, n: int, k: int, multiprocessors: int,
-                  batches: int = 1) -> list[int]:
-    """The widths of WIDTHS that tile the product, fastest first by the model (the
-    widest first on a tie)."""
-    fitting = [w for w in WIDTHS if m % TILE_M == 0 and n % w == 0]
+                  batches: int = 1, partial: bool = False) -> list[int]:
+    """The widths of WIDTHS that tile the product (every width where the kernel takes
+    `partial` tiles), fastest first by the model (the widest first on a tie)."""
+    fitting = [w for w in WIDTHS if partial or m % TILE_M == 0 and n % w == 0]
     return sorted(fitting, key=lambda w: (product_us(m, n, k, w, multiprocessors, batches), -w))
 
 

@@ -66,8 +66,15 @@ M % 8 == 0 where A is read from the source of a transposed copy, [K, M]) and K >
 this one (the product on `matmul`'s SIMT tiles). The tile width is the first that fits
 (256; tunable per problem): the wave model needs the sizes.
 
+Static sizes take partial tiles the same way where C is written (a fused fill), M, N, K
+are multiples of 8 and M and N hold a whole tile (a decode step's few rows stay on
+matvec), so the wave model may rank a width that does not divide N: 8192 x
+4096 x 50304 ran 4.32 ms in 256-wide tiles (196.5 of them a row) against 4.62 ms in
+192-wide ones (H100, docs/performance.md Session 26).
+
 Not here yet: the two warpgroups taking turns on different tiles (ping-pong), more than
-one batch axis, static partial tiles (those use `matmul_tensor_core` or `matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
+one batch axis, partial tiles where C is read (those use `matmul_tensor_core` or
+`matmul`). Clusters of 2 blocks with B multicast by TMA were built (commit 5f93ee4 on
 branch matmul-persistent: `.reqnctapercluster`, so a plain launch makes the clusters;
 remote empty-mbarrier arrives through mapa) and were correct, but 2x slower on an H100
 (4096 f16 0.42 ms against 0.214 ms; cause not found: maybe how many clusters of two
@@ -142,7 +149,7 @@ class Params:
         return self.stages * self.stage_bytes() + self.store_bytes() + 1024
 
     def tiles(self, m: int, n: int) -> int:
-        return (m // self.tile_m) * (n // self.tile_n)
+        return -(-m // self.tile_m) * -(-n // self.tile_n)  # a partial tile counts
 
 
 # The widths 256, 192 and 128 in the order gemm_waves' model ranks them for the product
@@ -155,10 +162,12 @@ class Params:
 CONFIGS = tuple(Params(tile_n=width) for width in (*gemm_waves.WIDTHS, 64))
 
 
-def _ranked(m: int, n: int, k: int, batches: int, target) -> list[Params]:
+def _ranked(m: int, n: int, k: int, batches: int, target, partial: bool) -> list[Params]:
     """CONFIGS of the widths gemm_waves ranks for the product, fastest first, then the
-    others (64 wide, and widths that do not tile N: `fits` declines those)."""
-    widths = gemm_waves.ranked_widths(m, n, k, target.facts.multiprocessors, batches)
+    others (64 wide, and widths that do not tile N: `fits` declines those unless
+    `partial` tiles are taken)."""
+    widths = gemm_waves.ranked_widths(m, n, k, target.facts.multiprocessors, batches,
+                                      partial)
     first = [next(p for p in CONFIGS if p.tile_n == w) for w in widths]
     return first + [p for p in CONFIGS if p not in first]
 
@@ -183,10 +192,18 @@ def _params_for(generic: ir.Operation, target, c_written: bool = False):
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
     batches = ranges[batch[0]] if batch else 1
+    # partial tiles where C is written through TMA (its bounds cut them), of one matrix
+    # whose rows TMA copies: as with run-time sizes. At least a whole tile each way: a
+    # decode step's few rows are matvec's
+    partial = c_written and not batch and \
+        all(size % ROW_ELEMENTS == 0 for size in (m, n, kk))
+
     def fits(p: Params) -> bool:
-        return m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0 and \
-            batches * m * n >= p.min_mn and p.shared_bytes() <= target.max_shared_per_block
-    return choose(NAME, _ranked(m, n, kk, batches, target), target,
+        whole = m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0
+        cut = partial and p.tma_store and m >= p.tile_m and n >= p.tile_n
+        return (whole or cut) and batches * m * n >= p.min_mn and \
+            p.shared_bytes() <= target.max_shared_per_block
+    return choose(NAME, _ranked(m, n, kk, batches, target, partial), target,
                   problem_key(generic.operands), fits)
 
 
@@ -584,12 +601,16 @@ class _Kernel:
 
 
     def _inside(self, row: ir.Value, col: ir.Value) -> list:
-        """[row, col], clamped into C where its sizes are run-time values: a partial
-        tile's epilogue reads its inputs there (TMA drops what it yields)."""
-        def clamp(index, size):
-            return index if isinstance(size, int) else \
-                arith.MinUIOp(index, arith.SubIOp(size, index_const(1)).result).result
-        return [clamp(row, self.m), clamp(col, self.n)]
+        """[row, col], clamped into C where tiles may be partial (run-time sizes, or
+        static ones that are not multiples of the tile): a partial tile's epilogue reads
+        its inputs there (TMA drops what it yields)."""
+        def clamp(index, size, tile):
+            if isinstance(size, int) and size % tile == 0:
+                return index
+            last = index_const(size - 1) if isinstance(size, int) else \
+                arith.SubIOp(size, index_const(1)).result
+            return arith.MinUIOp(index, last).result
+        return [clamp(row, self.m, self.p.tile_m), clamp(col, self.n, self.p.tile_n)]
 
 
 def _itemsize(element: ir.Type) -> int:
