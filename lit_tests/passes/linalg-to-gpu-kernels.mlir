@@ -791,6 +791,40 @@ func.func @f16_matmul_wgmma_from_zero(%x: memref<128x64xf16>, %y: memref<64x128x
 
 // -----
 
+// Sizes that are multiples of 8 but not of the tiles (200 x 48 x 320), C filled first:
+// still one matmul_wgmma kernel, with partial tiles: 2 x 3 tiles of 128 x 128 (the
+// model's width for few tiles), ceil(48 / 64) = 1 k step. TMA reads zeros past M, N, K
+// and drops the stores past M and N; on sm_80 (no TMA) the product stays elsewhere.
+// CHECK-LABEL: func.func @f16_matmul_wgmma_partial_tiles(
+// CHECK: gpu.launch_func @zynml_kernels::@k0_matmul_wgmma blocks in (%c6{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}})
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.func @k0_matmul_wgmma(
+// CHECK: nvgpu.tma.async.store
+// SM80-LABEL: func.func @f16_matmul_wgmma_partial_tiles(
+// SM80-NOT: matmul_wgmma
+#ap = affine_map<(d0, d1, d2) -> (d0, d2)>
+#bp = affine_map<(d0, d1, d2) -> (d2, d1)>
+#cp = affine_map<(d0, d1, d2) -> (d0, d1)>
+#fillp = affine_map<(d0, d1) -> (d0, d1)>
+func.func @f16_matmul_wgmma_partial_tiles(%x: memref<200x48xf16>, %y: memref<48x320xf16>) -> memref<200x320xf16> {
+  %zero = arith.constant 0.0 : f16
+  %z = memref.alloc() : memref<200x320xf16>
+  linalg.generic {indexing_maps = [#fillp], iterator_types = ["parallel", "parallel"]} outs(%z : memref<200x320xf16>) {
+  ^bb0(%o: f16):
+    linalg.yield %zero : f16
+  }
+  linalg.generic {indexing_maps = [#ap, #bp, #cp], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %y : memref<200x48xf16>, memref<48x320xf16>) outs(%z : memref<200x320xf16>) {
+  ^bb0(%l: f16, %r: f16, %o: f16):
+    %p = arith.mulf %l, %r : f16
+    %s = arith.addf %o, %p : f16
+    linalg.yield %s : f16
+  }
+  return %z : memref<200x320xf16>
+}
+
+// -----
+
 // At 128x128 tiles the block stages A and B in shared memory (16-byte copies, rows padded
 // by 8 halves) and each warp multiplies 4x4 fragments read from there.
 // CHECK-LABEL: func.func @f16_matmul_staged(
