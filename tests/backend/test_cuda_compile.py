@@ -407,16 +407,7 @@ def test_f16_matmul_takes_the_tensor_cores_when_its_sizes_tile(m, k, n, tensor_c
         assert any(n.endswith("_matmul") for n in names), names
 
 
-BIAS_PRODUCT = """
-let C = compute(A, B, bias) {
-    @kernel matmul
-    for i in 0..M, j in 0..N:
-        var acc = 0.0
-        for k in 0..K:
-            acc += A[i, k] * B[k, j]
-        out[i, j] = acc + bias[j]
-}
-"""
+BIAS_PRODUCT = Path(__file__).parents[1] / "programs" / "matmul_bias.zyn"
 
 
 @pytest.mark.parametrize("m,k,n,tiles,strategy", [

@@ -152,6 +152,14 @@ def test_clipping_and_accumulation_match_pytorch(accumulation, clip):
     for name, weight in zip(ref.names, ref.weights):  # the updates, within 1e-3 of Adam's
         moved = weight.detach().double().numpy() - params[name]
         ours = np.asarray(model.params[name], np.float64) - params[name]
+        if name.endswith("attn.c_attn.bias"):
+            # the keys' bias adds q . b_k to every score of a row, which softmax ignores:
+            # its gradient is rounding noise, which Adam scales by 1 / (|g| + eps) into
+            # moves that differ run to run. It moves little; the rest is compared.
+            keys = slice(TINY.hidden, 2 * TINY.hidden)
+            assert max(np.abs(ours[keys]).max(), np.abs(moved[keys]).max()) <= \
+                0.1 * np.abs(moved).max(), name
+            ours, moved = np.delete(ours, keys), np.delete(moved, keys)
         assert np.abs(ours - moved).max() <= 1e-3 * np.abs(moved).max(), name
 
 
