@@ -100,17 +100,30 @@ func.func @static_rows(%m: memref<?x64xf32>, %s: memref<?xf32>) {
 // -----
 
 // An f32 matrix product of run-time sizes, C read first: `matmul`'s SIMT tiles, 128 x
-// 128 of C a block, bounds-checked, so any size: the grid is ceil(N / 128) x ceil(M /
-// 128) on the host, and the kernel's loop over k runs to K read off A.
+// 128 of C a block, bounds-checked, so any size with K > 0 (the host's test; K = 0 is
+// pointwise's): the grid is ceil(N / 128) x ceil(M / 128) on the host, and the kernel's
+// loop over k runs to K read off A, in one of two versions: 16-byte reads where K and N
+// are multiples of 4 and A and B start on 16 bytes, element by element otherwise.
 // CHECK-LABEL: func.func @matmul
 // CHECK: %[[M:.*]] = memref.dim %arg0, %c0 : memref<?x?xf32>
 // CHECK: %[[N:.*]] = memref.dim %arg1, %c1 : memref<?x?xf32>
+// CHECK: %[[K:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
 // CHECK: %[[TN:.*]] = arith.ceildivsi %[[N]], %c128 : index
 // CHECK: %[[TM:.*]] = arith.ceildivsi %[[M]], %c128{{.*}} : index
+// CHECK: %[[SOME:.*]] = arith.cmpi ugt, %[[K]], %c0{{.*}} : index
+// CHECK: scf.if %[[SOME]] {
 // CHECK: gpu.launch_func @zynml_kernels::@k0_matmul blocks in (%[[TN]], %[[TM]], %c1{{.*}})
+// CHECK: } else {
+// CHECK: gpu.launch_func @zynml_kernels::@k1_pointwise
 // CHECK: gpu.func @k0_matmul
 // CHECK-DAG: %[[KM:.*]] = memref.dim %arg0, %c0{{.*}} : memref<?x?xf32>
 // CHECK-DAG: %[[KK:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
+// CHECK: memref.extract_aligned_pointer_as_index %arg0
+// CHECK: memref.extract_aligned_pointer_as_index %arg1
+// CHECK: scf.if
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %[[KK]] step %c8
+// CHECK: vector.load {{.*}} vector<4xf32>
+// CHECK: } else {
 // CHECK: scf.for %{{.*}} = %c0{{.*}} to %[[KK]] step %c8
 // CHECK: arith.cmpi ult, %{{.*}}, %[[KM]] : index
 #a = affine_map<(m, n, k) -> (m, k)>

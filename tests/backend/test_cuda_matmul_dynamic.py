@@ -5,6 +5,7 @@ runs the fill on pointwise and the product on `matmul`'s SIMT tiles, which take 
 other product of run-time sizes (f32 included). Here: the plan at fixed sizes and the
 interpreter on the fake driver (no GPU needed), and the numbers against float64 on an
 H100 (GPU tests: tools/gpu_tests.sh)."""
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -76,16 +77,19 @@ def test_the_plan_tests_the_rows_and_launches_one_kernel_or_the_fallback():
     plan = _plan(PRODUCTS)
     [branch] = [s for s in plan["body"] if s["op"] == "if"]
     assert [s["strategy"] for s in launches(branch["then"])] == ["matmul_wgmma"]
-    assert [s["strategy"] for s in launches(branch["else"])] == ["pointwise", "matmul"]
+    # the fill, and the SIMT product under its own test (K > 0; else pointwise)
+    assert [s["strategy"] for s in launches(branch["else"])] == \
+        ["pointwise", "matmul", "pointwise"]
     # 128 x 256 tiles over any M and N, partial ones included
     assert _strategies(plan, 1, 8, 8) == [("matmul_wgmma", 1)]
     assert _strategies(plan, 131, 72, 264) == [("matmul_wgmma", 2 * 2)]
     assert _strategies(plan, 2048, 1000, 3072) == [("matmul_wgmma", 16 * 12)]
-    # rows TMA cannot copy (K or N not a multiple of 8), or no k step: the fill, then
-    # the product on SIMT tiles of 128 x 128
-    for m, k, n in ((37, 13, 40), (5, 16, 7), (300, 0, 24)):
-        assert _strategies(plan, m, k, n)[1:] == [("matmul", 1)], (m, k, n)
-        assert _strategies(plan, m, k, n)[0][0] == "pointwise"
+    # rows TMA cannot copy (K or N not a multiple of 8): the fill, then the product on
+    # SIMT tiles of 128 x 128; no k at all (K = 0): C is the fill, by pointwise
+    for m, k, n in ((37, 13, 40), (5, 16, 7)):
+        assert _strategies(plan, m, k, n) == [("pointwise", _strategies(plan, m, k, n)[0][1]),
+                                              ("matmul", 1)], (m, k, n)
+    assert [s for s, _ in _strategies(plan, 300, 0, 24)] == ["pointwise"] * 2
 
 
 def test_an_epilogue_and_an_f32_product_take_wgmma_at_run_time_sizes():
@@ -115,12 +119,22 @@ def test_a_transposed_operand_is_read_in_place_where_its_rows_allow():
 
 
 def test_f32_products_of_run_time_sizes_take_simt_tiles():
+    """Any K > 0 (K = 0: pointwise); the kernel reads 16 bytes at a time where it finds
+    K (A's rows) and N (B's) multiples of 4 and the buffers aligned, else one element
+    at a time: two versions of the k loop under one uniform branch."""
     plan = _plan(PRODUCTS, np.float32)
-    assert not any(s["op"] == "if" for s in plan["body"])  # no size it cannot take
     fixed = plan_at_sizes(plan, [(300, 77), (77, 130)], {})
     steps = list(launches(fixed["body"]))
     assert [s["strategy"] for s in steps] == ["pointwise", "matmul"]  # the fill, tiles
     assert steps[1]["grid"] == [2, 3, 1]  # ceil(130 / 128) x ceil(300 / 128)
+    fixed = plan_at_sizes(plan, [(300, 0), (0, 130)], {})
+    assert [s["strategy"] for s in launches(fixed["body"])] == ["pointwise"] * 2
+    prog = zynml.compile(PRODUCTS, device="cuda", require_device=False, dynamic=True)
+    ptx = prog.artifact(A=np.ones((3, 8), np.float32), B=np.ones((8, 5), np.float32)).ptx
+    matmul = ptx[re.search(r"\.entry k\d+_matmul\(", ptx).start():]
+    matmul = matmul[:matmul.index("\n}\n")]
+    assert re.search(r"ld\.global(\.nc)?\.v4\.(f|b)32", matmul)  # the 16-byte branch
+    assert re.search(r"ld\.global(\.nc)?\.(f|b)32", matmul)      # and the other
 
 
 def test_the_interpreter_takes_the_branch_the_sizes_choose(fake):

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, gpu, vector
+from mlir.dialects import arith, gpu, scf, vector
 
 from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents,
                       kernel_extents, product)
@@ -36,7 +36,7 @@ from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
                              loop_ranges, multiply_add_body, new_kernel)
 from . import Launch
 from .tuning import problem_key, tuned
-from .row_registers import as_global
+from .row_registers import aligned, as_global
 from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_tiles,
                         delinearize_batch, threads_of, widen)
 
@@ -157,68 +157,133 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
         ranges = kernel_extents(generic, scope) if dynamic else loop_ranges(generic)
         m, n, kk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
         gemm = BlockGemm.start(p, kernel_name, [ranges[d] for d in batch])
+        contiguous = (dim_k, dim_j)  # the loop along A's and B's rows
+        # 16-byte reads of a side: where its row length is static (and a multiple of
+        # 4), or, with run-time sizes, where the kernel finds it a multiple of 4 and the
+        # buffer aligned (one branch for the block: no divergence)
+        static = [_vector_side(ins[s], maps[s], contiguous[s], p) and _slots(gemm, s) > 0
+                  for s in (0, 1)]
+        at_run_time = [dynamic and not static[s] and _slots(gemm, s) > 0 and
+                       _vector_at_run_time(ins[s], maps[s], contiguous[s], p)
+                       for s in (0, 1)]
+        emit = _Emitter(generic, scope, gemm, (m, n, kk), batch, (dim_i, dim_j, dim_k),
+                        {s: as_global(scope.value(ins[s])) for s in (0, 1)
+                         if static[s] or at_run_time[s]})
+        if any(at_run_time):
+            f32x4 = ir.VectorType.get([4], ir.F32Type.get())
+            test = None
+            for side, length in ((0, kk), (1, n)):
+                if at_run_time[side]:
+                    rest = arith.RemUIOp(length, index_const(4)).result
+                    ok = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.eq, rest,
+                                                   index_const(0)).result,
+                                      aligned(scope, ins[side], f32x4)).result
+                    test = ok if test is None else arith.AndIOp(test, ok).result
+            branch = scf.IfOp(test, has_else=True)
+            with ir.InsertionPoint(branch.then_block):
+                emit([a or b for a, b in zip(static, at_run_time)])
+                scf.YieldOp([])
+            with ir.InsertionPoint(branch.else_block):
+                emit(static)
+                scf.YieldOp([])
+        else:
+            emit(static)
+        gpu.ReturnOp([])
+    when = None
+    with ir.InsertionPoint(generic), generic.location:  # host values where run-time
+        sizes = host_extents(generic) if dynamic else loop_ranges(generic)
+        grid = (ceil_div(sizes[dim_j], p.tile_n), ceil_div(sizes[dim_i], p.tile_m),
+                product([sizes[d] for d in batch]))
+        if not isinstance(sizes[dim_k], int):  # no k: the tiles would read nothing
+            when = arith.CmpIOp(arith.CmpIPredicate.ugt, sizes[dim_k],
+                                index_const(0)).result
+    return Launch(kernel_name, signature.values, grid, (threads, 1, 1), when=when)
 
-        def point(i, j, k):
-            ivs = [None] * len(ranges)
-            for d, v in zip(batch, gemm.batch_ivs):
-                ivs[d] = v
-            ivs[dim_i], ivs[dim_j], ivs[dim_k] = i, j, k
-            return ivs
 
-        def guarded_load(operand, amap, i, j, k, bound_checks):
-            """operand at (i, j, k) widened to f32, 0 outside the matrix."""
-            clamped = {"i": clamp(i, m), "j": clamp(j, n), "k": clamp(k, kk)}
-            value = widen(scope.load(operand, apply_map(amap, point(
-                clamped["i"], clamped["j"], clamped["k"]))))
-            inside = None
-            for name, bound in bound_checks:
-                check = arith.CmpIOp(arith.CmpIPredicate.ult, {"i": i, "j": j, "k": k}[name],
-                                     as_index(bound)).result
-                inside = check if inside is None else arith.AndIOp(inside, check).result
-            return arith.SelectOp(inside, value, gemm.zero).result
+def _slots(gemm: BlockGemm, side: int) -> int:
+    return gemm.a_slots(4) if side == 0 else gemm.b_slots(4)
 
+
+def _vector_at_run_time(operand: ir.Value, amap: ir.AffineMap, contiguous: int,
+                        p: Params) -> bool:
+    """Whether `operand` may be read 4 f32 at a time along loop `contiguous` when its
+    run-time row length allows: an f32 operand of identity layout whose last size is
+    a run-time value, indexed by that loop."""
+    memref_type = ir.MemRefType(operand.type)
+    last = amap.results[-1]
+    return (p.vector_loads and str(memref_type.element_type) == "f32" and
+            ir.ShapedType.is_dynamic_size(memref_type.shape[-1]) and
+            _row_major(memref_type) and
+            ir.AffineDimExpr(last).position == contiguous)
+
+
+class _Emitter:
+    """The block's tile of C: the k loop's fetches (16-byte reads on the sides asked,
+    element by element on the others) and the guarded stores."""
+
+    def __init__(self, generic, scope, gemm, sizes, batch, dims, views):
+        self.generic, self.scope, self.gemm = generic, scope, gemm
+        self.m, self.n, self.kk = sizes
+        self.batch, (self.dim_i, self.dim_j, self.dim_k) = batch, dims
+        self.views = views
+        self.ins, self.outs = generic_operands(generic)
+        self.maps = indexing_maps(generic)
+        self.loops = self.maps[0].n_dims
         f32x4 = ir.VectorType.get([4], ir.F32Type.get())
-        zero4 = arith.ConstantOp(f32x4, ir.DenseElementsAttr.get_splat(
+        self.f32x4 = f32x4
+        self.zero4 = arith.ConstantOp(f32x4, ir.DenseElementsAttr.get_splat(
             f32x4, ir.FloatAttr.get(ir.F32Type.get(), 0.0))).result
-        vector_a = _vector_side(ins[0], maps[0], dim_k, p) and gemm.a_slots(4) > 0
-        vector_b = _vector_side(ins[1], maps[1], dim_j, p) and gemm.b_slots(4) > 0
-        views = {side: as_global(scope.value(ins[side])) for side, fits in
-                 ((0, vector_a), (1, vector_b)) if fits}
 
-        def vector_load(side, i, j, k, bound_checks):
-            """4 elements along the contiguous loop from (i, j, k), 0 outside."""
-            # the contiguous loop's run starts at most 4 before its end (a static size:
-            # _vector_side)
-            clamped = {"i": clamp(i, m), "j": clamp(j, n - 3 if side else n),
-                       "k": clamp(k, kk if side else kk - 3)}
-            value = vector.LoadOp(f32x4, views[side], apply_map(maps[side], point(
-                clamped["i"], clamped["j"], clamped["k"])), alignment=16).result
-            inside = None
-            for name, bound in bound_checks:
-                check = arith.CmpIOp(arith.CmpIPredicate.ult, {"i": i, "j": j, "k": k}[name],
-                                     as_index(bound)).result
-                inside = check if inside is None else arith.AndIOp(inside, check).result
-            return arith.SelectOp(inside, value, zero4).result
+    def point(self, i, j, k):
+        ivs = [None] * self.loops
+        for d, v in zip(self.batch, self.gemm.batch_ivs):
+            ivs[d] = v
+        ivs[self.dim_i], ivs[self.dim_j], ivs[self.dim_k] = i, j, k
+        return ivs
 
-        a_places = [gemm.a_slot(r, 4 if vector_a else 1)
-                    for r in range(gemm.a_slots(4 if vector_a else 1))]
-        b_places = [gemm.b_slot(r, 4 if vector_b else 1)
-                    for r in range(gemm.b_slots(4 if vector_b else 1))]
+    def inside(self, i, j, k, bound_checks):
+        inside = None
+        for name, bound in bound_checks:
+            check = arith.CmpIOp(arith.CmpIPredicate.ult, {"i": i, "j": j, "k": k}[name],
+                                 as_index(bound)).result
+            inside = check if inside is None else arith.AndIOp(inside, check).result
+        return inside
+
+    def guarded_load(self, side, i, j, k, bound_checks):
+        """operand `side` at (i, j, k) widened to f32, 0 outside the matrix."""
+        m, n, kk = self.m, self.n, self.kk
+        value = widen(self.scope.load(self.ins[side], apply_map(self.maps[side], self.point(
+            clamp(i, m), clamp(j, n), clamp(k, kk)))))
+        return arith.SelectOp(self.inside(i, j, k, bound_checks), value,
+                              self.gemm.zero).result
+
+    def vector_load(self, side, i, j, k, bound_checks):
+        """4 elements along the contiguous loop from (i, j, k), 0 outside; the run
+        starts at most 4 before the row's end (its length a multiple of 4)."""
+        m, n, kk = self.m, self.n, self.kk
+        point = self.point(clamp(i, m), clamp(j, _minus(n, 3) if side else n),
+                           clamp(k, kk if side else _minus(kk, 3)))
+        value = vector.LoadOp(self.f32x4, self.views[side],
+                              apply_map(self.maps[side], point), alignment=16).result
+        return arith.SelectOp(self.inside(i, j, k, bound_checks), value, self.zero4).result
+
+    def __call__(self, vectors) -> None:
+        gemm, m, n, kk = self.gemm, self.m, self.n, self.kk
+        width = [4 if v else 1 for v in vectors]
+        a_places = [gemm.a_slot(r, width[0]) for r in range(gemm.a_slots(width[0]))]
+        b_places = [gemm.b_slot(r, width[1]) for r in range(gemm.b_slots(width[1]))]
+        load = [self.vector_load if v else self.guarded_load for v in vectors]
 
         def fetch(k0):
             values = []
             for row, kcol in a_places:  # A[row0 + row, k0 + kcol]
                 gi = arith.AddIOp(gemm.row0, row).result
                 gk = arith.AddIOp(k0, kcol).result
-                values.append(vector_load(0, gi, None, gk, [("i", m), ("k", kk)])
-                              if vector_a else
-                              guarded_load(ins[0], maps[0], gi, None, gk, [("i", m), ("k", kk)]))
+                values.append(load[0](0, gi, None, gk, [("i", m), ("k", kk)]))
             for krow, col in b_places:  # B[k0 + krow, col0 + col]
                 gk = arith.AddIOp(k0, krow).result
                 gj = arith.AddIOp(gemm.col0, col).result
-                values.append(vector_load(1, None, gj, gk, [("k", kk), ("j", n)])
-                              if vector_b else
-                              guarded_load(ins[1], maps[1], None, gj, gk, [("k", kk), ("j", n)]))
+                values.append(load[1](1, None, gj, gk, [("k", kk), ("j", n)]))
             return values
 
         def put(values, stage):
@@ -228,17 +293,18 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
                 gemm.put_b(stage, value, krow, col)
 
         def store(ii, jj, gi, gj, total):
-            where = apply_map(maps[2], point(gi, gj, index_const(0)))
-            scope.store(add_and_round(scope.load(outs[0], where), total,
-                                      outs[0].type.element_type), outs[0], where)
+            out = self.outs[0]
+            where = apply_map(self.maps[2], self.point(gi, gj, index_const(0)))
+            self.scope.store(add_and_round(self.scope.load(out, where), total,
+                                           out.type.element_type), out, where)
 
         gemm.epilogue(m, n, gemm.k_loop(kk, fetch, put), store)
-        gpu.ReturnOp([])
-    with ir.InsertionPoint(generic), generic.location:  # host values where run-time
-        sizes = host_extents(generic) if dynamic else loop_ranges(generic)
-        grid = (ceil_div(sizes[dim_j], p.tile_n), ceil_div(sizes[dim_i], p.tile_m),
-                product([sizes[d] for d in batch]))
-    return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
+
+
+def _minus(size, count: int):
+    """size - count: a number, or an index value (a run-time size)."""
+    return size - count if isinstance(size, int) else \
+        arith.SubIOp(size, index_const(count)).result
 
 
 # matmul_tensor_core's name for it
