@@ -236,8 +236,10 @@ def find_groups(generics: list, target) -> list[Group]:
             continue
         fill = group.fill if group is not None else None
         epilogue = find_epilogue(product, generics, fill)
-        if epilogue is not None and str(ir.MemRefType(epilogue.target.type).element_type) \
-                not in _ELEMENTS + ("f32",):
+        if epilogue is not None and (
+                str(ir.MemRefType(epilogue.target.type).element_type) not in
+                _ELEMENTS + ("f32",) or  # TMA stores it: rows of N, the plan tests N
+                has_dynamic_extent(product) and not identity_layout(epilogue.target.type)):
             epilogue = None
         a_transposed = transposed_copy(product, generics)
         if a_transposed is not None and has_dynamic_extent(product) and \
