@@ -481,7 +481,6 @@ class _FlatPlan:
             self.module.set_max_shared(function, step["shared_bytes"])
         return (function, grid, block, step["shared_bytes"], params, patches, map_patches)
 
-
     def _source(self) -> tuple[str, dict[str, Any]]:
         """`run(inputs) -> outputs` as straight-line Python, and the values it names
         (parameter slots, launch calls, buffer bins): `inputs` a device pointer per
