@@ -99,7 +99,7 @@ def params_for(generic: ir.Operation, target, c_written: bool = False):
     if len(batch) > 1 or batch and not all(dense_row_major(v.type) for v in ins):
         return None  # a batched operand must collapse to a matrix (no copy)
     if has_dynamic_extent(generic):
-        return dynamic_params(generic, roles, target) if c_written else None
+        return _dynamic_params(generic, roles, target) if c_written else None
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
     batches = ranges[batch[0]] if batch else 1
@@ -118,14 +118,16 @@ def params_for(generic: ir.Operation, target, c_written: bool = False):
                   problem_key(generic.operands), fits)
 
 
-def dynamic_params(generic: ir.Operation, roles, target):
-    """Params for run-time sizes (module docstring), or None."""
+def _dynamic_params(generic: ir.Operation, roles, target):
+    """Params for run-time sizes (matmul_wgmma's docstring: C written, one matrix, rows of
+    identity layout, static sizes among them multiples of 8 and K not 0), or None."""
     batch, i, j, k = roles
     extents = loop_extents(generic)
     if batch or not all(identity_layout(v.type) for v in generic.operands) or \
             any(extents[d] is not None and extents[d] % ROW_ELEMENTS for d in (j, k)) or \
             extents[k] == 0:
         return None
+
     def fits(p: Params) -> bool:
         return p.tma_store and p.shared_bytes() <= target.max_shared_per_block
     return choose(NAME, CONFIGS, target, problem_key(generic.operands), fits)
