@@ -20,7 +20,7 @@ from .kernel_builder import generic_operands, index_const, indexing_maps
 Extent = Union[int, ir.Value]
 
 __all__ = ["Extent", "extent_keys", "loop_extents", "has_dynamic_extent", "kernel_extents",
-           "host_extents", "product", "ceil_div", "as_index", "is_static"]
+           "host_extents", "product", "ceil_div", "minus", "as_index", "is_static"]
 
 
 def loop_extents(generic: ir.Operation) -> list[int | None]:
@@ -67,6 +67,13 @@ def product(extents: Sequence[Extent]) -> Extent:
     for value in values[1:]:
         result = arith.MulIOp(result, value).result
     return arith.MulIOp(result, index_const(numbers)).result if numbers != 1 else result
+
+
+def minus(a: Extent, b: int) -> Extent:
+    """a - b: a number, or an index value (a run-time size)."""
+    if isinstance(a, int):
+        return a - b
+    return arith.SubIOp(a, index_const(b)).result
 
 
 def ceil_div(a: Extent, b: int) -> Extent:

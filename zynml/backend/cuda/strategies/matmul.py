@@ -30,10 +30,10 @@ from mlir import ir
 from mlir.dialects import arith, gpu, scf, vector
 
 from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents,
-                      kernel_extents, product)
+                      kernel_extents, minus, product)
 from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
-                             generic_operands, index_const, indexing_maps, iterator_kinds,
-                             loop_ranges, multiply_add_body, new_kernel)
+                             generic_operands, identity_layout, index_const, indexing_maps,
+                             iterator_kinds, loop_ranges, multiply_add_body, new_kernel)
 from . import Launch
 from .tuning import problem_key, tuned
 from .row_registers import aligned, as_global
@@ -116,14 +116,20 @@ def fits(generic: ir.Operation, params: Params) -> bool:
     return ranges[i] * ranges[j] >= params.min_mn and ranges[k] >= params.min_k
 
 
-def _vector_side(operand: ir.Value, amap: ir.AffineMap, contiguous: int, p: Params) -> bool:
-    """Whether `operand` can be read 4 f32 at a time along loop `contiguous`."""
+def _vector_reads(operand: ir.Value, amap: ir.AffineMap, contiguous: int,
+                  p: Params) -> str | None:
+    """Whether `operand` can be read 4 f32 at a time along loop `contiguous`: "static"
+    where its row length is static (and a multiple of 4), "run time" where that length
+    is a run-time value the kernel tests, else None."""
     memref_type = ir.MemRefType(operand.type)
-    last = amap.results[-1]
-    return (p.vector_loads and str(memref_type.element_type) == "f32" and
-            not ir.ShapedType.is_dynamic_size(memref_type.shape[-1]) and
-            _row_major(memref_type) and memref_type.shape[-1] % 4 == 0 and
-            ir.AffineDimExpr(last).position == contiguous)
+    last = memref_type.shape[-1]
+    if not (p.vector_loads and str(memref_type.element_type) == "f32" and
+            _row_major(memref_type) and
+            ir.AffineDimExpr(amap.results[-1]).position == contiguous):
+        return None
+    if ir.ShapedType.is_dynamic_size(last):
+        return "run time"
+    return "static" if last % 4 == 0 else None
 
 
 def _row_major(memref_type: ir.MemRefType) -> bool:
@@ -132,9 +138,8 @@ def _row_major(memref_type: ir.MemRefType) -> bool:
         strides, offset = memref_type.get_strides_and_offset()
     except (ValueError, RuntimeError):
         return False
-    if not memref_type.has_static_shape:  # rows as long as the static last size
-        return isinstance(memref_type.layout, ir.AffineMapAttr) and \
-            memref_type.layout.value == ir.AffineMap.get_identity(memref_type.rank)
+    if not memref_type.has_static_shape:  # rows as long as the last size
+        return identity_layout(memref_type)
     expected = [math.prod(memref_type.shape[d + 1:]) for d in range(memref_type.rank)]
     return offset == 0 and list(strides) == expected
 
@@ -161,11 +166,10 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
         # 16-byte reads of a side: where its row length is static (and a multiple of
         # 4), or, with run-time sizes, where the kernel finds it a multiple of 4 and the
         # buffer aligned (one branch for the block: no divergence)
-        static = [_vector_side(ins[s], maps[s], contiguous[s], p) and _slots(gemm, s) > 0
-                  for s in (0, 1)]
-        at_run_time = [dynamic and not static[s] and _slots(gemm, s) > 0 and
-                       _vector_at_run_time(ins[s], maps[s], contiguous[s], p)
-                       for s in (0, 1)]
+        reads = [_vector_reads(ins[s], maps[s], contiguous[s], p) if _slots(gemm, s) > 0
+                 else None for s in (0, 1)]
+        static = [r == "static" for r in reads]
+        at_run_time = [r == "run time" for r in reads]
         emit = _Emitter(generic, scope, gemm, (m, n, kk), batch, (dim_i, dim_j, dim_k),
                         {s: as_global(scope.value(ins[s])) for s in (0, 1)
                          if static[s] or at_run_time[s]})
@@ -202,19 +206,6 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
 
 def _slots(gemm: BlockGemm, side: int) -> int:
     return gemm.a_slots(4) if side == 0 else gemm.b_slots(4)
-
-
-def _vector_at_run_time(operand: ir.Value, amap: ir.AffineMap, contiguous: int,
-                        p: Params) -> bool:
-    """Whether `operand` may be read 4 f32 at a time along loop `contiguous` when its
-    run-time row length allows: an f32 operand of identity layout whose last size is
-    a run-time value, indexed by that loop."""
-    memref_type = ir.MemRefType(operand.type)
-    last = amap.results[-1]
-    return (p.vector_loads and str(memref_type.element_type) == "f32" and
-            ir.ShapedType.is_dynamic_size(memref_type.shape[-1]) and
-            _row_major(memref_type) and
-            ir.AffineDimExpr(last).position == contiguous)
 
 
 class _Emitter:
@@ -261,8 +252,8 @@ class _Emitter:
         """4 elements along the contiguous loop from (i, j, k), 0 outside; the run
         starts at most 4 before the row's end (its length a multiple of 4)."""
         m, n, kk = self.m, self.n, self.kk
-        point = self.point(clamp(i, m), clamp(j, _minus(n, 3) if side else n),
-                           clamp(k, kk if side else _minus(kk, 3)))
+        point = self.point(clamp(i, m), clamp(j, minus(n, 3) if side else n),
+                           clamp(k, kk if side else minus(kk, 3)))
         value = vector.LoadOp(self.f32x4, self.views[side],
                               apply_map(self.maps[side], point), alignment=16).result
         return arith.SelectOp(self.inside(i, j, k, bound_checks), value, self.zero4).result
@@ -299,12 +290,6 @@ class _Emitter:
                                            out.type.element_type), out, where)
 
         gemm.epilogue(m, n, gemm.k_loop(kk, fetch, put), store)
-
-
-def _minus(size, count: int):
-    """size - count: a number, or an index value (a run-time size)."""
-    return size - count if isinstance(size, int) else \
-        arith.SubIOp(size, index_const(count)).result
 
 
 # matmul_tensor_core's name for it

@@ -96,6 +96,7 @@ from . import hopper
 from .epilogue import EpilogueValues, find_epilogue
 from .transposed_copies import transposed_copy
 from .wgmma_tiles import IndexOps, as_index, tile_origin
+from .simt_gemm import clamp as clamp_index
 from .matmul_wgmma_params import (  # noqa: F401  (NAME: the strategy's, tuning's key)
     ELEMENTS, K_STEP, NAME, ROW_ELEMENTS, ROWS_PER_WARPGROUP, STORE_BUFFER_BYTES, STORE_BUFFERS,
     TILE_K, Params, params_for)
@@ -496,11 +497,8 @@ class _Kernel:
         static ones that are not multiples of the tile): a partial tile's epilogue reads
         its inputs there (TMA drops what it yields)."""
         def clamp(index, size, tile):
-            if isinstance(size, int) and size % tile == 0:
-                return index
-            last = index_const(size - 1) if isinstance(size, int) else \
-                arith.SubIOp(size, index_const(1)).result
-            return arith.MinUIOp(index, last).result
+            whole = isinstance(size, int) and size % tile == 0
+            return index if whole else clamp_index(index, size)
         return [clamp(row, self.m, self.p.tile_m), clamp(col, self.n, self.p.tile_n)]
 
 

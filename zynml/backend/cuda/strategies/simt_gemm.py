@@ -25,7 +25,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
-from .extents import as_index
+from .extents import as_index, minus
 from .kernel_builder import delinearize, index_const
 
 WARP = 32
@@ -244,9 +244,7 @@ def clamp(index, bound):
     (a run-time size)."""
     if index is None:
         return index_const(0)
-    last = index_const(bound - 1) if isinstance(bound, int) else \
-        arith.SubIOp(bound, index_const(1)).result
-    return arith.MinUIOp(index, last).result
+    return arith.MinUIOp(index, as_index(minus(bound, 1))).result
 
 
 def _share(elements: int, per_round: int) -> int:
