@@ -85,9 +85,12 @@ class FakeCuda:
                  "cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync",
                  "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
                  "cuStreamSynchronize", "cuModuleLoadData", "cuModuleGetFunction",
-                 "cuLaunchKernel", "cuFuncSetAttribute", "cuTensorMapEncodeTiled"]
+                 "cuLaunchKernel", "cuFuncSetAttribute", "cuTensorMapEncodeTiled",
+                 "cuMemHostAlloc", "cuMemFreeHost"]
         calls = {name: self._recorded(name, getattr(self, "_" + name)) for name in names}
         self.pinned = set()   # host addresses the fake driver knows as page-locked
+        self.host_allocs = {}  # cuMemHostAlloc'd: address -> ctypes buffer
+        self.host_ever = {}    # every cuMemHostAlloc: address -> nbytes
         calls["cuPointerGetAttribute"] = self._cuPointerGetAttribute
         self.functions = {}   # handle -> FakeFunction
         identity = lambda value: value  # noqa: E731
@@ -176,6 +179,10 @@ class FakeCuda:
     def _cuDevicePrimaryCtxRetain(self, handle):
         return 0xC0_0000 + handle[1]  # an address, as libcuda's handles are
 
+    def current_of(self, ordinal):
+        """Device `ordinal`'s context handle (what cuDevicePrimaryCtxRetain gave)."""
+        return self._cuDevicePrimaryCtxRetain(self._cuDeviceGet(ordinal))
+
     def _cuCtxSetCurrent(self, context):
         self.current = context
 
@@ -218,7 +225,19 @@ class FakeCuda:
         """Host memory of the driver's (pinned) is known; other addresses are
         CUDA_ERROR_INVALID_VALUE (1), as pageable memory is."""
         self.calls.append(("cuPointerGetAttribute", (attribute, pointer)))
-        return (0, "CU_MEMORYTYPE_HOST") if pointer in self.pinned else (1,)
+        known = pointer in self.pinned or any(
+            base <= pointer < base + len(buffer) for base, buffer in self.host_allocs.items())
+        return (0, "CU_MEMORYTYPE_HOST") if known else (1,)
+
+    def _cuMemHostAlloc(self, nbytes, flags):
+        """Page-locked host memory: a ctypes buffer, known to cuPointerGetAttribute."""
+        buffer = ctypes.create_string_buffer(nbytes)
+        self.host_allocs[ctypes.addressof(buffer)] = buffer
+        self.host_ever[ctypes.addressof(buffer)] = nbytes
+        return ctypes.addressof(buffer)
+
+    def _cuMemFreeHost(self, address):
+        self.host_allocs.pop(int(address), None)
 
     def _cuMemcpyHtoDAsync(self, dst, host, nbytes, stream):
         data = ctypes.string_at(host, nbytes)

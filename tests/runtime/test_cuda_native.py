@@ -644,9 +644,20 @@ def test_data_parallel_over_two_gpus(rng):
     one_gpu.artifact(x=x, w=w)      # the whole batch on one GPU
     if sum(d["id"].startswith("cuda:") for d in zynml.compute_devices()) < 2:
         pytest.skip("needs two GPUs (nvidia-h200-x2)")
-    out = zynml.compile(DATA_PARALLEL)(x=x, w=w)["y"]
+    program = zynml.compile(DATA_PARALLEL)
+    out = program(x=x, w=w)["y"]
     assert_close(out, np.tanh(x.astype(np.float64)) * w)
     np.testing.assert_array_equal(out, np.asarray(one_gpu(x=x, w=w)["y"]))
+    # page-locked inputs (queued from this thread, read where they are), and a strided
+    # one (made contiguous and copied by each GPU's thread)
+    pinned_x = zynml.allocate(x.shape, "float32", pinned=True)
+    pinned_w = zynml.allocate(w.shape, "float32", pinned=True)
+    pinned_x[...], pinned_w[...] = x, w
+    for _ in range(2):  # the second call finds every GPU's program loaded
+        np.testing.assert_array_equal(program(x=pinned_x, w=pinned_w)["y"], out)
+        wide = np.zeros((8, 66), np.float32)
+        wide[:, ::2] = x
+        np.testing.assert_array_equal(program(x=wide[:, ::2], w=w)["y"], out)
 
 
 def test_blocks_on_the_cpu_and_the_gpu_in_one_program(rng):

@@ -30,10 +30,20 @@ __all__ = ["DeviceArray", "from_cuda_array", "dtype_name", "is_gpu_array", "gpu_
 
 
 def dtype_name(dtype: np.dtype) -> str:
-    dtype = np.dtype(dtype)
-    if dtype.name == "bfloat16" or str(dtype) == "bfloat16":
-        return "bfloat16"
-    return dtype.name
+    try:
+        return _DTYPE_NAMES[dtype]  # every upload asks: a dict hit, not numpy's name code
+    except (KeyError, TypeError):
+        pass
+    found = np.dtype(dtype)
+    name = "bfloat16" if found.name == "bfloat16" or str(found) == "bfloat16" else found.name
+    try:
+        _DTYPE_NAMES[dtype] = name
+    except TypeError:  # an unhashable dtype-like: not kept
+        pass
+    return name
+
+
+_DTYPE_NAMES: dict = {}
 
 
 @lru_cache(maxsize=None)
@@ -93,7 +103,8 @@ class DeviceArray:
 
     @staticmethod
     def from_numpy(array: np.ndarray, device: Optional[Device] = None) -> "DeviceArray":
-        host = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
+        host = array if type(array) is np.ndarray and array.flags.c_contiguous else \
+            np.require(array, requirements="C")  # keeps 0-d arrays 0-d
         out = DeviceArray.empty(host.shape, dtype_name(host.dtype), device)
         out.device.copy_to_device(out.ptr, host.ctypes.data, host.nbytes)
         # a copy from pinned memory reads it later, and `host` may be a temporary; one
