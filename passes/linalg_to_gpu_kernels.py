@@ -177,24 +177,11 @@ def _replace_with_launch(generics: list, launch, strategy: str, problem: str,
                          fallback) -> None:
     """Launch `launch` (or each of a list of Launches) where the last of `generics` was;
     erase them, and the buffers only they used (temporaries a fused kernel keeps on
-    chip). A Launch with a `when` runs under `scf.if when`; its else branch holds copies
-    of `generics`, each built by `fallback(copy)` (the strategies after this one)."""
-    last = generics[-1]
+    chip). A Launch with a `when` runs under `scf.if when`; its else branch holds its
+    `otherwise` Launches (placed the same way), or copies of `generics`, each built by
+    `fallback(copy)` (the strategies after this one)."""
     launches = launch if isinstance(launch, list) else [launch]
-    when = launches[0].when
-    if when is not None:
-        with ir.InsertionPoint(last), last.location:
-            branch = scf.IfOp(when, [], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            last = scf.YieldOp([]).operation
-        with ir.InsertionPoint(branch.else_block):
-            copies = [generic.clone() for generic in generics]
-            scf.YieldOp([])
-        _allocate_in_branch(generics, copies)
-        for copy in copies:
-            fallback(copy)
-    for one in launches:  # several: in order
-        _launch_before(last, one, strategy, problem)
+    _place(generics, generics[-1], launches, strategy, problem, fallback)
     buffers = {v for generic in generics for v in generic.operands}
     for generic in generics:
         generic.erase()
@@ -205,16 +192,71 @@ def _replace_with_launch(generics: list, launch, strategy: str, problem: str,
             value.owner.operation.erase()
 
 
-def _allocate_in_branch(generics: list, copies: list) -> None:
-    """Temporaries that only `generics` and their `copies` use (a transposed copy's,
-    a product's C that a fused epilogue never stores) are allocated where the copies
-    run: the fused kernel keeps them on chip."""
-    allowed = generics + copies
-    for value in {v for copy in copies for v in copy.operands}:
-        owner = value.owner.operation if isinstance(value, ir.OpResult) else None
-        if owner is not None and owner.name == "memref.alloc" and \
-                all(any(use.owner == op for op in allowed) for use in value.uses):
-            owner.move_before(copies[0])
+def _place(generics: list, before: ir.Operation, launches: list, strategy: str,
+           problem: str, fallback) -> None:
+    """`launches` before `before`, under their first's `when` as _replace_with_launch
+    says."""
+    when = launches[0].when
+    if when is None:
+        for one in launches:  # several: in order
+            _launch_before(before, one, strategy, problem)
+        return
+    with ir.InsertionPoint(before), before.location:
+        branch = scf.IfOp(when, [], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        then_end = scf.YieldOp([]).operation
+    with ir.InsertionPoint(branch.else_block):
+        else_end = scf.YieldOp([]).operation
+    for one in launches:
+        _launch_before(then_end, one, strategy, problem)
+    otherwise = launches[0].otherwise
+    if otherwise is not None:
+        _place(generics, else_end, otherwise, strategy, problem, fallback)
+    else:
+        with ir.InsertionPoint(else_end):
+            copies = [generic.clone() for generic in generics]
+    _allocate_in_branch(generics, branch.else_block)
+    if otherwise is None:
+        for copy in copies:
+            fallback(copy)
+
+
+def _allocate_in_branch(generics: list, branch: ir.Block) -> None:
+    """Temporaries that only `generics` and the ops of an else `branch` use (a
+    transposed copy's, a product's C that a fused epilogue never stores, a row
+    kernel's temporary that only the slower kernel keeps in memory) are allocated where
+    those ops run: the fused kernel keeps them on chip."""
+    first = next(iter(branch.operations)).operation
+    for op in ops_in_block(branch):
+        for value in op.operands:
+            owner = value.owner.operation if isinstance(value, ir.OpResult) else None
+            if owner is not None and owner.name == "memref.alloc" and \
+                    not _within(owner, branch) and \
+                    all(any(use.owner == g for g in generics) or _within(use.owner, branch)
+                        for use in value.uses):
+                owner.move_before(first)
+
+
+def ops_in_block(block: ir.Block) -> list:
+    """The ops of `block` and of the regions nested in them, in order."""
+    found = []
+    for op in block.operations:
+        op = op.operation
+        found.append(op)
+        for region in op.regions:
+            for inner in region.blocks:
+                found.extend(ops_in_block(inner))
+    return found
+
+
+def _within(op, block: ir.Block) -> bool:
+    """Whether `op` is in `block`, or nested in an op that is."""
+    op = op.operation
+    while op.parent is not None:  # (the module has no block to ask for)
+        if op.block == block:
+            return True
+        op = op.parent.operation
+    return False
 
 
 def _launch_before(op: ir.Operation, launch, strategy: str, problem: str) -> None:

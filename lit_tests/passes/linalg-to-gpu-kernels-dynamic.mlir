@@ -200,18 +200,39 @@ func.func @bf16_product(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %c: memref<?
 // A row max and the map that uses it (softmax's first half), over a ?x? input read
 // through a whole-input subview: the subview is folded into its source (the generics
 // then read %arg0 itself), and row_fused takes the fill, the reduction and the map as
-// one kernel, a block per row, the grid the rows.
+// one kernel, a block per row, the grid the rows. The row's length is known at run time
+// only: a kernel holding rows of up to 2048 points in registers runs where the length
+// fits, then one of up to 8192, then the loops through memory, the only kernel that
+// needs the row max in memory (allocated in its branch alone).
 // CHECK-LABEL: func.func @softmax_rows
 // CHECK-NOT: memref.subview
-// CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0_2 : memref<?x?xf32>
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%[[ROWS]], %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%alloc : memref<?xf32>, %arg0 : memref<?x?xf32>, %alloc_1 : memref<?x?xf32>) {zynml.problem = "df32_dxdf32_dxdf32", zynml.strategy = "row_fused"}
-// CHECK-NOT: gpu.launch_func
-// CHECK: gpu.func @k0_row_fused
+// CHECK: %[[LONG:.*]] = arith.cmpi ule, %{{.*}}, %c8192 : index
+// CHECK: %[[SHORT:.*]] = arith.cmpi ule, %{{.*}}, %c2048 : index
+// CHECK: scf.if %[[SHORT]] {
+// CHECK-NOT: memref.alloc
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused_upto2048 blocks in (%{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%arg0 : memref<?x?xf32>, %alloc : memref<?x?xf32>)
+// CHECK: } else {
+// CHECK: scf.if %[[LONG]] {
+// CHECK-NOT: memref.alloc
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused_upto8192
+// CHECK: } else {
+// CHECK: %[[MAX:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%[[ROWS:.*]], %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%[[MAX]] : memref<?xf32>, %arg0 : memref<?x?xf32>, %alloc : memref<?x?xf32>) {zynml.problem = "df32_dxdf32_dxdf32", zynml.strategy = "row_fused"}
+// CHECK: gpu.func @k0_row_fused(
 // CHECK: memref.dim %arg1, %c1{{.*}} : memref<?x?xf32>
 // CHECK: scf.for %{{.*}} = %thread_id_x{{.*}} to %dim{{.*}} step %c256
 // CHECK: gpu.barrier
 // CHECK: math.exp
-// CHECK-NOT: gpu.func
+// The register kernels (the longest bound's built first) guard each of a thread's
+// points (8 here) against the run-time length, in straight-line code.
+// CHECK: gpu.func @k0_row_fused_upto8192
+// CHECK: gpu.func @k0_row_fused_upto2048(%arg0: memref<?x?xf32>, %arg1: memref<?x?xf32>)
+// CHECK: %[[LENGTH:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
+// CHECK-COUNT-8: arith.cmpi ult, %{{.*}}, %[[LENGTH]] : index
+// CHECK-NOT: scf.for
+// CHECK: math.exp
+// CHECK-NOT: scf.for
+// CHECK: gpu.return
 #rows = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 #one = affine_map<(d0) -> (d0)>

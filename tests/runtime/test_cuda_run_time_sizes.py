@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import zynml
+from zynml.runtime.cuda.artifact import launches
 from conftest import assert_close
 from test_specialize import ELEMENTWISE
 from runtime.test_cuda_executor import (Desc, executor_for, f32, fake, launch,  # noqa: F401
@@ -70,26 +71,33 @@ def test_one_plan_runs_the_elementwise_program_at_every_size(fake, rng):
 
 
 def test_one_plan_runs_row_sums_at_every_shape(fake, rng):
+    """The fill and the reduction: a block per row, by the kernel whose register bound
+    the run-time row length fits (2048, 8192 points), or the loops through memory."""
     plan = shape_less_plan(ROW_SUMS)
-    run, = steps(plan, "launch")  # the fill and the reduction: a block per row
-    assert run["strategy"] == "row_fused"
-    matrix = run["arg_kinds"].index("memref:2")
-    total = run["arg_kinds"].index("memref:1")
+    runs = {run["kernel"].split("_", 1)[1]: run for run in launches(plan["body"])}
+    assert sorted(runs) == ["row_fused", "row_fused_upto2048", "row_fused_upto8192"]
 
-    def k_rows(fake, args):
-        m, out = (fake.array(args[k], np.float32) for k in (matrix, total))
-        out[...] = m.sum(axis=1, dtype=np.float64).astype(np.float32)
-    fake.kernels[run["kernel"]] = k_rows
+    def k_rows(run):
+        matrix, total = run["arg_kinds"].index("memref:2"), run["arg_kinds"].index("memref:1")
+
+        def kernel(fake, args):
+            m, out = (fake.array(args[k], np.float32) for k in (matrix, total))
+            out[...] = m.sum(axis=1, dtype=np.float64).astype(np.float32)
+        return kernel
+    for run in runs.values():
+        fake.kernels[run["kernel"]] = k_rows(run)
     executor = executor_for(fake, plan)
-    for rows, cols in [(1, 1), (7, 31), (97, 3), (3, 4099)]:
+    for rows, cols, kernel in [(1, 1, "row_fused_upto2048"), (7, 31, "row_fused_upto2048"),
+                               (97, 3, "row_fused_upto2048"), (3, 4099, "row_fused_upto8192"),
+                               (2, 8193, "row_fused")]:
         m = f32(rng, rows, cols)
         mark = fake.mark()
         out, = executor([upload(m)])
         assert_close(out.numpy(), m.astype(np.float64).sum(axis=1))
         item, = fake.since(mark).launches
-        assert item.grid == (rows, 1, 1)
-        assert item.args[matrix].sizes == (rows, cols)
-        assert item.args[matrix].strides == (cols, 1) and item.args[total].sizes == (rows,)
+        assert item.kernel.split("_", 1)[1] == kernel and item.grid == (rows, 1, 1)
+        matrix = runs[kernel]["arg_kinds"].index("memref:2")
+        assert item.args[matrix].sizes == (rows, cols) and item.args[matrix].strides == (cols, 1)
 
 
 def test_views_of_run_time_sizes(fake, rng):

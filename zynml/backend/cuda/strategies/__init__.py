@@ -14,7 +14,8 @@ and, as REGISTRY says, one or both of
 where `build` adds one `gpu.func` and returns the `Launch` that runs it, and `target` is
 the CudaTarget (chip facts, chosen params); a group strategy whose work takes several
 kernels returns their Launches as a list, run in order. A Launch whose kernel fits only
-some run-time sizes says which (`when`). A strategy declines (matches is false, or no
+some run-time sizes says which (`when`), and may say what runs elsewhere (`otherwise`).
+A strategy declines (matches is false, or no
 group is found) what it cannot build for the target, shared memory included.
 
 linalg-to-gpu-kernels first lets the group strategies take the runs of generics one
@@ -100,9 +101,12 @@ class Launch:
     # this many blocks per multiprocessor of the device it runs on
     blocks_per_multiprocessor: int = 0
     # a host i1, or None: the kernel needs what run time knows of the sizes (TMA's
-    # 16-byte rows), so it runs only where `when` holds; elsewhere the generics run as
-    # the strategies after this one build them (linalg-to-gpu-kernels)
+    # 16-byte rows, a row short enough for registers), so it runs only where `when`
+    # holds; elsewhere `otherwise` runs (Launches, the first of which may have a `when`
+    # of its own), or, where that is None, the generics as the strategies after this
+    # one build them (linalg-to-gpu-kernels)
     when: ir.Value | None = None
+    otherwise: list | None = None
 
 
 def strategy_names() -> list[str]:

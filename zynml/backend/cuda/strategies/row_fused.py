@@ -21,7 +21,9 @@ block's own row (so blocks never touch each other's data). Anything else splits 
 Where the row fits (row_points.py), every generic gives each thread the same points of
 the row and their values stay in its registers (row_registers.py): an input row is read
 from memory once, a temporary the group alone uses is never written, and the loops above
-become straight-line code. Longer rows take the loops, each generic reading memory.
+become straight-line code. Longer rows take the loops, each generic reading memory. A
+row whose length only run time knows gets register kernels for rows up to a few bounds
+(REGISTER_CHUNKS), each launched where the length fits it, and the loops elsewhere.
 """
 from __future__ import annotations
 
@@ -46,7 +48,10 @@ from .row_points import plan as plan_registers
 from .row_registers import RowRegisters
 
 NAME = "row_fused"
-DYNAMIC = True  # run-time rows and row lengths (extents.py): rows through memory
+DYNAMIC = True  # run-time rows and row lengths (extents.py)
+# A run-time row length: the register kernels' chunks of one column per thread of
+# Params.block threads (rows of at most 2048 and 8192 points at 256 threads)
+REGISTER_CHUNKS = (8, 32)
 
 
 @dataclass(frozen=True)
@@ -201,8 +206,34 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
     prefix = next(p for p in (_reduction_prefix(g, target) for g in group) if p is not None)
     rank = len(prefix)
     leader = next(g for g in group if _reduction_prefix(g, target) is not None)
-    dynamic = _dynamic(group, prefix)  # run-time sizes (extents.py): rows through memory
-    registers = plan_registers(group, rank, params) if not dynamic else None
+    if _row_length(leader, rank) is not None:  # rows of a known length (in registers
+        registers = plan_registers(group, rank, params)  # where they fit)
+        return _kernel(group, gpu_module, kernel_name, params, rank, leader, registers,
+                       dynamic=_dynamic(group, prefix))
+    # A run-time row length: a kernel per bound of REGISTER_CHUNKS, each launched where
+    # the row fits it (the shortest first), and the loops through memory elsewhere.
+    launch = _kernel(group, gpu_module, kernel_name, params, rank, leader, None,
+                     dynamic=True)
+    for chunks in sorted(REGISTER_CHUNKS, reverse=True):
+        registers = plan_registers(group, rank, params, chunks)
+        if registers is None:
+            break
+        held = _kernel(group, gpu_module, f"{kernel_name}_upto{registers.bound}", params,
+                       rank, leader, registers, dynamic=True)
+        with ir.InsertionPoint(group[-1]), group[-1].location:  # after every operand
+            length = as_index(product(host_extents(leader)[rank:]))
+            held.when = arith.CmpIOp(arith.CmpIPredicate.ule, length,
+                                     index_const(registers.bound)).result
+        held.otherwise = [launch]
+        launch = held
+    return launch
+
+
+def _kernel(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
+            params: Params, rank: int, leader: ir.Operation, registers, dynamic: bool
+            ) -> Launch:
+    """The group's kernel: its rows in registers (`registers`, a row_points.Plan) or
+    through memory (None); `dynamic`: some extent is known at run time only."""
     block = registers.block if registers else row_reduce.Params().max_block if dynamic \
         else block_size(max(_row_length(g, rank) for g in group))
     partials = {}
@@ -216,16 +247,21 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
     func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group[0].location:
         scope = KernelScope(signature, func)
-        row_ivs = delinearize(gpu.block_id(gpu.Dimension.x),
-                              kernel_extents(leader, scope)[:rank])
+        block_x = gpu.block_id(gpu.Dimension.x)
+        extents = kernel_extents(leader, scope)
+        row_ivs = delinearize(block_x, extents[:rank])
         tid = gpu.thread_id(gpu.Dimension.x)
-        held = RowRegisters(registers, scope, row_ivs, tid) if registers else None
+        held = None
+        if registers:
+            length = as_index(product(extents[rank:])) if registers.bound else None
+            held = RowRegisters(registers, scope, row_ivs, tid, length)
         for index, generic in enumerate(group):
+            if held:  # (a run-time extent may be a private temporary's, never passed)
+                held.emit(index, generic, partials.get(index))
+                continue
             ranges = kernel_extents(generic, scope)
             ivs: list = list(row_ivs) + [None] * (len(ranges) - rank)
-            if held:
-                held.emit(index, generic, partials.get(index))
-            elif index in partials:
+            if index in partials:
                 emit_block_reduce(generic, scope, ivs, block, partials[index], ranges)
             elif len(ranges) == rank:  # one point per row
                 first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid,
@@ -242,7 +278,7 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
                         ivs[rank + k] = coord
                     emit_point(generic, scope, ivs, [], ranges)
                     scf.YieldOp([])
-            if index + 1 < len(group) and not held:  # held: values stay in registers
+            if index + 1 < len(group):  # (held values stay in registers: no barrier)
                 gpu.BarrierOp()
         gpu.ReturnOp([])
     with ir.InsertionPoint(group[-1]), group[-1].location:  # after every operand

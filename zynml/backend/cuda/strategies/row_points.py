@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from mlir import ir
 
 from ....lowering.cir_ops import defining_op
+from .extents import extent_keys
 from .kernel_builder import (REDUCTION, KernelSignature, generic_operands,
-                                  indexing_maps, iterator_kinds, loop_ranges)
+                                  indexing_maps, iterator_kinds)
 from .row_reduce import WARP
 
 POINT, ROW, OTHER = "point", "row", "other"
@@ -36,16 +37,19 @@ _VIEWS = ("memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.ex
 @dataclass
 class Plan:
     rank: int             # row loops (a block per row)
-    row_shape: list[int]  # the trailing loops of every generic that has them
+    row_shape: list       # the trailing loops of every generic that has them (numbers,
+    #                       or one extent key of a run-time length: `bound` is set)
     block: int            # threads B
     width: int            # W: neighbouring columns a thread takes at once
     chunks: int           # K: chunks of W per thread
     stores: set = field(default_factory=set)   # (generic index, output index) to store
     private: set = field(default_factory=set)  # buffers kept in registers only
+    bound: int | None = None  # a run-time row length: at most this (B * W * K)
 
     @property
     def length(self) -> int:
-        return math.prod(self.row_shape)
+        """The row's points, or the most a run-time row may have."""
+        return self.bound if self.bound is not None else math.prod(self.row_shape)
 
 
 @dataclass
@@ -58,14 +62,38 @@ class _Access:
     map: ir.AffineMap
 
 
-def plan(group: list[ir.Operation], rank: int, params) -> Plan | None:
+def plan(group: list[ir.Operation], rank: int, params, chunks: int | None = None
+         ) -> Plan | None:
     """The register plan of `group` (rows of `rank` loops), or None: go through memory.
-    `params`: row_fused.Params (block, max_points, max_block, vector)."""
-    shapes = {tuple(loop_ranges(g)[rank:]) for g in group if len(loop_ranges(g)) > rank}
+    `params`: row_fused.Params (block, max_points, max_block, vector). A row of run-time
+    length (one loop) takes `chunks` chunks of one column per thread of a `params.block`
+    block: the plan holds rows of at most block * chunks points (`bound`), the launch
+    tests the length."""
+    shapes = {tuple(extent_keys(g)[rank:]) for g in group if len(extent_keys(g)) > rank}
     if len(shapes) != 1:
         return None
     row_shape = list(shapes.pop())
-    accesses = _accesses(group, rank, rank + len(row_shape))
+    if not all(isinstance(n, int) for n in row_shape):
+        if chunks is None or len(row_shape) != 1 or chunks > params.max_points:
+            return None
+        return _finish(Plan(rank, row_shape, params.block, 1, chunks,
+                            bound=params.block * chunks), group, rank)
+    length = math.prod(row_shape)
+    width = params.vector if row_shape[-1] % params.vector == 0 else 1
+    block = min(params.block, max(WARP, 1 << (-(-length // width) - 1).bit_length()))
+    while -(-length // (block * width)) * width > params.max_points and \
+            block < params.max_block:
+        block *= 2
+    chunks = -(-length // (block * width))
+    if chunks * width > params.max_points:
+        return None
+    return _finish(Plan(rank, row_shape, block, width, chunks), group, rank)
+
+
+def _finish(result: Plan, group: list[ir.Operation], rank: int) -> Plan | None:
+    """`result` with what it stores and keeps private, or None where the group's
+    accesses are not the block's own points and row."""
+    accesses = _accesses(group, rank, rank + len(result.row_shape))
     if accesses is None:
         return None
     written = {a.buffer for a in accesses if a.writes}
@@ -81,16 +109,6 @@ def plan(group: list[ir.Operation], rank: int, params) -> Plan | None:
             return None
     if _views_of(group, written):
         return None
-    length = math.prod(row_shape)
-    width = params.vector if row_shape[-1] % params.vector == 0 else 1
-    block = min(params.block, max(WARP, 1 << (-(-length // width) - 1).bit_length()))
-    while -(-length // (block * width)) * width > params.max_points and \
-            block < params.max_block:
-        block *= 2
-    chunks = -(-length // (block * width))
-    if chunks * width > params.max_points:
-        return None
-    result = Plan(rank, row_shape, block, width, chunks)
     result.private = {b for b in points | rows if _private(b, group, accesses)}
     last_writer = {a.buffer: a.index for a in accesses if a.writes}
     for index, generic in enumerate(group):
@@ -133,7 +151,7 @@ def _accesses(group: list, rank: int, point_dims: int) -> list[_Access] | None:
         ins, outs = generic_operands(generic)
         args = generic.regions[0].blocks[0].arguments
         reduction = REDUCTION in iterator_kinds(generic)
-        per_point = len(loop_ranges(generic)) > rank
+        per_point = len(iterator_kinds(generic)) > rank
         for k, (value, amap) in enumerate(zip(ins + outs, indexing_maps(generic))):
             if not isinstance(value.type, ir.MemRefType):
                 continue

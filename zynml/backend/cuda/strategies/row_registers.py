@@ -22,7 +22,8 @@ none for a warp per row); thread 0 stores it unless it is private. So no generic
 what another thread wrote, and the group needs no barriers between generics.
 
 The last chunk of a row whose length is no multiple of B * W is guarded: its loads read
-column 0 instead, reductions skip it, stores do not happen.
+column 0 instead, reductions skip it, stores do not happen. A row of run-time length
+(a plan with a `bound`) guards every chunk against the length the kernel is given.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from mlir.dialects import arith, memref, scf, ub, vector
 
 from .kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
                                   generic_operands, index_const, indexing_maps,
-                                  iterator_kinds, kernel_type, loop_ranges)
+                                  iterator_kinds, kernel_type)
 from . import row_reduce
 from .row_points import Plan, dims, row_map, row_only
 
@@ -41,7 +42,9 @@ from .row_points import Plan, dims, row_map, row_only
 class RowRegisters:
     """Emits generics of a planned group at the thread's points; holds their values."""
 
-    def __init__(self, plan: Plan, scope: KernelScope, row_ivs: list[ir.Value], tid: ir.Value):
+    def __init__(self, plan: Plan, scope: KernelScope, row_ivs: list[ir.Value], tid: ir.Value,
+                 length: ir.Value | None = None):
+        """`length`: the row's run-time length, for a plan with a `bound`."""
         self.plan, self.scope, self.row_ivs, self.tid = plan, scope, list(row_ivs), tid
         width, block = plan.width, plan.block
         first = arith.MulIOp(tid, index_const(width)).result if width > 1 else tid
@@ -49,9 +52,9 @@ class RowRegisters:
         for k in range(plan.chunks):
             start = arith.AddIOp(first, index_const(k * block * width)).result if k else first
             valid = None
-            if (k + 1) * block * width > plan.length:
-                valid = arith.CmpIOp(arith.CmpIPredicate.ult, start,
-                                     index_const(plan.length)).result
+            if plan.bound is not None or (k + 1) * block * width > plan.length:
+                limit = length if plan.bound is not None else index_const(plan.length)
+                valid = arith.CmpIOp(arith.CmpIPredicate.ult, start, limit).result
                 start = arith.SelectOp(valid, start, index_const(0)).result
             self.chunks.append((valid, self.row_ivs + delinearize(start, plan.row_shape)))
         self.points: list[tuple] = []  # (valid, ivs), chunk by chunk
@@ -65,7 +68,7 @@ class RowRegisters:
     def emit(self, index: int, generic: ir.Operation, partials) -> None:
         if REDUCTION in iterator_kinds(generic):
             self._reduce(generic, partials)
-        elif len(loop_ranges(generic)) == self.plan.rank:
+        elif len(iterator_kinds(generic)) == self.plan.rank:
             self._row_map(generic)
         else:
             self._map(index, generic)
