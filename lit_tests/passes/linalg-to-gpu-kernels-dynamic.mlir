@@ -201,20 +201,26 @@ func.func @bf16_product(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %c: memref<?
 // through a whole-input subview: the subview is folded into its source (the generics
 // then read %arg0 itself), and row_fused takes the fill, the reduction and the map as
 // one kernel, a block per row, the grid the rows. The row's length is known at run time
-// only: a kernel holding rows of up to 2048 points in registers runs where the length
-// fits, then one of up to 8192, then the loops through memory, the only kernel that
-// needs the row max in memory (allocated in its branch alone).
+// only: kernels holding rows of up to 1024, 2048, 4096 and 8192 points in registers (4
+// columns at a time) run where the length fits and is a multiple of 4, the tightest
+// first, then the loops through memory, the only kernel that needs the row max in
+// memory (allocated in its branch alone).
 // CHECK-LABEL: func.func @softmax_rows
 // CHECK-NOT: memref.subview
-// CHECK: %[[LONG:.*]] = arith.cmpi ule, %{{.*}}, %c8192 : index
-// CHECK: %[[SHORT:.*]] = arith.cmpi ule, %{{.*}}, %c2048 : index
+// CHECK: %[[FITS:.*]] = arith.cmpi ule, %[[LENGTH:.*]], %c1024 : index
+// CHECK: %[[REST:.*]] = arith.remui %[[LENGTH]], %c4{{.*}} : index
+// CHECK: %[[WHOLE:.*]] = arith.cmpi eq, %[[REST]], %c0{{.*}} : index
+// CHECK: %[[SHORT:.*]] = arith.andi %[[FITS]], %[[WHOLE]] : i1
 // CHECK: scf.if %[[SHORT]] {
 // CHECK-NOT: memref.alloc
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused_upto2048 blocks in (%{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%arg0 : memref<?x?xf32>, %alloc : memref<?x?xf32>)
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused_upto1024 blocks in (%{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%arg0 : memref<?x?xf32>, %alloc : memref<?x?xf32>)
 // CHECK: } else {
-// CHECK: scf.if %[[LONG]] {
 // CHECK-NOT: memref.alloc
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused_upto8192
+// CHECK: @k0_row_fused_upto2048
+// CHECK-NOT: memref.alloc
+// CHECK: @k0_row_fused_upto4096
+// CHECK-NOT: memref.alloc
+// CHECK: @k0_row_fused_upto8192
 // CHECK: } else {
 // CHECK: %[[MAX:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%[[ROWS:.*]], %c1{{.*}}, %c1{{.*}}) threads in (%c256, %c1{{.*}}, %c1{{.*}}) args(%[[MAX]] : memref<?xf32>, %arg0 : memref<?x?xf32>, %alloc : memref<?x?xf32>) {zynml.problem = "df32_dxdf32_dxdf32", zynml.strategy = "row_fused"}
@@ -224,11 +230,15 @@ func.func @bf16_product(%a: memref<?x?xbf16>, %b: memref<?x?xbf16>, %c: memref<?
 // CHECK: gpu.barrier
 // CHECK: math.exp
 // The register kernels (the longest bound's built first) guard each of a thread's
-// points (8 here) against the run-time length, in straight-line code.
+// chunks (two for 2048 points) against the run-time length, read 16 bytes at a time
+// where the buffer is aligned, in straight-line code.
 // CHECK: gpu.func @k0_row_fused_upto8192
+// CHECK: gpu.func @k0_row_fused_upto4096
 // CHECK: gpu.func @k0_row_fused_upto2048(%arg0: memref<?x?xf32>, %arg1: memref<?x?xf32>)
-// CHECK: %[[LENGTH:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
-// CHECK-COUNT-8: arith.cmpi ult, %{{.*}}, %[[LENGTH]] : index
+// CHECK: %[[COLS:.*]] = memref.dim %arg0, %c1{{.*}} : memref<?x?xf32>
+// CHECK-COUNT-2: arith.cmpi ult, %{{.*}}, %[[COLS]] : index
+// CHECK-NOT: scf.for
+// CHECK: vector.load
 // CHECK-NOT: scf.for
 // CHECK: math.exp
 // CHECK-NOT: scf.for

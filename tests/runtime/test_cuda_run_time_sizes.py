@@ -71,11 +71,13 @@ def test_one_plan_runs_the_elementwise_program_at_every_size(fake, rng):
 
 
 def test_one_plan_runs_row_sums_at_every_shape(fake, rng):
-    """The fill and the reduction: a block per row, by the kernel whose register bound
-    the run-time row length fits (2048, 8192 points), or the loops through memory."""
+    """The fill and the reduction: a block per row, by the kernel of the tightest
+    register bound the run-time row length fits (1024 ... 8192 points, a multiple of
+    4), or the loops through memory."""
     plan = shape_less_plan(ROW_SUMS)
     runs = {run["kernel"].split("_", 1)[1]: run for run in launches(plan["body"])}
-    assert sorted(runs) == ["row_fused", "row_fused_upto2048", "row_fused_upto8192"]
+    assert sorted(runs) == ["row_fused"] + [f"row_fused_upto{n}"
+                                            for n in (1024, 2048, 4096, 8192)]
 
     def k_rows(run):
         matrix, total = run["arg_kinds"].index("memref:2"), run["arg_kinds"].index("memref:1")
@@ -87,9 +89,9 @@ def test_one_plan_runs_row_sums_at_every_shape(fake, rng):
     for run in runs.values():
         fake.kernels[run["kernel"]] = k_rows(run)
     executor = executor_for(fake, plan)
-    for rows, cols, kernel in [(1, 1, "row_fused_upto2048"), (7, 31, "row_fused_upto2048"),
-                               (97, 3, "row_fused_upto2048"), (3, 4099, "row_fused_upto8192"),
-                               (2, 8193, "row_fused")]:
+    for rows, cols, kernel in [(1, 1, "row_fused"), (7, 31, "row_fused"),
+                               (97, 4, "row_fused_upto1024"), (3, 4100, "row_fused_upto8192"),
+                               (2, 8196, "row_fused")]:
         m = f32(rng, rows, cols)
         mark = fake.mark()
         out, = executor([upload(m)])

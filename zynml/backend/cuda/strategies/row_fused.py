@@ -23,7 +23,8 @@ the row and their values stay in its registers (row_registers.py): an input row 
 from memory once, a temporary the group alone uses is never written, and the loops above
 become straight-line code. Longer rows take the loops, each generic reading memory. A
 row whose length only run time knows gets register kernels for rows up to a few bounds
-(REGISTER_CHUNKS), each launched where the length fits it, and the loops elsewhere.
+(REGISTER_CHUNKS), each launched where the length fits it and is a multiple of the
+chunk's columns, and the loops elsewhere.
 """
 from __future__ import annotations
 
@@ -49,9 +50,11 @@ from .row_registers import RowRegisters
 
 NAME = "row_fused"
 DYNAMIC = True  # run-time rows and row lengths (extents.py)
-# A run-time row length: the register kernels' chunks of one column per thread of
-# Params.block threads (rows of at most 2048 and 8192 points at 256 threads)
-REGISTER_CHUNKS = (8, 32)
+# A run-time row length: the register kernels' chunks of Params.vector columns per
+# thread of Params.block threads (rows of at most 1024, 2048, 4096 and 8192 points at
+# 256 threads of 4 columns): a chunk past the row still loads, so each row takes the
+# tightest bound it fits
+REGISTER_CHUNKS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -222,8 +225,11 @@ def build(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: str,
                        rank, leader, registers, dynamic=True)
         with ir.InsertionPoint(group[-1]), group[-1].location:  # after every operand
             length = as_index(product(host_extents(leader)[rank:]))
-            held.when = arith.CmpIOp(arith.CmpIPredicate.ule, length,
-                                     index_const(registers.bound)).result
+            fits = arith.CmpIOp(arith.CmpIPredicate.ule, length,
+                                index_const(registers.bound)).result
+            rest = arith.RemUIOp(length, index_const(registers.width)).result
+            whole = arith.CmpIOp(arith.CmpIPredicate.eq, rest, index_const(0)).result
+            held.when = arith.AndIOp(fits, whole).result
         held.otherwise = [launch]
         launch = held
     return launch

@@ -66,18 +66,20 @@ def plan(group: list[ir.Operation], rank: int, params, chunks: int | None = None
          ) -> Plan | None:
     """The register plan of `group` (rows of `rank` loops), or None: go through memory.
     `params`: row_fused.Params (block, max_points, max_block, vector). A row of run-time
-    length (one loop) takes `chunks` chunks of one column per thread of a `params.block`
-    block: the plan holds rows of at most block * chunks points (`bound`), the launch
-    tests the length."""
+    length (one loop) takes `chunks` chunks of `params.vector` columns per thread of a
+    `params.block` block: the plan holds rows of at most block * vector * chunks points
+    (`bound`), and the launch tests the length (that it fits, and is a multiple of the
+    chunk's columns)."""
     shapes = {tuple(extent_keys(g)[rank:]) for g in group if len(extent_keys(g)) > rank}
     if len(shapes) != 1:
         return None
     row_shape = list(shapes.pop())
     if not all(isinstance(n, int) for n in row_shape):
-        if chunks is None or len(row_shape) != 1 or chunks > params.max_points:
+        width = params.vector
+        if chunks is None or len(row_shape) != 1 or chunks * width > params.max_points:
             return None
-        return _finish(Plan(rank, row_shape, params.block, 1, chunks,
-                            bound=params.block * chunks), group, rank)
+        return _finish(Plan(rank, row_shape, params.block, width, chunks,
+                            bound=params.block * width * chunks), group, rank)
     length = math.prod(row_shape)
     width = params.vector if row_shape[-1] % params.vector == 0 else 1
     block = min(params.block, max(WARP, 1 << (-(-length // width) - 1).bit_length()))

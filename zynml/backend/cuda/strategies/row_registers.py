@@ -23,7 +23,8 @@ what another thread wrote, and the group needs no barriers between generics.
 
 The last chunk of a row whose length is no multiple of B * W is guarded: its loads read
 column 0 instead, reductions skip it, stores do not happen. A row of run-time length
-(a plan with a `bound`) guards every chunk against the length the kernel is given.
+(a plan with a `bound`) guards every chunk against the length the kernel is given, which
+the launch found a multiple of W.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf, ub, vector
 
 from .kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
-                                  generic_operands, index_const, indexing_maps,
-                                  iterator_kinds, kernel_type)
+                                  generic_operands, identity_layout, index_const,
+                                  indexing_maps, iterator_kinds, kernel_type)
 from . import row_reduce
 from .row_points import Plan, dims, row_map, row_only
 
@@ -214,7 +215,11 @@ class RowRegisters:
             scf.YieldOp([])
 
     def _vector_type(self, buffer: ir.Value, amap: ir.AffineMap):
-        return vector_type(buffer, amap, self.plan.width)
+        # a run-time row length: the launch found it a multiple of the width, so a
+        # row-major buffer's run-time strides are too (a view's may not be)
+        return vector_type(buffer, amap, self.plan.width,
+                           run_time_strides=self.plan.bound is not None and
+                           identity_layout(buffer.type))
 
     def _aligned(self, buffer: ir.Value, vec: ir.Type) -> ir.Value:
         return aligned(self.scope, buffer, vec)
