@@ -131,13 +131,17 @@ let total = compute(acc) {
 
 # ---------------------------------------------------------------------------- CUDA
 
-def test_adamw_in_place_is_one_cuda_kernel(rng):
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_adamw_in_place_is_one_cuda_kernel(rng, dynamic):
+    """With run-time sizes too: the outputs' buffers sized by `grad` (bound to the
+    same size) and copied back into the inputs are the inputs themselves."""
     n = 101
     inputs = dict(param=rng.standard_normal(n).astype(np.float32),
                   grad=rng.standard_normal(n).astype(np.float32),
                   m=np.zeros(n, np.float32), v=np.zeros(n, np.float32), bc1=0.1, bc2=0.001,
                   **HYPER)
-    artifact = zynml.compile(ADAMW, device="cuda", require_device=False).artifact(**inputs)
+    artifact = zynml.compile(ADAMW, device="cuda", require_device=False,
+                             dynamic=dynamic).artifact(**inputs)
     assert len(list(launches(artifact.plan["body"]))) == 1
     # written in the caller's buffers: each output is its input, marked `updates`
     assert [(o["value"], o.get("updates")) for o in artifact.plan["outputs"]] == \
@@ -145,9 +149,29 @@ def test_adamw_in_place_is_one_cuda_kernel(rng):
     assert not [s for s in artifact.plan["body"] if s["op"] in ("alloc", "copy")]
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_scatter_adds_into_the_callers_array_on_cuda(rng, dynamic):
+    """An embedding's gradient: the atomics add into grad_w where it is, no copy of the
+    whole table first (a run-time size read off grad_w for the copy's buffer did not
+    count as a use of the shape only)."""
+    source = (Path(__file__).parent / "programs" / "training" /
+              "embedding_backward.zyn").read_text()
+    inputs = dict(grad_w=rng.standard_normal((11, 5)).astype(np.float32),
+                  ids=rng.integers(0, 11, 7), grad_out=rng.standard_normal((7, 5)).astype(
+                      np.float32))
+    artifact = zynml.compile(source, device="cuda", require_device=False,
+                             dynamic=dynamic).artifact(**inputs)
+    assert [(o["value"], o.get("updates")) for o in artifact.plan["outputs"]] == \
+        [("%in0", 0)]
+    body = artifact.plan["body"]
+    assert not [s for s in body if s["op"] == "copy"]
+    assert not [s for s in body if s["op"] == "alloc" and s["dtype"] == "float32"]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["numpy", "torch"])
-def test_adamw_in_place_on_the_gpu(rng, kind):
+@pytest.mark.parametrize("kind,dynamic", [("numpy", False), ("torch", False),
+                                          ("numpy", True)])
+def test_adamw_in_place_on_the_gpu(rng, kind, dynamic):
     n = 100003
     param = rng.standard_normal(n).astype(np.float32)
     grads = [rng.standard_normal(n).astype(np.float32) for _ in range(10)]
@@ -158,7 +182,7 @@ def test_adamw_in_place_on_the_gpu(rng, kind):
         param, m, v = (torch.from_numpy(a).cuda() for a in (param, m, v))
         grads = [torch.from_numpy(g).cuda() for g in grads]
     buffers = (param, m, v)
-    prog = zynml.compile(ADAMW, device="cuda:0")
+    prog = zynml.compile(ADAMW, device="cuda:0", dynamic=dynamic)
     for t, grad in enumerate(grads, start=1):
         out = prog(param=param, grad=grad, m=m, v=v, bc1=1 - HYPER["beta1"] ** t,
                    bc2=1 - HYPER["beta2"] ** t, **HYPER)

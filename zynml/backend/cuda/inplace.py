@@ -16,6 +16,11 @@ program's `mut x`) becomes that input's own buffer, when that is safe:
     linalg.generic {identity maps, parallel} ins(%x, %g) outs(%x) {...}
     return %x
 
+With run-time sizes the output's buffer is sized by another input's dimension that the
+program binds to the same size (`cir.equal_dims`, checked at each call), and is copied
+back into the whole input (`memref.copy %a, subview %x[0][%n][1]`); the same two cases
+then write `%x` itself, and the copy goes.
+
 The launch plan then marks that output `updates` (launch_plan.py) and the run time hands
 back the caller's array (zynml/inplace.py writes nothing more). Anything else keeps its
 own output buffer, and the call copies it into the caller's array.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from ...dialects.cir import EQUAL_DIMS_ATTR
 from ...lowering.cir_ops import defining_op
 
 __all__ = ["write_in_place"]
@@ -40,16 +46,98 @@ def write_in_place(module: ir.Operation) -> None:
                    for a in ir.ArrayAttr(fn.attributes["zynml.outputs"])]
         entry = fn.regions[0].blocks[0]
         terminator = list(entry.operations)[-1].operation
+        equal = _equal_sizes(fn, entry.arguments)
         for name, result in zip(outputs, list(terminator.operands)):
-            if name in inputs:
-                _alias(entry.arguments[inputs.index(name)], result)
+            if name not in inputs:
+                continue
+            arg = entry.arguments[inputs.index(name)]
+            if result == arg:  # written back through a copy into the whole input
+                _alias_copied_back(arg, equal)
+            else:
+                _alias(arg, result)
+
+
+def _alias_copied_back(arg: ir.Value, equal) -> None:
+    """`memref.copy %a, %whole` where `%whole` is all of `arg` (a subview at 0 of sizes
+    `equal` says are arg's own, steps 1) and `%a` is allocated for the output alone:
+    the output is written into `arg` itself, as _alias does."""
+    views = [use.owner for use in arg.uses if use.owner.name == "memref.subview"]
+    for view in views:
+        copies = [use.owner for use in view.results[0].uses]
+        if len(copies) != 1 or copies[0].name != "memref.copy" or \
+                copies[0].operands[1] != view.results[0] or not _whole(view, arg, equal):
+            continue
+        result = copies[0].operands[0]
+        alloc = defining_op(result)
+        if alloc is None or alloc.name != "memref.alloc" or arg.type != result.type or \
+                any(use.owner != copies[0] and use.owner.name != "linalg.generic"
+                    for use in result.uses):
+            continue
+        others = [use.owner for use in arg.uses  # (its sizes, this copy, the return)
+                  if use.owner.name not in ("memref.dim", "func.return") and
+                  use.owner != view]
+        if not _elementwise_update(arg, result, others):
+            continue
+        copies[0].erase()
+        view.erase()
+        result.replace_all_uses_with(arg)
+        alloc.erase()
+        return
+
+
+def _equal_sizes(fn: ir.Operation, args) -> dict:
+    """(input, axis) -> the set of (input, axis) the program binds to its size."""
+    found: dict = {}
+    if EQUAL_DIMS_ATTR not in fn.attributes:
+        return found
+    for group in ir.ArrayAttr(fn.attributes[EQUAL_DIMS_ATTR]):
+        flat = list(ir.DenseI64ArrayAttr(group))
+        members = {(flat[k], flat[k + 1]) for k in range(0, len(flat), 2)}
+        for member in members:
+            found[member] = members
+    return found
+
+
+def _whole(view: ir.Operation, arg: ir.Value, equal: dict) -> bool:
+    """`view` (a subview of `arg`) is all of it: offsets 0, steps 1, each size arg's
+    own, or a `memref.dim` of an input that `equal` binds to that size."""
+    offsets = list(ir.DenseI64ArrayAttr(view.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(view.attributes["static_sizes"]))
+    steps = list(ir.DenseI64ArrayAttr(view.attributes["static_strides"]))
+    shape = ir.MemRefType(arg.type).shape
+    if len(sizes) != len(shape) or any(offsets) or any(s != 1 for s in steps) or \
+            ir.MemRefType(view.results[0].type).rank != len(shape) or \
+            len(list(view.operands)) != 1 + sum(map(ir.ShapedType.is_dynamic_size, sizes)):
+        return False
+    given = iter(list(view.operands)[1:])
+    me = (arg.arg_number, None)
+    for axis, size in enumerate(sizes):
+        if not ir.ShapedType.is_dynamic_size(size):
+            if size != shape[axis]:
+                return False
+            continue
+        dim = defining_op(next(given))
+        if dim is None or dim.name != "memref.dim" or \
+                not isinstance(dim.operands[0], ir.BlockArgument):
+            return False
+        index = defining_op(dim.operands[1])
+        if index is None or index.name != "arith.constant":
+            return False
+        source = (ir.BlockArgument(dim.operands[0]).arg_number,
+                  ir.IntegerAttr(index.attributes["value"]).value)
+        me = (arg.arg_number, axis)
+        if source != me and source not in equal.get(me, ()):
+            return False
+    return True
 
 
 def _alias(arg: ir.Value, result: ir.Value) -> None:
     alloc = defining_op(result)
     if alloc is None or alloc.name != "memref.alloc" or arg.type != result.type:
         return
-    uses = [use.owner for use in arg.uses]
+    # (a run-time size of the input read for the output's allocation: the shape, which
+    # writing in place leaves as it is)
+    uses = [use.owner for use in arg.uses if use.owner.name != "memref.dim"]
     if len(uses) == 1 and uses[0].name == "memref.copy" and \
             uses[0].operands[0] == arg and uses[0].operands[1] == result:
         copy = uses[0]
