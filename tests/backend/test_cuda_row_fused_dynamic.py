@@ -167,3 +167,24 @@ def test_cuda_dynamic_residual_layer_norm_matches_float64(rng):
         out = prog(x=x, projected=projected, ln_weight=weight, ln_bias=bias)["normed"]
         assert_close(out, want, rtol=1e-4, atol=1e-4)
     assert prog.stats().specializations == 1
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_row_sums_filled_elsewhere_are_read_before_they_are_stored(rng):
+    """At run-time sizes the sums' zero fill runs as a kernel of its own, so the register
+    kernel reads each row's starting sum from memory while thread 0 stores the new one:
+    read after the block's barrier, a warp now and then took the stored sum as its
+    start (one row in a few thousand, a whole warp's columns wrong). Many rows, twice."""
+    example = dict(x=np.ones((2, 3, 8), np.float32), projected=np.ones((2, 3, 8), np.float32),
+                   ln_weight=np.ones(8, np.float32), ln_bias=np.ones(8, np.float32))
+    prog = _on_gpu(RESIDUAL_LAYER_NORM, **example)
+    shape = (1, 16384, 1024)
+    x, projected = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    weight, bias = (rng.standard_normal(1024).astype(np.float32) for _ in range(2))
+    val = x.astype(np.float64) + projected
+    mean = val.mean(axis=-1, keepdims=True)
+    want = (val - mean) / np.sqrt((val * val).mean(axis=-1, keepdims=True) - mean * mean
+                                  + 1e-6) * weight + bias
+    for _ in range(2):
+        out = prog(x=x, projected=projected, ln_weight=weight, ln_bias=bias)["normed"]
+        assert_close(out, want, rtol=1e-4, atol=1e-4)

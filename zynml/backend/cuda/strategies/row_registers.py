@@ -86,11 +86,15 @@ class RowRegisters:
                                            lambda d, ivs=ivs: ivs[d])
             accs = folded if valid is None else \
                 [arith.SelectOp(valid, new, old).result for new, old in zip(folded, accs)]
+        # the outputs' values before this reduction, read before the block's totals
+        # (their shuffles and barrier): read after them, a thread could see the value
+        # thread 0 has already stored (an accumulator the group did not fill itself)
+        before = [self._row_value(out, amap) for out, amap in zip(outs, maps[len(ins):])]
         totals = row_reduce.block_totals(generic, self.plan.block, partials, accs, self.tid,
                                          start)
-        for out, amap, total, combine in zip(outs, maps[len(ins):], totals,
-                                             row_reduce.combiners_of(generic)):
-            self._set_row(out, amap, combine(self._row_value(out, amap), total))
+        for out, amap, old, total, combine in zip(outs, maps[len(ins):], before, totals,
+                                                  row_reduce.combiners_of(generic)):
+            self._set_row(out, amap, combine(old, total))
 
     def _row_map(self, generic: ir.Operation) -> None:
         """A generic over the row loops alone (a fill, a per-row scale): every thread
