@@ -16,7 +16,7 @@ import zynml
 from zynml.runtime.cuda.artifact import launches
 from zynml.runtime.cuda.plan_at_sizes import plan_at_sizes
 
-from conftest import COMPILE_ONLY, assert_close
+from conftest import COMPILE_ONLY, assert_close, dynamic_on_gpu
 from runtime.test_cuda_executor import executor_for, fake, upload  # noqa: F401
 
 BF16 = ml_dtypes.bfloat16
@@ -152,18 +152,6 @@ SIZES = [(1, 8, 8), (131, 72, 264), (257, 1000, 520), (128, 64, 256), (2048, 512
          (37, 13, 40), (5, 16, 7)]  # the last two: SIMT tiles (K, N not multiples of 8)
 
 
-def _on_gpu(source, pipeline=None, **example):
-    """`source` compiled with run-time sizes for the GPU; in compile-only mode
-    (tools/gpu_tests.sh compile) its artifact at `example`'s dtypes (of `pipeline`, if
-    named) goes into the cache and the test stops there."""
-    prog = zynml.compile(source, device="cuda" if COMPILE_ONLY else "cuda:0",
-                         require_device=not COMPILE_ONLY, dynamic=True)
-    if COMPILE_ONLY:
-        (getattr(prog, pipeline)._program if pipeline else prog).artifact(**example)
-        pytest.skip("compile-only: the artifact is in the cache")
-    return prog
-
-
 def _operands(rng, m, k, n, dtype):
     return ((rng.standard_normal((m, k)) * 0.5).astype(dtype),
             rng.standard_normal((k, n)).astype(dtype))
@@ -172,7 +160,7 @@ def _operands(rng, m, k, n, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [BF16, np.float16])
 def test_cuda_one_dynamic_compile_serves_every_size(rng, dtype):
-    prog = _on_gpu(PRODUCTS, A=np.ones((3, 8), dtype), B=np.ones((8, 5), dtype))
+    prog = dynamic_on_gpu(PRODUCTS, A=np.ones((3, 8), dtype), B=np.ones((8, 5), dtype))
     for m, k, n in SIZES:
         a, b = _operands(rng, m, k, n, dtype)
         out = np.asarray(prog(A=a, B=b)["c"]).astype(np.float64)
@@ -182,7 +170,7 @@ def test_cuda_one_dynamic_compile_serves_every_size(rng, dtype):
 
 @pytest.mark.gpu
 def test_cuda_dynamic_epilogue_and_f32_product_match_float64(rng):
-    prog = _on_gpu(LINEAR, A=np.ones((3, 8), BF16), B=np.ones((8, 5), BF16),
+    prog = dynamic_on_gpu(LINEAR, A=np.ones((3, 8), BF16), B=np.ones((8, 5), BF16),
                    bias=np.ones(5, BF16))
     for m, k, n in SIZES:
         a, b = _operands(rng, m, k, n, BF16)
@@ -197,7 +185,7 @@ def test_cuda_dynamic_epilogue_and_f32_product_match_float64(rng):
 
 @pytest.mark.gpu
 def test_cuda_dynamic_weight_gradient_matches_float64(rng):
-    prog = _on_gpu(WEIGHT_GRADIENT, "weight_gradient", x=np.ones((8, 3), BF16),
+    prog = dynamic_on_gpu(WEIGHT_GRADIENT, "weight_gradient", x=np.ones((8, 3), BF16),
                    grad=np.ones((8, 5), BF16))
     for rows, width, n in ((1000, 24, 40), (8, 8, 8), (4096, 136, 264), (37, 20, 40)):
         x = (rng.standard_normal((rows, width)) * 0.5).astype(BF16)
@@ -209,7 +197,7 @@ def test_cuda_dynamic_weight_gradient_matches_float64(rng):
 
 @pytest.mark.gpu
 def test_cuda_dynamic_f32_products_match_float64(rng):
-    prog = _on_gpu(PRODUCTS, A=np.ones((3, 8), np.float32), B=np.ones((8, 5), np.float32))
+    prog = dynamic_on_gpu(PRODUCTS, A=np.ones((3, 8), np.float32), B=np.ones((8, 5), np.float32))
     for m, k, n in ((1, 1, 1), (131, 77, 263), (300, 1000, 129), (513, 64, 256)):
         a, b = _operands(rng, m, k, n, np.float32)
         out = prog(A=a, B=b)["c"]

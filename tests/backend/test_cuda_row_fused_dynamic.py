@@ -1,9 +1,10 @@
 """Fused row kernels (row_fused.py) of run-time sizes: a row whose length only run time
 knows, a multiple of 4, is held in registers by the kernel of the tightest bound it fits
 (rows up to 1024, 2048, 4096, 8192 points: the plan's nested "if" steps); longer rows
-and other lengths take the loops through memory; a run-time number of rows of a known length takes the register kernel at once.
-Here: the plans at fixed sizes and the interpreter on the fake driver (no GPU needed),
-and the numbers against float64 on a GPU (tools/gpu_tests.sh)."""
+and other lengths take the loops through memory; a run-time number of rows of a known
+length takes the register kernel at once. Here: the plans at fixed sizes and the
+interpreter on the fake driver (no GPU needed), and the numbers against float64 on a
+GPU (tools/gpu_tests.sh)."""
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import zynml
 from zynml.runtime.cuda.artifact import launches
 from zynml.runtime.cuda.plan_at_sizes import plan_at_sizes
 
-from conftest import COMPILE_ONLY, assert_close
+from conftest import assert_close, dynamic_on_gpu
 from runtime.test_cuda_executor import executor_for, fake, upload  # noqa: F401
 
 PROGRAMS = Path(__file__).parents[1] / "programs"
@@ -96,18 +97,6 @@ def test_the_interpreter_takes_the_kernel_the_length_chooses(fake):
         assert out[0].shape == (2, length)
 
 
-def _on_gpu(source, pipeline=None, **example):
-    """`source` compiled with run-time sizes for the GPU; in compile-only mode
-    (tools/gpu_tests.sh compile) its artifact at `example`'s dtypes goes into the cache
-    and the test stops there."""
-    prog = zynml.compile(source, device="cuda" if COMPILE_ONLY else "cuda:0",
-                         require_device=not COMPILE_ONLY, dynamic=True)
-    if COMPILE_ONLY:
-        (getattr(prog, pipeline)._program if pipeline else prog).artifact(**example)
-        pytest.skip("compile-only: the artifact is in the cache")
-    return prog
-
-
 # every kernel at its bound's ends (4 and 1024, 1028 and 2048, 4096, 4100 and 8192),
 # lengths that are no multiple of 4 or past every bound (the loops through memory), and
 # rows of no multiple of a warp or a block
@@ -118,7 +107,7 @@ LENGTHS = [(1, 1), (3, 4), (3, 7), (2, 1024), (4, 1028), (5, 2048), (2, 2049), (
 
 @pytest.mark.gpu
 def test_cuda_dynamic_softmax_matches_float64(rng):
-    prog = _on_gpu(SOFTMAX, "softmax", x=np.ones((3, 5), np.float32))
+    prog = dynamic_on_gpu(SOFTMAX, "softmax", x=np.ones((3, 5), np.float32))
     for rows, length in LENGTHS:
         x = (rng.standard_normal((rows, length)) * 3).astype(np.float32)
         wide = x.astype(np.float64)
@@ -132,7 +121,7 @@ def test_cuda_dynamic_softmax_matches_float64(rng):
 def test_cuda_dynamic_layer_norm_matches_float64(rng):
     example = dict(x=np.ones((3, 5), np.float32), gamma=np.ones(5, np.float32),
                    beta=np.ones(5, np.float32), eps=1e-5)
-    prog = _on_gpu(LAYER_NORM, **example)
+    prog = dynamic_on_gpu(LAYER_NORM, **example)
     for rows, length in LENGTHS:
         x = (rng.standard_normal((rows, length)) + 0.5).astype(np.float32)
         gamma = rng.standard_normal(length).astype(np.float32)
@@ -154,7 +143,7 @@ def test_cuda_dynamic_residual_layer_norm_matches_float64(rng):
     """Two inputs added, then normalized with E[x^2] - E[x]^2, over [batch, seq] rows."""
     example = dict(x=np.ones((2, 3, 8), np.float32), projected=np.ones((2, 3, 8), np.float32),
                    ln_weight=np.ones(8, np.float32), ln_bias=np.ones(8, np.float32))
-    prog = _on_gpu(RESIDUAL_LAYER_NORM, **example)
+    prog = dynamic_on_gpu(RESIDUAL_LAYER_NORM, **example)
     for rows, length in LENGTHS:
         batch = 2 if rows % 2 == 0 else 1
         shape = (batch, rows // batch, length)
@@ -177,7 +166,7 @@ def test_cuda_dynamic_row_sums_filled_elsewhere_are_read_before_they_are_stored(
     start (one row in a few thousand, a whole warp's columns wrong). Many rows, twice."""
     example = dict(x=np.ones((2, 3, 8), np.float32), projected=np.ones((2, 3, 8), np.float32),
                    ln_weight=np.ones(8, np.float32), ln_bias=np.ones(8, np.float32))
-    prog = _on_gpu(RESIDUAL_LAYER_NORM, **example)
+    prog = dynamic_on_gpu(RESIDUAL_LAYER_NORM, **example)
     shape = (1, 16384, 1024)
     x, projected = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
     weight, bias = (rng.standard_normal(1024).astype(np.float32) for _ in range(2))
