@@ -227,7 +227,7 @@ def _allocate_in_branch(generics: list, branch: ir.Block) -> None:
     kernel's temporary that only the slower kernel keeps in memory) are allocated where
     those ops run: the fused kernel keeps them on chip."""
     first = next(iter(branch.operations)).operation
-    for op in ops_in_block(branch):
+    for op in [o for top in branch.operations for o in (top.operation, *ops_in(top.operation))]:
         for value in op.operands:
             owner = value.owner.operation if isinstance(value, ir.OpResult) else None
             if owner is not None and owner.name == "memref.alloc" and \
@@ -235,18 +235,6 @@ def _allocate_in_branch(generics: list, branch: ir.Block) -> None:
                     all(any(use.owner == g for g in generics) or _within(use.owner, branch)
                         for use in value.uses):
                 owner.move_before(first)
-
-
-def ops_in_block(block: ir.Block) -> list:
-    """The ops of `block` and of the regions nested in them, in order."""
-    found = []
-    for op in block.operations:
-        op = op.operation
-        found.append(op)
-        for region in op.regions:
-            for inner in region.blocks:
-                found.extend(ops_in_block(inner))
-    return found
 
 
 def _within(op, block: ir.Block) -> bool:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from mlir import ir
 
-from ...dialects.cir import EQUAL_DIMS_ATTR
 from ...lowering.cir_ops import defining_op
+from .launch_plan import equal_dims
 
 __all__ = ["write_in_place"]
 
@@ -46,7 +46,7 @@ def write_in_place(module: ir.Operation) -> None:
                    for a in ir.ArrayAttr(fn.attributes["zynml.outputs"])]
         entry = fn.regions[0].blocks[0]
         terminator = list(entry.operations)[-1].operation
-        equal = _equal_sizes(fn, entry.arguments)
+        equal = _equal_sizes(fn)
         for name, result in zip(outputs, list(terminator.operands)):
             if name not in inputs:
                 continue
@@ -85,14 +85,11 @@ def _alias_copied_back(arg: ir.Value, equal) -> None:
         return
 
 
-def _equal_sizes(fn: ir.Operation, args) -> dict:
+def _equal_sizes(fn: ir.Operation) -> dict:
     """(input, axis) -> the set of (input, axis) the program binds to its size."""
     found: dict = {}
-    if EQUAL_DIMS_ATTR not in fn.attributes:
-        return found
-    for group in ir.ArrayAttr(fn.attributes[EQUAL_DIMS_ATTR]):
-        flat = list(ir.DenseI64ArrayAttr(group))
-        members = {(flat[k], flat[k + 1]) for k in range(0, len(flat), 2)}
+    for group in equal_dims(fn.attributes):
+        members = {tuple(member) for member in group}
         for member in members:
             found[member] = members
     return found
@@ -110,7 +107,6 @@ def _whole(view: ir.Operation, arg: ir.Value, equal: dict) -> bool:
             len(list(view.operands)) != 1 + sum(map(ir.ShapedType.is_dynamic_size, sizes)):
         return False
     given = iter(list(view.operands)[1:])
-    me = (arg.arg_number, None)
     for axis, size in enumerate(sizes):
         if not ir.ShapedType.is_dynamic_size(size):
             if size != shape[axis]:

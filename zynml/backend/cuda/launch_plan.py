@@ -340,7 +340,7 @@ def extract_plan(module: ir.Operation, func_name: str = "main") -> tuple[dict, d
         "bool_outputs": _string_list(attrs, "zynml.bool_outputs"),
         # run-time sizes the call must check equal (cirgen's cir.equal_dims): the kernels
         # read each input over the size's one value
-        "equal_dims": _equal_dims(attrs),
+        "equal_dims": equal_dims(attrs),
         "globals": list(extractor.globals.values()),
         "body": body,
     }
@@ -382,7 +382,7 @@ def _param_kind(type_: ir.Type) -> str:
     return element_dtype(type_)
 
 
-def _equal_dims(attrs) -> list[list[list[int]]]:
+def equal_dims(attrs) -> list[list[list[int]]]:
     """cir.equal_dims as groups of [input, dim]."""
     if EQUAL_DIMS_ATTR not in attrs:
         return []
