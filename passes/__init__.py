@@ -24,6 +24,9 @@ PASSES: dict[str, tuple[str, str]] = {
     "cir-raise-attention": ("cir_raise_attention",
                             "Replace compute bodies that are attention written out with "
                             "cir.attention"),
+    "cir-join-stores": ("cir_join_stores",
+                        "Join the stores of one loop that together write a whole range "
+                        "(out[2p], out[2p + 1]; out[p], out[p + n]) into one store"),
     "cir-to-linalg": ("cir_to_linalg",
                       "Lower cir.compute to linalg on tensors (named ops, generics, gathers)"),
     "sink-loops-into-generics": ("sink_loops_into_generics",

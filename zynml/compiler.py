@@ -49,7 +49,7 @@ __all__ = ["FRONT_STAGES", "BACKENDS", "CIR_TO_LINALG_PIPELINE", "CHECKED_PIPELI
 # cir -> linalg on tensors. No canonicalize before cir-to-linalg: it would fold loops of
 # one trip away and hide the loop structure the lowering reads.
 CIR_TO_LINALG_PIPELINE = ("builtin.module(cir-verify,cir-shape-propagation,cir-raise-attention,"
-                          "cir-to-linalg,"
+                          "cir-join-stores,cir-to-linalg,"
                           "canonicalize,cse)")
 # Checked mode (zynml/checks.py): the same, with the run-time checks added once shapes
 # are static and before a body is raised to cir.attention or lowered.

@@ -39,7 +39,7 @@ with tempfile.TemporaryDirectory() as tmp:
     print("same output:", opt.stdout.strip() == expected.strip())
     print(expected)
 
-# CHECK: pipeline: builtin.module(cir-verify,cir-shape-propagation,cir-raise-attention,cir-to-linalg,
+# CHECK: pipeline: builtin.module(cir-verify,cir-shape-propagation,cir-raise-attention,cir-join-stores,cir-to-linalg,
 # CHECK: same output: True
 # CHECK: linalg.generic
 # CHECK: linalg.reduce { arith.addf }

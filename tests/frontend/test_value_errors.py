@@ -37,6 +37,11 @@ COMPILE_ERRORS = {
         "        for i in 0..b:\n            out[b, i] = x[i]\n}\n", "5:20",
         "cannot infer the output shape: the loop that gives this dimension of the result "
         "runs to 'b', a loop variable"),
+    "an index of out offset by a loop variable": (
+        "let y = compute(x) {\n    @kernel elementwise\n    for i in 0..n, j in 0..m:\n"
+        "        out[i + j] = x[i, j]\n}\n", "4:13",
+        "cannot infer the output shape: index 'out' with a*i + c, i a loop variable "
+        "running from 0 in steps of 1 and c a constant or sizes"),
     "a loop of step 0": (
         "let y = compute(x) {\n    @kernel reduce(+)\n    for i in 0..n step 0:\n"
         "        yield x[0]\n}\n", "3:24", "a loop's step must be positive, got 0"),
@@ -191,3 +196,16 @@ def test_a_result_too_large_for_a_64_bit_size():
         prog(x=np.ones(2, np.float32))
     assert str(info.value).startswith("<string>:1:9: error: the result would have "
                                       "9223372036854775810 elements")
+
+
+def test_an_index_of_out_offset_by_sizes_gives_its_extent(rng):
+    """`out[r, p + d / 2]` with `p in 0..d / 2`: the second half of a row of d (with the
+    first half, out is [rows, d]; alone, the first half is 0)."""
+    source = ("let y = compute(x) {\n    @kernel elementwise\n"
+              "    for r in 0..rows, p in 0..d / 2:\n"
+              "        out[r, p + d / 2] = x[r, p] * 2.0\n}\n")
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    out = zynml.run(source, x=x, d=10, device="cpu")["y"]
+    want = np.zeros((3, 10), np.float32)
+    want[:, 5:] = x * 2
+    np.testing.assert_array_equal(out, want)

@@ -43,7 +43,8 @@ class KernelResult:
                         notes = [(f"'{idx.id}' is bound by '{idx.sym.kind}' here, so it is no "
                                   "longer the loop variable of that name", idx.sym.loc)]
                     raise error_at("cannot infer the output shape: index 'out' with a*i + c, "
-                                   "i a loop variable running from 0 in steps of 1", idx, notes)
+                                   "i a loop variable running from 0 in steps of 1 and c "
+                                   "a constant or sizes", idx, notes)
                 check_extent_is_known(extent, idx)
                 if not any(ast.same_extent(extent, e) for e in extents[dim]):
                     extents[dim].append(extent)
@@ -119,11 +120,15 @@ class KernelResult:
 
 
 def extent_of_index(idx: ast.Expr) -> Optional[ast.Expr]:
-    """For `a*i + c` with `for i in 0..n`: the extent it needs, a*(n - 1) + c + 1."""
+    """For `a*i + c` with `for i in 0..n`: the extent it needs, a*(n - 1) + c + 1; `c` a
+    constant, or an expression of sizes (`out[.., p + half]`, the second half of a row)."""
     a, c, var = 1, 0, idx
+    offset = None  # c when it is an expression of sizes
     if isinstance(var, ast.Binary) and var.op in "+-" and isinstance(var.right, ast.IntLit):
         c = var.right.value if var.op == "+" else -var.right.value
         var = var.left
+    elif isinstance(var, ast.Binary) and var.op == "+" and _of_sizes(var.right):
+        offset, var = var.right, var.left
     if isinstance(var, ast.Binary) and var.op == "*":
         if isinstance(var.right, ast.IntLit):
             a, var = var.right.value, var.left
@@ -134,12 +139,23 @@ def extent_of_index(idx: ast.Expr) -> Optional[ast.Expr]:
     rng = var.sym.range
     if not is_zero(rng.lo) or not is_unit_step(rng.step) or a <= 0 or c < 0:
         return None
-    if a == 1 and c == 0:
-        return rng.hi
     loc = ast.leftmost(idx).loc  # where the index starts, for errors about the extent
+    if a == 1 and c == 0:
+        return rng.hi if offset is None else ast.Binary(loc, "+", rng.hi, offset)
     last = ast.Binary(loc, "-", rng.hi, ast.IntLit(loc, 1))
     return ast.Binary(loc, "+", ast.Binary(loc, "*", ast.IntLit(loc, a), last),
-                      ast.IntLit(loc, c + 1))
+                      ast.IntLit(loc, c + 1) if offset is None else
+                      ast.Binary(loc, "+", offset, ast.IntLit(loc, 1)))
+
+
+def _of_sizes(e: ast.Expr) -> bool:
+    """Whether `e` names no loop or local variable: sizes, constants and their arithmetic
+    (an offset whose value is known before the loops run)."""
+    return not isinstance(e, ast.IntLit) and all(
+        isinstance(node, (ast.IntLit, ast.Binary)) or
+        isinstance(node, ast.Name) and not (node.sym is not None and
+                                            node.sym.kind in ("loop", "let", "var"))
+        for node in walk(e))
 
 
 def check_extent_is_known(extent: ast.Expr, where: ast.Node) -> None:

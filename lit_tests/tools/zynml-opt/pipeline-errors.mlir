@@ -14,7 +14,7 @@ func.func @f() {
   return
 }
 
-// UNKNOWN: <pass-pipeline>:1:16: error: '--frobnicate' is neither an option of zynml-opt nor a registered pass; zynml passes: cir-verify, cir-shape-propagation, cir-insert-checks, cir-raise-attention, cir-to-linalg
+// UNKNOWN: <pass-pipeline>:1:16: error: '--frobnicate' is neither an option of zynml-opt nor a registered pass; zynml passes: cir-verify, cir-shape-propagation, cir-insert-checks, cir-raise-attention, cir-join-stores, cir-to-linalg
 // UNKNOWN-NEXT: builtin.module(frobnicate)
 // UNKNOWN-NEXT: {{^               \^}}
 // UNKNOWN-NOT: Traceback
