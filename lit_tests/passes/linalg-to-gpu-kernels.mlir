@@ -301,21 +301,29 @@ func.func @copies(%src: memref<4x4xf32>, %dst: memref<4x8xf32>, %a: memref<8xf32
 // -----
 
 // Two generics over the same 33 rows (a scale, then a row sum of its result) fuse into
-// one row_fused kernel, a block per row. The row of 100 fits in registers: 32 threads
-// take 4 neighbouring columns each (one 16-byte load of x where x is aligned, else four
+// one row_fused kernel. The row of 100 fits in registers: a warp per row, 32 threads
+// taking 4 neighbouring columns each (one 16-byte load of x where x is aligned, else four
 // scalar loads), y is stored once, and the sum folds the scaled values where the scale
-// left them, reading no y; one warp needs no barrier. A scalar the host read from device memory (memref.load) is
-// read by the kernel itself: the kernel takes the memref and the host load goes away.
+// left them, reading no y; one warp needs no barrier, and a block takes 4 rows (9
+// blocks, the last block's fourth warp past row 32 doing nothing). A scalar the host
+// read from device memory (memref.load) is read by the kernel itself: the kernel takes
+// the memref and the host load goes away.
 // CHECK-LABEL: func.func @scale_then_sum(
 // CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<33x100xf32>, [[S:%[a-z0-9_]+]]: memref<33xf32>, [[K:%[a-z0-9_]+]]: memref<f32>, [[Y:%[a-z0-9_]+]]: memref<33x100xf32>)
 // CHECK-NOT: memref.load
-// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c33, {{.*}}) threads in (%c32, {{.*}}) args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>, [[S]] : memref<33xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "row_fused"}
+// CHECK: gpu.launch_func @zynml_kernels::@k0_row_fused blocks in (%c9, {{.*}}) threads in (%c128, {{.*}}) args([[X]] : memref<33x100xf32>, [[Y]] : memref<33x100xf32>, [[K]] : memref<f32>, [[S]] : memref<33xf32>) {zynml.problem = "{{[^"]*}}", zynml.strategy = "row_fused"}
 // CHECK-NEXT: return
 // CHECK: memref.global "private" @k0_row_fused_partials10 : memref<1xf32, #gpu.address_space<workgroup>>
-// CHECK-NEXT: gpu.func @k0_row_fused([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KY:%[a-z0-9_]+]]: memref<33x100xf32>, [[KK:%[a-z0-9_]+]]: memref<f32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel
+// CHECK-NEXT: gpu.func @k0_row_fused([[KX:%[a-z0-9_]+]]: memref<33x100xf32>, [[KY:%[a-z0-9_]+]]: memref<33x100xf32>, [[KK:%[a-z0-9_]+]]: memref<f32>, [[KS:%[a-z0-9_]+]]: memref<33xf32>) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
 // CHECK-NEXT: [[F:%[0-9]+]] = memref.load [[KK]][] : memref<f32>
-// CHECK: [[ROW:%[a-z0-9_]+]] = gpu.block_id x
-// CHECK: [[TID:%[a-z0-9_]+]] = gpu.thread_id x
+// CHECK: [[BLOCK:%[a-z0-9_]+]] = gpu.block_id x
+// CHECK: [[THREAD:%[a-z0-9_]+]] = gpu.thread_id x
+// CHECK: [[FIRST:%[0-9]+]] = arith.muli [[BLOCK]], %c4{{(_[0-9]+)?}} : index
+// CHECK: [[WARP:%[0-9]+]] = arith.divui [[THREAD]], %c32{{(_[0-9]+)?}} : index
+// CHECK: [[ROW:%[0-9]+]] = arith.addi [[FIRST]], [[WARP]] : index
+// CHECK: [[TID:%[0-9]+]] = arith.remui [[THREAD]], %c32{{(_[0-9]+)?}} : index
+// CHECK: [[REAL:%[0-9]+]] = arith.cmpi ult, [[ROW]], %c33{{(_[0-9]+)?}} : index
+// CHECK: scf.if [[REAL]] {
 // CHECK: [[COL:%[0-9]+]] = arith.muli [[TID]], %c4{{(_[0-9]+)?}} : index
 // CHECK: [[IN:%[0-9]+]] = arith.cmpi ult, [[COL]], %c100{{(_[0-9]+)?}} : index
 // CHECK: [[C:%[0-9]+]] = arith.select [[IN]], [[COL]], %c0{{(_[0-9]+)?}} : index

@@ -251,26 +251,30 @@ class KernelScope:
         store(value, self.mapping[outer], indices)
 
     def clone_body(self, generic: ir.Operation, block_values: Sequence[ir.Value],
-                   index_of: Callable[[int], ir.Value]) -> list[ir.Value]:
+                   index_of: Callable[[int], ir.Value], known: dict | None = None
+                   ) -> list[ir.Value]:
         """The generic's scalar body at one point: its block arguments bound to
-        `block_values`, `linalg.index d` to `index_of(d)`; returns the yielded values."""
-        local = self.clone_ops(generic, block_values, index_of)
+        `block_values`, `linalg.index d` to `index_of(d)`, and the ops whose results are
+        in `known` not cloned (their values are those); returns the yielded values."""
+        local = self.clone_ops(generic, block_values, index_of, known=known)
         yield_op = list(generic.regions[0].blocks[0].operations)[-1].operation
         return [local[v] for v in yield_op.operands]
 
     def clone_ops(self, generic: ir.Operation, block_values: Sequence[ir.Value],
                   index_of: Callable[[int], ir.Value], skip: Sequence[ir.Operation] = (),
-                  ) -> dict:
-        """Clone the body's ops (all but those in `skip`, and the yield); returns the
-        value map."""
+                  known: dict | None = None) -> dict:
+        """Clone the body's ops (all but those in `skip`, those whose results `known`
+        gives, and the yield); returns the value map."""
         local = dict(self.mapping)
+        local.update(known or {})
         block = generic.regions[0].blocks[0]
         for arg, value in zip(block.arguments, block_values):
             if value is not None:
                 local[arg] = value
         for op in block.operations:
             op = op.operation
-            if op.name == "linalg.yield" or any(op == other for other in skip):
+            if op.name == "linalg.yield" or any(op == other for other in skip) or \
+                    known and len(op.results) and all(r in known for r in op.results):
                 continue
             self._clone(op, local, index_of)
         return local

@@ -44,9 +44,9 @@ from .extents import (as_index, extent_keys, has_dynamic_extent, host_extents,
 from .tuning import problem_key, tuned
 from .pointwise import emit_point
 from . import implicit_gemm, matmul, matvec, row_reduce
-from .row_reduce import block_size, emit_block_reduce, shared_partials
+from .row_reduce import WARP, block_size, emit_block_reduce, shared_partials
 from .row_points import plan as plan_registers
-from .row_registers import RowRegisters
+from .row_registers import RowRegisters, only_if
 
 NAME = "row_fused"
 DYNAMIC = True  # run-time rows and row lengths (extents.py)
@@ -67,6 +67,10 @@ class Params:
     max_points: int = 32       # values per buffer and thread; longer rows go through memory
     max_block: int = 1024      # threads a block may grow to so a row fits in registers
     vector: int = 4            # columns per 16-byte access (f32)
+    warp_rows: int = 4         # rows of a block whose rows a warp each holds in registers
+    #                            (blocks of one warp cap a multiprocessor at 32 warps)
+    chunk_gathers: bool = True  # gathers within a point's own chunk read from registers
+    #                             (row_gathers.py)
 
 
 DEFAULT_PARAMS = Params()  # tuned by the target's params (tuning.py)
@@ -250,43 +254,63 @@ def _kernel(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: st
     signature = KernelSignature.of(group)
     if registers:  # temporaries that live in registers only take no argument
         signature.values = [v for v in signature.values if v not in registers.private]
-    func = new_kernel(gpu_module, kernel_name, signature.types(), [block])
+    # a warp per row: several rows a block, a warp each (their reductions need no barrier)
+    warp_rows = params.warp_rows if registers and block == WARP else 1
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [block * warp_rows])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group[0].location:
         scope = KernelScope(signature, func)
-        block_x = gpu.block_id(gpu.Dimension.x)
         extents = kernel_extents(leader, scope)
-        row_ivs = delinearize(block_x, extents[:rank])
-        tid = gpu.thread_id(gpu.Dimension.x)
-        held = None
-        if registers:
-            length = as_index(product(extents[rank:])) if registers.bound else None
-            held = RowRegisters(registers, scope, row_ivs, tid, length)
-        for index, generic in enumerate(group):
-            if held:  # (a run-time extent may be a private temporary's, never passed)
-                held.emit(index, generic, partials.get(index))
-                continue
-            ranges = kernel_extents(generic, scope)
-            ivs: list = list(row_ivs) + [None] * (len(ranges) - rank)
-            if index in partials:
-                emit_block_reduce(generic, scope, ivs, block, partials[index], ranges)
-            elif len(ranges) == rank:  # one point per row
-                first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid,
-                                              index_const(0)).result)
-                with ir.InsertionPoint(first.then_block):
-                    emit_point(generic, scope, ivs, [], ranges)
-                    scf.YieldOp([])
-            else:
-                loop = scf.ForOp(tid, as_index(product(ranges[rank:])),
-                                 index_const(block))
-                with ir.InsertionPoint(loop.body):
-                    for k, coord in enumerate(delinearize(loop.induction_variable,
-                                                          ranges[rank:])):
-                        ivs[rank + k] = coord
-                    emit_point(generic, scope, ivs, [], ranges)
-                    scf.YieldOp([])
-            if index + 1 < len(group):  # (held values stay in registers: no barrier)
-                gpu.BarrierOp()
+        row, tid = gpu.block_id(gpu.Dimension.x), gpu.thread_id(gpu.Dimension.x)
+        last_row = None
+        if warp_rows > 1:
+            row = arith.AddIOp(arith.MulIOp(row, index_const(warp_rows)).result,
+                               arith.DivUIOp(tid, index_const(WARP)).result).result
+            tid = arith.RemUIOp(tid, index_const(WARP)).result
+            rows = product(extents[:rank])
+            if not isinstance(rows, int) or rows % warp_rows:  # the last block's extra warps
+                last_row = arith.CmpIOp(arith.CmpIPredicate.ult, row, as_index(rows)).result
+        with only_if(last_row):
+            _emit_rows(group, scope, extents, rank, delinearize(row, extents[:rank]), tid,
+                       registers, partials, block, params.chunk_gathers)
         gpu.ReturnOp([])
     with ir.InsertionPoint(group[-1]), group[-1].location:  # after every operand
         rows = product(host_extents(leader)[:rank])
-    return Launch(kernel_name, signature.values, (rows, 1, 1), (block, 1, 1))
+        if warp_rows > 1:
+            rows = -(-rows // warp_rows) if isinstance(rows, int) else arith.DivUIOp(
+                arith.AddIOp(rows, index_const(warp_rows - 1)).result,
+                index_const(warp_rows)).result
+    return Launch(kernel_name, signature.values, (rows, 1, 1), (block * warp_rows, 1, 1))
+
+
+def _emit_rows(group: list, scope: KernelScope, extents: list, rank: int, row_ivs: list,
+               tid: ir.Value, registers, partials: dict, block: int,
+               chunk_gathers: bool) -> None:
+    """The group's generics at the block's row (`row_ivs`), thread `tid` of `block`."""
+    held = None
+    if registers:
+        length = as_index(product(extents[rank:])) if registers.bound else None
+        held = RowRegisters(registers, scope, row_ivs, tid, length, chunk_gathers)
+    for index, generic in enumerate(group):
+        if held:  # (a run-time extent may be a private temporary's, never passed)
+            held.emit(index, generic, partials.get(index))
+            continue
+        ranges = kernel_extents(generic, scope)
+        ivs: list = list(row_ivs) + [None] * (len(ranges) - rank)
+        if index in partials:
+            emit_block_reduce(generic, scope, ivs, block, partials[index], ranges)
+        elif len(ranges) == rank:  # one point per row
+            first = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, tid,
+                                          index_const(0)).result)
+            with ir.InsertionPoint(first.then_block):
+                emit_point(generic, scope, ivs, [], ranges)
+                scf.YieldOp([])
+        else:
+            loop = scf.ForOp(tid, as_index(product(ranges[rank:])), index_const(block))
+            with ir.InsertionPoint(loop.body):
+                for k, coord in enumerate(delinearize(loop.induction_variable,
+                                                      ranges[rank:])):
+                    ivs[rank + k] = coord
+                emit_point(generic, scope, ivs, [], ranges)
+                scf.YieldOp([])
+        if index + 1 < len(group):  # (held values stay in registers: no barrier)
+            gpu.BarrierOp()

@@ -37,6 +37,8 @@ from .kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
                                   generic_operands, identity_layout, index_const,
                                   indexing_maps, iterator_kinds, kernel_type)
 from . import row_reduce
+from .extents import loop_extents
+from .row_gathers import chunk_gathers
 from .row_points import Plan, dims, row_map, row_only
 
 
@@ -44,9 +46,12 @@ class RowRegisters:
     """Emits generics of a planned group at the thread's points; holds their values."""
 
     def __init__(self, plan: Plan, scope: KernelScope, row_ivs: list[ir.Value], tid: ir.Value,
-                 length: ir.Value | None = None):
-        """`length`: the row's run-time length, for a plan with a `bound`."""
+                 length: ir.Value | None = None, chunk_gathers: bool = True):
+        """`length`: the row's run-time length, for a plan with a `bound`;
+        `chunk_gathers`: take gathers within a point's own chunk from registers."""
         self.plan, self.scope, self.row_ivs, self.tid = plan, scope, list(row_ivs), tid
+        self.chunk_gathers = chunk_gathers and plan.bound is None and plan.width > 1 and \
+            len(plan.row_shape) == 1
         width, block = plan.width, plan.block
         first = arith.MulIOp(tid, index_const(width)).result if width > 1 else tid
         self.chunks: list[tuple] = []  # (valid, or None when always; ivs of lane 0)
@@ -143,14 +148,30 @@ class RowRegisters:
             used = any(True for _ in arg.uses)
             at_points.append(self._at_points(out, amap) if used
                              else [ub.PoisonOp(arg.type).result] * len(self.points))
+        gathered = self._gathered(generic) if self.chunk_gathers else {}
         results = [self.scope.clone_body(generic, [values[p] for values in at_points],
-                                         lambda d, ivs=ivs: ivs[d])
+                                         lambda d, ivs=ivs: ivs[d],
+                                         known={r: v[p] for r, v in gathered.items()})
                    for p, (_, ivs) in enumerate(self.points)]
         for k, (out, amap) in enumerate(zip(outs, out_maps)):
             values = [result[k] for result in results]
             self.values[(out, str(amap))] = values
             if (index, k) in self.plan.stores:
                 self._store(out, amap, values)
+
+    def _gathered(self, generic: ir.Operation) -> dict:
+        """The body's gathers within the point's own chunk (row_gathers.py): each one's
+        value at each point, from the buffer's values the thread holds at its points."""
+        width, rank = self.plan.width, self.plan.rank
+        found = {}
+        for gather in chunk_gathers(generic, rank, loop_extents(generic), width):
+            layout = ir.AffineMap.get(rank + 1, 0, [ir.AffineDimExpr.get(d) for d in
+                                                    gather.dims + (rank,)])
+            held = self._at_points(gather.buffer, layout)
+            found[gather.load.results[0]] = [held[k * width + lane]
+                                             for k in range(self.plan.chunks)
+                                             for lane in gather.lanes]
+        return found
 
     def _operands(self, values: list[ir.Value], maps: list[ir.AffineMap]) -> list[list]:
         """Each operand's value at each point: held, loaded, or the same for the row."""

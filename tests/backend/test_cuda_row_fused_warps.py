@@ -1,0 +1,71 @@
+"""Fused row kernels of short rows (row_fused.py): a row a warp holds in registers (up to
+128 f32 points) takes one warp, and a block takes `warp_rows` such rows (blocks of one
+warp would cap a multiprocessor at 32 warps); the last block's extra warps do nothing.
+The plans here (no GPU needed); the numbers against float64 on a GPU
+(tools/gpu_tests.sh), for row counts that fill no whole block."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zynml
+from zynml.runtime.cuda.artifact import launches
+
+from conftest import assert_close, dynamic_on_gpu
+
+PROGRAMS = Path(__file__).parents[1] / "programs"
+SOFTMAX = (PROGRAMS / "softmax_pipeline.zyn").read_text()
+ROWS = [1, 3, 4, 5, 7, 33, 1001]
+LENGTHS = [1, 5, 32, 100, 128]
+
+
+def _launch(rows, length, params=""):
+    prog = zynml.compile(SOFTMAX, device="cuda", require_device=False, params=params)
+    plan = prog.softmax._program.artifact(x=np.ones((rows, length), np.float32)).plan
+    [launch] = launches(plan["body"])
+    return launch
+
+
+@pytest.mark.parametrize("rows", ROWS)
+def test_a_block_takes_four_rows_of_a_warp(rows):
+    launch = _launch(rows, 128)
+    assert launch["strategy"] == "row_fused"
+    assert launch["block"] == [128, 1, 1] and launch["grid"] == [-(-rows // 4), 1, 1]
+
+
+def test_rows_a_block_takes_is_a_parameter():
+    launch = _launch(33, 128, "row_fused.warp_rows=1")
+    assert launch["block"] == [32, 1, 1] and launch["grid"] == [33, 1, 1]
+
+
+def test_rows_of_a_block_of_warps_keep_one_row_a_block():
+    """256 points: 64 threads of 4, a barrier between warps; one row a block."""
+    launch = _launch(33, 256)
+    assert launch["block"] == [64, 1, 1] and launch["grid"] == [33, 1, 1]
+
+
+def _softmax64(x):
+    wide = x.astype(np.float64)
+    want = np.exp(wide - wide.max(axis=1, keepdims=True))
+    return want / want.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("length", LENGTHS)
+def test_cuda_short_rows_match_float64(rng, rows, length):
+    prog = zynml.compile(SOFTMAX, device="cuda:0")
+    x = (rng.standard_normal((rows, length)) * 3).astype(np.float32)
+    assert_close(prog.softmax(x=x), _softmax64(x), rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_short_rows_match_float64(rng):
+    """A run-time number of rows of a known length: the guard on the last block."""
+    prog = dynamic_on_gpu(SOFTMAX, "softmax", dynamic=["rows"],
+                          x=np.ones((3, 128), np.float32))
+    for rows in ROWS:
+        x = (rng.standard_normal((rows, 128)) * 3).astype(np.float32)
+        assert_close(prog.softmax(x=x), _softmax64(x), rtol=1e-5)
+    assert prog.softmax._program.stats().specializations == 1
+
