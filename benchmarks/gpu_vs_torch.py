@@ -16,6 +16,7 @@ docs/performance.md with the date, device and command.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ import numpy as np
 
 import zynml
 from programs import (ADAMW_INPLACE, BIAS_GELU, BIAS_RESIDUAL_LAYERNORM,  # benchmarks/
-                      DROPOUT, EMBEDDING_BACKWARD, SOFTMAX)                # programs.py
+                      CROSS_ENTROPY, DROPOUT, EMBEDDING_BACKWARD,          # programs.py
+                      RMS_NORM_ROPE, SOFTMAX)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "programs" / "examples"
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -151,6 +153,32 @@ def _cases() -> list[Case]:
     def embedding_reference(t, x, result):
         return x["grad_w"].double().index_add(0, x["ids"], x["grad_out"].double())
 
+    def rms_rope(form):  # torch.compile of the same RMSNorm + RoPE (the fused peer)
+        def fn(t, x):
+            if form not in compiled:
+                def rope(x, w, cos, sin):
+                    n = x * t.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+                    c, s = cos[None, :, None, :], sin[None, :, None, :]
+                    if form == "interleaved":
+                        a, b = n[..., 0::2], n[..., 1::2]
+                        return t.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
+                    a, b = n.chunk(2, dim=-1)
+                    return t.cat((a * c - b * s, b * c + a * s), dim=-1)
+                compiled[form] = t.compile(rope)
+            return compiled[form](x["x"], x["w"], x["cos"], x["sin"])
+        return fn
+
+    def cross_entropy(t, x):  # per-row losses and their mean, torch.compile
+        if "ce" not in compiled:
+            def ce(logits, targets):
+                loss = t.nn.functional.cross_entropy(logits, targets, reduction="none")
+                return loss, loss.mean()
+            compiled["ce"] = t.compile(ce)
+        return compiled["ce"](x["logits"], x["targets"])[0]
+
+    rope_shape, ce_rows, ce_vocab = (4, 2048, 32, 128), 4096, 32000
+    rope_inputs = {"x": (rope_shape, f32), "w": ((128,), f32), "cos": ((2048, 64), f32),
+                   "sin": ((2048, 64), f32), "eps": 1e-5}
     return [
         Case("add 1024 (per-call overhead)", ADD, "z",
              {"x": ((1024,), f32), "y": ((1024,), f32)}, lambda t, x: x["x"] + x["y"],
@@ -195,6 +223,16 @@ def _cases() -> list[Case]:
              "grad_w", {"grad_w": ((vocab, dim), f32), "ids": ((tokens,), "int64", vocab),
                         "grad_out": ((tokens, dim), f32)}, embedding_backward,
              bytes=3 * 4 * tokens * dim, reference=embedding_reference),
+        # issue 22: RoPE written with two stores per pair, one kernel (cir-join-stores);
+        # bytes: x read and the result written
+        *(Case(f"RMSNorm + RoPE {form} 4x2048x32x128 f32 (vs torch.compile)",
+               RMS_NORM_ROPE, "y", rope_inputs, rms_rope(form),
+               bytes=2 * 4 * math.prod(rope_shape), pipeline=form)
+          for form in ("interleaved", "rotate_half")),
+        Case(f"cross-entropy {ce_rows}x{ce_vocab} f32, loss and mean (vs torch.compile)",
+             CROSS_ENTROPY, "loss", {"logits": ((ce_rows, ce_vocab), f32),
+                                     "targets": ((ce_rows,), "int64", ce_vocab)},
+             cross_entropy, bytes=4 * ce_rows * ce_vocab),
         Case("matmul 4096 f32 (no TF32)", "matmul.zyn", "C",
              {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),

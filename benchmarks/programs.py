@@ -20,3 +20,8 @@ DROPOUT = (_PROGRAMS / "dropout.zyn").read_text()
 # tests/test_scatter.py run the same files.
 ADAMW_INPLACE = (_PROGRAMS / "training" / "adamw_inplace.zyn").read_text()
 EMBEDDING_BACKWARD = (_PROGRAMS / "training" / "embedding_backward.zyn").read_text()
+
+# Issue 22's rows written as a user would: RMSNorm + RoPE with two stores per pair
+# (pipelines `interleaved` and `rotate_half`), and cross-entropy's per-row loss and mean.
+RMS_NORM_ROPE = (_PROGRAMS / "rms_norm_rope_pairs.zyn").read_text()
+CROSS_ENTROPY = (_PROGRAMS / "cross_entropy_rows.zyn").read_text()
