@@ -52,11 +52,14 @@ def _cases() -> list[Case]:
         Case("swiglu 8192x11008 bf16", {"g": ((TOKENS, FFN), bf16), "u": ((TOKENS, FFN), bf16)},
              lambda d, a: K.swiglu(a["g"], a["u"]), lambda t, F, a: F.silu(a["g"]) * a["u"],
              bytes=6 * TOKENS * FFN),
-        Case("rms_norm+rope 8192x32x128 f32",
-             {"x": (rope_x, f32), "w": ((HEAD_DIM,), f32),
-              "cos": ((TOKENS, HEAD_DIM // 2), f32), "sin": ((TOKENS, HEAD_DIM // 2), f32)},
-             lambda d, a: K.rms_norm_rope(a["x"], a["w"], a["cos"], a["sin"], style="half"),
-             _torch_rms_rope, bytes=8 * TOKENS * HEADS * HEAD_DIM),
+        *(Case(f"rms_norm+rope {style} 8192x32x128 f32",
+               {"x": (rope_x, f32), "w": ((HEAD_DIM,), f32),
+                "cos": ((TOKENS, HEAD_DIM // 2), f32), "sin": ((TOKENS, HEAD_DIM // 2), f32)},
+               lambda d, a, style=style: K.rms_norm_rope(a["x"], a["w"], a["cos"], a["sin"],
+                                                         style=style),
+               lambda t, F, a, style=style: _torch_rms_rope(t, F, a, style),
+               bytes=8 * TOKENS * HEADS * HEAD_DIM)
+          for style in ("half", "interleaved")),
         Case("cross_entropy 8192x50304 f32 (+grad)",
              {"logits": ((TOKENS, VOCAB), f32), "t": ("ids", (TOKENS,), VOCAB)},
              lambda d, a: K.cross_entropy(a["logits"], a["t"]), _torch_cross_entropy,
@@ -80,10 +83,13 @@ def _cases() -> list[Case]:
     ]
 
 
-def _torch_rms_rope(t, F, a):
+def _torch_rms_rope(t, F, a, style):
     x = F.rms_norm(a["x"], (HEAD_DIM,), a["w"], 1e-6)
-    x1, x2 = x[..., :HEAD_DIM // 2], x[..., HEAD_DIM // 2:]
     cos, sin = a["cos"][:, None, :], a["sin"][:, None, :]
+    if style == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return t.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+    x1, x2 = x[..., :HEAD_DIM // 2], x[..., HEAD_DIM // 2:]
     return t.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
 
 
