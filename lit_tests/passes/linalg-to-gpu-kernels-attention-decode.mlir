@@ -6,19 +6,23 @@
 // arithmetic, and writes each part's O, m and l into a scratch buffer (2 KV heads x 3
 // parts x 8 rows x (16 + 2) f32); the merge kernel has a block per (row, KV head) and a
 // thread per dim, and loads the 3 parts at once. The attention's own S, M and L
-// buffers are gone.
+// buffers are gone, and so is the 0-d buffer the host's cache_start filled: the part
+// kernel takes cache_start by value (no kernel of its own to fill it).
 // RUN: zynml-opt %s --linalg-to-gpu-kernels | filecheck %s
 
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: memref<1x8x2x1000xf32>
+// CHECK-NOT: memref<i64>
 // CHECK: [[PARTS:%[a-z0-9_]+]] = memref.alloc() : memref<864xf32>
-// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_decode_part blocks in (%c3, %c2, %c1{{[_0-9]*}}) threads in (%c128, {{.*}} args(%arg0 : memref<1x8x2x16xf16>, %arg1 : memref<1x2x1000x16xf16>, %arg2 : memref<1x2x1000x16xf16>, {{%[a-z0-9_]+}} : memref<i64>, [[PARTS]] : memref<864xf32>) {{.*}}zynml.strategy = "attention_decode"
+// CHECK-NOT: gpu.launch_func @zynml_kernels::@k{{[0-9]+}}_pointwise
+// CHECK: gpu.launch_func @zynml_kernels::@k0_attention_decode_part blocks in (%c3, %c2, %c1{{[_0-9]*}}) threads in (%c128, {{.*}} args(%arg0 : memref<1x8x2x16xf16>, %arg1 : memref<1x2x1000x16xf16>, %arg2 : memref<1x2x1000x16xf16>, %arg3 : i64, [[PARTS]] : memref<864xf32>) {{.*}}zynml.strategy = "attention_decode"
 // CHECK: gpu.launch_func @zynml_kernels::@k0_attention_decode_merge blocks in (%c8, %c2{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c16, {{.*}} args([[PARTS]] : memref<864xf32>, [[OUT:%[a-z0-9_]+]] : memref<1x8x2x16xf16>)
 // CHECK: return [[OUT]]
 // CHECK: memref.global "private" @k0_attention_decode_part_o : memref<4x8x16xf32, #gpu.address_space<workgroup>>
 // CHECK-LABEL: gpu.func @k0_attention_decode_part(
-// the run-time offset, loaded once
-// CHECK: memref.load %arg3[] : memref<i64>
+// the run-time offset, by value
+// CHECK-SAME: %arg3: i64
+// CHECK-NOT: memref.load %arg3
 // CHECK-COUNT-8: vector.load %arg0{{.*}} : memref<1x8x2x16xf16>, vector<8xf16>
 // the first trip's K and V (key, value, key, value), then the loop carrying them; each
 // vector 16-byte aligned (one 16-byte load, not eight of 2 bytes)

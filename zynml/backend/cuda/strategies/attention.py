@@ -28,7 +28,7 @@ f16 with head dims that are multiples of 16 up to 128 runs on tensor cores inste
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from mlir import ir
@@ -68,16 +68,20 @@ class Causal:
     if there is one, allows it). 0: up to the diagonal; > 0: a KV cache's earlier keys.
     An instance is truthy, offset 0 included (no __bool__): `if group.causal:`.
     `runtime`: outside a kernel, the 0-d integer buffer whose value is added to `offset`
-    at run time (None: none); inside one, that value as an index (`in_kernel`)."""
+    at run time, or the host's integer that filled it (None: none); inside one, that
+    value as an index (`in_kernel`)."""
     offset: int = 0
     runtime: Optional[ir.Value] = None
 
     def in_kernel(self, args: dict) -> "Causal":
         """This rule inside a kernel (`args`: kernel_values -> the kernel's arguments):
-        a run-time offset loaded once, at the kernel's start."""
+        a run-time offset loaded once, at the kernel's start (or the scalar the kernel
+        is given by value)."""
         if self.runtime is None:
             return self
-        loaded = memref.LoadOp(args[self.runtime], []).result
+        loaded = args[self.runtime]
+        if isinstance(loaded.type, ir.MemRefType):
+            loaded = memref.LoadOp(loaded, []).result
         if not isinstance(loaded.type, ir.IndexType):
             loaded = arith.IndexCastOp(ir.IndexType.get(), loaded).result
         return Causal(self.offset, loaded)
@@ -197,6 +201,14 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
     if scale is None:
         return None
     causal_ok, causal = _causal([writers["max"], writers["sum"], out_op], runtime)
+    if causal_ok and runtime is not None:  # a host integer: the kernel takes it by value
+        fill = _fill_of(runtime, generics)
+        scalar = _filled_with(fill) if fill is not None else None
+        if scalar is not None and defining_op(runtime) is not None and \
+                defining_op(runtime).name == "memref.alloc" and \
+                all(use.owner.operation in ops + [fill] for use in runtime.uses):
+            ops.insert(0, fill)
+            causal = replace(causal, runtime=scalar)
     groups = _kv_groups(query, key, value)
     if not causal_ok or groups is None or not _reads_in_order(writers["scores"], out_op, groups):
         return None
@@ -292,6 +304,18 @@ def _fill_of(buffer: ir.Value, generics: list):
                 not any(isinstance(v.type, ir.ShapedType) for v in ins):
             return op
     return None
+
+
+def _filled_with(fill: ir.Operation) -> Optional[ir.Value]:
+    """The host value a fill generic (_fill_of) writes: its scalar input, or a value from
+    outside its body; None for a constant made inside it."""
+    block = fill.regions[0].blocks[0]
+    value = list(block.operations)[-1].operands[0]
+    for arg, operand in zip(block.arguments, fill.operands):
+        if value == arg:
+            return operand
+    inside = {op.operation for op in block.operations}
+    return None if defining_op(value) in inside else value
 
 
 def _scale(scores: ir.Operation) -> Optional[ir.Value]:
