@@ -188,16 +188,16 @@ def test_f16_d128_attention_is_one_wgmma_kernel():
         [("attention_wgmma", 230400)]
 
 
-def test_causal_and_kv_attention_are_one_wgmma_kernel_and_an_offset_store():
-    """The run-time offset goes to the device as a 0-d buffer (one pointwise launch)."""
+def test_causal_and_kv_attention_are_one_wgmma_kernel():
+    """The run-time offset is the kernel's argument, by value (no launch to store it)."""
     plan = cuda_launches("attention", GQA, "causal_attention", cache_start=0, **QKV)
-    assert plan == [("pointwise", 0), ("attention_wgmma", 230400)]
+    assert plan == [("attention_wgmma", 230400)]
 
 
 def test_masked_attention_is_one_wgmma_kernel():
     plan = cuda_launches("attention_masked", GQA, None, mask=np.ones((128, 128), bool),
                          cache_start=128, **QKV)
-    assert [s for s, _ in plan if s != "pointwise"] == ["attention_wgmma"]
+    assert [s for s, _ in plan] == ["attention_wgmma"]
 
 
 def test_a_config_sets_the_flash_kernels_tiles():
