@@ -59,7 +59,9 @@ def run(module: ir.Operation, options: Options) -> None:
     for fn in top_level_funcs(module):
         if not is_body_function(fn):
             continue
-        for loop in list(ops_in(fn, "scf.for")):
+        # innermost first: a joined loop's ops are copies, its old ones erased, so no
+        # loop is looked at after a loop around it was rewritten
+        for loop in reversed(list(ops_in(fn, "scf.for"))):
             join = _match(loop)
             if join is not None:
                 _rewrite(join)
