@@ -307,15 +307,18 @@ def _fill_of(buffer: ir.Value, generics: list):
 
 
 def _filled_with(fill: ir.Operation) -> Optional[ir.Value]:
-    """The host value a fill generic (_fill_of) writes: its scalar input, or a value from
-    outside its body; None for a constant made inside it."""
+    """The host scalar a fill generic (_fill_of) writes: its scalar input, or a value
+    from outside its body; None for anything else (a constant made inside it)."""
     block = fill.regions[0].blocks[0]
     value = list(block.operations)[-1].operands[0]
     for arg, operand in zip(block.arguments, fill.operands):
         if value == arg:
-            return operand
-    inside = {op.operation for op in block.operations}
-    return None if defining_op(value) in inside else value
+            value = operand
+            break
+    else:
+        if defining_op(value) in {op.operation for op in block.operations}:
+            return None
+    return None if isinstance(value.type, ir.ShapedType) else value
 
 
 def _scale(scores: ir.Operation) -> Optional[ir.Value]:
