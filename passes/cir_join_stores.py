@@ -35,6 +35,7 @@ from mlir.dialects import arith, scf
 
 from ..lowering.cir_ops import (constant_int, defining_op, is_body_function, ops_in,
                                 top_level_funcs)
+from ..lowering.cir_terms import Terms
 
 NAME = "cir-join-stores"
 
@@ -85,13 +86,16 @@ def _match(loop: ir.Operation) -> Optional[_Join]:
         if op.name.startswith(("memref.", "func.call")) or \
                 op.name == "cir.load" and op.operands[0] == out:
             return None
+    # the body recomputes sizes and indices at each use (`d / 2` in the bound and in
+    # `p + d / 2` are two ops): compared as trees of what they compute
+    terms = Terms()
     differing = [k for k in range(2, len(stores[0].operands))
-                 if not all(_same(s.operands[k], stores[0].operands[k]) for s in stores)]
+                 if len({terms.of(s.operands[k]) for s in stores}) > 1]
     if len(differing) != 1:
         return None
     dim = differing[0]
     iv, bound = body.arguments[0], loop.operands[1]
-    forms = [_linear(s.operands[dim], iv, bound) for s in stores]
+    forms = [_linear(s.operands[dim], iv, terms.of(bound), terms) for s in stores]
     if None in forms:
         return None
     n = constant_int(bound)
@@ -110,13 +114,13 @@ def _match(loop: ir.Operation) -> Optional[_Join]:
     return None
 
 
-def _linear(index: ir.Value, iv: ir.Value, bound: ir.Value, depth: int = 8
+def _linear(index: ir.Value, iv: ir.Value, bound: tuple, terms: Terms, depth: int = 8
             ) -> Optional[tuple[int, int, int]]:
-    """`index` as (a, c, b) with index = a * iv + c + b * bound (a, c, b integers);
-    None for anything else."""
+    """`index` as (a, c, b) with index = a * iv + c + b * bound (a, c, b integers; `bound`
+    the loop bound's tree in `terms`); None for anything else."""
     if index == iv:
         return 1, 0, 0
-    if _same(index, bound):
+    if terms.of(index) == bound:
         return 0, 0, 1
     c = constant_int(index)
     if c is not None:
@@ -124,7 +128,7 @@ def _linear(index: ir.Value, iv: ir.Value, bound: ir.Value, depth: int = 8
     op = defining_op(index)
     if op is None or depth == 0 or op.name not in ("arith.addi", "arith.muli"):
         return None
-    a, b = (_linear(x, iv, bound, depth - 1) for x in op.operands)
+    a, b = (_linear(x, iv, bound, terms, depth - 1) for x in op.operands)
     if a is None or b is None:
         return None
     if op.name == "arith.addi":
@@ -134,25 +138,6 @@ def _linear(index: ir.Value, iv: ir.Value, bound: ir.Value, depth: int = 8
     if b[0] == b[2] == 0:
         return b[1] * a[0], b[1] * a[1], b[1] * a[2]
     return None
-
-
-def _same(a: ir.Value, b: ir.Value, depth: int = 8) -> bool:
-    """Whether two index values are the same computation (the body recomputes sizes and
-    indices at each use: `d / 2` in the bound and in `p + d / 2` are two ops)."""
-    if a == b:
-        return True
-    ca, cb = constant_int(a), constant_int(b)
-    if ca is not None or cb is not None:
-        return ca == cb
-    oa, ob = defining_op(a), defining_op(b)
-    if oa is None or ob is None or depth == 0 or oa.name != ob.name or oa.regions or \
-            len(oa.operands) != len(ob.operands) or _attributes(oa) != _attributes(ob):
-        return False
-    return all(_same(x, y, depth - 1) for x, y in zip(oa.operands, ob.operands))
-
-
-def _attributes(op: ir.Operation) -> dict:
-    return {name: str(op.attributes[name]) for name in op.attributes}
 
 
 def _rewrite(join: _Join) -> None:
