@@ -35,6 +35,9 @@ PASSES: dict[str, tuple[str, str]] = {
     "fold-scalar-tensors": ("fold_scalar_tensors",
                             "Turn scalar islands between 0-d tensors into 0-d "
                             "linalg.generics"),
+    "pack-loop-carried-tensors": ("pack_loop_carried_tensors",
+                                  "Carry the tensors of one shape that an scf.for carries "
+                                  "as one tensor with a leading axis (IREE's input)"),
     "safe-integer-division": ("safe_integer_division",
                               "Give integer divisions a divisor of 1 where theirs would trap "
                               "(0, or -1 under the smallest signed value)"),

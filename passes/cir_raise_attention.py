@@ -35,8 +35,12 @@ are attention exactly, and raised too. The query row need not be the output's la
 but one: the transformer block's `out[b, i, h, d]` reads `q[b, i, h]`, `k[b, j, h]`; Q, K
 and V are then transposed to [P.., S, D] (linalg.transpose) around the cir.attention.
 
-Runs after cir-shape-propagation: loop bounds and shapes must be static, so that the
-raised op's shapes can be checked against the loops.
+Runs after cir-shape-propagation, and checks the raised op's shapes against the loops:
+static extents by value, run-time sizes by which dimension of main's inputs they read
+(zynml/lowering/body_extents.py: `for j in 0..seq_len` covers K's keys when the call
+checks K's axis 2 equal to seq_len). A scale computed from sizes (`/ sqrt(head_dim)`
+with head_dim a run-time size) is rebuilt before the op. Grouped axes need static
+extents: nothing ties a run-time number of key heads to the query heads.
 
     %o = "cir.compute"(%q, %k, %v, %mask, ...) {kind = "attention", body = @o_body, ...}
   becomes
@@ -55,9 +59,12 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from ..lowering.attention_forms import RowOrder, causal_offset, kv_divisor
+from ..lowering.attention_forms import (RowOrder, causal_offset, either, guarded, kv_divisor,
+                                        reduction, rescaled, strip, sum_with_acc)
+from ..lowering.body_extents import BodyExtents, is_size_expression
 from ..lowering.cir_ops import body_of, compute_ops, func_by_name, ops_in
 from ..lowering.cir_terms import Terms, evaluate, float_const, shifted
+from ..lowering.linalg_emit import Lowering
 
 from .cir_verify import verify_bodies
 
@@ -76,8 +83,8 @@ class _Attention:
     value: ir.Value
     mask: Optional[ir.Value]
     mask_dims: list[int]
-    scale: float | ir.Value  # a number, or a scalar input the scores are multiplied by
-    divide: bool             # the scores are divided by `scale` (it is a scalar input)
+    scale: float | ir.Value  # a number, or a scalar input or a float computed from sizes
+    divide: bool             # the scores are divided by `scale` (a value)
     groups: list[int]        # per leading axis: K and V read head p / group there
     causal: Optional[int] = None  # key j allowed only when j <= i + causal (+ offset)
     offset: Optional[ir.Value] = None  # an integer scalar input added to `causal`
@@ -102,7 +109,8 @@ def run(module: ir.Operation, options: Options) -> None:
 def _match(compute: ir.Operation, body: ir.Operation) -> Optional[_Attention]:
     block = body.regions[0].blocks[0]
     out = block.arguments[len(block.arguments) - 1]
-    if not _static(out.type) or ir.RankedTensorType(out.type).rank < 2:
+    if not isinstance(out.type, ir.RankedTensorType) or \
+            ir.RankedTensorType(out.type).rank < 2:
         return None
     if any(op.name in ("cir.yield", "cir.alloc", "cir.barrier", "cir.print")
            for op in ops_in(body)):
@@ -111,40 +119,43 @@ def _match(compute: ir.Operation, body: ir.Operation) -> Optional[_Attention]:
     if len(stores) != 1 or stores[0].operands[1] != out:
         return None
     store = stores[0]
-    out_shape = list(ir.RankedTensorType(out.type).shape)
-    loops = _enclosing_loops(store, body)
-    rank = len(out_shape)
-    if len(loops) != rank:
-        return None
     terms = Terms()
+    extents = BodyExtents(compute, body, terms)
+    rank = ir.RankedTensorType(out.type).rank
+    out_shape = [extents.of_out(out, axis) for axis in range(rank)]
+    loops = _enclosing_loops(store, body)
+    if len(loops) != rank or None in out_shape:
+        return None
     for axis, (loop, index) in enumerate(zip(loops, list(store.operands)[2:])):
-        if not _plain_loop(terms, loop, out_shape[axis]) or \
+        if not _plain_loop(terms, extents, loop, out_shape[axis]) or \
                 loop.regions[0].blocks[0].arguments[0] != index:
             return None
         terms.name(index, ("E",) if axis == rank - 1 else ("P", axis))
     stored = terms.of(store.operands[0])
     for row_axis in reversed(range(rank - 1)):  # the query row: the last loop, or another
         rows = RowOrder(rank, row_axis)
-        found = _match_output(terms, stored, rows, out_shape) or \
-            _match_online(terms, stored, rows, out_shape) or \
-            _match_flash(terms, stored, rows, out_shape)
-        if found is not None:
+        found = _match_output(terms, extents, stored, rows, out_shape) or \
+            _match_online(terms, extents, stored, rows, out_shape) or \
+            _match_flash(terms, extents, stored, rows, out_shape)
+        if found is not None and isinstance(found.scale, tuple):  # ("sizes", tree)
+            found.scale = _value_of(terms, body, found.scale[1])
+        if found is not None and found.scale is not None:
             return found
     return None
 
 
-def _match_output(terms: Terms, tree: tuple, rows: list,
-                  out_shape: list[int]) -> Optional[_Attention]:
+def _match_output(terms: Terms, extents: BodyExtents, tree: tuple, rows: list,
+                  out_shape: list) -> Optional[_Attention]:
     """`tree` = sum over j of [allowed] exp(score - max) / sum * V[.., j, e]."""
-    loop = _reduction(tree, 0.0)
+    loop = reduction(tree, 0.0)
     if loop is None:
         return None
     keys, update = loop
-    cond, step = _guarded(update)
-    added = _sum_with_acc(step)
+    cond, step = guarded(update)
+    added = sum_with_acc(step)
     if added is None:
         return None
-    for weight, value_load in _either(added, "arith.mulf"):
+    for weight, value_load in either(added, "arith.mulf"):
         value = _kv_load_of(terms, value_load, rows, ("iv", 0), ("E",))
         weights = _match_weight(weight)
         if value is None or weights is None:
@@ -153,7 +164,7 @@ def _match_output(terms: Terms, tree: tuple, rows: list,
         if not _is_max_loop(row_max, keys, cond, score) or \
                 not _is_sum_loop(row_sum, keys, cond, score, row_max):
             continue
-        found = _match_score(terms, score, rows)
+        found = _match_score(terms, extents, score, rows)
         condition = _match_condition(terms, cond, rows)
         if found is None or condition is None or found[4] != value[1]:
             continue
@@ -161,13 +172,13 @@ def _match_output(terms: Terms, tree: tuple, rows: list,
         mask_value, mask_dims, causal, offset = condition
         attention = _Attention(query, key, value[0], mask_value, mask_dims, scale, divide,
                                groups, causal, offset, rows)
-        if _shapes_agree(attention, keys, out_shape):
+        if _shapes_agree(attention, extents, extents.of_tree(keys), out_shape):
             return attention
     return None
 
 
-def _match_online(terms: Terms, tree: tuple, rows: list,
-                  out_shape: list[int]) -> Optional[_Attention]:
+def _match_online(terms: Terms, extents: BodyExtents, tree: tuple, rows: list,
+                  out_shape: list) -> Optional[_Attention]:
     """`tree` = o / l after the online softmax written per element (docs/language.md):
     one loop over every key j carrying m = -inf, l = 0, o = 0, whose body is
 
@@ -182,8 +193,8 @@ def _match_online(terms: Terms, tree: tuple, rows: list,
         return None
     loop = tree[2]
     o_k, l_k, yields = loop[5], tree[3][5], loop[6]
-    if loop[1] != ("const", 0, "index") or loop[2][0] != "const" or \
-            loop[3] != ("const", 1, "index") or len(loop[4]) != 3 or o_k == l_k:
+    if loop[1] != ("const", 0, "index") or loop[3] != ("const", 1, "index") or \
+            len(loop[4]) != 3 or o_k == l_k:
         return None
     m_k = ({0, 1, 2} - {o_k, l_k}).pop()
     inits = loop[4]
@@ -192,29 +203,29 @@ def _match_online(terms: Terms, tree: tuple, rows: list,
         return None
     m_acc, l_acc, o_acc = ("acc", 0, m_k), ("acc", 0, l_k), ("acc", 0, o_k)
     m_new = yields[m_k]
-    score = next((s for m, s in _either(m_new, "arith.maximumf") if m == m_acc), None)
-    found = _match_score(terms, score, rows) if score else None
+    score = next((s for m, s in either(m_new, "arith.maximumf") if m == m_acc), None)
+    found = _match_score(terms, extents, score, rows) if score else None
     if found is None:
         return None
-    alpha = ("math.exp", ("arith.subf", m_acc, _strip(m_new)))
-    weight = ("math.exp", ("arith.subf", _strip(score), _strip(m_new)))
-    added = _rescaled(yields[l_k], alpha, l_acc)
-    weighted = _rescaled(yields[o_k], alpha, o_acc)
-    if added is None or weighted is None or _strip(added) != weight:
+    alpha = ("math.exp", ("arith.subf", m_acc, strip(m_new)))
+    weight = ("math.exp", ("arith.subf", strip(score), strip(m_new)))
+    added = rescaled(yields[l_k], alpha, l_acc)
+    weighted = rescaled(yields[o_k], alpha, o_acc)
+    if added is None or weighted is None or strip(added) != weight:
         return None
     query, keys, scale, divide, groups = found
-    for w, value_load in _either(weighted, "arith.mulf"):
+    for w, value_load in either(weighted, "arith.mulf"):
         value = _kv_load_of(terms, value_load, rows, ("iv", 0), ("E",))
-        if _strip(w) == weight and value is not None and value[1] == groups:
+        if strip(w) == weight and value is not None and value[1] == groups:
             attention = _Attention(query, keys, value[0], None, [], scale, divide, groups,
                                    rows=rows)
-            if _shapes_agree(attention, loop[2][1], out_shape):
+            if _shapes_agree(attention, extents, extents.of_tree(loop[2]), out_shape):
                 return attention
     return None
 
 
-def _match_flash(terms: Terms, tree: tuple, rows: list,
-                 out_shape: list[int]) -> Optional[_Attention]:
+def _match_flash(terms: Terms, extents: BodyExtents, tree: tuple, rows: list,
+                 out_shape: list) -> Optional[_Attention]:
     """`tree` = o / l after the spec's flash attention (its tile form, rewritten per
     point): a loop over key blocks kv0 = 0, B, .. carrying o, m, l, whose body is
 
@@ -237,55 +248,44 @@ def _match_flash(terms: Terms, tree: tuple, rows: list,
         return None
     m_acc, l_acc, o_acc = ("acc", 0, m_k), ("acc", 0, l_k), ("acc", 0, o_k)
     m_new = yields[m_k]
-    block_max = next((b for m, b in _either(m_new, "arith.maximumf") if m == m_acc), None)
-    loop = _reduction(block_max, float("-inf")) if block_max else None
-    if loop is None or loop[0] != step[1]:
+    block_max = next((b for m, b in either(m_new, "arith.maximumf") if m == m_acc), None)
+    loop = reduction(block_max, float("-inf")) if block_max else None
+    if loop is None or loop[0] != step:
         return None
-    cond, update = _guarded(loop[1])
+    cond, update = guarded(loop[1])
     guard = _key_guard(cond)
     if guard is None:
         return None
     key, bounds = guard
-    score = next((x for acc, x in _either(update, "arith.maximumf") if acc == ("acc", 0, 0)),
+    score = next((x for acc, x in either(update, "arith.maximumf") if acc == ("acc", 0, 0)),
                  None)
-    found = _match_score(terms, score, rows, key) if score else None
+    found = _match_score(terms, extents, score, rows, key) if score else None
     if found is None:
         return None
-    alpha = ("math.exp", ("arith.subf", m_acc, _strip(m_new)))  # attributes stripped
-    weight = ("math.exp", ("arith.subf", _strip(score), _strip(shifted(m_new))))
-    block_sum = _rescaled(yields[l_k], alpha, l_acc)
-    block_pv = _rescaled(yields[o_k], alpha, o_acc)
+    alpha = ("math.exp", ("arith.subf", m_acc, strip(m_new)))  # attributes stripped
+    weight = ("math.exp", ("arith.subf", strip(score), strip(shifted(m_new))))
+    block_sum = rescaled(yields[l_k], alpha, l_acc)
+    block_pv = rescaled(yields[o_k], alpha, o_acc)
     if block_sum is None or block_pv is None:
         return None
-    sums = _reduction(block_sum, 0.0)
-    if sums is None or sums[0] != step[1] or _guarded(sums[1])[0] != cond or \
-            _strip(_sum_with_acc(_guarded(sums[1])[1])) != weight:
+    sums = reduction(block_sum, 0.0)
+    if sums is None or sums[0] != step or guarded(sums[1])[0] != cond or \
+            strip(sum_with_acc(guarded(sums[1])[1])) != weight:
         return None
-    pv = _reduction(block_pv, 0.0)
-    pv_guard = _key_guard(_guarded(pv[1])[0]) if pv and pv[0] == step[1] else None
+    pv = reduction(block_pv, 0.0)
+    pv_guard = _key_guard(guarded(pv[1])[0]) if pv and pv[0] == step else None
     if pv_guard is None or pv_guard[0] != key:
         return None
     value = None
-    for w, value_load in _either(_sum_with_acc(_guarded(pv[1])[1]) or (), "arith.mulf"):
-        if _strip(w) == weight:
+    for w, value_load in either(sum_with_acc(guarded(pv[1])[1]) or (), "arith.mulf"):
+        if strip(w) == weight:
             value = _kv_load_of(terms, value_load, rows, key, ("E",))
     query, keys, scale, divide, groups = found
     if value is None or value[1] != groups:
         return None
     visited = min([-(-upper[1] // step[1]) * step[1]] + bounds + pv_guard[1])
     attention = _Attention(query, keys, value[0], None, [], scale, divide, groups, rows=rows)
-    return attention if _shapes_agree(attention, visited, out_shape) else None
-
-
-def _rescaled(tree: tuple, alpha: tuple, acc: tuple):
-    """exp(m - m_new) * acc + x (operands in either order) -> x."""
-    if tree[0] != "arith.addf":
-        return None
-    for product, rest in _either(tree, "arith.addf"):
-        for a, b in _either(product, "arith.mulf"):
-            if _strip(a) == alpha and b == acc:
-                return rest
-    return None
+    return attention if _shapes_agree(attention, extents, visited, out_shape) else None
 
 
 def _key_guard(cond):
@@ -307,15 +307,6 @@ def _key_guard(cond):
     return key, [cond[3][1]]
 
 
-def _strip(tree):
-    """`tree` without op attributes: ("math.exp", x) for ("math.exp", attrs, x)."""
-    if not isinstance(tree, tuple) or not tree or not isinstance(tree[0], str) or \
-            tree[0] in ("const", "iv", "acc", "free", "P", "E", "for", "if") or \
-            len(tree) < 2 or not isinstance(tree[1], tuple):
-        return tree
-    return (tree[0],) + tuple(_strip(t) for t in tree[2:])
-
-
 def _match_weight(tree: tuple):
     """exp(score - max) / sum -> (score, max, sum)."""
     if tree[0] != "arith.divf" or tree[2][0] != "math.exp" or \
@@ -324,30 +315,33 @@ def _match_weight(tree: tuple):
     return tree[2][2][2], tree[2][2][3], tree[3]
 
 
-def _is_max_loop(tree: tuple, keys: int, cond, score: tuple) -> bool:
-    loop = _reduction(tree, float("-inf"))
+def _is_max_loop(tree: tuple, keys: tuple, cond, score: tuple) -> bool:
+    loop = reduction(tree, float("-inf"))
     if loop is None or loop[0] != keys:
         return False
-    loop_cond, step = _guarded(loop[1])
-    return loop_cond == cond and (score, ("acc", 0, 0)) in _either(step, "arith.maximumf")
+    loop_cond, step = guarded(loop[1])
+    return loop_cond == cond and (score, ("acc", 0, 0)) in either(step, "arith.maximumf")
 
 
-def _is_sum_loop(tree: tuple, keys: int, cond, score: tuple, row_max: tuple) -> bool:
-    loop = _reduction(tree, 0.0)
+def _is_sum_loop(tree: tuple, keys: tuple, cond, score: tuple, row_max: tuple) -> bool:
+    loop = reduction(tree, 0.0)
     if loop is None or loop[0] != keys:
         return False
-    loop_cond, step = _guarded(loop[1])
-    added = _sum_with_acc(step)
+    loop_cond, step = guarded(loop[1])
+    added = sum_with_acc(step)
     return loop_cond == cond and added is not None and added[0] == "math.exp" and \
         added[2][0] == "arith.subf" and added[2][2:] == (score, row_max)
 
 
-def _match_score(terms: Terms, tree: tuple, rows: list, key: tuple = ("iv", 0)):
+def _match_score(terms: Terms, extents: BodyExtents, tree: tuple, rows: list,
+                 key: tuple = ("iv", 0)):
     """dot(Q[.., i, :], K[.., key, :]) [* or / scale] -> (Q, K, scale, divide, groups);
-    `key` as read where the score is computed; K's leading indices p or p / group."""
+    `key` as read where the score is computed; K's leading indices p or p / group. The
+    scale: a number, a float scalar input, or ("sizes", tree) for a number computed from
+    run-time sizes (`/ sqrt(head_dim)`)."""
     candidates = [(tree, 1.0, False)]
     if tree[0] in ("arith.mulf", "arith.divf"):
-        for dot, factor in (_either(tree, tree[0]) if tree[0] == "arith.mulf"
+        for dot, factor in (either(tree, tree[0]) if tree[0] == "arith.mulf"
                             else [(tree[2], tree[3])]):
             number = evaluate(factor)
             if number is not None and number != 0:
@@ -356,18 +350,23 @@ def _match_score(terms: Terms, tree: tuple, rows: list, key: tuple = ("iv", 0)):
             elif factor[0] == "free" and _is_input(terms.free[factor[1]]) and \
                     isinstance(terms.free[factor[1]].type, ir.FloatType):
                 candidates.append((dot, terms.free[factor[1]], tree[0] == "arith.divf"))
+            elif factor[0] != "const" and isinstance(factor[0], str) and \
+                    factor[0].startswith(("arith.", "math.")) and \
+                    is_size_expression(factor, extents):
+                candidates.append((dot, ("sizes", factor), tree[0] == "arith.divf"))
     for dot, scale, divide in candidates:
-        loop = _reduction(dot, 0.0)
+        loop = reduction(dot, 0.0)
         if loop is None:
             continue
-        added = _sum_with_acc(loop[1])
+        added = sum_with_acc(loop[1])
         if added is None or added[0] != "arith.mulf":
             continue
-        for q_load, k_load in _either(added, "arith.mulf"):
+        for q_load, k_load in either(added, "arith.mulf"):
             query = _load_of(terms, q_load, rows.physical(list(rows)) + [("iv", 0)])
             keys = _kv_load_of(terms, k_load, rows, shifted(key), ("iv", 0))
             if query is not None and keys is not None and \
-                    _dim(query, -1) == loop[0] == _dim(keys[0], -1):
+                    extents.of_tensor(query, -1) == extents.of_tree(loop[0]) == \
+                    extents.of_tensor(keys[0], -1):
                 return query, keys[0], scale, divide, keys[1]
     return None
 
@@ -419,70 +418,50 @@ def _match_mask(terms: Terms, cond, rows: list):
     return mask, [loops.index(i) for i in cond[3:]]
 
 
-def _shapes_agree(found: _Attention, keys: int, out_shape: list[int]) -> bool:
-    """The loops cover exactly the tensors cir.attention reads and writes."""
-    shape = {name: list(ir.RankedTensorType(v.type).shape)
+def _shapes_agree(found: _Attention, extents: BodyExtents, keys, out_shape: list) -> bool:
+    """The loops cover exactly the tensors cir.attention reads and writes (extents:
+    body_extents.py's keys, numbers when static; `keys` the key loop's)."""
+    shape = {name: [extents.of_tensor(v, a) for a in range(ir.RankedTensorType(v.type).rank)]
              for name, v in (("q", found.query), ("k", found.key), ("v", found.value))}
     out_shape = found.rows.logical_shape(out_shape)
     shape = {name: found.rows.logical_shape(s) for name, s in shape.items()}
-    lead = [extent // g for extent, g in zip(out_shape[:-2], found.groups)]
-    ok = all(extent % g == 0 for extent, g in zip(out_shape[:-2], found.groups)) and \
-        shape["q"][:-1] == out_shape[:-1] and shape["k"][:-2] == lead and \
-        shape["v"][:-2] == lead and shape["k"][-2] == keys == shape["v"][-2] and \
-        shape["v"][-1] == out_shape[-1]
+    ok = keys is not None and shape["q"][:-1] == out_shape[:-1] and \
+        shape["k"][-2] == keys == shape["v"][-2] and shape["v"][-1] == out_shape[-1] and \
+        shape["k"][:-2] == shape["v"][:-2] and \
+        all(_grouped(extent, kv, g)
+            for extent, kv, g in zip(out_shape[:-2], shape["k"][:-2], found.groups))
     types = {str(ir.RankedTensorType(v.type).element_type)
              for v in (found.query, found.key, found.value)}
     element = ir.RankedTensorType(found.query.type).element_type
     ok = ok and len(types) == 1 and str(element) in ("f16", "bf16", "f32", "f64") and \
-        (isinstance(found.scale, float) or found.scale.type == element)
+        (isinstance(found.scale, (float, tuple)) or found.scale.type == element)
     if ok and found.mask is not None:
-        extents = out_shape[:-1] + [keys]
-        mask_shape = list(ir.RankedTensorType(found.mask.type).shape)
-        ok = mask_shape == [extents[d] for d in found.mask_dims]
+        loops = out_shape[:-1] + [keys]
+        mask = found.mask
+        mask_shape = [extents.of_tensor(mask, a) for a in range(ir.RankedTensorType(mask.type).rank)]
+        ok = mask_shape == [loops[d] for d in found.mask_dims]
     return ok
 
 
-# ---------------------------------------------------------------- tree shapes
-
-def _reduction(tree: tuple, init: float):
-    """A loop 0..n step 1 with one accumulator starting at `init` -> (n, its update)."""
-    if tree[0] != "for" or tree[1] != ("const", 0, "index") or \
-            tree[3] != ("const", 1, "index") or len(tree[4]) != 1 or \
-            not float_const(tree[4][0], init) or tree[5] != 0 or tree[2][0] != "const":
-        return None
-    return tree[2][1], tree[6][0]
-
-
-def _guarded(update: tuple):
-    """`if c: acc = f` (acc unchanged otherwise) -> (c, f); an unguarded f -> (None, f)."""
-    if update[0] == "if" and update[3] == ("acc", 0, 0):
-        return update[1], update[2]
-    return None, update
+def _grouped(extent, kv_extent, group: int) -> bool:
+    """Query heads `extent` read key heads `kv_extent` in groups of `group`: the same
+    extent, or (grouped) static extents with kv_extent * group = extent; nothing ties a
+    run-time number of key heads to the query heads' (the body's reads are clamped, the
+    kernels' would not be)."""
+    if group == 1:
+        return extent == kv_extent
+    return isinstance(extent, int) and isinstance(kv_extent, int) and \
+        kv_extent * group == extent
 
 
-def _sum_with_acc(tree: tuple):
-    """acc + x (either order) -> x."""
-    if tree[0] != "arith.addf":
-        return None
-    for acc, other in ((tree[2], tree[3]), (tree[3], tree[2])):
-        if acc == ("acc", 0, 0):
-            return other
-    return None
-
-
-def _either(tree: tuple, name: str):
-    """Both operand orders of a commutative binary op."""
-    if tree[0] != name:
-        return []
-    return [(tree[2], tree[3]), (tree[3], tree[2])]
-
+# ---------------------------------------------------------------- loads
 
 def _load_of(terms: Terms, tree: tuple, indices: list) -> Optional[ir.Value]:
     """The input that `tree` loads at exactly `indices`, or None."""
     if tree[0] != "cir.load" or tree[2][0] != "free" or list(tree[3:]) != indices:
         return None
     tensor = terms.free[tree[2][1]]
-    return tensor if _is_input(tensor) and _static(tensor.type) else None
+    return tensor if _is_input(tensor) and _ranked(tensor.type) else None
 
 
 def _kv_load_of(terms: Terms, tree: tuple, rows: RowOrder, key: tuple, last: tuple):
@@ -498,12 +477,21 @@ def _kv_load_of(terms: Terms, tree: tuple, rows: RowOrder, key: tuple, last: tup
         return None
     groups = [kv_divisor(read[axis], loop) for axis, loop in zip(rows.perm, lead)]
     tensor = terms.free[tree[2][1]]
-    if None in groups or not _is_input(tensor) or not _static(tensor.type):
+    if None in groups or not _is_input(tensor) or not _ranked(tensor.type):
         return None
     return tensor, groups
 
 
 # ---------------------------------------------------------------- IR helpers
+
+def _value_of(terms: Terms, body: ir.Operation, tree: tuple) -> Optional[ir.Value]:
+    """A value of the body whose tree is `tree` (one without loop variables)."""
+    for op in ops_in(body, tree[0]):
+        for result in op.results:
+            if terms.of(result) == tree:
+                return result
+    return None
+
 
 def _enclosing_loops(op: ir.Operation, body: ir.Operation) -> list[ir.Operation]:
     loops = []
@@ -516,10 +504,10 @@ def _enclosing_loops(op: ir.Operation, body: ir.Operation) -> list[ir.Operation]
     return list(reversed(loops))
 
 
-def _plain_loop(terms: Terms, loop: ir.Operation, extent: int) -> bool:
+def _plain_loop(terms: Terms, extents: BodyExtents, loop: ir.Operation, extent) -> bool:
     lower, upper, step = (terms.of(v) for v in list(loop.operands)[:3])
     return len(loop.operands) == 3 and lower == ("const", 0, "index") and \
-        step == ("const", 1, "index") and upper == ("const", extent, "index")
+        step == ("const", 1, "index") and extents.of_tree(upper) == extent
 
 
 def _is_input(value: ir.Value) -> bool:
@@ -528,12 +516,8 @@ def _is_input(value: ir.Value) -> bool:
         value.owner.owner.operation.name == "func.func"
 
 
-def _static(type_: ir.Type) -> bool:
-    return isinstance(type_, ir.RankedTensorType) and ir.RankedTensorType(type_).has_static_shape
-
-
-def _dim(tensor: ir.Value, axis: int) -> int:
-    return list(ir.RankedTensorType(tensor.type).shape)[axis]
+def _ranked(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.RankedTensorType)
 
 
 # ---------------------------------------------------------------- rewriting
@@ -545,10 +529,12 @@ def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> No
         if isinstance(found.scale, float):  # kept in the precision the scores are summed in
             wide = element if str(element) == "f64" else ir.F32Type.get()
             scale = arith.ConstantOp(wide, found.scale).result
-        else:
-            scale = outer[found.scale]
+        else:  # an input, or a number computed from sizes: rebuilt here from main's
+            scale = Lowering(compute, body).outer(found.scale)
             if found.divide:
-                scale = arith.DivFOp(arith.ConstantOp(element, 1.0).result, scale).result
+                scale = arith.DivFOp(arith.ConstantOp(scale.type, 1.0).result, scale).result
+            if str(scale.type) == "f64" and str(element) != "f64":  # scores sum in f32
+                scale = arith.TruncFOp(ir.F32Type.get(), scale).result
         # another query row than the last loop: Q, K and V transposed to [P.., S, D]
         order = found.rows.perm + [len(found.rows.perm)]
         operands = [_transposed(outer[v], order)
@@ -583,6 +569,8 @@ def _transposed(value: ir.Value, order: list) -> ir.Value:
     if order == sorted(order):
         return value
     type_ = ir.RankedTensorType(value.type)
-    shape = [list(type_.shape)[a] for a in order]
-    empty = tensor.EmptyOp(shape, type_.element_type).result
+    sizes = [extent if not ir.ShapedType.is_dynamic_size(extent) else
+             tensor.DimOp(value, arith.ConstantOp(ir.IndexType.get(), axis).result).result
+             for axis, extent in enumerate(type_.shape)]
+    empty = tensor.EmptyOp([sizes[a] for a in order], type_.element_type).result
     return linalg.transpose(value, outs=[empty], permutation=order).results[0]

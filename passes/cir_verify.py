@@ -6,7 +6,7 @@ IRDL checks operand counts and attribute kinds. This pass checks the rest: every
 result dimension; `cir.load`/`cir.store` use one index per dimension and the element type;
 `cir.store` writes only `out`; `cir.yield` appears only in the body of a reduction;
 `cir.attention`'s shapes agree (query [P.., Sq, D], key [P.., Sk, D], value [P.., Sk, E],
-result [P.., Sq, E], a bool mask whose `mask_dims` name its loops, a `causal_offset`
+result [P.., Sq, E], where both extents are static), a bool mask whose `mask_dims` name its loops, a `causal_offset`
 that is an i64); and no value is built by a chain of more than MAX_VALUE_DEPTH operations
 (the passes after this one walk values recursively: zynml/limits.py).
 
@@ -258,9 +258,11 @@ def _check_attention(op: ir.Operation) -> None:
         raise fail(op.location, "'cir.attention' kv_group needs one group >= 1 per leading "
                                 f"axis ({rank - 2})")
     groups = groups or [1] * (rank - 2)
-    kv_lead = [extent * g for extent, g in zip(k[:-2], groups)]
-    if kv_lead != q[:-2] or v[:-2] != k[:-2] or k[-1] != q[-1] or v[-2] != k[-2] or \
-            o != q[:-1] + v[-1:]:
+    kv_lead = [extent * g if not ir.ShapedType.is_dynamic_size(extent) else extent
+               for extent, g in zip(k[:-2], groups)]
+    if not _extents_may_agree(kv_lead, q[:-2]) or not _extents_may_agree(v[:-2], k[:-2]) or \
+            not _extents_may_agree([k[-1], v[-2]], [q[-1], k[-2]]) or \
+            not _extents_may_agree(o, q[:-1] + v[-1:]):
         raise fail(op.location, f"'cir.attention' shapes do not agree: query {q}, key {k}, "
                                 f"value {v}, result {o}, kv_group {groups}")
     if not isinstance(scale.type, ir.FloatType):
@@ -282,10 +284,19 @@ def _check_attention(op: ir.Operation) -> None:
         if dims is None or not isinstance(mask_type, ir.RankedTensorType) or \
                 str(ir.RankedTensorType(mask_type).element_type) != "i1" or \
                 any(not 0 <= d < len(loops) for d in dims) or \
-                list(ir.RankedTensorType(mask_type).shape) != [loops[d] for d in dims]:
+                not _extents_may_agree(list(ir.RankedTensorType(mask_type).shape),
+                                       [loops[d] for d in dims]):
             raise fail(op.location, "'cir.attention' mask must be a bool tensor whose "
                                     "'mask_dims' name, per axis, a loop of (p.., i, j) of "
                                     "the same extent")
+
+
+def _extents_may_agree(a: list[int], b: list[int]) -> bool:
+    """Equal lengths, and equal extents where both are static (a run-time size may be
+    anything; the call checks what the program binds together)."""
+    return len(a) == len(b) and all(
+        x == y or ir.ShapedType.is_dynamic_size(x) or ir.ShapedType.is_dynamic_size(y)
+        for x, y in zip(a, b))
 
 
 def _check_combine(store: ir.Operation, loc) -> None:

@@ -17,6 +17,7 @@ TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autot
        tests/frontend/test_cast_calls_cuda.py tests/backend/test_cuda_matmul_wgmma_batched.py
        tests/backend/test_cuda_matmul_dynamic.py tests/backend/test_cuda_matvec_mma.py
        tests/backend/test_cuda_row_fused_dynamic.py tests/backend/test_cuda_row_fused_warps.py
+       tests/backend/test_cuda_attention_dynamic.py
        tests/passes/test_cir_join_stores.py tests/test_nan.py
        tests/backend/test_cuda_transpose.py tests/backend/test_cuda_epilogue.py
        tests/backend/test_cuda_transposed_copies.py

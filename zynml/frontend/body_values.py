@@ -7,7 +7,7 @@ from typing import Optional
 
 from . import ast
 from .body_rules import FLOAT_ONLY, MATH_BUILTINS, concrete_in, error_at
-from .symbols import Symbol, is_tensor
+from .symbols import Size, SizeBinding, Symbol, is_tensor
 from .types import ScalarType, TensorType, promote
 
 __all__ = ["WholeTensorValues"]
@@ -125,10 +125,27 @@ class WholeTensorValues:
         lengths = [a.base.sym.ty.shape[-1] if a.base.sym.ty.shape else None for a in e.args]
         if None not in lengths and lengths[0] != lengths[1]:
             raise error_at(f"'dot' of rows of different lengths: {lengths[0]} and {lengths[1]}", e)
+        self._bind_equal_lengths(e)
         common = promote(types[0], types[1])
         if common is None or common.is_bool:
             raise error_at(f"'dot' cannot combine rows of {types[0]} and {types[1]}", e)
         return common
+
+    def _bind_equal_lengths(self, e: ast.Call) -> None:
+        """The two rows of a `dot` have one length: where it is a run-time size, the call
+        checks it like any size bound twice (a size already bound to either takes the
+        other; else one named like the first, `Q.shape[3]`)."""
+        dims = [(a.base.sym.name, a.base.sym.ty.rank - 1) for a in e.args]
+        if dims[0] == dims[1] or any(rank is None or rank < 0 for _, rank in dims):
+            return
+        size = next((s for s in self.sizes.values()
+                     if any((b.tensor, b.dim) in dims for b in s.bindings)), None)
+        if size is None:
+            name = f"{dims[0][0]}.shape[{dims[0][1]}]"
+            size = self.sizes.setdefault(name, Size(name, e.loc))
+        for tensor, dim in dims:
+            if not any(b.tensor == tensor and b.dim == dim for b in size.bindings):
+                size.bindings.append(SizeBinding(tensor, dim, e.loc))
 
     def _row(self, e: ast.Expr) -> ScalarType:
         if not isinstance(e, ast.Index) or not isinstance(e.base, ast.Name):

@@ -5,7 +5,9 @@ key/value head index of grouped-query attention, and which output loop is the qu
     kv_divisor(`h / 4`, ("P", 1))                 -> 4
     kv_divisor(`h`, ("P", 1))                     -> 1
 
-Trees are those of zynml/lowering/cir_terms.py; the loops' variables are named by the
+and the shapes of trees the attention forms are built of (a reduction loop, a guarded
+update, a sum with the accumulator, a rescaled accumulator). Trees are those of
+zynml/lowering/cir_terms.py; the loops' variables are named by the
 caller (("P", axis) for the output's loops, ("iv", 0) for the key loop). Integer scalar
 inputs compare in i64 (`arith.index_cast` of the loop variables), constants in index or
 i64: both read the same here.
@@ -14,7 +16,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["RowOrder", "causal_offset", "kv_divisor"]
+from .cir_terms import float_const
+
+__all__ = ["RowOrder", "causal_offset", "either", "guarded", "kv_divisor", "reduction",
+           "rescaled", "strip", "sum_with_acc"]
 
 # arith.cmpi's signed predicates (index comparisons are signed: `i - 2` may be negative)
 _SIGNED = {"2 : i64": "slt", "3 : i64": "sle", "4 : i64": "sgt", "5 : i64": "sge"}
@@ -111,3 +116,59 @@ class RowOrder(list):
     def logical_shape(self, shape: list) -> list:
         """A tensor's shape in the output's axis order -> in attention's ([P.., S, D])."""
         return [shape[a] for a in self.perm] + list(shape[len(self.perm):])
+
+
+# ---------------------------------------------------------------- tree shapes
+
+def reduction(tree: tuple, init: float):
+    """A loop 0..n step 1 with one accumulator starting at `init` -> (n's tree, the
+    update): n a constant or a run-time extent (body_extents.py reads which)."""
+    if tree[0] != "for" or tree[1] != ("const", 0, "index") or \
+            tree[3] != ("const", 1, "index") or len(tree[4]) != 1 or \
+            not float_const(tree[4][0], init) or tree[5] != 0:
+        return None
+    return tree[2], tree[6][0]
+
+
+def guarded(update: tuple):
+    """`if c: acc = f` (acc unchanged otherwise) -> (c, f); an unguarded f -> (None, f)."""
+    if update[0] == "if" and update[3] == ("acc", 0, 0):
+        return update[1], update[2]
+    return None, update
+
+
+def sum_with_acc(tree: tuple):
+    """acc + x (either order) -> x."""
+    if tree[0] != "arith.addf":
+        return None
+    for acc, other in ((tree[2], tree[3]), (tree[3], tree[2])):
+        if acc == ("acc", 0, 0):
+            return other
+    return None
+
+
+def either(tree: tuple, name: str):
+    """Both operand orders of a commutative binary op."""
+    if tree[0] != name:
+        return []
+    return [(tree[2], tree[3]), (tree[3], tree[2])]
+
+
+def rescaled(tree: tuple, alpha: tuple, acc: tuple):
+    """exp(m - m_new) * acc + x (operands in either order) -> x."""
+    if tree[0] != "arith.addf":
+        return None
+    for product, rest in either(tree, "arith.addf"):
+        for a, b in either(product, "arith.mulf"):
+            if strip(a) == alpha and b == acc:
+                return rest
+    return None
+
+
+def strip(tree):
+    """`tree` without op attributes: ("math.exp", x) for ("math.exp", attrs, x)."""
+    if not isinstance(tree, tuple) or not tree or not isinstance(tree[0], str) or \
+            tree[0] in ("const", "iv", "acc", "free", "P", "E", "for", "if") or \
+            len(tree) < 2 or not isinstance(tree[1], tuple):
+        return tree
+    return (tree[0],) + tuple(strip(t) for t in tree[2:])

@@ -43,14 +43,12 @@ def lower_attention(op: ir.Operation) -> ir.Value:
     groups = kv_group(op)
     mask_dims = (i64_array(op, "mask_dims") or []) if mask else []
     causal = int_attr(op, "causal_offset")
-    q_shape = list(ir.RankedTensorType(query.type).shape)
-    k_shape = list(ir.RankedTensorType(key.type).shape)
-    v_shape = list(ir.RankedTensorType(value.type).shape)
     element = ir.RankedTensorType(query.type).element_type
     acc = ir.F64Type.get() if str(element) == "f64" else ir.F32Type.get()
-    lead, rows, keys = q_shape[:-2], q_shape[-2], k_shape[-2]
-    n = len(lead)
+    n = ir.RankedTensorType(query.type).rank - 2
     with ir.InsertionPoint(op), op.location:
+        q_shape, v_shape = _extents(query), _extents(value)
+        lead, rows, keys = q_shape[:-2], q_shape[-2], _extents(key)[-2]
         scale_acc = widened(scale, acc)
         kv_lead = [ir.AffineDimExpr.get(a) if g == 1 else ir.AffineExpr.get_floor_div(
             ir.AffineDimExpr.get(a), ir.AffineConstantExpr.get(g)) for a, g in enumerate(groups)]
@@ -132,6 +130,13 @@ def lower_attention(op: ir.Operation) -> ir.Value:
     return out
 
 
+def _extents(value: ir.Value) -> list:
+    """A tensor's extents: numbers where static, `tensor.dim` values where not."""
+    return [extent if not ir.ShapedType.is_dynamic_size(extent) else
+            tensor.DimOp(value, arith.ConstantOp(ir.IndexType.get(), axis).result).result
+            for axis, extent in enumerate(ir.RankedTensorType(value.type).shape)]
+
+
 def _causal_condition(offset: int, row_dim: int, key_dim: int,
                       run_time: ir.Value = None) -> ir.Value:
     """j <= i + offset [+ run_time] (signed: i + offset may be negative), i and j the
@@ -179,7 +184,7 @@ def _dims(*positions: int) -> list:
     return [ir.AffineDimExpr.get(p) for p in positions]
 
 
-def _filled(shape: list[int], element: ir.Type, value: float) -> ir.Value:
+def _filled(shape: list, element: ir.Type, value: float) -> ir.Value:
     empty = tensor.EmptyOp(shape, element).result
     return linalg.fill(float_constant(element, value), outs=[empty])
 

@@ -22,7 +22,7 @@ def iterator_attr(kind: str) -> ir.Attribute:
     return ir.Attribute.parse(f"#linalg.iterator_type<{kind}>")
 
 
-def _equal_dims(compute: ir.Operation) -> list[set[tuple[int, int]]]:
+def equal_dims(compute: ir.Operation) -> list[set[tuple[int, int]]]:
     """The groups of (argument, dim) of the compute's function that the call checks equal."""
     function = compute.parent
     while function is not None and function.name != "func.func":
@@ -45,7 +45,7 @@ class Lowering:
         self.ip = ir.InsertionPoint(compute)
         self._outer_memo: dict[ir.Value, ir.Value] = {}
         self.fixed: dict[ir.Value, ir.Value] = {}  # body loop variable -> value in main
-        self._equal_dims = _equal_dims(compute)
+        self._equal_dims = equal_dims(compute)
 
     # ------------------------------------------------------------------ values in main
 

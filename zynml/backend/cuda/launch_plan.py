@@ -75,6 +75,8 @@ _SCALAR_FNS = {
     "arith.index_castui": "copy", "arith.extsi": "copy", "arith.extui": "copy",
     "arith.trunci": "copy", "arith.addf": "addf", "arith.subf": "subf", "arith.mulf": "mulf",
     "arith.divf": "divf", "arith.andi": "andi", "arith.ori": "ori",
+    "arith.sitofp": "float", "arith.uitofp": "float", "arith.extf": "copy",
+    "arith.truncf": "copy", "math.sqrt": "sqrt",
 }
 # arith.cmpi's predicates on sizes -> plan "scalar" fn (1 or 0)
 _COMPARE_FNS = {"eq": "eq", "ne": "ne", "slt": "lt", "sle": "le", "sgt": "gt", "sge": "ge",

@@ -4,6 +4,7 @@ the step's values (sizes and offsets already evaluated) and gives the new view's
 (offset, sizes, strides), in elements."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 __all__ = ["check_equal_dims", "subview", "collapse", "expand", "SCALAR_FNS"]
@@ -83,4 +84,6 @@ SCALAR_FNS = {
     "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b),
     "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
     "andi": lambda a, b: a & b, "ori": lambda a, b: a | b,
+    # a float computed from sizes (attention's 1 / sqrt(head_dim)), passed to a kernel
+    "float": float, "sqrt": lambda a: math.sqrt(a) if a >= 0 else math.nan,
 }

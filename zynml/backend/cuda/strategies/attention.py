@@ -38,6 +38,7 @@ from mlir.dialects import math as mmath
 from ....lowering.attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, \
     RUNTIME_OFFSET, float_constant, widened
 from ....lowering.cir_ops import defining_op
+from .extents import Extent, as_index
 from .kernel_builder import generic_operands, index_const
 from . import Launch
 from .tuning import choose
@@ -100,16 +101,18 @@ class Causal:
         """key <= row + offset (an i1; signed: row + offset may be negative)."""
         return arith.CmpIOp(arith.CmpIPredicate.sle, key, self.shifted(row)).result
 
-    def key_end(self, first_row: ir.Value, block_rows: int, rows: int, keys: int) -> ir.Value:
+    def key_end(self, first_row: ir.Value, block_rows: int, rows: Extent,
+                keys: Extent) -> ir.Value:
         """The keys a block of rows first_row.. (block_rows of them, `rows` in all)
         needs: 0..end, end = min(keys, its last row + offset + 1), 0 when that is < 0.
         The tiles from there on lie above the diagonal: the block skips them."""
-        past_last = arith.MinSIOp(add(first_row, block_rows), index_const(rows)).result
+        past_last = arith.MinSIOp(add(first_row, block_rows), as_index(rows)).result
         end = self.shifted(past_last)
         if self.may_be_negative:  # the first rows may see no key at all
             end = arith.MaxSIOp(end, index_const(0)).result
-        if rows + self.offset > keys or self.runtime is not None:  # the last rows: all
-            end = arith.MinSIOp(end, index_const(keys)).result
+        if not isinstance(rows, int) or not isinstance(keys, int) or \
+                rows + self.offset > keys or self.runtime is not None:  # the last rows: all
+            end = arith.MinSIOp(end, as_index(keys)).result
         return end
 
 
@@ -246,10 +249,13 @@ def _kv_groups(query: ir.Value, key: ir.Value, value: ir.Value) -> Optional[list
     reads them at p / group): Q's extent over K's, which must divide it."""
     q_lead = list(ir.ShapedType(query.type).shape)[:-2]
     k_lead = list(ir.ShapedType(key.type).shape)[:-2]
+    dynamic = ir.ShapedType.is_dynamic_size
     if k_lead != list(ir.ShapedType(value.type).shape)[:-2] or \
-            any(k < 1 or q % k for q, k in zip(q_lead, k_lead)):
+            any(dynamic(q) != dynamic(k) for q, k in zip(q_lead, k_lead)):
+        return None  # a run-time extent is read as is (cir-raise-attention groups static ones)
+    if any(not dynamic(k) and (k < 1 or q % k) for q, k in zip(q_lead, k_lead)):
         return None
-    return [q // k for q, k in zip(q_lead, k_lead)]
+    return [1 if dynamic(k) else q // k for q, k in zip(q_lead, k_lead)]
 
 
 def _causal(parts: list, runtime: Optional[ir.Value] = None) -> tuple[bool, Optional[Causal]]:

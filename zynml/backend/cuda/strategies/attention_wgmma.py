@@ -76,6 +76,7 @@ from mlir import ir
 from mlir.dialects import arith, builtin, gpu, nvgpu, scf, vector
 
 from ....lowering.attention_lowering import float_constant
+from .extents import as_index, ceil_div, minus, product
 from .kernel_builder import index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
@@ -83,14 +84,15 @@ from .tuning import choose
 from .attention import Group, attention_groups
 from .attention_wgmma_ring import BOX_COLUMNS, RingKernel
 from .flash_skeleton import (OnlineSoftmax, add, base2_factor, clamp, common_element,
-                             frame_fields, head_dims, inverse_sum, keys_last, mask_allows,
-                             mask_pair, only_allowed, positive_scale, problem, quad_reduce,
-                             row_major, sizes)
+                             frame_fields, head_dims, host_sizes, inverse_sum, keys_last,
+                             mask_allows, mask_pair, only_allowed, positive_scale, problem,
+                             quad_reduce, row_major, run_time_sizes, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, equals, only_if, parity,
                      tensor_map_type, wait)
 
 NAME = "attention_wgmma"
 REQUIRES = frozenset({"wgmma", "tma", "setmaxnreg"})
+DYNAMIC = True  # run-time lead, rows and keys (not with a mask): memref.dim in the kernel
 ROWS_PER_WARPGROUP = 64       # wgmma's m
 HEAD_DIMS = (64, 128)
 MASK_PAD = 16      # bytes after each staged mask row
@@ -199,12 +201,31 @@ def matches(group: Group, target) -> bool:
             not all(row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
     d, e = head_dims(group)
-    if d not in HEAD_DIMS or e not in HEAD_DIMS:
+    if d not in HEAD_DIMS or e not in HEAD_DIMS or \
+            (group.mask is not None and run_time_sizes(group)):
         return False
     return plan(group, target) is not None and positive_scale(group) is not None
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
+    if not run_time_sizes(group):
+        return _build(group, gpu_module, kernel_name, target)
+    # Run-time keys: where they fill whole key tiles (the plan tests it at each call) a
+    # kernel without the last tile's per-key bound check, else one with it (Triton's
+    # specialization on divisibility, taken at run time: no recompile)
+    p, _ = plan(group, target)
+    whole = _build(group, gpu_module, kernel_name, target, whole_key_tiles=True)
+    partial = _build(group, gpu_module, f"{kernel_name}_partial", target)
+    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:
+        keys = as_index(host_sizes(group)[2])
+        whole.when = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(
+            keys, index_const(p.block_n)).result, index_const(0)).result
+    whole.otherwise = [partial]
+    return whole
+
+
+def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
+           whole_key_tiles: bool = False) -> Launch:
     lead, rows, d, keys, e = sizes(group)
     p, staged = plan(group, target)
     element = ir.MemRefType(group.query.type).element_type
@@ -216,8 +237,9 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     # arguments: out, the mask if any (read by the warpgroups themselves), a run-time
     # causal offset if any (a 0-d buffer), three maps
     runtime = group.causal.runtime if group.causal is not None else None
+    dynamic = run_time_sizes(group)  # K's buffer too, for its extent (memref.dim)
     plain = [group.out] + ([group.mask] if group.mask is not None else []) + \
-        ([runtime] if runtime is not None else [])
+        ([runtime] if runtime is not None else []) + ([group.key] if dynamic else [])
     func = new_kernel(gpu_module, kernel_name,
                       [kernel_type(v.type) for v in plain] + [pointer] * 3, [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
@@ -226,12 +248,16 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
         maps = [builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
                 for t, arg in zip((q_map_type, kv_map_type, kv_map_type), arguments[-3:])]
         kernel = _Kernel(p=p, element=element, c=base2_factor(group), mask=mask,
-                         staged=staged, **frame_fields(group, dict(zip(plain, arguments))))
+                         staged=staged, whole_key_tiles=whole_key_tiles,
+                         **frame_fields(group, dict(zip(plain, arguments))))
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     # one block per (row block, slice); persistent: the run time launches at most one
     # per multiprocessor and each loops over its share (_Kernel.emit)
-    grid = (math.ceil(rows / p.block_m) * math.prod(lead), 1, 1)
+    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:  # the grid, on the host
+        if dynamic:
+            lead, rows, _ = host_sizes(group)
+        grid = (product([ceil_div(rows, p.block_m)] + lead), 1, 1)
     operands = plain + [TensorMap(group.query, q_map_type, q_box),
                         TensorMap(group.key, kv_map_type, kv_box),
                         TensorMap(group.value, kv_map_type, kv_box)]
@@ -450,7 +476,11 @@ class _Kernel(RingKernel):
         last key some row of this warp may not see: last key > the warp's first row +
         offset (the tiles on the diagonal; those below it are whole)."""
         block_n, conditions = self.p.block_n, []
-        if self.keys % block_n:
+        if not isinstance(self.keys, int):  # the last tile, unless the plan knows it whole
+            if not self.whole_key_tiles:
+                conditions.append(arith.CmpIOp(arith.CmpIPredicate.eq, j, as_index(
+                    minus(ceil_div(self.keys, block_n), 1))).result)
+        elif self.keys % block_n:
             conditions.append(equals(j, math.ceil(self.keys / block_n) - 1))
         if self.causal:
             last_key = add(arith.MulIOp(j, index_const(block_n)).result, block_n - 1)
@@ -475,7 +505,7 @@ class _Kernel(RingKernel):
         with ir.InsertionPoint(branch.then_block):
             first = arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
                                  arith.MulIOp(self.quad, index_const(2)).result).result
-            last_key = index_const(self.keys - 1)
+            last_key = as_index(minus(self.keys, 1))
             limits = []
             for row in self.my_rows:
                 last = last_key
@@ -544,7 +574,7 @@ class _Kernel(RingKernel):
         for r, row in enumerate(self.my_rows):
             inverse = inverse_sum(quad_reduce(sums[r], arith.AddFOp), self.may_be_empty)
             guard = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, row,
-                                          index_const(self.rows)).result)
+                                          as_index(self.rows)).result)
             with ir.InsertionPoint(guard.then_block):
                 for j in range(self.e // 8):
                     values = [arith.TruncFOp(self.element, arith.MulFOp(

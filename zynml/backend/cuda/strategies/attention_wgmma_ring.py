@@ -23,7 +23,6 @@ the ring (attention_wgmma.py's _Kernel adds the warpgroups that consume it).
 """
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
@@ -31,6 +30,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, nvgpu, scf
 
+from .extents import as_index, ceil_div, minus, product
 from .kernel_builder import delinearize, index_const
 from .flash_skeleton import FlashFrame, add
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, acquire_tensor_maps,
@@ -51,6 +51,8 @@ class RingKernel(FlashFrame):
     c: float          # scale * log2(e)
     mask: Optional[ir.Value]  # the kernel's i8 mask argument
     staged: bool      # the mask reaches shared memory by cp.async (else: read directly)
+    whole_key_tiles: bool = False  # run-time keys known a multiple of the tile (the
+                                   # plan checks): no per-key bound check
 
     def emit(self, out, q_map, k_map, v_map):
         p = self.p
@@ -75,13 +77,13 @@ class RingKernel(FlashFrame):
             nvgpu.mbarrier_init(self.q_empty, index_const(p.warpgroups), index_const(0))
             acquire_tensor_maps(q_map, k_map, v_map)
         gpu.BarrierOp()
-        self.row_blocks = math.ceil(self.rows / p.block_m)
+        self.row_blocks = ceil_div(self.rows, p.block_m)
         self.block = gpu.block_id(gpu.Dimension.x)
         self.blocks = gpu.grid_dim(gpu.Dimension.x)
-        items = self.row_blocks * math.prod(self.lead)
+        items = product([self.row_blocks] + self.lead)
         # this block's work items: block, block + grid, ... (the grid has at most `items`)
         self.my_items = arith.DivUIOp(arith.SubIOp(
-            add(self.blocks, items - 1), self.block).result, self.blocks).result
+            add(self.blocks, minus(items, 1)), self.block).result, self.blocks).result
         warp = uniform_warp(tid)
 
         def copy():
@@ -120,14 +122,14 @@ class RingKernel(FlashFrame):
         causal ones, which differ in work (row block x visits about x + 1 key tiles)
         and are numbered heaviest first: blocks start in about linear-id order and take
         their items in order, so the light ones fill in at the end."""
-        row_blocks, slices = self.row_blocks, math.prod(self.lead)
-        if self.causal and row_blocks > 1:
-            row_block = arith.SubIOp(index_const(row_blocks - 1), arith.DivUIOp(
-                item, index_const(slices)).result).result
-            slice_index = arith.RemUIOp(item, index_const(slices)).result
+        row_blocks, slices = self.row_blocks, as_index(product(self.lead))
+        if self.causal and (not isinstance(row_blocks, int) or row_blocks > 1):
+            row_block = arith.SubIOp(as_index(minus(row_blocks, 1)), arith.DivUIOp(
+                item, slices).result).result
+            slice_index = arith.RemUIOp(item, slices).result
         else:
-            row_block = arith.RemUIOp(item, index_const(row_blocks)).result
-            slice_index = arith.DivUIOp(item, index_const(row_blocks)).result
+            row_block = arith.RemUIOp(item, as_index(row_blocks)).result
+            slice_index = arith.DivUIOp(item, as_index(row_blocks)).result
         self.slice_ivs = delinearize(slice_index, self.lead) if self.lead else []
         self.row0 = arith.MulIOp(row_block, index_const(self.p.block_m)).result
         self.tiles = self._key_tiles()  # the copier's and the warpgroups' trip count

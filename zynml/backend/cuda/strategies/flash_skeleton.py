@@ -36,6 +36,7 @@ from mlir.dialects import math as mmath
 
 from ....lowering.attention_lowering import float_constant, widened
 from ....lowering.cir_ops import clone_op, defining_op
+from .extents import Extent, as_index, ceil_div, minus, product
 from .kernel_builder import (delinearize, dense_row_major, index_const, kernel_type,
                              new_kernel)
 from .tuning import problem_key
@@ -63,6 +64,28 @@ def sizes(group) -> tuple[list, int, int, int, int]:
             operand_shape(group.value)[-1])
 
 
+def run_time_sizes(group) -> bool:
+    """Whether Q, K, V or out has a run-time size (the lead, rows or keys: a kernel for
+    them reads them with memref.dim, frame_fields)."""
+    return any(not ir.MemRefType(v.type).has_static_shape
+               for v in (group.query, group.key, group.value, group.out))
+
+
+def host_sizes(group) -> tuple[list, Extent, Extent]:
+    """(lead, rows, keys) on the host (the insertion point: before the group's last op,
+    where its launch goes): numbers, or memref.dim of out's and K's buffers."""
+    out_extents = _extents(group.out)
+    return out_extents[:-2], out_extents[-2], _extents(group.key)[-2]
+
+
+def _extents(buffer: ir.Value) -> list:
+    """A buffer's extents at the insertion point: numbers where static, memref.dim
+    where not."""
+    return [n if not ir.ShapedType.is_dynamic_size(n) else
+            memref.DimOp(buffer, index_const(axis)).result
+            for axis, n in enumerate(ir.MemRefType(buffer.type).shape)]
+
+
 def head_dims(group) -> tuple[int, int]:
     """(d, e): Q's (and K's) head dim and V's."""
     return operand_shape(group.query)[-1], operand_shape(group.value)[-1]
@@ -75,8 +98,13 @@ def common_element(group) -> Optional[str]:
 
 
 def row_major(value: ir.Value) -> bool:
-    """Dense row-major from the buffer's start (16-byte copies stay aligned)."""
-    _, offset = ir.MemRefType(value.type).get_strides_and_offset()
+    """Dense row-major from the buffer's start (16-byte copies stay aligned): the
+    identity layout (also with run-time sizes), or static strides that are."""
+    type_ = ir.MemRefType(value.type)
+    if isinstance(type_.layout, ir.AffineMapAttr) and \
+            ir.AffineMapAttr(type_.layout).value == ir.AffineMap.get_identity(type_.rank):
+        return True
+    _, offset = type_.get_strides_and_offset()
     return offset == 0 and dense_row_major(value.type)
 
 
@@ -149,9 +177,9 @@ def kernel_entry(gpu_module: ir.Operation, kernel_name: str, values: list, threa
         gpu.ReturnOp([])
 
 
-def row_blocks_grid(rows: int, block_m: int, lead: list) -> tuple[int, int, int]:
+def row_blocks_grid(rows: Extent, block_m: int, lead: list) -> tuple:
     """A block per block_m query rows (x) of each (p..) slice (y)."""
-    return math.ceil(rows / block_m), math.prod(lead), 1
+    return ceil_div(rows, block_m), product(lead), 1
 
 
 def block_slice(lead: list) -> list:
@@ -190,14 +218,14 @@ def mul(a: ir.Value, b: int) -> ir.Value:
     return arith.MulIOp(a, index_const(b)).result
 
 
-def less(a: ir.Value, b: int) -> ir.Value:
+def less(a: ir.Value, b: Extent) -> ir.Value:
     """a < b, unsigned (an i1)."""
-    return arith.CmpIOp(arith.CmpIPredicate.ult, a, index_const(b)).result
+    return arith.CmpIOp(arith.CmpIPredicate.ult, a, as_index(b)).result
 
 
-def clamp(a: ir.Value, extent: int) -> ir.Value:
+def clamp(a: ir.Value, extent: Extent) -> ir.Value:
     """min(a, extent - 1): the last row or key for those past the end."""
-    return arith.MinUIOp(a, index_const(extent - 1)).result
+    return arith.MinUIOp(a, as_index(minus(extent, 1))).result
 
 
 # ---------------------------------------------------------------- copies
@@ -289,8 +317,12 @@ def mask_pair(mask: ir.Value, index: Callable[[ir.Value], list], key0: ir.Value,
 
 def frame_fields(group, args: Optional[dict] = None) -> dict:
     """The FlashFrame fields of an attention group, inside a kernel (`args`: the
-    kernel_values -> its arguments; a run-time causal offset is loaded from there)."""
+    kernel_values -> its arguments; a run-time causal offset is loaded from there, and
+    run-time sizes read off out's and K's arguments)."""
     lead, rows, d, keys, e = sizes(group)
+    if run_time_sizes(group):
+        out_extents = _extents(args[group.out])
+        lead, rows, keys = out_extents[:-2], out_extents[-2], _extents(args[group.key])[-2]
     causal = group.causal
     if causal is not None and causal.runtime is not None:
         causal = causal.in_kernel(args)
@@ -302,10 +334,10 @@ def frame_fields(group, args: Optional[dict] = None) -> dict:
 class FlashFrame:
     """What every attention kernel knows of its problem, and the rule of which keys a
     row may attend; each kernel class extends it with its params and tiles."""
-    lead: list        # the (p..) loops' sizes
-    rows: int         # queries
+    lead: list        # the (p..) loops' sizes (numbers, or index values: run-time sizes)
+    rows: Extent      # queries
     d: int            # Q's and K's head dim
-    keys: int
+    keys: Extent
     e: int            # V's and out's head dim
     mask_dims: list   # mask axis -> loop of (p.., i, j)
     causal: object    # attention.Causal, or None: every key (the mask aside)
@@ -325,7 +357,8 @@ class FlashFrame:
     def mask_pairs(self) -> bool:
         """Whether keys 2t and 2t + 1 of a mask row are one aligned 2-byte load: the
         keys are the mask's last axis and its rows have even length."""
-        return keys_last(self.mask_dims, self.lead) and self.keys % 2 == 0
+        return keys_last(self.mask_dims, self.lead) and isinstance(self.keys, int) and \
+            self.keys % 2 == 0
 
     def allowed(self, key: ir.Value, row: ir.Value, slice_ivs: list, bounds: bool,
                 mask: Optional[ir.Value]) -> Optional[ir.Value]:
@@ -347,7 +380,7 @@ class FlashFrame:
         diagonal are neither copied nor multiplied. 0 where a negative offset leaves
         its rows none."""
         if not self.causal:
-            return index_const(math.ceil(self.keys / block_n))
+            return as_index(ceil_div(self.keys, block_n))
         end = self.causal.key_end(first_row, block_m, self.rows, self.keys)
         return arith.DivUIOp(add(end, block_n - 1), index_const(block_n)).result
 

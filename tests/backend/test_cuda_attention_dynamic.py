@@ -1,0 +1,123 @@
+"""Attention with run-time sizes on the CUDA backend: f16 / bf16 attention whose batch,
+heads, queries and keys are run-time sizes (head dims 64 or 128 static) is one
+attention_wgmma kernel for every size: it reads the sizes off its buffers (memref.dim),
+the plan computes its grid from them, and partial row and key tiles are masked as in the
+static kernel. Causal (with a run-time offset too) and grouped-query attention with
+static heads likewise; a masked one of run-time sizes runs as generic kernels. Here: the
+plans (no GPU needed), and the numbers against float64 on an H100 / H200 (GPU tests:
+tools/gpu_tests.sh)."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import zynml
+from zynml.runtime.cuda.artifact import launches
+from zynml.runtime.cuda.plan_at_sizes import plan_at_sizes
+
+from conftest import (assert_close, causal, conditioned_attention, decode_attention,
+                      dynamic_on_gpu, grouped_reference, online_attention)
+
+BF16 = ml_dtypes.bfloat16
+RUN_TIME = ["batch", "heads", "seq_len", "keys"]  # head_dim stays static (64 or 128)
+CAUSAL = conditioned_attention("j <= i")
+OFFSET = decode_attention("1").replace("h / 1", "h")  # j <= i + cache_start
+MASKED = conditioned_attention("mask[i, j]", "Q, K, V, mask")
+
+
+def example(d=64, dtype=np.float16, **extra):
+    """Inputs that fix the dtypes (and the static head dim) of a dynamic compile."""
+    q, kv = np.ones((1, 2, 3, d), dtype), np.ones((1, 2, 5, d), dtype)
+    return dict(Q=q, K=kv, V=kv, **extra)
+
+
+def plan_of(source, dynamic=RUN_TIME, **inputs):
+    prog = zynml.compile(source, device="cuda", require_device=False, dynamic=dynamic)
+    return prog.artifact(**inputs).plan
+
+
+def kernels(plan, shapes, **sizes):
+    """(kernel, grid x) of the launches a call at `shapes` makes."""
+    fixed = plan_at_sizes(plan, shapes, sizes)
+    assert fixed is not None
+    return [(s["kernel"].split("_", 1)[1], s["grid"][0]) for s in launches(fixed["body"])]
+
+
+@pytest.mark.parametrize("source,extra", [(CAUSAL, {}), (OFFSET, dict(cache_start=np.int64(2)))],
+                         ids=["causal", "run-time offset"])
+def test_one_wgmma_kernel_for_every_size(source, extra):
+    """Two versions of the kernel under the plan's test of the keys: whole key tiles (no
+    per-key bound check), or a partial last tile; one launch at any size."""
+    plan = plan_of(source, **example(**extra))
+    [branch] = [s for s in plan["body"] if s["op"] == "if"]
+    assert [s["strategy"] for s in launches(branch["then"])] == ["attention_wgmma"]
+    assert [s["strategy"] for s in launches(branch["else"])] == ["attention_wgmma"]
+    for batch, heads, rows, keys in ((1, 1, 1, 1), (2, 3, 129, 300), (1, 16, 4096, 4096),
+                                     (3, 2, 7, 256)):
+        shapes = [(batch, heads, rows, 64), (batch, heads, keys, 64), (batch, heads, keys, 64)]
+        shapes += [()] if extra else []
+        # one block per 128 query rows of each (batch, head); persistent blocks are
+        # capped per multiprocessor at launch
+        kernel = "attention_wgmma" if keys % 128 == 0 else "attention_wgmma_partial"
+        assert kernels(plan, shapes) == [(kernel, -(-rows // 128) * batch * heads)]
+
+
+@pytest.mark.parametrize("group", [2, 4])
+def test_grouped_heads_static_run_time_rest(group):
+    plan = plan_of(online_attention(str(group)), ["batch", "sq", "sk"],
+                   Q=np.ones((1, 8, 3, 128), BF16), K=np.ones((1, 8 // group, 5, 128), BF16),
+                   V=np.ones((1, 8 // group, 5, 128), BF16))
+    assert {s["strategy"] for s in launches(plan["body"])} == {"attention_wgmma"}
+
+
+def test_a_masked_attention_of_run_time_sizes_runs_as_generics():
+    plan = plan_of(MASKED, **example(mask=np.ones((3, 5), bool)))
+    assert "attention_wgmma" not in [s["strategy"] for s in launches(plan["body"])]
+
+
+SIZES = [(1, 1, 1, 1), (2, 3, 17, 23), (1, 2, 129, 300), (2, 4, 1000, 1000), (2, 2, 77, 256)]
+
+
+def qkv(rng, batch, heads, rows, keys, d, dtype, kv_heads=None):
+    kv_heads = kv_heads or heads
+    return [rng.standard_normal(shape).astype(dtype) for shape in
+            ((batch, heads, rows, d), (batch, kv_heads, keys, d), (batch, kv_heads, keys, d))]
+
+
+def wide(*arrays):
+    return [a.astype(np.float64) for a in arrays]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,d", [(np.float16, 64), (BF16, 128)])
+def test_cuda_dynamic_causal_attention_matches_float64(rng, dtype, d):
+    prog = dynamic_on_gpu(CAUSAL, dynamic=RUN_TIME, **example(d, dtype))
+    for batch, heads, rows, keys in SIZES:
+        q, k, v = qkv(rng, batch, heads, rows, keys, d, dtype)
+        want = grouped_reference(*wide(q, k, v), causal(rows, keys), scale=1 / np.sqrt(d))
+        out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)
+        assert_close(out, want, rtol=1e-2)
+    assert prog.stats().specializations == 1
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_run_time_offset_matches_float64(rng):
+    prog = dynamic_on_gpu(OFFSET, dynamic=RUN_TIME, **example(cache_start=np.int64(2)))
+    for batch, heads, rows, keys in SIZES:
+        q, k, v = qkv(rng, batch, heads, rows, keys, 64, np.float16)
+        for offset in (0, 7, keys):
+            want = grouped_reference(*wide(q, k, v), causal(rows, keys, offset))
+            out = prog(Q=q, K=k, V=v, cache_start=np.int64(offset))["attn"]
+            assert_close(np.asarray(out).astype(np.float64), want, rtol=1e-2)
+    assert prog.stats().specializations == 1
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_grouped_attention_matches_float64(rng):
+    prog = dynamic_on_gpu(online_attention("4"), dynamic=["batch", "sq", "sk"],
+                          Q=np.ones((1, 8, 3, 128), BF16), K=np.ones((1, 2, 5, 128), BF16),
+                          V=np.ones((1, 2, 5, 128), BF16))
+    for batch, _, rows, keys in SIZES:
+        q, k, v = qkv(rng, batch, 8, rows, keys, 128, BF16, kv_heads=2)
+        out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)
+        assert_close(out, grouped_reference(*wide(q, k, v)), rtol=1e-2)
+    assert prog.stats().specializations == 1
