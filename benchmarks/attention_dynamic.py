@@ -26,9 +26,10 @@ from gpu_vs_torch import _to_torch, median_ms  # benchmarks/
 PROGRAMS = Path(__file__).resolve().parent.parent / "tests" / "programs"
 DYNAMIC = ["batch", "heads", "seq_len"]  # the head dim stays static
 
-# (name, program, causal, (batch, heads, seq, head dim))
+# (name, program, causal or "mask", (batch, heads, seq, head dim))
 ROWS = [
     ("BERT attention 8x12x512x64", "attention_no_mask.zyn", False, (8, 12, 512, 64)),
+    ("BERT attention 8x12x512x64, mask", "examples/attention.zyn", "mask", (8, 12, 512, 64)),
     ("attention 1x16x4096x128", "attention_no_mask.zyn", False, (1, 16, 4096, 128)),
     ("causal attention 1x16x4096x128", "examples/causal_attention.zyn", True,
      (1, 16, 4096, 128)),
@@ -55,15 +56,18 @@ def _static(source: str, require_device: bool):
                          dynamic=False)
 
 
-def _inputs(shape, rng) -> dict:
-    return {name: (rng.standard_normal(shape) * 0.5).astype(np.float16) for name in "QKV"}
+def _inputs(shape, rng, masked: bool) -> dict:
+    values = {name: (rng.standard_normal(shape) * 0.5).astype(np.float16) for name in "QKV"}
+    if masked:  # each pair attends with odds 0.9, as gpu_vs_torch.py's masked row
+        values["mask"] = rng.random(shape[2:3] * 2) < 0.9
+    return values
 
 
 def compile_only() -> None:
     rng = np.random.default_rng(0)
     dynamic = _programs(require_device=False)
-    for name, source, _, shape in ROWS:
-        inputs = _inputs(shape, rng)
+    for name, source, kind, shape in ROWS:
+        inputs = _inputs(shape, rng, kind == "mask")
         dynamic[source].artifact(**inputs)
         _static(source, require_device=False).artifact(**inputs)
         print(f"compiled: {name}", flush=True)
@@ -77,12 +81,12 @@ def run(repeat: int) -> None:
     print("| attention | static ms | dynamic ms | dynamic / static | SDPA ms | "
           "dynamic vs SDPA | rel. error |")
     print("|---|---|---|---|---|---|---|")
-    for name, source, causal, shape in ROWS:
-        host = _inputs(shape, rng)
+    for name, source, kind, shape in ROWS:
+        host = _inputs(shape, rng, kind == "mask")
         x = {n: _to_torch(torch, v) for n, v in host.items()}
         static = _static(source, require_device=True)
         sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
-            x["Q"], x["K"], x["V"], is_causal=causal)
+            x["Q"], x["K"], x["V"], attn_mask=x.get("mask"), is_causal=kind is True)
         out = torch.as_tensor(dynamic[source](**x)["attn"], device="cuda").double()
         want = sdpa().double()
         error = ((out - want).norm() / want.norm()).item()

@@ -263,6 +263,7 @@ def _check_attention(op: ir.Operation) -> None:
     if not _extents_may_agree(kv_lead, q[:-2]) or not _extents_may_agree(v[:-2], k[:-2]) or \
             not _extents_may_agree([k[-1], v[-2]], [q[-1], k[-2]]) or \
             not _extents_may_agree(o, q[:-1] + v[-1:]):
+        q, k, v, o = (_shape_text(shape) for shape in (q, k, v, o))
         raise fail(op.location, f"'cir.attention' shapes do not agree: query {q}, key {k}, "
                                 f"value {v}, result {o}, kv_group {groups}")
     if not isinstance(scale.type, ir.FloatType):
@@ -289,6 +290,12 @@ def _check_attention(op: ir.Operation) -> None:
             raise fail(op.location, "'cir.attention' mask must be a bool tensor whose "
                                     "'mask_dims' name, per axis, a loop of (p.., i, j) of "
                                     "the same extent")
+
+
+def _shape_text(shape: list[int]) -> str:
+    """[2, ?, 16]: a run-time extent as `?`."""
+    return "[" + ", ".join("?" if ir.ShapedType.is_dynamic_size(d) else str(d)
+                           for d in shape) + "]"
 
 
 def _extents_may_agree(a: list[int], b: list[int]) -> bool:

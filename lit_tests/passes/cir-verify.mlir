@@ -121,6 +121,27 @@ func.func private @body(%a: tensor<4x4xf32>, %n: index, %out: tensor<4x4xf32>) a
 
 // -----
 
+// Run-time extents agree with anything; the static ones still must (grouped: K's 2
+// heads times 4 are Q's 8; the run-time head dims of Q and K, and V's 16, are let be).
+// CHECK-LABEL: func.func @attention_run_time_sizes(
+// CHECK: "cir.attention"({{.*}}) {kv_group = array<i64: 1, 4>, {{.*}}} : (tensor<?x8x?x?xf16>, tensor<?x2x?x?xf16>, tensor<?x2x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
+func.func @attention_run_time_sizes(%q: tensor<?x8x?x?xf16>, %k: tensor<?x2x?x?xf16>, %v: tensor<?x2x?x16xf16>) -> tensor<?x8x?x16xf16> {
+  %scale = arith.constant 0.125 : f32
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<?x8x?x?xf16>, tensor<?x2x?x?xf16>, tensor<?x2x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
+  return %o : tensor<?x8x?x16xf16>
+}
+
+// -----
+
+func.func @attention_run_time_sizes_grouped_wrong(%q: tensor<?x8x?x16xf16>, %k: tensor<?x3x?x16xf16>, %v: tensor<?x3x?x16xf16>) -> tensor<?x8x?x16xf16> {
+  %scale = arith.constant 0.125 : f32
+  // expected-error@+1 {{'cir.attention' shapes do not agree: query [?, 8, ?, 16], key [?, 3, ?, 16], value [?, 3, ?, 16], result [?, 8, ?, 16], kv_group [1, 4]}}
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<?x8x?x16xf16>, tensor<?x3x?x16xf16>, tensor<?x3x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
+  return %o : tensor<?x8x?x16xf16>
+}
+
+// -----
+
 func.func @attention_shapes(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<2x3x5xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' shapes do not agree: query [2, 3, 4], key [2, 5, 4], value [2, 5, 6], result [2, 3, 5]}}

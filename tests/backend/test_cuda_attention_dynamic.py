@@ -2,8 +2,8 @@
 heads, queries and keys are run-time sizes (head dims 64 or 128 static) is one
 attention_wgmma kernel for every size: it reads the sizes off its buffers (memref.dim),
 the plan computes its grid from them, and partial row and key tiles are masked as in the
-static kernel. Causal (with a run-time offset too) and grouped-query attention with
-static heads likewise; a masked one of run-time sizes runs as generic kernels. Here: the
+static kernel. Causal (with a run-time offset too), masked, and grouped-query attention
+with static heads likewise. Here: the
 plans (no GPU needed), and the numbers against float64 on an H100 / H200 (GPU tests:
 tools/gpu_tests.sh)."""
 import ml_dtypes
@@ -42,6 +42,10 @@ def kernels(plan, shapes, **sizes):
     return [(s["kernel"].split("_", 1)[1], s["grid"][0]) for s in launches(fixed["body"])]
 
 
+def launches_of(steps) -> list:
+    return list(launches(steps))
+
+
 @pytest.mark.parametrize("source,extra", [(CAUSAL, {}), (OFFSET, dict(cache_start=np.int64(2)))],
                          ids=["causal", "run-time offset"])
 def test_one_wgmma_kernel_for_every_size(source, extra):
@@ -69,9 +73,13 @@ def test_grouped_heads_static_run_time_rest(group):
     assert {s["strategy"] for s in launches(plan["body"])} == {"attention_wgmma"}
 
 
-def test_a_masked_attention_of_run_time_sizes_runs_as_generics():
+def test_a_masked_attention_of_run_time_sizes_is_one_wgmma_kernel():
+    """Whole key tiles: the mask staged in shared memory by the copying warpgroup, as at
+    static sizes; a partial last tile: the mask read from global memory."""
     plan = plan_of(MASKED, **example(mask=np.ones((3, 5), bool)))
-    assert "attention_wgmma" not in [s["strategy"] for s in launches(plan["body"])]
+    [branch] = [s for s in plan["body"] if s["op"] == "if"]
+    assert [s["strategy"] for s in launches_of(branch["then"]) + launches_of(branch["else"])] \
+        == ["attention_wgmma"] * 2
 
 
 SIZES = [(1, 1, 1, 1), (2, 3, 17, 23), (1, 2, 129, 300), (2, 4, 1000, 1000), (2, 2, 77, 256)]
@@ -120,4 +128,17 @@ def test_cuda_dynamic_grouped_attention_matches_float64(rng):
         q, k, v = qkv(rng, batch, 8, rows, keys, 128, BF16, kv_heads=2)
         out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)
         assert_close(out, grouped_reference(*wide(q, k, v)), rtol=1e-2)
+    assert prog.stats().specializations == 1
+
+
+@pytest.mark.gpu
+def test_cuda_dynamic_masked_attention_matches_float64(rng):
+    prog = dynamic_on_gpu(MASKED, dynamic=RUN_TIME, **example(mask=np.ones((3, 5), bool)))
+    for batch, heads, rows, keys in SIZES:
+        q, k, v = qkv(rng, batch, heads, rows, keys, 64, np.float16)
+        mask = rng.random((rows, keys)) < 0.7
+        mask[0] = False  # a row with no allowed key gives zeros
+        want = grouped_reference(*wide(q, k, v), mask, scale=1 / 8)
+        out = np.asarray(prog(Q=q, K=k, V=v, mask=mask)["attn"]).astype(np.float64)
+        assert_close(out, want, rtol=1e-2)
     assert prog.stats().specializations == 1

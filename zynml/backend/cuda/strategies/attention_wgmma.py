@@ -168,19 +168,22 @@ def params_for(d: int, e: int, max_shared: int, staged_mask: bool = False,
     return p
 
 
-def _stageable(group: Group) -> bool:
+def _stageable(group: Group, whole_key_tiles: bool = False) -> bool:
     """Whether the mask can be staged in shared memory by cp.async: its last axis is
     the keys' (16 keys are 16 contiguous bytes) and its rows are a multiple of 16 bytes
-    (each copy is 16-byte aligned)."""
+    (each copy is 16-byte aligned): static keys that are, or run-time keys in whole key
+    tiles (the kernel the plan runs for them)."""
     lead, _, _, keys, _ = sizes(group)
-    return group.mask is not None and keys_last(group.mask_dims, lead) and keys % 16 == 0
+    rows_of_16 = whole_key_tiles if run_time_sizes(group) else keys % 16 == 0
+    return group.mask is not None and keys_last(group.mask_dims, lead) and rows_of_16
 
 
-def plan(group: Group, target) -> Optional[tuple[Params, bool]]:
+def plan(group: Group, target, whole_key_tiles: bool = False
+         ) -> Optional[tuple[Params, bool]]:
     """(the Params to build with, tuned, whether the mask is staged in shared memory);
     None: Q's tile and the ring do not fit the target's shared memory."""
     d, e = head_dims(group)
-    stageable, limit = _stageable(group), target.max_shared_per_block
+    stageable, limit = _stageable(group, whole_key_tiles), target.max_shared_per_block
     default = params_for(d, e, limit, stageable, group.causal is not None)
     p = choose(NAME, [default], target, problem(group),
                lambda p: p.shared_bytes(d, e) <= limit)
@@ -201,8 +204,7 @@ def matches(group: Group, target) -> bool:
             not all(row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
     d, e = head_dims(group)
-    if d not in HEAD_DIMS or e not in HEAD_DIMS or \
-            (group.mask is not None and run_time_sizes(group)):
+    if d not in HEAD_DIMS or e not in HEAD_DIMS:
         return False
     return plan(group, target) is not None and positive_scale(group) is not None
 
@@ -213,7 +215,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     # Run-time keys: where they fill whole key tiles (the plan tests it at each call) a
     # kernel without the last tile's per-key bound check, else one with it (Triton's
     # specialization on divisibility, taken at run time: no recompile)
-    p, _ = plan(group, target)
+    p, _ = plan(group, target, whole_key_tiles=True)
     whole = _build(group, gpu_module, kernel_name, target, whole_key_tiles=True)
     partial = _build(group, gpu_module, f"{kernel_name}_partial", target)
     with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:
@@ -227,7 +229,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
 def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
            whole_key_tiles: bool = False) -> Launch:
     lead, rows, d, keys, e = sizes(group)
-    p, staged = plan(group, target)
+    p, staged = plan(group, target, whole_key_tiles)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
     q_box, kv_box = ones + (p.block_m, BOX_COLUMNS), ones + (p.block_n, BOX_COLUMNS)
@@ -466,9 +468,13 @@ class _Kernel(RingKernel):
         key0 = add(arith.AddIOp(arith.MulIOp(j, index_const(self.p.block_n)).result,
                                 quad2).result, 8 * n)
         row = self.rows_in[r]
-        bounds = self.keys % self.p.block_n != 0  # the last tile reaches past the keys
+        if isinstance(self.keys, int):  # the last tile reaches past the keys
+            bounds, pairs = self.keys % self.p.block_n != 0, self.mask_pairs
+        else:  # whole tiles of run-time keys: rows of even length, none past the end
+            bounds = not self.whole_key_tiles
+            pairs = self.whole_key_tiles and keys_last(self.mask_dims, self.lead)
         return mask_pair(self.mask, lambda key: self.mask_index(self.slice_ivs, row, key),
-                         key0, self.keys, self.mask_pairs, bounds)
+                         key0, self.keys, pairs, bounds)
 
     def _needs_limit(self, j) -> Optional[ir.Value]:
         """Whether key tile j needs the per-key limit check (an i1, warp-uniform; None:

@@ -233,10 +233,11 @@ class RingKernel(FlashFrame):
                 column = arith.MulIOp(arith.RemUIOp(flat, index_const(per_row)).result,
                                       index_const(16)).result
                 source_row = arith.MinUIOp(arith.AddIOp(self.row0, row).result,
-                                           index_const(self.rows - 1)).result
+                                           as_index(minus(self.rows, 1))).result
                 key = arith.AddIOp(key0, column).result
-                filled = None
-                if self.keys % p.block_n:  # the last tile: 16-key chunks past the end
+                filled = None  # run-time keys are staged in whole tiles only
+                if isinstance(self.keys, int) and self.keys % p.block_n:
+                    # the last tile: 16-key chunks past the end
                     real = arith.CmpIOp(arith.CmpIPredicate.ult, key,
                                         index_const(self.keys)).result
                     filled = arith.SelectOp(real, index_const(16), index_const(0)).result

@@ -297,15 +297,15 @@ def keys_last(mask_dims: list, lead: list) -> bool:
     return mask_dims[-1] == len(lead) + 1
 
 
-def mask_pair(mask: ir.Value, index: Callable[[ir.Value], list], key0: ir.Value, keys: int,
-              pairs: bool, bounds: bool) -> list:
+def mask_pair(mask: ir.Value, index: Callable[[ir.Value], list], key0: ir.Value,
+              keys: Extent, pairs: bool, bounds: bool) -> list:
     """The mask's bytes of keys key0 and key0 + 1 (key0 even) of one row, `index(key)`
     its indices: one 2-byte load where `pairs` (FlashFrame.mask_pairs), else two. Where
     `bounds` (a tile may reach past the last key), keys past the end read the last ones
     (the bounds check drops them)."""
     if pairs:
         if bounds:
-            key0 = arith.MinUIOp(key0, index_const(keys - 2)).result
+            key0 = arith.MinUIOp(key0, as_index(minus(keys, 2))).result
         pair = vector.LoadOp(ir.VectorType.get([2], ir.IntegerType.get_signless(8)),
                              mask, index(key0), alignment=2).result
         return [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
