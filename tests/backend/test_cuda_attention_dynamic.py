@@ -82,6 +82,36 @@ def test_a_masked_attention_of_run_time_sizes_is_one_wgmma_kernel():
         == ["attention_wgmma"] * 2
 
 
+def test_run_time_head_dims_pick_a_kernel_per_head_dim():
+    """Everything run-time (`dynamic=True`), head dims and the scale 1 / sqrt(head_dim)
+    included: kernels for head dims 64 and 128 (each for whole key tiles or not) under
+    the plan's tests, the generics for any other head dim."""
+    plan = plan_of(CAUSAL, True, **example())
+    for d, kernel in ((64, "attention_wgmma_d64"), (128, "attention_wgmma_d128_partial"),
+                      (32, None)):
+        keys = 256 if d == 64 else 300
+        shapes = [(2, 3, 129, d), (2, 3, keys, d), (2, 3, keys, d)]
+        ran = [name for name, _ in kernels(plan, shapes)]
+        if kernel is None:
+            assert not any("attention_wgmma" in name for name in ran), ran
+        else:
+            assert ran == [kernel]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_f32_and_f64_take_the_simt_kernel_per_head_dim(dtype):
+    """Not f16 / bf16: the SIMT flash kernel (`attention`), a kernel for head dims 64
+    and 128 where the head dim is a run-time size, the generics for any other."""
+    plan = plan_of(MASKED, True, **example(dtype=dtype, mask=np.ones((3, 5), bool)))
+    for d, kernel in ((64, "attention_d64"), (128, "attention_d128"), (48, None)):
+        shapes = [(2, 3, 129, d), (2, 3, 300, d), (2, 3, 300, d), (129, 300)]
+        ran = [name for name, _ in kernels(plan, shapes)]
+        if kernel is None:
+            assert not any(name.startswith("attention") for name in ran), ran
+        else:
+            assert ran == [kernel]
+
+
 SIZES = [(1, 1, 1, 1), (2, 3, 17, 23), (1, 2, 129, 300), (2, 4, 1000, 1000), (2, 2, 77, 256)]
 
 
@@ -141,4 +171,29 @@ def test_cuda_dynamic_masked_attention_matches_float64(rng):
         want = grouped_reference(*wide(q, k, v), mask, scale=1 / 8)
         out = np.asarray(prog(Q=q, K=k, V=v, mask=mask)["attn"]).astype(np.float64)
         assert_close(out, want, rtol=1e-2)
+    assert prog.stats().specializations == 1
+
+
+@pytest.mark.gpu
+def test_cuda_every_size_run_time_matches_float64(rng):
+    """dynamic=True: the head dim and the scale computed from it at run time too."""
+    prog = dynamic_on_gpu(CAUSAL, dynamic=True, **example())
+    for (batch, heads, rows, keys), d in zip(SIZES, (64, 128, 64, 128, 32)):
+        q, k, v = qkv(rng, batch, heads, rows, keys, d, np.float16)
+        want = grouped_reference(*wide(q, k, v), causal(rows, keys), scale=1 / np.sqrt(d))
+        out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)
+        assert_close(out, want, rtol=1e-2)
+    assert prog.stats().specializations == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dynamic", [RUN_TIME, True], ids=["head dim static", "all"])
+def test_cuda_dynamic_f32_attention_matches_float64(rng, dynamic):
+    prog = dynamic_on_gpu(MASKED, dynamic=dynamic,
+                          **example(dtype=np.float32, mask=np.ones((3, 5), bool)))
+    for batch, heads, rows, keys in SIZES:
+        q, k, v = qkv(rng, batch, heads, rows, keys, 64, np.float32)
+        mask = rng.random((rows, keys)) < 0.7
+        want = grouped_reference(*wide(q, k, v), mask, scale=1 / 8)
+        assert_close(prog(Q=q, K=k, V=v, mask=mask)["attn"], want, rtol=1e-4)
     assert prog.stats().specializations == 1

@@ -4,9 +4,10 @@ scale `/ sqrt(d)`: cir-raise-attention only raises a body whose group and scale 
 numbers) is compiled with those constants replaced, one Program per (kernel,
 replacements, device), kept for the process (the on-disk cache keeps the artifacts).
 
-Sizes are pinned static (`dynamic=False`): the attention raise needs static shapes, so a
-new shape compiles once and is then a cache hit; run-time integers such as a KV cache's
-`cache_start` are not sizes and never recompile.
+Sizes are pinned static (`dynamic=False`): the attention sources read K at `h / group`,
+which cir-raise-attention raises only with static heads, and the other kernels keep
+their fastest forms at static sizes; a new shape compiles once and is then a cache hit.
+Run-time integers such as a KV cache's `cache_start` are not sizes and never recompile.
 """
 from __future__ import annotations
 

@@ -144,12 +144,21 @@ def constant_int(value: ir.Value, memo: Optional[dict] = None) -> Optional[int]:
     return result
 
 
-_FOLDS = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
-          "arith.muli": lambda a, b: a * b,
-          "arith.floordivsi": lambda a, b: a // b if b else None,
-          "arith.divsi": lambda a, b: int(a / b) if b else None,
-          "arith.remsi": lambda a, b: a % b if b else None,
-          "arith.maxsi": max, "arith.minsi": min}
+def _divsi(a: int, b: int) -> int:
+    """arith.divsi: the quotient rounded toward zero, exact at any size (not a float
+    division)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+# Signed integer arithmetic as arith defines it (remsi takes the dividend's sign, not
+# Python's floor modulo), for constant_int and for kernels that evaluate index math
+SIGNED_FOLDS = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
+                "arith.muli": lambda a, b: a * b,
+                "arith.floordivsi": lambda a, b: a // b if b else None,
+                "arith.divsi": lambda a, b: _divsi(a, b) if b else None,
+                "arith.remsi": lambda a, b: a - b * _divsi(a, b) if b else None,
+                "arith.maxsi": max, "arith.minsi": min}
 
 
 def _fold(value: ir.Value, memo: dict) -> Optional[int]:
@@ -165,9 +174,9 @@ def _fold(value: ir.Value, memo: dict) -> Optional[int]:
         if shaped is None or dim is None or shaped.is_dynamic_dim(dim):
             return None
         return shaped.get_dim_size(dim)
-    if op.name in _FOLDS:
+    if op.name in SIGNED_FOLDS:
         a, b = constant_int(op.operands[0], memo), constant_int(op.operands[1], memo)
-        return None if a is None or b is None else _FOLDS[op.name](a, b)
+        return None if a is None or b is None else SIGNED_FOLDS[op.name](a, b)
     if op.name == "arith.index_cast":
         return constant_int(op.operands[0], memo)
     return None

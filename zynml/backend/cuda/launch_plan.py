@@ -81,6 +81,10 @@ _SCALAR_FNS = {
 # arith.cmpi's predicates on sizes -> plan "scalar" fn (1 or 0)
 _COMPARE_FNS = {"eq": "eq", "ne": "ne", "slt": "lt", "sle": "le", "sgt": "gt", "sge": "ge",
                 "ult": "lt", "ule": "le", "ugt": "gt", "uge": "ge"}
+# arith.cmpf's ordered predicates (false where an operand is NaN, as Python's compare):
+# a kernel's test of a scale computed on the host
+_FLOAT_COMPARE_FNS = {"oeq": "eq", "one": "ne", "olt": "lt", "ole": "le", "ogt": "gt",
+                      "oge": "ge"}
 
 
 def element_dtype(type_: ir.Type) -> str:
@@ -166,6 +170,10 @@ class _Extractor:
         if name == "arith.cmpi":
             return {"op": "scalar", "result": self.define(op.results[0]),
                     "fn": _COMPARE_FNS[_predicate(op)],
+                    "args": [self.name(v) for v in op.operands]}
+        if name == "arith.cmpf" and _float_predicate(op) in _FLOAT_COMPARE_FNS:
+            return {"op": "scalar", "result": self.define(op.results[0]),
+                    "fn": _FLOAT_COMPARE_FNS[_float_predicate(op)],
                     "args": [self.name(v) for v in op.operands]}
         if name == "scf.for":
             return self._for(op)
@@ -358,6 +366,13 @@ def _updates(value: Any, k: int, input_names: list, output_names: list) -> dict:
     i = int(value[3:])
     return {"updates": i} if i < len(input_names) and \
         input_names[i] == output_names[k] else {}
+
+
+def _float_predicate(op: ir.Operation) -> str:
+    """arith.cmpf's predicate by name."""
+    value = ir.IntegerAttr(op.attributes["predicate"]).value
+    return ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge",
+            "ult", "ule", "une", "uno", "true")[value]
 
 
 def _predicate(op: ir.Operation) -> str:

@@ -38,18 +38,21 @@ from mlir.dialects import math as mmath
 from ....lowering.attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, \
     RUNTIME_OFFSET, float_constant, widened
 from ....lowering.cir_ops import defining_op
+from .attention_sizes import head_dim_cases, run_time_launch
 from .extents import Extent, as_index
 from .kernel_builder import generic_operands, index_const
 from . import Launch
 from .tuning import choose
 from .flash_skeleton import (FlashFrame, OnlineSoftmax, add, base2_scale, block_slice,
                              clamp, declare_static_tiles, frame_fields, head_dims,
-                             inverse_sum, kernel_entry, kernel_values, less, mul,
-                             only_allowed, problem, row_blocks_grid, sizes,
+                             host_sizes, inverse_sum, kernel_entry, kernel_values, less, mul,
+                             only_allowed, problem, row_blocks_grid, run_time_sizes, sizes,
                              spread_over_threads, static_tiles, xor_reduce)
 
 
 NAME = "attention"
+DYNAMIC = True  # run-time sizes: memref.dim in the kernel, a kernel per head dim
+RUN_TIME_HEAD_DIMS = (64, 128)  # built for where the head dims are run-time sizes
 
 
 @dataclass(frozen=True)
@@ -139,9 +142,15 @@ class Group:
 
 
 def find_groups(generics: list, target) -> list[Group]:
-    """The runs of generics of one attention each that the kernel can take."""
-    return [group for group in attention_groups(generics)
-            if _params_for(group, target) is not None]
+    """The runs of generics of one attention each that the kernel can take (its lanes
+    split the head dims: built for each of RUN_TIME_HEAD_DIMS where they are run-time,
+    attention_sizes.py)."""
+    groups = []
+    for group in attention_groups(generics):
+        cases = head_dim_cases(group, RUN_TIME_HEAD_DIMS)
+        if cases and all(_params_for(group, target, d) is not None for d in cases):
+            groups.append(group)
+    return groups
 
 
 def attention_groups(generics: list) -> list[Group]:
@@ -352,15 +361,25 @@ def _chunk_and_lanes(d: int, e: int, params: Params):
     return chunk, None
 
 
-def _params_for(group: Group, target) -> Optional[Params]:
-    d, e = head_dims(group)
+def _params_for(group: Group, target, head_dim: Optional[int] = None) -> Optional[Params]:
+    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
     return choose(NAME, [DEFAULT_PARAMS], target, problem(group),
                   lambda p: _chunk_and_lanes(d, e, p)[1] is not None)
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
-    params = _params_for(group, target)
-    lead, rows, d, keys, e = sizes(group)
+    if not run_time_sizes(group):
+        return _build(group, gpu_module, kernel_name, target)
+    return run_time_launch(group, kernel_name, head_dim_cases(group, RUN_TIME_HEAD_DIMS),
+                           lambda name, head_dim, _: _build(group, gpu_module, name, target,
+                                                            head_dim))
+
+
+def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
+           head_dim: Optional[int] = None) -> Launch:
+    params = _params_for(group, target, head_dim)
+    lead, rows, _, keys, _ = sizes(group)
+    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
     chunk, lanes = _chunk_and_lanes(d, e, params)
     threads = params.rows_per_block * lanes
     element = ir.MemRefType(group.query.type).element_type
@@ -372,12 +391,18 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     values = kernel_values(group)
     with kernel_entry(gpu_module, kernel_name, values, threads,
                       group.ops[-1].location) as args:
+        fields = frame_fields(group, args)
+        if head_dim:  # the plan runs this kernel only where Q's and V's are head_dim
+            fields.update(d=head_dim, e=head_dim)
         kernel = _Kernel(params=params, acc=acc, chunk=chunk, lanes=lanes, threads=threads,
-                         **frame_fields(group, args))
+                         **fields)
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None, args[group.out],
                     base2_scale(group, args, acc), static_tiles(kernel_name, tiles))
-    grid = row_blocks_grid(rows, params.rows_per_block, lead)
+    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:  # the grid, on the host
+        if run_time_sizes(group):
+            lead, rows, _ = host_sizes(group)
+        grid = row_blocks_grid(rows, params.rows_per_block, lead)
     return Launch(kernel_name, values, grid, (threads, 1, 1))
 
 
@@ -407,7 +432,7 @@ class _Kernel(FlashFrame):
         # causal: the block's keys end after its last row's last allowed key (the same
         # bound for all its threads: the barriers in the loop stay uniform)
         key_end = causal.key_end(first_row, p.rows_per_block, self.rows, self.keys) \
-            if causal else index_const(self.keys)
+            if causal else as_index(self.keys)
         loop = scf.ForOp(index_const(0), key_end, index_const(p.block_k),
                          [neg_inf, zero] + [zero] * out_count)
         with ir.InsertionPoint(loop.body):
@@ -477,8 +502,8 @@ class _Kernel(FlashFrame):
         col = arith.MulIOp(arith.RemUIOp(flat, index_const(width // self.chunk)).result,
                            index_const(self.chunk)).result
         key_at = arith.AddIOp(kv0, j).result
-        key_in = arith.MinUIOp(key_at, index_const(self.keys - 1)).result
-        real = arith.CmpIOp(arith.CmpIPredicate.ult, key_at, index_const(self.keys)).result
+        key_in = clamp(key_at, self.keys)
+        real = less(key_at, self.keys)
         where = slice_ivs + [key_in, col]
         if self.chunk == 1:
             loaded = widened(memref.LoadOp(source, where).result, self.acc)

@@ -59,12 +59,10 @@ warp-uniform branch; the tiles below the diagonal run as in the unmasked kernel.
 work items of a causal grid are numbered heaviest first (blocks start in about
 linear-id order and take their items in order; the light ones then fill in at the end).
 
-Takes what attention.attention_groups finds when query, key, value and out are all f16
-or all bf16 and row-major (the mask too), both head dims are 64 or 128, and the scale is
-a positive constant; masked, causal or both. Other head dims, f32, non-row-major
-operands and older chips run on attention_tensor_core or attention.
-Not here yet: the two warpgroups taking turns (ping-pong), TMA stores of O, skipping key
-tiles a mask leaves empty, a dynamic item scheduler (items are dealt round-robin).
+Takes the attention.attention_groups of f16 or bf16 row-major operands (the mask too),
+head dims 64 or 128 and a positive constant scale; masked, causal or both; at run-time
+sizes too, the plan picking a kernel per call (attention_sizes.py). The others
+run on attention_tensor_core or attention. Not here: ping-pong, TMA stores of O.
 """
 from __future__ import annotations
 
@@ -76,6 +74,7 @@ from mlir import ir
 from mlir.dialects import arith, builtin, gpu, nvgpu, scf, vector
 
 from ....lowering.attention_lowering import float_constant
+from .attention_sizes import head_dim_cases, run_time_launch
 from .extents import as_index, ceil_div, minus, product
 from .kernel_builder import index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
@@ -83,10 +82,11 @@ from . import hopper
 from .tuning import choose
 from .attention import Group, attention_groups
 from .attention_wgmma_ring import BOX_COLUMNS, RingKernel
-from .flash_skeleton import (OnlineSoftmax, add, base2_factor, clamp, common_element,
-                             frame_fields, head_dims, host_sizes, inverse_sum, keys_last,
-                             mask_allows, mask_pair, only_allowed, positive_scale, problem,
-                             quad_reduce, row_major, run_time_sizes, sizes)
+from .flash_skeleton import (OnlineSoftmax, add, base2_factor, base2_scale, clamp,
+                             common_element, frame_fields, head_dims, host_sizes,
+                             inverse_sum, keys_last, mask_allows, mask_pair, only_allowed,
+                             positive_scale, problem, quad_reduce, row_major,
+                             run_time_scale, run_time_sizes, sizes)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, equals, only_if, parity,
                      tensor_map_type, wait)
 
@@ -178,11 +178,12 @@ def _stageable(group: Group, whole_key_tiles: bool = False) -> bool:
     return group.mask is not None and keys_last(group.mask_dims, lead) and rows_of_16
 
 
-def plan(group: Group, target, whole_key_tiles: bool = False
-         ) -> Optional[tuple[Params, bool]]:
+def plan(group: Group, target, whole_key_tiles: bool = False,
+         head_dim: Optional[int] = None) -> Optional[tuple[Params, bool]]:
     """(the Params to build with, tuned, whether the mask is staged in shared memory);
-    None: Q's tile and the ring do not fit the target's shared memory."""
-    d, e = head_dims(group)
+    None: Q's tile and the ring do not fit the target's shared memory. `head_dim`: the
+    kernel's, where Q's and V's are run-time sizes (attention_sizes.py)."""
+    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
     stageable, limit = _stageable(group, whole_key_tiles), target.max_shared_per_block
     default = params_for(d, e, limit, stageable, group.causal is not None)
     p = choose(NAME, [default], target, problem(group),
@@ -203,33 +204,35 @@ def matches(group: Group, target) -> bool:
     if common_element(group) not in _ELEMENTS or \
             not all(row_major(v) for v in (group.query, group.key, group.value, group.out)):
         return False
-    d, e = head_dims(group)
-    if d not in HEAD_DIMS or e not in HEAD_DIMS:
-        return False
-    return plan(group, target) is not None and positive_scale(group) is not None
+    if not run_time_sizes(group):
+        d, e = head_dims(group)
+        return d in HEAD_DIMS and e in HEAD_DIMS and plan(group, target) is not None and \
+            positive_scale(group) is not None
+    # run-time sizes: head dims and a scale of the call too, each tested by the plan
+    cases = head_dim_cases(group, HEAD_DIMS)
+    static = [d for d in head_dims(group) if not ir.ShapedType.is_dynamic_size(d)]
+    return bool(cases) and all(d in HEAD_DIMS for d in static) and \
+        all(plan(group, target, True, d) is not None for d in cases) and \
+        (run_time_scale(group) or positive_scale(group) is not None)
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
     if not run_time_sizes(group):
         return _build(group, gpu_module, kernel_name, target)
-    # Run-time keys: where they fill whole key tiles (the plan tests it at each call) a
-    # kernel without the last tile's per-key bound check, else one with it (Triton's
-    # specialization on divisibility, taken at run time: no recompile)
-    p, _ = plan(group, target, whole_key_tiles=True)
-    whole = _build(group, gpu_module, kernel_name, target, whole_key_tiles=True)
-    partial = _build(group, gpu_module, f"{kernel_name}_partial", target)
-    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:
-        keys = as_index(host_sizes(group)[2])
-        whole.when = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(
-            keys, index_const(p.block_n)).result, index_const(0)).result
-    whole.otherwise = [partial]
-    return whole
+    # run-time sizes: a kernel per case the plan picks from per call (attention_sizes.py)
+    cases = head_dim_cases(group, HEAD_DIMS)
+    return run_time_launch(
+        group, kernel_name, cases,
+        lambda name, head_dim, whole: _build(group, gpu_module, name, target, whole,
+                                             head_dim),
+        block_n=plan(group, target, True, cases[0])[0].block_n, positive_scale=True)
 
 
 def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
-           whole_key_tiles: bool = False) -> Launch:
-    lead, rows, d, keys, e = sizes(group)
-    p, staged = plan(group, target, whole_key_tiles)
+           whole_key_tiles: bool = False, head_dim: Optional[int] = None) -> Launch:
+    lead, rows, _, keys, _ = sizes(group)
+    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    p, staged = plan(group, target, whole_key_tiles, head_dim)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
     q_box, kv_box = ones + (p.block_m, BOX_COLUMNS), ones + (p.block_n, BOX_COLUMNS)
@@ -241,7 +244,8 @@ def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
     runtime = group.causal.runtime if group.causal is not None else None
     dynamic = run_time_sizes(group)  # K's buffer too, for its extent (memref.dim)
     plain = [group.out] + ([group.mask] if group.mask is not None else []) + \
-        ([runtime] if runtime is not None else []) + ([group.key] if dynamic else [])
+        ([runtime] if runtime is not None else []) + ([group.key] if dynamic else []) + \
+        ([group.scale] if run_time_scale(group) else [])
     func = new_kernel(gpu_module, kernel_name,
                       [kernel_type(v.type) for v in plain] + [pointer] * 3, [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:
@@ -249,9 +253,14 @@ def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
         out, mask = arguments[0], (arguments[1] if group.mask is not None else None)
         maps = [builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
                 for t, arg in zip((q_map_type, kv_map_type, kv_map_type), arguments[-3:])]
-        kernel = _Kernel(p=p, element=element, c=base2_factor(group), mask=mask,
-                         staged=staged, whole_key_tiles=whole_key_tiles,
-                         **frame_fields(group, dict(zip(plain, arguments))))
+        args = dict(zip(plain, arguments))
+        c = base2_scale(group, args, ir.F32Type.get()) if run_time_scale(group) else \
+            base2_factor(group)
+        fields = frame_fields(group, args)
+        if head_dim:  # the plan runs this kernel only where Q's and V's are head_dim
+            fields.update(d=head_dim, e=head_dim)
+        kernel = _Kernel(p=p, element=element, c=c, mask=mask, staged=staged,
+                         whole_key_tiles=whole_key_tiles, **fields)
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     # one block per (row block, slice); persistent: the run time launches at most one

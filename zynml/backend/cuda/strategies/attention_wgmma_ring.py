@@ -48,7 +48,7 @@ class RingKernel(FlashFrame):
     subclass gives (`_consume(tid, warp, out)`)."""
     p: object         # attention_wgmma.Params: tiles, stages, warpgroups, the ring's bytes
     element: ir.Type  # f16 or bf16
-    c: float          # scale * log2(e)
+    c: float | ir.Value  # scale * log2(e): a number, or a run-time scale's value
     mask: Optional[ir.Value]  # the kernel's i8 mask argument
     staged: bool      # the mask reaches shared memory by cp.async (else: read directly)
     whole_key_tiles: bool = False  # run-time keys known a multiple of the tile (the

@@ -123,6 +123,12 @@ def positive_scale(group) -> Optional[float]:
     return value if value > 0 and math.isfinite(value) else None
 
 
+def run_time_scale(group) -> bool:
+    """Whether the scale is a value of the call (an input, or computed from run-time
+    sizes), not a constant."""
+    return _constant_scale(group) is None
+
+
 def base2_factor(group) -> float:
     """c = scale * log2(e), for a positive constant scale: exp(s * scale) = exp2(s * c)."""
     return positive_scale(group) * LOG2E
@@ -444,8 +450,9 @@ class OnlineSoftmax:
     thread's values only: the lanes that share a row add theirs once, at the end."""
     element: ir.Type        # of the scores and the running values (f32, f64)
     lanes: int = 1          # consecutive lanes that share a row: its max meets by shuffles
-    scale: Optional[float] = None  # c: scores still to be scaled (s * c - m * c, one FMA
-                                   # each); None: already in base 2
+    scale: Optional[float | ir.Value] = None  # c: scores still to be scaled (s * c -
+                                   # m * c, one FMA each), a number or a value in the
+                                   # kernel; None: already in base 2
     balanced: bool = False  # a row's max and sum as a balanced tree, not a chain
     may_be_empty: bool = True  # a row may have no allowed key yet (its max is -inf)
 
@@ -473,8 +480,7 @@ class OnlineSoftmax:
         exponentials are 0, not NaN."""
         shift = row_max
         if self.scale is not None:
-            c = float_constant(self.element, self.scale)
-            shift = arith.NegFOp(arith.MulFOp(row_max, c).result).result
+            shift = arith.NegFOp(arith.MulFOp(row_max, self._c()).result).result
         if self.may_be_empty:
             empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, row_max,
                                  float_constant(self.element, float("-inf"))).result
@@ -484,7 +490,11 @@ class OnlineSoftmax:
     def _exponent(self, value: ir.Value, shift: ir.Value) -> ir.Value:
         if self.scale is None:
             return arith.SubFOp(value, shift).result
-        return mmath.FmaOp(value, float_constant(self.element, self.scale), shift).result
+        return mmath.FmaOp(value, self._c(), shift).result
+
+    def _c(self) -> ir.Value:
+        return self.scale if isinstance(self.scale, ir.Value) else \
+            float_constant(self.element, self.scale)
 
 
 def inverse_sum(total: ir.Value, may_be_empty: bool = True) -> ir.Value:

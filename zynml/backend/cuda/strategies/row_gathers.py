@@ -29,18 +29,13 @@ from typing import Optional
 
 from mlir import ir
 
-from ....lowering.cir_ops import defining_op
+from ....lowering.cir_ops import SIGNED_FOLDS, defining_op
 from .kernel_builder import generic_operands
 
 _INTEGER_OPS = {
-    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
-    "arith.muli": lambda a, b: a * b,
+    **SIGNED_FOLDS,
     "arith.divui": lambda a, b: a // b if b > 0 and a >= 0 else None,
     "arith.remui": lambda a, b: a % b if b > 0 and a >= 0 else None,
-    "arith.floordivsi": lambda a, b: a // b if b else None,
-    "arith.divsi": lambda a, b: int(a / b) if b else None,
-    "arith.remsi": lambda a, b: a - b * int(a / b) if b else None,
-    "arith.maxsi": max, "arith.minsi": min,
     "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
     "arith.xori": lambda a, b: a ^ b,
 }
