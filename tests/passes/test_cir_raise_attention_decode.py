@@ -110,9 +110,8 @@ def test_online_softmax_per_element_is_raised(rng, group):
     assert_close(prog(Q=q, K=k, V=v)["attn"], grouped_reference(q, k, v))
 
 
-def test_online_softmax_of_the_language_guide(rng):
-    """docs/language.md's form: one row of queries per point, no batch or heads."""
-    source = """
+# docs/language.md's form: one row of queries per point, no batch or heads
+LANGUAGE_GUIDE_ONLINE = """
 let attn = compute(Q, K, V) {
     @kernel flash_attention
     for i in 0..sq, d in 0..dv:
@@ -129,8 +128,11 @@ let attn = compute(Q, K, V) {
         out[i, d] = o / l
 }
 """
+
+
+def test_online_softmax_of_the_language_guide(rng):
     q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((7, 5), (13, 5), (13, 3)))
-    prog = zynml.compile(source, device="cpu")
+    prog = zynml.compile(LANGUAGE_GUIDE_ONLINE, device="cpu")
     assert "zynml_attention_out" in linalg_text(prog, Q=q, K=k, V=v)
     assert_close(prog(Q=q, K=k, V=v)["attn"], grouped_reference(q, k, v, scale=1.0))
 

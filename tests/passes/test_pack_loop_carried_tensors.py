@@ -8,25 +8,12 @@ import pytest
 import zynml
 from conftest import assert_close
 
-# The online softmax per element over scalar scores q[i] * k[j] (not a `dot`, so not
-# raised to cir.attention: lowered as written, a loop carrying m, l and o)
-ONLINE = """
-let attn = compute(Q, K, V) {
-    @kernel flash_attention
-    for i in 0..sq, d in 0..dv:
-        var m = -inf
-        var l = 0.0
-        var o = 0.0
-        for j in 0..sk:
-            let s = Q[i] * K[j]
-            let m_new = max(m, s)
-            let scale = exp(m - m_new)
-            l = scale * l + exp(s - m_new)
-            o = scale * o + exp(s - m_new) * V[j, d]
-            m = m_new
-        out[i, d] = o / l
-}
-"""
+from passes.test_cir_raise_attention_decode import LANGUAGE_GUIDE_ONLINE
+
+# The language guide's online softmax over scalar scores q[i] * k[j] (not a `dot`, so
+# not raised to cir.attention: lowered as written, a loop carrying m, l and o)
+ONLINE = LANGUAGE_GUIDE_ONLINE.replace("dot(Q[i], K[j])", "Q[i] * K[j]")
+assert ONLINE != LANGUAGE_GUIDE_ONLINE
 
 
 def reference(q, k, v):
