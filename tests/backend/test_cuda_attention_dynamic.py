@@ -98,12 +98,14 @@ def test_run_time_head_dims_pick_a_kernel_per_head_dim():
             assert ran == [kernel]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_f32_and_f64_take_the_simt_kernel_per_head_dim(dtype):
-    """Not f16 / bf16: the SIMT flash kernel (`attention`), a kernel for head dims 64
-    and 128 where the head dim is a run-time size, the generics for any other."""
+@pytest.mark.parametrize("dtype,strategy", [(np.float32, "attention_simt_tiled"),
+                                            (np.float64, "attention")])
+def test_f32_and_f64_take_a_simt_kernel_per_head_dim(dtype, strategy):
+    """Not f16 / bf16: the SIMT flash kernels (f32 the tiled one, f64 `attention`), a
+    kernel for head dims 64 and 128 where the head dim is a run-time size, the generics
+    for any other."""
     plan = plan_of(MASKED, True, **example(dtype=dtype, mask=np.ones((3, 5), bool)))
-    for d, kernel in ((64, "attention_d64"), (128, "attention_d128"), (48, None)):
+    for d, kernel in ((64, f"{strategy}_d64"), (128, f"{strategy}_d128"), (48, None)):
         shapes = [(2, 3, 129, d), (2, 3, 300, d), (2, 3, 300, d), (129, 300)]
         ran = [name for name, _ in kernels(plan, shapes)]
         if kernel is None:
@@ -188,11 +190,12 @@ def test_cuda_every_size_run_time_matches_float64(rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dynamic", [RUN_TIME, True], ids=["head dim static", "all"])
-def test_cuda_dynamic_f32_attention_matches_float64(rng, dynamic):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cuda_dynamic_simt_attention_matches_float64(rng, dynamic, dtype):
     prog = dynamic_on_gpu(MASKED, dynamic=dynamic,
-                          **example(dtype=np.float32, mask=np.ones((3, 5), bool)))
+                          **example(dtype=dtype, mask=np.ones((3, 5), bool)))
     for batch, heads, rows, keys in SIZES:
-        q, k, v = qkv(rng, batch, heads, rows, keys, 64, np.float32)
+        q, k, v = qkv(rng, batch, heads, rows, keys, 64, dtype)
         mask = rng.random((rows, keys)) < 0.7
         want = grouped_reference(*wide(q, k, v), mask, scale=1 / 8)
         assert_close(prog(Q=q, K=k, V=v, mask=mask)["attn"], want, rtol=1e-4)

@@ -28,7 +28,8 @@ are zeros (P is 0 there), rows past the last query are computed on the last one 
 stored. The softmax and the key rule are flash_skeleton.py's.
 
 Takes what attention.attention_groups finds in f32, f16 or bf16 with both head dims up
-to 128; f64, wider heads and causal groups stay on `attention`. The mask (bool, any of
+to 128 (at run-time sizes too, a kernel per head dim 64 and 128 where they are run-time:
+attention_sizes.py); f64, wider heads and causal groups stay on `attention`. The mask (bool, any of
 the loops (p.., i, j) as its axes) is read per score from global memory (consecutive
 lanes read consecutive keys). The shared tiles are dynamic shared memory (68 KB for head
 dim 64 at the defaults).
@@ -49,15 +50,19 @@ from .kernel_builder import index_const
 from . import Launch
 from .tuning import choose
 from .attention import Group, attention_groups
+from .attention_sizes import head_dim_cases, run_time_launch
+from .extents import as_index, ceil_div
 from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
                              async_copy_chunk, async_group, base2_scale, block_slice,
                              clamp, common_element, covering, element_name, frame_fields,
-                             head_dims, inverse_sum, kernel_entry, kernel_values, less,
-                             mul, problem, row_blocks_grid, row_major, sizes,
-                             spread_over_threads, xor_reduce)
+                             head_dims, host_sizes, inverse_sum, kernel_entry,
+                             kernel_values, less, mul, problem, row_blocks_grid, row_major,
+                             run_time_sizes, sizes, spread_over_threads, xor_reduce)
 
 
 NAME = "attention_simt_tiled"
+DYNAMIC = True  # run-time sizes: memref.dim in the kernel, a kernel per head dim
+RUN_TIME_HEAD_DIMS = (64, 128)  # built for where the head dims are run-time sizes
 # cp.async (the f32 tile copies): sm_80 and later; older chips keep `attention`.
 REQUIRES = frozenset({"cp_async"})
 MAX_HEAD_DIM = 128
@@ -149,11 +154,12 @@ CONFIGS = ((64, DEFAULT_PARAMS), (MAX_HEAD_DIM, Params(block_m=128)),
            (MAX_HEAD_DIM, Params(block_m=64)), (MAX_HEAD_DIM, Params(block_m=32)))
 
 
-def params_for(group: Group, target) -> Optional[Params]:
-    """The first CONFIGS entry (tuned) whose head dim covers Q's and V's and whose tiles
-    fit the target's shared memory; None: none fits."""
-    d, e = head_dims(group)
-    return choose(NAME, covering(CONFIGS, group), target, problem(group),
+def params_for(group: Group, target, head_dim: Optional[int] = None) -> Optional[Params]:
+    """The first CONFIGS entry (tuned) whose head dim covers Q's and V's (`head_dim`
+    where they are run-time sizes) and whose tiles fit the target's shared memory;
+    None: none fits."""
+    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    return choose(NAME, covering(CONFIGS, group, (d, e)), target, problem(group),
                   lambda p: p.valid() and p.shared_bytes(d, e) <= target.max_shared_per_block)
 
 
@@ -167,37 +173,52 @@ def matches(group: Group, target) -> bool:
     Q's heads (no grouped-query attention), tiles that fit."""
     if group.causal is not None or group.grouped or common_element(group) not in ELEMENTS:
         return False
-    d, e = head_dims(group)
-    if max(d, e) > MAX_HEAD_DIM:
+    cases = head_dim_cases(group, RUN_TIME_HEAD_DIMS)  # [None]: static head dims
+    if cases == [None] and max(head_dims(group)) > MAX_HEAD_DIM:
         return False
-    return params_for(group, target) is not None
+    return bool(cases) and all(params_for(group, target, d) is not None for d in cases)
 
 
-def _async_copies(group: Group) -> bool:
+def _async_copies(group: Group, d: int, e: int) -> bool:
     """K and V by cp.async, 16 bytes a copy: f32 and row-major from the buffer's start
-    (16-byte aligned rows), head dims multiples of 4."""
-    d, e = head_dims(group)
+    (16-byte aligned rows), head dims `d`, `e` multiples of 4."""
     return d % 4 == 0 and e % 4 == 0 and element_name(group.key) == "f32" and \
         row_major(group.key) and row_major(group.value)
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
-    lead, rows, d, keys, e = sizes(group)
-    p = params_for(group, target)
+    if not run_time_sizes(group):
+        return _build(group, gpu_module, kernel_name, target)
+    return run_time_launch(group, kernel_name, head_dim_cases(group, RUN_TIME_HEAD_DIMS),
+                           lambda name, head_dim, _: _build(group, gpu_module, name, target,
+                                                            head_dim))
+
+
+def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
+           head_dim: Optional[int] = None) -> Launch:
+    lead, rows, _, keys, _ = sizes(group)
+    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    p = params_for(group, target, head_dim)
     assert p.valid(), p
     layout = p.layout(d, e)
     values = kernel_values(group)
     with kernel_entry(gpu_module, kernel_name, values, p.threads,
                       group.ops[-1].location) as args:
         scale = base2_scale(group, args, ir.F32Type.get())
-        kernel = _Kernel(p=p, layout=layout, async_copy=_async_copies(group),
+        fields = frame_fields(group, args)
+        if head_dim:  # the plan runs this kernel only where Q's and V's are head_dim
+            fields.update(d=head_dim, e=head_dim)
+        kernel = _Kernel(p=p, layout=layout, async_copy=_async_copies(group, d, e),
                          q_vectors=row_major(group.query),
                          kv_vectors=row_major(group.key) and row_major(group.value),
-                         out_vectors=row_major(group.out), **frame_fields(group))
+                         out_vectors=row_major(group.out), **fields)
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None,
                     args[group.out], scale, _tiles(layout))
-    grid = row_blocks_grid(rows, p.block_m, lead)
+    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:  # the grid, on the host
+        if run_time_sizes(group):
+            lead, rows, _ = host_sizes(group)
+        grid = row_blocks_grid(rows, p.block_m, lead)
     return Launch(kernel_name, values, grid, (p.threads, 1, 1), layout.bytes)
 
 
@@ -242,7 +263,9 @@ class _Kernel(FlashFrame):
         self.rows_in = [clamp(r, self.rows) for r in self.my_rows]
         self.key_cols = [add(self.tx, p.lanes * j) for j in range(p.thread_n)]
         self.v_cols = [mul(add(self.tx, p.lanes * q), 4) for q in range(layout.e_chunks)]
-        self.mask, self.bounds = mask, self.keys % p.block_n != 0
+        # a tile may reach past the last key (always, as far as a run-time count is known)
+        self.mask = mask
+        self.bounds = not isinstance(self.keys, int) or self.keys % p.block_n != 0
 
         self._copy(query, tiles["q"], row0, p.block_m, layout.d, layout.d_pad, self.rows,
                    scale=scale)
@@ -256,7 +279,7 @@ class _Kernel(FlashFrame):
             scores=lambda kv0, m, l: self._tile_softmax(tiles, kv0, m, l),
             weighted_values=lambda o, update: self._weighted_values(
                 o, update.alphas, tiles["p"], tiles["v"]))
-        sums, o = loop.emit(index_const(math.ceil(self.keys / p.block_n)), first,
+        sums, o = loop.emit(as_index(ceil_div(self.keys, p.block_n)), first,
                             [self.zero] * (p.thread_m * 4 * layout.e_chunks))
         self._store(out, [xor_reduce(x, arith.AddFOp, p.lanes) for x in sums], o, tiles["o"])
 

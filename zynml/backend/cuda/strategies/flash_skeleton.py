@@ -164,10 +164,10 @@ def base2_scale(group, args: dict, element: ir.Type) -> ir.Value:
                         float_constant(element, LOG2E)).result
 
 
-def covering(configs: tuple, group) -> list:
+def covering(configs: tuple, group, dims: Optional[tuple[int, int]] = None) -> list:
     """The params of a strategy's CONFIGS ((head dim bound, params), ...) whose bound
-    covers the larger of Q's and V's head dims, in order."""
-    d, e = head_dims(group)
+    covers the larger of Q's and V's head dims (`dims` where given), in order."""
+    d, e = dims or head_dims(group)
     return [params for bound, params in configs if max(d, e) <= bound]
 
 
@@ -255,7 +255,7 @@ def spread_over_threads(tid: ir.Value, total: int, threads: int,
 
 
 def async_copy_chunk(source: ir.Value, tile: ir.Value, slice_ivs: list, row0: ir.Value,
-                     per_row: int, flat: ir.Value, extent: int, elements: int,
+                     per_row: int, flat: ir.Value, extent: Extent, elements: int,
                      zero_fill: bool) -> ir.Value:
     """cp.async of chunk `flat` (16 bytes: `elements` values) of the rows row0.. of
     `source` (`extent` rows; per_row chunks a row) into row flat / per_row of `tile`. A
