@@ -38,7 +38,7 @@ from mlir.dialects import math as mmath
 from ....lowering.attention_lowering import CAUSAL_OFFSET, LIBRARY_CALL_PREFIX, \
     RUNTIME_OFFSET, float_constant, widened
 from ....lowering.cir_ops import defining_op
-from .attention_sizes import head_dim_cases, run_time_launch
+from .attention_sizes import head_dim_cases, per_head_dim
 from .extents import Extent, as_index
 from .kernel_builder import generic_operands, index_const
 from . import Launch
@@ -368,11 +368,9 @@ def _params_for(group: Group, target, head_dim: Optional[int] = None) -> Optiona
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
-    if not run_time_sizes(group):
-        return _build(group, gpu_module, kernel_name, target)
-    return run_time_launch(group, kernel_name, head_dim_cases(group, RUN_TIME_HEAD_DIMS),
-                           lambda name, head_dim, _: _build(group, gpu_module, name, target,
-                                                            head_dim))
+    return per_head_dim(group, kernel_name, RUN_TIME_HEAD_DIMS,
+                        lambda name, head_dim: _build(group, gpu_module, name, target,
+                                                      head_dim))
 
 
 def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,

@@ -50,7 +50,7 @@ from .kernel_builder import index_const
 from . import Launch
 from .tuning import choose
 from .attention import Group, attention_groups
-from .attention_sizes import head_dim_cases, run_time_launch
+from .attention_sizes import head_dim_cases, per_head_dim
 from .extents import as_index, ceil_div
 from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
                              async_copy_chunk, async_group, base2_scale, block_slice,
@@ -187,11 +187,9 @@ def _async_copies(group: Group, d: int, e: int) -> bool:
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
-    if not run_time_sizes(group):
-        return _build(group, gpu_module, kernel_name, target)
-    return run_time_launch(group, kernel_name, head_dim_cases(group, RUN_TIME_HEAD_DIMS),
-                           lambda name, head_dim, _: _build(group, gpu_module, name, target,
-                                                            head_dim))
+    return per_head_dim(group, kernel_name, RUN_TIME_HEAD_DIMS,
+                        lambda name, head_dim: _build(group, gpu_module, name, target,
+                                                      head_dim))
 
 
 def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,

@@ -28,9 +28,9 @@ from mlir.dialects import arith, memref
 
 from .extents import as_index
 from .kernel_builder import index_const
-from .flash_skeleton import host_sizes, run_time_scale
+from .flash_skeleton import host_sizes, run_time_scale, run_time_sizes
 
-__all__ = ["head_dim_cases", "run_time_launch"]
+__all__ = ["head_dim_cases", "per_head_dim", "run_time_launch"]
 
 
 def head_dim_cases(group, head_dims: tuple[int, ...]) -> list[Optional[int]]:
@@ -41,6 +41,16 @@ def head_dim_cases(group, head_dims: tuple[int, ...]) -> list[Optional[int]]:
     if not any(dynamic):
         return [None]
     return list(head_dims) if all(dynamic) else []
+
+
+def per_head_dim(group, kernel_name: str, head_dims: tuple[int, ...], build: Callable):
+    """A strategy's Launch that needs no more than its head dims fixed: `build(name,
+    head_dim)`'s for the group's own (static sizes), or one per head dim under the
+    plan's tests (run-time sizes)."""
+    if not run_time_sizes(group):
+        return build(kernel_name, None)
+    return run_time_launch(group, kernel_name, head_dim_cases(group, head_dims),
+                           lambda name, head_dim, _: build(name, head_dim))
 
 
 def run_time_launch(group, kernel_name: str, cases: list[Optional[int]], build: Callable,
