@@ -135,8 +135,8 @@ class WholeTensorValues:
         """The two rows of a `dot` have one length: where it is a run-time size, the call
         checks it like any size bound twice (a size already bound to either takes the
         other; else one named like the first, `Q.shape[3]`)."""
-        dims = [(a.base.sym.name, a.base.sym.ty.rank - 1) for a in e.args]
-        if dims[0] == dims[1] or any(rank is None or rank < 0 for _, rank in dims):
+        dims = [(a.base.sym.name, len(a.indices)) for a in e.args]  # each row's last axis
+        if dims[0] == dims[1]:
             return
         size = next((s for s in self.sizes.values()
                      if any((b.tensor, b.dim) in dims for b in s.bindings)), None)
