@@ -64,7 +64,7 @@ from ..lowering.attention_forms import (RowOrder, causal_offset, either, guarded
 from ..lowering.body_extents import BodyExtents, is_size_expression
 from ..lowering.cir_ops import body_of, compute_ops, func_by_name, ops_in
 from ..lowering.cir_terms import Terms, evaluate, float_const, shifted
-from ..lowering.linalg_emit import Lowering
+from ..lowering.linalg_emit import Lowering, tensor_extents
 
 from .cir_verify import verify_bodies
 
@@ -350,8 +350,7 @@ def _match_score(terms: Terms, extents: BodyExtents, tree: tuple, rows: list,
             elif factor[0] == "free" and _is_input(terms.free[factor[1]]) and \
                     isinstance(terms.free[factor[1]].type, ir.FloatType):
                 candidates.append((dot, terms.free[factor[1]], tree[0] == "arith.divf"))
-            elif factor[0] != "const" and isinstance(factor[0], str) and \
-                    factor[0].startswith(("arith.", "math.")) and \
+            elif factor[0].startswith(("arith.", "math.")) and \
                     is_size_expression(factor, extents):
                 candidates.append((dot, ("sizes", factor), tree[0] == "arith.divf"))
     for dot, scale, divide in candidates:
@@ -421,7 +420,7 @@ def _match_mask(terms: Terms, cond, rows: list):
 def _shapes_agree(found: _Attention, extents: BodyExtents, keys, out_shape: list) -> bool:
     """The loops cover exactly the tensors cir.attention reads and writes (extents:
     body_extents.py's keys, numbers when static; `keys` the key loop's)."""
-    shape = {name: [extents.of_tensor(v, a) for a in range(ir.RankedTensorType(v.type).rank)]
+    shape = {name: extents.of_shape(v)
              for name, v in (("q", found.query), ("k", found.key), ("v", found.value))}
     out_shape = found.rows.logical_shape(out_shape)
     shape = {name: found.rows.logical_shape(s) for name, s in shape.items()}
@@ -437,9 +436,7 @@ def _shapes_agree(found: _Attention, extents: BodyExtents, keys, out_shape: list
         (isinstance(found.scale, (float, tuple)) or found.scale.type == element)
     if ok and found.mask is not None:
         loops = out_shape[:-1] + [keys]
-        mask = found.mask
-        mask_shape = [extents.of_tensor(mask, a) for a in range(ir.RankedTensorType(mask.type).rank)]
-        ok = mask_shape == [loops[d] for d in found.mask_dims]
+        ok = extents.of_shape(found.mask) == [loops[d] for d in found.mask_dims]
     return ok
 
 
@@ -568,9 +565,7 @@ def _transposed(value: ir.Value, order: list) -> ir.Value:
     """`value` with its axes in `order` (linalg.transpose), itself for the identity."""
     if order == sorted(order):
         return value
-    type_ = ir.RankedTensorType(value.type)
-    sizes = [extent if not ir.ShapedType.is_dynamic_size(extent) else
-             tensor.DimOp(value, arith.ConstantOp(ir.IndexType.get(), axis).result).result
-             for axis, extent in enumerate(type_.shape)]
-    empty = tensor.EmptyOp([sizes[a] for a in order], type_.element_type).result
+    sizes = tensor_extents(value)
+    empty = tensor.EmptyOp([sizes[a] for a in order],
+                           ir.RankedTensorType(value.type).element_type).result
     return linalg.transpose(value, outs=[empty], permutation=order).results[0]

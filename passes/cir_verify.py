@@ -6,8 +6,8 @@ IRDL checks operand counts and attribute kinds. This pass checks the rest: every
 result dimension; `cir.load`/`cir.store` use one index per dimension and the element type;
 `cir.store` writes only `out`; `cir.yield` appears only in the body of a reduction;
 `cir.attention`'s shapes agree (query [P.., Sq, D], key [P.., Sk, D], value [P.., Sk, E],
-result [P.., Sq, E], where both extents are static), a bool mask whose `mask_dims` name its loops, a `causal_offset`
-that is an i64); and no value is built by a chain of more than MAX_VALUE_DEPTH operations
+result [P.., Sq, E], each pair of extents where both are static; a bool mask whose
+`mask_dims` name its loops, a `causal_offset` that is an i64); and no value is built by a chain of more than MAX_VALUE_DEPTH operations
 (the passes after this one walk values recursively: zynml/limits.py).
 
     // error: 'cir.compute' body @missing is not a function of this module

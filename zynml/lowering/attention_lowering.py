@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, math, tensor
 
 from .cir_ops import attention_operands, defining_op, i64_array, int_attr, kv_group
-from .linalg_emit import iterator_attr
+from .linalg_emit import iterator_attr, tensor_extents
 
 __all__ = ["CAUSAL_OFFSET", "LIBRARY_CALL_PREFIX", "RUNTIME_OFFSET", "float_constant",
            "lower_attention", "widened"]
@@ -47,8 +47,8 @@ def lower_attention(op: ir.Operation) -> ir.Value:
     acc = ir.F64Type.get() if str(element) == "f64" else ir.F32Type.get()
     n = ir.RankedTensorType(query.type).rank - 2
     with ir.InsertionPoint(op), op.location:
-        q_shape, v_shape = _extents(query), _extents(value)
-        lead, rows, keys = q_shape[:-2], q_shape[-2], _extents(key)[-2]
+        q_shape, v_shape = tensor_extents(query), tensor_extents(value)
+        lead, rows, keys = q_shape[:-2], q_shape[-2], tensor_extents(key)[-2]
         scale_acc = widened(scale, acc)
         kv_lead = [ir.AffineDimExpr.get(a) if g == 1 else ir.AffineExpr.get_floor_div(
             ir.AffineDimExpr.get(a), ir.AffineConstantExpr.get(g)) for a, g in enumerate(groups)]
@@ -128,13 +128,6 @@ def lower_attention(op: ir.Operation) -> ir.Value:
                            n + 2, [_dims(*range(n + 2))] * 2, n + 2,
                            lambda o, _: arith.TruncFOp(element, o).result)
     return out
-
-
-def _extents(value: ir.Value) -> list:
-    """A tensor's extents: numbers where static, `tensor.dim` values where not."""
-    return [extent if not ir.ShapedType.is_dynamic_size(extent) else
-            tensor.DimOp(value, arith.ConstantOp(ir.IndexType.get(), axis).result).result
-            for axis, extent in enumerate(ir.RankedTensorType(value.type).shape)]
 
 
 def _causal_condition(offset: int, row_dim: int, key_dim: int,

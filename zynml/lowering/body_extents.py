@@ -46,6 +46,11 @@ class BodyExtents:
             return shape[axis]
         return self._outer_dim(self._outer.get(value), axis)
 
+    def of_shape(self, value: ir.Value) -> list:
+        """The keys of a body tensor's extents, one per axis."""
+        return [self.of_tensor(value, axis)
+                for axis in range(ir.RankedTensorType(value.type).rank)]
+
     def of_out(self, out: ir.Value, axis: int):
         """The key of the output's extent along `axis`: static, or the size operand
         that the compute's `out_dims` names for it."""

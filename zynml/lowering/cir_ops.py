@@ -6,6 +6,8 @@ from typing import Callable, Iterator, Optional
 
 from mlir import ir
 
+from ..runtime.cuda.run_time_views import divsi  # arith.divsi, exact: the launch plan's too
+
 
 def top_level_funcs(module: ir.Operation) -> list[ir.Operation]:
     return [op.operation for op in module.regions[0].blocks[0].operations
@@ -144,20 +146,13 @@ def constant_int(value: ir.Value, memo: Optional[dict] = None) -> Optional[int]:
     return result
 
 
-def _divsi(a: int, b: int) -> int:
-    """arith.divsi: the quotient rounded toward zero, exact at any size (not a float
-    division)."""
-    quotient = abs(a) // abs(b)
-    return quotient if (a < 0) == (b < 0) else -quotient
-
-
 # Signed integer arithmetic as arith defines it (remsi takes the dividend's sign, not
 # Python's floor modulo), for constant_int and for kernels that evaluate index math
 SIGNED_FOLDS = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
                 "arith.muli": lambda a, b: a * b,
                 "arith.floordivsi": lambda a, b: a // b if b else None,
-                "arith.divsi": lambda a, b: _divsi(a, b) if b else None,
-                "arith.remsi": lambda a, b: a - b * _divsi(a, b) if b else None,
+                "arith.divsi": lambda a, b: divsi(a, b) if b else None,
+                "arith.remsi": lambda a, b: a - b * divsi(a, b) if b else None,
                 "arith.maxsi": max, "arith.minsi": min}
 
 

@@ -22,6 +22,14 @@ def iterator_attr(kind: str) -> ir.Attribute:
     return ir.Attribute.parse(f"#linalg.iterator_type<{kind}>")
 
 
+def tensor_extents(value: ir.Value) -> list:
+    """A tensor's extents at the insertion point: numbers where static, `tensor.dim`
+    values where not."""
+    return [extent if not ir.ShapedType.is_dynamic_size(extent) else
+            tensor.DimOp(value, arith.ConstantOp(ir.IndexType.get(), axis).result).result
+            for axis, extent in enumerate(ir.RankedTensorType(value.type).shape)]
+
+
 def equal_dims(compute: ir.Operation) -> list[set[tuple[int, int]]]:
     """The groups of (argument, dim) of the compute's function that the call checks equal."""
     function = compute.parent

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-__all__ = ["check_equal_dims", "subview", "collapse", "expand", "SCALAR_FNS"]
+__all__ = ["check_equal_dims", "subview", "collapse", "expand", "divsi", "SCALAR_FNS"]
 
 
 def check_equal_dims(groups, shapes: list) -> None:
@@ -65,16 +65,17 @@ def expand(offset: int, sizes: Sequence[int], strides: Sequence[int],
 
 
 # the "scalar" steps: arithmetic on sizes and numbers (launch_plan.py names them)
-def _divsi(a: int, b: int) -> int:
-    """Integer division rounding toward zero, exact for any size (arith.divsi)."""
+def divsi(a: int, b: int) -> int:
+    """Integer division rounding toward zero, exact for any size (arith.divsi; the
+    compiler's constant folding, lowering/cir_ops.py, takes it from here)."""
     quotient = abs(a) // abs(b)
     return quotient if (a < 0) == (b < 0) else -quotient
 
 
 SCALAR_FNS = {
     "addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
-    "divsi": _divsi, "divui": lambda a, b: a // b,
-    "remsi": lambda a, b: a - _divsi(a, b) * b, "remui": lambda a, b: a % b,
+    "divsi": divsi, "divui": lambda a, b: a // b,
+    "remsi": lambda a, b: a - divsi(a, b) * b, "remui": lambda a, b: a % b,
     "floordivsi": lambda a, b: a // b, "ceildivsi": lambda a, b: -((-a) // b),
     "maxsi": max, "minsi": min, "copy": lambda a: a, "addf": lambda a, b: a + b,
     "subf": lambda a, b: a - b, "mulf": lambda a, b: a * b, "divf": lambda a, b: a / b,

@@ -45,8 +45,8 @@ from . import Launch
 from .tuning import choose
 from .flash_skeleton import (FlashFrame, OnlineSoftmax, add, base2_scale, block_slice,
                              clamp, declare_static_tiles, frame_fields, head_dims,
-                             host_sizes, inverse_sum, kernel_entry, kernel_values, less, mul,
-                             only_allowed, problem, row_blocks_grid, run_time_sizes, sizes,
+                             inverse_sum, kernel_entry, kernel_values, less, mul,
+                             only_allowed, problem, row_blocks_grid,
                              spread_over_threads, static_tiles, xor_reduce)
 
 
@@ -362,7 +362,7 @@ def _chunk_and_lanes(d: int, e: int, params: Params):
 
 
 def _params_for(group: Group, target, head_dim: Optional[int] = None) -> Optional[Params]:
-    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    d, e = head_dims(group, head_dim)
     return choose(NAME, [DEFAULT_PARAMS], target, problem(group),
                   lambda p: _chunk_and_lanes(d, e, p)[1] is not None)
 
@@ -376,8 +376,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
 def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
            head_dim: Optional[int] = None) -> Launch:
     params = _params_for(group, target, head_dim)
-    lead, rows, _, keys, _ = sizes(group)
-    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    d, e = head_dims(group, head_dim)
     chunk, lanes = _chunk_and_lanes(d, e, params)
     threads = params.rows_per_block * lanes
     element = ir.MemRefType(group.query.type).element_type
@@ -389,19 +388,13 @@ def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
     values = kernel_values(group)
     with kernel_entry(gpu_module, kernel_name, values, threads,
                       group.ops[-1].location) as args:
-        fields = frame_fields(group, args)
-        if head_dim:  # the plan runs this kernel only where Q's and V's are head_dim
-            fields.update(d=head_dim, e=head_dim)
         kernel = _Kernel(params=params, acc=acc, chunk=chunk, lanes=lanes, threads=threads,
-                         **fields)
+                         **frame_fields(group, args, head_dim))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None, args[group.out],
                     base2_scale(group, args, acc), static_tiles(kernel_name, tiles))
-    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:  # the grid, on the host
-        if run_time_sizes(group):
-            lead, rows, _ = host_sizes(group)
-        grid = row_blocks_grid(rows, params.rows_per_block, lead)
-    return Launch(kernel_name, values, grid, (threads, 1, 1))
+    return Launch(kernel_name, values, row_blocks_grid(group, params.rows_per_block),
+                  (threads, 1, 1))
 
 
 @dataclass

@@ -29,8 +29,8 @@ stored. The softmax and the key rule are flash_skeleton.py's.
 
 Takes what attention.attention_groups finds in f32, f16 or bf16 with both head dims up
 to 128 (at run-time sizes too, a kernel per head dim 64 and 128 where they are run-time:
-attention_sizes.py); f64, wider heads and causal groups stay on `attention`. The mask (bool, any of
-the loops (p.., i, j) as its axes) is read per score from global memory (consecutive
+attention_sizes.py); f64, wider heads and causal groups stay on `attention`. The mask
+(bool, any of the loops (p.., i, j) as its axes) is read per score from global memory (consecutive
 lanes read consecutive keys). The shared tiles are dynamic shared memory (68 KB for head
 dim 64 at the defaults).
 Not here yet: causal tile skipping, the mask through shared memory.
@@ -55,9 +55,9 @@ from .extents import as_index, ceil_div
 from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
                              async_copy_chunk, async_group, base2_scale, block_slice,
                              clamp, common_element, covering, element_name, frame_fields,
-                             head_dims, host_sizes, inverse_sum, kernel_entry,
-                             kernel_values, less, mul, problem, row_blocks_grid, row_major,
-                             run_time_sizes, sizes, spread_over_threads, xor_reduce)
+                             head_dims, inverse_sum, kernel_entry, kernel_values, less,
+                             mul, problem, row_blocks_grid, row_major,
+                             spread_over_threads, xor_reduce)
 
 
 NAME = "attention_simt_tiled"
@@ -158,7 +158,7 @@ def params_for(group: Group, target, head_dim: Optional[int] = None) -> Optional
     """The first CONFIGS entry (tuned) whose head dim covers Q's and V's (`head_dim`
     where they are run-time sizes) and whose tiles fit the target's shared memory;
     None: none fits."""
-    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    d, e = head_dims(group, head_dim)
     return choose(NAME, covering(CONFIGS, group, (d, e)), target, problem(group),
                   lambda p: p.valid() and p.shared_bytes(d, e) <= target.max_shared_per_block)
 
@@ -194,8 +194,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
 
 def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
            head_dim: Optional[int] = None) -> Launch:
-    lead, rows, _, keys, _ = sizes(group)
-    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    d, e = head_dims(group, head_dim)
     p = params_for(group, target, head_dim)
     assert p.valid(), p
     layout = p.layout(d, e)
@@ -203,21 +202,16 @@ def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
     with kernel_entry(gpu_module, kernel_name, values, p.threads,
                       group.ops[-1].location) as args:
         scale = base2_scale(group, args, ir.F32Type.get())
-        fields = frame_fields(group, args)
-        if head_dim:  # the plan runs this kernel only where Q's and V's are head_dim
-            fields.update(d=head_dim, e=head_dim)
         kernel = _Kernel(p=p, layout=layout, async_copy=_async_copies(group, d, e),
                          q_vectors=row_major(group.query),
                          kv_vectors=row_major(group.key) and row_major(group.value),
-                         out_vectors=row_major(group.out), **fields)
+                         out_vectors=row_major(group.out),
+                         **frame_fields(group, args, head_dim))
         kernel.emit(args[group.query], args[group.key], args[group.value],
                     args.get(group.mask) if group.mask is not None else None,
                     args[group.out], scale, _tiles(layout))
-    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:  # the grid, on the host
-        if run_time_sizes(group):
-            lead, rows, _ = host_sizes(group)
-        grid = row_blocks_grid(rows, p.block_m, lead)
-    return Launch(kernel_name, values, grid, (p.threads, 1, 1), layout.bytes)
+    return Launch(kernel_name, values, row_blocks_grid(group, p.block_m), (p.threads, 1, 1),
+                  layout.bytes)
 
 
 def _shared(shape, element) -> ir.Type:

@@ -58,7 +58,7 @@ from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
                              both, clamp, covering, declare_static_tiles, frame_fields,
                              head_dims, inverse_sum, kernel_entry, kernel_values, less,
                              mask_allows, mask_pair, positive_scale, problem, quad_reduce,
-                             row_blocks_grid, row_major, sizes, spread_over_threads,
+                             row_blocks_grid, row_major, spread_over_threads,
                              static_tiles)
 
 
@@ -133,7 +133,7 @@ def matches(group: Group, target) -> bool:
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
-    lead, rows, d, keys, e = sizes(group)
+    d, e = head_dims(group)
     p = params_for(group, target)
     f16 = ir.F16Type.get()
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
@@ -150,7 +150,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
         kernel = _Kernel(p=p, c=base2_factor(group), **frame_fields(group, args))
         kernel.emit(args[group.query], args[group.key], args[group.value], mask,
                     args[group.out], static_tiles(kernel_name, tiles))
-    grid = row_blocks_grid(rows, p.block_m, lead)
+    grid = row_blocks_grid(group, p.block_m)
     return Launch(kernel_name, values, grid, (threads, 1, 1))
 
 

@@ -183,7 +183,7 @@ def plan(group: Group, target, whole_key_tiles: bool = False,
     """(the Params to build with, tuned, whether the mask is staged in shared memory);
     None: Q's tile and the ring do not fit the target's shared memory. `head_dim`: the
     kernel's, where Q's and V's are run-time sizes (attention_sizes.py)."""
-    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    d, e = head_dims(group, head_dim)
     stageable, limit = _stageable(group, whole_key_tiles), target.max_shared_per_block
     default = params_for(d, e, limit, stageable, group.causal is not None)
     p = choose(NAME, [default], target, problem(group),
@@ -231,7 +231,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
 def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
            whole_key_tiles: bool = False, head_dim: Optional[int] = None) -> Launch:
     lead, rows, _, keys, _ = sizes(group)
-    d, e = (head_dim, head_dim) if head_dim else head_dims(group)
+    d, e = head_dims(group, head_dim)
     p, staged = plan(group, target, whole_key_tiles, head_dim)
     element = ir.MemRefType(group.query.type).element_type
     ones = (1,) * len(lead)
@@ -256,18 +256,15 @@ def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
         args = dict(zip(plain, arguments))
         c = base2_scale(group, args, ir.F32Type.get()) if run_time_scale(group) else \
             base2_factor(group)
-        fields = frame_fields(group, args)
-        if head_dim:  # the plan runs this kernel only where Q's and V's are head_dim
-            fields.update(d=head_dim, e=head_dim)
         kernel = _Kernel(p=p, element=element, c=c, mask=mask, staged=staged,
-                         whole_key_tiles=whole_key_tiles, **fields)
+                         whole_key_tiles=whole_key_tiles,
+                         **frame_fields(group, args, head_dim))
         kernel.emit(out, *maps)
         gpu.ReturnOp([])
     # one block per (row block, slice); persistent: the run time launches at most one
     # per multiprocessor and each loops over its share (_Kernel.emit)
     with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:  # the grid, on the host
-        if dynamic:
-            lead, rows, _ = host_sizes(group)
+        lead, rows, _ = host_sizes(group)
         grid = (product([ceil_div(rows, p.block_m)] + lead), 1, 1)
     operands = plain + [TensorMap(group.query, q_map_type, q_box),
                         TensorMap(group.key, kv_map_type, kv_box),

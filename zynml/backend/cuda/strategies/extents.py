@@ -20,7 +20,8 @@ from .kernel_builder import generic_operands, index_const, indexing_maps
 Extent = Union[int, ir.Value]
 
 __all__ = ["Extent", "extent_keys", "loop_extents", "has_dynamic_extent", "kernel_extents",
-           "host_extents", "product", "ceil_div", "minus", "as_index", "is_static"]
+           "host_extents", "buffer_extents", "product", "ceil_div", "minus", "as_index",
+           "is_static"]
 
 
 def loop_extents(generic: ir.Operation) -> list[int | None]:
@@ -48,6 +49,14 @@ def host_extents(generic: ir.Operation) -> list[Extent]:
     return [extent if extent is not None else
             memref.DimOp(value, index_const(axis)).result
             for value, axis, extent in _sources(generic)]
+
+
+def buffer_extents(buffer: ir.Value) -> list[Extent]:
+    """A buffer's extents at the insertion point (in a kernel or on the host): numbers
+    where static, memref.dim where not."""
+    return [n if not ir.ShapedType.is_dynamic_size(n) else
+            memref.DimOp(buffer, index_const(axis)).result
+            for axis, n in enumerate(ir.MemRefType(buffer.type).shape)]
 
 
 def is_static(extent: Extent) -> bool:

@@ -36,7 +36,7 @@ from mlir.dialects import math as mmath
 
 from ....lowering.attention_lowering import float_constant, widened
 from ....lowering.cir_ops import clone_op, defining_op
-from .extents import Extent, as_index, ceil_div, minus, product
+from .extents import Extent, as_index, buffer_extents, ceil_div, minus, product
 from .kernel_builder import (delinearize, dense_row_major, index_const, kernel_type,
                              new_kernel)
 from .tuning import problem_key
@@ -74,20 +74,20 @@ def run_time_sizes(group) -> bool:
 def host_sizes(group) -> tuple[list, Extent, Extent]:
     """(lead, rows, keys) on the host (the insertion point: before the group's last op,
     where its launch goes): numbers, or memref.dim of out's and K's buffers."""
-    out_extents = _extents(group.out)
-    return out_extents[:-2], out_extents[-2], _extents(group.key)[-2]
+    return _sizes_of(group.out, group.key)
 
 
-def _extents(buffer: ir.Value) -> list:
-    """A buffer's extents at the insertion point: numbers where static, memref.dim
-    where not."""
-    return [n if not ir.ShapedType.is_dynamic_size(n) else
-            memref.DimOp(buffer, index_const(axis)).result
-            for axis, n in enumerate(ir.MemRefType(buffer.type).shape)]
+def _sizes_of(out: ir.Value, key: ir.Value) -> tuple[list, Extent, Extent]:
+    """(lead, rows, keys) read off out's and K's buffers (or their kernel arguments)."""
+    out_extents = buffer_extents(out)
+    return out_extents[:-2], out_extents[-2], buffer_extents(key)[-2]
 
 
-def head_dims(group) -> tuple[int, int]:
-    """(d, e): Q's (and K's) head dim and V's."""
+def head_dims(group, head_dim: Optional[int] = None) -> tuple[int, int]:
+    """(d, e): Q's (and K's) head dim and V's; (head_dim, head_dim) where given (a kernel
+    built for one value of run-time head dims, attention_sizes.py)."""
+    if head_dim:
+        return head_dim, head_dim
     return operand_shape(group.query)[-1], operand_shape(group.value)[-1]
 
 
@@ -183,9 +183,12 @@ def kernel_entry(gpu_module: ir.Operation, kernel_name: str, values: list, threa
         gpu.ReturnOp([])
 
 
-def row_blocks_grid(rows: Extent, block_m: int, lead: list) -> tuple:
-    """A block per block_m query rows (x) of each (p..) slice (y)."""
-    return ceil_div(rows, block_m), product(lead), 1
+def row_blocks_grid(group, block_m: int) -> tuple:
+    """A block per block_m query rows (x) of each (p..) slice (y): numbers, or values the
+    plan computes on the host before the group's launch (run-time sizes)."""
+    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:
+        lead, rows, _ = host_sizes(group)
+        return ceil_div(rows, block_m), product(lead), 1
 
 
 def block_slice(lead: list) -> list:
@@ -321,14 +324,15 @@ def mask_pair(mask: ir.Value, index: Callable[[ir.Value], list], key0: ir.Value,
     return [memref.LoadOp(mask, index(key)).result for key in pair]
 
 
-def frame_fields(group, args: Optional[dict] = None) -> dict:
+def frame_fields(group, args: Optional[dict] = None, head_dim: Optional[int] = None) -> dict:
     """The FlashFrame fields of an attention group, inside a kernel (`args`: the
     kernel_values -> its arguments; a run-time causal offset is loaded from there, and
-    run-time sizes read off out's and K's arguments)."""
-    lead, rows, d, keys, e = sizes(group)
+    run-time sizes read off out's and K's arguments). `head_dim`: the kernel's, where the
+    plan runs it only for Q's and V's head dims of that value."""
+    lead, rows, _, keys, _ = sizes(group)
+    d, e = head_dims(group, head_dim)
     if run_time_sizes(group):
-        out_extents = _extents(args[group.out])
-        lead, rows, keys = out_extents[:-2], out_extents[-2], _extents(args[group.key])[-2]
+        lead, rows, keys = _sizes_of(args[group.out], args[group.key])
     causal = group.causal
     if causal is not None and causal.runtime is not None:
         causal = causal.in_kernel(args)
