@@ -124,5 +124,11 @@ def test_dot_rows_of_different_run_time_lengths_are_an_error(rng):
     differ is refused (the raised attention would read K's rows over Q's length)."""
     prog = zynml.compile(UNMASKED, device="cpu", dynamic=True)
     q, k, v = f32(rng, 1, 1, 3, 4), f32(rng, 1, 1, 3, 5), f32(rng, 1, 1, 3, 4)
-    with pytest.raises(zynml.ZynMLError, match="'dot' of rows of different lengths: 4 and 5"):
+    with pytest.raises(zynml.ZynMLError) as error:
         prog(Q=q, K=k, V=v)
+    # located at the dot, its source line and a caret under it
+    line = next(n for n, text in enumerate(UNMASKED.splitlines(), 1) if "dot(" in text)
+    column = UNMASKED.splitlines()[line - 1].index("dot(") + 1
+    assert str(error.value).splitlines() == [
+        f"<string>:{line}:{column}: error: 'dot' of rows of different lengths: 4 and 5",
+        UNMASKED.splitlines()[line - 1], " " * (column - 1) + "^"]
