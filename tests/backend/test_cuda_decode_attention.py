@@ -59,12 +59,12 @@ def test_one_artifact_whatever_the_offset():
     assert len(ptx) == 1
 
 
-def split_launches(built):
-    """attention_decode's two launches (the parts, then their merge) and its scratch
+def split_launches(built, strategy="attention_decode_mma"):
+    """The decode strategy's two launches (the parts, then their merge) and its scratch
     buffer of the parts' O, m and l."""
     *scalar, part, merge = launches(built.plan["body"])
-    assert part["kernel"].endswith("_attention_decode_part"), part
-    assert merge["kernel"].endswith("_attention_decode_merge"), merge
+    assert part["kernel"].endswith(f"_{strategy}_part"), part
+    assert merge["kernel"].endswith(f"_{strategy}_merge"), merge
     [scratch] = [step for step in built.plan["body"]
                  if step["op"] == "alloc" and len(step["shape"]) == 1]
     assert part["args"][-1] == merge["args"][0] == scratch["result"]
@@ -72,19 +72,55 @@ def split_launches(built):
     return part, merge, scratch
 
 
-@pytest.mark.parametrize("batch,parts", [(1, 33), (16, 3)])
+@pytest.mark.parametrize("batch,parts", [(1, 16), (2, 8), (8, 2)])
 def test_benchmark_shape_splits_the_keys(batch, parts):
     """benchmarks/decode_attention.py's step: 32 query heads of one token, 8 KV heads
-    (group 4) of a 4096-key cache, head dim 128, f16. A block per KV head and part of
-    the keys (about 264 blocks, at least 2 trips of 4 warps x 2 keys x 4 a part), 4 rows
-    a block; the merge has a block per row and a thread per dim."""
+    (group 4) of a 4096-key cache, head dim 128, f16, on tensor cores. A block of 8
+    warps per KV head and part of the keys, a block a multiprocessor: 132 / (batch x 8)
+    parts, 4 rows a block; the merge has a block per row and a thread per dim."""
     part, merge, scratch = split_launches(artifact(
         decode_attention("4"), 1, 4096, 128, 4, np.float16, "sm_90a", batch=batch,
         heads=32, cache_start=np.int64(9)))
     slices = batch * 8
-    assert part["grid"] == [parts, slices, 1] and part["block"] == [128, 1, 1]
+    assert part["grid"] == [parts, slices, 1] and part["block"] == [256, 1, 1]
     assert merge["grid"] == [4, slices, 1] and merge["block"] == [128, 1, 1]
     assert scratch["shape"] == [slices * parts * 4 * (128 + 2)]
+
+
+@pytest.mark.parametrize("batch", [16, 64])
+def test_one_part_writes_out_without_a_merge(batch):
+    """16 x 8 KV heads fill a wave of 132 blocks with one part each: the part kernel
+    writes out itself (no scratch buffer, no merge launch)."""
+    built = artifact(decode_attention("4"), 1, 4096, 128, 4, np.float16, "sm_90a",
+                     batch=batch, heads=32, cache_start=np.int64(9))
+    *scalar, part = launches(built.plan["body"])
+    assert part["kernel"].endswith("_attention_decode_mma_part"), part
+    assert part["grid"] == [1, batch * 8, 1]
+    assert not any(step["op"] == "alloc" and len(step["shape"]) == 1
+                   for step in built.plan["body"])
+
+
+def test_fma_kernel_splits_the_keys():
+    """attention_decode (FMAs), where the mma kernel is declined: about 264 blocks of 4
+    warps, each part at least 2 trips of 4 warps x 2 keys x 4."""
+    prog = zynml.compile(decode_attention("4"), device="cuda", target="sm_90a",
+                         params="attention_decode_mma.max_rows=0", require_device=False)
+    q = np.ones((1, 32, 1, 128), np.float16)
+    kv = np.ones((1, 8, 4096, 128), np.float16)
+    built = prog.artifact(Q=q, K=kv, V=kv, cache_start=np.int64(9))
+    part, merge, scratch = split_launches(built, "attention_decode")
+    assert part["grid"] == [33, 8, 1] and part["block"] == [128, 1, 1]
+
+
+def test_mma_part_kernel_fits_one_block_a_multiprocessor():
+    """The part kernel asks ptxas for one 256-thread block a multiprocessor
+    (.minnctapersm 1), and its mmas are m16n8k16 with f32 accumulators."""
+    built = artifact(decode_attention("4"), 1, 4096, 128, 4, np.float16, "sm_90a",
+                     batch=2, heads=32, cache_start=np.int64(9))
+    part = built.ptx[built.ptx.index(".entry k0_attention_decode_mma_part"):
+                     built.ptx.index(".entry k0_attention_decode_mma_merge")]
+    assert ".minnctapersm 1" in part and ".maxntid 256, 1, 1" in part
+    assert part.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
 
 
 def test_keys_and_values_load_16_bytes_at_a_time():
@@ -92,23 +128,38 @@ def test_keys_and_values_load_16_bytes_at_a_time():
     loads of 2 bytes: the first version's vector loads carried no alignment, and LLVM
     split them (57% of the copy rate at batch 16 instead of 70%, on an H200)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    built = artifact(decode_attention("4"), 1, 4096, 64, 4, ml_dtypes.bfloat16, "sm_90a",
-                     batch=16, heads=32, cache_start=np.int64(9))
-    part = built.ptx[built.ptx.index("_attention_decode_part"):
-                     built.ptx.index("_attention_decode_merge")]
-    assert "ld.global.v4.b32" in part and "ld.global.b16" not in part
+    for params in ("", "attention_decode_mma.max_rows=0"):
+        prog = zynml.compile(decode_attention("4"), device="cuda", target="sm_90a",
+                             params=params, require_device=False)
+        q = np.ones((2, 32, 1, 64), ml_dtypes.bfloat16)
+        kv = np.ones((2, 8, 4096, 64), ml_dtypes.bfloat16)
+        built = prog.artifact(Q=q, K=kv, V=kv, cache_start=np.int64(9))
+        part = built.ptx[built.ptx.index("_part("):built.ptx.index("_merge(")]
+        assert "ld.global.v4.b32" in part or "ld.global.nc.v4.b32" in part
+        assert "ld.global.b16" not in part and "ld.global.nc.b16" not in part
 
 
 @pytest.mark.parametrize("rows,group,dtype,d,kernel", [
-    (1, 8, np.float16, 64, "_attention_decode_part"),   # 8 rows x 8 dims a lane
-    (2, 8, np.float16, 64, "_attention_wgmma"),         # 16 rows: too many registers
-    (4, 4, np.float32, 64, "_attention_decode_part"),   # 16 rows x 4 dims a lane
-    (1, 1, np.float64, 64, "_attention"),               # f64: the SIMT flash kernel
-    (1, 1, np.float32, 5, "_attention_decode_part"),    # one row of 5: a lane a key
-    (17, 1, np.float32, 8, "_attention"),               # 17 rows: more than a few
+    (1, 8, np.float16, 64, "_attention_decode_mma_part"),  # 8 rows: the mma's g rows
+    (2, 8, np.float16, 64, "_attention_decode_mma_part"),  # 16 rows: g and g + 8
+    (1, 8, np.float16, 32, "_attention_decode_part"),      # head dim not a multiple of 64
+    (3, 8, np.float16, 64, "_attention_wgmma"),            # 24 rows: more than a few
+    (4, 4, np.float32, 64, "_attention_decode_part"),      # 16 rows x 4 dims a lane
+    (1, 1, np.float64, 64, "_attention"),                  # f64: the SIMT flash kernel
+    (1, 1, np.float32, 5, "_attention_decode_part"),       # one row of 5: a lane a key
+    (17, 1, np.float32, 8, "_attention"),                  # 17 rows: more than a few
 ])
 def test_rows_per_kv_head_choose_the_kernel(rows, group, dtype, d, kernel):
     built = artifact(decode_attention(str(group)), rows, 300, d, group, dtype, "sm_90a",
+                     cache_start=np.int64(5))
+    assert any(launch["kernel"].endswith(kernel) for launch in launches(built.plan["body"]))
+
+
+@pytest.mark.parametrize("target,kernel", [("sm_80", "_attention_decode_mma_part"),
+                                           ("sm_75", "_attention_decode_part")])
+def test_mma_kernel_needs_mma_sync(target, kernel):
+    """sm_75 has no mma.sync m16n8k16: its decode step stays on FMAs."""
+    built = artifact(decode_attention("4"), 1, 300, 64, 4, np.float16, target,
                      cache_start=np.int64(5))
     assert any(launch["kernel"].endswith(kernel) for launch in launches(built.plan["body"]))
 

@@ -36,8 +36,8 @@ def test_the_registry_is_the_one_table_of_strategies():
 def test_an_unknown_strategy_names_the_ones_that_exist():
     with pytest.raises(KeyError) as err:
         get_strategy("pointwize")
-    assert "unknown GPU strategy 'pointwize'; strategies: attention_decode, " \
-        "attention_wgmma," in str(err.value)
+    assert "unknown GPU strategy 'pointwize'; strategies: attention_decode_mma, " \
+        "attention_decode, attention_wgmma," in str(err.value)
     assert "pointwise" in str(err.value)
 
 

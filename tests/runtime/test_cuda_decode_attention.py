@@ -47,22 +47,28 @@ def test_decode_attention_matches_numpy(rng, group, rows, keys, d, dtype, target
             assert not out[:, :, :-offset].any()
 
 
-@pytest.mark.parametrize("group,rows,d,dtype,batch", [
-    (1, 1, 64, np.float16, 1),               # multi-head attention, a decode step
-    (4, 1, 128, np.float16, 3),              # grouped-query, 16 lanes a key
-    (8, 1, 64, ml_dtypes.bfloat16, 2),
-    (4, 2, 64, np.float16, 1),               # a prefill of 2 tokens: 8 rows a KV head
-    (2, 3, 8, np.float32, 2),                # 2 lanes a key, 16 keys a warp
-    (4, 1, 128, np.float32, 1),
-    (1, 1, 40, np.float16, 2),               # 40 = 5 x 8: one lane a key, 5 vectors
+@pytest.mark.parametrize("group,rows,d,dtype,batch,params", [
+    # attention_decode_mma (f16 / bf16, head dims 64 and 128)
+    (1, 1, 64, np.float16, 1, ""),           # multi-head attention, a decode step
+    (4, 1, 128, np.float16, 3, ""),          # grouped-query
+    (8, 1, 64, ml_dtypes.bfloat16, 2, ""),
+    (4, 2, 64, np.float16, 1, ""),           # a prefill of 2 tokens: 8 rows a KV head
+    (4, 3, 64, ml_dtypes.bfloat16, 2, ""),   # 12 rows: the mma's rows g + 8 too
+    (8, 2, 128, np.float16, 1, ""),          # 16 rows
+    (4, 1, 128, np.float16, 2, "attention_decode_mma.unroll=2;attention_decode_mma.warps=2"),
+    # attention_decode (FMAs)
+    (2, 3, 8, np.float32, 2, ""),            # 2 lanes a key, 16 keys a warp
+    (4, 1, 128, np.float32, 1, ""),
+    (1, 1, 32, np.float16, 2, ""),           # 32 = 4 x 8: 4 lanes a key
+    (4, 1, 128, np.float16, 2, "attention_decode_mma.max_rows=0"),  # 16 lanes a key
 ])
-def test_keys_split_over_blocks_match_numpy(rng, group, rows, d, dtype, batch):
-    """attention_decode: a few query rows per KV head over a cache of 1031 keys, split
-    into parts that later kernels merge. Offsets: the first key only, a split that does
-    not fall on a part's edge, every key, past the cache, and rows that see no key
+def test_keys_split_over_blocks_match_numpy(rng, group, rows, d, dtype, batch, params):
+    """attention_decode(_mma): a few query rows per KV head over a cache of 1031 keys,
+    split into parts that later kernels merge. Offsets: the first key only, a split that
+    does not fall on a part's edge, every key, past the cache, and rows that see no key
     (their output is 0)."""
     keys = 1031
-    prog = zynml.compile(decode_attention(str(group)), device="cuda")
+    prog = zynml.compile(decode_attention(str(group)), device="cuda", params=params)
     q, k, v = inputs(rng, rows, keys, d, group, dtype, batch)
     offsets = (0, 517, keys - rows, keys + 50, -2)
     for offset in offsets:

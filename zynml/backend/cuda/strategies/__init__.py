@@ -44,7 +44,9 @@ class StrategyEntry:
 
 # The one table of strategies, in the order they are tried (most specific first).
 REGISTRY = (
-    # a few query rows per KV head (a decode step): the keys split over blocks
+    # a few query rows per KV head (a decode step): the keys split over blocks, on
+    # tensor cores (f16 / bf16) or FMAs
+    StrategyEntry("attention_decode_mma", groups=True, single=False),
     StrategyEntry("attention_decode", groups=True, single=False),
     StrategyEntry("attention_wgmma", groups=True, single=False),
     StrategyEntry("attention_tensor_core", groups=True, single=False),

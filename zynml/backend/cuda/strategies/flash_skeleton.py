@@ -173,11 +173,16 @@ def covering(configs: tuple, group, dims: Optional[tuple[int, int]] = None) -> l
 
 @contextmanager
 def kernel_entry(gpu_module: ir.Operation, kernel_name: str, values: list, threads: int,
-                 location):
+                 location, min_blocks: int = 0):
     """A kernel of `threads` threads a block that takes `values` (as kernel_type gives
-    them): the with block builds its body, given value -> argument; it returns after."""
+    them): the with block builds its body, given value -> argument; it returns after.
+    `min_blocks`: blocks a multiprocessor must hold at once (ptxas keeps the registers
+    a thread uses to fit them: PTX's .minnctapersm)."""
     func = new_kernel(gpu_module, kernel_name, [kernel_type(v.type) for v in values],
                       [threads])
+    if min_blocks:
+        func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(32), min_blocks)
     with ir.InsertionPoint(func.regions[0].blocks[0]), location:
         yield dict(zip(values, func.regions[0].blocks[0].arguments))
         gpu.ReturnOp([])

@@ -81,6 +81,8 @@ SEARCH: dict[str, tuple[dict, ...]] = {
                      {"tile_n": 128, "stages": 6}),
     "attention_decode": grid(warps=(2, 4, 8), blocks=(132, 264, 528), min_trips=(1, 2, 4),
                              unroll=(2, 4)),
+    "attention_decode_mma": grid(warps=(2, 4, 8), blocks_per_multiprocessor=(1, 2, 3, 4),
+                                 min_trips=(1, 2), unroll=(1, 2)),
     "attention": grid(rows_per_block=(32, 64, 128), block_k=(16, 32, 64),
                       max_per_lane=(16, 32)),
     "attention_simt_tiled": grid(block_m=(64, 128), block_n=(32, 64), thread_m=(4, 8),
