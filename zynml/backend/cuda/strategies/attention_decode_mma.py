@@ -173,7 +173,7 @@ class _Kernel(SplitKeys):
             bases = [arith.AddIOp(loop.induction_variable, index_const(u * stride)).result
                      for u in range(self.unroll)]
             loads = [self._step_loads(key, value, kv_ivs, base, g, t) for base in bases]
-            scores, allowed, keys_of = [[] for _ in rows], [[] for _ in rows], []
+            scores, allowed = [[] for _ in rows], [[] for _ in rows]
             for base, (k_words, _) in zip(bases, loads):
                 s_tiles = []
                 for tile in (0, 1):
@@ -187,7 +187,6 @@ class _Kernel(SplitKeys):
                 keys = [arith.AddIOp(base, arith.AddIOp(
                     arith.MulIOp(t, index_const(2)).result, index_const(8 * n + u)).result
                     ).result for n in (0, 1) for u in (0, 1)]
-                keys_of.append(keys)
                 for h, (_, i) in enumerate(rows_at):
                     for j, (n, u) in zip(keys, [(0, 0), (0, 1), (1, 0), (1, 1)]):
                         scores[h].append(arith.MulFOp(s_tiles[n][2 * h + u], scale).result)
