@@ -42,7 +42,7 @@ from .decode_split import (SplitKeys, build_split, group_rows, shared_bytes, spl
 from .flash_skeleton import (WARP, OnlineSoftmax, common_element, problem, quad_reduce,
                              row_major, sizes)
 from .kernel_builder import delinearize, index_const
-from .matvec_mma import _mma
+from .matvec_mma import mma_m16n8k16
 from .tuning import choose
 
 NAME = "attention_decode_mma"
@@ -180,8 +180,8 @@ class _Kernel(SplitKeys):
                     acc = [zero] * 4
                     for s, frag in enumerate(q_frags):
                         c, w = divmod(s, 2)
-                        acc = _mma(acc, frag, k_words[tile][c][2 * w:2 * w + 2],
-                                   str(element))
+                        low_high = k_words[tile][c][2 * w:2 * w + 2]
+                        acc = mma_m16n8k16(acc, frag, low_high, str(element))
                     s_tiles.append(acc)
                 # S (row g + 8h, key 2t + u) of tile n: accumulator 2h + u of tile n
                 keys = [arith.AddIOp(base, arith.AddIOp(
@@ -206,7 +206,7 @@ class _Kernel(SplitKeys):
                     c, j = divmod(n, CHUNK)
                     b = [_word(v_vecs[0][c], v_vecs[1][c], j),
                          _word(v_vecs[2][c], v_vecs[3][c], j)]
-                    o[n] = _mma(o[n], frag, b, str(element))
+                    o[n] = mma_m16n8k16(o[n], frag, b, str(element))
             scf.YieldOp(update.maxima + update.sums + [x for acc in o for x in acc])
         results = list(loop.results)
         m, l = results[:halves], [quad_reduce(x, arith.AddFOp) for x in

@@ -279,8 +279,8 @@ class _Kernel:
                         vector.BitCastOp(one_i32, packed).result, [], [0]).result)
             for q in range(self.layout.halves):
                 at = (e * self.layout.halves + q) * 4
-                acc[at:at + 4] = _mma(acc[at:at + 4], fragment, a_regs[q],
-                                      str(self.layout.element))
+                acc[at:at + 4] = mma_m16n8k16(acc[at:at + 4], fragment, a_regs[q],
+                                              str(self.layout.element))
         return acc
 
     def store_partials(self, sums: list, partial: ir.Value, rows: int) -> None:
@@ -319,7 +319,7 @@ def _padded(slot: ir.Value) -> ir.Value:
     return arith.AddIOp(slot, arith.DivUIOp(slot, index_const(COLUMNS)).result).result
 
 
-def _mma(acc: list, a: list, b: list, element: str) -> list:
+def mma_m16n8k16(acc: list, a: list, b: list, element: str) -> list:
     """D = A B + D, mma.sync m16n8k16 (row.col), f32 accumulators: `a` four i32 (two
     `element`s each), `b` two."""
     f32 = ir.F32Type.get()
