@@ -142,6 +142,7 @@ def test_keys_and_values_load_16_bytes_at_a_time():
 @pytest.mark.parametrize("rows,group,dtype,d,kernel", [
     (1, 8, np.float16, 64, "_attention_decode_mma_part"),  # 8 rows: the mma's g rows
     (2, 8, np.float16, 64, "_attention_decode_mma_part"),  # 16 rows: g and g + 8
+    (2, 8, np.float16, 128, "_attention_wgmma"),  # 8 warps' 16 x 128 states: 66 KB shared
     (1, 8, np.float16, 32, "_attention_decode_part"),      # head dim not a multiple of 64
     (3, 8, np.float16, 64, "_attention_wgmma"),            # 24 rows: more than a few
     (4, 4, np.float32, 64, "_attention_decode_part"),      # 16 rows x 4 dims a lane
