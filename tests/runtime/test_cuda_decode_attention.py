@@ -27,10 +27,12 @@ def inputs(rng, rows, keys, d, group, dtype, batch=2):
 
 @pytest.mark.parametrize("group", [1, 2, 4, 8])
 @pytest.mark.parametrize("rows,keys,d,dtype,target", [
-    (1, 61, 64, np.float16, None),      # a decode step: wgmma on sm_90a
-    (7, 61, 128, np.float16, None),
+    # a decode step (1-8 rows a KV head): attention_decode_mma, one part, no merge
+    (1, 61, 64, np.float16, None),
+    (7, 61, 128, np.float16, None),     # 7 rows: the mma kernel; 14 and more: wgmma
     (61, 133, 64, np.float16, None),    # several key tiles, a partial last one
-    (7, 61, 64, np.float16, "sm_80"),   # tensor cores (mma.sync)
+    # mma.sync: attention_decode_mma at 7 and 14 rows, attention_tensor_core above
+    (7, 61, 64, np.float16, "sm_80"),
     (7, 61, 8, np.float32, None),       # SIMT
     (61, 67, 64, np.float32, None),
 ])
