@@ -32,11 +32,11 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 from mlir.dialects import math as mmath
 
-from ....lowering.attention_lowering import float_constant, widened
+from ....lowering.attention_lowering import widened
 from . import Launch
 from .attention import Group, attention_groups
-from .decode_split import (SplitKeys, build_split, group_rows, merge_states,
-                           shared_bytes, split_count)
+from .decode_split import (SplitKeys, build_split, f32_constant, group_rows,
+                           merge_states, shared_bytes, split_count)
 from .flash_skeleton import (WARP, OnlineSoftmax, common_element, problem, row_major,
                              shuffle_xor, sizes, xor_reduce)
 from .kernel_builder import delinearize, index_const
@@ -67,7 +67,6 @@ DEFAULT_PARAMS = Params()
 @dataclass(frozen=True)
 class Layout:
     """How the threads hold one KV head's rows and read its keys."""
-    group_rows: int  # R: the query rows that read one KV head (group x q_len)
     d: int           # the head dim (Q's = V's)
     chunk: int       # elements per vector load (16 bytes where d allows)
     lanes: int       # L: lanes that read one key
@@ -110,7 +109,7 @@ def _layout(group: Group, params: Params, target) -> Optional[Layout]:
             d > target.facts.max_threads_per_block or \
             shared_bytes(params.warps, rows, d) > target.facts.max_static_shared_per_block:
         return None
-    return Layout(rows, d, chunk, lanes, unroll)
+    return Layout(d, chunk, lanes, unroll)
 
 
 def _params_for(group: Group, target) -> Optional[Params]:
@@ -126,10 +125,6 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> l
     return build_split(group, gpu_module, kernel_name,
                        lambda **fields: _Kernel(layout=layout, **fields), params.warps,
                        splits)
-
-
-def _c(value: float) -> ir.Value:
-    return float_constant(ir.F32Type.get(), value)
 
 
 @dataclass
@@ -179,7 +174,7 @@ class _Kernel(SplitKeys):
         starts = self._dims(arith.RemUIOp(lane, index_const(lay.lanes)).result)
         kv_flat, split = gpu.block_id(gpu.Dimension.y), gpu.block_id(gpu.Dimension.x)
         kv_ivs = delinearize(kv_flat, self.kv_lead) if self.kv_lead else []
-        rows = [self.row_of(index_const(r), kv_ivs) for r in range(lay.group_rows)]
+        rows = [self.row_of(index_const(r), kv_ivs) for r in range(self.group_rows)]
         q = [[arith.MulFOp(x, scale).result for x in self._read(query, ivs + [i], starts)]
              for ivs, i in rows]
         first, last = self.part_keys(split)
@@ -187,7 +182,7 @@ class _Kernel(SplitKeys):
         # a warp's lanes run the same trips (their shuffles need all of them)
         start = arith.AddIOp(first, arith.MulIOp(warp, index_const(lay.keys_per_warp)).result
                              ).result
-        neg_inf, zero = _c(float("-inf")), _c(0.0)
+        neg_inf, zero = f32_constant(float("-inf")), f32_constant(0.0)
 
         def keys_from(trip_start):  # this thread's keys of a trip, and their K and V
             keys = [arith.AddIOp(arith.AddIOp(trip_start, index_const(u * step)).result,
@@ -197,8 +192,8 @@ class _Kernel(SplitKeys):
             return keys, [x for j in inside for x in self._load(key, kv_ivs + [j], starts)
                           + self._load(value, kv_ivs + [j], starts)]
         trip = step * lay.unroll
-        state = [neg_inf] * lay.group_rows + [zero] * lay.group_rows + \
-            [zero] * (lay.group_rows * lay.per_lane)
+        state = [neg_inf] * self.group_rows + [zero] * self.group_rows + \
+            [zero] * (self.group_rows * lay.per_lane)
         # K and V of the next trip are loaded before this trip's arithmetic (in flight
         # while it runs); the first trip's before the loop
         _, first_loads = keys_from(start)
@@ -231,7 +226,7 @@ class _Kernel(SplitKeys):
                 scores.append(row)
             update = OnlineSoftmax(ir.F32Type.get()).update(scores, m, l)
             o_new = []
-            for r in range(lay.group_rows):
+            for r in range(self.group_rows):
                 for n, ox in enumerate(o[r]):
                     acc = arith.MulFOp(ox, update.alphas[r]).result
                     for p, v_j in zip(update.probs[r], v):
@@ -240,7 +235,7 @@ class _Kernel(SplitKeys):
             scf.YieldOp(update.maxima + update.sums + o_new + next_loads)
         m, l, o = self._unpack(list(loop.results)[:len(state)])
         # the warp's key streams meet: lanes key_sub apart hold the same dims
-        states = [(m[r], l[r], o[r]) for r in range(lay.group_rows)]
+        states = [(m[r], l[r], o[r]) for r in range(self.group_rows)]
         offset = lay.lanes
         while offset < WARP:
             states = [merge_states(s, (shuffle_xor(s[0], offset), shuffle_xor(s[1], offset),
@@ -263,7 +258,7 @@ class _Kernel(SplitKeys):
         self.write_parts(tiles, parts, kv_flat, split)
 
     def _unpack(self, values):
-        rows, per = self.layout.group_rows, self.layout.per_lane
+        rows, per = self.group_rows, self.layout.per_lane
         values = list(values)
         m, l, o = values[:rows], values[rows:2 * rows], values[2 * rows:]
         return m, l, [o[r * per:(r + 1) * per] for r in range(rows)]

@@ -35,10 +35,10 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
-from ....lowering.attention_lowering import float_constant
 from . import Launch
 from .attention import Group, attention_groups
-from .decode_split import (SplitKeys, build_split, group_rows, shared_bytes, split_count)
+from .decode_split import (SplitKeys, build_split, f32_constant, group_rows, shared_bytes,
+                           split_count)
 from .flash_skeleton import (WARP, OnlineSoftmax, common_element, problem, quad_reduce,
                              row_major, sizes)
 from .kernel_builder import delinearize, index_const
@@ -101,10 +101,6 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> l
                        params.warps, splits, per_multiprocessor)
 
 
-def _c(value: float) -> ir.Value:
-    return float_constant(ir.F32Type.get(), value)
-
-
 def _words(vec: ir.Value) -> list[ir.Value]:
     """A 16-byte vector of 8 halves as its four i32 words (pairs of halves)."""
     i32 = ir.IntegerType.get_signless(32)
@@ -162,7 +158,7 @@ class _Kernel(SplitKeys):
         first, last = self.part_keys(split)
         start = arith.AddIOp(first, arith.MulIOp(warp, index_const(STEP)).result).result
         stride = self.warps * STEP  # keys between a warp's steps
-        neg_inf, zero = _c(float("-inf")), _c(0.0)
+        neg_inf, zero = f32_constant(float("-inf")), f32_constant(0.0)
         instances = self.e // 8  # of P V: 8 columns of O each
         state = [neg_inf] * halves + [zero] * halves + [zero] * (4 * instances)
         loop = scf.ForOp(start, last, index_const(stride * self.unroll), state)

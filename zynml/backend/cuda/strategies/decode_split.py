@@ -33,8 +33,8 @@ from .flash_skeleton import (WARP, FlashFrame, base2_scale, declare_static_tiles
                              kernel_values, sizes, spread_over_threads, static_tiles, tree)
 from .kernel_builder import delinearize, index_const
 
-__all__ = ["MAX_PARTS", "SplitKeys", "build_split", "group_rows", "kv_lead",
-           "merge_states", "shared_bytes", "split_count"]
+__all__ = ["MAX_PARTS", "SplitKeys", "build_split", "f32_constant", "group_rows",
+           "kv_lead", "merge_states", "shared_bytes", "split_count"]
 
 # the merge loads every part's values at once
 MAX_PARTS = 128
@@ -64,15 +64,16 @@ def split_count(group: Group, blocks: int, min_trips: int, trip_keys: int,
     return max(1, min(wanted, keys // (min_trips * trip_keys), MAX_PARTS))
 
 
-def _c(value: float) -> ir.Value:
+def f32_constant(value: float) -> ir.Value:
+    """An f32 constant: the parts' states are f32 whatever the operands."""
     return float_constant(ir.F32Type.get(), value)
 
 
 def _shift(m: ir.Value) -> ir.Value:
     """What the exponents take off: m, or 0 where m is -inf (nothing seen: 2^(-inf) = 0,
     not NaN)."""
-    empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, m, _c(float("-inf"))).result
-    return arith.SelectOp(empty, _c(0.0), m).result
+    empty = arith.CmpFOp(arith.CmpFPredicate.OEQ, m, f32_constant(float("-inf"))).result
+    return arith.SelectOp(empty, f32_constant(0.0), m).result
 
 
 def _exp2_minus(value: ir.Value, shift: ir.Value) -> ir.Value:
