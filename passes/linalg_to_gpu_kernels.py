@@ -22,9 +22,10 @@ A kernel that loops over its work (grid-stride) also carries
 multiprocessor of the device.
 
 Run-time sizes (`?` dimensions: a dynamic or shape-less compile) go to the strategies
-that take them (`DYNAMIC`: pointwise, row_reduce, row_fused, matmul_wgmma, matmul;
-strategies/extents.py): kernels read their extents from their memref arguments and grids
-are host arithmetic on memref.dim of the operands. Subviews that are all of their source
+that take them (`DYNAMIC`: pointwise, row_reduce, row_fused, matmul_wgmma, matmul,
+implicit_gemm, attention, attention_simt_tiled, attention_wgmma; strategies/extents.py):
+kernels read their extents from their memref arguments and grids are host arithmetic on
+memref.dim of the operands. Subviews that are all of their source
 fold into it first. A kernel that needs something of the sizes that only run time knows
 (TMA's 16-byte rows) comes with the host's test of it (`Launch.when`): the launch runs
 under `scf.if`, and the else branch runs the same generics as the strategies after it

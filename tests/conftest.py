@@ -49,6 +49,16 @@ def assert_compile_error(source: str, where: str, message: str) -> None:
     assert str(info.value).startswith(f"<string>:{where}: error: {message}")
 
 
+def conv2d_reference(x, kernel, bias, stride, padding):
+    """float64 NCHW convolution with an OIHW kernel."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    pad = ((0, 0), (0, 0), (padding, padding), (padding, padding))
+    windows = sliding_window_view(np.pad(x.astype(np.float64), pad), kernel.shape[2:],
+                                  axis=(2, 3))[:, :, ::stride, ::stride]
+    out = np.einsum("bchwij,ocij->bohw", windows, kernel.astype(np.float64), optimize=True)
+    return out + bias.astype(np.float64)[:, None, None]
+
+
 def attention_reference(q, k, v, mask=None, scale=None):
     """softmax(q k^T * scale, over the keys `mask` allows) v in float64; a row with no
     allowed key is 0 (what the spec's loops give)."""

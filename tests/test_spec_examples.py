@@ -220,25 +220,9 @@ def test_batched_matmul(rng, batch, m, k, n):
 
 # ============================================================================ convolution
 
-def conv2d_reference(x, w, bias, stride, padding):
-    """Direct loops over a zero-padded float64 input."""
-    batch, cin, h, wd = x.shape
-    cout, _, kh, kw = w.shape
-    xp = np.zeros((batch, cin, h + 2 * padding, wd + 2 * padding))
-    xp[:, :, padding:padding + h, padding:padding + wd] = x
-    out_h = (h + 2 * padding - kh) // stride + 1
-    out_w = (wd + 2 * padding - kw) // stride + 1
-    out = np.zeros((batch, cout, out_h, out_w))
-    for oh in range(out_h):
-        for ow in range(out_w):
-            patch = xp[:, :, oh * stride:oh * stride + kh, ow * stride:ow * stride + kw]
-            out[:, :, oh, ow] = np.einsum("bchw,ochw->bo", patch, f64(w)) + bias
-    return out
-
-
 def run_conv(name, rng, stride, padding, batch, cin, h, w, cout, kh, kw):
     x, k, bias = f32(rng, batch, cin, h, w), f32(rng, cout, cin, kh, kw), f32(rng, cout)
-    expected = conv2d_reference(f64(x), k, f64(bias), stride, padding)
+    expected = conftest.conv2d_reference(f64(x), k, f64(bias), stride, padding)
     _, _, out_h, out_w = expected.shape
     out = program(name)(input=x, kernel=k, bias=bias,
                         out_h=out_h, out_w=out_w, in_h=h, in_w=w)["output"]

@@ -316,16 +316,6 @@ def implicit_gemm_taken(prog, **inputs):
     return any(n.endswith("_implicit_gemm") for n in kernels)
 
 
-def conv2d_reference(x, kernel, bias, stride, padding):
-    """float64 NCHW convolution with an OIHW kernel."""
-    from numpy.lib.stride_tricks import sliding_window_view
-    pad = ((0, 0), (0, 0), (padding, padding), (padding, padding))
-    windows = sliding_window_view(np.pad(x.astype(np.float64), pad), kernel.shape[2:],
-                                  axis=(2, 3))[:, :, ::stride, ::stride]
-    out = np.einsum("bchwij,ocij->bohw", windows, kernel.astype(np.float64), optimize=True)
-    return out + bias.astype(np.float64)[:, None, None]
-
-
 @pytest.mark.parametrize("batch,in_ch,out_ch,size,k,stride,padding,gemm", [
     (1, 1, 64, 13, 3, 1, 1, True),    # 64x64 tiles, 169 columns
     (3, 3, 5, 13, 3, 1, 1, True),     # 32x128 tiles, 5 of 32 rows
@@ -337,6 +327,10 @@ def conv2d_reference(x, kernel, bias, stride, padding):
     (3, 5, 1, 56, 3, 2, 0, False),    # one output channel: its loop folds away, no N
     (1, 3, 130, 13, 3, 2, 0, True),   # 130 rows: a partial third tile
     (1, 1, 1, 7, 3, 1, 1, False),     # 49 points: not worth a GEMM
+    # in_ch a multiple of BK: k runs (kh, kw, ic), a stage's k share kh and kw
+    (2, 16, 24, 11, 3, 1, 1, True),   # K = 144, 24 of 64 rows
+    (1, 32, 65, 13, 5, 2, 0, True),   # 5x5, stride 2, 65 rows
+    (3, 48, 7, 9, 3, 1, 1, True),     # three stages a (kh, kw)
 ])
 def test_conv2d_implicit_gemm(rng, batch, in_ch, out_ch, size, k, stride, padding, gemm):
     out_size = (size + 2 * padding - k) // stride + 1
@@ -347,7 +341,7 @@ def test_conv2d_implicit_gemm(rng, batch, in_ch, out_ch, size, k, stride, paddin
     prog = conv2d_program(stride, padding)
     assert implicit_gemm_taken(prog, **inputs) == gemm
     out = prog(**inputs)["output"]
-    assert_close(out, conv2d_reference(x, kernel, bias, stride, padding))
+    assert_close(out, conftest.conv2d_reference(x, kernel, bias, stride, padding))
 
 
 @pytest.mark.parametrize("params,batch,in_ch,out_ch,size,k,stride,padding", [
@@ -358,6 +352,8 @@ def test_conv2d_implicit_gemm(rng, batch, in_ch, out_ch, size, k, stride, paddin
     (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=4, thread_n=8, warp_m=8),
      2, 6, 62, 23, 3, 1, 1),
     (dict(tile_m=64, tile_n=128, tile_k=16, thread_m=8, thread_n=8), 2, 3, 61, 25, 5, 1, 1),
+    (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=4, thread_n=8), 2, 8, 67, 15, 3, 1, 1),
+    (dict(tile_m=64, tile_n=256, tile_k=8, thread_m=8, thread_n=8), 1, 24, 33, 19, 3, 2, 1),
 ])
 def test_conv2d_implicit_gemm_other_params(rng, params, batch, in_ch, out_ch,
                                            size, k, stride, padding):
@@ -369,7 +365,8 @@ def test_conv2d_implicit_gemm_other_params(rng, params, batch, in_ch, out_ch,
                   out_w=out_size)
     prog = conv2d_program(stride, padding, params={"implicit_gemm": params})
     assert implicit_gemm_taken(prog, **inputs)
-    assert_close(prog(**inputs)["output"], conv2d_reference(x, kernel, bias, stride, padding))
+    assert_close(prog(**inputs)["output"],
+                 conftest.conv2d_reference(x, kernel, bias, stride, padding))
 
 
 def test_conv2d_implicit_gemm_f16(rng):
@@ -382,7 +379,7 @@ def test_conv2d_implicit_gemm_f16(rng):
     assert implicit_gemm_taken(prog, **inputs)
     out = prog(**inputs)["output"]
     assert out.dtype == np.float16
-    assert_close(out, conv2d_reference(x, kernel, bias, 1, 1), rtol=1e-2)
+    assert_close(out, conftest.conv2d_reference(x, kernel, bias, 1, 1), rtol=1e-2)
 
 
 def test_projection_is_a_matmul(rng):

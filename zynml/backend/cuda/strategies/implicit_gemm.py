@@ -14,13 +14,26 @@ conv2d.zyn, out[b, oc, oh, ow] = bias[oc] + sum over (ic, kh, kw) of select(in_b
 input[b, ic, oh * s + kh - p, ow * s + kw - p] * kernel[oc, ic, kh, kw], 0):
 M = (oc), N = (b, oh, ow), K = (ic, kh, kw), the bounds predicate with N.
 
+k is staged in steps of BK along the reduction loops in the order `_k_plan` gives: a loop
+whose extent BK divides (a convolution's channels) runs fastest, so the k of one stage
+share the other loops' coordinates (kh, kw), and a staged element's bounds, clamps and
+address arithmetic are computed once a stage instead of once an element (the conv2d
+benchmark: 0.44 -> 0.25 ms on an H200, docs/performance.md, Session 31).
+
+Run-time sizes (DYNAMIC): extents are read off the arguments, the grid is host
+arithmetic, and k's stages run along the first run-time reduction loop, the last stage
+of each run masked where BK does not divide it (batch loops must be static: the grid's z
+is checked against its limit at compile time).
+
 Left to other strategies: plain matrix products (matmul's), an empty M or N (a depthwise
-convolution reads its channel on both sides), small products (Params.min_mn, min_k).
-A masked-out element is 0 on its side, so an inf on the other side gives NaN where the
-loop nest gives 0. Not here yet: tensor cores, 16-byte gathers, fused epilogues.
+convolution reads its channel on both sides), small products (Params.min_mn, min_k;
+static sizes only). A masked-out element is 0 on its side, so an inf on the other side
+gives NaN where the loop nest gives 0. Not here yet: tensor cores, 16-byte gathers,
+fused epilogues.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -29,6 +42,8 @@ from mlir.dialects import arith, gpu
 
 from .body_slices import RUNNING, backward_slice, body_dims
 from ....lowering.cir_ops import defining_op
+from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents, is_static,
+                      kernel_extents, loop_extents, minus, product)
 from .kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
                                   delinearize, generic_operands, index_const, indexing_maps,
                                   iterator_kinds, loop_ranges, new_kernel)
@@ -38,6 +53,7 @@ from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_t
                         threads_of, widen)
 
 NAME = "implicit_gemm"
+DYNAMIC = True  # run-time sizes: the tiles and the stages of k are bounds-checked
 _FLOATS = ("f32", "f16", "bf16")
 _MAX_GRID_Z = 65535
 
@@ -57,12 +73,16 @@ class Params:
         check_params(self)
 
 
-# 256 threads each. by_cost puts first the one that pads M x N least, then the one with
-# the most FMAs per shared read (conv2d's M, the output channels, is often 64 or less).
-# tune_gemm_f32.py, H100, conv2d 32x64x56x56 3x3: 64x128 tiles with BK 16 and 8x4 per
-# thread 0.398 ms; 4x8 0.401 (BK 8: 0.423); 64x256 8x8 (BK 8) 0.400; 64x64 4x4 0.424
-CONFIGS = (Params(128, 128, 8, 8, 8), Params(64, 128, 16, 8, 4), Params(32, 128, 8, 4, 4),
+# 256 threads each; by_cost orders them. tune on an H200 (2026-11-28, k as _k_order
+# puts it), conv2d 3x3 f32, ms: 32x64x56x56 (M 64): 64x256 BK 16 8x8 0.198, 64x256 BK 8
+# 0.219, 64x128 BK 8 8x8 0.225, 64x128 BK 16 8x4 (the default before) 0.241, 128x128
+# 0.395-0.432; 32x128x28x28 (M 128): 64x128 BK 8 8x8 0.216, 64x256 BK 16 0.240 (196
+# blocks, under one wave), 128x128 BK 8 (the default before) 0.333.
+CONFIGS = (Params(64, 256, 16, 8, 8), Params(64, 128, 8, 8, 8), Params(32, 128, 8, 4, 4),
            Params(64, 64, 8, 4, 4))
+# Blocks of 256 threads a multiprocessor holds at up to 128 registers a thread (ptxas:
+# 117-128 for these tiles): what by_cost counts as one wave of blocks.
+RESIDENT_BLOCKS = 2
 
 
 @dataclass(frozen=True)
@@ -82,44 +102,64 @@ def matches(generic: ir.Operation, target) -> bool:
 
 
 def params_for(generic: ir.Operation, target) -> Params | None:
-    """The Params to build `generic` with: CONFIGS by cost, tuned, the first big enough."""
+    """The Params to build `generic` with: CONFIGS by cost, tuned, the first big enough.
+    With run-time sizes CONFIGS' first (any size runs; the batch loops, the grid's z,
+    must be static to be checked against its limit)."""
     roles = _roles(generic)
-    try:
-        m, n, kk, batches = _sizes(generic, roles) if roles else (0, 0, 0, 0)
-    except ValueError:  # a dynamic extent: the strategy that takes it reports it
+    if roles is None:
         return None
-    return choose(NAME, by_cost(m, n), target, problem_key(generic.operands),
+    try:
+        m, n, kk, batches = _sizes(generic, roles)
+    except ValueError:  # a loop that indexes no operand dimension alone
+        return None
+    if batches is None:
+        return None
+    if None in (m, n, kk):
+        return choose(NAME, CONFIGS, target, problem_key(generic.operands),
+                      lambda p: batches <= _MAX_GRID_Z)
+    return choose(NAME, by_cost(m, n, batches, target.facts.multiprocessors), target,
+                  problem_key(generic.operands),
                   lambda p: m * n >= p.min_mn and kk >= p.min_k and batches <= _MAX_GRID_Z)
 
 
-def by_cost(m: int, n: int) -> list[Params]:
-    """CONFIGS, the one that pads M x N least first, then the most FMAs per shared read."""
+def by_cost(m: int, n: int, batches: int = 1, multiprocessors: int = 132) -> list[Params]:
+    """CONFIGS in the order to try: the one that pads M x N least first, then one whose
+    grid fills a wave (RESIDENT_BLOCKS a multiprocessor), then the most FMAs per shared
+    read, then CONFIGS' order."""
     def cost(indexed):
         index, p = indexed
-        padded = -(-m // p.tile_m) * p.tile_m * -(-n // p.tile_n) * p.tile_n
-        return padded, -p.thread_m * p.thread_n / (p.thread_m + p.thread_n), index
+        tiles = -(-m // p.tile_m) * -(-n // p.tile_n)
+        short_of_a_wave = tiles * batches < RESIDENT_BLOCKS * multiprocessors
+        return (tiles * p.tile_m * p.tile_n, short_of_a_wave,
+                -p.thread_m * p.thread_n / (p.thread_m + p.thread_n), index)
     return [p for _, p in sorted(enumerate(CONFIGS), key=cost)]
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     roles = _roles(generic)
-    m, n, kk, batches = _sizes(generic, roles)
     p = params_for(generic, target)
+    dynamic = has_dynamic_extent(generic)
+    order, split = _k_plan(roles.k, loop_extents(generic), p.tile_k)
+    roles = dataclasses.replace(roles, k=order)
     threads = threads_of(p)
     signature = KernelSignature.of(generic)
     _, outs = generic_operands(generic)
     out_map = indexing_maps(generic)[-1]
-    ranges = loop_ranges(generic)
     with generic.location:
         declare_tiles(gpu_module, kernel_name, p)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
+        # numbers, or index values read off the arguments (run-time sizes)
+        ranges = kernel_extents(generic, scope) if dynamic else loop_ranges(generic)
+        k_plan = _KPlan(order, ranges, p.tile_k, split)
         gemm = BlockGemm.start(p, kernel_name, [ranges[d] for d in roles.batch])
         batch = dict(zip(roles.batch, gemm.batch_ivs))
-        side_a = _Side(generic, scope, gemm.zero, roles.a, roles.a_mask, roles.m, roles, batch)
-        side_b = _Side(generic, scope, gemm.zero, roles.b, roles.b_mask, roles.n, roles, batch)
+        side_a = _Side(generic, scope, ranges, gemm.zero, roles.a, roles.a_mask, roles.m,
+                       roles, batch)
+        side_b = _Side(generic, scope, ranges, gemm.zero, roles.b, roles.b_mask, roles.n,
+                       roles, batch)
         # Per staged element: its place in the tile, the hoisted part of its side and the
         # key of its k part (elements with equal keys share k, see simt_gemm's slots).
         a_slots, b_slots, hoisted = [], [], {}
@@ -135,15 +175,15 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
             b_slots.append((krow, col, hoisted[key], r))
 
         def fetch(k0):
+            stage = _KStage(k0, k_plan)
             k_parts: dict = {}
             values = []
             for row, kcol, here, key in a_slots:
                 if ("a", key) not in k_parts:
-                    k_parts["a", key] = side_a.k_part(arith.AddIOp(k0, kcol).result)
+                    k_parts["a", key] = side_a.k_part(stage, kcol)
                 values.append(side_a.at(here, k_parts["a", key]))
             for krow, col, here, key in b_slots:
-                part = side_b.k_part(arith.AddIOp(k0, krow).result)
-                values.append(side_b.at(here, part))
+                values.append(side_b.at(here, side_b.k_part(stage, krow)))
             return values
 
         def put(values, stage):
@@ -152,7 +192,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
             for (krow, col, _, _), value in zip(b_slots, values[len(a_slots):]):
                 gemm.put_b(stage, value, krow, col)
 
-        sums = gemm.k_loop(kk, fetch, put)
+        sums = gemm.k_loop(k_plan.trip, fetch, put)
         rows = [_coordinates(gemm.row(ii), roles.m, ranges) for ii in range(p.thread_m)]
         cols = [_coordinates(gemm.column(jj), roles.n, ranges) for jj in range(p.thread_n)]
 
@@ -165,9 +205,14 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
             scope.store(add_and_round(scope.load(outs[0], where), total,
                                       outs[0].type.element_type), outs[0], where)
 
-        gemm.epilogue(m, n, sums, store)
+        gemm.epilogue(product([ranges[d] for d in roles.m]),
+                      product([ranges[d] for d in roles.n]), sums, store)
         gpu.ReturnOp([])
-    grid = (-(-n // p.tile_n), -(-m // p.tile_m), batches)
+    with ir.InsertionPoint(generic), generic.location:  # host values where run-time
+        sizes = host_extents(generic) if dynamic else loop_ranges(generic)
+        grid = (ceil_div(product([sizes[d] for d in roles.n]), p.tile_n),
+                ceil_div(product([sizes[d] for d in roles.m]), p.tile_m),
+                product([sizes[d] for d in roles.batch]))
     return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
 
 
@@ -184,10 +229,11 @@ class _Side:
     once per staged element, before the loop over k), on reduction and batch loops
     (`k_part`, per k), and the rest (`at`)."""
 
-    def __init__(self, generic, scope, zero, value, mask, loops, roles: Roles, batch: dict):
+    def __init__(self, generic, scope, ranges, zero, value, mask, loops, roles: Roles,
+                 batch: dict):
         self.scope, self.zero, self.value, self.mask = scope, zero, value, mask
-        self.loops, self.k_loops = loops, roles.k
-        self.ranges = loop_ranges(generic)
+        self.loops = loops
+        self.ranges = ranges
         ins, _ = generic_operands(generic)
         self.reads = dict(zip(generic.regions[0].blocks[0].arguments,
                               zip(ins, indexing_maps(generic))))
@@ -208,11 +254,11 @@ class _Side:
                                 self.ranges))
         return _Part(ivs, self._clone(self.parts[1], ivs, self.common.values))
 
-    def k_part(self, k: ir.Value) -> _Part:
-        extent = self._extent(self.k_loops)
+    def k_part(self, stage: "_KStage", offset: ir.Value) -> _Part:
+        """The part of k = stage's k0 + offset (offset < BK)."""
         ivs = dict(self.common.ivs)
-        ivs.update(_coordinates(clamp(k, extent), self.k_loops, self.ranges))
-        inside = arith.CmpIOp(arith.CmpIPredicate.ult, k, index_const(extent)).result
+        coordinates, inside = stage.at(offset)
+        ivs.update(coordinates)
         return _Part(ivs, self._clone(self.parts[2], ivs, self.common.values), inside)
 
     def at(self, hoisted: _Part, k_part: _Part) -> ir.Value:
@@ -234,17 +280,90 @@ class _Side:
                 if isinstance(operand.type, ir.MemRefType) else self.scope.value(operand)
         return self.scope.clone_slice(ops, bound, lambda d: ivs[d], known)
 
-    def _extent(self, loops) -> int:
-        return math.prod(self.ranges[d] for d in loops)
+    def _extent(self, loops):
+        return product([self.ranges[d] for d in loops])
+
+
+def _k_plan(loops: list[int], extents: list, tile_k: int) -> tuple[list[int], bool]:
+    """(the reduction loops in the order k linearizes them, whether stages split k along
+    the last one: _KPlan). Last: the longest loop whose extent is a multiple of BK (the
+    latest of equals), so the k of one stage share every other loop's coordinate. A
+    convolution's k (ic, kh, kw) becomes (kh, kw, ic): a staged input element's bounds
+    and clamps are then the same for all its stage's k, and its address moves by a
+    constant stride with ic. With run-time extents (None) and none that divides, the
+    first run-time loop (a convolution's channels: the window's loops come after it),
+    its last stage of each run partial. Otherwise the loops as they are, unsplit."""
+    fits = [d for d in loops if extents[d] is not None and extents[d] % tile_k == 0]
+    if fits:
+        inner = max(reversed(fits), key=lambda d: extents[d])
+    elif any(extents[d] is None for d in loops):
+        inner = next(d for d in loops if extents[d] is None)
+    else:
+        return list(loops), False
+    return [d for d in loops if d != inner] + [inner], True
+
+
+class _KPlan:
+    """k as stages of BK, built in the kernel (`ranges`: numbers, or index values).
+
+    split: each run of the last loop (extent E) takes ceil(E / BK) stages, the others'
+    coordinates fixed within a stage: trip = (the other loops' extents) x ceil(E / BK) x
+    BK, k0 / BK the stage. Unsplit: k = k0 + offset runs to K, each split alone."""
+
+    def __init__(self, loops: list[int], ranges: list, tile_k: int, split: bool):
+        self.loops, self.ranges, self.tile_k, self.split = loops, ranges, tile_k, split
+        if split:
+            self.inner = ranges[loops[-1]]
+            self.exact = is_static(self.inner) and self.inner % tile_k == 0
+            self.runs = ceil_div(self.inner, tile_k)  # stages per run of the last loop
+            self.stages = product([ranges[d] for d in loops[:-1]] + [self.runs])
+            self.trip = product([self.stages, tile_k])
+        else:
+            self.trip = product([ranges[d] for d in loops])
+
+
+class _KStage:
+    """The k of one shared-memory stage, k0 + offset for offset < BK, as loop coordinates
+    (_KPlan). Split: the stage's other coordinates once from k0, clamped to the last stage
+    (the read past the end stays in bounds; masked by k0 < trip), the last loop's
+    (k0 / BK mod runs) x BK + offset, clamped and masked where E is no multiple of BK."""
+
+    def __init__(self, k0: ir.Value, plan: _KPlan):
+        self.k0, self.plan = k0, plan
+        self.inside = arith.CmpIOp(arith.CmpIPredicate.ult, k0, as_index(plan.trip)).result
+        if plan.split:
+            stage = arith.DivUIOp(k0, index_const(plan.tile_k)).result
+            stage = arith.MinUIOp(stage, as_index(minus(plan.stages, 1))).result
+            runs = as_index(plan.runs)
+            self.outer = _coordinates(arith.DivUIOp(stage, runs).result, plan.loops[:-1],
+                                      plan.ranges) if len(plan.loops) > 1 else {}
+            self.inner0 = arith.MulIOp(arith.RemUIOp(stage, runs).result,
+                                       index_const(plan.tile_k)).result
+
+    def at(self, offset: ir.Value) -> tuple[dict, ir.Value]:
+        """(loop -> coordinate, k < K) of k = k0 + offset."""
+        plan = self.plan
+        if plan.split:
+            inner = arith.AddIOp(self.inner0, offset).result
+            if plan.exact:
+                return {**self.outer, plan.loops[-1]: inner}, self.inside
+            inside = arith.AndIOp(self.inside, arith.CmpIOp(
+                arith.CmpIPredicate.ult, inner, as_index(plan.inner)).result).result
+            return {**self.outer, plan.loops[-1]: clamp(inner, plan.inner)}, inside
+        k = arith.AddIOp(self.k0, offset).result
+        inside = arith.CmpIOp(arith.CmpIPredicate.ult, k, as_index(plan.trip)).result
+        return _coordinates(clamp(k, plan.trip), plan.loops, plan.ranges), inside
 
 
 def _coordinates(linear: ir.Value, loops: list[int], ranges: list[int]) -> dict:
     return dict(zip(loops, delinearize(linear, [ranges[d] for d in loops])))
 
 
-def _sizes(generic: ir.Operation, roles: Roles) -> tuple[int, int, int, int]:
-    ranges = loop_ranges(generic)
-    return tuple(math.prod(ranges[d] for d in dims)
+def _sizes(generic: ir.Operation, roles: Roles) -> tuple:
+    """(M, N, K, batches), each None where a loop of it has a run-time extent."""
+    extents = loop_extents(generic)
+    return tuple(None if any(extents[d] is None for d in dims) else
+                 math.prod(extents[d] for d in dims)
                  for dims in (roles.m, roles.n, roles.k, roles.batch))
 
 

@@ -1,0 +1,44 @@
+"""implicit_gemm's plan of k (zynml/backend/cuda/strategies/implicit_gemm.py: `_k_plan`)
+and its kernels at run-time sizes, compiled without a GPU (they run in
+tests/runtime/test_cuda_dynamic.py)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zynml
+from zynml.backend.cuda.strategies.implicit_gemm import _k_plan
+from zynml.runtime.cuda.artifact import launches
+
+CONV2D = Path(__file__).resolve().parents[1] / "programs" / "examples" / "conv2d.zyn"
+# a convolution's loops: b, oc, oh, ow, then the reduction loops ic, kh, kw
+K = [4, 5, 6]
+
+
+@pytest.mark.parametrize("extents,tile_k,plan", [
+    ([2, 64, 56, 56, 64, 3, 3], 16, ([5, 6, 4], True)),  # (ic, kh, kw) -> (kh, kw, ic)
+    ([2, 64, 56, 56, 64, 3, 3], 8, ([5, 6, 4], True)),
+    ([2, 64, 9, 9, 24, 3, 3], 16, ([4, 5, 6], False)),   # none a multiple of BK
+    ([2, 64, 9, 9, 8, 16, 16], 8, ([4, 5, 6], True)),    # equals: the latest stays last
+    ([2, 64, 9, 9, 32, 16, 3], 16, ([5, 6, 4], True)),   # the longest that BK divides
+    ([None] * 7, 16, ([5, 6, 4], True)),                 # run time: the first run-time one
+    ([None] * 4 + [3, None, None], 16, ([4, 6, 5], True)),
+    ([None] * 4 + [None, 3, 32], 16, ([4, 5, 6], True)),  # a static multiple wins
+])
+def test_k_plan(extents, tile_k, plan):
+    assert _k_plan(K, extents, tile_k) == plan
+
+
+def test_a_convolution_of_run_time_sizes_is_an_implicit_gemm():
+    """Every size run-time: the GEMM's grid is host arithmetic, the kernel compiles
+    without spills (before: a thread per output, 576 FMAs each at the benchmark's size)."""
+    prog = zynml.compile(CONV2D, device="cuda", require_device=False, dynamic=True)
+    ones = lambda *shape: np.ones(shape, np.float32)  # noqa: E731 (only shapes matter)
+    artifact = prog.artifact(input=ones(2, 20, 11, 11), kernel=ones(24, 20, 3, 3),
+                             bias=ones(24), in_h=11, in_w=11, out_h=11, out_w=11)
+    steps = list(launches(artifact.plan["body"]))
+    assert [s["kernel"].split("_", 1)[1] for s in steps] == ["pointwise", "implicit_gemm"]
+    grid = steps[1]["grid"]
+    assert isinstance(grid[0], str) and isinstance(grid[1], str) and grid[2] == 1, grid
+    assert None in artifact.plan["inputs"][0]["shape"]
+    assert "local" not in artifact.ptx.split("implicit_gemm(", 1)[1]
