@@ -37,8 +37,15 @@ def test_a_convolution_of_run_time_sizes_is_an_implicit_gemm():
     artifact = prog.artifact(input=ones(2, 20, 11, 11), kernel=ones(24, 20, 3, 3),
                              bias=ones(24), in_h=11, in_w=11, out_h=11, out_w=11)
     steps = list(launches(artifact.plan["body"]))
-    assert [s["kernel"].split("_", 1)[1] for s in steps] == ["pointwise", "implicit_gemm"]
+    # k's stages run along the input channels: a kernel for a channel count that BK
+    # divides, which the launch tests, and one with the last stage of each run partial
+    assert [s["kernel"].split("_", 1)[1] for s in steps] == \
+        ["pointwise", "implicit_gemm", "implicit_gemm_partial"]
     grid = steps[1]["grid"]
     assert isinstance(grid[0], str) and isinstance(grid[1], str) and grid[2] == 1, grid
     assert None in artifact.plan["inputs"][0]["shape"]
-    assert "local" not in artifact.ptx.split("implicit_gemm(", 1)[1]
+    whole, partial = (artifact.ptx.split(f".entry {s['kernel']}(", 1)[1].split(".entry")[0]
+                      for s in steps[1:])
+    assert "local" not in whole and "local" not in partial
+    # the whole-stage kernel masks and clamps no k (the partial one each staged element's)
+    assert whole.count("selp.") < partial.count("selp.") / 2

@@ -106,26 +106,28 @@ def test_a_shape_less_artifact_runs_at_any_size(rng, tmp_path):
         loaded(x=f32(rng, 9), z=f32(rng, 8))
 
 
-# (batch, input channels, output channels, image size, window) of conv2d.zyn (stride 1,
-# padding 1): channels that BK divides and not (k's stages run along them, the last of
-# each run partial), one channel, odd images, windows of 1 to 5, 130 output channels (a
-# partial third tile), the benchmark's 64 channels
-CONVOLUTIONS = [(1, 3, 5, 13, 3), (2, 16, 24, 11, 3), (1, 20, 33, 28, 3), (3, 64, 64, 17, 3),
-                (1, 7, 130, 9, 5), (2, 1, 1, 7, 1), (1, 33, 8, 5, 3)]
+# (batch, input channels, output channels, window) of conv2d.zyn (stride 1, padding 1) at
+# 13 x 13 outputs, the image 13 + window - 3 (out_h and out_w, integer inputs that size
+# the output, are specialized by value; everything else is a run-time size): channels
+# that BK divides and not (k's stages run along them, the last of each run partial), one
+# channel, windows of 1 to 5, 130 output channels (a partial third tile), 64 channels
+CONVOLUTIONS = [(1, 3, 5, 3), (2, 16, 24, 3), (1, 20, 33, 5), (3, 64, 64, 3), (1, 7, 130, 5),
+                (2, 1, 1, 1), (1, 33, 8, 3)]
 
 
 def test_a_convolution_compiles_once_for_every_shape(rng):
     path = ROOT / "tests" / "programs" / "examples" / "conv2d.zyn"
     prog = zynml.compile(path, device="cuda:0", dynamic=True)
 
-    def inputs(batch, in_ch, out_ch, size, k):
-        out = size + 2 - k + 1
+    def inputs(batch, in_ch, out_ch, k):
+        size = 13 + k - 3
         return dict(input=f32(rng, batch, in_ch, size, size),
                     kernel=f32(rng, out_ch, in_ch, k, k), bias=f32(rng, out_ch),
-                    in_h=size, in_w=size, out_h=out, out_w=out)
+                    in_h=size, in_w=size, out_h=13, out_w=13)
 
     kernels = launches(prog.artifact(**inputs(*CONVOLUTIONS[0])).plan["body"])
-    assert [s["kernel"].split("_", 1)[1] for s in kernels] == ["pointwise", "implicit_gemm"]
+    assert [s["kernel"].split("_", 1)[1] for s in kernels] == \
+        ["pointwise", "implicit_gemm", "implicit_gemm_partial"]
     for shape in CONVOLUTIONS:
         given = inputs(*shape)
         expected = conftest.conv2d_reference(given["input"], given["kernel"], given["bias"],

@@ -18,12 +18,14 @@ k is staged in steps of BK along the reduction loops in the order `_k_plan` give
 whose extent BK divides (a convolution's channels) runs fastest, so the k of one stage
 share the other loops' coordinates (kh, kw), and a staged element's bounds, clamps and
 address arithmetic are computed once a stage instead of once an element (the conv2d
-benchmark: 0.44 -> 0.25 ms on an H200, docs/performance.md, Session 31).
+benchmark: 0.44 -> 0.20 ms on an H200 with the tiles retuned, docs/performance.md,
+Session 31).
 
 Run-time sizes (DYNAMIC): extents are read off the arguments, the grid is host
-arithmetic, and k's stages run along the first run-time reduction loop, the last stage
-of each run masked where BK does not divide it (batch loops must be static: the grid's z
-is checked against its limit at compile time).
+arithmetic, and k's stages run along the first run-time reduction loop: two kernels,
+the launch taking the one without per-k masks where BK divides that loop's extent and
+`_partial` (the last stage of each run masked) elsewhere. Batch loops must be static
+(the grid's z is checked against its limit at compile time).
 
 Left to other strategies: plain matrix products (matmul's), an empty M or N (a depthwise
 convolution reads its channel on both sides), small products (Params.min_mn, min_k;
@@ -137,11 +139,31 @@ def by_cost(m: int, n: int, batches: int = 1, multiprocessors: int = 132) -> lis
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
+    """The kernel's Launch. Where k's stages run along a run-time extent, two kernels:
+    one for an extent that BK divides (no per-k masks or clamps: the launch tests it, as
+    Triton specializes on divisibility by 16) and `_partial`, otherwise."""
     roles = _roles(generic)
     p = params_for(generic, target)
-    dynamic = has_dynamic_extent(generic)
-    order, split = _k_plan(roles.k, loop_extents(generic), p.tile_k)
+    extents = loop_extents(generic)
+    order, split = _k_plan(roles.k, extents, p.tile_k)
     roles = dataclasses.replace(roles, k=order)
+    if not (split and extents[order[-1]] is None):
+        return _build(generic, gpu_module, kernel_name, p, roles, split, False)
+    whole = _build(generic, gpu_module, kernel_name, p, roles, True, True)
+    partial = _build(generic, gpu_module, kernel_name + "_partial", p, roles, True, False)
+    with ir.InsertionPoint(generic), generic.location:
+        inner = as_index(host_extents(generic)[order[-1]])
+        whole.when = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(
+            inner, index_const(p.tile_k)).result, index_const(0)).result
+    whole.otherwise = [partial]
+    return whole
+
+
+def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p: Params,
+           roles: Roles, split: bool, whole_stages: bool) -> Launch:
+    """One kernel and its Launch; `whole_stages`: take the last k loop's run-time extent
+    as a multiple of BK."""
+    dynamic = has_dynamic_extent(generic)
     threads = threads_of(p)
     signature = KernelSignature.of(generic)
     _, outs = generic_operands(generic)
@@ -153,7 +175,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
         scope = KernelScope(signature, func)
         # numbers, or index values read off the arguments (run-time sizes)
         ranges = kernel_extents(generic, scope) if dynamic else loop_ranges(generic)
-        k_plan = _KPlan(order, ranges, p.tile_k, split)
+        k_plan = _KPlan(roles.k, ranges, p.tile_k, split, whole_stages)
         gemm = BlockGemm.start(p, kernel_name, [ranges[d] for d in roles.batch])
         batch = dict(zip(roles.batch, gemm.batch_ivs))
         side_a = _Side(generic, scope, ranges, gemm.zero, roles.a, roles.a_mask, roles.m,
@@ -310,11 +332,13 @@ class _KPlan:
     coordinates fixed within a stage: trip = (the other loops' extents) x ceil(E / BK) x
     BK, k0 / BK the stage. Unsplit: k = k0 + offset runs to K, each split alone."""
 
-    def __init__(self, loops: list[int], ranges: list, tile_k: int, split: bool):
+    def __init__(self, loops: list[int], ranges: list, tile_k: int, split: bool,
+                 whole_stages: bool = False):
         self.loops, self.ranges, self.tile_k, self.split = loops, ranges, tile_k, split
         if split:
             self.inner = ranges[loops[-1]]
-            self.exact = is_static(self.inner) and self.inner % tile_k == 0
+            # BK divides E (known, or tested at launch): no per-k masks or clamps
+            self.exact = whole_stages or (is_static(self.inner) and self.inner % tile_k == 0)
             self.runs = ceil_div(self.inner, tile_k)  # stages per run of the last loop
             self.stages = product([ranges[d] for d in loops[:-1]] + [self.runs])
             self.trip = product([self.stages, tile_k])
