@@ -38,14 +38,15 @@ def test_a_convolution_of_run_time_sizes_is_an_implicit_gemm():
                              bias=ones(24), in_h=11, in_w=11, out_h=11, out_w=11)
     steps = list(launches(artifact.plan["body"]))
     # k's stages run along the input channels: a kernel for a channel count that BK
-    # divides, which the launch tests, and one with the last stage of each run partial
+    # divides, which the launch tests, one with the last stage of each run partial, and
+    # for no channels at all (K = 0) the generic kernel
     assert [s["kernel"].split("_", 1)[1] for s in steps] == \
-        ["pointwise", "implicit_gemm", "implicit_gemm_partial"]
+        ["pointwise", "implicit_gemm", "implicit_gemm_partial", "pointwise"]
     grid = steps[1]["grid"]
     assert isinstance(grid[0], str) and isinstance(grid[1], str) and grid[2] == 1, grid
     assert None in artifact.plan["inputs"][0]["shape"]
     whole, partial = (artifact.ptx.split(f".entry {s['kernel']}(", 1)[1].split(".entry")[0]
-                      for s in steps[1:])
+                      for s in steps[1:3])
     assert "local" not in whole and "local" not in partial
     # the whole-stage kernel masks and clamps no k (the partial one each staged element's)
     assert whole.count("selp.") < partial.count("selp.") / 2

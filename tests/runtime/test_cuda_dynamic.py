@@ -110,9 +110,10 @@ def test_a_shape_less_artifact_runs_at_any_size(rng, tmp_path):
 # 13 x 13 outputs, the image 13 + window - 3 (out_h and out_w, integer inputs that size
 # the output, are specialized by value; everything else is a run-time size): channels
 # that BK divides and not (k's stages run along them, the last of each run partial), one
-# channel, windows of 1 to 5, 130 output channels (a partial third tile), 64 channels
+# channel, none, windows of 1 to 5, 130 output channels (a partial third tile), 64
+# channels
 CONVOLUTIONS = [(1, 3, 5, 3), (2, 16, 24, 3), (1, 20, 33, 5), (3, 64, 64, 3), (1, 7, 130, 5),
-                (2, 1, 1, 1), (1, 33, 8, 3)]
+                (2, 1, 1, 1), (1, 33, 8, 3), (2, 0, 5, 3)]  # no channels: out = bias
 
 
 def test_a_convolution_compiles_once_for_every_shape(rng):
@@ -127,7 +128,7 @@ def test_a_convolution_compiles_once_for_every_shape(rng):
 
     kernels = launches(prog.artifact(**inputs(*CONVOLUTIONS[0])).plan["body"])
     assert [s["kernel"].split("_", 1)[1] for s in kernels] == \
-        ["pointwise", "implicit_gemm", "implicit_gemm_partial"]
+        ["pointwise", "implicit_gemm", "implicit_gemm_partial", "pointwise"]
     for shape in CONVOLUTIONS:
         given = inputs(*shape)
         expected = conftest.conv2d_reference(given["input"], given["kernel"], given["bias"],

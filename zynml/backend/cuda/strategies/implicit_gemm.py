@@ -75,7 +75,7 @@ class Params:
         check_params(self)
 
 
-# 256 threads each; by_cost orders them. tune on an H200 (2026-11-28, k as _k_order
+# 256 threads each; by_cost orders them. tune on an H200 (2026-11-28, k as _k_plan
 # puts it), conv2d 3x3 f32, ms: 32x64x56x56 (M 64): 64x256 BK 16 8x8 0.198, 64x256 BK 8
 # 0.219, 64x128 BK 8 8x8 0.225, 64x128 BK 16 8x4 (the default before) 0.241, 128x128
 # 0.395-0.432; 32x128x28x28 (M 128): 64x128 BK 8 8x8 0.216, 64x256 BK 16 0.240 (196
@@ -141,7 +141,9 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     """The kernel's Launch. Where k's stages run along a run-time extent, two kernels:
     one for an extent that BK divides (no per-k masks or clamps: the launch tests it, as
-    Triton specializes on divisibility by 16) and `_partial`, otherwise."""
+    Triton specializes on divisibility by 16) and `_partial`, otherwise; both where K > 0
+    (a staged read past an empty K would leave its buffer), else the generics as the
+    strategies after this one build them."""
     roles = _roles(generic)
     p = params_for(generic, target)
     extents = loop_extents(generic)
@@ -152,9 +154,12 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     whole = _build(generic, gpu_module, kernel_name, p, roles, True, True)
     partial = _build(generic, gpu_module, kernel_name + "_partial", p, roles, True, False)
     with ir.InsertionPoint(generic), generic.location:
-        inner = as_index(host_extents(generic)[order[-1]])
-        whole.when = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(
-            inner, index_const(p.tile_k)).result, index_const(0)).result
+        sizes = host_extents(generic)
+        partial.when = arith.CmpIOp(arith.CmpIPredicate.ne, as_index(
+            product([sizes[d] for d in order])), index_const(0)).result
+        divides = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(
+            as_index(sizes[order[-1]]), index_const(p.tile_k)).result, index_const(0)).result
+        whole.when = arith.AndIOp(partial.when, divides).result
     whole.otherwise = [partial]
     return whole
 
