@@ -50,3 +50,16 @@ def test_a_convolution_of_run_time_sizes_is_an_implicit_gemm():
     assert "local" not in whole and "local" not in partial
     # the whole-stage kernel masks and clamps no k (the partial one each staged element's)
     assert whole.count("selp.") < partial.count("selp.") / 2
+
+
+def test_a_run_time_window_launches_only_where_k_is_not_empty():
+    """64 input channels (static, the stages' loop) and a run-time window: one kernel,
+    launched where K = channels x window > 0, the generic kernel elsewhere."""
+    prog = zynml.compile(CONV2D, device="cuda", require_device=False,
+                         dynamic=["kernel_h", "kernel_w"])
+    ones = lambda *shape: np.ones(shape, np.float32)  # noqa: E731 (only shapes matter)
+    artifact = prog.artifact(input=ones(2, 64, 11, 11), kernel=ones(24, 64, 3, 3),
+                             bias=ones(24), in_h=11, in_w=11, out_h=11, out_w=11)
+    steps = list(launches(artifact.plan["body"]))
+    assert [s["kernel"].split("_", 1)[1] for s in steps] == \
+        ["pointwise", "implicit_gemm", "pointwise"]

@@ -135,3 +135,22 @@ def test_a_convolution_compiles_once_for_every_shape(rng):
                                              1, 1)
         assert_close(prog(**given)["output"], expected)
     one_compile(prog)
+
+
+def test_a_convolution_window_of_run_time_size_compiles_once(rng):
+    """16 input channels (static: k's stages run along them, whole) and a run-time
+    window, batch and output channels: one kernel for all of them (the image, a static
+    size here, and out_h fix the window at 3)."""
+    path = ROOT / "tests" / "programs" / "examples" / "conv2d.zyn"
+    prog = zynml.compile(path, device="cuda:0",
+                         dynamic=["kernel_h", "kernel_w", "batch", "out_channels"])
+    for batch, out_ch in ((2, 7), (1, 65), (3, 1)):
+        x, kernel, bias = f32(rng, batch, 16, 13, 13), f32(rng, out_ch, 16, 3, 3), \
+            f32(rng, out_ch)
+        given = dict(input=x, kernel=kernel, bias=bias, in_h=13, in_w=13, out_h=13, out_w=13)
+        if out_ch == 7:
+            kernels = launches(prog.artifact(**given).plan["body"])
+            assert [s["kernel"].split("_", 1)[1] for s in kernels] == \
+                ["pointwise", "implicit_gemm", "pointwise"]
+        assert_close(prog(**given)["output"], conftest.conv2d_reference(x, kernel, bias, 1, 1))
+    one_compile(prog)

@@ -139,28 +139,33 @@ def by_cost(m: int, n: int, batches: int = 1, multiprocessors: int = 132) -> lis
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
-    """The kernel's Launch. Where k's stages run along a run-time extent, two kernels:
-    one for an extent that BK divides (no per-k masks or clamps: the launch tests it, as
-    Triton specializes on divisibility by 16) and `_partial`, otherwise; both where K > 0
-    (a staged read past an empty K would leave its buffer), else the generics as the
-    strategies after this one build them."""
+    """The kernel's Launch. With a run-time reduction extent, only where K > 0 (a staged
+    read past an empty K would leave its buffer), else the generics as the strategies
+    after this one build them; where k's stages run along a run-time extent, two
+    kernels: one for an extent that BK divides (no per-k masks or clamps: the launch
+    tests it, as Triton specializes on divisibility by 16) and `_partial`, otherwise."""
     roles = _roles(generic)
     p = params_for(generic, target)
     extents = loop_extents(generic)
     order, split = _k_plan(roles.k, extents, p.tile_k)
     roles = dataclasses.replace(roles, k=order)
-    if not (split and extents[order[-1]] is None):
+    if all(extents[d] is not None for d in order):
         return _build(generic, gpu_module, kernel_name, p, roles, split, False)
-    whole = _build(generic, gpu_module, kernel_name, p, roles, True, True)
-    partial = _build(generic, gpu_module, kernel_name + "_partial", p, roles, True, False)
+    run_time_stages = split and extents[order[-1]] is None
+    whole = _build(generic, gpu_module, kernel_name, p, roles, True, True) \
+        if run_time_stages else None
+    last = _build(generic, gpu_module, kernel_name + ("_partial" if whole else ""), p,
+                  roles, split, False)
     with ir.InsertionPoint(generic), generic.location:
         sizes = host_extents(generic)
-        partial.when = arith.CmpIOp(arith.CmpIPredicate.ne, as_index(
+        last.when = arith.CmpIOp(arith.CmpIPredicate.ne, as_index(
             product([sizes[d] for d in order])), index_const(0)).result
+        if whole is None:
+            return last
         divides = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(
             as_index(sizes[order[-1]]), index_const(p.tile_k)).result, index_const(0)).result
-        whole.when = arith.AndIOp(partial.when, divides).result
-    whole.otherwise = [partial]
+        whole.when = arith.AndIOp(last.when, divides).result
+    whole.otherwise = [last]
     return whole
 
 
@@ -359,8 +364,9 @@ class _KStage:
 
     def __init__(self, k0: ir.Value, plan: _KPlan):
         self.k0, self.plan = k0, plan
-        self.inside = arith.CmpIOp(arith.CmpIPredicate.ult, k0, as_index(plan.trip)).result
-        if plan.split:
+        if plan.split:  # one test of k0 < trip for the stage (unsplit: per k, in `at`)
+            self.inside = arith.CmpIOp(arith.CmpIPredicate.ult, k0,
+                                       as_index(plan.trip)).result
             stage = arith.DivUIOp(k0, index_const(plan.tile_k)).result
             stage = arith.MinUIOp(stage, as_index(minus(plan.stages, 1))).result
             runs = as_index(plan.runs)
