@@ -19,6 +19,10 @@ each queued behind a GPU sleep so that the launch cost is hidden: median and mea
 the steps), ZynML's compile count and specializations (Program.stats()), and the
 largest relative error against SDPA over a few steps.
 
+`--group input` writes the group as an integer input (`K[b, h / group, j]`, group = 4
+passed at each call: a run-time group, which runs on the flash kernels) instead of the
+constant 4 (the decode kernels).
+
 ZynML runs the step two ways (`--via`):
   artifact (default)  the program's artifact for one cache_start, from the cache, saved
                       and `zynml.load`ed: one compiled kernel for every step, since the
@@ -40,38 +44,54 @@ import numpy as np
 
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 
-SOURCE = f"""
-let attn = compute(Q, K, V, cache_start) {{
+_SOURCE = """
+let attn = compute(Q, K, V, cache_start{inputs}) {{
     @kernel attention
     for b in 0..batch, h in 0..heads, i in 0..seq_len:
         var max_score = -inf
         for j in 0..keys:
             if j <= i + cache_start:
-                let score = dot(Q[b, h, i], K[b, h / {HEADS // KV_HEADS}, j]) / sqrt(head_dim)
+                let score = dot(Q[b, h, i], K[b, h / {group}, j]) / sqrt(head_dim)
                 max_score = max(max_score, score)
         var sum_exp = 0.0
         for j in 0..keys:
             if j <= i + cache_start:
-                let score = dot(Q[b, h, i], K[b, h / {HEADS // KV_HEADS}, j]) / sqrt(head_dim)
+                let score = dot(Q[b, h, i], K[b, h / {group}, j]) / sqrt(head_dim)
                 sum_exp += exp(score - max_score)
         for d in 0..head_dim:
             var acc = 0.0
             for j in 0..keys:
                 if j <= i + cache_start:
-                    let score = dot(Q[b, h, i], K[b, h / {HEADS // KV_HEADS}, j]) / sqrt(head_dim)
-                    acc += exp(score - max_score) / sum_exp * V[b, h / {HEADS // KV_HEADS}, j, d]
+                    let score = dot(Q[b, h, i], K[b, h / {group}, j]) / sqrt(head_dim)
+                    acc += exp(score - max_score) / sum_exp * V[b, h / {group}, j, d]
             out[b, h, i, d] = acc
 }}
 """
+GROUP = HEADS // KV_HEADS
+
+
+def _source(group_input: bool) -> str:
+    """The step's program: the group the constant GROUP, or the integer input `group`."""
+    return _SOURCE.format(group="group" if group_input else GROUP,
+                          inputs=", group" if group_input else "")
+
+
 SIZES = ["batch", "heads", "seq_len", "keys", "head_dim"]  # pinned static: a fixed cache
 
 # ~0.2 ms of GPU clock cycles: longer than Python takes to queue one step
 QUEUE_CYCLES = 400_000
 
 
-def _program(require_device: bool):
+def _program(require_device: bool, group_input: bool = False):
     import zynml
-    return zynml.compile(SOURCE, device="cuda:0", static=SIZES, require_device=require_device)
+    return zynml.compile(_source(group_input), device="cuda:0", static=SIZES,
+                         require_device=require_device)
+
+
+def _scalars(group_input: bool, start: int) -> dict:
+    """The step's integer inputs: cache_start, and the group where it is an input."""
+    return dict(cache_start=np.int64(start), **({"group": np.int64(GROUP)}
+                                                 if group_input else {}))
 
 
 def _shapes(batch: int, steps: int) -> dict:
@@ -79,11 +99,11 @@ def _shapes(batch: int, steps: int) -> dict:
                 V=(batch, KV_HEADS, steps, HEAD_DIM))
 
 
-def compile_only(batches: list[int], steps: int) -> None:
-    prog = _program(require_device=False)
+def compile_only(batches: list[int], steps: int, group_input: bool) -> None:
+    prog = _program(require_device=False, group_input=group_input)
     for batch in batches:
         arrays = {n: np.zeros(s, np.float16) for n, s in _shapes(batch, steps).items()}
-        prog.artifact(cache_start=np.int64(0), **arrays)
+        prog.artifact(**_scalars(group_input, 0), **arrays)
         print(f"compiled: batch {batch}, cache {steps}", flush=True)
 
 
@@ -113,27 +133,27 @@ def _wall(torch, step_fn, steps: range) -> float:
     return time.perf_counter() - begin
 
 
-def _step_function(prog, via: str, q, k, v, steps: int, folder: Path):
+def _step_function(prog, via: str, q, k, v, steps: int, folder: Path, group_input: bool):
     """(step -> ZynML's output) for `via` "artifact" or "program"."""
     import zynml
-    starts = [np.int64(s) for s in range(steps)]
+    scalars = [_scalars(group_input, s) for s in range(steps)]
     if via == "program":
-        return lambda step: prog(Q=q, K=k, V=v, cache_start=starts[step])["attn"]
+        return lambda step: prog(Q=q, K=k, V=v, **scalars[step])["attn"]
     host = {n: np.zeros(tuple(t.shape), np.float16) for n, t in (("Q", q), ("K", k), ("V", v))}
     path = folder / f"decode_attention_{q.shape[0]}.zynml"
-    prog.artifact(cache_start=starts[0], **host).save(path)  # from the cache: no compile
+    prog.artifact(**scalars[0], **host).save(path)  # from the cache: no compile
     loaded = zynml.load(path)
-    return lambda step: loaded(Q=q, K=k, V=v, cache_start=starts[step])["attn"]
+    return lambda step: loaded(Q=q, K=k, V=v, **scalars[step])["attn"]
 
 
-def run(batches: list[int], steps: int, warmup: int, via: str) -> None:
+def run(batches: list[int], steps: int, warmup: int, via: str, group_input: bool) -> None:
     import torch
     import torch.nn.functional as F
-    prog = _program(require_device=True)
+    prog = _program(require_device=True, group_input=group_input)
     folder = Path(tempfile.mkdtemp(prefix="decode_attention_"))
     print(f"# device: {torch.cuda.get_device_name()}, torch {torch.__version__}; "
           f"{steps} steps, {HEADS} query heads, {KV_HEADS} KV heads, head dim {HEAD_DIM}, "
-          f"f16; ZynML via {via}")
+          f"f16; ZynML via {via}, the group {'an input' if group_input else 'a constant'}")
     print("| batch | ZynML total s (1st / 2nd pass) | SDPA total s | ZynML step ms "
           "(median / mean) | SDPA step ms (median / mean) | SDPA / ZynML (median) | "
           "compiles | specializations | disk hits | max rel. error |")
@@ -144,7 +164,7 @@ def run(batches: list[int], steps: int, warmup: int, via: str) -> None:
         q, k, v = (torch.randn(shapes[n], generator=gen, device="cuda",
                                dtype=torch.float16) for n in "QKV")
         before = prog.stats()
-        zynml_step = _step_function(prog, via, q, k, v, steps, folder)
+        zynml_step = _step_function(prog, via, q, k, v, steps, folder, group_input)
 
         def sdpa_step(step):
             return F.scaled_dot_product_attention(q, k[:, :, :step + 1], v[:, :, :step + 1],
@@ -181,14 +201,17 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2, help="warm-up passes of SDPA")
     parser.add_argument("--via", choices=("artifact", "program"), default="artifact",
                         help="how ZynML's step is called (see the module's docstring)")
+    parser.add_argument("--group", choices=("constant", "input"), default="constant",
+                        help="the GQA group in the source: the constant 4, or an input")
     args = parser.parse_args()
+    group_input = args.group == "input"
     batches = [int(b) for b in args.batch.split(",")]
     if args.steps < 1 or any(b < 1 for b in batches):
         parser.error("--steps and --batch take positive integers")
     if args.compile_only:
-        compile_only(batches, args.steps)
+        compile_only(batches, args.steps, group_input)
     else:
-        run(batches, args.steps, args.warmup, args.via)
+        run(batches, args.steps, args.warmup, args.via, group_input)
     return 0
 
 

@@ -184,9 +184,10 @@ with `cir.store` and read with `cir.load`, and it holds what was stored before a
     %scale = irdl.any
     %mask = irdl.any
     %offset = irdl.any
+    %group = irdl.any
     %result = irdl.any
     irdl.operands(query: %query, key: %key, value: %value, scale: %scale, mask: optional %mask,
-                  offset: optional %offset)
+                  offset: optional %offset, group: optional %group)
     irdl.results(result: %result)
     """, """\
 cir.attention — scaled dot-product attention, what `cir-raise-attention` makes of a compute
@@ -194,13 +195,18 @@ body that is attention written out element by element (the spec's form).
 
 Operands: `query` [P.., Sq, D], `key` [K.., Sk, D], `value` [K.., Sk, E] (P: any leading
 dims; K: P, or P divided by `kv_group`), `scale` (a float; the scores are computed in f32,
-f64 for f64 inputs), an optional boolean `mask` and an optional integer (or index)
-scalar `offset`; `operandSegmentSizes` says which are there. Result [P.., Sq, E]:
+f64 for f64 inputs), an optional boolean `mask`, an optional integer (or index) scalar
+`offset` and an optional integer (or index) scalar `group`; `operandSegmentSizes` says
+which are there. Result [P.., Sq, E]:
 
     out[p.., i, e] = sum_j w[p.., i, j] * value[k.., j, e]
     w[p.., i, :]   = softmax over the allowed j of scale * sum_d query[p.., i, d] * key[k.., j, d]
     k_a            = p_a / kv_group[a]     (floor; grouped-query attention: query heads
                                             h of one group read key/value head h / group)
+    k_a            = clamp(p_a / group, 0, K_a - 1)    along a = `group_axis`, with `group`
+                     (read at run time; K_a: key's extent there for key, value's for
+                     value; a group of 0 divides by 1, one below 0 reads head 0: the
+                     clamped reads of the body it is raised from)
 
 where j is allowed when `mask` holds there (all j without a mask) and, with
 `causal_offset = c`, when j <= i + c (+ `offset`, a run-time value, when that operand is
@@ -209,18 +215,24 @@ there: a KV cache's `cache_start`); a row with no allowed j is 0. Attribute `mas
 from 0. Attribute `causal_offset` (optional i64; required with `offset`): causal attention
 (0: key j up to query i; c > 0: c more keys, a KV cache's; c < 0: fewer). Attribute
 `kv_group` (optional array<i64>, one per P axis, all 1 when absent): K's extent times the
-group is P's.
+group is P's. Attribute `group_axis` (i64, with `group` only): the P axis `group` divides
+(its kv_group is 1; any extents there, key's and value's may differ: the reads are
+clamped).
 
     %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 2, 3>,
-           operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}
+           operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}
          : (tensor<2x3x17x5xf32>, tensor<2x3x17x5xf32>, tensor<2x3x17x5xf32>, f32,
             tensor<17x17xi1>) -> tensor<2x3x17x5xf32>
     %c = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 0 : i64,
-           operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (...) -> tensor<2x3x17x5xf32>
+           operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (...) -> tensor<2x3x17x5xf32>
     %g = "cir.attention"(%q, %k2, %v2, %scale, %start) {causal_offset = 0 : i64,
-           kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>}
+           kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>}
          : (tensor<2x8x1x64xf16>, tensor<2x2x4096x64xf16>, tensor<2x2x4096x64xf16>, f32, i64)
            -> tensor<2x8x1x64xf16>
+    %r = "cir.attention"(%q, %k3, %v3, %scale, %g) {group_axis = 1 : i64,
+           operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>}
+         : (tensor<2x?x1x64xf16>, tensor<2x?x4096x64xf16>, tensor<2x?x4096x64xf16>, f32, i64)
+           -> tensor<2x?x1x64xf16>
 """),
     ("print", _print_irdl(), """\
 cir.print — `print(...)` in a compute body: a line on stdout when the reference

@@ -24,9 +24,11 @@ scalar input, so `j <= i`, `j < i + 1`, `i >= j`, `j <= i + 3`, `j < i - 1` and
 plus the input (`j >= i`, `j <= i - cache_start`, `j <= i + 2 * cache_start` are not).
 
 K and V may be read at `h / g` instead of `h` along a leading axis, g a constant (the
-same for both, and g times K's extent Q's): grouped-query attention, `kv_group`. A group
-that is a scalar input is not recognised (nothing ties it to K's extent but the bounds
-of its loads): that body is lowered as written.
+same for both, and g times K's extent Q's): grouped-query attention, `kv_group`; or g an
+integer scalar input (along one axis): the `group` operand, read at run time. Nothing
+ties a run-time group to K's extent but the bounds of the loads, which the body's
+lowering clamps into K and V: cir.attention's clamped reads of head h / g are that, for
+any extents (K's and V's may differ there).
 
 Besides the three loops, the online softmax written per element (docs/language.md: one
 key loop carrying the running max m, sum l and output o, `out = o / l`) and the spec's
@@ -50,6 +52,8 @@ extents: nothing ties a run-time number of key heads to the query heads.
   and `if j <= i + cache_start:` with K[b, h / 4, j, d] becomes
     %o = "cir.attention"(%q, %k, %v, %scale, %cache_start) {causal_offset = 0 : i64,
            kv_group = array<i64: 1, 4>, ...}
+  and K[b, h / g, j, d], g an input, becomes
+    %o = "cir.attention"(%q, %k, %v, %scale, %g) {group_axis = 1 : i64, ...}
 """
 from __future__ import annotations
 
@@ -85,7 +89,8 @@ class _Attention:
     mask_dims: list[int]
     scale: float | ir.Value  # a number, or a scalar input or a float computed from sizes
     divide: bool             # the scores are divided by `scale` (a value)
-    groups: list[int]        # per leading axis: K and V read head p / group there
+    groups: list             # per leading axis: K and V read head p / group there (an
+                             # int, or an integer scalar input: read at run time)
     causal: Optional[int] = None  # key j allowed only when j <= i + causal (+ offset)
     offset: Optional[ir.Value] = None  # an integer scalar input added to `causal`
     rows: Optional[RowOrder] = None  # the output's row loops, the query row last
@@ -424,9 +429,10 @@ def _shapes_agree(found: _Attention, extents: BodyExtents, keys, out_shape: list
              for name, v in (("q", found.query), ("k", found.key), ("v", found.value))}
     out_shape = found.rows.logical_shape(out_shape)
     shape = {name: found.rows.logical_shape(s) for name, s in shape.items()}
+    fixed = [a for a, g in enumerate(found.groups) if not isinstance(g, ir.Value)]
     ok = keys is not None and shape["q"][:-1] == out_shape[:-1] and \
         shape["k"][-2] == keys == shape["v"][-2] and shape["v"][-1] == out_shape[-1] and \
-        shape["k"][:-2] == shape["v"][:-2] and \
+        all(shape["k"][a] == shape["v"][a] for a in fixed) and \
         all(_grouped(extent, kv, g)
             for extent, kv, g in zip(out_shape[:-2], shape["k"][:-2], found.groups))
     types = {str(ir.RankedTensorType(v.type).element_type)
@@ -440,11 +446,14 @@ def _shapes_agree(found: _Attention, extents: BodyExtents, keys, out_shape: list
     return ok
 
 
-def _grouped(extent, kv_extent, group: int) -> bool:
+def _grouped(extent, kv_extent, group) -> bool:
     """Query heads `extent` read key heads `kv_extent` in groups of `group`: the same
     extent, or (grouped) static extents with kv_extent * group = extent; nothing ties a
-    run-time number of key heads to the query heads' (the body's reads are clamped, the
-    kernels' would not be)."""
+    run-time number of key heads to the query heads' (the body's reads are clamped, a
+    constant group's reads in cir.attention are not). A run-time group (a Value) reads
+    clamped, as the body does: any extents."""
+    if isinstance(group, ir.Value):
+        return True
     if group == 1:
         return extent == kv_extent
     return isinstance(extent, int) and isinstance(kv_extent, int) and \
@@ -476,6 +485,11 @@ def _kv_load_of(terms: Terms, tree: tuple, rows: RowOrder, key: tuple, last: tup
     tensor = terms.free[tree[2][1]]
     if None in groups or not _is_input(tensor) or not _ranked(tensor.type):
         return None
+    groups = [terms.free[g[1]] if isinstance(g, tuple) else g for g in groups]
+    run_time = [g for g in groups if isinstance(g, ir.Value)]
+    if len(run_time) > 1 or any(not _is_input(g) or not isinstance(
+            g.type, (ir.IntegerType, ir.IndexType)) for g in run_time):
+        return None  # one run-time group, an integer input
     return tensor, groups
 
 
@@ -536,18 +550,25 @@ def _replace(compute: ir.Operation, body: ir.Operation, found: _Attention) -> No
         order = found.rows.perm + [len(found.rows.perm)]
         operands = [_transposed(outer[v], order)
                     for v in (found.query, found.key, found.value)] + [scale]
+        run_time = [(axis, g) for axis, g in enumerate(found.groups)
+                    if isinstance(g, ir.Value)]
         attributes = {"operandSegmentSizes": ir.DenseI32ArrayAttr.get(
-            [1, 1, 1, 1, int(found.mask is not None), int(found.offset is not None)])}
+            [1, 1, 1, 1, int(found.mask is not None), int(found.offset is not None),
+             len(run_time)])}
         if found.mask is not None:
             operands.append(outer[found.mask])
             attributes["mask_dims"] = ir.DenseI64ArrayAttr.get(found.mask_dims)
         if found.offset is not None:
             operands.append(outer[found.offset])
+        for axis, group in run_time:
+            operands.append(outer[group])
+            attributes["group_axis"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis)
         if found.causal is not None:
             attributes["causal_offset"] = ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(64), found.causal)
-        if any(g != 1 for g in found.groups):
-            attributes["kv_group"] = ir.DenseI64ArrayAttr.get(found.groups)
+        constant = [1 if isinstance(g, ir.Value) else g for g in found.groups]
+        if any(g != 1 for g in constant):
+            attributes["kv_group"] = ir.DenseI64ArrayAttr.get(constant)
         for name in ("names", "workgroup", "shared", "device"):
             if name in compute.attributes:
                 attributes[name] = compute.attributes[name]

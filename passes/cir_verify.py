@@ -22,13 +22,14 @@ AttributeError). They do not need the rest (`out_dims` is for shape propagation 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from mlir import ir
 
 from ..lowering import cir_ops
 from ..lowering.cir_ops import (attention_operands, body_of, compute_ops, entry_block,
                                 func_by_name, i64_array, is_body_function, ops_in, out_args,
-                                string_attr, top_level_funcs)
+                                run_time_group, string_attr, top_level_funcs)
 from .pipeline import fail
 from ..dialects.cir import REDUCE_OPS
 from ..limits import MAX_VALUE_DEPTH
@@ -260,7 +261,12 @@ def _check_attention(op: ir.Operation) -> None:
     groups = groups or [1] * (rank - 2)
     kv_lead = [extent * g if not ir.ShapedType.is_dynamic_size(extent) else extent
                for extent, g in zip(k[:-2], groups)]
-    if not _extents_may_agree(kv_lead, q[:-2]) or not _extents_may_agree(v[:-2], k[:-2]) or \
+    v_lead = v[:-2]
+    grouped_at_run_time = _check_run_time_group(op, groups)
+    if grouped_at_run_time is not None:  # any extents there: the reads are clamped
+        kv_lead[grouped_at_run_time] = q[grouped_at_run_time]
+        v_lead[grouped_at_run_time] = k[grouped_at_run_time]
+    if not _extents_may_agree(kv_lead, q[:-2]) or not _extents_may_agree(v_lead, k[:-2]) or \
             not _extents_may_agree([k[-1], v[-2]], [q[-1], k[-2]]) or \
             not _extents_may_agree(o, q[:-1] + v[-1:]):
         q, k, v, o = (_shape_text(shape) for shape in (q, k, v, o))
@@ -290,6 +296,22 @@ def _check_attention(op: ir.Operation) -> None:
             raise fail(op.location, "'cir.attention' mask must be a bool tensor whose "
                                     "'mask_dims' name, per axis, a loop of (p.., i, j) of "
                                     "the same extent")
+
+
+def _check_run_time_group(op: ir.Operation, groups: list) -> Optional[int]:
+    """The axis of cir.attention's run-time `group` (None without one), checked."""
+    found = run_time_group(op)
+    if found is None:
+        if "group_axis" in op.attributes:
+            raise fail(op.location, "'cir.attention' group_axis needs the group operand")
+        return None
+    axis, group = found
+    if axis is None or not 0 <= axis < len(groups) or groups[axis] != 1 or \
+            not isinstance(group.type, (ir.IntegerType, ir.IndexType)):
+        raise fail(op.location, "'cir.attention' group must be an integer or index scalar, "
+                                "with group_axis (i64) naming a leading axis whose kv_group "
+                                "is 1")
+    return axis
 
 
 def _shape_text(shape: list[int]) -> str:

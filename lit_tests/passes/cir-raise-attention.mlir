@@ -10,7 +10,7 @@
 // CHECK-LABEL: func.func @attention(
 // CHECK-SAME: [[Q:%[a-z0-9]+]]: tensor<2x3x4xf32>, [[K:%[a-z0-9]+]]: tensor<2x5x4xf32>, [[V:%[a-z0-9]+]]: tensor<2x5x6xf32>, [[MASK:%[a-z0-9]+]]: tensor<3x5xi1>
 // CHECK: [[SCALE:%[a-z0-9_]+]] = arith.constant 5.000000e-01 : f32
-// CHECK: [[O:%[0-9]+]] = "cir.attention"([[Q]], [[K]], [[V]], [[SCALE]], [[MASK]]) {mask_dims = array<i64: 1, 2>, names = ["Q", "K", "V", "mask"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+// CHECK: [[O:%[0-9]+]] = "cir.attention"([[Q]], [[K]], [[V]], [[SCALE]], [[MASK]]) {mask_dims = array<i64: 1, 2>, names = ["Q", "K", "V", "mask"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
 // CHECK: return [[O]]
 // CHECK-NOT: cir.compute
 // CHECK-NOT: @attention_body
@@ -118,7 +118,7 @@ func.func private @attention_body(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, 
 // CHECK-LABEL: func.func @causal(
 // CHECK-SAME: [[Q:%[a-z0-9]+]]: tensor<2x3x4xf32>, [[K:%[a-z0-9]+]]: tensor<2x5x4xf32>, [[V:%[a-z0-9]+]]: tensor<2x5x6xf32>, {{%[a-z0-9]+}}: tensor<3x5xi1>
 // CHECK: [[SCALE:%[a-z0-9_]+]] = arith.constant 5.000000e-01 : f32
-// CHECK: [[O:%[0-9]+]] = "cir.attention"([[Q]], [[K]], [[V]], [[SCALE]]) {causal_offset = 0 : i64, names = ["Q", "K", "V", "mask"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}
+// CHECK: [[O:%[0-9]+]] = "cir.attention"([[Q]], [[K]], [[V]], [[SCALE]]) {causal_offset = 0 : i64, names = ["Q", "K", "V", "mask"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>}
 // CHECK: return [[O]]
 // CHECK-NOT: cir.compute
 // CHECK-NOT: @causal_body
@@ -223,7 +223,7 @@ func.func private @causal_body(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v:
 // Causal with a KV cache of 2 earlier keys and a mask: `j <= i + 2 and mask[i, j]`.
 // CHECK-LABEL: func.func @causal_masked(
 // CHECK-SAME: [[Q:%[a-z0-9]+]]: tensor<2x3x4xf32>, [[K:%[a-z0-9]+]]: tensor<2x5x4xf32>, [[V:%[a-z0-9]+]]: tensor<2x5x6xf32>, [[MASK:%[a-z0-9]+]]: tensor<3x5xi1>
-// CHECK: [[O:%[0-9]+]] = "cir.attention"([[Q]], [[K]], [[V]], {{%[a-z0-9_]+}}, [[MASK]]) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, names = ["Q", "K", "V", "mask"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}
+// CHECK: [[O:%[0-9]+]] = "cir.attention"([[Q]], [[K]], [[V]], {{%[a-z0-9_]+}}, [[MASK]]) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, names = ["Q", "K", "V", "mask"], operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}
 // CHECK-NOT: cir.compute
 func.func @causal_masked(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<2x3x6xf32> {
   %o = "cir.compute"(%q, %k, %v, %mask) {kind = "attention", body = @causal_masked_body, names = ["Q", "K", "V", "mask"],

@@ -707,7 +707,7 @@ func.func private @row_sums_body(%m: tensor<4x8xf32>, %rows: index, %cols: index
 // CHECK: return [[R]]
 func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tensor<2x5x6xf16>) -> tensor<2x3x6xf16> {
   %scale = arith.constant 0.5 : f16
-  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf16>, tensor<2x5x4xf16>, tensor<2x5x6xf16>, f16) -> tensor<2x3x6xf16>
+  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<2x3x4xf16>, tensor<2x5x4xf16>, tensor<2x5x6xf16>, f16) -> tensor<2x3x6xf16>
   return %o : tensor<2x3x6xf16>
 }
 
@@ -737,7 +737,7 @@ func.func @attention_f16(%q: tensor<2x3x4xf16>, %k: tensor<2x5x4xf16>, %v: tenso
 // CHECK: arith.cmpi sle, [[OJ]], [[OLIMIT]] : index
 func.func @attention_causal(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<2x3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {causal_offset = 2 : i64, mask_dims = array<i64: 1, 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, tensor<3x5xi1>) -> tensor<2x3x6xf32>
   return %o : tensor<2x3x6xf32>
 }
 
@@ -764,8 +764,39 @@ func.func @attention_causal(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: te
 func.func @attention_decode(%q: tensor<1x8x1x4xf16>, %k: tensor<1x2x9x4xf16>, %v: tensor<1x2x9x4xf16>, %start: tensor<i64>) -> tensor<1x8x1x4xf16> {
   %scale = arith.constant 0.5 : f32
   %s = tensor.extract %start[] : tensor<i64>
-  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 1 : i64, kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<1x8x1x4xf16>, tensor<1x2x9x4xf16>, tensor<1x2x9x4xf16>, f32, i64) -> tensor<1x8x1x4xf16>
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 1 : i64, kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>} : (tensor<1x8x1x4xf16>, tensor<1x2x9x4xf16>, tensor<1x2x9x4xf16>, f32, i64) -> tensor<1x8x1x4xf16>
   return %o : tensor<1x8x1x4xf16>
+}
+
+// -----
+
+// A run-time group (the `group` operand along group_axis 1): no map can divide by it, so
+// the scores and out generics take it as a 0-d input (second and fourth) and gather K and
+// V in their bodies at head clamp(h floordiv g, 0, heads - 1), each tensor's own heads
+// (K's 3, V's run-time extent); they carry zynml.runtime_group = 1.
+// CHECK-LABEL: func.func @attention_run_time_group(
+// CHECK: [[VLAST:%[0-9]+]] = arith.subi %dim{{[_0-9]*}}, %c1
+// CHECK: library_call = "zynml_attention_scores"} ins(%arg0, %arg3 : tensor<1x8x2x4xf32>, tensor<i64>){{.*}} attrs =  {zynml.runtime_group = 1 : i64}
+// CHECK: ^bb0(%{{[a-z0-9_]+}}: f32, [[G:%[a-z0-9_]+]]: i64, %{{[a-z0-9_]+}}: f32):
+// CHECK: [[GI:%[0-9]+]] = arith.index_cast [[G]] : i64 to index
+// CHECK: [[B:%[0-9]+]] = linalg.index 0 : index
+// CHECK: [[H:%[0-9]+]] = linalg.index 1 : index
+// CHECK: [[DIV:%[0-9]+]] = arith.floordivsi [[H]], [[GI]] : index
+// CHECK: [[LOW:%[0-9]+]] = arith.maxsi [[DIV]], %c0
+// CHECK: [[HEAD:%[0-9]+]] = arith.minsi [[LOW]], %c2
+// CHECK: [[J:%[0-9]+]] = linalg.index 3 : index
+// CHECK: [[D:%[0-9]+]] = linalg.index 4 : index
+// CHECK: tensor.extract %arg1[[[B]], [[HEAD]], [[J]], [[D]]] : tensor<1x3x9x4xf32>
+// CHECK: library_call = "zynml_attention_out"} ins(%{{.*}}, %{{.*}}, %{{.*}}, %arg3 : {{.*}}, tensor<i64>){{.*}} attrs =  {zynml.runtime_group = 1 : i64}
+// CHECK: arith.minsi %{{[0-9]+}}, [[VLAST]] : index
+// CHECK: [[VJ:%[0-9]+]] = linalg.index 4 : index
+// CHECK: [[VE:%[0-9]+]] = linalg.index 3 : index
+// CHECK: tensor.extract %arg2[%{{[0-9]+}}, %{{[0-9]+}}, [[VJ]], [[VE]]] : tensor<1x?x9x4xf32>
+func.func @attention_run_time_group(%q: tensor<1x8x2x4xf32>, %k: tensor<1x3x9x4xf32>, %v: tensor<1x?x9x4xf32>, %g: tensor<i64>) -> tensor<1x8x2x4xf32> {
+  %scale = arith.constant 0.5 : f32
+  %group = tensor.extract %g[] : tensor<i64>
+  %o = "cir.attention"(%q, %k, %v, %scale, %group) {group_axis = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (tensor<1x8x2x4xf32>, tensor<1x3x9x4xf32>, tensor<1x?x9x4xf32>, f32, i64) -> tensor<1x8x2x4xf32>
+  return %o : tensor<1x8x2x4xf32>
 }
 
 // -----
@@ -780,7 +811,7 @@ func.func @attention_decode(%q: tensor<1x8x1x4xf16>, %k: tensor<1x2x9x4xf16>, %v
 // CHECK: arith.addi %{{[0-9]+}}, [[S]] : index
 func.func @attention_scalar_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: index) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, index) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, index) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 

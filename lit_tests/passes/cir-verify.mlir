@@ -127,7 +127,7 @@ func.func private @body(%a: tensor<4x4xf32>, %n: index, %out: tensor<4x4xf32>) a
 // CHECK: "cir.attention"({{.*}}) {kv_group = array<i64: 1, 4>, {{.*}}} : (tensor<?x8x?x?xf16>, tensor<?x2x?x?xf16>, tensor<?x2x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
 func.func @attention_run_time_sizes(%q: tensor<?x8x?x?xf16>, %k: tensor<?x2x?x?xf16>, %v: tensor<?x2x?x16xf16>) -> tensor<?x8x?x16xf16> {
   %scale = arith.constant 0.125 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<?x8x?x?xf16>, tensor<?x2x?x?xf16>, tensor<?x2x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<?x8x?x?xf16>, tensor<?x2x?x?xf16>, tensor<?x2x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
   return %o : tensor<?x8x?x16xf16>
 }
 
@@ -136,7 +136,7 @@ func.func @attention_run_time_sizes(%q: tensor<?x8x?x?xf16>, %k: tensor<?x2x?x?x
 func.func @attention_run_time_sizes_grouped_wrong(%q: tensor<?x8x?x16xf16>, %k: tensor<?x3x?x16xf16>, %v: tensor<?x3x?x16xf16>) -> tensor<?x8x?x16xf16> {
   %scale = arith.constant 0.125 : f32
   // expected-error@+1 {{'cir.attention' shapes do not agree: query [?, 8, ?, 16], key [?, 3, ?, 16], value [?, 3, ?, 16], result [?, 8, ?, 16], kv_group [1, 4]}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<?x8x?x16xf16>, tensor<?x3x?x16xf16>, tensor<?x3x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<?x8x?x16xf16>, tensor<?x3x?x16xf16>, tensor<?x3x?x16xf16>, f32) -> tensor<?x8x?x16xf16>
   return %o : tensor<?x8x?x16xf16>
 }
 
@@ -145,7 +145,7 @@ func.func @attention_run_time_sizes_grouped_wrong(%q: tensor<?x8x?x16xf16>, %k: 
 func.func @attention_shapes(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<2x3x5xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' shapes do not agree: query [2, 3, 4], key [2, 5, 4], value [2, 5, 6], result [2, 3, 5]}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x5xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<2x3x5xf32>
   return %o : tensor<2x3x5xf32>
 }
 
@@ -154,7 +154,7 @@ func.func @attention_shapes(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: te
 func.func @attention_mask(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %mask: tensor<5x3xi1>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' mask must be a bool tensor whose 'mask_dims' name, per axis, a loop of (p.., i, j) of the same extent}}
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<5x3xi1>) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<5x3xi1>) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -163,7 +163,7 @@ func.func @attention_mask(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5
 func.func @attention_causal_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' causal_offset must be an i64 integer (key j allowed when j <= i + causal_offset)}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 1 : i32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 1 : i32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -173,7 +173,7 @@ func.func @attention_causal_offset(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v:
 func.func @attention_offset_alone(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: i64) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' offset must be an integer or index scalar, with causal_offset (key j allowed when j <= i + offset + causal_offset)}}
-  %o = "cir.attention"(%q, %k, %v, %scale, %s) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, i64) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, i64) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -182,7 +182,7 @@ func.func @attention_offset_alone(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: 
 func.func @attention_offset_float(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %s: f32) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' offset must be an integer or index scalar}}
-  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, f32) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %s) {causal_offset = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, f32) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -192,7 +192,7 @@ func.func @attention_offset_float(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: 
 func.func @attention_kv_group(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<8x3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' shapes do not agree: query [8, 3, 4], key [2, 5, 4], value [2, 5, 6], result [8, 3, 6], kv_group [2]}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 2>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
   return %o : tensor<8x3x6xf32>
 }
 
@@ -201,7 +201,55 @@ func.func @attention_kv_group(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: 
 func.func @attention_kv_group_rank(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>) -> tensor<8x3x6xf32> {
   %scale = arith.constant 0.5 : f32
   // expected-error@+1 {{'cir.attention' kv_group needs one group >= 1 per leading axis (1)}}
-  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {kv_group = array<i64: 1, 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  return %o : tensor<8x3x6xf32>
+}
+
+// -----
+
+// A run-time group: any extents along its axis (K's 3 heads are not a divisor of Q's 8,
+// V's may differ from K's); the other axes still must agree.
+// CHECK-LABEL: func.func @attention_run_time_group(
+// CHECK: "cir.attention"({{.*}}) {group_axis = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>}
+func.func @attention_run_time_group(%q: tensor<2x8x3x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x?x5x6xf32>, %g: i64) -> tensor<2x8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  %o = "cir.attention"(%q, %k, %v, %scale, %g) {group_axis = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (tensor<2x8x3x4xf32>, tensor<2x3x5x4xf32>, tensor<2x?x5x6xf32>, f32, i64) -> tensor<2x8x3x6xf32>
+  return %o : tensor<2x8x3x6xf32>
+}
+
+// -----
+
+func.func @attention_run_time_group_batch(%q: tensor<2x8x3x4xf32>, %k: tensor<3x3x5x4xf32>, %v: tensor<3x3x5x6xf32>, %g: i64) -> tensor<2x8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' shapes do not agree: query [2, 8, 3, 4], key [3, 3, 5, 4], value [3, 3, 5, 6], result [2, 8, 3, 6], kv_group [1, 1]}}
+  %o = "cir.attention"(%q, %k, %v, %scale, %g) {group_axis = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (tensor<2x8x3x4xf32>, tensor<3x3x5x4xf32>, tensor<3x3x5x6xf32>, f32, i64) -> tensor<2x8x3x6xf32>
+  return %o : tensor<2x8x3x6xf32>
+}
+
+// -----
+
+func.func @attention_group_axis_without_group(%q: tensor<8x3x4xf32>, %k: tensor<8x5x4xf32>, %v: tensor<8x5x6xf32>) -> tensor<8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' group_axis needs the group operand}}
+  %o = "cir.attention"(%q, %k, %v, %scale) {group_axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<8x3x4xf32>, tensor<8x5x4xf32>, tensor<8x5x6xf32>, f32) -> tensor<8x3x6xf32>
+  return %o : tensor<8x3x6xf32>
+}
+
+// -----
+
+func.func @attention_group_on_a_grouped_axis(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %g: i64) -> tensor<8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' group must be an integer or index scalar, with group_axis (i64) naming a leading axis whose kv_group is 1}}
+  %o = "cir.attention"(%q, %k, %v, %scale, %g) {group_axis = 0 : i64, kv_group = array<i64: 4>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, i64) -> tensor<8x3x6xf32>
+  return %o : tensor<8x3x6xf32>
+}
+
+// -----
+
+func.func @attention_float_group(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x6xf32>, %g: f32) -> tensor<8x3x6xf32> {
+  %scale = arith.constant 0.5 : f32
+  // expected-error@+1 {{'cir.attention' group must be an integer or index scalar, with group_axis (i64) naming a leading axis whose kv_group is 1}}
+  %o = "cir.attention"(%q, %k, %v, %scale, %g) {group_axis = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (tensor<8x3x4xf32>, tensor<2x5x4xf32>, tensor<2x5x6xf32>, f32, f32) -> tensor<8x3x6xf32>
   return %o : tensor<8x3x6xf32>
 }
 
@@ -209,10 +257,10 @@ func.func @attention_kv_group_rank(%q: tensor<8x3x4xf32>, %k: tensor<2x5x4xf32>,
 
 // A causal attention over more keys than queries (a KV cache of 2 earlier keys).
 // CHECK-LABEL: func.func @attention_causal_good(
-// CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}
+// CHECK: "cir.attention"({{.*}}) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>}
 func.func @attention_causal_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale) {causal_offset = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }
 
@@ -220,6 +268,6 @@ func.func @attention_causal_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: t
 
 func.func @attention_good(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x6xf32>, %mask: tensor<3x5xi1>) -> tensor<3x6xf32> {
   %scale = arith.constant 0.5 : f32
-  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<3x5xi1>) -> tensor<3x6xf32>
+  %o = "cir.attention"(%q, %k, %v, %scale, %mask) {mask_dims = array<i64: 0, 1>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x6xf32>, f32, tensor<3x5xi1>) -> tensor<3x6xf32>
   return %o : tensor<3x6xf32>
 }

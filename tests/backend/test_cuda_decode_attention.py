@@ -59,6 +59,65 @@ def test_one_artifact_whatever_the_offset():
     assert len(ptx) == 1
 
 
+RUN_TIME_GROUP = decode_attention("g", inputs="Q, K, V, cache_start, g")
+
+
+@pytest.mark.parametrize("dtype,d,target,groups,kernel", [
+    (np.float16, 64, "sm_90a", (1, 2, 8), "_attention_wgmma"),
+    (np.float16, 128, "sm_80", (4,), "_attention_tensor_core"),  # static sizes only
+    (np.float32, 8, None, (1, 2, 8), "_attention"),
+])
+def test_run_time_group_is_one_flash_kernel(dtype, d, target, groups, kernel):
+    """`h / g` with g an input: one flash launch that takes g by value ("%in4") after
+    cache_start ("%in3"), K and V the inputs' own; the PTX is the same for every g (one
+    artifact serves groups 1 to 8 where K's heads are a run-time size)."""
+    prog = zynml.compile(RUN_TIME_GROUP, device="cuda", target=target, require_device=False,
+                         dynamic=["K.shape[1]", "V.shape[1]"] if len(groups) > 1 else None)
+    built = []
+    for group in groups:
+        q = np.ones((2, HEADS, 33, d), dtype)
+        kv = np.ones((2, HEADS // group, 61, d), dtype)
+        built.append(prog.artifact(Q=q, K=kv, V=kv, cache_start=np.int64(5),
+                                   g=np.int64(group)))
+    launch = only_launch(built[0])
+    assert kernel + ("_partial" if len(groups) > 1 and "wgmma" in kernel else "") == \
+        launch["kernel"][2:], launch  # 61 keys: the run-time keys' partial tile kernel
+    assert launch["arg_kinds"][launch["args"].index("%in4")] == "int64"
+    assert len({b.ptx for b in built}) == 1
+
+
+def plan_outline(steps: list) -> list:
+    """A plan's launches and branches: kernel names, and ("if", then, else) lists."""
+    outline = []
+    for step in steps:
+        if step["op"] == "if":
+            outline.append(("if", plan_outline(step["then"]), plan_outline(step["else"])))
+        elif step["op"] == "launch":
+            outline.append(step["kernel"])
+    return outline
+
+
+@pytest.mark.parametrize("dtype,target,decode,flash", [
+    (np.float16, "sm_90a", "attention_decode_mma", "attention_wgmma"),
+    (np.float32, None, "attention_decode", "attention"),
+])
+def test_run_time_group_specializes_the_decode_kernels_at_launch(dtype, target, decode, flash):
+    """A decode step whose group is an input (32 query heads, 8 key heads): the decode
+    kernels, built for group 32 / 8 = 4, run where g is 4 (the launch plan tests the
+    call's g); the flash kernel, which reads g, runs for any other g. One artifact."""
+    shape = dict(rows=1, keys=4096, d=128 if dtype == np.float16 else 64, group=4,
+                 dtype=dtype, target=target, batch=2, heads=32, cache_start=np.int64(9))
+    built = artifact(RUN_TIME_GROUP, g=np.int64(4), **shape)
+    steps = built.plan["body"]
+    [test] = [step for step in steps if step["op"] == "scalar" and step["fn"] == "eq"]
+    assert test["args"][1] == 4 and built.ptx == artifact(RUN_TIME_GROUP, g=np.int64(3),
+                                                          **shape).ptx
+    [(branch, then, otherwise)] = [item for item in plan_outline(steps) if item[0] == "if"]
+    assert then == [f"k0_{decode}_part", f"k0_{decode}_merge"] and otherwise == [f"k0_{flash}"]
+    constant = plan_outline(artifact(decode_attention("4"), **shape).plan["body"])
+    assert constant[-2:] == then  # the constant group's kernels, untested
+
+
 def split_launches(built, strategy="attention_decode_mma"):
     """The decode strategy's two launches (the parts, then their merge) and its scratch
     buffer of the parts' O, m and l."""

@@ -90,15 +90,48 @@ def test_other_offsets_are_lowered_as_written(rng, condition, allowed):
     assert_close(out, grouped_reference(q, k, v, mask))
 
 
-def test_group_given_as_an_input_is_lowered_as_written(rng):
-    """`h / g` with g an input: K's head count does not fix g (h / g need only stay in
-    bounds), so the body is kept; it computes attention with that g all the same."""
-    source = decode_attention("g", inputs="Q, K, V, cache_start, g")
-    q, k, v = inputs(rng, 3, 7, 4, 4)
+RUN_TIME_GROUP = decode_attention("g", inputs="Q, K, V, cache_start, g")
+
+
+def test_run_time_group_is_one_attention_for_every_group(rng):
+    """`h / g` with g an input: one cir.attention whose group is read at run time (the
+    scores and out generics gather K and V at head h floordiv g); one compile serves
+    groups 1, 2, 4 and 8 (K's and V's heads run-time sizes), each against numpy."""
+    prog = zynml.compile(RUN_TIME_GROUP, device="cpu", dynamic=["K.shape[1]", "V.shape[1]"])
+    for group in (1, 2, 4, 8):
+        q, k, v = inputs(rng, 7, 13, 8, group)
+        values = dict(Q=q, K=k, V=v, cache_start=np.int64(3), g=np.int64(group))
+        text = linalg_text(prog, **values)
+        assert text.count('library_call = "zynml_attention_out"') == 1 and \
+            text.count("zynml.runtime_group = 1") == 2 and "scf.for" not in text
+        assert_close(prog(**values)["attn"], grouped_reference(q, k, v, causal(7, 13, 3)))
+    assert prog.stats().compiles == 1
+
+
+def test_run_time_group_reads_like_the_body(rng):
+    """Query heads that are not a multiple of the key heads (5 and 2, g = 3: head h reads
+    key head h floordiv 3): what the loops compute as written (the interpreter too)."""
+    prog = zynml.compile(RUN_TIME_GROUP, device="cpu")
+    interpreter = zynml.compile(RUN_TIME_GROUP, device="interpreter")
+    q = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 2, 6, 4)).astype(np.float32) for _ in range(2))
+    values = dict(Q=q, K=k, V=v, cache_start=np.int64(1), g=np.int64(3))
+    assert "zynml_attention_out" in linalg_text(prog, **values)
+    heads = np.arange(5) // 3  # each query head's key head, spelled out
+    expected = grouped_reference(q, k[:, heads], v[:, heads], causal(3, 6, 1))
+    out = prog(**values)["attn"]
+    assert_close(out, expected)
+    assert_close(out, interpreter(**values)["attn"])
+
+
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_online_softmax_with_a_run_time_group(rng, group):
+    source = online_attention("g").replace("compute(Q, K, V)", "compute(Q, K, V, g)")
     prog = zynml.compile(source, device="cpu")
-    values = dict(Q=q, K=k, V=v, cache_start=np.int64(2), g=np.int64(4))
-    assert "zynml_attention" not in linalg_text(prog, **values)
-    assert_close(prog(**values)["attn"], grouped_reference(q, k, v, causal(3, 7, 2)))
+    q, k, v = inputs(rng, 5, 11, 8, group)
+    text = linalg_text(prog, Q=q, K=k, V=v, g=np.int64(group))
+    assert "zynml.runtime_group" in text and "scf.for" not in text
+    assert_close(prog(Q=q, K=k, V=v, g=np.int64(group))["attn"], grouped_reference(q, k, v))
 
 
 @pytest.mark.parametrize("group", [1, 2, 4, 8])

@@ -112,3 +112,59 @@ def test_online_softmax_matches_numpy(rng, group, rows, keys, d, dtype):
     prog.artifact(Q=q, K=k, V=v)
     out = prog(Q=q, K=k, V=v)["attn"]
     assert_close(out, grouped_reference(q, k, v), rtol=1e-2 if dtype == np.float16 else 1e-5)
+
+
+RUN_TIME_GROUP = decode_attention("g", inputs="Q, K, V, cache_start, g")
+
+
+@pytest.mark.parametrize("rows,keys,d,dtype,target", [
+    (33, 133, 64, np.float16, None),    # wgmma, several key tiles, a partial last one
+    (7, 61, 128, np.float16, None),
+    (33, 67, 64, np.float16, "sm_80"),  # the SIMT flash kernel (run-time heads)
+    (7, 61, 8, np.float32, None),
+])
+def test_run_time_group_matches_numpy(rng, rows, keys, d, dtype, target):
+    """`h / g` with g an input, K's and V's heads run-time sizes: one compile serves
+    groups 1, 2, 4 and 8 and every offset."""
+    prog = zynml.compile(RUN_TIME_GROUP, device="cuda", target=target,
+                         dynamic=["K.shape[1]", "V.shape[1]"])
+    cases = [(group, inputs(rng, rows, keys, d, group, dtype)) for group in (1, 2, 4, 8)]
+    for group, (q, k, v) in cases:  # the artifact before the first launch
+        prog.artifact(Q=q, K=k, V=v, cache_start=np.int64(5), g=np.int64(group))
+    rtol = 1e-2 if dtype == np.float16 else 1e-5
+    for group, (q, k, v) in cases:
+        for offset in (0, 37, -3):
+            out = prog(Q=q, K=k, V=v, cache_start=np.int64(offset), g=np.int64(group))["attn"]
+            assert_close(out, grouped_reference(q, k, v, causal(rows, keys, offset)), rtol=rtol)
+    assert prog.stats().specializations == 1  # one executable (compiled, or from disk)
+
+
+def test_run_time_group_of_query_heads_that_do_not_divide(rng):
+    """5 query heads over 2 key heads with g = 3 (head h reads h floordiv 3), f16 on
+    wgmma: as the loops read them."""
+    prog = zynml.compile(RUN_TIME_GROUP, device="cuda")
+    q = (rng.standard_normal((2, 5, 33, 64)) * 0.5).astype(np.float16)
+    k, v = ((rng.standard_normal((2, 2, 61, 64)) * 0.5).astype(np.float16) for _ in range(2))
+    values = dict(Q=q, K=k, V=v, cache_start=np.int64(1), g=np.int64(3))
+    prog.artifact(**values)
+    heads = np.arange(5) // 3
+    expected = grouped_reference(q, k[:, heads], v[:, heads], causal(33, 61, 1))
+    assert_close(prog(**values)["attn"], expected, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype,d", [(np.float16, 128), (np.float32, 64)])
+def test_run_time_group_of_a_decode_step(rng, dtype, d):
+    """One query row, 32 query heads over 8 key heads, the group an input: g = 4 runs
+    the decode kernels built for it, g = 5 (query head h reads key head h // 5, 0 to 6)
+    the flash kernel, from one artifact; both against numpy."""
+    prog = zynml.compile(RUN_TIME_GROUP, device="cuda")
+    q = (rng.standard_normal((2, 32, 1, d)) * 0.5).astype(dtype)
+    k, v = ((rng.standard_normal((2, 8, 257, d)) * 0.5).astype(dtype) for _ in range(2))
+    prog.artifact(Q=q, K=k, V=v, cache_start=np.int64(200), g=np.int64(4))
+    rtol = 1e-2 if dtype == np.float16 else 1e-5
+    for group in (4, 5):
+        out = prog(Q=q, K=k, V=v, cache_start=np.int64(200), g=np.int64(group))["attn"]
+        heads = np.arange(32) // group
+        expected = grouped_reference(q, k[:, heads], v[:, heads], causal(1, 257, 200))
+        assert_close(out, expected, rtol=rtol)
+    assert prog.stats().specializations == 1

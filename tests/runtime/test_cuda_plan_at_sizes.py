@@ -8,7 +8,8 @@ import pytest
 
 import zynml
 from .test_cuda_executor import (SUB_SCALED, TorchLike, canonical, checked_calls,  # noqa: F401
-                                 executor_for, f32, fake, k_sub_scaled, launches, upload)
+                                 executor_for, f32, fake, k_sub_scaled, launches, tensor,
+                                 upload)
 from conftest import assert_close
 from zynml.runtime.cuda.device_array import DeviceArray
 from zynml.runtime.cuda.executor import PlanExecutor
@@ -115,5 +116,38 @@ def test_a_dynamic_program_skips_the_checks_at_each_size_it_has_seen(fake, rng,
         out = prog(x=TorchLike(upload(x)), y=TorchLike(upload(y)), scale=0.25)["z"]
         assert isinstance(out, DeviceArray) and out.shape == (n,)
         assert_close(out.numpy(), (x.astype(np.float64) - y) * 0.25)
-    # the first call at each size is checked and interpreted; the others are not
-    assert len(checked_calls) == len(interpreted) == 3
+    # the first call at each size is checked, the others are not; none is interpreted
+    # (a checked call too runs the plan fixed at its sizes)
+    assert len(checked_calls) == 3 and not interpreted
+
+
+def test_a_plan_that_branches_on_an_integer_takes_the_fast_path_per_value(fake, rng,
+                                                                         monkeypatch):
+    """A plan with fixed sizes whose launch depends on an integer input (a run-time GQA
+    group: the decode kernels where it is the one they are built for, the flash kernel
+    elsewhere): the executor's own calls (a loaded artifact's) run the branch the value
+    takes on a fixed fast path, one per value, not the interpreter."""
+    plan = {"version": 1, "input_names": ["x", "g"], "output_names": [],
+            "inputs": [tensor([4]), {"kind": "scalar", "dtype": "int64"}],
+            "body": [{"op": "scalar", "result": "%1", "fn": "copy", "args": ["%in1"]},
+                     {"op": "scalar", "result": "%2", "fn": "eq", "args": ["%1", 4]},
+                     {"op": "if", "cond": "%2",
+                      "then": [{"op": "launch", "kernel": "k_decode", "grid": [1, 1, 1],
+                                "block": [32, 1, 1], "shared_bytes": 0, "args": ["%in0"],
+                                "arg_kinds": ["memref:1"]}],
+                      "else": [{"op": "launch", "kernel": "k_flash", "grid": [2, 1, 1],
+                                "block": [64, 1, 1], "shared_bytes": 0,
+                                "args": ["%in0", "%in1"], "arg_kinds": ["memref:1", "int64"]}]}],
+            "outputs": [], "globals": []}
+    executor = executor_for(fake, plan)
+    assert executor.flat is None and held_inputs(executor) == [1]
+    interpreted = []
+    run_plan = PlanExecutor.run_plan
+    monkeypatch.setattr(PlanExecutor, "run_plan", lambda self, *a, **k: (
+        interpreted.append(1), run_plan(self, *a, **k))[1])
+    x = upload(f32(rng, 4))
+    for g, kernel in ((4, "k_decode"), (5, "k_flash"), (4, "k_decode")):
+        mark = fake.mark()
+        executor([x, g])
+        assert [launch.kernel for launch in fake.since(mark).launches] == [kernel]
+    assert not interpreted and len(executor._flat_at) == 2

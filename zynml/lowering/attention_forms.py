@@ -3,6 +3,7 @@ key/value head index of grouped-query attention, and which output loop is the qu
 
     causal_offset(`j <= i + cache_start - 1`, i)  -> (-1, ("free", n))   n: cache_start
     kv_divisor(`h / 4`, ("P", 1))                 -> 4
+    kv_divisor(`h / g`, ("P", 1))                 -> ("free", n)   n: g, read at run time
     kv_divisor(`h`, ("P", 1))                     -> 1
 
 and the shapes of trees the attention forms are built of (a reduction loop, a guarded
@@ -74,10 +75,12 @@ def _linear(tree: tuple, row: tuple) -> Optional[dict]:
     return {term: a.get(term, 0) + sign * b.get(term, 0) for term in set(a) | set(b)}
 
 
-def kv_divisor(tree: tuple, loop: tuple) -> Optional[int]:
-    """The index `loop` (1) or `loop / g` with g a constant >= 1 (g) that a key or value
-    load reads along a leading axis; None for anything else. The loop variable is never
-    negative, so floor, signed and unsigned division agree."""
+def kv_divisor(tree: tuple, loop: tuple):
+    """The index `loop` (1), `loop / g` with g a constant >= 1 (g) or `loop / s` with s a
+    free scalar (the tree ("free", n)) that a key or value load reads along a leading
+    axis; None for anything else. The loop variable is never negative, so floor, signed
+    and unsigned division agree on the index the load reads once clamped into the
+    tensor (a negative s gives 0 each way, s = 0 the loop itself: safe-integer-division)."""
     if tree == loop:
         return 1
     while tree[0] in _CASTS:
@@ -86,9 +89,14 @@ def kv_divisor(tree: tuple, loop: tuple) -> Optional[int]:
         dividend, divisor = tree[2], tree[3]
         while dividend[0] in _CASTS:
             dividend = dividend[2]
-        if dividend == loop and divisor[0] == "const" and isinstance(divisor[1], int) and \
-                divisor[1] >= 1:
+        while divisor[0] in _CASTS:
+            divisor = divisor[2]
+        if dividend != loop:
+            return None
+        if divisor[0] == "const" and isinstance(divisor[1], int) and divisor[1] >= 1:
             return divisor[1]
+        if divisor[0] == "free":
+            return divisor
     return None
 
 

@@ -16,25 +16,33 @@ offset (cir.attention's `offset` operand: j <= i + c + offset) is their last inp
 0-d tensor (the scalar input's own where it is one, so a kernel reads it from there at
 run time), and they carry `zynml.runtime_offset`. With `kv_group` g, k and v are read at
 p / g along each leading axis (an affine floordiv): the query heads of a group share
-their key and value head, nothing is copied. IREE and
+their key and value head, nothing is copied. A run-time group (cir.attention's `group`,
+along `group_axis` a) cannot be a map: the scores and out generics take it as a 0-d
+input (their second and fourth) and gather k and v in their bodies at p_a / group,
+clamped into K's extent (what the body raised from reads), and carry
+`zynml.runtime_group = a`. IREE and
 the CPU run the generics; the CUDA backend finds the run of them
 (zynml/backend/cuda/strategies/attention.py) and launches one flash-attention kernel, so S, M
 and L never reach memory there.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from mlir import ir
 from mlir.dialects import arith, linalg, math, tensor
 
-from .cir_ops import attention_operands, defining_op, i64_array, int_attr, kv_group
+from .cir_ops import (attention_operands, defining_op, i64_array, int_attr, kv_group,
+                      run_time_group)
 from .linalg_emit import iterator_attr, tensor_extents
 
-__all__ = ["CAUSAL_OFFSET", "LIBRARY_CALL_PREFIX", "RUNTIME_OFFSET", "float_constant",
-           "lower_attention", "widened"]
+__all__ = ["CAUSAL_OFFSET", "LIBRARY_CALL_PREFIX", "RUNTIME_GROUP", "RUNTIME_OFFSET",
+           "float_constant", "lower_attention", "widened"]
 
 LIBRARY_CALL_PREFIX = "zynml_attention_"
 CAUSAL_OFFSET = "zynml.causal_offset"  # on the max, sum and out generics of causal attention
 RUNTIME_OFFSET = "zynml.runtime_offset"  # ... whose last input is a run-time offset (0-d)
+RUNTIME_GROUP = "zynml.runtime_group"  # on scores and out: they gather k / v (i64: the axis)
 
 
 def lower_attention(op: ir.Operation) -> ir.Value:
@@ -53,13 +61,23 @@ def lower_attention(op: ir.Operation) -> ir.Value:
         kv_lead = [ir.AffineDimExpr.get(a) if g == 1 else ir.AffineExpr.get_floor_div(
             ir.AffineDimExpr.get(a), ir.AffineConstantExpr.get(g)) for a, g in enumerate(groups)]
         offset_tensor = _zero_d(offset) if offset is not None else None
-        scores = _generic(
-            "scores", [query, key], _filled(lead + [rows, keys], acc, 0.0), n + 3,
-            [_dims(*range(n), n, n + 2), kv_lead + _dims(n + 1, n + 2),
-             _dims(*range(n + 2))], n + 2,
-            lambda q, k, s: arith.AddFOp(s, arith.MulFOp(
-                arith.MulFOp(widened(q, acc), scale_acc).result,
-                widened(k, acc)).result).result)
+        gathered = _GroupedRead(*run_time_group(op), n, [key, value]) \
+            if run_time_group(op) is not None else None
+
+        def score(q, k, s):
+            return arith.AddFOp(s, arith.MulFOp(arith.MulFOp(widened(q, acc), scale_acc).result,
+                                                widened(k, acc)).result).result
+        q_map, s_map = _dims(*range(n), n, n + 2), _dims(*range(n + 2))
+        if gathered is None:
+            scores = _generic("scores", [query, key], _filled(lead + [rows, keys], acc, 0.0),
+                              n + 3, [q_map, kv_lead + _dims(n + 1, n + 2), s_map], n + 2,
+                              score)
+        else:
+            scores = _generic("scores", [query, gathered.tensor],
+                              _filled(lead + [rows, keys], acc, 0.0), n + 3,
+                              [q_map, [], s_map], n + 2,
+                              lambda q, g, s: score(q, gathered.read(key, g, n + 1, n + 2), s),
+                              group_axis=gathered.axis)
         row = _dims(*range(n + 1))
         scores_map, mask_map = _dims(*range(n + 2)), _dims(*mask_dims)
         inputs, maps = [scores], [scores_map]
@@ -105,8 +123,12 @@ def lower_attention(op: ir.Operation) -> ir.Value:
             causal, offset_tensor is not None)
         # (p.., i, e, j): j innermost, the reduction
         p_i_j, p_i = _dims(*range(n + 1), n + 2), _dims(*range(n + 1))
-        out_inputs = [scores, row_max, row_sum, value] + inputs[1:]
-        out_maps = [p_i_j, p_i, p_i, kv_lead + _dims(n + 2, n + 1)]
+        if gathered is None:
+            out_inputs = [scores, row_max, row_sum, value] + inputs[1:]
+            out_maps = [p_i_j, p_i, p_i, kv_lead + _dims(n + 2, n + 1)]
+        else:  # the group where V's block argument was; V gathered with it
+            out_inputs = [scores, row_max, row_sum, gathered.tensor] + inputs[1:]
+            out_maps = [p_i_j, p_i, p_i, []]
         if mask is not None:
             out_maps.append(_dims(*[(n + 2 if d == n + 1 else d) for d in mask_dims]))
         if offset_tensor is not None:  # the last of inputs[1:]
@@ -114,6 +136,8 @@ def lower_attention(op: ir.Operation) -> ir.Value:
         out_maps.append(_dims(*range(n + 2)))
 
         def weighted(s, m, l, v, *rest):
+            if gathered is not None:  # v: the group
+                v = gathered.read(value, v, n + 2, n + 1)
             term = arith.MulFOp(arith.DivFOp(shifted(s, m), l).result, widened(v, acc)).result
             term = allowed(rest[0] if mask is not None else None, n + 2, term,
                            float_constant(acc, 0.0))
@@ -121,13 +145,43 @@ def lower_attention(op: ir.Operation) -> ir.Value:
 
         out = _generic("out", out_inputs, _filled(lead + [rows, v_shape[-1]], acc, 0.0),
                        n + 3, out_maps, n + 2, reading_offset(weighted), causal,
-                       offset_tensor is not None)
+                       offset_tensor is not None,
+                       gathered.axis if gathered is not None else None)
         if acc != element:
             out = _generic("round", [out], tensor.EmptyOp(lead + [rows, v_shape[-1]],
                                                           element).result,
                            n + 2, [_dims(*range(n + 2))] * 2, n + 2,
                            lambda o, _: arith.TruncFOp(element, o).result)
     return out
+
+
+class _GroupedRead:
+    """K and V read along `axis` at head clamp(p / group, 0, heads - 1), group a run-time
+    integer and heads each tensor's own: the 0-d `tensor` a generic takes, the element
+    gathered in the body."""
+
+    def __init__(self, axis: int, group: ir.Value, n: int, sources: list):
+        self.axis, self.n, self.tensor = axis, n, _zero_d(group)
+        index = ir.IndexType.get()
+        self.last_head = {}  # source -> its last head along axis (an index Value)
+        for source in sources:
+            heads = tensor_extents(source)[axis]
+            self.last_head[source] = arith.ConstantOp(index, heads - 1).result \
+                if isinstance(heads, int) else \
+                arith.SubIOp(heads, arith.ConstantOp(index, 1).result).result
+
+    def read(self, source: ir.Value, group: ir.Value, key_dim: int, last_dim: int) -> ir.Value:
+        """source[p.. (p_axis / group, clamped), j, last] in a generic's body, `group` its
+        block argument, j and last the generic's dims `key_dim` and `last_dim`."""
+        index = ir.IndexType.get()
+        if not isinstance(group.type, ir.IndexType):
+            group = arith.IndexCastOp(index, group).result
+        lead = [linalg.IndexOp(a).result for a in range(self.n)]
+        head = arith.FloorDivSIOp(lead[self.axis], group).result
+        head = arith.MaxSIOp(head, arith.ConstantOp(index, 0).result).result
+        lead[self.axis] = arith.MinSIOp(head, self.last_head[source]).result
+        return tensor.ExtractOp(source, lead + [linalg.IndexOp(key_dim).result,
+                                                linalg.IndexOp(last_dim).result]).result
 
 
 def _causal_condition(offset: int, row_dim: int, key_dim: int,
@@ -154,7 +208,8 @@ def _zero_d(scalar: ir.Value) -> ir.Value:
 
 
 def _generic(part: str, inputs: list, init: ir.Value, n_dims: int, maps: list,
-             n_parallel: int, body, causal=None, runtime_offset: bool = False) -> ir.Value:
+             n_parallel: int, body, causal=None, runtime_offset: bool = False,
+             group_axis: Optional[int] = None) -> ir.Value:
     kinds = ["parallel"] * n_parallel + ["reduction"] * (n_dims - n_parallel)
     generic = linalg.GenericOp([init.type], inputs, [init],
                                ir.ArrayAttr.get([ir.AffineMapAttr.get(
@@ -166,6 +221,9 @@ def _generic(part: str, inputs: list, init: ir.Value, n_dims: int, maps: list,
             ir.IntegerType.get_signless(64), causal)
     if runtime_offset:
         generic.attributes[RUNTIME_OFFSET] = ir.UnitAttr.get()
+    if group_axis is not None:
+        generic.attributes[RUNTIME_GROUP] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), group_axis)
     types = [ir.RankedTensorType(v.type).element_type for v in inputs + [init]]
     block = generic.regions[0].blocks.append(*types)
     with ir.InsertionPoint(block):

@@ -178,18 +178,35 @@ def _fold(value: ir.Value, memo: dict) -> Optional[int]:
 
 
 def attention_operands(op: ir.Operation) -> tuple:
-    """cir.attention's (query, key, value, scale, mask or None, offset or None), its two
-    optional operands told apart by `operandSegmentSizes`."""
+    """cir.attention's (query, key, value, scale, mask or None, offset or None), its
+    optional operands told apart by `operandSegmentSizes` (the group: run_time_group)."""
     query, key, value, scale, *rest = op.operands
-    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])) \
-        if "operandSegmentSizes" in op.attributes else [1, 1, 1, 1, len(rest), 0]
+    sizes = _attention_segments(op, len(rest))
     mask = rest[0] if sizes[4] else None
-    offset = rest[sizes[4]] if len(sizes) > 5 and sizes[5] else None
+    offset = rest[sizes[4]] if sizes[5] else None
     return query, key, value, scale, mask, offset
+
+
+def run_time_group(op: ir.Operation) -> Optional[tuple[int, ir.Value]]:
+    """cir.attention's (group_axis, group) where a grouped-query group is read at run
+    time (its `group` operand), else None."""
+    rest = list(op.operands)[4:]
+    sizes = _attention_segments(op, len(rest))
+    if not sizes[6]:
+        return None
+    return int_attr(op, "group_axis"), rest[sizes[4] + sizes[5]]
+
+
+def _attention_segments(op: ir.Operation, optional: int) -> list[int]:
+    """cir.attention's seven operand segment sizes (without the attribute: a mask if
+    there is a fifth operand)."""
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])) \
+        if "operandSegmentSizes" in op.attributes else [1, 1, 1, 1, optional, 0, 0]
+    return sizes + [0] * (7 - len(sizes))
 
 
 def kv_group(op: ir.Operation) -> list[int]:
     """cir.attention's `kv_group`: per leading axis, how many query heads share a key head
     (all 1 when absent)."""
     rank = ir.RankedTensorType(op.operands[0].type).rank
-    return i64_array(op, "kv_group") or [1] * (rank - 2)
+    return i64_array(op, "kv_group") or [1] * (rank - 2)  # run_time_group's axis: 1

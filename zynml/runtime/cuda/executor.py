@@ -127,14 +127,23 @@ class PlanExecutor:
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         """`inputs`: a DeviceArray per tensor input (C-contiguous, the plan's dtype and
         shape), a number per scalar. Returns DeviceArrays and numbers."""
-        if self.flat is not None:
-            results = self.flat.run([getattr(v, "ptr", v) for v in inputs])
-            for k, i in self.flat.updates:  # written in place: the input is the output
+        flat = self.flat if self.flat is not None else self._flat_at_call(inputs)
+        if flat is not None:
+            results = flat.run([getattr(v, "ptr", v) for v in inputs])
+            for k, i in flat.updates:  # written in place: the input is the output
                 results[k] = inputs[i]
             return results
         if self.watchdog > 0:
             return watched(self.run_plan, self.device, self.plan, self.watchdog)(inputs)
         return self.run_plan(inputs)
+
+    def _flat_at_call(self, inputs: Sequence[Any]) -> "_FlatPlan | None":
+        """A plan with run-time sizes or branches (a launch chosen by the call's sizes or
+        integers): its fast path at this call's shapes and held integers, made once per
+        set (plan_at_sizes.flat_at); None where the interpreter must run it."""
+        from .plan_at_sizes import flat_at  # it builds on this module
+        return flat_at(self, [tuple(v.shape) if spec["kind"] == "tensor" else v
+                              for spec, v in zip(self.plan["inputs"], inputs)])
 
     def run_plan(self, inputs: Sequence[Any], queue: Any = None) -> list[Any]:
         """Interpret the plan step by step (loops, dynamic views, poisoned allocations).

@@ -32,7 +32,7 @@ from mlir import ir
 
 __all__ = ["Launch", "REGISTRY", "StrategyEntry", "TensorMap", "available",
            "BLOCKS_PER_MULTIPROCESSOR_ATTR", "STRATEGY_ATTR", "PROBLEM_ATTR", "get_strategy", "group_strategies",
-           "single_strategies", "strategy_names"]
+           "later_group_launches", "single_strategies", "strategy_names"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,24 @@ def available(strategy: ModuleType, target) -> bool:
 def group_strategies(target) -> list[ModuleType]:
     return [get_strategy(e.name) for e in REGISTRY
             if e.groups and available(get_strategy(e.name), target)]
+
+
+def later_group_launches(ops: list, after: str, gpu_module: ir.Operation, kernel_name: str,
+                         target) -> list | None:
+    """The Launches of the first group strategy after `after` in REGISTRY that takes
+    `ops` as one run (kernels named after `kernel_name`'s number): what runs where a
+    strategy's kernel, specialized at launch (`Launch.when`), does not apply; None
+    where no other group strategy takes them (the generics then run one by one)."""
+    names = [entry.name for entry in REGISTRY]
+    number = kernel_name.split("_", 1)[0]
+    for strategy in group_strategies(target):
+        if names.index(strategy.NAME) <= names.index(after):
+            continue
+        found = strategy.find_groups(list(ops), target)
+        if found:
+            launch = strategy.build(found[0], gpu_module, f"{number}_{strategy.NAME}", target)
+            return launch if isinstance(launch, list) else [launch]
+    return None
 
 
 def single_strategies(target) -> list[ModuleType]:

@@ -18,10 +18,11 @@ threads from global memory, each K and V row read once:
                   online softmax in base 2 of flash_skeleton.py). The block's threads
                   meet (shuffles, then shared memory) and write the part's m, l and O.
 
-S makes about `blocks` part blocks. Takes the attention groups of attention.py (no bool
-mask; Q, K, V and out of one type f16, bf16 or f32, dense; Q's and V's head dims equal)
-whose R rows are few (`max_rows`) and fit a thread's registers (`max_values`); the flash
-kernels take the rest.
+S makes about `blocks` part blocks. Takes the attention groups of attention_match.py (no
+bool mask; Q, K, V and out of one type f16, bf16 or f32, dense; Q's and V's head dims
+equal) whose R rows are few (`max_rows`) and fit a thread's registers (`max_values`);
+the flash kernels take the rest (and a run-time group other than the one the shapes
+fix: decode_split.specialized).
 """
 from __future__ import annotations
 
@@ -34,9 +35,9 @@ from mlir.dialects import math as mmath
 
 from ....lowering.attention_lowering import widened
 from . import Launch
-from .attention import Group, attention_groups
-from .decode_split import (SplitKeys, build_split, f32_constant, group_rows,
-                           merge_states, shared_bytes, split_count)
+from .attention_match import Group, attention_groups
+from .decode_split import (SplitKeys, as_static_group, build_split, f32_constant,
+                           group_rows, merge_states, shared_bytes, specialized, split_count)
 from .flash_skeleton import (WARP, OnlineSoftmax, common_element, problem, row_major,
                              shuffle_xor, sizes, xor_reduce)
 from .kernel_builder import delinearize, index_const
@@ -83,8 +84,11 @@ class Layout:
 
 
 def find_groups(generics: list, target) -> list[Group]:
+    """The attention groups this kernel takes (a run-time group where the shapes fix the
+    one it is built for: decode_split.as_static_group)."""
     return [group for group in attention_groups(generics)
-            if _params_for(group, target) is not None]
+            if as_static_group(group) is not None and
+            _params_for(as_static_group(group), target) is not None]
 
 
 def _layout(group: Group, params: Params, target) -> Optional[Layout]:
@@ -118,13 +122,15 @@ def _params_for(group: Group, target) -> Optional[Params]:
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> list[Launch]:
-    params = _params_for(group, target)
-    layout = _layout(group, params, target)
+    fixed = as_static_group(group)
+    params = _params_for(fixed, target)
+    layout = _layout(fixed, params, target)
     trip_keys = params.warps * layout.keys_per_warp * layout.unroll
-    splits = split_count(group, params.blocks, params.min_trips, trip_keys)
-    return build_split(group, gpu_module, kernel_name,
-                       lambda **fields: _Kernel(layout=layout, **fields), params.warps,
-                       splits)
+    splits = split_count(fixed, params.blocks, params.min_trips, trip_keys)
+    launches = build_split(fixed, gpu_module, kernel_name,
+                           lambda **fields: _Kernel(layout=layout, **fields), params.warps,
+                           splits)
+    return specialized(group, launches, gpu_module, kernel_name, target)
 
 
 @dataclass

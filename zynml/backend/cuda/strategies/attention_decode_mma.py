@@ -36,9 +36,9 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf, vector
 
 from . import Launch
-from .attention import Group, attention_groups
-from .decode_split import (SplitKeys, build_split, f32_constant, group_rows, shared_bytes,
-                           split_count)
+from .attention_match import Group, attention_groups
+from .decode_split import (SplitKeys, as_static_group, build_split, f32_constant, group_rows,
+                           shared_bytes, specialized, split_count)
 from .flash_skeleton import (WARP, OnlineSoftmax, common_element, problem, quad_reduce,
                              row_major, sizes)
 from .kernel_builder import delinearize, index_const
@@ -72,8 +72,11 @@ DEFAULT_PARAMS = Params()
 
 
 def find_groups(generics: list, target) -> list[Group]:
+    """The attention groups this kernel takes (a run-time group where the shapes fix the
+    one it is built for: decode_split.as_static_group)."""
     return [group for group in attention_groups(generics)
-            if _params_for(group, target) is not None]
+            if as_static_group(group) is not None and
+            _params_for(as_static_group(group), target) is not None]
 
 
 def _fits(group: Group, params: Params, target) -> bool:
@@ -91,14 +94,16 @@ def _params_for(group: Group, target) -> Optional[Params]:
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> list[Launch]:
-    params = _params_for(group, target)
+    fixed = as_static_group(group)
+    params = _params_for(fixed, target)
     per_multiprocessor = params.blocks_per_multiprocessor
-    splits = split_count(group, per_multiprocessor * target.facts.multiprocessors,
+    splits = split_count(fixed, per_multiprocessor * target.facts.multiprocessors,
                          params.min_trips, params.warps * STEP * params.unroll,
                          whole_wave=True)
-    return build_split(group, gpu_module, kernel_name,
-                       lambda **fields: _Kernel(unroll=params.unroll, **fields),
-                       params.warps, splits, per_multiprocessor)
+    launches = build_split(fixed, gpu_module, kernel_name,
+                           lambda **fields: _Kernel(unroll=params.unroll, **fields),
+                           params.warps, splits, per_multiprocessor)
+    return specialized(group, launches, gpu_module, kernel_name, target)
 
 
 def _words(vec: ir.Value) -> list[ir.Value]:

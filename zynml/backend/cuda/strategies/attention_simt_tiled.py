@@ -27,7 +27,7 @@ dims are padded to multiples of 4 with zeros in shared memory, rows past the las
 are zeros (P is 0 there), rows past the last query are computed on the last one and not
 stored. The softmax and the key rule are flash_skeleton.py's.
 
-Takes what attention.attention_groups finds in f32, f16 or bf16 with both head dims up
+Takes what attention_match.attention_groups finds in f32, f16 or bf16 with both head dims up
 to 128 (at run-time sizes too, a kernel per head dim 64 and 128 where they are run-time:
 attention_sizes.py); f64, wider heads and causal groups stay on `attention`. The mask
 (bool, any of the loops (p.., i, j) as its axes) is read per score from global memory (consecutive
@@ -49,7 +49,7 @@ from ....lowering.attention_lowering import float_constant, widened
 from .kernel_builder import index_const
 from . import Launch
 from .tuning import choose
-from .attention import Group, attention_groups
+from .attention_match import Group, attention_groups
 from .attention_sizes import head_dim_cases, per_head_dim
 from .extents import as_index, ceil_div
 from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
@@ -164,7 +164,7 @@ def params_for(group: Group, target, head_dim: Optional[int] = None) -> Optional
 
 
 def find_groups(generics: list, target) -> list[Group]:
-    """The attention runs (attention.attention_groups) this kernel can take."""
+    """The attention runs (attention_match.attention_groups) this kernel can take."""
     return [group for group in attention_groups(generics) if matches(group, target)]
 
 

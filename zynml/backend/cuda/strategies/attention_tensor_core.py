@@ -30,7 +30,7 @@ key tiles above the diagonal: a block's loop (and its cp.async prefetch) stops a
 ceil(min(keys, last row + offset + 1) / block_n), about half the tiles at offset 0; in
 the tiles it visits each score is checked like a mask bit (-inf).
 
-Takes what attention.attention_groups finds when query, key, value and out are f16 and
+Takes what attention_match.attention_groups finds when query, key, value and out are f16 and
 row-major, both head dims are multiples of 16 up to 128, and the scale is a positive
 constant (the lowering's 1/sqrt(head_dim)); anything else runs on the SIMT `attention`
 kernel. On sm_90a, attention_wgmma is asked first: it takes f16 / bf16 with head dims 64
@@ -52,7 +52,7 @@ from mlir.dialects import arith, gpu, nvgpu, scf, vector
 from .kernel_builder import index_const
 from . import Launch
 from .tuning import choose
-from .attention import Group, attention_groups
+from .attention_match import Group, attention_groups
 from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
                              async_copy_chunk, async_group, base2_factor, block_slice,
                              both, clamp, covering, declare_static_tiles, frame_fields,
@@ -111,7 +111,7 @@ def params_for(group: Group, target) -> Optional[Params]:
 
 
 def find_groups(generics: list, target) -> list[Group]:
-    """The attention runs (attention.attention_groups) this kernel can take."""
+    """The attention runs (attention_match.attention_groups) this kernel can take."""
     return [group for group in attention_groups(generics) if matches(group, target)]
 
 

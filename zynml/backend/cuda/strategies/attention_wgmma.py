@@ -80,7 +80,7 @@ from .kernel_builder import index_const, kernel_type, new_kernel
 from . import Launch, TensorMap
 from . import hopper
 from .tuning import choose
-from .attention import Group, attention_groups
+from .attention_match import Group, attention_groups
 from .attention_wgmma_ring import BOX_COLUMNS, RingKernel
 from .flash_skeleton import (OnlineSoftmax, add, base2_factor, base2_scale, clamp,
                              common_element, frame_fields, head_dims, host_sizes,
@@ -192,7 +192,7 @@ def plan(group: Group, target, whole_key_tiles: bool = False,
 
 
 def find_groups(generics: list, target) -> list[Group]:
-    """The attention runs (attention.attention_groups) this kernel can take."""
+    """The attention runs (attention_match.attention_groups) this kernel can take."""
     return [group for group in attention_groups(generics) if matches(group, target)]
 
 
@@ -240,12 +240,13 @@ def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
     threads = WARPGROUP * (p.warpgroups + 1)  # the last warpgroup copies
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
     # arguments: out, the mask if any (read by the warpgroups themselves), a run-time
-    # causal offset if any (a 0-d buffer), three maps
+    # causal offset and group if any (0-d buffers or integers), three maps
     runtime = group.causal.runtime if group.causal is not None else None
+    run_time_group = [group.run_time_group[1].group] if group.run_time_group else []
     dynamic = run_time_sizes(group)  # K's buffer too, for its extent (memref.dim)
     plain = [group.out] + ([group.mask] if group.mask is not None else []) + \
-        ([runtime] if runtime is not None else []) + ([group.key] if dynamic else []) + \
-        ([group.scale] if run_time_scale(group) else [])
+        ([runtime] if runtime is not None else []) + run_time_group + \
+        ([group.key] if dynamic else []) + ([group.scale] if run_time_scale(group) else [])
     func = new_kernel(gpu_module, kernel_name,
                       [kernel_type(v.type) for v in plain] + [pointer] * 3, [threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), group.ops[-1].location:

@@ -14,6 +14,13 @@ head split into S parts, a block a part, and a second kernel merging the parts.
 Causal attention splits the keys the rows may see, up to the last row's last allowed key
 (read at run time from a run-time offset), not the whole cache: a cache that is mostly
 empty still spreads over every part.
+
+A block's rows are one KV head's query heads, so the group must be a number. A group
+read at run time (`h / g`, g an input) is specialized at launch, as Triton specializes
+on sizes: the kernels are built for the one group the static shapes admit with every
+key head read, query heads / key heads (`as_static_group`), and run where g is that
+(`Launch.when`); elsewhere the next attention strategy's flash kernel runs
+(`specialized`). Nothing recompiles.
 """
 from __future__ import annotations
 
@@ -26,18 +33,60 @@ from mlir.dialects import arith, gpu, memref, scf
 from mlir.dialects import math as mmath
 
 from ....lowering.attention_lowering import float_constant
-from . import Launch
-from .attention import Group
+from . import Launch, later_group_launches
+from .attention_match import Group
 from .flash_skeleton import (WARP, FlashFrame, base2_scale, declare_static_tiles,
                              frame_fields, head_dims, inverse_sum, kernel_entry,
                              kernel_values, sizes, spread_over_threads, static_tiles, tree)
 from .kernel_builder import delinearize, index_const
 
-__all__ = ["MAX_PARTS", "SplitKeys", "build_split", "f32_constant", "group_rows",
-           "kv_lead", "merge_states", "shared_bytes", "split_count"]
+__all__ = ["MAX_PARTS", "SplitKeys", "as_static_group", "build_split", "f32_constant",
+           "group_rows", "kv_lead", "merge_states", "shared_bytes", "specialized",
+           "split_count"]
 
 # the merge loads every part's values at once
 MAX_PARTS = 128
+# the decode strategies come first in REGISTRY, this one last: the flash kernels follow
+LAST_DECODE_STRATEGY = "attention_decode"
+
+
+def as_static_group(group: Group) -> Group | None:
+    """`group` with a run-time grouped-query group fixed at query heads / key heads along
+    its axis (static extents, K's and V's equal, dividing Q's), the value `specialized`
+    tests at launch; None where the shapes fix none, or the launch could not test it (a
+    group in device memory). A group without one: itself."""
+    found = group.run_time_group
+    if found is None:
+        return group
+    axis, run_time = found
+    q, k, v = (ir.MemRefType(x.type).shape[axis] for x in (group.query, group.key, group.value))
+    if any(ir.ShapedType.is_dynamic_size(n) for n in (q, k, v)) or k != v or k < 1 or \
+            q % k or isinstance(run_time.group.type, ir.ShapedType):
+        return None
+    kv_group = list(group.kv_group)
+    kv_group[axis] = q // k
+    return replace(group, kv_group=kv_group)
+
+
+def specialized(group: Group, launches: list, gpu_module: ir.Operation, kernel_name: str,
+                target) -> list:
+    """`launches`, built for as_static_group(group), as they run: with a run-time group,
+    where it equals the fixed one (`when`), and elsewhere the Launches of the first
+    attention strategy after the decode ones (`otherwise`: a flash kernel)."""
+    found = group.run_time_group
+    if found is None:
+        return launches
+    axis, run_time = found
+    fixed = as_static_group(group).kv_group[axis]
+    with ir.InsertionPoint(group.ops[-1]), group.ops[-1].location:
+        value = run_time.group
+        if not isinstance(value.type, ir.IndexType):
+            value = arith.IndexCastOp(ir.IndexType.get(), value).result
+        launches[0].when = arith.CmpIOp(arith.CmpIPredicate.eq, value,
+                                        index_const(fixed)).result
+    launches[0].otherwise = later_group_launches(group.ops, LAST_DECODE_STRATEGY, gpu_module,
+                                                 kernel_name, target)
+    return launches
 
 
 def kv_lead(group: Group) -> list[int]:

@@ -45,7 +45,7 @@ WARP = 32
 LOG2E = math.log2(math.e)  # exp(x) = exp2(x * log2(e))
 
 # ---------------------------------------------------------------- the frame
-# (`group`: an attention.Group, the generics of one attention)
+# (`group`: an attention_match.Group, the generics of one attention)
 
 
 def operand_shape(value: ir.Value) -> list[int]:
@@ -136,13 +136,15 @@ def base2_factor(group) -> float:
 
 def kernel_values(group) -> list:
     """What a kernel that reads its operands itself takes, in order: query, key, value,
-    the mask if any, out, the scale unless it is a constant (cloned in instead), and a
-    run-time causal offset (a 0-d buffer) if any."""
+    the mask if any, out, the scale unless it is a constant (cloned in instead), a
+    run-time causal offset and a run-time group (0-d buffers or host integers) if any."""
     runtime = group.causal.runtime if group.causal is not None else None
+    run_time_group = group.run_time_group
     return [group.query, group.key, group.value] + \
         ([group.mask] if group.mask is not None else []) + [group.out] + \
         ([] if _constant_scale(group) is not None else [group.scale]) + \
-        ([runtime] if runtime is not None else [])
+        ([runtime] if runtime is not None else []) + \
+        ([run_time_group[1].group] if run_time_group is not None else [])
 
 
 def problem(group) -> str:
@@ -341,8 +343,26 @@ def frame_fields(group, args: Optional[dict] = None, head_dim: Optional[int] = N
     causal = group.causal
     if causal is not None and causal.runtime is not None:
         causal = causal.in_kernel(args)
+    kv_group = list(group.kv_group) or [1] * len(lead)
+    if group.run_time_group is not None:  # its divisor loaded once, at the kernel's start
+        axis, run_time = group.run_time_group
+        kv_group[axis] = run_time.in_kernel(args, _kv_heads(group, args, axis))
     return dict(lead=lead, rows=rows, d=d, keys=keys, e=e, mask_dims=group.mask_dims,
-                causal=causal, kv_group=list(group.kv_group) or [1] * len(lead))
+                causal=causal, kv_group=kv_group)
+
+
+def _kv_heads(group, args: dict, axis: int) -> list:
+    """K's and V's extents along `axis` in a kernel: numbers where static, memref.dim of
+    the buffers the kernel takes where not (one that takes K or V only through a TMA
+    map needs no bound for it: the copy's own keeps it in memory)."""
+    heads = []
+    for buffer in (group.key, group.value):
+        extent = ir.MemRefType(buffer.type).shape[axis]
+        if not ir.ShapedType.is_dynamic_size(extent):
+            heads.append(extent)
+        elif buffer in args:
+            heads.append(memref.DimOp(args[buffer], index_const(axis)).result)
+    return heads
 
 
 @dataclass
@@ -355,12 +375,14 @@ class FlashFrame:
     keys: Extent
     e: int            # V's and out's head dim
     mask_dims: list   # mask axis -> loop of (p.., i, j)
-    causal: object    # attention.Causal, or None: every key (the mask aside)
-    kv_group: list    # per (p..) axis: K and V are read at p / group (grouped-query)
+    causal: object    # attention_match.Causal, or None: every key (the mask aside)
+    kv_group: list    # per (p..) axis: K and V are read at p / group (grouped-query;
+                      # an int, or a run-time group in the kernel: attention_match.py)
 
     def kv_slice(self, slice_ivs: list) -> list:
         """K's and V's (p..) indices for the slice `slice_ivs` of Q and out."""
         return [iv if g == 1 else arith.DivUIOp(iv, index_const(g)).result
+                if isinstance(g, int) else g.head(iv)
                 for iv, g in zip(slice_ivs, self.kv_group)]
 
     def mask_index(self, slice_ivs: list, row: ir.Value, key: ir.Value) -> list:
