@@ -11,8 +11,10 @@ from .test_cuda_executor import (SUB_SCALED, TorchLike, canonical, checked_calls
                                  executor_for, f32, fake, k_sub_scaled, launches, tensor,
                                  upload)
 from conftest import assert_close
+from zynml.runtime.cuda.artifact import CudaArtifact
 from zynml.runtime.cuda.device_array import DeviceArray
 from zynml.runtime.cuda.executor import PlanExecutor
+from zynml.runtime.cuda.function import CudaFunction
 from zynml.runtime.cuda.plan_at_sizes import flat_at, held_inputs, plan_at_sizes, size_inputs
 
 HEADS = (Path(zynml.__file__).parent / "kernels" / "src" / "attention_heads.zyn").read_text()
@@ -125,8 +127,8 @@ def test_a_plan_that_branches_on_an_integer_takes_the_fast_path_per_value(fake, 
                                                                          monkeypatch):
     """A plan with fixed sizes whose launch depends on an integer input (a run-time GQA
     group: the decode kernels where it is the one they are built for, the flash kernel
-    elsewhere): the executor's own calls (a loaded artifact's) run the branch the value
-    takes on a fixed fast path, one per value, not the interpreter."""
+    elsewhere): a CudaFunction's calls (a loaded artifact's) run the branch the value
+    takes on a fast path fixed at it, one per value, not the interpreter."""
     plan = {"version": 1, "input_names": ["x", "g"], "output_names": [],
             "inputs": [tensor([4]), {"kind": "scalar", "dtype": "int64"}],
             "body": [{"op": "scalar", "result": "%1", "fn": "copy", "args": ["%in1"]},
@@ -139,8 +141,9 @@ def test_a_plan_that_branches_on_an_integer_takes_the_fast_path_per_value(fake, 
                                 "block": [64, 1, 1], "shared_bytes": 0,
                                 "args": ["%in0", "%in1"], "arg_kinds": ["memref:1", "int64"]}]}],
             "outputs": [], "globals": []}
-    executor = executor_for(fake, plan)
-    assert executor.flat is None and held_inputs(executor) == [1]
+    executor_for(fake, plan)  # the fake's kernel argument kinds
+    function = CudaFunction(CudaArtifact(plan=plan, ptx="//ptx", chip="sm_90a"))
+    assert function.executor.flat is None and held_inputs(function.executor) == [1]
     interpreted = []
     run_plan = PlanExecutor.run_plan
     monkeypatch.setattr(PlanExecutor, "run_plan", lambda self, *a, **k: (
@@ -148,6 +151,6 @@ def test_a_plan_that_branches_on_an_integer_takes_the_fast_path_per_value(fake, 
     x = upload(f32(rng, 4))
     for g, kernel in ((4, "k_decode"), (5, "k_flash"), (4, "k_decode")):
         mark = fake.mark()
-        executor([x, g])
+        function(x, g)
         assert [launch.kernel for launch in fake.since(mark).launches] == [kernel]
-    assert not interpreted and len(executor._flat_at) == 2
+    assert not interpreted and len(function.executor._flat_at) == 2

@@ -19,11 +19,10 @@ p / g along each leading axis (an affine floordiv): the query heads of a group s
 their key and value head, nothing is copied. A run-time group (cir.attention's `group`,
 along `group_axis` a) cannot be a map: the scores and out generics take it as a 0-d
 input (their second and fourth) and gather k and v in their bodies at p_a / group,
-clamped into K's extent (what the body raised from reads), and carry
-`zynml.runtime_group = a`. IREE and
-the CPU run the generics; the CUDA backend finds the run of them
-(zynml/backend/cuda/strategies/attention.py) and launches one flash-attention kernel, so S, M
-and L never reach memory there.
+clamped into each one's extent (what the body raised from reads), and carry
+`zynml.runtime_group = a`. IREE and the CPU run the generics; the CUDA backend finds the
+run of them (zynml/backend/cuda/strategies/attention_match.py) and launches one
+flash-attention kernel, so S, M and L never reach memory there.
 """
 from __future__ import annotations
 
@@ -61,8 +60,9 @@ def lower_attention(op: ir.Operation) -> ir.Value:
         kv_lead = [ir.AffineDimExpr.get(a) if g == 1 else ir.AffineExpr.get_floor_div(
             ir.AffineDimExpr.get(a), ir.AffineConstantExpr.get(g)) for a, g in enumerate(groups)]
         offset_tensor = _zero_d(offset) if offset is not None else None
-        gathered = _GroupedRead(*run_time_group(op), n, [key, value]) \
-            if run_time_group(op) is not None else None
+        grouped_at_run_time = run_time_group(op)
+        gathered = _GroupedRead(*grouped_at_run_time, n, [key, value]) \
+            if grouped_at_run_time is not None else None
 
         def score(q, k, s):
             return arith.AddFOp(s, arith.MulFOp(arith.MulFOp(widened(q, acc), scale_acc).result,

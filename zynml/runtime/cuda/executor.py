@@ -124,10 +124,12 @@ class PlanExecutor:
         self._flat_at: dict[tuple, "_FlatPlan | None"] = {}
         self._size_inputs: list[int] | None = None
 
-    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+    def __call__(self, inputs: Sequence[Any], flat: "_FlatPlan | None" = None) -> list[Any]:
         """`inputs`: a DeviceArray per tensor input (C-contiguous, the plan's dtype and
-        shape), a number per scalar. Returns DeviceArrays and numbers."""
-        flat = self.flat if self.flat is not None else self._flat_at_call(inputs)
+        shape), a number per scalar. Returns DeviceArrays and numbers. `flat`: the plan
+        fixed at these inputs' sizes (plan_at_sizes.flat_at) where its own has run-time
+        sizes or branches; without one either, the interpreter runs it."""
+        flat = self.flat if self.flat is not None else flat
         if flat is not None:
             results = flat.run([getattr(v, "ptr", v) for v in inputs])
             for k, i in flat.updates:  # written in place: the input is the output
@@ -136,14 +138,6 @@ class PlanExecutor:
         if self.watchdog > 0:
             return watched(self.run_plan, self.device, self.plan, self.watchdog)(inputs)
         return self.run_plan(inputs)
-
-    def _flat_at_call(self, inputs: Sequence[Any]) -> "_FlatPlan | None":
-        """A plan with run-time sizes or branches (a launch chosen by the call's sizes or
-        integers): its fast path at this call's shapes and held integers, made once per
-        set (plan_at_sizes.flat_at); None where the interpreter must run it."""
-        from .plan_at_sizes import flat_at  # it builds on this module
-        return flat_at(self, [tuple(v.shape) if spec["kind"] == "tensor" else v
-                              for spec, v in zip(self.plan["inputs"], inputs)])
 
     def run_plan(self, inputs: Sequence[Any], queue: Any = None) -> list[Any]:
         """Interpret the plan step by step (loops, dynamic views, poisoned allocations).

@@ -47,11 +47,21 @@ class CudaFunction:
                   enumerate(zip(self.specs, args))]
         if stream is not None:  # results stay on the GPU: the call does not wait
             return self.executor.run_plan(values, queue=stream)
-        results = self.executor(values)
+        results = self.executor(values, self._fixed_plan(values))
         if on_gpu:
             return results
         host = [r.numpy() if isinstance(r, DeviceArray) else r for r in results]
         return host
+
+    def _fixed_plan(self, values: list) -> Any:
+        """A plan with run-time sizes or branches (a launch chosen by the call's sizes or
+        integers) fixed at this call's shapes and held integers, made once per set
+        (plan_at_sizes.flat_at): a loaded artifact's calls take the fast path too."""
+        if self.executor.flat is not None:
+            return None
+        return plan_at_sizes.flat_at(self.executor, [
+            tuple(v.shape) if spec["kind"] == "tensor" else v
+            for spec, v in zip(self.specs, values)])
 
     def _argument(self, index: int, spec: dict, arg: Any) -> Any:
         if spec["kind"] == "scalar":
