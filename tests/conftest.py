@@ -221,12 +221,13 @@ def pytest_collection_modifyitems(config, items):
 COMPILE_ONLY = knobs.GPU_COMPILE_ONLY.get()
 
 
-def dynamic_on_gpu(source, pipeline=None, dynamic=True, **example):
+def dynamic_on_gpu(source, pipeline=None, dynamic=True, target=None, **example):
     """`source` compiled with run-time sizes (`dynamic`: all, or the names given) for the
-    GPU; in compile-only mode its artifact at `example`'s dtypes (of `pipeline`, if
-    named) goes into the cache and the test stops there."""
+    GPU (`target`: a CUDA chip other than the default); in compile-only mode its artifact
+    at `example`'s dtypes (of `pipeline`, if named) goes into the cache and the test
+    stops there."""
     prog = zynml.compile(source, device="cuda" if COMPILE_ONLY else "cuda:0",
-                         require_device=not COMPILE_ONLY, dynamic=dynamic)
+                         require_device=not COMPILE_ONLY, dynamic=dynamic, target=target)
     if COMPILE_ONLY:
         (getattr(prog, pipeline)._program if pipeline else prog).artifact(**example)
         pytest.skip("compile-only: the artifact is in the cache")

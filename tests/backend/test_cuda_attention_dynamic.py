@@ -30,8 +30,9 @@ def example(d=64, dtype=np.float16, **extra):
     return dict(Q=q, K=kv, V=kv, **extra)
 
 
-def plan_of(source, dynamic=RUN_TIME, **inputs):
-    prog = zynml.compile(source, device="cuda", require_device=False, dynamic=dynamic)
+def plan_of(source, dynamic=RUN_TIME, target=None, **inputs):
+    prog = zynml.compile(source, device="cuda", require_device=False, dynamic=dynamic,
+                         target=target)
     return prog.artifact(**inputs).plan
 
 
@@ -96,6 +97,28 @@ def test_run_time_head_dims_pick_a_kernel_per_head_dim():
             assert not any("attention_wgmma" in name for name in ran), ran
         else:
             assert ran == [kernel]
+
+
+@pytest.mark.parametrize("source,extra", [(CAUSAL, {}),
+                                           (MASKED, dict(mask=np.ones((3, 5), bool)))],
+                         ids=["causal", "masked"])
+def test_sm80_f16_runs_on_tensor_cores_at_run_time_sizes(source, extra):
+    """sm_80 (no wgmma): f16 attention of run-time sizes on attention_tensor_core (mma.sync),
+    one kernel for every batch, heads and length (head dim static); everything run-time:
+    a kernel for head dims 64 and 128 under the plan's tests, the generics for others."""
+    plan = plan_of(source, RUN_TIME, "sm_80", **example(**extra))
+    for batch, heads, rows, keys in ((1, 1, 1, 1), (2, 3, 129, 300), (1, 2, 77, 256)):
+        mask = [(rows, keys)] if extra else []
+        shapes = [(batch, heads, rows, 64), (batch, heads, keys, 64),
+                  (batch, heads, keys, 64)] + mask
+        assert [name for name, _ in kernels(plan, shapes)] == ["attention_tensor_core"]
+    plan = plan_of(source, True, "sm_80", **example(**extra))
+    for d, kernel in ((64, "attention_tensor_core_d64"), (128, "attention_tensor_core_d128"),
+                      (32, None)):
+        shapes = [(2, 3, 129, d), (2, 3, 300, d), (2, 3, 300, d)] + \
+            ([(129, 300)] if extra else [])
+        ran = [name for name, _ in kernels(plan, shapes)]
+        assert ran == [kernel] if kernel else not any("tensor_core" in n for n in ran), ran
 
 
 @pytest.mark.parametrize("dtype,strategy", [(np.float32, "attention_simt_tiled"),
@@ -181,6 +204,21 @@ def test_cuda_every_size_run_time_matches_float64(rng):
     """dynamic=True: the head dim and the scale computed from it at run time too."""
     prog = dynamic_on_gpu(CAUSAL, dynamic=True, **example())
     for (batch, heads, rows, keys), d in zip(SIZES, (64, 128, 64, 128, 32)):
+        q, k, v = qkv(rng, batch, heads, rows, keys, d, np.float16)
+        want = grouped_reference(*wide(q, k, v), causal(rows, keys), scale=1 / np.sqrt(d))
+        out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)
+        assert_close(out, want, rtol=1e-2)
+    assert prog.stats().specializations == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dynamic", [RUN_TIME, True], ids=["head dim static", "all"])
+def test_cuda_sm80_tensor_core_attention_of_run_time_sizes_matches_float64(rng, dynamic):
+    """sm_80's mma.sync kernel (an H100 / H200 runs sm_80 code), causal, at the sizes
+    of SIZES; all run-time: head dims 64 and 128 and the scale 1 / sqrt(d) of the call."""
+    prog = dynamic_on_gpu(CAUSAL, dynamic=dynamic, target="sm_80", **example())
+    for (batch, heads, rows, keys), d in zip(SIZES, (64, 128, 64, 128, 64)):
+        d = d if dynamic is True else 64
         q, k, v = qkv(rng, batch, heads, rows, keys, d, np.float16)
         want = grouped_reference(*wide(q, k, v), causal(rows, keys), scale=1 / np.sqrt(d))
         out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)

@@ -38,6 +38,10 @@ and 128, masked or causal as well. The mask (bool, any of the loops (p.., i, j) 
 global memory, two neighbouring keys at a time where its rows allow. The 16-byte copies
 need 16-byte aligned buffers: ZynML's allocations are, and the runtime copies an input
 that is not (zynml/runtime/cuda/function.py).
+Run-time sizes (DYNAMIC): the batch, heads, rows and keys are read off the arguments and
+the last key tile is always checked; run-time head dims get a kernel per head dim of
+RUN_TIME_HEAD_DIMS, and a scale computed from them is the kernels' argument, each kernel
+run under the launch's test of the head dims and the scale > 0 (attention_sizes.py).
 Not here yet: bf16, wgmma and TMA (sm_90a), the mask through
 shared memory, more than 48 KB of shared memory (dynamic).
 """
@@ -53,17 +57,21 @@ from .kernel_builder import index_const
 from . import Launch
 from .tuning import choose
 from .attention_match import Group, attention_groups
+from .attention_sizes import head_dim_cases, run_time_launch
 from .flash_skeleton import (WARP, FlashFrame, KeyTileLoop, OnlineSoftmax, add,
-                             async_copy_chunk, async_group, base2_factor, block_slice,
+                             async_copy_chunk, async_group, base2_factor, base2_scale,
+                             block_slice,
                              both, clamp, covering, declare_static_tiles, frame_fields,
                              head_dims, inverse_sum, kernel_entry, kernel_values, less,
                              mask_allows, mask_pair, positive_scale, problem, quad_reduce,
-                             row_blocks_grid, row_major, spread_over_threads,
-                             static_tiles)
+                             row_blocks_grid, row_major, run_time_scale, run_time_sizes,
+                             spread_over_threads, static_tiles)
 
 
 NAME = "attention_tensor_core"
 REQUIRES = frozenset({"mma_sync", "ldmatrix", "cp_async"})
+DYNAMIC = True  # run-time sizes: memref.dim in the kernel, a kernel per head dim
+RUN_TIME_HEAD_DIMS = (64, 128)  # built for where the head dims are run-time sizes
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 MAX_HEAD_DIM = 128  # Q and O fragments stay in registers
 
@@ -101,11 +109,12 @@ DEFAULT_PARAMS = Params(warps=2, m_tiles=2, block_n=32, q_shared=True)
 CONFIGS = ((MAX_HEAD_DIM, DEFAULT_PARAMS),)
 
 
-def params_for(group: Group, target) -> Optional[Params]:
-    """The first CONFIGS entry (tuned) whose head dim covers Q's and V's and whose tiles
-    fit a block's static shared memory."""
-    d, e = head_dims(group)
-    return choose(NAME, covering(CONFIGS, group), target, problem(group),
+def params_for(group: Group, target, head_dim: Optional[int] = None) -> Optional[Params]:
+    """The first CONFIGS entry (tuned) whose head dim covers Q's and V's (`head_dim` for
+    both where given: run-time head dims) and whose tiles fit a block's static shared
+    memory."""
+    d, e = head_dims(group, head_dim)
+    return choose(NAME, covering(CONFIGS, group, (d, e)), target, problem(group),
                   lambda p: p.block_n % MMA_K == 0 and
                   p.shared_bytes(d, e) <= target.facts.max_static_shared_per_block)
 
@@ -120,21 +129,38 @@ def _f16_row_major(value: ir.Value) -> bool:
 
 
 def matches(group: Group, target) -> bool:
-    """f16 and row-major throughout, head dims multiples of 16 up to 128, a positive
-    constant scale, tiles that fit; causal or not."""
+    """f16 and row-major throughout, head dims multiples of 16 up to 128 (each of
+    RUN_TIME_HEAD_DIMS where they are run-time sizes), a positive scale (tested at launch
+    where it is a value of the call), tiles that fit; causal or not."""
     if not all(_f16_row_major(v) for v in (group.query, group.key, group.value, group.out)):
-        return False
-    d, e = head_dims(group)
-    if any(n % MMA_K or n > MAX_HEAD_DIM for n in (d, e)):
         return False
     if group.mask is not None and not row_major(group.mask):
         return False
-    return positive_scale(group) is not None and params_for(group, target) is not None
+    static = [n for n in head_dims(group) if not ir.ShapedType.is_dynamic_size(n)]
+    if any(n % MMA_K or n > MAX_HEAD_DIM for n in static):
+        return False
+    cases = head_dim_cases(group, RUN_TIME_HEAD_DIMS)  # [None]: static head dims
+    scale_ok = positive_scale(group) is not None or \
+        (run_time_sizes(group) and run_time_scale(group))
+    return bool(cases) and scale_ok and \
+        all(params_for(group, target, d) is not None for d in cases)
 
 
 def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
-    d, e = head_dims(group)
-    p = params_for(group, target)
+    """The kernel's Launch; with run-time sizes, a kernel per head dim case under the
+    plan's tests (attention_sizes.run_time_launch: the head dims, a run-time scale > 0)."""
+    if not run_time_sizes(group):
+        return _build(group, gpu_module, kernel_name, target)
+    return run_time_launch(
+        group, kernel_name, head_dim_cases(group, RUN_TIME_HEAD_DIMS),
+        lambda name, head_dim, _: _build(group, gpu_module, name, target, head_dim),
+        positive_scale=True)
+
+
+def _build(group: Group, gpu_module: ir.Operation, kernel_name: str, target,
+           head_dim: Optional[int] = None) -> Launch:
+    d, e = head_dims(group, head_dim)
+    p = params_for(group, target, head_dim)
     f16 = ir.F16Type.get()
     shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
     tiles = {name: ir.MemRefType.get([p.block_n, width + p.pad], f16, memory_space=shared)
@@ -142,12 +168,14 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
     if p.q_shared:
         tiles["q"] = ir.MemRefType.get([p.block_m, d + p.pad], f16, memory_space=shared)
     declare_static_tiles(gpu_module, kernel_name, tiles, group.ops[-1].location)
-    values = kernel_values(group)  # the scale is a constant: not among them
+    values = kernel_values(group)  # a constant scale is not among them: it is folded in
     threads = WARP * p.warps
     with kernel_entry(gpu_module, kernel_name, values, threads,
                       group.ops[-1].location) as args:
         mask = args[group.mask] if group.mask is not None else None
-        kernel = _Kernel(p=p, c=base2_factor(group), **frame_fields(group, args))
+        c = base2_scale(group, args, ir.F32Type.get()) if run_time_scale(group) else \
+            base2_factor(group)
+        kernel = _Kernel(p=p, c=c, **frame_fields(group, args, head_dim))
         kernel.emit(args[group.query], args[group.key], args[group.value], mask,
                     args[group.out], static_tiles(kernel_name, tiles))
     grid = row_blocks_grid(group, p.block_m)
@@ -159,7 +187,7 @@ def build(group: Group, gpu_module: ir.Operation, kernel_name: str, target) -> L
 @dataclass
 class _Kernel(FlashFrame):
     p: Params
-    c: float          # scale * log2(e)
+    c: float | ir.Value  # scale * log2(e): a number, or the call's (run-time sizes)
 
     # A lane holds two rows of each of the warp's m_tiles 16-row tiles (accumulator rows
     # 0 and 1: g and g + 8); "row r" below is r = 2 * tile + (0 or 1).
@@ -192,7 +220,9 @@ class _Kernel(FlashFrame):
             q_frags = tiles["q"]
         else:
             q_frags = [self._q_fragments(query, tile) for tile in range(p.m_tiles)]
-        self.mask, self.bounds = mask, self.keys % p.block_n != 0
+        # keys past the last in the last tile: checked (run-time keys: always)
+        self.mask, self.bounds = mask, not isinstance(self.keys, int) or \
+            self.keys % p.block_n != 0
         self.pairs = mask is not None and self.mask_pairs
         acc_type = ir.VectorType.get([2, 2], f32)
         self.zero_acc = arith.ConstantOp(acc_type, ir.DenseElementsAttr.get_splat(
