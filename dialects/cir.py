@@ -206,7 +206,9 @@ which are there. Result [P.., Sq, E]:
     k_a            = clamp(p_a / group, 0, K_a - 1)    along a = `group_axis`, with `group`
                      (read at run time; K_a: key's extent there for key, value's for
                      value; a group of 0 divides by 1, one below 0 reads head 0: the
-                     clamped reads of the body it is raised from)
+                     clamped reads of the body it is raised from. Clamping matters only
+                     to a program reading out of bounds, which checked mode reports; the
+                     CUDA kernels clamp both reads to the smaller extent)
 
 where j is allowed when `mask` holds there (all j without a mask) and, with
 `causal_offset = c`, when j <= i + c (+ `offset`, a run-time value, when that operand is
