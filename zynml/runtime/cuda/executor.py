@@ -119,16 +119,13 @@ class PlanExecutor:
     # ------------------------------------------------------------------ calls
 
         self.flat = _FlatPlan.build(self) if not self.poison else None
-        # a plan with run-time sizes: its fast paths at the sizes seen, and the scalar
-        # inputs they hold (plan_at_sizes.flat_at, for function.FastCalls)
+        # run-time sizes or branches: fast paths per sizes and held ints (plan_at_sizes.py)
         self._flat_at: dict[tuple, "_FlatPlan | None"] = {}
         self._size_inputs: list[int] | None = None
 
     def __call__(self, inputs: Sequence[Any], flat: "_FlatPlan | None" = None) -> list[Any]:
-        """`inputs`: a DeviceArray per tensor input (C-contiguous, the plan's dtype and
-        shape), a number per scalar. Returns DeviceArrays and numbers. `flat`: the plan
-        fixed at these inputs' sizes (plan_at_sizes.flat_at) where its own has run-time
-        sizes or branches; without one either, the interpreter runs it."""
+        """`inputs`: DeviceArrays (C-contiguous, the plan's shapes) and numbers; `flat`: the
+        plan fixed at their sizes (flat_at) where they are run-time. Gives the outputs."""
         flat = self.flat if self.flat is not None else flat
         if flat is not None:
             results = flat.run([getattr(v, "ptr", v) for v in inputs])

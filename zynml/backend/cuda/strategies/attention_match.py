@@ -90,12 +90,17 @@ class RunTimeGroup:
     group: ir.Value
     last: Optional[ir.Value] = None
 
-    def in_kernel(self, args: dict, heads: list) -> "RunTimeGroup":
-        """This group inside a kernel: its divisor loaded once (`args`: kernel_values ->
-        the kernel's arguments), `heads` K's and V's extents along its axis (Extents:
-        numbers, or memref.dim in the kernel)."""
-        static = [n for n in heads if isinstance(n, int)]
-        last = index_const(min(static) - 1) if len(static) == len(heads) else \
+    def in_kernel(self, args: dict, axis: int, key: ir.Value, value: ir.Value) -> "RunTimeGroup":
+        """This group inside a kernel (`args`: kernel_values -> the kernel's arguments):
+        its divisor loaded once, `last` from K's and V's extents along `axis` (numbers
+        where static; memref.dim of those the kernel takes where not: one that takes K or
+        V only through a TMA map needs no bound for it, the copy's own keeps it in memory)."""
+        heads = [n for n in (ir.MemRefType(v.type).shape[axis] for v in (key, value))
+                 if not ir.ShapedType.is_dynamic_size(n)]
+        heads += [memref.DimOp(args[v], index_const(axis)).result for v in (key, value)
+                  if ir.ShapedType.is_dynamic_size(ir.MemRefType(v.type).shape[axis]) and
+                  v in args]
+        last = index_const(min(heads) - 1) if all(isinstance(n, int) for n in heads) else \
             arith.SubIOp(functools.reduce(lambda a, b: arith.MinUIOp(a, b).result,
                                           [as_index(n) for n in heads]),
                          index_const(1)).result

@@ -346,23 +346,9 @@ def frame_fields(group, args: Optional[dict] = None, head_dim: Optional[int] = N
     kv_group = list(group.kv_group) or [1] * len(lead)
     if group.run_time_group is not None:  # its divisor loaded once, at the kernel's start
         axis, run_time = group.run_time_group
-        kv_group[axis] = run_time.in_kernel(args, _kv_heads(group, args, axis))
+        kv_group[axis] = run_time.in_kernel(args, axis, group.key, group.value)
     return dict(lead=lead, rows=rows, d=d, keys=keys, e=e, mask_dims=group.mask_dims,
                 causal=causal, kv_group=kv_group)
-
-
-def _kv_heads(group, args: dict, axis: int) -> list:
-    """K's and V's extents along `axis` in a kernel: numbers where static, memref.dim of
-    the buffers the kernel takes where not (one that takes K or V only through a TMA
-    map needs no bound for it: the copy's own keeps it in memory)."""
-    heads = []
-    for buffer in (group.key, group.value):
-        extent = ir.MemRefType(buffer.type).shape[axis]
-        if not ir.ShapedType.is_dynamic_size(extent):
-            heads.append(extent)
-        elif buffer in args:
-            heads.append(memref.DimOp(args[buffer], index_const(axis)).result)
-    return heads
 
 
 @dataclass
