@@ -200,25 +200,16 @@ def test_cuda_dynamic_masked_attention_matches_float64(rng):
 
 
 @pytest.mark.gpu
-def test_cuda_every_size_run_time_matches_float64(rng):
-    """dynamic=True: the head dim and the scale computed from it at run time too."""
-    prog = dynamic_on_gpu(CAUSAL, dynamic=True, **example())
-    for (batch, heads, rows, keys), d in zip(SIZES, (64, 128, 64, 128, 32)):
-        q, k, v = qkv(rng, batch, heads, rows, keys, d, np.float16)
-        want = grouped_reference(*wide(q, k, v), causal(rows, keys), scale=1 / np.sqrt(d))
-        out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)
-        assert_close(out, want, rtol=1e-2)
-    assert prog.stats().specializations == 1
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dynamic", [RUN_TIME, True], ids=["head dim static", "all"])
-def test_cuda_sm80_tensor_core_attention_of_run_time_sizes_matches_float64(rng, dynamic):
-    """sm_80's mma.sync kernel (an H100 / H200 runs sm_80 code), causal, at the sizes
-    of SIZES; all run-time: head dims 64 and 128 and the scale 1 / sqrt(d) of the call."""
-    prog = dynamic_on_gpu(CAUSAL, dynamic=dynamic, target="sm_80", **example())
-    for (batch, heads, rows, keys), d in zip(SIZES, (64, 128, 64, 128, 64)):
-        d = d if dynamic is True else 64
+@pytest.mark.parametrize("target,dynamic,dims", [
+    (None, True, (64, 128, 64, 128, 32)),        # wgmma, a head dim of 32: the generics
+    ("sm_80", RUN_TIME, (64,) * 5),              # mma.sync (an H100 / H200 runs sm_80 code)
+    ("sm_80", True, (64, 128, 64, 128, 64)),
+], ids=["sm_90a all", "sm_80 head dim static", "sm_80 all"])
+def test_cuda_causal_attention_of_run_time_sizes_matches_float64(rng, target, dynamic, dims):
+    """Causal f16 at the sizes of SIZES; all run-time (dynamic=True): the head dim and
+    the scale 1 / sqrt(d) computed from it at run time too."""
+    prog = dynamic_on_gpu(CAUSAL, dynamic=dynamic, target=target, **example())
+    for (batch, heads, rows, keys), d in zip(SIZES, dims):
         q, k, v = qkv(rng, batch, heads, rows, keys, d, np.float16)
         want = grouped_reference(*wide(q, k, v), causal(rows, keys), scale=1 / np.sqrt(d))
         out = np.asarray(prog(Q=q, K=k, V=v)["attn"]).astype(np.float64)
