@@ -87,8 +87,8 @@ def find_groups(generics: list, target) -> list[Group]:
     """The attention groups this kernel takes (a run-time group where the shapes fix the
     one it is built for: decode_split.as_static_group)."""
     return [group for group in attention_groups(generics)
-            if as_static_group(group) is not None and
-            _params_for(as_static_group(group), target) is not None]
+            if (fixed := as_static_group(group)) is not None and
+            _params_for(fixed, target) is not None]
 
 
 def _layout(group: Group, params: Params, target) -> Optional[Layout]:

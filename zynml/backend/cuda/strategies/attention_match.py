@@ -189,7 +189,7 @@ def _group(out_op: ir.Operation, generics: list) -> Optional[Group]:
     group_buffer = None
     if RUNTIME_GROUP in out_op.attributes:  # scores and out gather K and V
         group_buffer, gathered = value, _gathered_kv(writers["scores"], out_op)
-        if gathered is None or key != group_buffer:
+        if gathered is None:  # (it checks that scores reads the same group)
             return None
         key, value = gathered
     ops, buffers, out = [], [scores, row_max, row_sum], outs[0]
