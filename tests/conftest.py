@@ -42,6 +42,14 @@ def assert_close(actual, expected, rtol=1e-5, floor=0.0):
     assert err < rtol, f"relative error {err:.3e} >= {rtol:.0e}"
 
 
+def torch_unaligned(torch, array):
+    """A float32 torch copy of `array` 4 bytes past a 16-byte boundary."""
+    view = torch.empty(array.size + 1, device="cuda")[1:].view(array.shape)
+    view.copy_(torch.from_numpy(array))
+    assert view.data_ptr() % 16 == 4
+    return view
+
+
 def assert_compile_error(source: str, where: str, message: str) -> None:
     """Compiling `source` fails with a located error: `<string>:WHERE: error: MESSAGE...`."""
     with pytest.raises(zynml.ZynMLError) as info:

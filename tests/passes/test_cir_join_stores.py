@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import conftest
 import zynml
 from conftest import assert_close
 from kernels import fused_reference
@@ -104,12 +105,13 @@ def _cuda_launches(source, pipeline=None, **inputs):
     return list(launches(prog.artifact(**inputs).plan["body"]))
 
 
-@pytest.mark.parametrize("form", ["interleaved", "rotate_half"])
-def test_rms_norm_rope_is_one_row_kernel_on_cuda(rng, form):
+@pytest.mark.parametrize("form, blocks", [("interleaved", 18), ("rotate_half", 9)])
+def test_rms_norm_rope_is_one_row_kernel_on_cuda(rng, form, blocks):
     [launch] = _cuda_launches(RMS_NORM_ROPE, form, **_inputs(rng, 2, 9, 4, 128))
     assert launch["strategy"] == "row_fused"
-    # a warp per 128-element row, 4 rows a block: 72 rows in 18 blocks
-    assert launch["block"] == [128, 1, 1] and launch["grid"] == [18, 1, 1]
+    # a warp per 128-element row, 4 rows a block: 72 rows in 18 blocks; rotate-half's
+    # warps take two heads each (their angles and weight loaded once): 9 blocks
+    assert launch["block"] == [128, 1, 1] and launch["grid"] == [blocks, 1, 1]
 
 
 def test_the_spec_rope_is_one_kernel_on_cuda(rng):
@@ -134,8 +136,27 @@ def test_stores_that_leave_gaps_stay_strided_writes(rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("form", ["interleaved", "rotate_half"])
-@pytest.mark.parametrize("shape", SHAPES + [(4, 33, 8, 128), (1, 5, 3, 64)])
+@pytest.mark.parametrize("shape", SHAPES + [(4, 33, 8, 128), (1, 5, 3, 64),
+                                   (3, 5, 2, 128), (2, 3, 5, 128), (1, 1, 2, 128)])
 def test_cuda_rms_norm_rope_matches_float64(rng, form, shape):
+    """(3, 5, 2, 128): 30 rows, two a warp, the last block's last warp idle; 5 heads:
+    a row a warp."""
     inputs = _inputs(rng, *shape)
     prog = getattr(zynml.compile(RMS_NORM_ROPE, device="cuda:0"), form)
     assert_close(prog(**inputs), rms_norm_rope(form, **inputs), rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_cuda_rotate_half_from_unaligned_torch_views(rng):
+    """Every input 4 bytes past a 16-byte boundary: the chunk loads of the weight and
+    the angle tables check at run time and read a column at a time."""
+    inputs = _inputs(rng, 2, 7, 4, 128)
+    prog = zynml.compile(RMS_NORM_ROPE, device="cuda:0").rotate_half
+    prog._program.artifact(**inputs)  # compile-only runs stop at the skip below
+    if conftest.COMPILE_ONLY:
+        pytest.skip("compile-only: no GPU for torch")
+    torch = pytest.importorskip("torch")
+    views = {name: conftest.torch_unaligned(torch, array)
+             if isinstance(array, np.ndarray) else array for name, array in inputs.items()}
+    got = torch.as_tensor(prog(**views), device="cuda").cpu().numpy()
+    assert_close(got, rms_norm_rope("rotate_half", **inputs), rtol=1e-5)

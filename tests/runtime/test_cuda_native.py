@@ -9,7 +9,7 @@ import pytest
 
 import zynml
 import conftest
-from conftest import assert_close
+from conftest import assert_close, torch_unaligned
 
 pytestmark = pytest.mark.gpu
 
@@ -95,14 +95,6 @@ EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] \
 
 def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
-
-
-def torch_unaligned(torch, array):
-    """A float32 torch copy of `array` 4 bytes past a 16-byte boundary."""
-    view = torch.empty(array.size + 1, device="cuda")[1:].view(array.shape)
-    view.copy_(torch.from_numpy(array))
-    assert view.data_ptr() % 16 == 4
-    return view
 
 
 def torch_host(torch, result):

@@ -25,6 +25,11 @@ become straight-line code. Longer rows take the loops, each generic reading memo
 row whose length only run time knows gets register kernels for rows up to a few bounds
 (REGISTER_CHUNKS), each launched where the length fits it and is a multiple of the
 chunk's columns, and the loops elsewhere.
+
+A row a warp holds (up to 128 f32 points) is a warp's: a block takes `warp_rows` rows,
+a warp each. Where the body gathers from another chunk and that load does not depend on
+the last row loop (RoPE's rotate-half angles and weight, the same for every head), a
+warp takes `rows_per_warp` neighbouring rows of that loop in turn and loads it once.
 """
 from __future__ import annotations
 
@@ -45,8 +50,9 @@ from .tuning import problem_key, tuned
 from .pointwise import emit_point
 from . import implicit_gemm, matmul, matvec, row_reduce
 from .row_reduce import WARP, block_size, emit_block_reduce, shared_partials
+from .row_gathers import chunk_gathers
 from .row_points import plan as plan_registers
-from .row_registers import RowRegisters, only_if
+from .row_registers import RowInvariants, RowRegisters, only_if
 
 NAME = "row_fused"
 DYNAMIC = True  # run-time rows and row lengths (extents.py)
@@ -71,6 +77,10 @@ class Params:
     #                            (blocks of one warp cap a multiprocessor at 32 warps)
     chunk_gathers: bool = True  # gathers within a point's own chunk read from registers
     #                             (row_gathers.py)
+    moved_gathers: bool = True  # gathers that read another chunk whole: a load a chunk
+    lane_gathers: bool = True  # ...from the lane holding it, where a warp holds the row
+    rows_per_warp: int = 2     # rows a warp of such blocks takes in turn (row_registers'
+    #                            RowInvariants: what they share is loaded once)
 
 
 DEFAULT_PARAMS = Params()  # tuned by the target's params (tuning.py)
@@ -262,34 +272,68 @@ def _kernel(group: list[ir.Operation], gpu_module: ir.Operation, kernel_name: st
         extents = kernel_extents(leader, scope)
         row, tid = gpu.block_id(gpu.Dimension.x), gpu.thread_id(gpu.Dimension.x)
         last_row = None
+        per_warp = _rows_per_warp(group, params, registers, warp_rows, extents, rank)
         if warp_rows > 1:
             row = arith.AddIOp(arith.MulIOp(row, index_const(warp_rows)).result,
                                arith.DivUIOp(tid, index_const(WARP)).result).result
+            if per_warp > 1:
+                row = arith.MulIOp(row, index_const(per_warp)).result
             tid = arith.RemUIOp(tid, index_const(WARP)).result
             rows = product(extents[:rank])
-            if not isinstance(rows, int) or rows % warp_rows:  # the last block's extra warps
+            if not isinstance(rows, int) or rows % (warp_rows * per_warp):
+                # the last block's extra warps (a warp's rows are all there or none)
                 last_row = arith.CmpIOp(arith.CmpIPredicate.ult, row, as_index(rows)).result
+        invariants = None
+        if per_warp > 1:
+            invariants = RowInvariants(rank - 1, frozenset(
+                out for g in group for out in generic_operands(g)[1]))
         with only_if(last_row):
-            _emit_rows(group, scope, extents, rank, delinearize(row, extents[:rank]), tid,
-                       registers, partials, block, params.chunk_gathers)
+            for r in range(per_warp):
+                at = arith.AddIOp(row, index_const(r)).result if r else row
+                _emit_rows(group, scope, extents, rank, delinearize(at, extents[:rank]),
+                           tid, registers, partials, block, params, invariants)
         gpu.ReturnOp([])
     with ir.InsertionPoint(group[-1]), group[-1].location:  # after every operand
         rows = product(host_extents(leader)[:rank])
-        if warp_rows > 1:
-            rows = -(-rows // warp_rows) if isinstance(rows, int) else arith.DivUIOp(
-                arith.AddIOp(rows, index_const(warp_rows - 1)).result,
-                index_const(warp_rows)).result
+        taken = warp_rows * per_warp  # rows a block takes
+        if taken > 1:
+            rows = -(-rows // taken) if isinstance(rows, int) else arith.DivUIOp(
+                arith.AddIOp(rows, index_const(taken - 1)).result,
+                index_const(taken)).result
     return Launch(kernel_name, signature.values, (rows, 1, 1), (block * warp_rows, 1, 1))
 
 
+def _rows_per_warp(group: list, params: Params, registers, warp_rows: int, extents: list,
+                   rank: int) -> int:
+    """Rows a warp of a warp-per-row block takes one after the other. They differ in the
+    last row loop only, whose extent they divide, so what does not depend on that loop
+    is loaded once (row_registers.RowInvariants). Taken where that saves a gather's
+    loads of another chunk (RoPE's rotate-half angles and weight across heads): without
+    one, the rows measured up to 2% slower on an H200 (docs/performance.md, Session 33)."""
+    last = extents[rank - 1]
+    per_warp = params.rows_per_warp
+    if warp_rows == 1 or per_warp == 1 or not isinstance(last, int) or last % per_warp \
+            or not (params.chunk_gathers and params.moved_gathers) or \
+            registers.bound is not None or len(registers.row_shape) != 1 or \
+            registers.chunks != 1:
+        return 1
+    for generic in group:
+        for gather in chunk_gathers(generic, rank, loop_extents(generic), registers.width,
+                                    moved=True):
+            if not gather.own and rank - 1 not in gather.dims:
+                return per_warp
+    return 1
+
+
 def _emit_rows(group: list, scope: KernelScope, extents: list, rank: int, row_ivs: list,
-               tid: ir.Value, registers, partials: dict, block: int,
-               chunk_gathers: bool) -> None:
+               tid: ir.Value, registers, partials: dict, block: int, params: Params,
+               invariants: RowInvariants | None = None) -> None:
     """The group's generics at the block's row (`row_ivs`), thread `tid` of `block`."""
     held = None
     if registers:
         length = as_index(product(extents[rank:])) if registers.bound else None
-        held = RowRegisters(registers, scope, row_ivs, tid, length, chunk_gathers)
+        held = RowRegisters(registers, scope, row_ivs, tid, length, params.chunk_gathers,
+                            params.moved_gathers, invariants, params.lane_gathers)
     for index, generic in enumerate(group):
         if held:  # (a run-time extent may be a private temporary's, never passed)
             held.emit(index, generic, partials.get(index))

@@ -1,4 +1,4 @@
-"""Row gathers: loads of a row kernel's body that read within the point's own chunk.
+"""Row gathers: loads of a row kernel's body that read a chunk whole.
 
 A row held in registers (row_registers.py) gives thread t chunks of W neighbouring
 columns, chunk k starting at s = (k B + t) W, and the values of the row's inputs at
@@ -13,14 +13,16 @@ start s of the row, the W points s .. s + W - 1 read W elements of the chunk at 
 (a fixed lane each), the thread takes them from the buffer's values at its own points:
 held already, or one 16-byte load of the chunk.
 
-(Gathers that read another chunk by whole chunks, RoPE's halves x[r, e % n + n], were
-tried as 16-byte loads of that chunk: slower on an H200 than the 4-byte gathers, 0.089
-against 0.084 ms, and 0.093 issued before the row's reduction; they stay gathers.)
+A gather whose W points of a chunk read W elements of another chunk, the same one for
+the W points (RoPE's rotate-half partners x[r, e % n + n], and its angle tables
+cos[t, e % n], whose rows are half as long), is a "moved" gather: the thread loads the
+chunk it reads (one 16-byte load where the buffer is aligned) and takes its lanes.
 
 Whether a load is such a gather is found by evaluating its last index's computation
 (linalg.index and integer arith, clamps included) at every point of a static row, with
 the row loops at their first, second and last values (the same each time: a function of
-the point alone); the other indices must be row loops themselves (clamps aside).
+the point alone; for a moved gather, body_dims proves it); the other indices must be row
+loops themselves (clamps aside).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from typing import Optional
 from mlir import ir
 
 from ....lowering.cir_ops import SIGNED_FOLDS, defining_op
+from .body_slices import body_dims
 from .kernel_builder import generic_operands
 
 _INTEGER_OPS = {
@@ -47,30 +50,45 @@ _PREDICATES = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a
 
 @dataclass(frozen=True)
 class ChunkGather:
-    """A load whose W points of a chunk read W elements of that chunk."""
+    """A load whose W points of a chunk read W elements of one chunk: the point's own
+    (`own`), or another at the same offset for all W points (the last index at the
+    chunk's first point, less lanes[0], is that chunk's start)."""
     load: ir.Operation   # the memref.load of the generic's body
     dims: tuple          # the loop each index but the last is
-    lanes: tuple         # point l of a chunk reads lane lanes[l] of the chunk
+    lanes: tuple         # point l of a chunk reads lane lanes[l] of the chunk read
+    own: bool = True
 
     @property
     def buffer(self) -> ir.Value:
         return self.load.operands[0]
 
+    @property
+    def last_index(self) -> ir.Value:
+        return list(self.load.operands)[-1]
 
-def chunk_gathers(generic: ir.Operation, rank: int, extents: list, width: int
-                  ) -> list[ChunkGather]:
+
+def chunk_gathers(generic: ir.Operation, rank: int, extents: list, width: int,
+                  moved: bool = False) -> list[ChunkGather]:
     """The chunk gathers of `generic`'s body: loops of `extents` (the row's last, of a
-    static length; the `rank` loops before it the rows), chunks of `width` columns."""
+    static length; the `rank` loops before it the rows), chunks of `width` columns;
+    those that read another chunk too where `moved`."""
     if len(extents) != rank + 1 or extents[-1] is None or extents[-1] % width:
         return []
+    point_only = _point_only(generic, rank) if moved else set()
     found = []
     for op in generic.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "memref.load" and _of_an_input(generic, op.operands[0]):
             gather = _classify(op, rank, extents, width)
-            if gather is not None:
+            if gather is not None and (gather.own or gather.last_index in point_only):
                 found.append(gather)
     return found
+
+
+def _point_only(generic: ir.Operation, rank: int) -> set:
+    """The body's values that depend on the point's column alone (loop `rank`)."""
+    dims = body_dims(generic)
+    return set() if dims is None else {v for v, d in dims.items() if d == {rank}}
 
 
 def _of_an_input(generic: ir.Operation, buffer: ir.Value) -> bool:
@@ -90,19 +108,20 @@ def _classify(load: ir.Operation, rank: int, extents: list, width: int
     rows = [2 if n is None else n for n in extents[:rank]]  # (a run-time number of rows)
     probes = {tuple(0 for _ in rows), tuple(n - 1 for n in rows),
               tuple(min(1, n - 1) for n in rows)}
-    lanes = None
+    lanes, own = None, True
     for start in range(0, extents[-1], width):  # chunk by chunk: most loads fail at once
         for probe in probes:  # (the same at each: the last index is the point's alone)
             env = dict(enumerate(probe))
             here = tuple(_evaluate(indices[-1], {**env, rank: start + lane}, {})
                          for lane in range(width))
-            if None in here:
+            if None in here or not 0 <= here[0] < shape[-1]:
                 return None
-            here = tuple(value - start for value in here)
+            read = here[0] - here[0] % width  # the chunk the first point reads
+            here = tuple(value - read for value in here)
             if not all(0 <= lane < width for lane in here) or lanes not in (None, here):
                 return None
-            lanes = here
-    return ChunkGather(load, dims, lanes)
+            lanes, own = here, own and read == start
+    return ChunkGather(load, dims, lanes, own)
 
 
 def _loop_of(index: ir.Value) -> Optional[int]:

@@ -21,6 +21,11 @@ thread (row_reduce.block_totals: shuffles, one barrier and shared memory between
 none for a warp per row); thread 0 stores it unless it is private. So no generic reads
 what another thread wrote, and the group needs no barriers between generics.
 
+A body's gathers that read a chunk whole (row_gathers.py) take the values the thread
+holds (its own chunk), those another lane of the warp holds (a shuffle), or one load of
+the chunk read; such a load that does not depend on the row loop a warp's rows differ in
+is made once for them (RowInvariants).
+
 The last chunk of a row whose length is no multiple of B * W is guarded: its loads read
 column 0 instead, reductions skip it, stores do not happen. A row of run-time length
 (a plan with a `bound`) guards every chunk against the length the kernel is given, which
@@ -29,29 +34,57 @@ the launch found a multiple of W.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import arith, memref, scf, ub, vector
+from mlir.dialects import arith, gpu, memref, scf, ub, vector
 
 from .kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
                                   generic_operands, identity_layout, index_const,
                                   indexing_maps, iterator_kinds, kernel_type)
 from . import row_reduce
 from .extents import loop_extents
+from .body_slices import backward_slice
 from .row_gathers import chunk_gathers
 from .row_points import Plan, dims, row_map, row_only
+from .row_reduce import WARP
+
+
+@dataclass
+class RowInvariants:
+    """What a thread loads once for several rows that differ in one row loop only
+    (`varying`): the loads of buffers the group does not write whose indices do not
+    use that loop (a weight, RoPE's angle tables across heads)."""
+    varying: int
+    written: frozenset
+    values: dict = field(default_factory=dict)  # load key -> its values at the points
+
+    def cache(self, buffer: ir.Value, loops: set) -> dict | None:
+        """Where a load of `buffer` at indices using `loops` is kept, or None."""
+        return None if self.varying in loops or buffer in self.written else self.values
 
 
 class RowRegisters:
     """Emits generics of a planned group at the thread's points; holds their values."""
 
     def __init__(self, plan: Plan, scope: KernelScope, row_ivs: list[ir.Value], tid: ir.Value,
-                 length: ir.Value | None = None, chunk_gathers: bool = True):
+                 length: ir.Value | None = None, chunk_gathers: bool = True,
+                 moved_gathers: bool = True, invariants: RowInvariants | None = None,
+                 lane_gathers: bool = True):
         """`length`: the row's run-time length, for a plan with a `bound`;
-        `chunk_gathers`: take gathers within a point's own chunk from registers."""
+        `chunk_gathers`: take gathers within a point's own chunk from registers;
+        `moved_gathers`: and load those that read another chunk whole by chunks;
+        `invariants`: loads shared with the other rows the thread takes;
+        `lane_gathers`: take a moved gather's chunk from the lane holding it."""
         self.plan, self.scope, self.row_ivs, self.tid = plan, scope, list(row_ivs), tid
+        self.invariants = invariants
         self.chunk_gathers = chunk_gathers and plan.bound is None and plan.width > 1 and \
             len(plan.row_shape) == 1
+        # (loading another chunk lost to the 4-byte gathers where no lane held it and
+        # no row shared the load: 0.089 against 0.084 ms on an H200, Session 28)
+        self.moved_gathers = self.chunk_gathers and moved_gathers and \
+            plan.block == WARP and plan.chunks == 1
+        self.lane_gathers = lane_gathers
         width, block = plan.width, plan.block
         first = arith.MulIOp(tid, index_const(width)).result if width > 1 else tid
         self.chunks: list[tuple] = []  # (valid, or None when always; ivs of lane 0)
@@ -160,18 +193,80 @@ class RowRegisters:
                 self._store(out, amap, values)
 
     def _gathered(self, generic: ir.Operation) -> dict:
-        """The body's gathers within the point's own chunk (row_gathers.py): each one's
-        value at each point, from the buffer's values the thread holds at its points."""
+        """The body's gathers that read a chunk whole (row_gathers.py): each one's value
+        at each point, from the buffer's values the thread holds at its points (the
+        point's own chunk) or from a load of the chunk read."""
         width, rank = self.plan.width, self.plan.rank
         found = {}
-        for gather in chunk_gathers(generic, rank, loop_extents(generic), width):
+        for gather in chunk_gathers(generic, rank, loop_extents(generic), width,
+                                    moved=self.moved_gathers):
             layout = ir.AffineMap.get(rank + 1, 0, [ir.AffineDimExpr.get(d) for d in
                                                     gather.dims + (rank,)])
-            held = self._at_points(gather.buffer, layout)
+            if gather.own:
+                held = self._at_points(gather.buffer, layout)
+            elif self._from_lanes(gather, layout):
+                held = self._shuffled(generic, gather, layout)
+            else:
+                held = self._shared(gather.buffer, set(gather.dims), gather.load.results[0],
+                                    lambda: self._load_moved(generic, gather, layout))
             found[gather.load.results[0]] = [held[k * width + lane]
                                              for k in range(self.plan.chunks)
                                              for lane in gather.lanes]
         return found
+
+    def _from_lanes(self, gather, layout: ir.AffineMap) -> bool:
+        """Whether the chunk a moved gather reads is held by another lane of the warp
+        (which holds the whole row, a chunk a lane): the buffer's values at the
+        thread's points are held already (32-bit)."""
+        element = ir.MemRefType(gather.buffer.type).element_type
+        return self.lane_gathers and element.width == 32 and \
+            (gather.buffer, str(layout)) in self.values
+
+    def _shuffled(self, generic: ir.Operation, gather, layout: ir.AffineMap
+                  ) -> list[ir.Value]:
+        """The chunk a moved gather reads, from the lane holding it (a shuffle a value
+        the gather uses)."""
+        own = self.values[(gather.buffer, str(layout))]
+        i32 = ir.IntegerType.get_signless(32)
+        start = self._moved_starts(generic, gather)[0][-1]
+        lane = arith.IndexCastOp(i32, arith.DivUIOp(
+            start, index_const(self.plan.width)).result).result
+        warp = arith.ConstantOp(i32, WARP).result
+        return [gpu.ShuffleOp(value, lane, warp, gpu.ShuffleMode.IDX).results[0]
+                if j in gather.lanes else value for j, value in enumerate(own)]
+
+    def _shared(self, buffer: ir.Value, loops: set, key, load) -> list[ir.Value]:
+        """`load()`, or its values from an earlier row where they are the same."""
+        cache = self.invariants.cache(buffer, loops) if self.invariants else None
+        if cache is None:
+            return load()
+        if key not in cache:
+            cache[key] = load()
+        return cache[key]
+
+    def _load_moved(self, generic: ir.Operation, gather, layout: ir.AffineMap
+                    ) -> list[ir.Value]:
+        """The chunk each of the thread's chunks reads through `gather` (not its own),
+        lane by lane, loaded."""
+        starts = self._moved_starts(generic, gather)
+        points = [ivs[:-1] + [arith.AddIOp(ivs[-1], index_const(lane)).result
+                              if lane else ivs[-1]]
+                  for ivs in starts for lane in range(self.plan.width)]
+        return self._load_chunks(gather.buffer, layout, starts, points)
+
+    def _moved_starts(self, generic: ir.Operation, gather) -> list[list[ir.Value]]:
+        """Per chunk of the thread, the loop values of the first point of the chunk
+        `gather` reads: the gather's last index at the chunk's first point, less the
+        lane that point reads."""
+        ops, _ = backward_slice(generic, [gather.last_index])
+        starts = []
+        for _, ivs in self.chunks:
+            first = self.scope.clone_slice(ops, {}, lambda d, ivs=ivs: ivs[d])
+            start = first[gather.last_index]
+            if gather.lanes[0]:
+                start = arith.SubIOp(start, index_const(gather.lanes[0])).result
+            starts.append(ivs[:-1] + [start])
+        return starts
 
     def _operands(self, values: list[ir.Value], maps: list[ir.AffineMap]) -> list[list]:
         """Each operand's value at each point: held, loaded, or the same for the row."""
@@ -189,26 +284,37 @@ class RowRegisters:
     def _at_points(self, buffer: ir.Value, amap: ir.AffineMap) -> list[ir.Value]:
         key = (buffer, str(amap))
         if key not in self.values:
-            self.values[key] = self._load(buffer, amap)
+            loops = {d for e in amap.results for d in dims(e)}
+            self.values[key] = self._shared(buffer, loops, key,
+                                            lambda: self._load(buffer, amap))
         return self.values[key]
 
     def _load(self, buffer: ir.Value, amap: ir.AffineMap) -> list[ir.Value]:
+        return self._load_chunks(buffer, amap, [ivs for _, ivs in self.chunks],
+                                 [ivs for _, ivs in self.points])
+
+    def _load_chunks(self, buffer: ir.Value, amap: ir.AffineMap, starts: list,
+                     points: list) -> list[ir.Value]:
+        """`buffer` under `amap` at `points` (loop values), W neighbours from each of
+        `starts` (a chunk's first point): one vector load a chunk where aligned."""
+        width = self.plan.width
+
         def scalars():
-            return [self.scope.load(buffer, apply_map(amap, ivs)) for _, ivs in self.points]
+            return [self.scope.load(buffer, apply_map(amap, ivs)) for ivs in points]
         vec = self._vector_type(buffer, amap)
         if vec is None:
             return scalars()
         element = ir.MemRefType(buffer.type).element_type
-        branch = scf.IfOp(self._aligned(buffer, vec), [element] * len(self.points),
+        branch = scf.IfOp(self._aligned(buffer, vec), [element] * (len(starts) * width),
                           has_else=True)
         with ir.InsertionPoint(branch.then_block):
             aligned = as_global(self.scope.value(buffer))
             values = []
-            for _, ivs in self.chunks:
+            for ivs in starts:
                 loaded = vector.LoadOp(vec, aligned, apply_map(amap, ivs),
                                        alignment=vector_bytes(vec)).result
                 values += [vector.ExtractOp(loaded, [], [lane]).result
-                           for lane in range(self.plan.width)]
+                           for lane in range(width)]
             scf.YieldOp(values)
         with ir.InsertionPoint(branch.else_block):
             scf.YieldOp(scalars())
