@@ -53,6 +53,10 @@ PASSES: dict[str, tuple[str, str]] = {
     "linalg-to-gpu-kernels": ("linalg_to_gpu_kernels",
                               "Outline each linalg.generic on memrefs into a gpu.func chosen "
                               "by strategy"),
+    "gpu-kernels-wait-on-predecessor": ("gpu_kernels_wait_on_predecessor",
+                                        "Let each kernel start while the one before it "
+                                        "runs and wait for it first (programmatic "
+                                        "dependent launch, sm_90+)"),
     "convert-nvgpu-kernels-to-nvvm": ("nvgpu_kernels_to_nvvm",
                                       "Lower nvgpu ops in the kernels that use them "
                                       "(convert-nvgpu-to-nvvm), leaving the other kernels "

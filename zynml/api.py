@@ -473,7 +473,8 @@ def _cuda_target(chip: str | None, params: str | dict, deterministic: bool = Fal
     from .backend.cuda.target import CudaTarget
     try:
         chip = CudaTarget.parse(chip).chip if chip else CudaTarget().chip
-        return CudaTarget(chip, params=params, deterministic=deterministic)
+        return CudaTarget(chip, params=params, deterministic=deterministic,
+                          wait_on_predecessor=knobs.PROGRAMMATIC_LAUNCH.get())
     except ValueError as err:
         raise ZynMLError(str(err)) from None
 

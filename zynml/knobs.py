@@ -26,7 +26,7 @@ __all__ = [
     "Knob", "KnobError", "KNOBS", "validate", "markdown_table",
     "CACHE_DIR", "CHECK", "CPU_THREADS", "CPU_SYNC_BYTES", "CUDA_POISON", "CUDA_WATCHDOG",
     "DEBUG",
-    "DETERMINISTIC", "IREE_COMPILE",
+    "DETERMINISTIC", "IREE_COMPILE", "PROGRAMMATIC_LAUNCH",
     "REPRODUCER_DIR", "AUTOTUNE", "UKERNELS",
     "LOG", "SPECIALIZATION_LIMIT",
     "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
@@ -164,6 +164,13 @@ CUDA_WATCHDOG: Knob[float] = Knob(
     "fault, or kernels still running after this long, is an error naming that call's "
     "kernels; 0: off",
     read_by=("zynml/runtime/cuda/executor.py",))
+PROGRAMMATIC_LAUNCH: Knob[bool] = Knob(
+    "ZYNML_PROGRAMMATIC_LAUNCH", "bool", False,
+    "Native CUDA on sm_90 and later: compile kernels that start while the kernel before "
+    "them still runs and wait for it first (programmatic dependent launch, "
+    "griddepcontrol), and launch such kernels so; set to 0 when they run, they launch "
+    "one after the other",
+    read_by=("zynml/api.py", "zynml/runtime/cuda/executor.py"))
 DEBUG: Knob[bool] = Knob(
     "ZYNML_DEBUG", "bool", False,
     "Show the Python traceback of an internal error (a bug) in `zynml`, `zynml-opt` and "
@@ -237,7 +244,7 @@ TEST_VULKAN: Knob[bool] = Knob(
 
 KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CPU_SYNC_BYTES, CUDA_POISON,
                            CUDA_WATCHDOG, DEBUG,
-                           DETERMINISTIC, IREE_COMPILE, REPRODUCER_DIR, AUTOTUNE, UKERNELS, LOG, SPECIALIZATION_LIMIT,
+                           DETERMINISTIC, IREE_COMPILE, PROGRAMMATIC_LAUNCH, REPRODUCER_DIR, AUTOTUNE, UKERNELS, LOG, SPECIALIZATION_LIMIT,
                            FUZZ_SCALE, FUZZ_SHRINK,
                            GPU_COMPILE_ONLY, TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 

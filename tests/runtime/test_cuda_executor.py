@@ -76,6 +76,7 @@ class FakeCuda:
         self.memsets = []     # (ptr, byte, nbytes)
         self.uploads = []     # (dst, bytes)
         self.attributes = []  # cuFuncSetAttribute (function name, attribute, value)
+        self.launch_attributes = []  # cuLaunchKernelEx's: (kernel, [(id, value)])
         self.errors = []      # what a correct runtime never does (use after free, ...)
         self.kinds = {}       # kernel name -> arg kinds, to decode parameter blocks
         self.kernels = {}     # kernel name -> fn(fake, args): its effect on memory
@@ -349,8 +350,12 @@ def fake_libcuda(fake, with_ex=True):
 
     def launch_ex(config, function, params, extra):
         c = config.contents
-        if c.attrs is not None or c.num_attrs:
-            fake.errors.append("launch attributes")
+        attributes = ctypes.cast(c.attrs, ctypes.POINTER(driver._LaunchAttribute))
+        given = [(attributes[i].id, attributes[i].value) for i in range(c.num_attrs)]
+        if (c.attrs is None) != (c.num_attrs == 0) or any(
+                name != driver.PROGRAMMATIC_STREAM_SERIALIZATION for name, _ in given):
+            fake.errors.append(f"launch attributes {given}")
+        fake.launch_attributes.append((fake.functions[function].name, given))
         return launch(function, *c.grid, *c.block, c.shared_bytes, c.stream, params, extra)
 
     def get_current(slot):

@@ -51,9 +51,10 @@ def kernel_pipeline(target: CudaTarget) -> str:
 # (device_offsets.py: a cache row at a position read on the device) becomes address
 # arithmetic, which convert-gpu-to-nvvm lowers.
 def nvvm_pipeline(target: CudaTarget) -> str:
+    wait = "gpu-kernels-wait-on-predecessor," if target.waits_on_predecessor else ""
     return (f"builtin.module(nvvm-attach-target{{chip={target.chip} "
             f"features={target.ptx_features} O={target.opt_level}}},"
-            "convert-nvgpu-kernels-to-nvvm,"
+            f"{wait}convert-nvgpu-kernels-to-nvvm,"
             "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
             "convert-gpu-to-nvvm,convert-nvvm-to-llvm,"
             "canonicalize,cse,reconcile-unrealized-casts))")

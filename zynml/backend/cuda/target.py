@@ -37,6 +37,8 @@ FEATURES = {
     "clusters": "thread-block clusters and distributed shared memory (sm_90)",
     "wgmma": "warpgroup matrix products (wgmma.mma_async; sm_90a only)",
     "setmaxnreg": "per-warpgroup register reallocation (setmaxnreg; sm_90a, sm_100a)",
+    "griddepcontrol": "programmatic dependent launch: a kernel starts while the one "
+                      "before it runs and waits for it (griddepcontrol; sm_90)",
 }
 
 
@@ -70,7 +72,7 @@ class Chip:
 _VOLTA = frozenset({"wmma"})
 _TURING = _VOLTA | {"ldmatrix"}
 _AMPERE = _TURING | {"mma_sync", "cp_async"}
-_HOPPER = _AMPERE | {"tma", "clusters"}
+_HOPPER = _AMPERE | {"tma", "clusters", "griddepcontrol"}
 
 CHIPS: dict[str, Chip] = {chip.name: chip for chip in (
     Chip("sm_70", 60, 98304, _VOLTA, multiprocessors=80),           # V100
@@ -126,21 +128,25 @@ class CudaTarget:
     """chip: an NVIDIA architecture (`sm_90a`); opt_level: LLVM's -O for the kernels;
     params: strategy parameters chosen for this compilation (params_text; empty: each
     strategy's own choice); deterministic: scatters give the same bits run to run
-    (sorted segments instead of atomics: scatter.py)."""
+    (sorted segments instead of atomics: scatter.py); wait_on_predecessor: kernels
+    start while the kernel before them runs and wait for it first, where the chip has
+    griddepcontrol (passes/gpu_kernels_wait_on_predecessor.py)."""
 
     chip: str = DEFAULT_CHIP
     opt_level: int = 3
     params: str = ""  # or a dict, made text by __post_init__
     deterministic: bool = False
+    wait_on_predecessor: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.chip, str) or self.chip not in CHIPS:
             raise ValueError(f"unknown CUDA target {self.chip!r}; known: {', '.join(CHIPS)}")
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"CudaTarget.opt_level must be 0..3, not {self.opt_level!r}")
-        if not isinstance(self.deterministic, bool):
-            raise ValueError(f"CudaTarget.deterministic must be True or False, not "
-                             f"{self.deterministic!r}")
+        for name in ("deterministic", "wait_on_predecessor"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"CudaTarget.{name} must be True or False, not "
+                                 f"{getattr(self, name)!r}")
         object.__setattr__(self, "params", params_text(self.params))
 
     @staticmethod
@@ -179,4 +185,10 @@ class CudaTarget:
     def cache_key(self) -> str:
         return f"cuda:{self.chip}:O{self.opt_level}" + \
             (f":{self.params}" if self.params else "") + \
-            (":deterministic" if self.deterministic else "")
+            (":deterministic" if self.deterministic else "") + \
+            (":wait-on-predecessor" if self.waits_on_predecessor else "")
+
+    @property
+    def waits_on_predecessor(self) -> bool:
+        """Whether this compilation's kernels wait on the kernel before them."""
+        return self.wait_on_predecessor and self.has({"griddepcontrol"})

@@ -12,6 +12,7 @@ make in the middle of another GPU's work, puts the previous one back).
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -100,10 +101,31 @@ class DeviceInfo:
 
 
 class _LaunchConfig(ctypes.Structure):
-    """CUlaunchConfig (cuda.h), without launch attributes."""
+    """CUlaunchConfig (cuda.h)."""
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("shared_bytes", ctypes.c_uint), ("stream", ctypes.c_void_p),
                 ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute (cuda.h): an id and a 64-byte value, here an int."""
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_char * 4),
+                ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+# CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the kernel may start before the
+# one ahead of it in the stream has finished (it waits for it: griddepcontrol.wait)
+PROGRAMMATIC_STREAM_SERIALIZATION = 6
+_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
+
+
+def kernels_that_wait(ptx: str) -> frozenset[str]:
+    """The kernels of `ptx` that wait for the kernel before them (griddepcontrol.wait;
+    passes/gpu_kernels_wait_on_predecessor.py puts it first in each kernel)."""
+    entries = list(_ENTRY.finditer(ptx))
+    ends = [entry.start() for entry in entries[1:]] + [len(ptx)]
+    return frozenset(entry.group(1) for entry, end in zip(entries, ends)
+                     if "griddepcontrol.wait" in ptx[entry.end():end])
 
 
 class _HotCalls:
@@ -134,14 +156,23 @@ class _HotCalls:
             function.restype = ctypes.c_int
 
     def launch_args(self, handle: int, grid, block, shared_bytes: int,
-                    params_address: int, stream: Any = None) -> tuple:
+                    params_address: int, stream: Any = None,
+                    programmatic: bool = False) -> tuple:
         """The arguments of `self.launch` on `stream` (None: the legacy default stream),
-        as ctypes values."""
+        as ctypes values; `programmatic`: the kernel may start while the one before it
+        runs (cuLaunchKernelEx only; it must wait for it: kernels_that_wait)."""
         function, params = ctypes.c_void_p(handle), ctypes.c_void_p(params_address)
         queue = ctypes.c_void_p(_raw(stream))
         if self.launch_name == "cuLaunchKernelEx":
             config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
                                    shared_bytes, queue, None, 0)
+            if programmatic:
+                attributes = (_LaunchAttribute * 1)()
+                attributes[0].id = PROGRAMMATIC_STREAM_SERIALIZATION
+                attributes[0].value = 1
+                config.attrs = ctypes.cast(attributes, ctypes.c_void_p)
+                config.num_attrs = 1
+                config.keep = attributes  # lives as long as the config
             return (ctypes.byref(config), function, params, None)  # byref keeps config
         dims = [ctypes.c_uint(v) for v in (*grid, *block, shared_bytes)]
         return (function, *dims, queue, params, None)
@@ -389,8 +420,9 @@ class Device:
 
     # ------------------------------------------------------------------ kernels
 
-    def load_module(self, image: bytes) -> "KernelModule":
-        return KernelModule(self, image)
+    def load_module(self, image: bytes, ptx: str = "",
+                    programmatic: bool = False) -> "KernelModule":
+        return KernelModule(self, image, ptx, programmatic)
 
 
 class BufferBin:
@@ -433,9 +465,14 @@ class BufferBin:
 
 
 class KernelModule:
-    """A loaded PTX or cubin image and its kernels, by name."""
+    """A loaded PTX or cubin image and its kernels, by name.
 
-    def __init__(self, device: Device, image: bytes):
+    With `programmatic`, the kernels that wait for the kernel before them (found in
+    `ptx`, else in `image` where it is PTX: kernels_that_wait) launch with programmatic
+    stream serialization: they may start while that kernel still runs."""
+
+    def __init__(self, device: Device, image: bytes, ptx: str = "",
+                 programmatic: bool = False):
         driver = _driver()
         self.device = device
         if not image.endswith(b"\0") and image.lstrip().startswith(b"//"):
@@ -444,6 +481,10 @@ class KernelModule:
         self.handle = check(driver.cuModuleLoadData(image), "cuModuleLoadData")
         self._functions: dict[str, object] = {}
         self._handles: dict[int, int] = {}  # id(CUfunction) -> its raw pointer, for ctypes
+        if programmatic and not ptx and image.lstrip().startswith(b"//"):
+            ptx = image.decode(errors="replace")
+        self._waiting = kernels_that_wait(ptx) if programmatic else frozenset()
+        self._programmatic: set[int] = set()  # id(CUfunction) of the waiting kernels
 
     def function(self, name: str):
         if name not in self._functions:
@@ -452,6 +493,8 @@ class KernelModule:
             self._functions[name] = function
             if self.device._hot is not None:
                 self._handles[id(function)] = int(function)
+            if name in self._waiting:
+                self._programmatic.add(id(function))
         return self._functions[name]
 
     def launcher(self, function, grid, block, shared_bytes: int,
@@ -465,7 +508,8 @@ class KernelModule:
             return self._launch_through_bindings, (function, tuple(grid), tuple(block),
                                                    shared_bytes, params_address, stream)
         return hot.launch, hot.launch_args(self._handles[id(function)], grid, block,
-                                           shared_bytes, params_address, stream)
+                                           shared_bytes, params_address, stream,
+                                           id(function) in self._programmatic)
 
     def raise_launch_error(self, status: int):
         hot = self.device._hot

@@ -99,10 +99,11 @@ class _Params:
 
 class PlanExecutor:
     def __init__(self, plan: dict, image: bytes, globals_: dict[str, np.ndarray],
-                 device: Device):
+                 device: Device, ptx: str = ""):
         self.plan, self.device = plan, device
         self._queue: Any = device  # where run_plan's work goes (a Stream while on one)
-        self.module = device.load_module(image) if image else None
+        self.module = device.load_module(
+            image, ptx, knobs.PROGRAMMATIC_LAUNCH.get()) if image else None
         self._globals = {}
         for spec in plan["globals"]:
             array = DeviceArray.from_numpy(globals_[spec["name"]], device)

@@ -35,7 +35,7 @@ class CudaFunction:
         self.device = get_device(ordinal)
         image = artifact.image(self.device.info.compute_capability)
         self.executor = PlanExecutor(artifact.plan, image if artifact.ptx else b"",
-                                     artifact.globals, self.device)
+                                     artifact.globals, self.device, artifact.ptx)
         self.specs = artifact.plan["inputs"]
 
     def __call__(self, *args: Any) -> list[Any]:
