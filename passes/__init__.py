@@ -54,9 +54,9 @@ PASSES: dict[str, tuple[str, str]] = {
                               "Outline each linalg.generic on memrefs into a gpu.func chosen "
                               "by strategy"),
     "gpu-kernels-wait-on-predecessor": ("gpu_kernels_wait_on_predecessor",
-                                        "Let each kernel start while the one before it "
-                                        "runs and wait for it first (programmatic "
-                                        "dependent launch, sm_90+)"),
+                                        "Make each kernel wait for the one before it "
+                                        "first and let the next launch as it ends "
+                                        "(programmatic dependent launch, sm_90+)"),
     "convert-nvgpu-kernels-to-nvvm": ("nvgpu_kernels_to_nvvm",
                                       "Lower nvgpu ops in the kernels that use them "
                                       "(convert-nvgpu-to-nvvm), leaving the other kernels "

@@ -166,8 +166,8 @@ CUDA_WATCHDOG: Knob[float] = Knob(
     read_by=("zynml/runtime/cuda/executor.py",))
 PROGRAMMATIC_LAUNCH: Knob[bool] = Knob(
     "ZYNML_PROGRAMMATIC_LAUNCH", "bool", False,
-    "Native CUDA on sm_90 and later: compile kernels that start while the kernel before "
-    "them still runs and wait for it first (programmatic dependent launch, "
+    "Native CUDA on sm_90 and later: compile kernels that wait for the kernel before "
+    "them first and let the next one launch as they end (programmatic dependent launch, "
     "griddepcontrol), and launch such kernels so; set to 0 when they run, they launch "
     "one after the other",
     read_by=("zynml/api.py", "zynml/runtime/cuda/executor.py"))

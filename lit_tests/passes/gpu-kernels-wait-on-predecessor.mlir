@@ -1,21 +1,27 @@
-// gpu-kernels-wait-on-predecessor: each kernel of a gpu.module lets the next kernel of
-// its stream start (launch_dependents) and waits for the one before it (wait), before
-// anything else; a gpu.func that is not a kernel is left alone, and a second run adds
-// nothing.
+// gpu-kernels-wait-on-predecessor: each kernel of a gpu.module waits for the one before
+// it in its stream (wait) before anything else, and lets the next one launch
+// (launch_dependents) where it returns; a gpu.func that is not a kernel is left alone,
+// and a second run adds nothing.
 // RUN: zynml-opt %s --gpu-kernels-wait-on-predecessor | filecheck %s
 // RUN: zynml-opt %s --gpu-kernels-wait-on-predecessor --gpu-kernels-wait-on-predecessor | filecheck %s
 
 // CHECK-LABEL: gpu.func @k0_scale(
-// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-NEXT: gpu.thread_id x
 // CHECK-NOT: nvvm.griddepcontrol
+// CHECK: memref.store
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
+// CHECK-NEXT: gpu.return
 // CHECK-LABEL: gpu.func @helper(
 // CHECK-NOT: nvvm.griddepcontrol
 // CHECK: gpu.return
-// CHECK-LABEL: gpu.func @k1_empty(
-// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
+// CHECK-LABEL: gpu.func @k1_early_exit(
 // CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK: ^bb1:
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
+// CHECK-NEXT: gpu.return
+// CHECK: ^bb2:
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-NEXT: gpu.return
 module attributes {gpu.container_module} {
   gpu.module @zynml_kernels {
@@ -29,7 +35,11 @@ module attributes {gpu.container_module} {
     gpu.func @helper(%a: f32) {
       gpu.return
     }
-    gpu.func @k1_empty() kernel {
+    gpu.func @k1_early_exit(%c: i1) kernel {
+      cf.cond_br %c, ^bb1, ^bb2
+    ^bb1:
+      gpu.return
+    ^bb2:
       gpu.return
     }
   }

@@ -1,7 +1,7 @@
 """gpu-kernels-wait-on-predecessor: with ZYNML_PROGRAMMATIC_LAUNCH, each kernel of a
-native CUDA compile for a chip with griddepcontrol (sm_90 and later) lets the next
-kernel start and waits for the one before it, first of all its work; without it, or for
-sm_80, the kernels are as before. The PTX here (no GPU); the launches are
+native CUDA compile for a chip with griddepcontrol (sm_90 and later) waits for the
+kernel before it, first of all its work, and lets the next one launch where it returns;
+without it, or for sm_80, the kernels are as before. The PTX here (no GPU); the launches are
 tests/runtime/test_cuda_programmatic_launch.py's, the numbers the GPU tests'."""
 import re
 
@@ -60,8 +60,11 @@ def test_every_kernel_waits_first(monkeypatch):
         instructions = [line.strip() for line in body[body.index("{"):].splitlines()
                         if line.strip() and not line.strip().startswith(
                             (".", "//", "{", "ld.param", "mov", "cvta"))]
-        assert instructions[:2] == ["griddepcontrol.launch_dependents;",
-                                    "griddepcontrol.wait;"], instructions[:4]
+        assert instructions[0] == "griddepcontrol.wait;", instructions[:3]
+        # each `ret` right after the signal to the next kernel
+        for at, line in enumerate(instructions):
+            if line == "ret;":
+                assert instructions[at - 1] == "griddepcontrol.launch_dependents;"
 
 
 @pytest.mark.parametrize("knob, target", [("0", "sm_90a"), ("1", "sm_80")])

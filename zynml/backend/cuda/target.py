@@ -37,8 +37,8 @@ FEATURES = {
     "clusters": "thread-block clusters and distributed shared memory (sm_90)",
     "wgmma": "warpgroup matrix products (wgmma.mma_async; sm_90a only)",
     "setmaxnreg": "per-warpgroup register reallocation (setmaxnreg; sm_90a, sm_100a)",
-    "griddepcontrol": "programmatic dependent launch: a kernel starts while the one "
-                      "before it runs and waits for it (griddepcontrol; sm_90)",
+    "griddepcontrol": "programmatic dependent launch: a kernel is launched before the "
+                      "one ahead of it has ended and waits for it (griddepcontrol; sm_90)",
 }
 
 
@@ -129,8 +129,8 @@ class CudaTarget:
     params: strategy parameters chosen for this compilation (params_text; empty: each
     strategy's own choice); deterministic: scatters give the same bits run to run
     (sorted segments instead of atomics: scatter.py); wait_on_predecessor: kernels
-    start while the kernel before them runs and wait for it first, where the chip has
-    griddepcontrol (passes/gpu_kernels_wait_on_predecessor.py)."""
+    wait for the kernel before them first and let the next launch as they end, where
+    the chip has griddepcontrol (passes/gpu_kernels_wait_on_predecessor.py)."""
 
     chip: str = DEFAULT_CHIP
     opt_level: int = 3
