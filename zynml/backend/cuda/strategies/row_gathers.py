@@ -15,8 +15,9 @@ held already, or one 16-byte load of the chunk.
 
 A gather whose W points of a chunk read W elements of another chunk, the same one for
 the W points (RoPE's rotate-half partners x[r, e % n + n], and its angle tables
-cos[t, e % n], whose rows are half as long), is a "moved" gather: the thread loads the
-chunk it reads (one 16-byte load where the buffer is aligned) and takes its lanes.
+cos[t, e % n], whose rows are half as long), is a "moved" gather: the thread takes the
+chunk it reads from the lane holding it, or loads it (one 16-byte load where the buffer
+is aligned), and takes its lanes (row_registers.py).
 
 Whether a load is such a gather is found by evaluating its last index's computation
 (linalg.index and integer arith, clamps included) at every point of a static row, with
