@@ -52,7 +52,7 @@ from . import implicit_gemm, matmul, matvec, row_reduce
 from .row_reduce import WARP, block_size, emit_block_reduce, shared_partials
 from .row_gathers import chunk_gathers
 from .row_points import plan as plan_registers
-from .row_registers import RowInvariants, RowRegisters, only_if
+from .row_registers import RowInvariants, RowRegisters, only_if, takes_moved_gathers
 
 NAME = "row_fused"
 DYNAMIC = True  # run-time rows and row lengths (extents.py)
@@ -313,9 +313,8 @@ def _rows_per_warp(group: list, params: Params, registers, warp_rows: int, exten
     last = extents[rank - 1]
     per_warp = params.rows_per_warp
     if warp_rows == 1 or per_warp == 1 or not isinstance(last, int) or last % per_warp \
-            or not (params.chunk_gathers and params.moved_gathers) or \
-            registers.bound is not None or len(registers.row_shape) != 1 or \
-            registers.chunks != 1:
+            or not takes_moved_gathers(registers, params.chunk_gathers,
+                                       params.moved_gathers):
         return 1
     for generic in group:
         for gather in chunk_gathers(generic, rank, loop_extents(generic), registers.width,

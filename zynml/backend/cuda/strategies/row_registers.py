@@ -78,12 +78,8 @@ class RowRegisters:
         `lane_gathers`: take a moved gather's chunk from the lane holding it."""
         self.plan, self.scope, self.row_ivs, self.tid = plan, scope, list(row_ivs), tid
         self.invariants = invariants
-        self.chunk_gathers = chunk_gathers and plan.bound is None and plan.width > 1 and \
-            len(plan.row_shape) == 1
-        # (loading another chunk lost to the 4-byte gathers where no lane held it and
-        # no row shared the load: 0.089 against 0.084 ms on an H200, Session 28)
-        self.moved_gathers = self.chunk_gathers and moved_gathers and \
-            plan.block == WARP and plan.chunks == 1
+        self.chunk_gathers = chunk_gathers and holds_chunks(plan)
+        self.moved_gathers = takes_moved_gathers(plan, chunk_gathers, moved_gathers)
         self.lane_gathers = lane_gathers
         width, block = plan.width, plan.block
         first = arith.MulIOp(tid, index_const(width)).result if width > 1 else tid
@@ -96,11 +92,8 @@ class RowRegisters:
                 valid = arith.CmpIOp(arith.CmpIPredicate.ult, start, limit).result
                 start = arith.SelectOp(valid, start, index_const(0)).result
             self.chunks.append((valid, self.row_ivs + delinearize(start, plan.row_shape)))
-        self.points: list[tuple] = []  # (valid, ivs), chunk by chunk
-        for valid, ivs in self.chunks:
-            for lane in range(width):
-                last = arith.AddIOp(ivs[-1], index_const(lane)).result if lane else ivs[-1]
-                self.points.append((valid, ivs[:-1] + [last]))
+        self.points: list[tuple] = [(valid, point) for valid, ivs in self.chunks
+                                    for point in self._lanes(ivs)]  # chunk by chunk
         self.values: dict = {}  # (buffer, map text) -> its value at each point
         self.rows: dict = {}  # row buffer -> its value at the block's row
 
@@ -249,10 +242,13 @@ class RowRegisters:
         """The chunk each of the thread's chunks reads through `gather` (not its own),
         lane by lane, loaded."""
         starts = self._moved_starts(generic, gather)
-        points = [ivs[:-1] + [arith.AddIOp(ivs[-1], index_const(lane)).result
-                              if lane else ivs[-1]]
-                  for ivs in starts for lane in range(self.plan.width)]
+        points = [point for ivs in starts for point in self._lanes(ivs)]
         return self._load_chunks(gather.buffer, layout, starts, points)
+
+    def _lanes(self, ivs: list) -> list[list]:
+        """The loop values of the W points of the chunk whose first point is `ivs`."""
+        return [ivs[:-1] + [arith.AddIOp(ivs[-1], index_const(lane)).result
+                            if lane else ivs[-1]] for lane in range(self.plan.width)]
 
     def _moved_starts(self, generic: ir.Operation, gather) -> list[list[ir.Value]]:
         """Per chunk of the thread, the loop values of the first point of the chunk
@@ -354,6 +350,21 @@ class RowRegisters:
 
     def _aligned(self, buffer: ir.Value, vec: ir.Type) -> ir.Value:
         return aligned(self.scope, buffer, vec)
+
+
+def holds_chunks(plan: Plan) -> bool:
+    """Whether gathers of a point's own chunk may come from the registers holding it: a
+    static row of one loop, in chunks of several columns."""
+    return plan.bound is None and plan.width > 1 and len(plan.row_shape) == 1
+
+
+def takes_moved_gathers(plan: Plan, chunk_gathers: bool, moved_gathers: bool) -> bool:
+    """Whether gathers of another whole chunk are taken by chunks (with `chunk_gathers`
+    and `moved_gathers`, row_fused's Params): where a warp holds the row, a chunk a
+    lane. (Loading another chunk lost to the 4-byte gathers where no lane held it and
+    no row shared the load: 0.089 against 0.084 ms on an H200, Session 28.)"""
+    return chunk_gathers and moved_gathers and holds_chunks(plan) and \
+        plan.block == WARP and plan.chunks == 1
 
 
 def vector_type(buffer: ir.Value, amap: ir.AffineMap, width: int,
