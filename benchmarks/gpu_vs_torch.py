@@ -275,10 +275,13 @@ def _cases() -> list[Case]:
              {"Q": ((1, 16, 4096, 128), "float16"), "K": ((1, 16, 4096, 128), "float16"),
               "V": ((1, 16, 4096, 128), "float16")},
              causal_attention, flops=2 * 16 * 4096 * 4096 * 128),
-        Case("conv2d 32x64x56x56 3x3 f32", "conv2d.zyn", "output",
-             {"input": ((32, 64, 56, 56), f32), "kernel": ((64, 64, 3, 3), f32),
-              "bias": ((64,), f32), "in_h": 56, "in_w": 56, "out_h": 56, "out_w": 56},
-             conv, flops=2 * 32 * 64 * 56 * 56 * 64 * 9),
+        # f32 on FMAs (implicit_gemm), f16 / bf16 on tensor cores (implicit_gemm_mma),
+        # against cuDNN on the same NCHW tensors
+        *(Case(f"conv2d 32x64x56x56 3x3 {label}", "conv2d.zyn", "output",
+               {"input": ((32, 64, 56, 56), dtype), "kernel": ((64, 64, 3, 3), dtype),
+                "bias": ((64,), dtype), "in_h": 56, "in_w": 56, "out_h": 56, "out_w": 56},
+               conv, flops=2 * 32 * 64 * 56 * 56 * 64 * 9)
+          for dtype, label in ((f32, "f32"), ("float16", "f16"), ("bfloat16", "bf16"))),
     ]
 
 

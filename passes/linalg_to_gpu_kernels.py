@@ -123,9 +123,15 @@ def run(module: ir.Operation, options: Options) -> None:
     numbers = itertools.count(first)  # kernel k<N>_<strategy>, in the order built
 
     def build_single(generic: ir.Operation, skip=None) -> None:
-        """`generic` as the first single strategy (but `skip`) that takes it builds it."""
+        """`generic` as the first single strategy that takes it builds it: after `skip`
+        in REGISTRY's order where `skip` is a single strategy (what a Launch's `when`
+        leaves to the strategies after it: one before it would take the copy again, and
+        two strategies whose launches both have a `when`, as implicit_gemm_mma's and
+        implicit_gemm's, would hand it back and forth), else any but `skip`."""
         dynamic = has_dynamic_extent(generic)  # run-time extents: the strategies that can
-        strategy = next((s for s in singles if s is not skip and
+        candidates = singles[singles.index(skip) + 1:] if skip in singles else \
+            [s for s in singles if s is not skip]
+        strategy = next((s for s in candidates if
                          (not dynamic or _takes_dynamic(s)) and s.matches(generic, target)),
                         None) \
             if SCATTER_ATTR not in generic.attributes else get_strategy("pointwise")
@@ -196,7 +202,9 @@ def _replace_with_launch(generics: list, launch, strategy: str, problem: str,
 def _place(generics: list, before: ir.Operation, launches: list, strategy: str,
            problem: str, fallback) -> None:
     """`launches` before `before`, under their first's `when` as _replace_with_launch
-    says."""
+    says (none: nothing runs there)."""
+    if not launches:
+        return
     when = launches[0].when
     if when is None:
         for one in launches:  # several: in order

@@ -27,7 +27,7 @@
 // SIMT32: gpu.launch_func @zynml_kernels::@k0_attention_simt_tiled blocks in (%c1, %c2, %c1{{.*}}) threads in (%c128,
 // Head dim 16: not one attention_wgmma takes (64 or 128)
 // NOFIT: error: GPU strategy 'attention_wgmma' does not fit this loop nest
-// UNKNOWN: error: unknown GPU strategy 'bogus'; strategies: attention_decode_mma, attention_decode, attention_wgmma, attention_tensor_core, attention_simt_tiled, attention, matmul_wgmma, row_fused, matvec_mma, matvec, matmul_tensor_core, matmul, implicit_gemm, row_argreduce, row_reduce, transpose, pointwise
+// UNKNOWN: error: unknown GPU strategy 'bogus'; strategies: attention_decode_mma, attention_decode, attention_wgmma, attention_tensor_core, attention_simt_tiled, attention, matmul_wgmma, row_fused, matvec_mma, matvec, matmul_tensor_core, matmul, implicit_gemm_mma, implicit_gemm, row_argreduce, row_reduce, transpose, pointwise
 // FIELD: error: strategy 'attention_tensor_core' has no parameter 'foo'; its parameters: warps, m_tiles, block_n, q_shared, pad
 // VALUE: error: 'attention_tensor_core.warps=x': warps is an integer
 // STRATEGY: error: unknown GPU strategy 'nope'; strategies: attention_decode_mma, attention_decode, attention_wgmma,

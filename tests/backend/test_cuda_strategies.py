@@ -74,6 +74,9 @@ PROGRAMS_OF = {
                                                       "B": np.ones((64, 128), np.float16)})],
     "matmul": [(EXAMPLES / "matmul.zyn", {"A": np.ones((128, 40), np.float32),
                                           "B": np.ones((40, 128), np.float32)})],
+    "implicit_gemm_mma": [(EXAMPLES / "conv2d.zyn", dict(
+        input=np.ones((2, 32, 16, 16), np.float16), kernel=np.ones((64, 32, 3, 3), np.float16),
+        bias=np.ones(64, np.float16), in_h=16, in_w=16, out_h=16, out_w=16))],
     "implicit_gemm": [(EXAMPLES / "conv2d.zyn", dict(
         input=np.ones((2, 8, 12, 12), np.float32), kernel=np.ones((64, 8, 3, 3), np.float32),
         bias=np.ones(64, np.float32), in_h=12, in_w=12, out_h=12, out_w=12))],

@@ -128,7 +128,7 @@ def test_a_convolution_compiles_once_for_every_shape(rng):
 
     kernels = launches(prog.artifact(**inputs(*CONVOLUTIONS[0])).plan["body"])
     assert [s["kernel"].split("_", 1)[1] for s in kernels] == \
-        ["pointwise", "implicit_gemm", "implicit_gemm_partial", "pointwise"]
+        ["pointwise", "implicit_gemm", "implicit_gemm_partial"]
     for shape in CONVOLUTIONS:
         given = inputs(*shape)
         expected = conftest.conv2d_reference(given["input"], given["kernel"], given["bias"],
@@ -151,6 +151,6 @@ def test_a_convolution_window_of_run_time_size_compiles_once(rng):
         if out_ch == 7:
             kernels = launches(prog.artifact(**given).plan["body"])
             assert [s["kernel"].split("_", 1)[1] for s in kernels] == \
-                ["pointwise", "implicit_gemm", "pointwise"]
+                ["pointwise", "implicit_gemm"]
         assert_close(prog(**given)["output"], conftest.conv2d_reference(x, kernel, bias, 1, 1))
     one_compile(prog)

@@ -302,10 +302,10 @@ def conv2d_program(stride, padding, params=""):
                          device="cuda:0", params=params)
 
 
-def implicit_gemm_taken(prog, **inputs):
+def implicit_gemm_taken(prog, strategy="implicit_gemm", **inputs):
     from zynml.runtime.cuda.artifact import launches
     kernels = [s["kernel"] for s in launches(prog.artifact(**inputs).plan["body"])]
-    return any(n.endswith("_implicit_gemm") for n in kernels)
+    return any(n.endswith(f"_{strategy}") for n in kernels)
 
 
 @pytest.mark.parametrize("batch,in_ch,out_ch,size,k,stride,padding,gemm", [
@@ -362,13 +362,14 @@ def test_conv2d_implicit_gemm_other_params(rng, params, batch, in_ch, out_ch,
 
 
 def test_conv2d_implicit_gemm_f16(rng):
-    """f16 input, kernel and bias: f32 sums, rounded once."""
+    """f16 input, kernel and bias: f32 sums on tensor cores, rounded once (more in
+    tests/backend/test_cuda_implicit_gemm_mma.py)."""
     x, kernel, bias = (f32(rng, 2, 8, 15, 15).astype(np.float16),
                        (f32(rng, 24, 8, 3, 3) * 0.5).astype(np.float16),
                        f32(rng, 24).astype(np.float16))
     inputs = dict(input=x, kernel=kernel, bias=bias, in_h=15, in_w=15, out_h=15, out_w=15)
     prog = conv2d_program(1, 1)
-    assert implicit_gemm_taken(prog, **inputs)
+    assert implicit_gemm_taken(prog, "implicit_gemm_mma", **inputs)
     out = prog(**inputs)["output"]
     assert out.dtype == np.float16
     assert_close(out, conftest.conv2d_reference(x, kernel, bias, 1, 1), rtol=1e-2)

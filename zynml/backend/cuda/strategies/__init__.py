@@ -61,7 +61,9 @@ REGISTRY = (
     StrategyEntry("matvec", groups=True, single=True),
     StrategyEntry("matmul_tensor_core"),
     StrategyEntry("matmul"),
-    # before row_reduce: a convolution's reduction loops make it a row too
+    # before row_reduce: a convolution's reduction loops make it a row too; f16 / bf16
+    # products on tensor cores, others on FMAs
+    StrategyEntry("implicit_gemm_mma"),
     StrategyEntry("implicit_gemm"),
     StrategyEntry("row_argreduce"),  # reduce(argmax / argmin): a block per row
     StrategyEntry("row_reduce"),
@@ -105,8 +107,8 @@ class Launch:
     # a host i1, or None: the kernel needs what run time knows of the sizes (TMA's
     # 16-byte rows, a row short enough for registers), so it runs only where `when`
     # holds; elsewhere `otherwise` runs (Launches, the first of which may have a `when`
-    # of its own), or, where that is None, the generics as the strategies after this
-    # one build them (linalg-to-gpu-kernels)
+    # of its own; empty: nothing), or, where that is None, the generics as the
+    # strategies after this one build them (linalg-to-gpu-kernels)
     when: ir.Value | None = None
     otherwise: list | None = None
 

@@ -32,14 +32,16 @@ hold took them past 128 registers.
 Left to other strategies: plain matrix products (matmul's), an empty M or N (a depthwise
 convolution reads its channel on both sides), small products (Params.min_mn, min_k;
 static sizes only). A masked-out element is 0 on its side, so an inf on the other side
-gives NaN where the loop nest gives 0. Not here yet: tensor cores, 16-byte gathers,
-fused epilogues.
+gives NaN where the loop nest gives 0. f16 and bf16 products run on tensor cores in
+implicit_gemm_mma, which builds its kernels here with mma_block_gemm's block (a
+BlockKind). Not here yet: 16-byte gathers, fused epilogues.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from mlir import ir
 from mlir.dialects import arith, gpu
@@ -54,7 +56,7 @@ from .kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
 from . import Launch, matmul
 from .tuning import choose, problem_key
 from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_tiles,
-                        threads_of, widen)
+                        threads_of)
 
 NAME = "implicit_gemm"
 DYNAMIC = True  # run-time sizes: the tiles and the stages of k are bounds-checked
@@ -90,6 +92,19 @@ RESIDENT_BLOCKS = 2
 
 
 @dataclass(frozen=True)
+class BlockKind:
+    """How a block multiplies its tiles: simt_gemm's BlockGemm (SIMT, below) or
+    mma_block_gemm's (implicit_gemm_mma)."""
+    threads: Callable       # (params) -> threads a block
+    declare_tiles: Callable  # (gpu_module, kernel_name, params): its shared memory
+    start: Callable         # (params, kernel_name, batch sizes) -> the block's gemm
+    resident_blocks: int = 0  # nvvm.minctasm of the run-time-size kernels (0: none)
+
+
+SIMT = BlockKind(threads_of, declare_tiles, BlockGemm.start, RESIDENT_BLOCKS)
+
+
+@dataclass(frozen=True)
 class Roles:
     m: list[int]       # parallel loops of A' rows, loop order
     n: list[int]       # parallel loops of B' columns
@@ -109,6 +124,13 @@ def params_for(generic: ir.Operation, target) -> Params | None:
     """The Params to build `generic` with: CONFIGS by cost, tuned, the first big enough.
     With run-time sizes CONFIGS' first (any size runs; the batch loops, the grid's z,
     must be static to be checked against its limit)."""
+    return choose_params(generic, target, NAME, CONFIGS, by_cost)
+
+
+def choose_params(generic: ir.Operation, target, name: str, configs: tuple,
+                  order: Callable) -> object | None:
+    """params_for's choice among `configs`, ordered by `order(m, n, batches,
+    multiprocessors)` where the sizes are static."""
     roles = _roles(generic)
     if roles is None:
         return None
@@ -119,9 +141,9 @@ def params_for(generic: ir.Operation, target) -> Params | None:
     if batches is None:
         return None
     if None in (m, n, kk):
-        return choose(NAME, CONFIGS, target, problem_key(generic.operands),
+        return choose(name, configs, target, problem_key(generic.operands),
                       lambda p: batches <= _MAX_GRID_Z)
-    return choose(NAME, by_cost(m, n, batches, target.facts.multiprocessors), target,
+    return choose(name, order(m, n, batches, target.facts.multiprocessors), target,
                   problem_key(generic.operands),
                   lambda p: m * n >= p.min_mn and kk >= p.min_k and batches <= _MAX_GRID_Z)
 
@@ -142,26 +164,32 @@ def by_cost(m: int, n: int, batches: int = 1, multiprocessors: int = 132) -> lis
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     """The kernel's Launch. With a run-time reduction extent, only where K > 0 (a staged
-    read past an empty K would leave its buffer), else the generics as the strategies
-    after this one build them; where k's stages run along a run-time extent, two
+    read past an empty K would leave its buffer); an empty reduction leaves C as it is,
+    so nothing runs where K = 0. Where k's stages run along a run-time extent, two
     kernels: one for an extent that BK divides (no per-k masks or clamps: the launch
     tests it, as Triton specializes on divisibility by 16) and `_partial`, otherwise."""
+    return build_with(generic, gpu_module, kernel_name, params_for(generic, target), SIMT)
+
+
+def build_with(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
+               kind: BlockKind) -> Launch:
+    """`build` with the Params `p` of a block of `kind`."""
     roles = _roles(generic)
-    p = params_for(generic, target)
     extents = loop_extents(generic)
     order, split = _k_plan(roles.k, extents, p.tile_k)
     roles = dataclasses.replace(roles, k=order)
     if all(extents[d] is not None for d in order):
-        return _build(generic, gpu_module, kernel_name, p, roles, split, False)
+        return _build(generic, gpu_module, kernel_name, p, kind, roles, split, False)
     run_time_stages = split and extents[order[-1]] is None
-    whole = _build(generic, gpu_module, kernel_name, p, roles, True, True) \
+    whole = _build(generic, gpu_module, kernel_name, p, kind, roles, True, True) \
         if run_time_stages else None
     last = _build(generic, gpu_module, kernel_name + ("_partial" if whole else ""), p,
-                  roles, split, False)
+                  kind, roles, split, False)
     with ir.InsertionPoint(generic), generic.location:
         sizes = host_extents(generic)
         last.when = arith.CmpIOp(arith.CmpIPredicate.ne, as_index(
             product([sizes[d] for d in order])), index_const(0)).result
+        last.otherwise = []  # K = 0: C keeps its initial value
         if whole is None:
             return last
         divides = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(
@@ -171,33 +199,34 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     return whole
 
 
-def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p: Params,
-           roles: Roles, split: bool, whole_stages: bool) -> Launch:
+def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
+           kind: BlockKind, roles: Roles, split: bool, whole_stages: bool) -> Launch:
     """One kernel and its Launch; `whole_stages`: take the last k loop's run-time extent
     as a multiple of BK."""
     dynamic = has_dynamic_extent(generic)
-    threads = threads_of(p)
+    threads = kind.threads(p)
     signature = KernelSignature.of(generic)
     _, outs = generic_operands(generic)
     out_map = indexing_maps(generic)[-1]
     with generic.location:
-        declare_tiles(gpu_module, kernel_name, p)
+        kind.declare_tiles(gpu_module, kernel_name, p)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [threads])
-    if dynamic:  # extents and strides as arguments: 130 registers, one block resident;
-        # held to RESIDENT_BLOCKS (128, 8 bytes spilled) 12% faster (H200, Session 32).
-        # The static kernel (127) ran 4% slower so: it is left as ptxas makes it.
+    if dynamic and kind.resident_blocks:  # SIMT: extents and strides as arguments: 130
+        # registers, one block resident; held to RESIDENT_BLOCKS (128, 8 bytes spilled)
+        # 12% faster (H200, Session 32). The static kernel (127) ran 4% slower so: it
+        # is left as ptxas makes it.
         func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(
-            ir.IntegerType.get_signless(32), RESIDENT_BLOCKS)
+            ir.IntegerType.get_signless(32), kind.resident_blocks)
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
         # numbers, or index values read off the arguments (run-time sizes)
         ranges = kernel_extents(generic, scope) if dynamic else loop_ranges(generic)
         k_plan = _KPlan(roles.k, ranges, p.tile_k, split, whole_stages)
-        gemm = BlockGemm.start(p, kernel_name, [ranges[d] for d in roles.batch])
+        gemm = kind.start(p, kernel_name, [ranges[d] for d in roles.batch])
         batch = dict(zip(roles.batch, gemm.batch_ivs))
-        side_a = _Side(generic, scope, ranges, gemm.zero, roles.a, roles.a_mask, roles.m,
+        side_a = _Side(generic, scope, ranges, gemm, roles.a, roles.a_mask, roles.m,
                        roles, batch)
-        side_b = _Side(generic, scope, ranges, gemm.zero, roles.b, roles.b_mask, roles.n,
+        side_b = _Side(generic, scope, ranges, gemm, roles.b, roles.b_mask, roles.n,
                        roles, batch)
         # Per staged element: its place in the tile, the hoisted part of its side and the
         # key of its k part (elements with equal keys share k, see simt_gemm's slots).
@@ -232,8 +261,9 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p:
                 gemm.put_b(stage, value, krow, col)
 
         sums = gemm.k_loop(k_plan.trip, fetch, put)
-        rows = [_coordinates(gemm.row(ii), roles.m, ranges) for ii in range(p.thread_m)]
-        cols = [_coordinates(gemm.column(jj), roles.n, ranges) for jj in range(p.thread_n)]
+        rows = [_coordinates(gemm.row(ii), roles.m, ranges) for ii in range(gemm.thread_m)]
+        cols = [_coordinates(gemm.column(jj), roles.n, ranges)
+                for jj in range(gemm.thread_n)]
 
         def store(ii, jj, gi, gj, total):
             ivs = [None] * len(ranges)
@@ -268,9 +298,10 @@ class _Side:
     once per staged element, before the loop over k), on reduction and batch loops
     (`k_part`, per k), and the rest (`at`)."""
 
-    def __init__(self, generic, scope, ranges, zero, value, mask, loops, roles: Roles,
+    def __init__(self, generic, scope, ranges, gemm, value, mask, loops, roles: Roles,
                  batch: dict):
-        self.scope, self.zero, self.value, self.mask = scope, zero, value, mask
+        self.scope, self.value, self.mask = scope, value, mask
+        self.zero, self.operand = gemm.zero, gemm.operand  # as the block's products take
         self.loops = loops
         self.ranges = ranges
         ins, _ = generic_operands(generic)
@@ -301,13 +332,14 @@ class _Side:
         return _Part(ivs, self._clone(self.parts[2], ivs, self.common.values), inside)
 
     def at(self, hoisted: _Part, k_part: _Part) -> ir.Value:
-        """The side's element at (hoisted's point, k_part's k), f32, 0 where masked."""
+        """The side's element at (hoisted's point, k_part's k), as the block's products
+        take it (SIMT: f32), 0 where masked."""
         ivs = {**hoisted.ivs, **k_part.ivs}
         values = self._clone(self.parts[3], ivs, {**hoisted.values, **k_part.values})
         inside = k_part.inside
         if self.mask is not None:
             inside = arith.AndIOp(inside, values[self.mask]).result
-        return arith.SelectOp(inside, widen(values[self.value]), self.zero).result
+        return arith.SelectOp(inside, self.operand(values[self.value]), self.zero).result
 
     def _clone(self, part, ivs: dict, known: dict | None) -> dict:
         ops = [x for x in part if isinstance(x, ir.Operation)]

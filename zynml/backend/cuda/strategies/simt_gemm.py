@@ -108,6 +108,19 @@ class BlockGemm:
         tile_b = memref.get_global(b_type, f"{kernel_name}_b")
         return cls(p, zero, tid, a_base, b_base, row0, col0, batch_ivs, tile_a, tile_b)
 
+    @property
+    def thread_m(self) -> int:  # rows of the thread's points
+        return self.p.thread_m
+
+    @property
+    def thread_n(self) -> int:
+        return self.p.thread_n
+
+    @staticmethod
+    def operand(value: ir.Value) -> ir.Value:
+        """A staged element as the products take it: f32."""
+        return widen(value)
+
     # ---------------------------------------------------------------- staging helpers
 
     def a_slot(self, r: int, width: int = 1) -> tuple[ir.Value, ir.Value]:

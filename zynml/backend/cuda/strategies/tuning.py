@@ -67,6 +67,13 @@ SEARCH: dict[str, tuple[dict, ...]] = {
     "matmul": ({"tile_k": 16}, {"warp_m": 8}, {"tile_k": 16, "warp_m": 4},
                {"vector_loads": False}, {"tile_n": 64}, {"tile_m": 64},
                {"tile_n": 64, "tile_k": 16}, {"tile_m": 256}, {"tile_m": 256, "warp_m": 4}),
+    # over the default 64 x 256 tiles, BK 32, 2 x 4 warps
+    "implicit_gemm_mma": ({"tile_n": 128}, {"tile_n": 128, "warps_m": 4, "warps_n": 2},
+                          {"tile_k": 16}, {"warps_m": 4}, {"warps_n": 8},
+                          {"tile_m": 128, "tile_n": 128, "warps_m": 4, "warps_n": 2},
+                          {"tile_n": 64, "warps_n": 2},
+                          {"tile_k": 64, "tile_n": 64, "warps_n": 2},
+                          {"tile_m": 128, "tile_k": 16, "warps_m": 4}),
     "implicit_gemm": (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=4, thread_n=8),
                       dict(tile_m=64, tile_n=128, tile_k=16, thread_m=4, thread_n=8),
                       dict(tile_m=64, tile_n=128, tile_k=8, thread_m=8, thread_n=8),

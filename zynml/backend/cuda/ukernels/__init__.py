@@ -16,7 +16,8 @@ go on from "gpu" as for any program: launch plan, NVVM, PTX, cubin, artifact.
     attention_forward    its forward pass, which also writes the rows' log-sum-exp
                          for the backward (zynml.kernels' flash_attention_with_lse)
 
-Both build on tile_kernel.py (the kernels' frame) and warp_mma.py (one warp's products).
+Both build on tile_kernel.py (the kernels' frame) and strategies/warp_mma.py (one warp's
+products, which the strategies' mma_block_gemm.py uses too).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """FlashAttention-2's backward pass (arXiv:2307.08691, Algorithm 2) as two kernels on
-tensor cores (mma.sync, warp_mma.py): the scores and probabilities live in registers a
-tile at a time, never in memory. zynml/kernels/src/attention_backward.zyn is the
+tensor cores (mma.sync, strategies/warp_mma.py): the scores and probabilities live in
+registers a tile at a time, never in memory. zynml/kernels/src/attention_backward.zyn is the
 definition (every device runs it; here it holds [slices, rows, keys] whole); this is the
 CUDA library's fast form of the same equations, batch and heads flattened into slices:
 

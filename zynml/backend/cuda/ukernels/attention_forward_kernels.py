@@ -11,7 +11,7 @@ from ..strategies.flash_skeleton import OnlineSoftmax, add, inverse_sum
 from ..strategies.kernel_builder import index_const
 from .attention_forward import BLOCK, Problem, token_shapes
 from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host_module
-from .warp_mma import MMA_N, barrier, f32_zero
+from ..strategies.warp_mma import MMA_N, barrier, f32_zero
 
 
 def build_module(problem: Problem, kernel_module: str) -> ir.Module:

@@ -1,8 +1,8 @@
 """The attention ukernels' kernel frame (FlashAttention-2's structure on mma.sync,
-warp_mma.py): a block of 128 threads, 4 warps of 16 rows (or keys), two tiles kept as A
-fragments and two streamed through double-buffered shared memory by cp.async, and the
-key rule (causal, the keys' end) applied only on the tiles that need it. The kernels are
-attention_forward_kernels.py's and attention_backward_kernels.py's."""
+strategies/warp_mma.py): a block of 128 threads, 4 warps of 16 rows (or keys), two
+tiles kept as A fragments and two streamed through double-buffered shared memory by
+cp.async, and the key rule (causal, the keys' end) applied only on the tiles that need
+it. The kernels are attention_forward_kernels.py's and attention_backward_kernels.py's."""
 from __future__ import annotations
 
 import math
@@ -17,7 +17,7 @@ from ..strategies.flash_skeleton import (LOG2E, add, clamp, declare_static_tiles
                                          static_tiles)
 from ..strategies.kernel_builder import index_const, new_kernel
 from .attention_backward import BLOCK, THREADS, Problem
-from .warp_mma import MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_tile
+from ..strategies.warp_mma import MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_tile
 
 
 def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dict,

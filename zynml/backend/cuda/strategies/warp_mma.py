@@ -1,6 +1,7 @@
-"""One warp's tensor-core products for the ukernels: mma.sync m16n8k16 with f16 or bf16
-operands and f32 accumulators, operands from shared memory by ldmatrix, and an
-accumulator tile reused as the A operand of the next product (FlashAttention-2's P V).
+"""One warp's tensor-core products (the attention ukernels', mma_block_gemm's): mma.sync
+m16n8k16 with f16 or bf16 operands and f32 accumulators, operands from shared memory by
+ldmatrix, and an accumulator tile reused as the A operand of the next product
+(FlashAttention-2's P V).
 
 The product is inline PTX (nvgpu.mma.sync lowers f16 only, not bf16); ldmatrix is
 nvgpu's. Per warp, lane = 4 g + t, the PTX ISA's fragment layouts:
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, nvgpu, vector
 
-from ..strategies.flash_skeleton import WARP, add, mul
-from ..strategies.kernel_builder import index_const
+from .flash_skeleton import WARP, add, mul
+from .kernel_builder import index_const
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 PAD = 8  # elements after each shared row (16 bytes)

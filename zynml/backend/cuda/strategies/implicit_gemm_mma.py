@@ -1,0 +1,85 @@
+"""Implicit GEMM on tensor cores: implicit_gemm's kernels (a contraction whose operands
+its body computes, a convolution's gathers; the same roles, k stages, masks and
+run-time sizes) where both sides of the product are f16 or both bf16, the block's
+products on mma.sync m16n8k16 with f32 accumulators (mma_block_gemm.py), the staged
+operands kept in their own type (half the shared memory and stores of the SIMT tiles,
+which widen them to f32). The output is C's initial value plus the f32 sum, rounded to
+C's type once, as in implicit_gemm (a loop nest that accumulates in f16 rounds at every
+step: the f32 sum is the more accurate).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from mlir import ir
+
+from . import Launch, implicit_gemm
+from .mma_block_gemm import ELEMENTS, MmaBlockGemm, check_params, declare_tiles, threads_of
+
+NAME = "implicit_gemm_mma"
+REQUIRES = frozenset({"mma_sync", "ldmatrix"})
+DYNAMIC = True
+
+
+@dataclass(frozen=True)
+class Params:
+    tile_m: int = 64    # BM: rows of C (points of M) per block
+    tile_n: int = 256   # BN: columns of C (points of N) per block
+    tile_k: int = 32    # BK: k per shared-memory stage (a multiple of 16)
+    warps_m: int = 2    # warps of the block along m
+    warps_n: int = 4    # along n
+    min_mn: int = 1024  # smaller products (M * N) are left to other strategies
+    min_k: int = 8      # as are shorter reductions (as implicit_gemm)
+
+    def __post_init__(self):
+        check_params(self)
+
+
+# by_cost orders them. Every tuning candidate timed on an H200 (2026-11-29), conv2d
+# 32x64x56x56 3x3 f16 (M 64, N 100352, K 576), ms: 64x256 BK 32 2x4 warps 0.101, BK 16
+# 0.102, 4x2 warps 0.109; 64x128 4x2 warps 0.133, 2x4 0.159; 16 warps 0.152-0.170
+# (more ldmatrix a product); 128x128 0.157-0.221; 64x64 0.181; bf16 the same to 1%.
+# The block's loads (gathers into shared memory, ldmatrix) bound it, so wide N tiles,
+# which share a stage's A among more columns, win.
+CONFIGS = (Params(), Params(64, 128, 32, 4, 2), Params(128, 128, 32, 4, 2),
+           Params(64, 64, 32, 2, 2), Params(64, 128, 16, 2, 4))
+
+
+def element_of(generic: ir.Operation) -> str | None:
+    """"f16" or "bf16" where both sides of the product are of that type, else None."""
+    roles = implicit_gemm._roles(generic)
+    if roles is None:
+        return None
+    types = {str(roles.a.type), str(roles.b.type)}
+    return types.pop() if len(types) == 1 and types <= set(ELEMENTS) else None
+
+
+def by_cost(m: int, n: int, batches: int = 1, multiprocessors: int = 132) -> list[Params]:
+    """CONFIGS in the order to try: the one that pads M x N least first, then one whose
+    grid fills a wave of multiprocessors, then CONFIGS' order."""
+    def cost(indexed):
+        index, p = indexed
+        tiles = -(-m // p.tile_m) * -(-n // p.tile_n)
+        return (tiles * p.tile_m * p.tile_n, tiles * batches < multiprocessors, index)
+    return [p for _, p in sorted(enumerate(CONFIGS), key=cost)]
+
+
+def params_for(generic: ir.Operation, target) -> Params | None:
+    if element_of(generic) is None:
+        return None
+    return implicit_gemm.choose_params(generic, target, NAME, CONFIGS, by_cost)
+
+
+def matches(generic: ir.Operation, target) -> bool:
+    return params_for(generic, target) is not None
+
+
+def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
+          target) -> Launch:
+    element = ELEMENTS[element_of(generic)].get()
+    kind = implicit_gemm.BlockKind(
+        threads_of, functools.partial(declare_tiles, element=element),
+        functools.partial(MmaBlockGemm.start, element=element))
+    return implicit_gemm.build_with(generic, gpu_module, kernel_name,
+                                    params_for(generic, target), kind)
