@@ -282,6 +282,11 @@ def _cases() -> list[Case]:
                 "bias": ((64,), dtype), "in_h": 56, "in_w": 56, "out_h": 56, "out_w": 56},
                conv, flops=2 * 32 * 64 * 56 * 56 * 64 * 9)
           for dtype, label in ((f32, "f32"), ("float16", "f16"), ("bfloat16", "bf16"))),
+        # a deeper layer's shape: M 128, N 25088, K 1152
+        Case("conv2d 32x128x28x28 3x3 f16", "conv2d.zyn", "output",
+             {"input": ((32, 128, 28, 28), "float16"), "kernel": ((128, 128, 3, 3), "float16"),
+              "bias": ((128,), "float16"), "in_h": 28, "in_w": 28, "out_h": 28, "out_w": 28},
+             conv, flops=2 * 32 * 128 * 28 * 28 * 128 * 9),
     ]
 
 

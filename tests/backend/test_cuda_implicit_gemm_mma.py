@@ -60,7 +60,8 @@ def check(prog, given, dtype, stride=1, padding=1):
 def test_half_convolutions_run_on_tensor_cores(rng, dtype):
     """Both sides f16 (or bf16): mma.sync of that type, operands through ldmatrix, two
     shared stages of the operands' own type (44 KB at the default 64 x 256 tiles, half
-    what f32 stages would take), no local memory."""
+    what f32 stages would take; the epilogue's staged sums reuse them), no local
+    memory."""
     given = inputs(rng, dtype, 2, 64, 64, 16, 3)  # N = 512: the default tiles
     prog = conv2d()
     assert kernels(prog, given) == ["pointwise", "implicit_gemm_mma"]
@@ -70,8 +71,8 @@ def test_half_convolutions_run_on_tensor_cores(rng, dtype):
     assert body.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32") == 32
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in body
     assert "local" not in body
-    assert ".shared .align 16 .b8 k1_implicit_gemm_mma_a[10240]" in ptx  # 2 x 64 x 40
-    assert ".shared .align 16 .b8 k1_implicit_gemm_mma_b[33792]" in ptx  # 2 x 32 x 264
+    # A: 2 x 64 x 40, B: 2 x 32 x 264 elements; the sums, 32 x 264 f32, fit in them
+    assert ".shared .align 16 .b8 k1_implicit_gemm_mma_shared[44032]" in ptx
 
 
 def test_f32_products_stay_on_fmas(rng):
@@ -121,8 +122,8 @@ def test_half_convolutions_match_float64(rng, dtype, batch, in_ch, out_ch, size,
 # implicit_gemm_mma.CONFIGS (the GPU machine has no MLIR to import it: the test below
 # checks the copy)
 CONFIGS = [dict(tile_m=64, tile_n=256, tile_k=32, warps_m=2, warps_n=4),
+           dict(tile_m=128, tile_n=256, tile_k=16, warps_m=4, warps_n=4),
            dict(tile_m=64, tile_n=128, tile_k=32, warps_m=4, warps_n=2),
-           dict(tile_m=128, tile_n=128, tile_k=32, warps_m=4, warps_n=2),
            dict(tile_m=64, tile_n=64, tile_k=32, warps_m=2, warps_n=2),
            dict(tile_m=64, tile_n=128, tile_k=16, warps_m=2, warps_n=4)]
 
@@ -133,6 +134,20 @@ def test_the_configurations_tested_are_the_strategys():
     from zynml.backend.cuda.strategies import implicit_gemm_mma
     assert CONFIGS == [{k: v for k, v in asdict(p).items() if not k.startswith("min_")}
                        for p in implicit_gemm_mma.CONFIGS]
+
+
+@pytest.mark.parametrize("m,n,tiles", [
+    (64, 56 * 56 * 32, (64, 256)),    # the benchmark's layer: wide N tiles
+    (128, 28 * 28 * 32, (128, 256)),  # M 128: one tile of rows, each input gathered once
+    (40, 30, (64, 64)),               # pads least
+    (24, 11 * 11 * 2, (64, 256)),     # as little padding as 64 x 64, fewer gathers
+    (64, 512, (64, 256)),
+])
+def test_tiles_by_cost(m, n, tiles):
+    pytest.importorskip("mlir")  # the compiler's side (not on the GPU machine)
+    from zynml.backend.cuda.strategies.implicit_gemm_mma import by_cost
+    first = by_cost(m, n)[0]
+    assert (first.tile_m, first.tile_n) == tiles
 
 
 @pytest.mark.gpu

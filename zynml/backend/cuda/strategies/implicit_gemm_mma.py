@@ -37,13 +37,19 @@ class Params:
 
 
 # by_cost orders them. Every tuning candidate timed on an H200 (2026-11-29), conv2d
-# 32x64x56x56 3x3 f16 (M 64, N 100352, K 576), ms: 64x256 BK 32 2x4 warps 0.101, BK 16
-# 0.102, 4x2 warps 0.109; 64x128 4x2 warps 0.133, 2x4 0.159; 16 warps 0.152-0.170
-# (more ldmatrix a product); 128x128 0.157-0.221; 64x64 0.181; bf16 the same to 1%.
-# The block's loads (gathers into shared memory, ldmatrix) bound it, so wide N tiles,
-# which share a stage's A among more columns, win.
-CONFIGS = (Params(), Params(64, 128, 32, 4, 2), Params(128, 128, 32, 4, 2),
+# 3x3 f16, ms. 32x64x56x56 (M 64, N 100352, K 576): 64x256 BK 32 2x4 warps 0.066, BK 16
+# 0.070, 16 warps 0.080; 64x128 0.088-0.091; 128x256 BK 16 0.106; 64x64 0.123; 128x128
+# 0.143 (bf16 the same to 1%). 32x128x28x28 (M 128, N 25088, K 1152): 128x256 BK 16 4x4
+# warps 0.083, 64x256 0.090, 64x128 0.101-0.104, 128x128 slower. The block's loads through
+# L1 (gathers into shared memory, ldmatrix) bound it: wide tiles, whose stages serve
+# more of C, win, though fewer blocks than multiprocessors run.
+CONFIGS = (Params(), Params(128, 256, 16, 4, 4), Params(64, 128, 32, 4, 2),
            Params(64, 64, 32, 2, 2), Params(64, 128, 16, 2, 4))
+# Blocks a multiprocessor holds: the static kernel of the default tiles takes 128
+# registers a thread as ptxas makes it (two blocks of 256 threads, 44 KB of shared memory
+# each); with run-time sizes, whose extents and strides are arguments, it took 174 (one
+# block) and ran 2.4x slower: those kernels ask ptxas for two (nvvm.minctasm; 1.9x).
+RESIDENT_BLOCKS = 2
 
 
 def element_of(generic: ir.Operation) -> str | None:
@@ -56,12 +62,15 @@ def element_of(generic: ir.Operation) -> str | None:
 
 
 def by_cost(m: int, n: int, batches: int = 1, multiprocessors: int = 132) -> list[Params]:
-    """CONFIGS in the order to try: the one that pads M x N least first, then one whose
-    grid fills a wave of multiprocessors, then CONFIGS' order."""
+    """CONFIGS in the order to try: the one that pads M x N least first, then the one
+    that gathers the fewest elements (each block stages BM + BN of them per k), then
+    CONFIGS' order. (Not the wave: the loads bound a multiprocessor, and one block of
+    512 threads keeps them as busy as two of 256; see CONFIGS.)"""
+    del batches, multiprocessors  # the signature implicit_gemm.choose_params calls
     def cost(indexed):
         index, p = indexed
         tiles = -(-m // p.tile_m) * -(-n // p.tile_n)
-        return (tiles * p.tile_m * p.tile_n, tiles * batches < multiprocessors, index)
+        return (tiles * p.tile_m * p.tile_n, tiles * (p.tile_m + p.tile_n), index)
     return [p for _, p in sorted(enumerate(CONFIGS), key=cost)]
 
 
@@ -80,6 +89,6 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     element = ELEMENTS[element_of(generic)].get()
     kind = implicit_gemm.BlockKind(
         threads_of, functools.partial(declare_tiles, element=element),
-        functools.partial(MmaBlockGemm.start, element=element))
+        functools.partial(MmaBlockGemm.start, element=element), RESIDENT_BLOCKS)
     return implicit_gemm.build_with(generic, gpu_module, kernel_name,
                                     params_for(generic, target), kind)

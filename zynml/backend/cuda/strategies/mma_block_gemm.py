@@ -5,14 +5,19 @@ the products on mma.sync m16n8k16 (warp_mma.Warp) with f16 or bf16 operands and 
 accumulators.
 
 A block of warps_m x warps_n warps computes a BM x BN tile of C = A @ B; each warp a
-(BM / warps_m) x (BN / warps_n) part, as 16 x 8 accumulator tiles. Shared memory holds
-two stages of A as [2 BM, BK + PAD] (a row per m, k contiguous: ldmatrix's A layout) and
-of B as [2 BK, BN + PAD] (a row per k, read with ldmatrix.trans), each stage's rows after
-the other's; the 16-byte PAD puts ldmatrix's eight row reads in different banks.
+(BM / warps_m) x (BN / warps_n) part, as 16 x 8 accumulator tiles. Shared memory (one
+buffer, `<kernel>_shared`) holds two stages of A as [2 BM, BK + PAD] (a row per m, k
+contiguous: ldmatrix's A layout) and of B as [2 BK, BN + PAD] (a row per k, read with
+ldmatrix.trans), each stage's rows after the other's; the 16-byte PAD puts ldmatrix's
+eight row reads in different banks.
 
-A thread holds, per 16 x 8 tile, the points (g, 2t), (g, 2t + 1), (g + 8, 2t),
-(g + 8, 2t + 1) (lane = 4 g + t): its `thread_m` = 2 frags_m rows and `thread_n` =
-2 frags_n columns, row(ii) and column(jj) as BlockGemm's.
+The epilogue goes through the same buffer: the sums of one row of warps at a time, f32,
+as [BM / warps_m, BN + 8] (64-bit stores of a lane's two columns; the 8 floats of
+padding keep a half-warp's rows in different banks), then each thread takes columns
+tid mod BN of rows tid / BN, tid / BN + threads / BN, ..., so that a warp reads C's
+initial values and stores its sums along 32 neighbouring columns (a convolution's
+pixels) instead of 8 rows of 4 pairs: a thread's `thread_m` rows and `thread_n` = 1
+column, row(ii) and column(jj) as BlockGemm's.
 """
 from __future__ import annotations
 
@@ -20,14 +25,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, scf
+from mlir.dialects import arith, gpu, memref, scf, vector
 
 from .extents import as_index
 from .kernel_builder import index_const
 from .simt_gemm import delinearize_batch
+from .hopper import shared
 from .warp_mma import MMA_K, MMA_M, MMA_N, PAD, WARP, Warp, f32_zero
 
 ELEMENTS = {"f16": ir.F16Type, "bf16": ir.BF16Type}
+EPILOGUE_PAD = 8  # floats after each row of the staged sums
 
 
 def threads_of(p) -> int:
@@ -42,24 +49,36 @@ def check_params(p) -> None:
     assert p.tile_n % (p.warps_n * 2 * MMA_N) == 0, p  # B fragments come in pairs
     assert p.tile_k % MMA_K == 0, p
     assert (p.tile_m * p.tile_k) % threads == 0 and (p.tile_n * p.tile_k) % threads == 0, p
+    # the epilogue: a thread per column of a row of warps' sums, rows shared out evenly
+    assert threads % p.tile_n == 0, p
 
 
-def tile_types(p, element: ir.Type) -> tuple[ir.Type, ir.Type]:
-    shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
-    return (ir.MemRefType.get([2 * p.tile_m, p.tile_k + PAD], element, memory_space=shared),
-            ir.MemRefType.get([2 * p.tile_k, p.tile_n + PAD], element, memory_space=shared))
+def _a_shape(p) -> list[int]:
+    return [2 * p.tile_m, p.tile_k + PAD]
+
+
+def _b_shape(p) -> list[int]:
+    return [2 * p.tile_k, p.tile_n + PAD]
+
+
+def _sums_shape(p) -> list[int]:
+    return [p.tile_m // p.warps_m, p.tile_n + EPILOGUE_PAD]
 
 
 def shared_bytes(p) -> int:
-    return 2 * 2 * (p.tile_m * (p.tile_k + PAD) + p.tile_k * (p.tile_n + PAD))
+    """Of the buffer: the stages of A and B (16-bit elements), or the epilogue's f32
+    sums of a row of warps, the larger."""
+    a, b, sums = _a_shape(p), _b_shape(p), _sums_shape(p)
+    return max(2 * (a[0] * a[1] + b[0] * b[1]), 4 * sums[0] * sums[1])
 
 
 def declare_tiles(gpu_module: ir.Operation, kernel_name: str, p, element: ir.Type) -> None:
-    """The shared-memory stages of A and B, as globals `<kernel>_a`, `<kernel>_b`."""
+    """The block's shared memory, the global `<kernel>_shared` (i8)."""
+    del element  # the buffer is bytes; MmaBlockGemm views it
     with ir.InsertionPoint(gpu_module.regions[0].blocks[0]):
-        for suffix, type_ in zip("ab", tile_types(p, element)):
-            memref.GlobalOp(f"{kernel_name}_{suffix}", ir.TypeAttr.get(type_),
-                            sym_visibility="private", alignment=16)
+        memref.GlobalOp(f"{kernel_name}_shared", ir.TypeAttr.get(
+            shared((shared_bytes(p),), ir.IntegerType.get_signless(8))),
+            sym_visibility="private", alignment=16)
 
 
 @dataclass
@@ -75,8 +94,9 @@ class MmaBlockGemm:
     row0: ir.Value        # first row of C of the block (block_id y)
     col0: ir.Value        # first column of C of the block (block_id x)
     batch_ivs: list       # the batch dims' coordinates (block_id z, delinearized)
-    tile_a: ir.Value
+    tile_a: ir.Value      # views of the shared buffer
     tile_b: ir.Value
+    sums: ir.Value
 
     @classmethod
     def start(cls, p, kernel_name: str, batch_sizes: list, element: ir.Type) -> "MmaBlockGemm":
@@ -91,12 +111,17 @@ class MmaBlockGemm:
         row0 = arith.MulIOp(gpu.block_id(gpu.Dimension.y), index_const(p.tile_m)).result
         col0 = arith.MulIOp(gpu.block_id(gpu.Dimension.x), index_const(p.tile_n)).result
         batch_ivs = delinearize_batch(gpu.block_id(gpu.Dimension.z), batch_sizes)
-        a_type, b_type = tile_types(p, element)
-        tile_a = memref.get_global(a_type, f"{kernel_name}_a")
-        tile_b = memref.get_global(b_type, f"{kernel_name}_b")
+        raw = memref.get_global(shared((shared_bytes(p),), ir.IntegerType.get_signless(8)),
+                                f"{kernel_name}_shared")
+        a_shape = _a_shape(p)
+        tile_a = memref.ViewOp(shared(a_shape, element), raw, index_const(0), []).result
+        tile_b = memref.ViewOp(shared(_b_shape(p), element), raw,
+                               index_const(2 * a_shape[0] * a_shape[1]), []).result
+        sums = memref.ViewOp(shared(_sums_shape(p), ir.F32Type.get()), raw,
+                             index_const(0), []).result
         zero = arith.ConstantOp(element, 0.0).result
         return cls(p, element, zero, tid, Warp(element, lane), warp_row, warp_col, row0,
-                   col0, batch_ivs, tile_a, tile_b)
+                   col0, batch_ivs, tile_a, tile_b, sums)
 
     @property
     def frags_m(self) -> int:
@@ -107,12 +132,17 @@ class MmaBlockGemm:
         return self.p.tile_n // self.p.warps_n // MMA_N
 
     @property
-    def thread_m(self) -> int:
-        return 2 * self.frags_m
+    def _rows_a_pass(self) -> int:
+        """Rows of C a thread takes from one row of warps' staged sums."""
+        return self.p.tile_m // self.p.warps_m * self.p.tile_n // threads_of(self.p)
+
+    @property
+    def thread_m(self) -> int:  # rows of the thread's points in the epilogue
+        return self.p.warps_m * self._rows_a_pass
 
     @property
     def thread_n(self) -> int:
-        return 2 * self.frags_n
+        return 1
 
     def operand(self, value: ir.Value) -> ir.Value:
         """A staged element as the products take it (`value` is of `element` already:
@@ -145,8 +175,8 @@ class MmaBlockGemm:
 
     def k_loop(self, kk, fetch: Callable[[ir.Value], object],
                put: Callable[[object, ir.Value], None]) -> list[ir.Value]:
-        """The thread's thread_m * thread_n sums over k < kk (a number or an index
-        value), row-major by (row(ii), column(jj)); `fetch` and `put` as BlockGemm's."""
+        """The lane's accumulators of its warp's tiles of sums over k < kk (a number or
+        an index value), for `epilogue`; `fetch` and `put` as BlockGemm's."""
         p = self.p
         put(fetch(index_const(0)), index_const(0))
         gpu.BarrierOp()
@@ -177,41 +207,74 @@ class MmaBlockGemm:
             put(following, arith.SubIOp(index_const(1), stage).result)
             gpu.BarrierOp()
             scf.YieldOp(acc)
-        results = list(loop.results)
-        # row-major by the thread's points: tile (fm, fn)'s [c0, c1, c2, c3] are points
-        # (2 fm, 2 fn), (2 fm, 2 fn + 1), (2 fm + 1, 2 fn), (2 fm + 1, 2 fn + 1)
-        return [results[4 * ((ii // 2) * self.frags_n + jj // 2) + 2 * (ii % 2) + jj % 2]
-                for ii in range(self.thread_m) for jj in range(self.thread_n)]
+        return list(loop.results)
 
     # ---------------------------------------------------------------- the thread's points
 
-    def row(self, ii: int) -> ir.Value:
-        """Row of C of the thread's ii-th row of points: g (+ 8) of tile row ii / 2."""
-        offset = (ii // 2) * MMA_M + (ii % 2) * 8
-        return _plus(arith.AddIOp(arith.AddIOp(self.row0, self.warp_row).result,
-                                  self.warp.g).result, offset)
+    def _row_in_pass(self, ii: int) -> ir.Value:
+        """Row, among a row of warps' staged sums, of the thread's ii-th point."""
+        step = threads_of(self.p) // self.p.tile_n
+        first = arith.DivUIOp(self.tid, index_const(self.p.tile_n)).result
+        return _plus(first, (ii % self._rows_a_pass) * step)
+
+    def row(self, ii: int, in_pass: ir.Value | None = None) -> ir.Value:
+        """Row of C of the thread's ii-th point (the epilogue's: see the module), from
+        its row among the staged sums where known."""
+        in_pass = self._row_in_pass(ii) if in_pass is None else in_pass
+        warp_rows = ii // self._rows_a_pass * (self.p.tile_m // self.p.warps_m)
+        return _plus(arith.AddIOp(self.row0, in_pass).result, warp_rows)
 
     def column(self, jj: int) -> ir.Value:
-        """Column of C of the thread's jj-th column of points: 2t (+ 1) of tile jj / 2."""
-        offset = (jj // 2) * MMA_N + jj % 2
-        return _plus(arith.AddIOp(arith.AddIOp(self.col0, self.warp_col).result,
-                                  self.warp.two_t).result, offset)
+        assert jj == 0, jj
+        return arith.AddIOp(self.col0, self._column_in_tile()).result
+
+    def _column_in_tile(self) -> ir.Value:
+        return arith.RemUIOp(self.tid, index_const(self.p.tile_n)).result
 
     def epilogue(self, m, n, results: list[ir.Value],
                  store: Callable[[int, int, ir.Value, ir.Value, ir.Value], None]) -> None:
-        """`store(ii, jj, row, column, sum)` for each of the thread's points inside
-        m x n (numbers, or index values), under a guard."""
-        rows = [self.row(ii) for ii in range(self.thread_m)]
-        columns = [self.column(jj) for jj in range(self.thread_n)]
-        for ii, gi in enumerate(rows):
-            row_inside = arith.CmpIOp(arith.CmpIPredicate.ult, gi, as_index(m)).result
-            for jj, gj in enumerate(columns):
-                inside = arith.AndIOp(row_inside, arith.CmpIOp(
-                    arith.CmpIPredicate.ult, gj, as_index(n)).result).result
+        """`store(ii, 0, row, column, sum)` for each of the thread's points inside m x n
+        (numbers, or index values), under a guard; `results` are k_loop's. A row of warps
+        at a time stages its sums in shared memory (the module's docstring)."""
+        passes, rows = self.p.warps_m, self._rows_a_pass
+        column = self.column(0)
+        column_inside = arith.CmpIOp(arith.CmpIPredicate.ult, column, as_index(n)).result
+        in_tile = self._column_in_tile()
+        wm = arith.DivUIOp(arith.DivUIOp(self.tid, index_const(WARP)).result,
+                           index_const(self.p.warps_n)).result
+        for stage in range(passes):
+            mine = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.eq, wm,
+                                         index_const(stage)).result)
+            with ir.InsertionPoint(mine.then_block):
+                self._stage_sums(results)
+                scf.YieldOp([])
+            gpu.BarrierOp()
+            for ii in range(stage * rows, (stage + 1) * rows):
+                in_pass = self._row_in_pass(ii)
+                gi = self.row(ii, in_pass)
+                inside = arith.AndIOp(column_inside, arith.CmpIOp(
+                    arith.CmpIPredicate.ult, gi, as_index(m)).result).result
                 guard = scf.IfOp(inside)
                 with ir.InsertionPoint(guard.then_block):
-                    store(ii, jj, gi, gj, results[ii * self.thread_n + jj])
+                    total = memref.LoadOp(self.sums, [in_pass, in_tile]).result
+                    store(ii, 0, gi, column, total)
                     scf.YieldOp([])
+            if stage + 1 < passes:
+                gpu.BarrierOp()  # before the next row of warps overwrites the sums
+
+    def _stage_sums(self, results: list[ir.Value]) -> None:
+        """The warp's accumulators into the sums' rows: a lane's two columns of a tile
+        row, (g, 2t) and (g, 2t + 1), by one 64-bit store."""
+        pair = ir.VectorType.get([2], ir.F32Type.get())
+        for fm in range(self.frags_m):
+            for fn in range(self.frags_n):
+                at = 4 * (fm * self.frags_n + fn)
+                col = _plus(arith.AddIOp(self.warp_col, self.warp.two_t).result, fn * MMA_N)
+                for half in range(2):
+                    row = _plus(self.warp.g, fm * MMA_M + 8 * half)
+                    values = vector.FromElementsOp(
+                        pair, results[at + 2 * half: at + 2 * half + 2]).result
+                    vector.StoreOp(values, self.sums, [row, col], alignment=8)
 
 
 def _after(stage: ir.Value, rows: int, row: ir.Value) -> ir.Value:
