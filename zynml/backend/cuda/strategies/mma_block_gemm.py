@@ -29,7 +29,7 @@ from mlir.dialects import arith, gpu, memref, scf, vector
 
 from .extents import as_index
 from .kernel_builder import index_const
-from .simt_gemm import delinearize_batch
+from .simt_gemm import delinearize_batch, staged_k_loop
 from .hopper import shared
 from .warp_mma import MMA_K, MMA_M, MMA_N, PAD, WARP, Warp, f32_zero
 
@@ -178,17 +178,8 @@ class MmaBlockGemm:
         """The lane's accumulators of its warp's tiles of sums over k < kk (a number or
         an index value), for `epilogue`; `fetch` and `put` as BlockGemm's."""
         p = self.p
-        put(fetch(index_const(0)), index_const(0))
-        gpu.BarrierOp()
-        tiles = self.frags_m * self.frags_n
-        loop = scf.ForOp(index_const(0), as_index(kk), index_const(p.tile_k),
-                         [f32_zero()] * (4 * tiles))
-        with ir.InsertionPoint(loop.body):
-            k0 = loop.induction_variable
-            stage = arith.RemUIOp(arith.DivUIOp(k0, index_const(p.tile_k)).result,
-                                  index_const(2)).result
-            following = fetch(arith.AddIOp(k0, index_const(p.tile_k)).result)
-            acc = list(loop.inner_iter_args)
+
+        def compute(stage: ir.Value, acc: list) -> list:
             a_rows = _after(stage, p.tile_m, self.warp_row)
             for ks in range(0, p.tile_k, MMA_K):
                 b_row = _after(stage, p.tile_k, index_const(ks))
@@ -204,10 +195,10 @@ class MmaBlockGemm:
                         at = 4 * (fm * self.frags_n + fn)
                         acc[at:at + 4] = self.warp.mma(acc[at:at + 4], a_frags[fm],
                                                        b_frags[fn])
-            put(following, arith.SubIOp(index_const(1), stage).result)
-            gpu.BarrierOp()
-            scf.YieldOp(acc)
-        return list(loop.results)
+            return acc
+
+        tiles = self.frags_m * self.frags_n
+        return staged_k_loop(kk, p.tile_k, [f32_zero()] * (4 * tiles), fetch, put, compute)
 
     # ---------------------------------------------------------------- the thread's points
 

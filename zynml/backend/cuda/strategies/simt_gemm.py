@@ -175,16 +175,8 @@ class BlockGemm:
         k >= kk) into values; `put(values, stage)` stores them in the tiles of `stage`
         (an index, 0 or 1)."""
         p = self.p
-        put(fetch(index_const(0)), index_const(0))
-        gpu.BarrierOp()
-        accumulators = [self.zero] * (p.thread_m * p.thread_n)
-        loop = scf.ForOp(index_const(0), as_index(kk), index_const(p.tile_k), accumulators)
-        with ir.InsertionPoint(loop.body):
-            k0 = loop.induction_variable
-            stage = arith.RemUIOp(arith.DivUIOp(k0, index_const(p.tile_k)).result,
-                                  index_const(2)).result
-            following = fetch(arith.AddIOp(k0, index_const(p.tile_k)).result)
-            acc = list(loop.inner_iter_args)
+
+        def compute(stage: ir.Value, acc: list) -> list:
             lanes_m = p.warp_m
             lanes_n = WARP // lanes_m
             for step in range(p.tile_k):
@@ -196,10 +188,10 @@ class BlockGemm:
                     for jj in range(p.thread_n):
                         idx = ii * p.thread_n + jj
                         acc[idx] = _fma(a_vals[ii], b_vals[jj], acc[idx])
-            put(following, arith.SubIOp(index_const(1), stage).result)
-            gpu.BarrierOp()
-            scf.YieldOp(acc)
-        return list(loop.results)
+            return acc
+
+        return staged_k_loop(kk, p.tile_k, [self.zero] * (p.thread_m * p.thread_n), fetch,
+                             put, compute)
 
     # ---------------------------------------------------------------- the thread's points
 
@@ -234,6 +226,28 @@ class BlockGemm:
                 with ir.InsertionPoint(guard.then_block):
                     store(ii, jj, gi, gj, results[ii * p.thread_n + jj])
                     scf.YieldOp([])
+
+
+def staged_k_loop(kk, tile_k: int, accumulators: list, fetch: Callable, put: Callable,
+                  compute: Callable[[ir.Value, list], list]) -> list[ir.Value]:
+    """The loop over k < kk in steps of tile_k on two shared-memory stages, one barrier a
+    step: `put(fetch(0), 0)` before it; in it, `fetch` the next step's elements into
+    registers, `compute(stage, accumulators)` on the current stage (an index, 0 or 1),
+    `put` the fetched elements into the other stage, then the barrier. The last step's
+    fetch reads past kk (masked by `fetch`) and is dropped. The accumulators' results."""
+    put(fetch(index_const(0)), index_const(0))
+    gpu.BarrierOp()
+    loop = scf.ForOp(index_const(0), as_index(kk), index_const(tile_k), accumulators)
+    with ir.InsertionPoint(loop.body):
+        k0 = loop.induction_variable
+        stage = arith.RemUIOp(arith.DivUIOp(k0, index_const(tile_k)).result,
+                              index_const(2)).result
+        following = fetch(arith.AddIOp(k0, index_const(tile_k)).result)
+        acc = compute(stage, list(loop.inner_iter_args))
+        put(following, arith.SubIOp(index_const(1), stage).result)
+        gpu.BarrierOp()
+        scf.YieldOp(acc)
+    return list(loop.results)
 
 
 def delinearize_batch(linear: ir.Value, sizes: list[int]) -> list[ir.Value]:
