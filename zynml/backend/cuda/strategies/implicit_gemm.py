@@ -46,7 +46,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu
 
-from .body_slices import RUNNING, backward_slice, body_dims
+from .body_slices import RUNNING, backward_slice, body_dims, loop_index_clamps
 from ....lowering.cir_ops import defining_op
 from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents, is_static,
                       kernel_extents, loop_extents, minus, product)
@@ -307,6 +307,10 @@ class _Side:
         ins, _ = generic_operands(generic)
         self.reads = dict(zip(generic.regions[0].blocks[0].arguments,
                               zip(ins, indexing_maps(generic))))
+        # coordinates given here are in their loops' ranges (clamped where they could
+        # pass the end): such clamps are their index (a run-time-size kernel's gathers
+        # then multiply no clamped index per element)
+        self.clamps = loop_index_clamps(generic)
         dims = body_dims(generic)
         ops, args = backward_slice(generic, [value] + ([mask] if mask is not None else []))
         remaining, self.parts = ops + args, []
@@ -342,8 +346,9 @@ class _Side:
         return arith.SelectOp(inside, self.operand(values[self.value]), self.zero).result
 
     def _clone(self, part, ivs: dict, known: dict | None) -> dict:
-        ops = [x for x in part if isinstance(x, ir.Operation)]
-        bound = {}
+        bound = {clamp: ivs[d] for clamp, d in self.clamps.items() if ivs.get(d) is not None}
+        ops = [x for x in part if isinstance(x, ir.Operation) and
+               not (len(x.results) == 1 and x.results[0] in bound)]
         for arg in (x for x in part if not isinstance(x, ir.Operation)):
             operand, amap = self.reads[arg]
             ivs_list = [ivs.get(d) for d in range(len(self.ranges))]
