@@ -2,10 +2,13 @@
 // linalg-to-gpu-kernels.mlir in f16 (conv2d.zyn's gathers and bounds predicate; 32 input
 // channels, 40 output channels, 6 x 5 pixels) on tensor cores. M = 40 output channels, N
 // = 30 pixels: one 64 x 64 tile of C, 4 warps of 32 x 32 (the tile that pads least);
-// k = (kh, kw, ic) in stages of 32 channels (288 in all). The block gathers A' (the
-// kernel) and B' (the input, 0 where the predicate fails) in f16 into two shared stages
-// each, views of one buffer: A' as [2 x 64, 32 + 8] (a row per output channel) and B'
-// as [2 x 32, 64 + 8] (a row per k), the first stage before the loop; in it, each warp
+// k = (kh, kw, ic) in stages of 32 channels (288 in all). A first kernel computes A'
+// (the kernel's weights) once into a buffer of 64 rows of 288 in that order (a thread
+// per element, rows past 40 clamped); the GEMM's block then reads A' by 16-byte loads
+// of those rows and gathers B' (the input, 0 where the predicate fails), both in f16,
+// into two shared stages each, views of one buffer: A' as [2 x 64, 32 + 8] (a row per
+// output channel) and B' as [2 x 32, 64 + 8] (a row per k), the first stage before
+// the loop; in it, each warp
 // reads its fragments with ldmatrix (B' transposed) and makes 2 x 4 mma.sync m16n8k16
 // products a step of 16, f32 accumulators, then stores the next stage's elements before
 // its one barrier. The epilogue stages a row of warps' sums in the same buffer ([32, 64
@@ -14,17 +17,27 @@
 // RUN: zynml-opt %s --linalg-to-gpu-kernels | filecheck %s
 // RUN: zynml-opt %s --pass-pipeline='builtin.module(linalg-to-gpu-kernels{chip=sm_75})' | filecheck %s --check-prefix=TURING
 
+// CHECK: [[COPY:%[a-z0-9_]+]] = memref.alloc() {alignment = 64 : i64} : memref<18432xf16>
+// CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm_mma_a blocks in (%c72{{(_[0-9]+)?}}, {{.*}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}, [[COPY]] : memref<18432xf16>)
 // CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm_mma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.problem = "{{[^"]*}}", zynml.strategy = "implicit_gemm_mma"}
+// CHECK: gpu.func @k0_implicit_gemm_mma_a({{%[a-z0-9_]+}}: memref<32x3x3xi8>, {{%[a-z0-9_]+}}: memref<1x40x6x5xf16>, {{%[a-z0-9_]+}}: memref<1x32x6x5xf16>, [[W0:%[a-z0-9_]+]]: memref<40x32x3x3xf16>, [[BUF:%[a-z0-9_]+]]: memref<18432xf16>)
+// CHECK: arith.cmpi ult, {{%[0-9]+}}, %c18432
+// CHECK: scf.if
+// CHECK: memref.load [[W0]][
+// CHECK: memref.store {{.*}}, [[BUF]][{{%[0-9]+}}] : memref<18432xf16>
 // CHECK: memref.global "private" @k0_implicit_gemm_mma_shared : memref<19456xi8, #gpu.address_space<workgroup>>
-// CHECK: gpu.func @k0_implicit_gemm_mma({{%[a-z0-9_]+}}: memref<32x3x3xi8>, [[OUT:%[a-z0-9_]+]]: memref<1x40x6x5xf16>, [[IN:%[a-z0-9_]+]]: memref<1x32x6x5xf16>, [[W:%[a-z0-9_]+]]: memref<40x32x3x3xf16>)
+// CHECK: gpu.func @k0_implicit_gemm_mma({{%[a-z0-9_]+}}: memref<32x3x3xi8>, [[OUT:%[a-z0-9_]+]]: memref<1x40x6x5xf16>, [[IN:%[a-z0-9_]+]]: memref<1x32x6x5xf16>, [[W:%[a-z0-9_]+]]: memref<40x32x3x3xf16>, [[A:%[a-z0-9_]+]]: memref<18432xf16>)
 // CHECK: memref.view {{%[0-9]+}}[%c0{{(_[0-9]+)?}}][] : memref<19456xi8, #gpu.address_space<workgroup>> to memref<128x40xf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view {{%[0-9]+}}[%c10240][] : memref<19456xi8, #gpu.address_space<workgroup>> to memref<64x72xf16, #gpu.address_space<workgroup>>
 // CHECK: [[SUMS:%[a-z0-9_]+]] = memref.view {{%[0-9]+}}[%c0{{(_[0-9]+)?}}][] : memref<19456xi8, #gpu.address_space<workgroup>> to memref<32x72xf32, #gpu.address_space<workgroup>>
-// CHECK-COUNT-16: memref.store {{.*}} : memref<128x40xf16, #gpu.address_space<workgroup>>
+// CHECK-NOT: memref.load [[W]]
+// CHECK-COUNT-2: vector.store {{.*}} : memref<128x40xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK-COUNT-16: memref.store {{.*}} : memref<64x72xf16, #gpu.address_space<workgroup>>
 // CHECK: gpu.barrier
 // CHECK: scf.for {{%[a-z0-9_]+}} = %c0{{(_[0-9]+)?}} to %c288{{(_[0-9]+)?}} step %c32{{(_[0-9]+)?}} iter_args(
-// CHECK: memref.load [[W]][
+// CHECK: vector.load [[A]][{{%[0-9]+}}] {alignment = 16 : i64} : memref<18432xf16>, vector<8xf16>
+// CHECK: vector.load [[A]][{{%[0-9]+}}] {alignment = 16 : i64} : memref<18432xf16>, vector<8xf16>
+// CHECK-NOT: memref.load [[W]]
 // CHECK: memref.load [[IN]][
 // CHECK: arith.select {{.*}} : f16
 // CHECK-NOT: memref.store
@@ -34,7 +47,7 @@
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK-COUNT-8: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // CHECK-NOT: gpu.barrier
-// CHECK-COUNT-16: memref.store {{.*}} : memref<128x40xf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-2: vector.store {{.*}} : memref<128x40xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK-COUNT-16: memref.store {{.*}} : memref<64x72xf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: scf.yield

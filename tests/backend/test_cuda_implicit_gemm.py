@@ -1,4 +1,4 @@
-"""implicit_gemm's plan of k (zynml/backend/cuda/strategies/implicit_gemm.py: `_k_plan`)
+"""implicit_gemm's plan of k (zynml/backend/cuda/strategies/gemm_sides.py: `k_plan`)
 and its kernels at run-time sizes, compiled without a GPU (they run in
 tests/runtime/test_cuda_dynamic.py)."""
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import zynml
-from zynml.backend.cuda.strategies.implicit_gemm import _k_plan
+from zynml.backend.cuda.strategies.gemm_sides import k_plan
 from zynml.runtime.cuda.artifact import launches
 
 CONV2D = Path(__file__).resolve().parents[1] / "programs" / "examples" / "conv2d.zyn"
@@ -26,7 +26,7 @@ K = [4, 5, 6]
     ([None] * 4 + [None, 3, 32], 16, ([4, 5, 6], True)),  # a static multiple wins
 ])
 def test_k_plan(extents, tile_k, plan):
-    assert _k_plan(K, extents, tile_k) == plan
+    assert k_plan(K, extents, tile_k) == plan
 
 
 def test_a_convolution_of_run_time_sizes_is_an_implicit_gemm():

@@ -64,7 +64,7 @@ def test_half_convolutions_run_on_tensor_cores(rng, dtype):
     memory."""
     given = inputs(rng, dtype, 2, 64, 64, 16, 3)  # N = 512: the default tiles
     prog = conv2d()
-    assert kernels(prog, given) == ["pointwise", "implicit_gemm_mma"]
+    assert kernels(prog, given) == ["pointwise", "implicit_gemm_mma_a", "implicit_gemm_mma"]
     ptx = prog.artifact(**given).ptx
     body = ptx.split(".entry k1_implicit_gemm_mma(", 1)[1]
     # 2 steps of 16 a stage x (2 x 8) tiles of 16 x 8 a warp
@@ -73,6 +73,28 @@ def test_half_convolutions_run_on_tensor_cores(rng, dtype):
     assert "local" not in body
     # A: 2 x 64 x 40, B: 2 x 32 x 264 elements; the sums, 32 x 264 f32, fit in them
     assert ".shared .align 16 .b8 k1_implicit_gemm_mma_shared[44032]" in ptx
+
+
+def test_the_kernels_a_side_is_copied_once_into_rows(rng):
+    """The weights (A') are computed once by k1_implicit_gemm_mma_a into rows in the k
+    plan's order: a stage reads them by one 16-byte load a thread (64 x 32 elements, 256
+    threads) and gathers only the input (B', 32 elements a thread); `copy_a=False`
+    gathers both, as run-time sizes do."""
+    given = inputs(rng, "f16", 2, 64, 64, 16, 3)
+    body = conv2d().artifact(**given).ptx.split(".entry k1_implicit_gemm_mma(", 1)[1]
+    assert body.count("ld.global.v4.b32") == 2  # before the loop, and in it
+    # B' before the loop and in it; C's initial values at the thread's 64 points
+    assert body.count("ld.global.b16") == 2 * 32 + 64
+    # K = 9 (one channel): the rows are padded to a whole stage of 32, 64 x 32 in all
+    one = inputs(rng, "f16", 2, 1, 64, 16, 3)
+    assert [s["shape"] for s in conv2d().artifact(**one).plan["body"]
+            if s["op"] == "alloc" and s["dtype"] == "float16" and len(s["shape"]) == 1] \
+        == [[64 * 32]]
+    plain = conv2d(params={"implicit_gemm_mma": {"copy_a": False}})
+    assert kernels(plain, given) == ["pointwise", "implicit_gemm_mma"]
+    body = plain.artifact(**given).ptx.split(".entry k1_implicit_gemm_mma(", 1)[1]
+    assert "ld.global.v4" not in body
+    assert body.count("ld.global.b16") == 2 * (32 + 8) + 64
 
 
 def test_f32_products_stay_on_fmas(rng):
@@ -122,7 +144,7 @@ def test_half_convolutions_match_float64(rng, dtype, batch, in_ch, out_ch, size,
 # implicit_gemm_mma.CONFIGS (the GPU machine has no MLIR to import it: the test below
 # checks the copy)
 CONFIGS = [dict(tile_m=64, tile_n=256, tile_k=32, warps_m=2, warps_n=4),
-           dict(tile_m=128, tile_n=256, tile_k=16, warps_m=4, warps_n=4),
+           dict(tile_m=128, tile_n=128, tile_k=32, warps_m=4, warps_n=2),
            dict(tile_m=64, tile_n=128, tile_k=32, warps_m=4, warps_n=2),
            dict(tile_m=64, tile_n=64, tile_k=32, warps_m=2, warps_n=2),
            dict(tile_m=64, tile_n=128, tile_k=16, warps_m=2, warps_n=4)]
@@ -132,13 +154,14 @@ def test_the_configurations_tested_are_the_strategys():
     from dataclasses import asdict
     pytest.importorskip("mlir")  # the compiler's side (not on the GPU machine)
     from zynml.backend.cuda.strategies import implicit_gemm_mma
-    assert CONFIGS == [{k: v for k, v in asdict(p).items() if not k.startswith("min_")}
+    tiles = ("tile_m", "tile_n", "tile_k", "warps_m", "warps_n")
+    assert CONFIGS == [{k: v for k, v in asdict(p).items() if k in tiles}
                        for p in implicit_gemm_mma.CONFIGS]
 
 
 @pytest.mark.parametrize("m,n,tiles", [
     (64, 56 * 56 * 32, (64, 256)),    # the benchmark's layer: wide N tiles
-    (128, 28 * 28 * 32, (128, 256)),  # M 128: one tile of rows, each input gathered once
+    (128, 28 * 28 * 32, (128, 128)),  # M 128: one tile of rows, each input gathered once
     (40, 30, (64, 64)),               # pads least
     (24, 11 * 11 * 2, (64, 256)),     # as little padding as 64 x 64, fewer gathers
     (64, 512, (64, 256)),

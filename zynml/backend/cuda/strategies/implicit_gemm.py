@@ -14,12 +14,12 @@ conv2d.zyn, out[b, oc, oh, ow] = bias[oc] + sum over (ic, kh, kw) of select(in_b
 input[b, ic, oh * s + kh - p, ow * s + kw - p] * kernel[oc, ic, kh, kw], 0):
 M = (oc), N = (b, oh, ow), K = (ic, kh, kw), the bounds predicate with N.
 
-k is staged in steps of BK along the reduction loops in the order `_k_plan` gives: a loop
-whose extent BK divides (a convolution's channels) runs fastest, so the k of one stage
-share the other loops' coordinates (kh, kw), and a staged element's bounds, clamps and
-address arithmetic are computed once a stage instead of once an element (the conv2d
-benchmark: 0.44 -> 0.20 ms on an H200 with the tiles retuned, docs/performance.md,
-Session 31).
+k is staged in steps of BK along the reduction loops in the order `gemm_sides.k_plan`
+gives: a loop whose extent BK divides (a convolution's channels) runs fastest, so the k
+of one stage share the other loops' coordinates (kh, kw), and a staged element's
+bounds, clamps and address arithmetic are computed once a stage instead of once an
+element (the conv2d benchmark: 0.44 -> 0.20 ms on an H200 with the tiles retuned,
+docs/performance.md, Session 31). The sides are evaluated by gemm_sides.Side.
 
 Run-time sizes (DYNAMIC): extents are read off the arguments, the grid is host
 arithmetic, and k's stages run along the first run-time reduction loop: two kernels,
@@ -41,22 +41,23 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Callable
 
 from mlir import ir
-from mlir.dialects import arith, gpu
+from mlir.dialects import arith, gpu, memref, scf, vector
 
-from .body_slices import RUNNING, backward_slice, body_dims, loop_index_clamps
+from .body_slices import RUNNING, body_dims
 from ....lowering.cir_ops import defining_op
-from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents, is_static,
-                      kernel_extents, loop_extents, minus, product)
+from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents,
+                      loop_extents, product)
+from .gemm_sides import KPlan, KStage, Side, coordinates, k_plan
 from .kernel_builder import (PARALLEL, KernelScope, KernelSignature, apply_map,
-                                  delinearize, generic_operands, index_const, indexing_maps,
-                                  iterator_kinds, loop_ranges, new_kernel)
+                             generic_operands, index_const, indexing_maps, iterator_kinds,
+                             loop_ranges, new_kernel)
 from . import Launch, matmul
 from .tuning import choose, problem_key
-from .simt_gemm import (BlockGemm, add_and_round, check_params, clamp, declare_tiles,
-                        threads_of)
+from .simt_gemm import BlockGemm, add_and_round, check_params, declare_tiles, threads_of
 
 NAME = "implicit_gemm"
 DYNAMIC = True  # run-time sizes: the tiles and the stages of k are bounds-checked
@@ -79,7 +80,7 @@ class Params:
         check_params(self)
 
 
-# 256 threads each; by_cost orders them. tune on an H200 (2026-11-28, k as _k_plan
+# 256 threads each; by_cost orders them. tune on an H200 (2026-11-28, k as k_plan
 # puts it), conv2d 3x3 f32, ms: 32x64x56x56 (M 64): 64x256 BK 16 8x8 0.198, 64x256 BK 8
 # 0.219, 64x128 BK 8 8x8 0.225, 64x128 BK 16 8x4 (the default before) 0.241, 128x128
 # 0.395-0.432; 32x128x28x28 (M 128): 64x128 BK 8 8x8 0.216, 64x256 BK 16 0.240 (196
@@ -176,7 +177,7 @@ def build_with(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str
     """`build` with the Params `p` of a block of `kind`."""
     roles = _roles(generic)
     extents = loop_extents(generic)
-    order, split = _k_plan(roles.k, extents, p.tile_k)
+    order, split = k_plan(roles.k, extents, p.tile_k)
     roles = dataclasses.replace(roles, k=order)
     if all(extents[d] is not None for d in order):
         return _build(generic, gpu_module, kernel_name, p, kind, roles, split, False)
@@ -208,6 +209,12 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
     signature = KernelSignature.of(generic)
     _, outs = generic_operands(generic)
     out_map = indexing_maps(generic)[-1]
+    copied = _copied_a(generic, p, roles, split, threads)
+    copy_launch = None
+    if copied is not None:
+        signature.values.append(copied.buffer)
+        copy_launch = _build_a_copy(generic, gpu_module, kernel_name + "_a", p, roles,
+                                    split, copied, signature)
     with generic.location:
         kind.declare_tiles(gpu_module, kernel_name, p)
     func = new_kernel(gpu_module, kernel_name, signature.types(), [threads])
@@ -221,20 +228,21 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
         scope = KernelScope(signature, func)
         # numbers, or index values read off the arguments (run-time sizes)
         ranges = kernel_extents(generic, scope) if dynamic else loop_ranges(generic)
-        k_plan = _KPlan(roles.k, ranges, p.tile_k, split, whole_stages)
+        plan = KPlan(roles.k, ranges, p.tile_k, split, whole_stages)
         gemm = kind.start(p, kernel_name, [ranges[d] for d in roles.batch])
         batch = dict(zip(roles.batch, gemm.batch_ivs))
-        side_a = _Side(generic, scope, ranges, gemm, roles.a, roles.a_mask, roles.m,
-                       roles, batch)
-        side_b = _Side(generic, scope, ranges, gemm, roles.b, roles.b_mask, roles.n,
-                       roles, batch)
+        side_a = Side(generic, scope, ranges, gemm, roles.a, roles.a_mask, roles.m,
+                      roles.k, batch)
+        side_b = Side(generic, scope, ranges, gemm, roles.b, roles.b_mask, roles.n,
+                      roles.k, batch)
         # Per staged element: its place in the tile, the hoisted part of its side and the
         # key of its k part (elements with equal keys share k, see simt_gemm's slots).
         a_slots, b_slots, hoisted = [], [], {}
-        for r in range(p.tile_m * p.tile_k // threads):
+        for r in range(p.tile_m * p.tile_k // threads if copied is None else 0):
             row, kcol = gemm.a_slot(r)
             a_slots.append((row, kcol, side_a.hoist(arith.AddIOp(gemm.row0, row).result),
                             (r * threads) % p.tile_k))
+        a_runs = copied.runs(gemm, scope, p, threads) if copied is not None else []
         for r in range(p.tile_n * p.tile_k // threads):
             krow, col = gemm.b_slot(r)
             key = (r * threads) % p.tile_n
@@ -243,9 +251,9 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
             b_slots.append((krow, col, hoisted[key], r))
 
         def fetch(k0):
-            stage = _KStage(k0, k_plan)
+            stage = KStage(k0, plan)
             k_parts: dict = {}
-            values = []
+            values = [copied.load(run, k0, p) for run in a_runs]
             for row, kcol, here, key in a_slots:
                 if ("a", key) not in k_parts:
                     k_parts["a", key] = side_a.k_part(stage, kcol)
@@ -255,14 +263,16 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
             return values
 
         def put(values, stage):
-            for (row, kcol, _, _), value in zip(a_slots, values):
+            for (row, kcol), value in zip(a_runs, values):
                 gemm.put_a(stage, value, row, kcol)
-            for (krow, col, _, _), value in zip(b_slots, values[len(a_slots):]):
+            for (row, kcol, _, _), value in zip(a_slots, values[len(a_runs):]):
+                gemm.put_a(stage, value, row, kcol)
+            for (krow, col, _, _), value in zip(b_slots, values[len(a_runs) + len(a_slots):]):
                 gemm.put_b(stage, value, krow, col)
 
-        sums = gemm.k_loop(k_plan.trip, fetch, put)
-        rows = [_coordinates(gemm.row(ii), roles.m, ranges) for ii in range(gemm.thread_m)]
-        cols = [_coordinates(gemm.column(jj), roles.n, ranges)
+        sums = gemm.k_loop(plan.trip, fetch, put)
+        rows = [coordinates(gemm.row(ii), roles.m, ranges) for ii in range(gemm.thread_m)]
+        cols = [coordinates(gemm.column(jj), roles.n, ranges)
                 for jj in range(gemm.thread_n)]
 
         def store(ii, jj, gi, gj, total):
@@ -282,160 +292,99 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
         grid = (ceil_div(product([sizes[d] for d in roles.n]), p.tile_n),
                 ceil_div(product([sizes[d] for d in roles.m]), p.tile_m),
                 product([sizes[d] for d in roles.batch]))
-    return Launch(kernel_name, signature.values, grid, (threads, 1, 1))
+    main = Launch(kernel_name, signature.values, grid, (threads, 1, 1))
+    return main if copy_launch is None else [copy_launch, main]
 
 
 @dataclass
-class _Part:
-    ivs: dict          # loop -> coordinate
-    values: dict       # body value -> kernel value
-    inside: ir.Value | None = None  # k < K (k parts)
+class _CopiedA:
+    """A' computed once, by a kernel of its own, into `buffer`: [rows * trip] of the
+    product's operand type, row-major, a row per m (M padded to whole tiles) and k in
+    the k plan's order (`trip`: its k, padded to whole stages, 0 past K), so that the GEMM's stages read A' as `width`-element runs of
+    rows (16-byte loads at width 8) instead of gathering it element by element: a
+    convolution's weights, 18 bytes apart along a stage's channels, were a fifth to a
+    third of the block's L1 traffic (docs/performance.md, Session 34)."""
+    buffer: ir.Value
+    rows: int
+    trip: int
+    width: int
+
+    def runs(self, gemm, scope, p, threads: int) -> list:
+        """(row, k) in the A tile of each run this thread stages a step, k fastest."""
+        self.value = scope.value(self.buffer)
+        per_row = p.tile_k // self.width
+        runs = []
+        for r in range(p.tile_m * p.tile_k // (self.width * threads)):
+            e = arith.AddIOp(gemm.tid, index_const(r * threads)).result
+            runs.append((arith.DivUIOp(e, index_const(per_row)).result,
+                         arith.MulIOp(arith.RemUIOp(e, index_const(per_row)).result,
+                                      index_const(self.width)).result))
+        self.row0 = gemm.row0
+        return runs
+
+    def load(self, run, k0: ir.Value, p) -> ir.Value:
+        """The run at step k0 (the last step's read, past the end, kept in the buffer)."""
+        row, kcol = run
+        k0 = arith.MinUIOp(k0, index_const(self.trip - p.tile_k)).result
+        at = arith.AddIOp(arith.MulIOp(arith.AddIOp(self.row0, row).result,
+                                       index_const(self.trip)).result,
+                          arith.AddIOp(k0, kcol).result).result
+        element = ir.MemRefType(self.buffer.type).element_type
+        return vector.LoadOp(ir.VectorType.get([self.width], element), self.value, [at],
+                             alignment=2 * self.width).result
 
 
-class _Side:
-    """`value` (and `mask`) of one side of the product, cloned from the body in parts:
-    ops on batch loops only (once per kernel), on this side's and batch loops (`hoist`,
-    once per staged element, before the loop over k), on reduction and batch loops
-    (`k_part`, per k), and the rest (`at`)."""
-
-    def __init__(self, generic, scope, ranges, gemm, value, mask, loops, roles: Roles,
-                 batch: dict):
-        self.scope, self.value, self.mask = scope, value, mask
-        self.zero, self.operand = gemm.zero, gemm.operand  # as the block's products take
-        self.loops = loops
-        self.ranges = ranges
-        ins, _ = generic_operands(generic)
-        self.reads = dict(zip(generic.regions[0].blocks[0].arguments,
-                              zip(ins, indexing_maps(generic))))
-        # coordinates given here are in their loops' ranges (clamped where they could
-        # pass the end): such clamps are their index (a run-time-size kernel's gathers
-        # then multiply no clamped index per element)
-        self.clamps = loop_index_clamps(generic)
-        dims = body_dims(generic)
-        ops, args = backward_slice(generic, [value] + ([mask] if mask is not None else []))
-        remaining, self.parts = ops + args, []
-        for within in (set(batch), set(loops) | set(batch), set(roles.k) | set(batch), None):
-            def fits(x, within=within):
-                values = x.results if isinstance(x, ir.Operation) else [x]
-                return within is None or all(dims[v] <= within for v in values)
-            self.parts.append([x for x in remaining if fits(x)])
-            remaining = [x for x in remaining if not fits(x)]
-        self.common = _Part(dict(batch), self._clone(self.parts[0], batch, None))
-
-    def hoist(self, index: ir.Value) -> _Part:
-        ivs = dict(self.common.ivs)
-        ivs.update(_coordinates(clamp(index, self._extent(self.loops)), self.loops,
-                                self.ranges))
-        return _Part(ivs, self._clone(self.parts[1], ivs, self.common.values))
-
-    def k_part(self, stage: "_KStage", offset: ir.Value) -> _Part:
-        """The part of k = stage's k0 + offset (offset < BK)."""
-        ivs = dict(self.common.ivs)
-        coordinates, inside = stage.at(offset)
-        ivs.update(coordinates)
-        return _Part(ivs, self._clone(self.parts[2], ivs, self.common.values), inside)
-
-    def at(self, hoisted: _Part, k_part: _Part) -> ir.Value:
-        """The side's element at (hoisted's point, k_part's k), as the block's products
-        take it (SIMT: f32), 0 where masked."""
-        ivs = {**hoisted.ivs, **k_part.ivs}
-        values = self._clone(self.parts[3], ivs, {**hoisted.values, **k_part.values})
-        inside = k_part.inside
-        if self.mask is not None:
-            inside = arith.AndIOp(inside, values[self.mask]).result
-        return arith.SelectOp(inside, self.operand(values[self.value]), self.zero).result
-
-    def _clone(self, part, ivs: dict, known: dict | None) -> dict:
-        bound = {clamp: ivs[d] for clamp, d in self.clamps.items() if ivs.get(d) is not None}
-        ops = [x for x in part if isinstance(x, ir.Operation) and
-               not (len(x.results) == 1 and x.results[0] in bound)]
-        for arg in (x for x in part if not isinstance(x, ir.Operation)):
-            operand, amap = self.reads[arg]
-            ivs_list = [ivs.get(d) for d in range(len(self.ranges))]
-            bound[arg] = self.scope.load(operand, apply_map(amap, ivs_list)) \
-                if isinstance(operand.type, ir.MemRefType) else self.scope.value(operand)
-        return self.scope.clone_slice(ops, bound, lambda d: ivs[d], known)
-
-    def _extent(self, loops):
-        return product([self.ranges[d] for d in loops])
+def _copied_a(generic: ir.Operation, p, roles: Roles, split: bool,
+              threads: int) -> _CopiedA | None:
+    """Where the Params ask for it (`copy_a`), static sizes, no batch loops and 16-bit
+    operands: the buffer A' is copied into (allocated before the generic), else None."""
+    element = roles.a.type
+    if not getattr(p, "copy_a", False) or has_dynamic_extent(generic) or roles.batch or \
+            str(element) not in ("f16", "bf16"):
+        return None
+    ranges = loop_ranges(generic)
+    # whole stages: a row starts 16-byte aligned, and a stage's read stays in its row
+    trip = ceil_div(KPlan(roles.k, ranges, p.tile_k, split).trip, p.tile_k) * p.tile_k
+    per_thread = p.tile_m * p.tile_k // threads
+    width = math.gcd(8, per_thread)
+    rows = ceil_div(product([ranges[d] for d in roles.m]), p.tile_m) * p.tile_m
+    with ir.InsertionPoint(generic), generic.location:
+        buffer = memref.AllocOp(ir.MemRefType.get([rows * trip], element), [], [],
+                                alignment=64).result
+    return _CopiedA(buffer, rows, trip, width)
 
 
-def _k_plan(loops: list[int], extents: list, tile_k: int) -> tuple[list[int], bool]:
-    """(the reduction loops in the order k linearizes them, whether stages split k along
-    the last one: _KPlan). Last: the longest loop whose extent is a multiple of BK (the
-    latest of equals), so the k of one stage share every other loop's coordinate. A
-    convolution's k (ic, kh, kw) becomes (kh, kw, ic): a staged input element's bounds
-    and clamps are then the same for all its stage's k, and its address moves by a
-    constant stride with ic. With run-time extents (None) and none that divides, the
-    first run-time loop (a convolution's channels: the window's loops come after it),
-    its last stage of each run partial. Otherwise the loops as they are, unsplit."""
-    fits = [d for d in loops if extents[d] is not None and extents[d] % tile_k == 0]
-    if fits:
-        inner = max(reversed(fits), key=lambda d: extents[d])
-    elif any(extents[d] is None for d in loops):
-        inner = next(d for d in loops if extents[d] is None)
-    else:
-        return list(loops), False
-    return [d for d in loops if d != inner] + [inner], True
-
-
-class _KPlan:
-    """k as stages of BK, built in the kernel (`ranges`: numbers, or index values).
-
-    split: each run of the last loop (extent E) takes ceil(E / BK) stages, the others'
-    coordinates fixed within a stage: trip = (the other loops' extents) x ceil(E / BK) x
-    BK, k0 / BK the stage. Unsplit: k = k0 + offset runs to K, each split alone."""
-
-    def __init__(self, loops: list[int], ranges: list, tile_k: int, split: bool,
-                 whole_stages: bool = False):
-        self.loops, self.ranges, self.tile_k, self.split = loops, ranges, tile_k, split
-        if split:
-            self.inner = ranges[loops[-1]]
-            # BK divides E (known, or tested at launch): no per-k masks or clamps
-            self.exact = whole_stages or (is_static(self.inner) and self.inner % tile_k == 0)
-            self.runs = ceil_div(self.inner, tile_k)  # stages per run of the last loop
-            self.stages = product([ranges[d] for d in loops[:-1]] + [self.runs])
-            self.trip = product([self.stages, tile_k])
-        else:
-            self.trip = product([ranges[d] for d in loops])
-
-
-class _KStage:
-    """The k of one shared-memory stage, k0 + offset for offset < BK, as loop coordinates
-    (_KPlan). Split: the stage's other coordinates once from k0, clamped to the last stage
-    (the read past the end stays in bounds; masked by k0 < trip), the last loop's
-    (k0 / BK mod runs) x BK + offset, clamped and masked where E is no multiple of BK."""
-
-    def __init__(self, k0: ir.Value, plan: _KPlan):
-        self.k0, self.plan = k0, plan
-        if plan.split:  # one test of k0 < trip for the stage (unsplit: per k, in `at`)
-            self.inside = arith.CmpIOp(arith.CmpIPredicate.ult, k0,
-                                       as_index(plan.trip)).result
-            stage = arith.DivUIOp(k0, index_const(plan.tile_k)).result
-            stage = arith.MinUIOp(stage, as_index(minus(plan.stages, 1))).result
-            runs = as_index(plan.runs)
-            self.outer = _coordinates(arith.DivUIOp(stage, runs).result, plan.loops[:-1],
-                                      plan.ranges) if len(plan.loops) > 1 else {}
-            self.inner0 = arith.MulIOp(arith.RemUIOp(stage, runs).result,
-                                       index_const(plan.tile_k)).result
-
-    def at(self, offset: ir.Value) -> tuple[dict, ir.Value]:
-        """(loop -> coordinate, k < K) of k = k0 + offset."""
-        plan = self.plan
-        if plan.split:
-            inner = arith.AddIOp(self.inner0, offset).result
-            if plan.exact:
-                return {**self.outer, plan.loops[-1]: inner}, self.inside
-            inside = arith.AndIOp(self.inside, arith.CmpIOp(
-                arith.CmpIPredicate.ult, inner, as_index(plan.inner)).result).result
-            return {**self.outer, plan.loops[-1]: clamp(inner, plan.inner)}, inside
-        k = arith.AddIOp(self.k0, offset).result
-        inside = arith.CmpIOp(arith.CmpIPredicate.ult, k, as_index(plan.trip)).result
-        return _coordinates(clamp(k, plan.trip), plan.loops, plan.ranges), inside
-
-
-def _coordinates(linear: ir.Value, loops: list[int], ranges: list[int]) -> dict:
-    return dict(zip(loops, delinearize(linear, [ranges[d] for d in loops])))
+def _build_a_copy(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
+                  roles: Roles, split: bool, copied: _CopiedA,
+                  signature: KernelSignature) -> Launch:
+    """The kernel that fills copied.buffer: a thread per element, A' at (m, the k of its
+    place in the k plan), 0 where masked or past K, rows past M clamped to the last."""
+    threads, total = 256, copied.rows * copied.trip
+    func = new_kernel(gpu_module, kernel_name, signature.types(), [threads])
+    with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
+        scope = KernelScope(signature, func)
+        ranges = loop_ranges(generic)
+        plan = KPlan(roles.k, ranges, p.tile_k, split)
+        element = roles.a.type
+        side = Side(generic, scope, ranges, SimpleNamespace(
+            zero=arith.ConstantOp(element, 0.0).result, operand=lambda value: value),
+            roles.a, roles.a_mask, roles.m, roles.k, {})
+        e = arith.AddIOp(arith.MulIOp(gpu.block_id(gpu.Dimension.x),
+                                      index_const(threads)).result,
+                         gpu.thread_id(gpu.Dimension.x)).result
+        inside = arith.CmpIOp(arith.CmpIPredicate.ult, e, index_const(total)).result
+        guard = scf.IfOp(inside)
+        with ir.InsertionPoint(guard.then_block):
+            m = arith.DivUIOp(e, index_const(copied.trip)).result
+            k = arith.RemUIOp(e, index_const(copied.trip)).result
+            offset = arith.RemUIOp(k, index_const(p.tile_k)).result
+            stage = KStage(arith.SubIOp(k, offset).result, plan)
+            value = side.at(side.hoist(m), side.k_part(stage, offset))
+            memref.StoreOp(value, scope.value(copied.buffer), [e])
+            scf.YieldOp([])
+        gpu.ReturnOp([])
+    return Launch(kernel_name, signature.values, (ceil_div(total, threads), 1, 1),
+                  (threads, 1, 1))
 
 
 def _sizes(generic: ir.Operation, roles: Roles) -> tuple:

@@ -31,19 +31,21 @@ class Params:
     warps_n: int = 4    # along n
     min_mn: int = 1024  # smaller products (M * N) are left to other strategies
     min_k: int = 8      # as are shorter reductions (as implicit_gemm)
+    # static sizes, no batch loops: A' computed once by a kernel of its own into rows
+    # the stages read whole (implicit_gemm's _CopiedA) instead of gathered
+    copy_a: bool = True
 
     def __post_init__(self):
         check_params(self)
 
 
 # by_cost orders them. Every tuning candidate timed on an H200 (2026-11-29), conv2d
-# 3x3 f16, ms. 32x64x56x56 (M 64, N 100352, K 576): 64x256 BK 32 2x4 warps 0.066, BK 16
-# 0.070, 16 warps 0.080; 64x128 0.088-0.091; 128x256 BK 16 0.106; 64x64 0.123; 128x128
-# 0.143 (bf16 the same to 1%). 32x128x28x28 (M 128, N 25088, K 1152): 128x256 BK 16 4x4
-# warps 0.083, 64x256 0.090, 64x128 0.101-0.104, 128x128 slower. The block's loads through
-# L1 (gathers into shared memory, ldmatrix) bound it: wide tiles, whose stages serve
-# more of C, win, though fewer blocks than multiprocessors run.
-CONFIGS = (Params(), Params(128, 256, 16, 4, 4), Params(64, 128, 32, 4, 2),
+# 3x3 f16, ms, A' copied (copy_a): 32x64x56x56 (M 64, N 100352, K 576): 64 x 256 BK 32
+# 2 x 4 warps 0.056, 64 x 128 0.065, gathering A' 0.066, 16 warps 0.068; 32x128x28x28
+# (M 128, N 25088, K 1152): 128 x 128 4 x 2 warps 0.073, 64 x 128 4 x 2 0.073, 64 x 256
+# 0.080, 128 x 256 BK 16 0.080. Before A' was copied the loads of both sides bound
+# it (64 x 256 0.066, 128 x 256 BK 16 best at M 128).
+CONFIGS = (Params(), Params(128, 128, 32, 4, 2), Params(64, 128, 32, 4, 2),
            Params(64, 64, 32, 2, 2), Params(64, 128, 16, 2, 4))
 # Blocks a multiprocessor holds: the static kernel of the default tiles takes 128
 # registers a thread as ptxas makes it (two blocks of 256 threads, 44 KB of shared memory
@@ -63,14 +65,15 @@ def element_of(generic: ir.Operation) -> str | None:
 
 def by_cost(m: int, n: int, batches: int = 1, multiprocessors: int = 132) -> list[Params]:
     """CONFIGS in the order to try: the one that pads M x N least first, then the one
-    that gathers the fewest elements (each block stages BM + BN of them per k), then
-    CONFIGS' order. (Not the wave: the loads bound a multiprocessor, and one block of
-    512 threads keeps them as busy as two of 256; see CONFIGS.)"""
+    that gathers the fewest elements (a block gathers BN of them per k, and BM more
+    where A' is not copied), then CONFIGS' order. (Not the wave: the loads bound a
+    multiprocessor; see CONFIGS.)"""
     del batches, multiprocessors  # the signature implicit_gemm.choose_params calls
     def cost(indexed):
         index, p = indexed
         tiles = -(-m // p.tile_m) * -(-n // p.tile_n)
-        return (tiles * p.tile_m * p.tile_n, tiles * (p.tile_m + p.tile_n), index)
+        gathered = p.tile_n + (0 if p.copy_a else p.tile_m)
+        return (tiles * p.tile_m * p.tile_n, tiles * gathered, index)
     return [p for _, p in sorted(enumerate(CONFIGS), key=cost)]
 
 

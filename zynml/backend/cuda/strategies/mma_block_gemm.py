@@ -166,7 +166,13 @@ class MmaBlockGemm:
                 arith.RemUIOp(e, index_const(self.p.tile_n)).result)
 
     def put_a(self, stage: ir.Value, value: ir.Value, row: ir.Value, k: ir.Value) -> None:
-        memref.StoreOp(value, self.tile_a, [_after(stage, self.p.tile_m, row), k])
+        """A[row, k] (a scalar, or a run along k) into the A tile of `stage`."""
+        where = [_after(stage, self.p.tile_m, row), k]
+        if isinstance(value.type, ir.VectorType):
+            width = ir.VectorType(value.type).shape[0]
+            vector.StoreOp(value, self.tile_a, where, alignment=2 * width)
+        else:
+            memref.StoreOp(value, self.tile_a, where)
 
     def put_b(self, stage: ir.Value, value: ir.Value, k: ir.Value, col: ir.Value) -> None:
         memref.StoreOp(value, self.tile_b, [_after(stage, self.p.tile_k, k), col])

@@ -73,7 +73,7 @@ SEARCH: dict[str, tuple[dict, ...]] = {
                           {"tile_m": 128, "tile_n": 128, "warps_m": 4, "warps_n": 2},
                           {"tile_n": 64, "warps_n": 2},
                           {"tile_k": 64, "tile_n": 64, "warps_n": 2},
-                          {"tile_m": 128, "tile_k": 16, "warps_m": 4}),
+                          {"tile_m": 128, "tile_k": 16, "warps_m": 4}, {"copy_a": False}),
     "implicit_gemm": (dict(tile_m=64, tile_n=128, tile_k=8, thread_m=4, thread_n=8),
                       dict(tile_m=64, tile_n=128, tile_k=16, thread_m=4, thread_n=8),
                       dict(tile_m=64, tile_n=128, tile_k=8, thread_m=8, thread_n=8),
