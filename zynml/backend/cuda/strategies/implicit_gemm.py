@@ -242,7 +242,8 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
             row, kcol = gemm.a_slot(r)
             a_slots.append((row, kcol, side_a.hoist(arith.AddIOp(gemm.row0, row).result),
                             (r * threads) % p.tile_k))
-        a_runs = copied.runs(gemm, scope, p, threads) if copied is not None else []
+        a_reader = copied.reader(gemm, scope, p, threads) if copied is not None else None
+        a_runs = a_reader.runs if a_reader is not None else []
         for r in range(p.tile_n * p.tile_k // threads):
             krow, col = gemm.b_slot(r)
             key = (r * threads) % p.tile_n
@@ -253,7 +254,7 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
         def fetch(k0):
             stage = KStage(k0, plan)
             k_parts: dict = {}
-            values = [copied.load(run, k0, p) for run in a_runs]
+            values = [a_reader.load(run, k0) for run in a_runs]
             for row, kcol, here, key in a_slots:
                 if ("a", key) not in k_parts:
                     k_parts["a", key] = side_a.k_part(stage, kcol)
@@ -298,20 +299,20 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
 
 @dataclass
 class _CopiedA:
-    """A' computed once, by a kernel of its own, into `buffer`: [rows * trip] of the
-    product's operand type, row-major, a row per m (M padded to whole tiles) and k in
-    the k plan's order (`trip`: its k, padded to whole stages, 0 past K), so that the GEMM's stages read A' as `width`-element runs of
-    rows (16-byte loads at width 8) instead of gathering it element by element: a
-    convolution's weights, 18 bytes apart along a stage's channels, were a fifth to a
-    third of the block's L1 traffic (docs/performance.md, Session 34)."""
+    """A' computed once, by a kernel of its own, into `buffer` (on the host): [rows *
+    trip] of the product's operand type, row-major, a row per m (M padded to whole
+    tiles) and k in the k plan's order (`trip`: its k, padded to whole stages, 0 past
+    K), so that the GEMM's stages read A' as `width`-element runs of rows (16-byte loads
+    at width 8) instead of gathering it element by element: a convolution's weights, 18
+    bytes apart along a stage's channels, were a fifth to a third of the block's L1
+    traffic (docs/performance.md, Session 34)."""
     buffer: ir.Value
     rows: int
     trip: int
     width: int
 
-    def runs(self, gemm, scope, p, threads: int) -> list:
-        """(row, k) in the A tile of each run this thread stages a step, k fastest."""
-        self.value = scope.value(self.buffer)
+    def reader(self, gemm, scope, p, threads: int) -> "_ARuns":
+        """In the GEMM's kernel: the runs this thread stages a step, k fastest."""
         per_row = p.tile_k // self.width
         runs = []
         for r in range(p.tile_m * p.tile_k // (self.width * threads)):
@@ -319,19 +320,29 @@ class _CopiedA:
             runs.append((arith.DivUIOp(e, index_const(per_row)).result,
                          arith.MulIOp(arith.RemUIOp(e, index_const(per_row)).result,
                                       index_const(self.width)).result))
-        self.row0 = gemm.row0
-        return runs
+        return _ARuns(self, scope.value(self.buffer), gemm.row0, p.tile_k, runs)
 
-    def load(self, run, k0: ir.Value, p) -> ir.Value:
+
+@dataclass
+class _ARuns:
+    """A thread's runs of copied A' in the GEMM's kernel."""
+    copied: _CopiedA
+    buffer: ir.Value    # the kernel's argument
+    row0: ir.Value      # the block's first row
+    tile_k: int
+    runs: list          # (row, k) in the A tile
+
+    def load(self, run, k0: ir.Value) -> ir.Value:
         """The run at step k0 (the last step's read, past the end, kept in the buffer)."""
         row, kcol = run
-        k0 = arith.MinUIOp(k0, index_const(self.trip - p.tile_k)).result
+        trip, width = self.copied.trip, self.copied.width
+        k0 = arith.MinUIOp(k0, index_const(trip - self.tile_k)).result
         at = arith.AddIOp(arith.MulIOp(arith.AddIOp(self.row0, row).result,
-                                       index_const(self.trip)).result,
+                                       index_const(trip)).result,
                           arith.AddIOp(k0, kcol).result).result
         element = ir.MemRefType(self.buffer.type).element_type
-        return vector.LoadOp(ir.VectorType.get([self.width], element), self.value, [at],
-                             alignment=2 * self.width).result
+        return vector.LoadOp(ir.VectorType.get([width], element), self.buffer, [at],
+                             alignment=2 * width).result
 
 
 def _copied_a(generic: ir.Operation, p, roles: Roles, split: bool,

@@ -3,9 +3,11 @@ its body computes, a convolution's gathers; the same roles, k stages, masks and
 run-time sizes) where both sides of the product are f16 or both bf16, the block's
 products on mma.sync m16n8k16 with f32 accumulators (mma_block_gemm.py), the staged
 operands kept in their own type (half the shared memory and stores of the SIMT tiles,
-which widen them to f32). The output is C's initial value plus the f32 sum, rounded to
-C's type once, as in implicit_gemm (a loop nest that accumulates in f16 rounds at every
-step: the f32 sum is the more accurate).
+which widen them to f32). At static sizes A' (a convolution's weights) is first
+computed into rows by a kernel of its own, which the stages read by 16-byte loads
+(`copy_a`, implicit_gemm's _CopiedA). The output is C's initial value plus the f32
+sum, rounded to C's type once, as in implicit_gemm (a loop nest that accumulates in
+f16 rounds at every step: the f32 sum is the more accurate).
 """
 from __future__ import annotations
 
