@@ -44,9 +44,10 @@ class Params:
 # by_cost orders them. Every tuning candidate timed on an H200 (2026-11-29), conv2d
 # 3x3 f16, ms, A' copied (copy_a): 32x64x56x56 (M 64, N 100352, K 576): 64 x 256 BK 32
 # 2 x 4 warps 0.056, 64 x 128 0.065, gathering A' 0.066, 16 warps 0.068; 32x128x28x28
-# (M 128, N 25088, K 1152): 128 x 128 4 x 2 warps 0.073, 64 x 128 4 x 2 0.073, 64 x 256
-# 0.080, 128 x 256 BK 16 0.080. Before A' was copied the loads of both sides bound
-# it (64 x 256 0.066, 128 x 256 BK 16 best at M 128).
+# (M 128, N 25088, K 1152): 64 x 64 0.0665, 128 x 128 4 x 2 warps 0.068, 64 x 256 with
+# 16 warps 0.068 (by_cost takes 128 x 128; `zynml tune` finds the 2%). Before A' was
+# copied the loads of both sides bound it (64 x 256 0.066, 128 x 256 BK 16 best at M
+# 128, 0.080).
 CONFIGS = (Params(), Params(128, 128, 32, 4, 2), Params(64, 128, 32, 4, 2),
            Params(64, 64, 32, 2, 2), Params(64, 128, 16, 2, 4))
 # Blocks a multiprocessor holds: the static kernel of the default tiles takes 128
