@@ -18,9 +18,9 @@
 // RUN: zynml-opt %s --pass-pipeline='builtin.module(linalg-to-gpu-kernels{chip=sm_75})' | filecheck %s --check-prefix=TURING
 
 // CHECK: [[COPY:%[a-z0-9_]+]] = memref.alloc() {alignment = 64 : i64} : memref<18432xf16>
-// CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm_mma_a blocks in (%c72{{(_[0-9]+)?}}, {{.*}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}, [[COPY]] : memref<18432xf16>)
+// CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm_mma_a_rows blocks in (%c72{{(_[0-9]+)?}}, {{.*}}) threads in (%c256{{(_[0-9]+)?}}, {{.*}}, [[COPY]] : memref<18432xf16>)
 // CHECK: gpu.launch_func @zynml_kernels::@k0_implicit_gemm_mma blocks in (%c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) threads in (%c128{{(_[0-9]+)?}}, {{.*}}) {zynml.problem = "{{[^"]*}}", zynml.strategy = "implicit_gemm_mma"}
-// CHECK: gpu.func @k0_implicit_gemm_mma_a({{%[a-z0-9_]+}}: memref<32x3x3xi8>, {{%[a-z0-9_]+}}: memref<1x40x6x5xf16>, {{%[a-z0-9_]+}}: memref<1x32x6x5xf16>, [[W0:%[a-z0-9_]+]]: memref<40x32x3x3xf16>, [[BUF:%[a-z0-9_]+]]: memref<18432xf16>)
+// CHECK: gpu.func @k0_implicit_gemm_mma_a_rows({{%[a-z0-9_]+}}: memref<32x3x3xi8>, {{%[a-z0-9_]+}}: memref<1x40x6x5xf16>, {{%[a-z0-9_]+}}: memref<1x32x6x5xf16>, [[W0:%[a-z0-9_]+]]: memref<40x32x3x3xf16>, [[BUF:%[a-z0-9_]+]]: memref<18432xf16>)
 // CHECK: arith.cmpi ult, {{%[0-9]+}}, %c18432
 // CHECK: scf.if
 // CHECK: memref.load [[W0]][

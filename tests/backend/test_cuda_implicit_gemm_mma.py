@@ -64,7 +64,7 @@ def test_half_convolutions_run_on_tensor_cores(rng, dtype):
     memory."""
     given = inputs(rng, dtype, 2, 64, 64, 16, 3)  # N = 512: the default tiles
     prog = conv2d()
-    assert kernels(prog, given) == ["pointwise", "implicit_gemm_mma_a", "implicit_gemm_mma"]
+    assert kernels(prog, given) == ["pointwise", "implicit_gemm_mma_a_rows", "implicit_gemm_mma"]
     ptx = prog.artifact(**given).ptx
     body = ptx.split(".entry k1_implicit_gemm_mma(", 1)[1]
     # 2 steps of 16 a stage x (2 x 8) tiles of 16 x 8 a warp
@@ -76,7 +76,7 @@ def test_half_convolutions_run_on_tensor_cores(rng, dtype):
 
 
 def test_the_kernels_a_side_is_copied_once_into_rows(rng):
-    """The weights (A') are computed once by k1_implicit_gemm_mma_a into rows in the k
+    """The weights (A') are computed once by k1_implicit_gemm_mma_a_rows into rows in the k
     plan's order: a stage reads them by one 16-byte load a thread (64 x 32 elements, 256
     threads) and gathers only the input (B', 32 elements a thread); `copy_a=False`
     gathers both, as run-time sizes do."""

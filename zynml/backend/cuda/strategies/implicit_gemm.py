@@ -75,6 +75,9 @@ class Params:
     warp_m: int = 4     # threads of a warp along m (32 / warp_m along n)
     min_mn: int = 1024  # smaller products (M * N) are left to other strategies
     min_k: int = 8      # as are shorter reductions (less than one stage)
+    # A' computed once into rows (_CopiedA; static sizes): 3% slower on the f32 conv2d
+    # benchmark (0.205 against 0.198 ms, H200, 2026-11-29; the FMAs bound it), so off
+    copy_a: bool = False
 
     def __post_init__(self):
         check_params(self)
@@ -100,9 +103,11 @@ class BlockKind:
     declare_tiles: Callable  # (gpu_module, kernel_name, params): its shared memory
     start: Callable         # (params, kernel_name, batch sizes) -> the block's gemm
     resident_blocks: int = 0  # nvvm.minctasm of the run-time-size kernels (0: none)
+    # operand types whose A' the block can read copied (_CopiedA): its tiles' own
+    copies: tuple = ()
 
 
-SIMT = BlockKind(threads_of, declare_tiles, BlockGemm.start, RESIDENT_BLOCKS)
+SIMT = BlockKind(threads_of, declare_tiles, BlockGemm.start, RESIDENT_BLOCKS, ("f32",))
 
 
 @dataclass(frozen=True)
@@ -209,11 +214,11 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
     signature = KernelSignature.of(generic)
     _, outs = generic_operands(generic)
     out_map = indexing_maps(generic)[-1]
-    copied = _copied_a(generic, p, roles, split, threads)
+    copied = _copied_a(generic, p, kind, roles, split, threads)
     copy_launch = None
     if copied is not None:
         signature.values.append(copied.buffer)
-        copy_launch = _build_a_copy(generic, gpu_module, kernel_name + "_a", p, roles,
+        copy_launch = _build_a_copy(generic, gpu_module, kernel_name + "_a_rows", p, roles,
                                     split, copied, signature)
     with generic.location:
         kind.declare_tiles(gpu_module, kernel_name, p)
@@ -342,22 +347,23 @@ class _ARuns:
                           arith.AddIOp(k0, kcol).result).result
         element = ir.MemRefType(self.buffer.type).element_type
         return vector.LoadOp(ir.VectorType.get([width], element), self.buffer, [at],
-                             alignment=2 * width).result
+                             alignment=width * ir.FloatType(element).width // 8).result
 
 
-def _copied_a(generic: ir.Operation, p, roles: Roles, split: bool,
+def _copied_a(generic: ir.Operation, p, kind: BlockKind, roles: Roles, split: bool,
               threads: int) -> _CopiedA | None:
-    """Where the Params ask for it (`copy_a`), static sizes, no batch loops and 16-bit
-    operands: the buffer A' is copied into (allocated before the generic), else None."""
+    """Where the Params ask for it (`copy_a`), static sizes, no batch loops and A' of a
+    type the block's tiles hold: the buffer A' is copied into (allocated before the
+    generic), else None."""
     element = roles.a.type
-    if not getattr(p, "copy_a", False) or has_dynamic_extent(generic) or roles.batch or \
-            str(element) not in ("f16", "bf16"):
+    if not p.copy_a or has_dynamic_extent(generic) or roles.batch or \
+            str(element) not in kind.copies:
         return None
     ranges = loop_ranges(generic)
     # whole stages: a row starts 16-byte aligned, and a stage's read stays in its row
     trip = ceil_div(KPlan(roles.k, ranges, p.tile_k, split).trip, p.tile_k) * p.tile_k
     per_thread = p.tile_m * p.tile_k // threads
-    width = math.gcd(8, per_thread)
+    width = math.gcd(128 // ir.FloatType(element).width, per_thread)  # 16 bytes at most
     rows = ceil_div(product([ranges[d] for d in roles.m]), p.tile_m) * p.tile_m
     with ir.InsertionPoint(generic), generic.location:
         buffer = memref.AllocOp(ir.MemRefType.get([rows * trip], element), [], [],

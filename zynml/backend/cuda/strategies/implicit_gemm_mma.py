@@ -95,6 +95,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     element = ELEMENTS[element_of(generic)].get()
     kind = implicit_gemm.BlockKind(
         threads_of, functools.partial(declare_tiles, element=element),
-        functools.partial(MmaBlockGemm.start, element=element), RESIDENT_BLOCKS)
+        functools.partial(MmaBlockGemm.start, element=element), RESIDENT_BLOCKS,
+        tuple(ELEMENTS))
     return implicit_gemm.build_with(generic, gpu_module, kernel_name,
                                     params_for(generic, target), kind)
