@@ -214,7 +214,7 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
     signature = KernelSignature.of(generic)
     _, outs = generic_operands(generic)
     out_map = indexing_maps(generic)[-1]
-    copied = _copied_a(generic, p, kind, roles, split, threads)
+    copied = None if dynamic else _copied_a(generic, p, kind, roles, split, threads)
     copy_launch = None
     if copied is not None:
         signature.values.append(copied.buffer)
@@ -257,23 +257,25 @@ def _build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, p,
             b_slots.append((krow, col, hoisted[key], r))
 
         def fetch(k0):
+            """(A's runs or elements, B's elements) of the step at k0."""
             stage = KStage(k0, plan)
             k_parts: dict = {}
-            values = [a_reader.load(run, k0) for run in a_runs]
+            a_values = [a_reader.load(run, k0) for run in a_runs]
             for row, kcol, here, key in a_slots:
-                if ("a", key) not in k_parts:
-                    k_parts["a", key] = side_a.k_part(stage, kcol)
-                values.append(side_a.at(here, k_parts["a", key]))
-            for krow, col, here, key in b_slots:
-                values.append(side_b.at(here, side_b.k_part(stage, krow)))
-            return values
+                if key not in k_parts:
+                    k_parts[key] = side_a.k_part(stage, kcol)
+                a_values.append(side_a.at(here, k_parts[key]))
+            b_values = [side_b.at(here, side_b.k_part(stage, krow))
+                        for krow, col, here, key in b_slots]
+            return a_values, b_values
+
+        a_places = a_runs + [(row, kcol) for row, kcol, _, _ in a_slots]
 
         def put(values, stage):
-            for (row, kcol), value in zip(a_runs, values):
+            a_values, b_values = values
+            for (row, kcol), value in zip(a_places, a_values):
                 gemm.put_a(stage, value, row, kcol)
-            for (row, kcol, _, _), value in zip(a_slots, values[len(a_runs):]):
-                gemm.put_a(stage, value, row, kcol)
-            for (krow, col, _, _), value in zip(b_slots, values[len(a_runs) + len(a_slots):]):
+            for (krow, col, _, _), value in zip(b_slots, b_values):
                 gemm.put_b(stage, value, krow, col)
 
         sums = gemm.k_loop(plan.trip, fetch, put)
@@ -352,12 +354,11 @@ class _ARuns:
 
 def _copied_a(generic: ir.Operation, p, kind: BlockKind, roles: Roles, split: bool,
               threads: int) -> _CopiedA | None:
-    """Where the Params ask for it (`copy_a`), static sizes, no batch loops and A' of a
-    type the block's tiles hold: the buffer A' is copied into (allocated before the
-    generic), else None."""
+    """For a generic of static sizes: where the Params ask for it (`copy_a`), no batch
+    loops and A' of a type the block's tiles hold, the buffer A' is copied into
+    (allocated before the generic), else None."""
     element = roles.a.type
-    if not p.copy_a or has_dynamic_extent(generic) or roles.batch or \
-            str(element) not in kind.copies:
+    if not p.copy_a or roles.batch or str(element) not in kind.copies:
         return None
     ranges = loop_ranges(generic)
     # whole stages: a row starts 16-byte aligned, and a stage's read stays in its row
