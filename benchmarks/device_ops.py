@@ -6,7 +6,7 @@
 Both halves must see the same ZYNML_CACHE_DIR. Each row runs one operation at an LLM
 size on the same inputs: ZynML (zynml.Device or zynml.kernels on torch tensors, no host
 copies), PyTorch eager and torch.compile; GPU time per call (median, CUDA events, each
-call queued behind a GPU sleep: gpu_vs_torch.median_ms), the ratios (> 1: ZynML faster),
+call queued behind a 2 ms GPU sleep: gpu_vs_torch.median_ms), the ratios (> 1: ZynML faster),
 ZynML's GB/s for memory-bound rows, and for the losses the peak memory of each side
 (torch.cuda.max_memory_allocated around one call; ZynML's allocations come from its own
 pool, measured as cuMemGetInfo's used memory before and after one call). Copy ceiling
@@ -25,6 +25,9 @@ import zynml.kernels as K
 from zynml.compile_only import cpu_values_cuda_artifacts
 
 TOKENS, HIDDEN, FFN, VOCAB = 8192, 4096, 11008, 50304
+# ~2 ms of GPU sleep before each timed call: longer than the host side of any row's call
+# (the library's calls check and reshape their arguments in Python)
+QUEUE_CYCLES = 4_000_000
 HEADS, KV_HEADS, HEAD_DIM, SEQ = 32, 8, 128, 4096
 
 
@@ -36,6 +39,7 @@ class Case:
     torch_fn: Callable    # (torch, F, inputs) -> result
     bytes: int = 0        # fewest bytes moved, for GB/s
     memory: bool = False  # report peak memory
+    compiled: bool = True  # torch.compile as a peer (not of autograd's backward alone)
 
 
 def _cases() -> list[Case]:
@@ -75,6 +79,26 @@ def _cases() -> list[Case]:
              lambda d, a: K.flash_attention(a["q"], a["k"], a["v"], causal=True),
              lambda t, F, a: F.scaled_dot_product_attention(a["q"], a["k"], a["v"],
                                                             is_causal=True, enable_gqa=True)),
+        # backward operations: PyTorch's side written out as a training graph's backward
+        # is (what Inductor fuses), attention's through SDPA's autograd
+        Case("rms_norm backward 8192x4096 f32",
+             {"x": ((TOKENS, HIDDEN), f32), "w": ((HIDDEN,), f32), "g": ((TOKENS, HIDDEN), f32)},
+             lambda d, a: d.rms_norm_backward(a["x"], a["w"], a["g"], eps=1e-5),
+             lambda t, F, a: _torch_rms_norm_backward(t, a), bytes=12 * n),
+        Case("softmax backward 8192x32000 f32",
+             {"y": ((TOKENS, 32000), f32), "g": ((TOKENS, 32000), f32)},
+             lambda d, a: d.softmax_backward(a["y"], a["g"]),
+             lambda t, F, a: a["y"] * (a["g"] - (a["g"] * a["y"]).sum(-1, keepdim=True)),
+             bytes=12 * TOKENS * 32000),
+        Case("swiglu backward 8192x11008 bf16",
+             {"g": ((TOKENS, FFN), bf16), "u": ((TOKENS, FFN), bf16), "d": ((TOKENS, FFN), bf16)},
+             lambda d, a: K.swiglu_backward(a["g"], a["u"], a["d"]),
+             lambda t, F, a: _torch_swiglu_backward(t, a), bytes=10 * TOKENS * FFN),
+        *(Case(f"causal attention backward {b}x{h}x{s}x{dim} bf16" + (" GQA 8" if kv != h else ""),
+               {"q": ((b, h, s, dim), bf16), "k": ((b, kv, s, dim), bf16),
+                "v": ((b, kv, s, dim), bf16), "do": ((b, h, s, dim), bf16)},
+               _zynml_attention_backward, _torch_attention_backward, compiled=False)
+          for b, h, kv, s, dim in ((1, HEADS, KV_HEADS, SEQ, HEAD_DIM), (16, 12, 12, 1024, 64))),
         Case("adamw 124M f32", {"p": ((124_475_904,), f32), "g": ((124_475_904,), f32),
                                 "m": ((124_475_904,), f32), "v": ((124_475_904,), f32)},
              lambda d, a: d.adamw_step(a["p"], a["g"], a["m"], a["v"], lr=1e-4, beta1=0.9,
@@ -91,6 +115,42 @@ def _torch_rms_rope(t, F, a, style):
         return t.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
     x1, x2 = x[..., :HEAD_DIM // 2], x[..., HEAD_DIM // 2:]
     return t.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+
+def _torch_rms_norm_backward(t, a):
+    x, w, g = a["x"], a["w"], a["g"]
+    r = t.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    xhat = x * r
+    dxhat = g * w
+    dx = r * (dxhat - xhat * (dxhat * xhat).mean(-1, keepdim=True))
+    return dx, (g * xhat).sum(0)
+
+
+def _torch_swiglu_backward(t, a):
+    g, u, d = a["g"].float(), a["u"].float(), a["d"].float()
+    s = t.sigmoid(g)
+    return ((d * u * s * (1 + g * (1 - s))).to(t.bfloat16), (d * g * s).to(t.bfloat16))
+
+
+def _zynml_attention_backward(d, a):
+    """flash_attention_backward given the forward's output and log-sum-exp (kept in the
+    row's inputs from one forward, as a training step keeps them)."""
+    if "zynml forward" not in a:
+        a["zynml forward"] = K.flash_attention_with_lse(a["q"], a["k"], a["v"], causal=True)
+    out, lse = a["zynml forward"]
+    return K.flash_attention_backward(a["do"], a["q"], a["k"], a["v"], causal=True, out=out,
+                                      lse=lse)
+
+
+def _torch_attention_backward(t, F, a):
+    """SDPA's backward (autograd, the graph kept from one forward)."""
+    if "torch forward" not in a:
+        q, k, v = (a[n].detach().requires_grad_() for n in "qkv")
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                             enable_gqa=k.shape[1] != q.shape[1])
+        a["torch forward"] = (out, (q, k, v))
+    out, inputs = a["torch forward"]
+    return t.autograd.grad(out, inputs, a["do"], retain_graph=True)
 
 
 def _torch_cross_entropy(t, F, a):
@@ -165,14 +225,22 @@ def run(only: str, repeat: int) -> None:
         if only not in case.name:
             continue
         a = {k: _to_torch(torch, v) for k, v in _numpy_inputs(case, rng).items()}
-        ours = median_ms(lambda: case.zynml(dev, a), repeat, torch)
-        eager = median_ms(lambda: case.torch_fn(torch, F, a), repeat, torch)
-        compiled_fn = torch.compile(lambda a: case.torch_fn(torch, F, a))
-        compiled = median_ms(lambda: compiled_fn(a), repeat, torch)
+        ours = median_ms(lambda: case.zynml(dev, a), repeat, torch, queue_cycles=QUEUE_CYCLES)
+        eager = median_ms(lambda: case.torch_fn(torch, F, a), repeat, torch,
+                          queue_cycles=QUEUE_CYCLES)
+        compiled = None
+        if case.compiled:
+            # each row's own compile: the rows' lambdas share one code object, and
+            # dynamo stops compiling a code object after its cache limit (eager then)
+            torch._dynamo.reset()
+            compiled_fn = torch.compile(lambda a: case.torch_fn(torch, F, a))
+            compiled = median_ms(lambda: compiled_fn(a), repeat, torch,
+                                 queue_cycles=QUEUE_CYCLES)
         gbs = f"{case.bytes / ours / 1e6:.0f}" if case.bytes else ""
         memory = _peaks(torch, F, case, dev, a) if case.memory else ""
-        print(f"| {case.name} | {ours:.3f} | {eager:.3f} | {compiled:.3f} | "
-              f"{eager / ours:.2f}x | {compiled / ours:.2f}x | {gbs} | {memory} |", flush=True)
+        versus = ("", "") if compiled is None else (f"{compiled:.3f}", f"{compiled / ours:.2f}x")
+        print(f"| {case.name} | {ours:.3f} | {eager:.3f} | {versus[0]} | "
+              f"{eager / ours:.2f}x | {versus[1]} | {gbs} | {memory} |", flush=True)
 
 
 def _peaks(torch, F, case, dev, a) -> str:

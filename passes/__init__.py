@@ -57,6 +57,9 @@ PASSES: dict[str, tuple[str, str]] = {
                                         "Make each kernel wait for the one before it "
                                         "first and let the next launch as it ends "
                                         "(programmatic dependent launch, sm_90+)"),
+    "widen-half-arithmetic": ("widen_half_arithmetic",
+                              "Do the f16 and bf16 arithmetic of GPU kernels in f32, "
+                              "rounded where a value leaves it"),
     "convert-nvgpu-kernels-to-nvvm": ("nvgpu_kernels_to_nvvm",
                                       "Lower nvgpu ops in the kernels that use them "
                                       "(convert-nvgpu-to-nvvm), leaving the other kernels "

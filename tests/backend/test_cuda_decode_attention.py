@@ -182,6 +182,18 @@ def test_mma_part_kernel_fits_one_block_a_multiprocessor():
     assert part.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
 
 
+@pytest.mark.parametrize("batch,steps", [(2, 1), (16, 2)])
+def test_a_trip_takes_two_steps_where_the_slices_fill_the_wave(batch, steps):
+    """Where the KV slices alone fill a wave (16 x 8 on 132 multiprocessors: one part
+    each), a warp loads two 16-key steps a trip (32 mmas each at d 128); with several
+    parts (batch 2), one."""
+    built = artifact(decode_attention("4"), 1, 4096, 128, 4, np.float16, "sm_90a",
+                     batch=batch, heads=32, cache_start=np.int64(9))
+    part = built.ptx[built.ptx.index(".entry k0_attention_decode_mma_part"):]
+    part = part[:part.find(".entry", 1)] if ".entry" in part[1:] else part
+    assert part.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32 * steps
+
+
 def test_keys_and_values_load_16_bytes_at_a_time():
     """Each lane's K and V vector is one aligned 16-byte load (`ld.global.v4`), not eight
     loads of 2 bytes: the first version's vector loads carried no alignment, and LLVM

@@ -42,8 +42,8 @@ from .generic_region import Derived, LoweringError, Plan
 from .linalg_emit import PARALLEL, Lowering, identity_map, iterator_attr
 from .reduction_lowering import ReductionLowering
 
-__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "StoreLayout", "linear",
-           "loop_of"]
+__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "StoreLayout", "covers",
+           "linear", "loop_of"]
 
 # The largest tensor a generic gets only for the extents of loops no input is read along.
 MAX_PLACEHOLDER = 2 ** 31
@@ -52,6 +52,16 @@ MAX_PLACEHOLDER = 2 ** 31
 def loop_of(iv: ir.Value) -> ir.Operation:
     """The scf.for whose induction variable is `iv`."""
     return iv.owner.owner.operation
+
+
+def covers(extents: list, shape: list[int]) -> bool:
+    """Whether a write's extents (None or the dynamic size: known at run time) cover a
+    tensor's shape: equal where both are known; a run-time extent is checked where it is
+    known, at the call."""
+    def known(n):
+        return n is not None and not ir.ShapedType.is_dynamic_size(n)
+    return len(extents) == len(shape) and \
+        all(t == d or not known(t) or not known(d) for t, d in zip(extents, shape))
 
 
 class NestLowering(ReductionLowering):
@@ -378,11 +388,8 @@ class NestLowering(ReductionLowering):
             layout = self._store_layout(store, ctx, prefix)
             tile = self.tensor_over(layout.dims, store.operands[0], element)
             tile_shape = list(ir.RankedTensorType(tile.type).shape)
-            full = (len(stores) == 1 and layout.plain and len(tile_shape) == len(shape)
-                    and all(t == d or ir.ShapedType.is_dynamic_size(t)
-                            or ir.ShapedType.is_dynamic_size(d)
-                            for t, d in zip(tile_shape, shape)))
-            if full:  # one write of everything (extents checked where they are known)
+            full = len(stores) == 1 and layout.plain and covers(tile_shape, shape)
+            if full:  # one write of everything
                 return tile
             if current is None and init is not None:  # `mut x`: the rest keeps x's values
                 current = init

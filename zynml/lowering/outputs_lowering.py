@@ -54,7 +54,7 @@ def _one_generic(nest, stores: list[list[ir.Operation]], result_types: list[ir.T
                  inits: list) -> Optional[list[ir.Value]]:
     """One generic computing every output, when each is one plain write over the same
     loops (covering the whole of a `mut` input's output); None otherwise."""
-    from .nest_lowering import loop_of
+    from .nest_lowering import covers, loop_of
     if any(len(written) != 1 for written in stores):
         return None
     layouts = []
@@ -70,8 +70,11 @@ def _one_generic(nest, stores: list[list[ir.Operation]], result_types: list[ir.T
     if any(layout.dims != dims for layout in layouts[1:]):
         return None
     extents = [nest.static_bound(iv) for iv in dims]
-    whole = [layout.plain and extents == list(ir.RankedTensorType(t).shape)
-             for layout, t in zip(layouts, result_types)]
+    # a new output's shape is its loops' extents, run-time ones included; a `mut` input's
+    # is its own, so a run-time extent may write part of it
+    whole = [layout.plain and (covers(extents, shape) if init is None else extents == shape)
+             for layout, init, shape in zip(
+                 layouts, inits, (list(ir.RankedTensorType(t).shape) for t in result_types))]
     if any(not w and init is None for w, init in zip(whole, inits)):
         return None  # a partial write of a new output: the rest is zeros, on its own
     location = stores[0][0].location if not dims else loop_of(dims[-1]).location

@@ -49,12 +49,13 @@ def kernel_pipeline(target: CudaTarget) -> str:
 # passes/nvgpu_kernels_to_nvvm.py); the nvvm ops that have no LLVM intrinsic become inline
 # PTX (convert-nvvm-to-llvm). expand-strided-metadata: a view a kernel computes itself
 # (device_offsets.py: a cache row at a position read on the device) becomes address
-# arithmetic, which convert-gpu-to-nvvm lowers.
+# arithmetic, which convert-gpu-to-nvvm lowers. widen-half-arithmetic: f16 / bf16
+# arithmetic in f32, rounded where a value leaves it (NVPTX would round after each op).
 def nvvm_pipeline(target: CudaTarget) -> str:
     wait = "gpu-kernels-wait-on-predecessor," if target.waits_on_predecessor else ""
     return (f"builtin.module(nvvm-attach-target{{chip={target.chip} "
             f"features={target.ptx_features} O={target.opt_level}}},"
-            f"{wait}convert-nvgpu-kernels-to-nvvm,"
+            f"{wait}widen-half-arithmetic,convert-nvgpu-kernels-to-nvvm,"
             "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
             "convert-gpu-to-nvvm,convert-nvvm-to-llvm,"
             "canonicalize,cse,reconcile-unrealized-casts))")
