@@ -165,11 +165,11 @@ CUDA_WATCHDOG: Knob[float] = Knob(
     "kernels; 0: off",
     read_by=("zynml/runtime/cuda/executor.py",))
 PROGRAMMATIC_LAUNCH: Knob[bool] = Knob(
-    "ZYNML_PROGRAMMATIC_LAUNCH", "bool", False,
+    "ZYNML_PROGRAMMATIC_LAUNCH", "bool", True,
     "Native CUDA on sm_90 and later: compile kernels that wait for the kernel before "
     "them first and let the next one launch as they end (programmatic dependent launch, "
-    "griddepcontrol), and launch such kernels so; set to 0 when they run, they launch "
-    "one after the other",
+    "griddepcontrol), and launch such kernels so; 0 when compiling: kernels as before; "
+    "0 when they run: they launch one after the other",
     read_by=("zynml/api.py", "zynml/runtime/cuda/executor.py"))
 DEBUG: Knob[bool] = Knob(
     "ZYNML_DEBUG", "bool", False,
