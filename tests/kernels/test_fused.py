@@ -41,8 +41,13 @@ def test_gated_units_backward(rng, op, shape):
     gate, up, grad = normal(rng, *shape) * 3, normal(rng, *shape), normal(rng, *shape)
     d_gate, d_up = getattr(K, op)(gate, up, grad, device="cpu")
     want_gate, want_up = getattr(ref, op)(gate, up, grad)
-    assert_close(d_gate, want_gate)
-    assert_close(d_up, want_up)
+    # d_gate is grad * up times the unit's derivative, which crosses 0 (GELU's near gate
+    # = -0.75), and d_up grad times the unit; both cancel in f32 (1 + tanh(u) for u <<
+    # 0): good to an absolute error at the scale of the products (one row of 1 x 1 failed
+    # 5 draws in 3000 without the floors)
+    wide = grad.astype(np.float64)
+    assert_close(d_gate, want_gate, floor=np.abs(wide * up).max())
+    assert_close(d_up, want_up, floor=np.abs(wide * gate).max())
 
 
 @pytest.mark.parametrize("op", ["swiglu", "geglu"])

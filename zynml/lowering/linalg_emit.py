@@ -30,6 +30,16 @@ def tensor_extents(value: ir.Value) -> list:
             for axis, extent in enumerate(ir.RankedTensorType(value.type).shape)]
 
 
+def covers(extents: list, shape: list[int]) -> bool:
+    """Whether a write's extents (None or the dynamic size: known at run time) cover a
+    tensor's shape: equal where both are known; a run-time extent is checked where it is
+    known, at the call."""
+    def known(n):
+        return n is not None and not ir.ShapedType.is_dynamic_size(n)
+    return len(extents) == len(shape) and \
+        all(t == d or not known(t) or not known(d) for t, d in zip(extents, shape))
+
+
 def equal_dims(compute: ir.Operation) -> list[set[tuple[int, int]]]:
     """The groups of (argument, dim) of the compute's function that the call checks equal."""
     function = compute.parent

@@ -39,11 +39,11 @@ from mlir.dialects import arith, linalg, tensor
 from .bounds import check_read
 from .cir_ops import constant_int, defining_op, ops_in, parent_op, string_array
 from .generic_region import Derived, LoweringError, Plan
-from .linalg_emit import PARALLEL, Lowering, identity_map, iterator_attr
+from .linalg_emit import PARALLEL, Lowering, covers, identity_map, iterator_attr
 from .reduction_lowering import ReductionLowering
 
-__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "StoreLayout", "covers",
-           "linear", "loop_of"]
+__all__ = ["NestLowering", "LoweringError", "MAX_PLACEHOLDER", "StoreLayout", "linear",
+           "loop_of"]
 
 # The largest tensor a generic gets only for the extents of loops no input is read along.
 MAX_PLACEHOLDER = 2 ** 31
@@ -52,16 +52,6 @@ MAX_PLACEHOLDER = 2 ** 31
 def loop_of(iv: ir.Value) -> ir.Operation:
     """The scf.for whose induction variable is `iv`."""
     return iv.owner.owner.operation
-
-
-def covers(extents: list, shape: list[int]) -> bool:
-    """Whether a write's extents (None or the dynamic size: known at run time) cover a
-    tensor's shape: equal where both are known; a run-time extent is checked where it is
-    known, at the call."""
-    def known(n):
-        return n is not None and not ir.ShapedType.is_dynamic_size(n)
-    return len(extents) == len(shape) and \
-        all(t == d or not known(t) or not known(d) for t, d in zip(extents, shape))
 
 
 class NestLowering(ReductionLowering):

@@ -23,7 +23,7 @@ from mlir import ir
 
 from .cir_ops import i64_array, ops_in
 from .generic_region import LoweringError
-from .linalg_emit import PARALLEL, identity_map
+from .linalg_emit import PARALLEL, covers, identity_map
 from .scatter_lowering import lower_scatter
 
 __all__ = ["lower_outputs"]
@@ -54,7 +54,7 @@ def _one_generic(nest, stores: list[list[ir.Operation]], result_types: list[ir.T
                  inits: list) -> Optional[list[ir.Value]]:
     """One generic computing every output, when each is one plain write over the same
     loops (covering the whole of a `mut` input's output); None otherwise."""
-    from .nest_lowering import covers, loop_of
+    from .nest_lowering import loop_of
     if any(len(written) != 1 for written in stores):
         return None
     layouts = []
