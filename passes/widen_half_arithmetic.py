@@ -17,10 +17,11 @@ takes f32 operands (arith.extf of its f16 / bf16 ones) and gives an f32 result, 
                                           %n = arith.negf %a : f32
                                           %z = arith.truncf %n : f32 to bf16
 
-and a widened value that is rounded and widened again (extf(truncf(x)), x f32) is x:
-the rounding between two operations is skipped, never added (docs/language.md, types).
-What a loop carries keeps its type, so a bf16 accumulator still rounds at each step, as
-the language says.
+and a widened result that is rounded and widened again is the f32 value itself: the
+rounding between two operations is skipped, never added (docs/language.md, types). A
+rounding the kernel had before (a `cast`, an accumulator's value rounded for the output)
+is kept, and what a loop carries keeps its type, so a bf16 accumulator still rounds at
+each step, as the language says.
 
 A widened result is rounded to 8 (bf16) or 11 (f16) significant bits, so its exp and
 division take the chip's approximate f32 instructions, as Triton's do: exp(x) as
@@ -101,10 +102,10 @@ def _widen(func: ir.Operation) -> None:
                 any(_half(v.type) for v in list(op.operands) + list(op.results))]
     if all(op.name in _NATIVE for op in half_ops):
         return
-    rounded = []  # the truncf of each widened result: erased where nothing reads it
+    rounded = {}  # widened result, rounded (truncf) -> the f32 value
     for op in half_ops:
         with ir.InsertionPoint(op), op.location:
-            operands = [_widened(v) if _half(v.type) else v for v in op.operands]
+            operands = [_widened(v, rounded) if _half(v.type) else v for v in op.operands]
             name = op.name
             attributes = {key: op.attributes[key] for key in op.attributes}
             if name == "math.exp":  # exp(x) = 2^(x log2 e)
@@ -118,13 +119,13 @@ def _widen(func: ir.Operation) -> None:
                 operands=operands, attributes=attributes)
             for old, new in zip(op.results, wide.results):
                 if _half(old.type):
-                    rounded.append(arith.TruncFOp(old.type, new))
-                    new = rounded[-1].result
+                    narrow = arith.TruncFOp(old.type, new).result
+                    rounded[narrow], new = new, narrow
                 old.replace_all_uses_with(new)
         op.erase()
-    for truncf in rounded:
-        if not list(truncf.result.uses):
-            truncf.operation.erase()
+    for narrow in rounded:  # erased where nothing reads it
+        if not list(narrow.uses):
+            narrow.owner.erase()
 
 
 def _splat(t: ir.Type, number: float) -> ir.Value:
@@ -136,11 +137,9 @@ def _splat(t: ir.Type, number: float) -> ir.Value:
     return arith.ConstantOp(f32, ir.FloatAttr.get(f32, number)).result
 
 
-def _widened(value: ir.Value) -> ir.Value:
-    """`value` in f32: the f32 value it was rounded from, where it was (a widened
-    operation's result), else its arith.extf."""
-    owner = getattr(value.owner, "operation", value.owner)  # an op, or a block
-    if isinstance(owner, ir.Operation) and owner.name == "arith.truncf" and \
-            owner.operands[0].type == _as_f32(value.type):
-        return owner.operands[0]
+def _widened(value: ir.Value, rounded: dict) -> ir.Value:
+    """`value` in f32: the f32 value a widened operation's result was rounded from, or
+    `value` widened (a rounding the program asked for, a cast or a store's, is kept)."""
+    if value in rounded:
+        return rounded[value]
     return arith.ExtFOp(_as_f32(value.type), value).result

@@ -1,9 +1,9 @@
 // widen-half-arithmetic: f16 / bf16 arithmetic of GPU kernels in f32, rounded once where
 // a value leaves it (a store, a loop's carried value); exp as exp2 of x log2 e and
 // division with `afn` (the chip's approximate instructions: the result is rounded to a
-// half type). A bf16 accumulator carried by a loop still rounds at each step; a kernel
-// of the chip's half instructions only (add, mul, fma, ...) and f32 kernels are left as
-// they are; a second run changes nothing.
+// half type). A bf16 accumulator carried by a loop still rounds at each step; a rounding
+// the kernel had (a cast) is kept; a kernel of the chip's half instructions only (add,
+// mul, fma, ...) and f32 kernels are left as they are; a second run changes nothing.
 // RUN: zynml-opt %s --widen-half-arithmetic | filecheck %s
 // RUN: zynml-opt %s --widen-half-arithmetic --widen-half-arithmetic | filecheck %s
 
@@ -40,6 +40,10 @@
 // CHECK-NOT: arith.extf
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : bf16
 // CHECK-NEXT: arith.addf %{{.*}}, %{{.*}} : bf16
+// CHECK-LABEL: gpu.func @k5_cast(
+// CHECK: [[C:%[0-9]+]] = arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NEXT: [[CW:%[0-9]+]] = arith.extf [[C]] : bf16 to f32
+// CHECK: math.exp2
 module attributes {gpu.container_module} {
   gpu.module @zynml_kernels {
     gpu.func @k0_sigmoid(%x: memref<64xbf16>, %y: memref<64xbf16>) kernel {
@@ -93,6 +97,14 @@ module attributes {gpu.container_module} {
       %p = arith.mulf %v, %u : bf16
       %s = arith.addf %p, %v : bf16
       memref.store %s, %x[%i] : memref<64xbf16>
+      gpu.return
+    }
+    gpu.func @k5_cast(%x: memref<64xf32>, %y: memref<64xbf16>) kernel {
+      %i = gpu.thread_id x
+      %v = memref.load %x[%i] : memref<64xf32>
+      %c = arith.truncf %v : f32 to bf16
+      %e = math.exp %c : bf16
+      memref.store %e, %y[%i] : memref<64xbf16>
       gpu.return
     }
   }
