@@ -7,15 +7,17 @@ NVPTX widens each such operation's operands to f32 and rounds its result back: a
 of them converts twice per operation and rounds every intermediate value. A kernel with
 such an operation gets all its half arithmetic in f32; one of only additions,
 multiplications, fmas, minima, maxima and comparisons keeps the chip's half
-instructions (one rounding each, as many as the f32 form would need). The library's bf16 SwiGLU took 6 conversions an element and ran at 81% of the
-copy rate (0.80x torch.compile, docs/performance.md, Session 35). Here each operation
-takes f32 operands (arith.extf of its f16 / bf16 ones) and gives an f32 result, rounded
-(arith.truncf) for its users:
+instructions (one rounding each, as many as the f32 form would need). The library's
+bf16 SwiGLU took 6 conversions an element and ran at 81% of the copy rate (0.80x
+torch.compile, docs/performance.md, Session 35). Here each operation takes f32 operands
+(arith.extf of its f16 / bf16 ones) and gives an f32 result, rounded (arith.truncf) for
+its users:
 
-    %y = math.absf %x : bf16              %w = arith.extf %x : bf16 to f32
-    %z = arith.negf %y : bf16      ->     %a = math.absf %w : f32
-                                          %n = arith.negf %a : f32
-                                          %z = arith.truncf %n : f32 to bf16
+    %y = arith.negf %x : bf16             %w = arith.extf %x : bf16 to f32
+    %z = math.exp %y : bf16        ->     %n = arith.negf %w : f32
+                                          %l = arith.mulf %n, %log2e : f32
+                                          %e = math.exp2 %l : f32
+                                          %z = arith.truncf %e : f32 to bf16
 
 and a widened result that is rounded and widened again is the f32 value itself: the
 rounding between two operations is skipped, never added (docs/language.md, types). A
