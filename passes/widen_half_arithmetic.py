@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith
 
+from ..lowering.cir_ops import ops_in
+
 NAME = "widen-half-arithmetic"
 
 # operations whose float operands and results may be f32 instead of f16 / bf16: the
@@ -71,11 +73,8 @@ class Options:
 
 
 def run(module: ir.Operation, options: Options) -> None:
-    for op in module.regions[0].blocks[0].operations:
-        if op.operation.name == "gpu.module":
-            for func in op.regions[0].blocks[0].operations:
-                if func.operation.name == "gpu.func":
-                    _widen(func.operation)
+    for func in ops_in(module, "gpu.func", descend=lambda op: op.name != "gpu.func"):
+        _widen(func)
 
 
 def _half(t: ir.Type) -> bool:
@@ -90,17 +89,9 @@ def _as_f32(t: ir.Type) -> ir.Type:
     return ir.F32Type.get()
 
 
-def _ops(region: ir.Region):
-    for block in region.blocks:
-        for op in block.operations:
-            yield op.operation
-            for inner in op.operation.regions:
-                yield from _ops(inner)
-
-
 def _widen(func: ir.Operation) -> None:
     """Every half operation of `func` in f32, where one of them has no half form."""
-    half_ops = [op for op in _ops(func.regions[0]) if op.name in _WIDENED and
+    half_ops = [op for op in ops_in(func) if op.name in _WIDENED and
                 any(_half(v.type) for v in list(op.operands) + list(op.results))]
     if all(op.name in _NATIVE for op in half_ops):
         return
