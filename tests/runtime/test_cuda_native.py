@@ -198,12 +198,16 @@ def test_matmul_wgmma_f16(rng, m, k, n):
                                            ({"tile_n": 192}, 1152, 1472, 576),
                                            ({"tile_n": 192, "persistent": False}, 256, 64, 960),
                                            ({"warpgroups": 3, "tile_n": 192, "stages": 3},
-                                            576, 1088, 960)])
+                                            576, 1088, 960),
+                                           ({"warpgroups": 4, "tile_n": 128, "stages": 3},
+                                            768, 320, 640)])
 def test_matmul_wgmma_other_params(rng, params, m, k, n):
     """One block per tile (not persistent: the same kernel, its loop runs once); tiles
     192 wide wherever N allows (m64n192: three 64-column boxes of B and of C); 192 x 192
     tiles of three multiplying warpgroups (152 registers each: with 232, as two take,
-    their setmaxnreg waited forever and the kernel hung)."""
+    their setmaxnreg waited forever and the kernel hung); 256 x 128 tiles of four (104
+    each: the 112 of a quarter's 512 registers hung too, the block having been launched
+    with 480)."""
     a, b = (f32(rng, m, k) * 0.5).astype(np.float16), f32(rng, k, n).astype(np.float16)
     out = run_example("matmul.zyn", params={"matmul_wgmma": params}, A=a, B=b)["C"]
     assert_close(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-2)

@@ -19,6 +19,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, scf
 
+from ..target import CHIPS
 from .kernel_builder import index_const
 
 WARP = 32
@@ -86,18 +87,33 @@ def wait(barriers: ir.Value, slot, parity_bit: ir.Value) -> None:
 
 # Registers per thread after setmaxnreg in a kernel of multiplying warpgroups and one
 # copying warpgroup: the copying warpgroup gives its registers up and the others take
-# them. Each of an SM's 4 quarters holds one warp of every warpgroup and 16K registers,
-# 512 a lane: COPIER + warpgroups * CONSUMER <= 512, or a warp's setmaxnreg.inc waits
-# for registers that never come. Two multiplying warpgroups take 232 each (without it, 3
-# warps in a quarter could have at most 168 each: attention's S, O and P, or matmul's
-# m64n256 accumulators, spill); three take 152.
-COPIER_REGISTERS, MAX_CONSUMER_REGISTERS, LANE_REGISTERS = 40, 232, 512
+# them. Each of an SM's 4 quarters holds one warp of every warpgroup; a warp takes
+# registers only from what the block was launched with (its threads' share of the SM's
+# 64K, in 8s: `launch_registers`), so COPIER + warpgroups * CONSUMER must fit the
+# quarter's warps' launch registers, or a warp's setmaxnreg.inc waits for registers
+# that never come. Two multiplying warpgroups take 232 each (without it, 3 warps in a
+# quarter could have at most 168 each: attention's S, O and P, or matmul's m64n256
+# accumulators, spill); three take 152; four 104 (launched with 96 each, 480 a lane: 112,
+# which counted the quarter's 512, hung).
+COPIER_REGISTERS, MAX_CONSUMER_REGISTERS = 40, 232
+# the register file of the chips with setmaxnreg (sm_90a, sm_100a: the same)
+_SETMAXNREG_CHIP = CHIPS["sm_90a"]
+
+
+def launch_registers(threads: int) -> int:
+    """The registers a thread of a block of `threads` is launched with, where one block
+    fills the SM (ptxas gives a kernel of .maxntid `threads` that many): the SM's share,
+    in 8s, at most a thread's limit in 8s."""
+    chip = _SETMAXNREG_CHIP
+    return min(chip.max_registers_per_thread, chip.registers_per_block // threads) // 8 * 8
 
 
 def consumer_registers(warpgroups: int) -> int:
-    """What each of `warpgroups` multiplying warpgroups takes: its share of a quarter's
-    registers once the copier has given its own up, a multiple of 8 (setmaxnreg's)."""
-    share = (LANE_REGISTERS - COPIER_REGISTERS) // warpgroups // 8 * 8
+    """What each of `warpgroups` multiplying warpgroups takes: its share of its quarter's
+    launch registers once the copier has given its own up, a multiple of 8
+    (setmaxnreg's)."""
+    lane = (warpgroups + 1) * launch_registers(WARPGROUP * (warpgroups + 1))
+    share = (lane - COPIER_REGISTERS) // warpgroups // 8 * 8
     return min(MAX_CONSUMER_REGISTERS, share)
 
 
