@@ -68,7 +68,8 @@ REGISTRY = (
     StrategyEntry("row_argreduce"),  # reduce(argmax / argmin): a block per row
     StrategyEntry("row_reduce"),
     StrategyEntry("transpose"),  # out[.., r, c] = f(in[.., c, r]): tiles in shared memory
-    StrategyEntry("pointwise"),
+    # a reduction with the constant fill of its output before it (group), or anything
+    StrategyEntry("pointwise", groups=True, single=True),
 )
 _BY_NAME = {entry.name: entry for entry in REGISTRY}
 

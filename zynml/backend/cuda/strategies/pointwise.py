@@ -3,7 +3,9 @@
 The parallel loops are flattened row-major (the last loop fastest, so neighbouring threads
 touch neighbouring addresses) and cut into blocks of `block` threads; a thread runs the
 reduction loops, if any, sequentially. This handles every generic, so it is the fallback
-strategy; the others are faster on the kernels they match.
+strategy; the others are faster on the kernels they match. A reduction whose output a
+constant fill wrote just before takes the fill too (`find_groups`): its sums start from
+the constant, and the fill's kernel goes.
 
 Without reductions, when every memref operand is read or written along the last loop
 contiguously (the last loop indexes its last dimension alone, static strides: an
@@ -33,9 +35,10 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, scf, vector
 
-from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
-                             delinearize, generic_operands, index_const, indexing_maps,
-                             iterator_kinds, loop_dims, multiply_add_body, new_kernel)
+from .kernel_builder import (REDUCTION, Group, KernelScope, KernelSignature, apply_map,
+                             delinearize, filled_products, generic_operands, index_const,
+                             indexing_maps, iterator_kinds, loop_dims, multiply_add_body,
+                             new_kernel)
 from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents, \
     product
 from . import Launch
@@ -69,9 +72,30 @@ def matches(generic: ir.Operation, target) -> bool:
     return True
 
 
-def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          target) -> Launch:
+def find_groups(generics: list, target) -> list[Group]:
+    """Each reduction of one output that no other strategy takes, into a buffer a
+    constant fill wrote just before: one kernel whose sums start from the constant, so
+    the fill's kernel (and its launch) goes and the output is not read."""
+    from . import single_strategies
+    others = [s for s in single_strategies(target) if s.NAME != NAME]
+
+    def takes(generic: ir.Operation) -> bool:
+        dynamic = has_dynamic_extent(generic)
+        return REDUCTION in iterator_kinds(generic) and \
+            len(generic_operands(generic)[1]) == 1 and not _writes_memory(generic) and \
+            not any((not dynamic or getattr(s, "DYNAMIC", False)) and s.matches(generic, target)
+                    for s in others)
+    return filled_products(generics, takes)
+
+
+def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
+    """The kernel of a generic, or of a Group (find_groups: a fill and the reduction
+    after it)."""
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
+    if isinstance(generic, Group):  # reductions take a thread per point
+        return _build_points(generic.product, gpu_module, kernel_name,
+                             KernelSignature.of(generic.product), params.block,
+                             generic.initial)
     signature = KernelSignature.of(generic)
     if _writes_memory(generic):  # a scatter's atomics: a thread per point, guarded
         return _build_points(generic, gpu_module, kernel_name, signature, params.block)
@@ -114,9 +138,11 @@ def _writes_memory(generic: ir.Operation) -> bool:
     return bool(found)
 
 
-def _build_points(generic, gpu_module, kernel_name, signature, block) -> Launch:
+def _build_points(generic, gpu_module, kernel_name, signature, block,
+                  initial: float | None = None) -> Launch:
     """A thread per point, the grid covering them; extents static or run-time
-    (extents.py: the grid is then host arithmetic on the operands' sizes)."""
+    (extents.py: the grid is then host arithmetic on the operands' sizes). `initial`:
+    the constant a reduction's output starts from instead of what it holds."""
     kinds = iterator_kinds(generic)
     parallel = [d for d, k in enumerate(kinds) if k != REDUCTION]
     reduction = [d for d, k in enumerate(kinds) if k == REDUCTION]
@@ -132,7 +158,7 @@ def _build_points(generic, gpu_module, kernel_name, signature, block) -> Launch:
             ivs: list = [None] * len(ranges)
             for d, coord in zip(parallel, delinearize(linear, [ranges[d] for d in parallel])):
                 ivs[d] = coord
-            emit_point(generic, scope, ivs, reduction, ranges)
+            emit_point(generic, scope, ivs, reduction, ranges, initial)
             scf.YieldOp([])
         gpu.ReturnOp([])
     with ir.InsertionPoint(generic), generic.location:
@@ -350,9 +376,10 @@ def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
 
 
 def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: list[int],
-               ranges: list[int]) -> None:
+               ranges: list[int], initial: float | None = None) -> None:
     """Compute and store the generic's outputs at one point of its parallel loops
-    (`ivs` set for the parallel dims), looping over the reduction dims in order."""
+    (`ivs` set for the parallel dims), looping over the reduction dims in order; the
+    reduction of one output starts from `initial` where given, else from the output."""
     ins, outs = generic_operands(generic)
     maps = indexing_maps(generic)
     out_maps = maps[len(ins):]
@@ -373,7 +400,8 @@ def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: 
         results = scope.clone_body(generic, read_ins(ivs) + out_values, lambda d: ivs[d])
     else:
         # Outputs do not depend on reduction loops: read them once, carry them through.
-        partial = [scope.load(buf, apply_map(amap, _zero_unset(ivs)))
+        partial = [scope.load(buf, apply_map(amap, _zero_unset(ivs))) if initial is None
+                   else _constant(ir.MemRefType(buf.type).element_type, initial)
                    for buf, amap in zip(outs, out_maps)]
         contraction = _half_contraction(generic)
         if contraction is None:
@@ -391,6 +419,10 @@ def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: 
             results = [add_and_round(partial[0], total[0], partial[0].type)]
     for value, buf, amap in zip(results, outs, out_maps):
         scope.store(value, buf, apply_map(amap, _zero_unset(ivs)))
+
+
+def _constant(element: ir.Type, value: float) -> ir.Value:
+    return arith.ConstantOp(element, ir.FloatAttr.get(element, value)).result
 
 
 def _zero_unset(ivs: list) -> list:
