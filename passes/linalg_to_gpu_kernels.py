@@ -44,7 +44,8 @@ from mlir.dialects import arith, builtin, gpu, linalg, memref, nvgpu, scf
 
 from ..backend.cuda.strategies import (BLOCKS_PER_MULTIPROCESSOR_ATTR, PROBLEM_ATTR,
                                       STRATEGY_ATTR, TensorMap, entry_of,
-                                      get_strategy, group_strategies, single_strategies)
+                                      get_strategy, group_strategies, single_strategies,
+                                      single_takes, takes_dynamic)
 from ..backend.cuda.strategies.extents import (as_index, fold_whole_subviews,
                                                has_dynamic_extent)
 from ..backend.cuda.strategies.kernel_builder import dense_row_major, index_const, kernel_type
@@ -128,12 +129,9 @@ def run(module: ir.Operation, options: Options) -> None:
         leaves to the strategies after it: one before it would take the copy again, and
         two strategies whose launches both have a `when`, as implicit_gemm_mma's and
         implicit_gemm's, would hand it back and forth), else any but `skip`."""
-        dynamic = has_dynamic_extent(generic)  # run-time extents: the strategies that can
         candidates = singles[singles.index(skip) + 1:] if skip in singles else \
             [s for s in singles if s is not skip]
-        strategy = next((s for s in candidates if
-                         (not dynamic or _takes_dynamic(s)) and s.matches(generic, target)),
-                        None) \
+        strategy = next((s for s in candidates if single_takes(s, generic, target)), None) \
             if SCATTER_ATTR not in generic.attributes else get_strategy("pointwise")
         if strategy is None:  # only when a strategy is forced: pointwise takes anything
             raise fail(generic.location, f"GPU strategy '{options.strategy}' does not fit "
@@ -149,7 +147,7 @@ def run(module: ir.Operation, options: Options) -> None:
     for group_strategy in groups:  # runs of generics one kernel takes: attention, rows
         for group in group_strategy.find_groups(
                 [g for g in generics if SCATTER_ATTR not in g.attributes and
-                 (_takes_dynamic(group_strategy) or not has_dynamic_extent(g))], target):
+                 (takes_dynamic(group_strategy) or not has_dynamic_extent(g))], target):
             launch = group_strategy.build(group, kernels,
                                           f"k{next(numbers)}_{group_strategy.NAME}", target)
             _replace_with_launch(list(group), launch, group_strategy.NAME,
@@ -165,13 +163,6 @@ def run(module: ir.Operation, options: Options) -> None:
     for op in list(_host_ops(module)):
         if op.name == "memref.load" and not any(True for _ in op.results[0].uses):
             op.erase()
-
-
-def _takes_dynamic(strategy) -> bool:
-    """Whether a strategy builds kernels for run-time extents (strategies/extents.py);
-    the others are given static generics only, so they decline the rest by not seeing
-    them, and those fall to pointwise."""
-    return getattr(strategy, "DYNAMIC", False)
 
 
 def _host_ops(module: ir.Operation):

@@ -32,7 +32,8 @@ from mlir import ir
 
 __all__ = ["Launch", "REGISTRY", "StrategyEntry", "TensorMap", "available",
            "BLOCKS_PER_MULTIPROCESSOR_ATTR", "STRATEGY_ATTR", "PROBLEM_ATTR", "get_strategy", "group_strategies",
-           "later_group_launches", "single_strategies", "strategy_names"]
+           "later_group_launches", "single_strategies", "single_takes", "strategy_names",
+           "takes_dynamic"]
 
 
 @dataclass(frozen=True)
@@ -161,3 +162,18 @@ def later_group_launches(ops: list, after: str, gpu_module: ir.Operation, kernel
 def single_strategies(target) -> list[ModuleType]:
     return [get_strategy(e.name) for e in REGISTRY
             if e.single and available(get_strategy(e.name), target)]
+
+
+def takes_dynamic(strategy: ModuleType) -> bool:
+    """Whether a strategy builds kernels for run-time extents (extents.py); the others
+    are given static generics only, so they decline the rest by not seeing them, and
+    those fall to pointwise."""
+    return getattr(strategy, "DYNAMIC", False)
+
+
+def single_takes(strategy: ModuleType, generic: ir.Operation, target) -> bool:
+    """Whether single strategy `strategy` takes `generic`: it matches, and builds
+    run-time extents where the generic has them."""
+    from .extents import has_dynamic_extent
+    return (takes_dynamic(strategy) or not has_dynamic_extent(generic)) and \
+        strategy.matches(generic, target)

@@ -76,15 +76,13 @@ def find_groups(generics: list, target) -> list[Group]:
     """Each reduction of one output that no other strategy takes, into a buffer a
     constant fill wrote just before: one kernel whose sums start from the constant, so
     the fill's kernel (and its launch) goes and the output is not read."""
-    from . import single_strategies
+    from . import single_strategies, single_takes
     others = [s for s in single_strategies(target) if s.NAME != NAME]
 
     def takes(generic: ir.Operation) -> bool:
-        dynamic = has_dynamic_extent(generic)
         return REDUCTION in iterator_kinds(generic) and \
             len(generic_operands(generic)[1]) == 1 and not _writes_memory(generic) and \
-            not any((not dynamic or getattr(s, "DYNAMIC", False)) and s.matches(generic, target)
-                    for s in others)
+            not any(single_takes(s, generic, target) for s in others)
     return filled_products(generics, takes)
 
 
