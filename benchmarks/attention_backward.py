@@ -1,4 +1,4 @@
-"""The attention backward pass at GPT-2 small's shapes, one GPU: ZynML's FlashAttention-2
+"""The attention backward pass at GPT-2 small's shapes (or head dim 128's), one GPU: ZynML's FlashAttention-2
 ukernel (making the log-sum-exp itself, or given the forward ukernel's), the library's
 .zyn form (ZYNML_UKERNELS=0), and PyTorch's flash backward
 (`aten._scaled_dot_product_flash_attention_backward`, given the forward's log-sum-exp,
@@ -28,7 +28,8 @@ import numpy as np
 import zynml.kernels as K
 
 QUEUE_CYCLES = 4_000_000  # ~2 ms of GPU sleep before each timed call
-SHAPES = {"gpt2": (16, 12, 1024, 64), "small": (2, 4, 256, 64)}
+SHAPES = {"gpt2": (16, 12, 1024, 64), "small": (2, 4, 256, 64),
+          "d128": (8, 16, 2048, 128)}  # head dim 128: 16k tokens of a 2048-wide model
 
 
 def _inputs(batch, heads, seq, d):

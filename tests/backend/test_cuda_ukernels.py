@@ -21,11 +21,12 @@ def _with(**changes):
     return Problem(**{**ODD.__dict__, **changes})
 
 
-def test_supports_half_types_head_dims_to_64_and_whole_groups():
+def test_supports_half_types_head_dims_to_128_and_whole_groups():
     assert supports(ODD) is None
     assert supports(_with(element="f16", d=64, causal=False, rows=200)) is None
+    assert supports(_with(d=128)) is None and supports(_with(d=80)) is None
     for problem, why in ((_with(element="f32"), "element f32"),
-                         (_with(d=128), "head dim 128"), (_with(d=40), "head dim 40"),
+                         (_with(d=144), "head dim 144"), (_with(d=40), "head dim 40"),
                          (_with(kv_heads=4), "not groups of 4"),
                          (_with(rows=102), "more queries than keys"),
                          (_with(scale=-1.0), "scale")):
@@ -45,6 +46,26 @@ def test_the_host_function_is_a_plan_of_two_launches():
                                             "k1_attention_backward_dkdv"]
     assert [s["grid"] for s in steps] == [[math.ceil(37 / BLOCK), 6, 1],
                                           [math.ceil(101 / BLOCK), 3, 1]]
+
+
+@pytest.mark.parametrize("name", ["attention_backward", "attention_forward"])
+def test_heads_over_64_keep_their_tiles_in_dynamic_shared_memory(name):
+    """Up to 64 the kept tiles are register fragments and the stage, four 64-row tiles,
+    is static; at 128 the stage is six tiles (the kept two and the buffers after
+    them), too large for static shared memory: each launch asks for it."""
+    def stage(problem):
+        module = ukernels.module(name, problem)
+        with module.context:
+            plan, _ = extract_plan(module.operation)
+        text = str(module)
+        return [s["shared_bytes"] for s in launches(plan["body"])], \
+            "_stage" in text, "gpu.dynamic_shared_memory" in text
+    assert stage(_with(d=64)) == ([0] * (2 if name == "attention_backward" else 1),
+                                  True, False)
+    wide = _with(d=128, rows=101)
+    assert not _with(d=64).kept_in_shared and wide.kept_in_shared
+    shared, static, dynamic = stage(wide)
+    assert shared == [6 * BLOCK * (128 + 8) * 2] * len(shared) and not static and dynamic
 
 
 def test_artifact_is_compiled_once_then_read_from_the_cache(tmp_path, monkeypatch):

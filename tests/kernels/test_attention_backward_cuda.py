@@ -39,6 +39,9 @@ def _half(name):
     (1, 3, 3, 100, 131, 64, "f16", False),
     (1, 2, 2, 65, 200, 64, "bf16", True),     # causal, 135 earlier keys
     (1, 4, 1, 64, 64, 48, "f16", True),       # one key head for four query heads
+    (1, 4, 2, 77, 130, 128, "bf16", True),    # head dim 128: kept tiles in shared memory
+    (2, 2, 2, 65, 65, 128, "f16", False),
+    (1, 3, 1, 100, 100, 80, "bf16", True),
 ])
 def test_ukernel_matches_float64(rng, batch, heads, kv_heads, seq_q, seq_k, d, element,
                                  causal):
@@ -81,6 +84,7 @@ def test_ukernel_agrees_with_the_zyn_definition(rng, monkeypatch):
     (1, 3, 3, 100, 131, 32, "f16", False),
     (1, 2, 2, 65, 200, 64, "f16", True),      # causal, 135 earlier keys
     (1, 4, 1, 64, 64, 48, "bf16", True),      # one key head for four query heads
+    (1, 4, 2, 129, 131, 128, "bf16", True),   # head dim 128: kept tiles in shared memory
 ])
 def test_forward_with_lse_and_the_backward_that_takes_it(
         rng, batch, heads, kv_heads, seq_q, seq_k, d, element, causal):
@@ -112,6 +116,7 @@ def test_forward_with_lse_and_the_backward_that_takes_it(
     (1, 1, 1, 16, "bf16"),
     (2, 3, 129, 64, "bf16"),
     (3, 2, 67, 32, "f16"),
+    (2, 2, 67, 128, "bf16"),
 ])
 def test_fused_qkv_attention_reads_and_writes_token_major_rows(rng, batch, heads, seq, d,
                                                                element):

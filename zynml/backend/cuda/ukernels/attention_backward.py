@@ -31,9 +31,16 @@ of the projection's layout (the library's fused_qkv_attention): no heads split o
 Causal sweeps skip the tiles a block cannot see (above the diagonal), about half, and
 apply the key rule (a compare and a select per score) only on the tiles across the
 diagonal or the keys' end: each sweep's step is built twice, with and without it.
-Takes f16 or bf16, head dims that are multiples of 16 up to 64 (the four 64-row tiles
-fit 48 KB of static shared memory), no mask; `supports` says so and the library runs the
-.zyn otherwise.
+Head dims up to 64 keep the two tiles a block holds for its whole sweep as A fragments
+in registers, and its shared memory is the two buffers of the streamed tiles (four
+64-row tiles: 48 KB of static shared memory at most). Wider heads (up to 128) would not
+fit their fragments beside the accumulators (dK and dV alone take 128 registers a
+thread at 128): the kept tiles stay in shared memory, loaded by ldmatrix at each
+product, in two more 64-row tiles (six in all: 102 KB of dynamic shared memory at 128;
+`kept_in_shared`, `stage_rows`).
+
+Takes f16 or bf16, head dims that are multiples of 16 up to 128, no mask; `supports`
+says so and the library runs the .zyn otherwise.
 """
 from __future__ import annotations
 
@@ -42,7 +49,8 @@ from dataclasses import dataclass
 BLOCK = 64          # query rows of a dq block, keys of a dkdv block, and both tiles
 WARPS = 4           # 16 rows (or keys) each
 THREADS = 32 * WARPS
-MAX_HEAD_DIM = 64
+MAX_HEAD_DIM = 128
+REGISTER_HEAD_DIM = 64  # up to it, the kept tiles are A fragments in registers
 ELEMENTS = ("f16", "bf16")
 LAYOUTS = ("heads", "tokens")
 MMA_K = 16          # the head dim is a multiple of the products' depth
@@ -70,6 +78,17 @@ class Problem:
     def offset(self) -> int:
         """Causal: row i sees keys j <= i + offset."""
         return self.keys - self.rows
+
+    @property
+    def kept_in_shared(self) -> bool:
+        """The two kept tiles stay in shared memory (head dims over 64), not registers."""
+        return self.d > REGISTER_HEAD_DIM
+
+    @property
+    def stage_rows(self) -> int:
+        """Shared rows of d (+ PAD) elements: two buffers of two streamed tiles, and
+        the two kept tiles before them where they stay in shared memory."""
+        return (6 if self.kept_in_shared else 4) * BLOCK
 
 
 def supports(problem: Problem) -> str | None:

@@ -54,7 +54,7 @@ def build_module(problem: Problem, kernel_module: str) -> ir.Module:
 # ---------------------------------------------------------------- dQ, lse, delta
 
 class _DqKernel(TileKernel):
-    """Q and dO kept (A fragments); K (first sweep), K and V (second) streamed."""
+    """Q and dO kept; K (first sweep), K and V (second) streamed."""
 
     def emit(self, args: list, tiles: dict) -> None:
         q, k, v, dout, o, dq, lse, delta_out = args
@@ -66,16 +66,16 @@ class _DqKernel(TileKernel):
         self.copy_rows(dout, head, row0, p.rows, index_const(BLOCK))
         delta = self._delta(dout, o, head, rows)
         self.wait_copies()
-        q_frags, do_frags = self.a_fragments(0), self.a_fragments(BLOCK)
+        q_rows, do_rows = self.kept(0), self.kept(BLOCK)
         barrier()  # every warp has its fragments: the stage is free for the sweeps
         if p.lse_given:  # the forward's, in base 2
             lse2 = [memref.LoadOp(lse, [head, clamp(row, p.rows)]).result for row in rows]
         else:
-            lse2 = self._log_sum_exp(k, kv_head, q_frags, row0, rows)
+            lse2 = self._log_sum_exp(k, kv_head, q_rows, row0, rows)
 
         def step(kv0, base, acc, masked):
-            s = self.product_nk(q_frags, base)
-            dp = self.product_nk(do_frags, add(base, BLOCK))
+            s = self.product_nk(q_rows, base)
+            dp = self.product_nk(do_rows, add(base, BLOCK))
             ds = []
             for n, (s_tile, dp_tile) in enumerate(zip(s, dp)):
                 ds.append([])
@@ -112,14 +112,14 @@ class _DqKernel(TileKernel):
             sums.append(quad_reduce(total, arith.AddFOp))
         return sums
 
-    def _log_sum_exp(self, k, kv_head, q_frags, row0, rows) -> list:
+    def _log_sum_exp(self, k, kv_head, q_rows, row0, rows) -> list:
         """lse2 = max * c + log2(sum of exp2(s * c - max * c)) of the lane's two rows,
         over the keys they see: the first sweep. +inf for a row that sees none (its P
         is then 0)."""
         softmax = OnlineSoftmax(self.f32, lanes=4, scale=self.c)
 
         def step(kv0, base, state, masked):
-            values, masks = self.scores_by_row(self.product_nk(q_frags, base), kv0, rows,
+            values, masks = self.scores_by_row(self.product_nk(q_rows, base), kv0, rows,
                                                masked)
             update = softmax.update(values, state[:2], state[2:], masks)
             return update.maxima + update.sums
@@ -131,7 +131,7 @@ class _DqKernel(TileKernel):
 # ---------------------------------------------------------------- dK, dV
 
 class _DkDvKernel(TileKernel):
-    """K and V kept (A fragments); Q, dO and the rows' lse2 and delta streamed."""
+    """K and V kept; Q, dO and the rows' lse2 and delta streamed."""
 
     def stat_tiles(self) -> dict:
         shared = ir.Attribute.parse("#gpu.address_space<workgroup>")
@@ -151,7 +151,7 @@ class _DkDvKernel(TileKernel):
         self.copy_rows(k, kv_head, key0, p.keys, index_const(0))
         self.copy_rows(v, kv_head, key0, p.keys, index_const(BLOCK))
         self.wait_copies()
-        k_frags, v_frags = self.a_fragments(0), self.a_fragments(BLOCK)
+        k_rows, v_rows = self.kept(0), self.kept(BLOCK)
         barrier()
         query_tiles = math.ceil(p.rows / BLOCK)
         if p.causal:  # the first query tile with a row that sees key0
@@ -172,7 +172,7 @@ class _DkDvKernel(TileKernel):
             head, row0 = tile_of(step)
             self.copy_rows(q, head, row0, p.rows, base)
             self.copy_rows(dout, head, row0, p.rows, add(base, BLOCK))
-            self._copy_stats(lse, delta, stats, head, row0, base)
+            self._copy_stats(lse, delta, stats, head, row0, self.buffer_index(base))
 
         def compute(step, base, acc):
             _, row0 = tile_of(step)
@@ -180,10 +180,10 @@ class _DkDvKernel(TileKernel):
                                 lambda masked: tile_step(row0, base, acc, masked))
 
         def tile_step(row0, base, acc, masked):
-            at = base  # this buffer's stats: 2 BLOCK floats a buffer, as its stage rows
+            at = self.buffer_index(base)  # its stats: 2 BLOCK floats a buffer
             dk_acc, dv_acc = accumulator_tiles(acc[:p.d // 2]), accumulator_tiles(acc[p.d // 2:])
-            s_t = self.product_nk(k_frags, base)
-            dp_t = self.product_nk(v_frags, add(base, BLOCK))
+            s_t = self.product_nk(k_rows, base)
+            dp_t = self.product_nk(v_rows, add(base, BLOCK))
             probs, ds = [], []
             for n, (s_tile, dp_tile) in enumerate(zip(s_t, dp_t)):
                 column = add(add(at, w.two_t), n * MMA_N)

@@ -36,8 +36,8 @@ def build_module(problem: Problem, kernel_module: str) -> ir.Module:
 
 
 class _ForwardKernel(TileKernel):
-    """Q kept (A fragments); K and V streamed; per key tile S = Q K^T, the online
-    softmax's update, O = O * alpha + P V."""
+    """Q kept; K and V streamed; per key tile S = Q K^T, the online softmax's update,
+    O = O * alpha + P V."""
 
     def emit(self, args: list, tiles: dict) -> None:
         q, k, v, o, lse = args
@@ -47,12 +47,12 @@ class _ForwardKernel(TileKernel):
         head, kv_head, row0, first, rows = self.query_block()
         self.copy_rows(q, head, row0, p.rows, index_const(0))
         self.wait_copies()
-        q_frags = self.a_fragments(0)
+        q_rows = self.kept(0)
         barrier()  # every warp has its fragments: the stage is free for the sweep
         softmax = OnlineSoftmax(self.f32, lanes=4, scale=self.c)
 
         def step(kv0, base, state, masked):
-            values, masks = self.scores_by_row(self.product_nk(q_frags, base), kv0, rows,
+            values, masks = self.scores_by_row(self.product_nk(q_rows, base), kv0, rows,
                                                masked)
             update = softmax.update(values, state[:2], state[2:4], masks)
             # an accumulator tile holds (row g, 2 columns) then (row g + 8, 2 columns)

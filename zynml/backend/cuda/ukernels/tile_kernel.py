@@ -1,8 +1,9 @@
 """The attention ukernels' kernel frame (FlashAttention-2's structure on mma.sync,
 strategies/warp_mma.py): a block of 128 threads, 4 warps of 16 rows (or keys), two
-tiles kept as A fragments and two streamed through double-buffered shared memory by
-cp.async, and the key rule (causal, the keys' end) applied only on the tiles that need
-it. The kernels are attention_forward_kernels.py's and attention_backward_kernels.py's."""
+tiles kept for the whole sweep (as A fragments, or in shared memory for head dims over
+64) and two streamed through double-buffered shared memory by cp.async, and the key
+rule (causal, the keys' end) applied only on the tiles that need it. The kernels are
+attention_forward_kernels.py's and attention_backward_kernels.py's."""
 from __future__ import annotations
 
 import math
@@ -17,7 +18,8 @@ from ..strategies.flash_skeleton import (LOG2E, add, clamp, declare_static_tiles
                                          static_tiles)
 from ..strategies.kernel_builder import index_const, new_kernel
 from .attention_backward import BLOCK, THREADS, Problem
-from ..strategies.warp_mma import MMA_K, MMA_N, Warp, barrier, f32_zero, lane_of, shared_tile
+from ..strategies.warp_mma import (MMA_K, MMA_N, PAD, Warp, barrier, f32_zero, lane_of,
+                                   shared_tile)
 
 
 def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dict,
@@ -46,10 +48,14 @@ def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dic
             values[name] = values[other]
         for name, kind, operand_names, grid in launches:
             operands = [values[n] for n in operand_names]
-            kind(problem, el).define(kernels.operation, name, operands)
+            kernel = kind(problem, el)
+            kernel.define(kernels.operation, name, operands)
+            dynamic = kernel.dynamic_shared_bytes()
             gpu.LaunchFuncOp([kernel_module, name], [index_const(n) for n in grid],
                              [index_const(THREADS), index_const(1), index_const(1)],
-                             kernel_operands=operands)
+                             kernel_operands=operands, dynamic_shared_memory_size=arith.
+                             ConstantOp(ir.IntegerType.get_signless(32), dynamic).result
+                             if dynamic else None)
         func.ReturnOp([values[n] for n in outputs])
     return module
 
@@ -84,11 +90,13 @@ class TileKernel:
     """What the attention ukernels' kernels share: the problem, the element type, shared
     memory, copies, the products and the double-buffered sweep.
 
-    Shared memory is one `stage` of 4 x BLOCK rows: a kernel first copies the tiles it
-    keeps for the whole sweep (Q; Q and dO; K and V) into rows 0..2 BLOCK, takes them
-    into registers as A fragments, and then streams its other tiles through two
-    buffers, rows 0..2 BLOCK and 2 BLOCK..4 BLOCK, tile j + 1's copies in flight while
-    tile j is multiplied."""
+    Shared memory is one `stage` of BLOCK-row tiles: a kernel first copies the tiles it
+    keeps for the whole sweep (Q; Q and dO; K and V) into rows 0..2 BLOCK (`kept`), and
+    then streams its other tiles through two buffers of 2 BLOCK rows each, tile j + 1's
+    copies in flight while tile j is multiplied. Up to head dim 64 the kept tiles are
+    taken into registers as A fragments and the buffers reuse their rows (4 tiles, static
+    shared memory); wider, they stay where they are and the buffers follow them (6
+    tiles, dynamic shared memory: Problem.kept_in_shared)."""
 
     def __init__(self, problem: Problem, element: ir.Type):
         self.p, self.el = problem, element
@@ -96,7 +104,8 @@ class TileKernel:
         self.c = problem.scale * LOG2E  # scores * c: base 2
 
     def define(self, gpu_module: ir.Operation, name: str, operands: list) -> None:
-        types = {"stage": shared_tile(4 * BLOCK, self.p.d, self.el)}
+        stage = shared_tile(self.p.stage_rows, self.p.d, self.el)
+        types = {} if self.p.kept_in_shared else {"stage": stage}
         types.update(self.stat_tiles())
         declare_static_tiles(gpu_module, name, types, ir.Location.unknown())
         kernel = new_kernel(gpu_module, name, [v.type for v in operands], [THREADS])
@@ -107,9 +116,29 @@ class TileKernel:
             self.warp16 = mul(warp, 16)
             self.w = Warp(self.el, lane)
             tiles = static_tiles(name, types)
-            self.stage = tiles.pop("stage")
+            self.stage = tiles.pop("stage") if "stage" in tiles else _dynamic_tile(stage)
             self.emit(list(block.arguments), tiles)
             gpu.ReturnOp([])
+
+    def dynamic_shared_bytes(self) -> int:
+        """The launch's dynamic shared memory: the stage where it is not static."""
+        if not self.p.kept_in_shared:
+            return 0
+        return self.p.stage_rows * (self.p.d + PAD) * self.el.width // 8
+
+    @property
+    def kept_rows(self) -> int:
+        """Stage rows before the buffers: the kept tiles', where they stay there."""
+        return 2 * BLOCK if self.p.kept_in_shared else 0
+
+    def buffer_row(self, j: ir.Value) -> ir.Value:
+        """The stage row of tile j's buffer (its first of 2 BLOCK rows)."""
+        return add(mul(arith.RemUIOp(j, index_const(2)).result, 2 * BLOCK), self.kept_rows)
+
+    def buffer_index(self, base: ir.Value) -> ir.Value:
+        """0 or 2 BLOCK: which buffer starts at stage row `base`, as an offset."""
+        return arith.SubIOp(base, index_const(self.kept_rows)).result if self.kept_rows \
+            else base
 
     def stat_tiles(self) -> dict:
         return {}
@@ -190,7 +219,7 @@ class TileKernel:
         all but that newest one)."""
         some = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ugt, count, index_const(0)).result)
         with ir.InsertionPoint(some.then_block):
-            issue(index_const(0), index_const(0))
+            issue(index_const(0), index_const(self.kept_rows))
             scf.YieldOp([])
         nvgpu.DeviceAsyncCreateGroupOp([])
 
@@ -198,22 +227,23 @@ class TileKernel:
             after = add(j, 1)
             more = scf.IfOp(arith.CmpIOp(arith.CmpIPredicate.ult, after, count).result)
             with ir.InsertionPoint(more.then_block):
-                issue(after, buffer_row(after))
+                issue(after, self.buffer_row(after))
                 scf.YieldOp([])
             nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=1)
             barrier()  # tile j is here, for every thread
-            carried = compute(j, buffer_row(j), carried)
+            carried = compute(j, self.buffer_row(j), carried)
             barrier()  # every warp is done with tile j's buffer before it is refilled
             return carried
         return loop(index_const(0), count, state, body)
 
     # ------------------------------------------------------------ products
 
-    def product_nk(self, a_frags: list, base) -> list:
-        """A (16 x d, fragments per 16 columns) times stage rows base..base + BLOCK as
-        B^T: BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
+    def product_nk(self, kept: "Kept", base) -> list:
+        """A (the warp's 16 x d rows of a kept tile) times stage rows base..base + BLOCK
+        as B^T: BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
         acc = [[f32_zero()] * 4 for _ in range(BLOCK // MMA_N)]
-        for ks, a in enumerate(a_frags):
+        for ks in range(self.p.d // MMA_K):
+            a = kept.fragment(ks)
             for n0 in range(0, BLOCK, 16):
                 pair = self.w.b_fragments_nk(self.stage, add(base, n0),
                                              index_const(ks * MMA_K))
@@ -234,11 +264,13 @@ class TileKernel:
                     acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
         return acc
 
-    def a_fragments(self, base: int) -> list:
-        """The warp's 16 rows of the stage tile at row `base` as A fragments, one per 16
-        columns."""
-        return [self.w.a_fragment(self.stage, add(self.warp16, base), index_const(ks * MMA_K))
-                for ks in range(self.p.d // MMA_K)]
+    def kept(self, base: int) -> "Kept":
+        """The warp's 16 rows of the kept tile at stage row `base` (0 or BLOCK): its A
+        fragments, taken into registers now where they fit, else at each product."""
+        load = lambda ks: self.w.a_fragment(self.stage, add(self.warp16, base),
+                                            index_const(ks * MMA_K))
+        count = self.p.d // MMA_K
+        return Kept(load, None if self.p.kept_in_shared else [load(ks) for ks in range(count)])
 
     def store_rows(self, target: "Operand", slice_index, first_row, acc: list,
                    factor: float, extent: int) -> None:
@@ -350,9 +382,24 @@ class TileKernel:
             arith.SelectOp(allowed, prob, f32_zero()).result
 
 
-def buffer_row(j: ir.Value) -> ir.Value:
-    """The stage row of tile j's buffer: 0 or 2 BLOCK."""
-    return mul(arith.RemUIOp(j, index_const(2)).result, 2 * BLOCK)
+@dataclass
+class Kept:
+    """A kept tile's A fragments (one per 16 columns): `fragments` in registers, or,
+    None, `load(ks)` at each use, from shared memory."""
+    load: object
+    fragments: list | None
+
+    def fragment(self, ks: int) -> list:
+        return self.load(ks) if self.fragments is None else self.fragments[ks]
+
+
+def _dynamic_tile(tile: ir.MemRefType) -> ir.Value:
+    """The dynamic shared memory seen as `tile` (its launch asks for the bytes)."""
+    i8 = ir.IntegerType.get_signless(8)
+    space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    raw = gpu.dynamic_shared_memory(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                                      i8, memory_space=space))
+    return memref.ViewOp(tile, raw, index_const(0), []).result
 
 
 def loop(lower: ir.Value, upper: ir.Value, state: list, body) -> list:
