@@ -8,11 +8,13 @@ import pytest
 
 from zynml.backend.cuda import ukernels
 from zynml.backend.cuda.launch_plan import extract_plan
+from zynml.backend.cuda.target import CudaTarget
 from zynml.backend.cuda.ukernels.attention_backward import BLOCK, Problem, supports
 from zynml.cache import ArtifactCache
 from zynml.errors import ZynMLError
 from zynml.runtime.cuda.artifact import launches
 
+AMPERE = CudaTarget("sm_80")  # mma.sync's products: no wgmma
 ODD = Problem(heads=6, kv_heads=3, rows=37, keys=101, d=32, element="bf16", causal=True,
               scale=0.17)
 
@@ -48,24 +50,35 @@ def test_the_host_function_is_a_plan_of_two_launches():
                                           [math.ceil(101 / BLOCK), 3, 1]]
 
 
+def _shared_memory(name, problem, target=None):
+    """(dynamic shared bytes of each launch, a static stage declared, dynamic shared
+    memory used) of ukernel `name`'s module."""
+    module = ukernels.module(name, problem, target)
+    with module.context:
+        plan, _ = extract_plan(module.operation)
+    text = str(module)
+    return [s["shared_bytes"] for s in launches(plan["body"])], "_stage" in text, \
+        "gpu.dynamic_shared_memory" in text
+
+
 @pytest.mark.parametrize("name", ["attention_backward", "attention_forward"])
-def test_heads_over_64_keep_their_tiles_in_dynamic_shared_memory(name):
-    """Up to 64 the kept tiles are register fragments and the stage, four 64-row tiles,
-    is static; at 128 the stage is six tiles (the kept two and the buffers after
-    them), too large for static shared memory: each launch asks for it."""
-    def stage(problem):
-        module = ukernels.module(name, problem)
-        with module.context:
-            plan, _ = extract_plan(module.operation)
-        text = str(module)
-        return [s["shared_bytes"] for s in launches(plan["body"])], \
-            "_stage" in text, "gpu.dynamic_shared_memory" in text
-    assert stage(_with(d=64)) == ([0] * (2 if name == "attention_backward" else 1),
-                                  True, False)
-    wide = _with(d=128, rows=101)
-    assert not _with(d=64).kept_in_shared and wide.kept_in_shared
-    shared, static, dynamic = stage(wide)
-    assert shared == [6 * BLOCK * (128 + 8) * 2] * len(shared) and not static and dynamic
+def test_without_wgmma_heads_over_64_keep_their_tiles_in_dynamic_shared_memory(name):
+    """mma.sync: up to 64 the kept tiles are register fragments and the stage, four
+    64-row tiles, is static; at 128 the stage is six tiles (the kept two and the buffers
+    after them), too large for static shared memory: each launch asks for it."""
+    launches_made = 2 if name == "attention_backward" else 1
+    assert _shared_memory(name, _with(d=64), AMPERE) == ([0] * launches_made, True, False)
+    assert _shared_memory(name, _with(d=128, rows=101), AMPERE) == \
+        ([6 * BLOCK * (128 + 8) * 2] * launches_made, False, True)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_with_wgmma_the_stage_is_six_swizzled_tiles_in_dynamic_shared_memory(d):
+    """sm_90a, head dims 64 and 128: six tiles of d / 64 boxes of 64 rows x 128 bytes,
+    from a 1024-byte boundary (the swizzle's period, which the launch adds)."""
+    assert _shared_memory("attention_backward", _with(d=d)) == \
+        ([6 * (d // 64) * 64 * 128 + 1024] * 2, False, True)
+    assert _shared_memory("attention_backward", _with(d=48))[0] == [0, 0]  # mma.sync
 
 
 def test_artifact_is_compiled_once_then_read_from_the_cache(tmp_path, monkeypatch):
@@ -136,25 +149,39 @@ def test_a_backward_given_lse_takes_it_and_skips_its_sweep(tmp_path):
     # the dQ kernel's first sweep (S = Q K^T alone) is gone: 1 of the 8 products, each
     # built with and without the key rule (whole tiles: no product is merged away)
     whole = Problem(**{**ODD.__dict__, "rows": 128, "keys": 128, "d": 64, "kv_heads": 6})
-    count = lambda p: ukernels.artifact("attention_backward", p, cache=ArtifactCache(
+    count = lambda p: ukernels.artifact("attention_backward", p, AMPERE, ArtifactCache(
         tmp_path)).ptx.count("mma.sync.aligned")
     one_product = (64 // 16) * (BLOCK // 8)
     assert count(whole) == 2 * 8 * one_product
     assert count(Problem(**{**whole.__dict__, "lse_given": True})) == 2 * 7 * one_product
 
 
-def test_causal_sweeps_build_each_tile_step_with_and_without_the_key_rule(tmp_path):
+@pytest.mark.parametrize("d, target, instruction", [
+    (64, AMPERE, "mma.sync.aligned"), (64, None, "wgmma.mma_async"),
+    (128, None, "wgmma.mma_async")])
+def test_causal_sweeps_build_each_tile_step_with_and_without_the_key_rule(
+        tmp_path, d, target, instruction):
     """A causal tile below the diagonal needs no per-score compare and select: each
-    sweep's step is built twice (scf.if on the tile), so the PTX holds twice the
-    products of a problem whose every tile is whole and seen."""
+    sweep's step is built twice (scf.if on the tile), so the kernels hold twice the
+    products of a problem whose every tile is whole and seen (counted in the module:
+    LLVM sinks some of the two branches' wgmmas into one). sm_90a's wgmma products take
+    the place of mma.sync's (none left in the PTX)."""
     def products(**changes):
-        problem = Problem(**{**ODD.__dict__, "rows": 128, "keys": 128, "d": 64,
+        problem = Problem(**{**ODD.__dict__, "rows": 128, "keys": 128, "d": d,
                              "kv_heads": 6, **changes})
-        ptx = ukernels.artifact("attention_backward", problem,
+        ptx = ukernels.artifact("attention_backward", problem, target,
                                 cache=ArtifactCache(tmp_path)).ptx
-        return ptx.count("mma.sync.aligned")
+        other = "wgmma.mma_async" if instruction == "mma.sync.aligned" else "mma.sync"
+        assert instruction in ptx and other not in ptx
+        return str(ukernels.module("attention_backward", problem, target)).count(instruction)
     whole = products(causal=False)
-    assert whole == (64 // 16) * (BLOCK // 8) * 8  # lse 1, dq 3, dk dv 4 products
+    # lse 1, dq 3, dk dv 4 products: 5 S-like over d (S, dP, S^T, dP^T), 3 over BLOCK
+    # (dQ, dK, dV); mma.sync's are 16 x 8 x 16 a warp, wgmma's 64 x n x 16
+    if instruction == "mma.sync.aligned":
+        s_like, d_like = (d // 16) * (BLOCK // 8), (BLOCK // 16) * (d // 8)
+    else:
+        s_like, d_like = d // 16, BLOCK // 16
+    assert whole == 5 * s_like + 3 * d_like
     assert products(causal=True) == 2 * whole
 
 

@@ -16,8 +16,10 @@ go on from "gpu" as for any program: launch plan, NVVM, PTX, cubin, artifact.
     attention_forward    its forward pass, which also writes the rows' log-sum-exp
                          for the backward (zynml.kernels' flash_attention_with_lse)
 
-Both build on tile_kernel.py (the kernels' frame) and strategies/warp_mma.py (one warp's
-products, which the strategies' mma_block_gemm.py uses too).
+Both build on tile_kernel.py (the kernels' frame) and tile_stage.py (their tiles in
+shared memory and products: wgmma through strategies/hopper.py, or mma.sync through
+strategies/warp_mma.py, one warp's products, which the strategies' mma_block_gemm.py
+uses too).
 """
 from __future__ import annotations
 
@@ -56,19 +58,21 @@ def artifact(name: str, problem: Any, target=None, cache: ArtifactCache | None =
                          f"installed here: compile it where it is, into a cache folder "
                          f"carried here (ZYNML_CACHE_DIR)")
     made = compiler.run_stages(_job(target), BACKEND.stages[-1].name,
-                               given={"gpu": module(name, problem)})
+                               given={"gpu": module(name, problem, target)})
     cache.put(key, BACKEND.stages[-1].output.show(made))
     return made
 
 
-def module(name: str, problem: Any):
-    """The ukernel's host function and kernels (a new MLIR module; its "gpu" stage)."""
+def module(name: str, problem: Any, target=None):
+    """The ukernel's host function and kernels for `target` (default sm_90a; a new MLIR
+    module, its "gpu" stage)."""
     from mlir import ir
     from ....dialects.cir import new_context
     from ....passes.linalg_to_gpu_kernels import KERNEL_MODULE
+    from ..target import CudaTarget
     kernels = importlib.import_module(f"{__name__}.{name}_kernels")
     with new_context(), ir.Location.unknown():
-        return kernels.build_module(problem, KERNEL_MODULE)
+        return kernels.build_module(problem, target or CudaTarget(), KERNEL_MODULE)
 
 
 def _job(target):

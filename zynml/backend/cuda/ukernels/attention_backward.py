@@ -1,6 +1,7 @@
 """FlashAttention-2's backward pass (arXiv:2307.08691, Algorithm 2) as two kernels on
-tensor cores (mma.sync, strategies/warp_mma.py): the scores and probabilities live in
-registers a tile at a time, never in memory. zynml/kernels/src/attention_backward.zyn is the
+tensor cores (wgmma on sm_90a at head dims 64 and 128, mma.sync otherwise:
+tile_stage.py): the scores and probabilities live in registers a tile at a time, never
+in memory. zynml/kernels/src/attention_backward.zyn is the
 definition (every device runs it; here it holds [slices, rows, keys] whole); this is the
 CUDA library's fast form of the same equations, batch and heads flattened into slices:
 
@@ -31,13 +32,9 @@ of the projection's layout (the library's fused_qkv_attention): no heads split o
 Causal sweeps skip the tiles a block cannot see (above the diagonal), about half, and
 apply the key rule (a compare and a select per score) only on the tiles across the
 diagonal or the keys' end: each sweep's step is built twice, with and without it.
-Head dims up to 64 keep the two tiles a block holds for its whole sweep as A fragments
-in registers, and its shared memory is the two buffers of the streamed tiles (four
-64-row tiles: 48 KB of static shared memory at most). Wider heads (up to 128) would not
-fit their fragments beside the accumulators (dK and dV alone take 128 registers a
-thread at 128): the kept tiles stay in shared memory, loaded by ldmatrix at each
-product, in two more 64-row tiles (six in all: 102 KB of dynamic shared memory at 128;
-`kept_in_shared`, `stage_rows`).
+Where the kept and streamed tiles sit in shared memory, and what multiplies them, is
+tile_stage.py's (its two forms, and why head dims over 64 keep their tiles in shared
+memory on mma.sync).
 
 Takes f16 or bf16, head dims that are multiples of 16 up to 128, no mask; `supports`
 says so and the library runs the .zyn otherwise.
@@ -50,7 +47,6 @@ BLOCK = 64          # query rows of a dq block, keys of a dkdv block, and both t
 WARPS = 4           # 16 rows (or keys) each
 THREADS = 32 * WARPS
 MAX_HEAD_DIM = 128
-REGISTER_HEAD_DIM = 64  # up to it, the kept tiles are A fragments in registers
 ELEMENTS = ("f16", "bf16")
 LAYOUTS = ("heads", "tokens")
 MMA_K = 16          # the head dim is a multiple of the products' depth
@@ -79,16 +75,6 @@ class Problem:
         """Causal: row i sees keys j <= i + offset."""
         return self.keys - self.rows
 
-    @property
-    def kept_in_shared(self) -> bool:
-        """The two kept tiles stay in shared memory (head dims over 64), not registers."""
-        return self.d > REGISTER_HEAD_DIM
-
-    @property
-    def stage_rows(self) -> int:
-        """Shared rows of d (+ PAD) elements: two buffers of two streamed tiles, and
-        the two kept tiles before them where they stay in shared memory."""
-        return (6 if self.kept_in_shared else 4) * BLOCK
 
 
 def supports(problem: Problem) -> str | None:

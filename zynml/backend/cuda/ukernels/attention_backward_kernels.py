@@ -17,7 +17,7 @@ from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host
 from ..strategies.warp_mma import MMA_N, barrier, f32_zero
 
 
-def build_module(problem: Problem, kernel_module: str) -> ir.Module:
+def build_module(problem: Problem, target, kernel_module: str) -> ir.Module:
     """The host function `main(q, k, v, dout, o[, lse]) -> (dq, dk, dv)` and its two
     kernels; `lse` (the rows' log-sum-exp in base 2, f32 [heads, rows]) where the
     forward gave it (problem.lse_given), else the dQ kernel makes it. The "tokens"
@@ -42,7 +42,7 @@ def build_module(problem: Problem, kernel_module: str) -> ir.Module:
         aliases = {}
     scratch = {"delta": stat_type}
     (inputs if p.lse_given else scratch)["lse"] = stat_type
-    return host_module(p, kernel_module, inputs, outputs, scratch, [
+    return host_module(p, target, kernel_module, inputs, outputs, scratch, [
         ("k0_attention_backward_dq", _DqKernel, ["q", "k", "v", "dout", "o", "dq", "lse",
                                                  "delta"],
          (math.ceil(p.rows / BLOCK), p.heads, 1)),

@@ -14,7 +14,7 @@ from .tile_kernel import TileKernel, accumulator_tiles, element_type, flat, host
 from ..strategies.warp_mma import MMA_N, barrier, f32_zero
 
 
-def build_module(problem: Problem, kernel_module: str) -> ir.Module:
+def build_module(problem: Problem, target, kernel_module: str) -> ir.Module:
     """The host function `main(q, k, v) -> (o, lse)` and its kernel: lse is the rows'
     log-sum-exp in base 2, f32 [heads, rows], as the backward ukernel takes it. The
     "tokens" layout: `main(qkv) -> (o, lse)`, q, k and v parts of one fused
@@ -30,7 +30,7 @@ def build_module(problem: Problem, kernel_module: str) -> ir.Module:
         o_type = ir.MemRefType.get([p.heads, p.rows, p.d], el)
         kv_type = ir.MemRefType.get([p.kv_heads, p.keys, p.d], el)
         inputs, aliases = {"q": o_type, "k": kv_type, "v": kv_type}, {}
-    return host_module(p, kernel_module, inputs, {"o": o_type, "lse": stat_type}, {}, [
+    return host_module(p, target, kernel_module, inputs, {"o": o_type, "lse": stat_type}, {}, [
         ("k0_attention_forward", _ForwardKernel, ["q", "k", "v", "o", "lse"],
          (math.ceil(p.rows / BLOCK), p.heads, 1))], aliases)
 

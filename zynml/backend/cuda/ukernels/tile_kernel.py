@@ -1,9 +1,9 @@
-"""The attention ukernels' kernel frame (FlashAttention-2's structure on mma.sync,
-strategies/warp_mma.py): a block of 128 threads, 4 warps of 16 rows (or keys), two
-tiles kept for the whole sweep (as A fragments, or in shared memory for head dims over
-64) and two streamed through double-buffered shared memory by cp.async, and the key
-rule (causal, the keys' end) applied only on the tiles that need it. The kernels are
-attention_forward_kernels.py's and attention_backward_kernels.py's."""
+"""The attention ukernels' kernel frame (FlashAttention-2's structure): a block of 128
+threads, 4 warps of 16 rows (or keys), two tiles kept for the whole sweep and two
+streamed through double-buffered shared memory by cp.async, the products of
+tile_stage.py's stage (wgmma or mma.sync), and the key rule (causal, the keys' end)
+applied only on the tiles that need it. The kernels are attention_forward_kernels.py's
+and attention_backward_kernels.py's."""
 from __future__ import annotations
 
 import math
@@ -18,13 +18,14 @@ from ..strategies.flash_skeleton import (LOG2E, add, clamp, declare_static_tiles
                                          static_tiles)
 from ..strategies.kernel_builder import index_const, new_kernel
 from .attention_backward import BLOCK, THREADS, Problem
-from ..strategies.warp_mma import (MMA_K, MMA_N, PAD, Warp, barrier, f32_zero, lane_of,
-                                   shared_tile)
+from ..strategies.warp_mma import MMA_N, Warp, barrier, f32_zero, lane_of
+from .tile_stage import Kept, MmaStage, WgmmaStage, takes_wgmma
 
 
-def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dict,
+def host_module(problem: Problem, target, kernel_module: str, inputs: dict, outputs: dict,
                 scratch: dict, launches: list, aliases: dict | None = None) -> ir.Module:
-    """The host function `main(inputs) -> outputs` and its kernels, as
+    """The host function `main(inputs) -> outputs` and its kernels for `target` (a
+    CudaTarget: wgmma products where it has them, tile_stage.py), as
     linalg-to-gpu-kernels leaves a program (the CUDA stages go on from there). `inputs`,
     `outputs` and `scratch` (buffers not returned) map names to memref types;
     `launches` is a list of (kernel name, TileKernel class, operand names, grid);
@@ -48,7 +49,7 @@ def host_module(problem: Problem, kernel_module: str, inputs: dict, outputs: dic
             values[name] = values[other]
         for name, kind, operand_names, grid in launches:
             operands = [values[n] for n in operand_names]
-            kernel = kind(problem, el)
+            kernel = kind(problem, el, takes_wgmma(problem, target))
             kernel.define(kernels.operation, name, operands)
             dynamic = kernel.dynamic_shared_bytes()
             gpu.LaunchFuncOp([kernel_module, name], [index_const(n) for n in grid],
@@ -93,19 +94,19 @@ class TileKernel:
     Shared memory is one `stage` of BLOCK-row tiles: a kernel first copies the tiles it
     keeps for the whole sweep (Q; Q and dO; K and V) into rows 0..2 BLOCK (`kept`), and
     then streams its other tiles through two buffers of 2 BLOCK rows each, tile j + 1's
-    copies in flight while tile j is multiplied. Up to head dim 64 the kept tiles are
-    taken into registers as A fragments and the buffers reuse their rows (4 tiles, static
-    shared memory); wider, they stay where they are and the buffers follow them (6
-    tiles, dynamic shared memory: Problem.kept_in_shared)."""
+    copies in flight while tile j is multiplied. Where the kept tiles are taken into
+    registers (mma.sync up to head dim 64) the buffers reuse their rows; elsewhere the
+    buffers follow them (`kept_rows`; tile_stage.py)."""
 
-    def __init__(self, problem: Problem, element: ir.Type):
+    def __init__(self, problem: Problem, element: ir.Type, wgmma: bool = False):
         self.p, self.el = problem, element
         self.f32 = ir.F32Type.get()
         self.c = problem.scale * LOG2E  # scores * c: base 2
+        self.stage = (WgmmaStage if wgmma else MmaStage)(problem.d, element)
 
     def define(self, gpu_module: ir.Operation, name: str, operands: list) -> None:
-        stage = shared_tile(self.p.stage_rows, self.p.d, self.el)
-        types = {} if self.p.kept_in_shared else {"stage": stage}
+        static = self.stage.static_type
+        types = {} if static is None else {"stage": static}
         types.update(self.stat_tiles())
         declare_static_tiles(gpu_module, name, types, ir.Location.unknown())
         kernel = new_kernel(gpu_module, name, [v.type for v in operands], [THREADS])
@@ -116,20 +117,18 @@ class TileKernel:
             self.warp16 = mul(warp, 16)
             self.w = Warp(self.el, lane)
             tiles = static_tiles(name, types)
-            self.stage = tiles.pop("stage") if "stage" in tiles else _dynamic_tile(stage)
+            self.stage.enter(self.w, self.warp16, tiles.pop("stage", None))
             self.emit(list(block.arguments), tiles)
             gpu.ReturnOp([])
 
     def dynamic_shared_bytes(self) -> int:
         """The launch's dynamic shared memory: the stage where it is not static."""
-        if not self.p.kept_in_shared:
-            return 0
-        return self.p.stage_rows * (self.p.d + PAD) * self.el.width // 8
+        return self.stage.dynamic_bytes()
 
     @property
     def kept_rows(self) -> int:
         """Stage rows before the buffers: the kept tiles', where they stay there."""
-        return 2 * BLOCK if self.p.kept_in_shared else 0
+        return self.stage.kept_rows
 
     def buffer_row(self, j: ir.Value) -> ir.Value:
         """The stage row of tile j's buffer (its first of 2 BLOCK rows)."""
@@ -200,8 +199,9 @@ class TileKernel:
             col = mul(arith.RemUIOp(flat, index_const(per_row)).result, 8)
             row = add(row0, r)
             count = arith.SelectOp(less(row, extent), index_const(8), index_const(0)).result
+            memory, at = self.stage.copy_target(add(base, r), col)
             return nvgpu.DeviceAsyncCopyOp(
-                self.stage, [add(base, r), col], source.array,
+                memory, at, source.array,
                 source.at(slice_index, clamp(row, extent), col),
                 ir.IntegerAttr.get(ir.IndexType.get(), 8), srcElements=count,
                 bypassL1=True).result
@@ -210,6 +210,7 @@ class TileKernel:
     def wait_copies(self) -> None:
         """Every copy this thread issued has landed, for every thread."""
         nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=0)
+        self.stage.landed()
         barrier()
 
     def sweep(self, count: ir.Value, state: list, issue, compute) -> list:
@@ -230,6 +231,7 @@ class TileKernel:
                 issue(after, self.buffer_row(after))
                 scf.YieldOp([])
             nvgpu.DeviceAsyncWaitOp(nvgpu.DeviceAsyncCreateGroupOp([]).result, numGroups=1)
+            self.stage.landed()
             barrier()  # tile j is here, for every thread
             carried = compute(j, self.buffer_row(j), carried)
             barrier()  # every warp is done with tile j's buffer before it is refilled
@@ -238,39 +240,19 @@ class TileKernel:
 
     # ------------------------------------------------------------ products
 
-    def product_nk(self, kept: "Kept", base) -> list:
-        """A (the warp's 16 x d rows of a kept tile) times stage rows base..base + BLOCK
-        as B^T: BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
-        acc = [[f32_zero()] * 4 for _ in range(BLOCK // MMA_N)]
-        for ks in range(self.p.d // MMA_K):
-            a = kept.fragment(ks)
-            for n0 in range(0, BLOCK, 16):
-                pair = self.w.b_fragments_nk(self.stage, add(base, n0),
-                                             index_const(ks * MMA_K))
-                for half, b in enumerate(pair):
-                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
-        return acc
+    def kept(self, base: int) -> Kept:
+        """The warp's rows of the kept tile at stage row `base` (0 or BLOCK)."""
+        return self.stage.kept(base)
+
+    def product_nk(self, kept: Kept, base) -> list:
+        """A (the kept tile's rows) times stage rows base..base + BLOCK as B^T: the
+        warp's BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
+        return self.stage.product_nk(kept, base)
 
     def accumulate_kn(self, acc: list, left: list, base) -> list:
-        """acc + L B, L the 16 x BLOCK accumulator tiles `left` and B stage rows
+        """acc + L B, L the warp's 16 x BLOCK accumulator tiles `left` and B stage rows
         base..base + BLOCK as they are (P V and its kin): d / 8 accumulator tiles."""
-        acc = list(acc)
-        for kk in range(BLOCK // MMA_K):
-            a = self.w.a_from_accumulators(left[2 * kk], left[2 * kk + 1])
-            for n0 in range(0, self.p.d, 16):
-                pair = self.w.b_fragments_kn(self.stage, add(base, kk * MMA_K),
-                                             index_const(n0))
-                for half, b in enumerate(pair):
-                    acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
-        return acc
-
-    def kept(self, base: int) -> "Kept":
-        """The warp's 16 rows of the kept tile at stage row `base` (0 or BLOCK): its A
-        fragments, taken into registers now where they fit, else at each product."""
-        load = lambda ks: self.w.a_fragment(self.stage, add(self.warp16, base),
-                                            index_const(ks * MMA_K))
-        count = self.p.d // MMA_K
-        return Kept(load, None if self.p.kept_in_shared else [load(ks) for ks in range(count)])
+        return self.stage.accumulate_kn(acc, left, base)
 
     def store_rows(self, target: "Operand", slice_index, first_row, acc: list,
                    factor: float, extent: int) -> None:
@@ -380,26 +362,6 @@ class TileKernel:
                                         arith.NegFOp(lse2).result).result).result
         return prob if allowed is None else \
             arith.SelectOp(allowed, prob, f32_zero()).result
-
-
-@dataclass
-class Kept:
-    """A kept tile's A fragments (one per 16 columns): `fragments` in registers, or,
-    None, `load(ks)` at each use, from shared memory."""
-    load: object
-    fragments: list | None
-
-    def fragment(self, ks: int) -> list:
-        return self.load(ks) if self.fragments is None else self.fragments[ks]
-
-
-def _dynamic_tile(tile: ir.MemRefType) -> ir.Value:
-    """The dynamic shared memory seen as `tile` (its launch asks for the bytes)."""
-    i8 = ir.IntegerType.get_signless(8)
-    space = ir.Attribute.parse("#gpu.address_space<workgroup>")
-    raw = gpu.dynamic_shared_memory(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
-                                                      i8, memory_space=space))
-    return memref.ViewOp(tile, raw, index_const(0), []).result
 
 
 def loop(lower: ir.Value, upper: ir.Value, state: list, body) -> list:
