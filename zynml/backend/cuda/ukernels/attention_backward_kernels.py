@@ -74,18 +74,15 @@ class _DqKernel(TileKernel):
             lse2 = self._log_sum_exp(k, kv_head, q_rows, row0, rows)
 
         def step(kv0, base, acc, masked):
-            s = self.product_nk(q_rows, base)
-            dp = self.product_nk(do_rows, add(base, BLOCK))
-            ds = []
-            for n, (s_tile, dp_tile) in enumerate(zip(s, dp)):
-                ds.append([])
-                for i, (score, dp_value) in enumerate(zip(s_tile, dp_tile)):
-                    h, col = divmod(i, 2)
-                    key = add(add(kv0, w.two_t), n * MMA_N + col)
-                    allowed = self.allowed(key, rows[h]) if masked else None
-                    prob = self.prob(score, lse2[h], allowed)
-                    ds[-1].append(arith.MulFOp(prob, arith.SubFOp(dp_value, delta[h])
-                                               .result).result)
+            # dP's product runs while P is computed from S (wgmma: both in flight)
+            s = self.product_nk(q_rows, base, wait=False)
+            dp = self.product_nk(do_rows, add(base, BLOCK), wait=False)
+            probs = [[self.prob(score, lse2[i // 2], self.allowed(
+                add(add(kv0, w.two_t), n * MMA_N + i % 2), rows[i // 2]) if masked else None)
+                for i, score in enumerate(tile)] for n, tile in enumerate(self.finish(s, 1))]
+            ds = [[arith.MulFOp(prob, arith.SubFOp(dp_value, delta[i // 2]).result).result
+                   for i, (prob, dp_value) in enumerate(zip(p_tile, dp_tile))]
+                  for p_tile, dp_tile in zip(probs, self.finish(dp, 0))]
             return flat(self.accumulate_kn(accumulator_tiles(acc), ds, base))
 
         acc = self.sweep_keys(k, v, kv_head, row0, [f32_zero()] * (p.d // 2), step)
@@ -182,29 +179,36 @@ class _DkDvKernel(TileKernel):
         def tile_step(row0, base, acc, masked):
             at = self.buffer_index(base)  # its stats: 2 BLOCK floats a buffer
             dk_acc, dv_acc = accumulator_tiles(acc[:p.d // 2]), accumulator_tiles(acc[p.d // 2:])
-            s_t = self.product_nk(k_rows, base)
-            dp_t = self.product_nk(v_rows, add(base, BLOCK))
-            probs, ds = [], []
-            for n, (s_tile, dp_tile) in enumerate(zip(s_t, dp_t)):
-                column = add(add(at, w.two_t), n * MMA_N)
-                pairs = [vector.LoadOp(ir.VectorType.get([2], self.f32), stats,
-                                       [add(column, offset)], alignment=8).result
-                         for offset in (0, BLOCK)]
-                probs.append([]), ds.append([])
-                for i, (score, dp_value) in enumerate(zip(s_tile, dp_tile)):
-                    h, col = divmod(i, 2)
-                    lse2, row_delta = (vector.ExtractOp(x, [], [col]).result for x in pairs)
+            # wgmma: dP^T's product runs while P^T is computed, dV's while dS^T is; the
+            # stats are read where they are used (held for the tile, their 32 registers
+            # cost d 64's third block a multiprocessor)
+            s_t = self.product_nk(k_rows, base, wait=False)
+            dp_t = self.product_nk(v_rows, add(base, BLOCK), wait=False)
+
+            def stats_pair(n, which):
+                """Accumulator tile n's two columns' lse2 (0) or delta (1), as read."""
+                column = add(add(add(at, w.two_t), n * MMA_N), which * BLOCK)
+                pair = vector.LoadOp(ir.VectorType.get([2], self.f32), stats, [column],
+                                     alignment=8).result
+                return [vector.ExtractOp(pair, [], [c]).result for c in (0, 1)]
+            probs = []
+            for n, s_tile in enumerate(self.finish(s_t, 1)):
+                lse2 = stats_pair(n, 0)
+                probs.append([])
+                for i, score in enumerate(s_tile):
                     allowed = None
                     if p.causal and masked:
-                        row = add(add(row0, w.two_t), n * MMA_N + col)
-                        allowed = self.causal_allows(keys[h], row)
-                    prob = self.prob(score, lse2, allowed)
-                    probs[-1].append(prob)
-                    ds[-1].append(arith.MulFOp(prob, arith.SubFOp(dp_value, row_delta)
-                                               .result).result)
-            dv_acc = self.accumulate_kn(dv_acc, probs, add(base, BLOCK))
-            dk_acc = self.accumulate_kn(dk_acc, ds, base)
-            return flat(dk_acc) + flat(dv_acc)
+                        row = add(add(row0, w.two_t), n * MMA_N + i % 2)
+                        allowed = self.causal_allows(keys[i // 2], row)
+                    probs[-1].append(self.prob(score, lse2[i % 2], allowed))
+            dv_acc = self.accumulate_kn(dv_acc, probs, add(base, BLOCK), wait=False)
+            ds = []
+            for n, (p_tile, dp_tile) in enumerate(zip(probs, self.finish(dp_t, 1))):
+                delta = stats_pair(n, 1)
+                ds.append([arith.MulFOp(prob, arith.SubFOp(dp_value, delta[i % 2]).result)
+                           .result for i, (prob, dp_value) in enumerate(zip(p_tile, dp_tile))])
+            dk_acc = self.accumulate_kn(dk_acc, ds, base, wait=False)
+            return flat(self.finish(dk_acc + dv_acc, 0))
 
         steps = arith.MulIOp(count, index_const(p.group)).result
         acc = self.sweep(steps, [f32_zero()] * p.d, issue, compute)

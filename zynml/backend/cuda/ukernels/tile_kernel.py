@@ -244,15 +244,22 @@ class TileKernel:
         """The warp's rows of the kept tile at stage row `base` (0 or BLOCK)."""
         return self.stage.kept(base)
 
-    def product_nk(self, kept: Kept, base) -> list:
+    def product_nk(self, kept: Kept, base, wait: bool = True) -> list:
         """A (the kept tile's rows) times stage rows base..base + BLOCK as B^T: the
-        warp's BLOCK / 8 accumulator tiles (S = Q K^T and its kin)."""
-        return self.stage.product_nk(kept, base)
+        warp's BLOCK / 8 accumulator tiles (S = Q K^T and its kin). `wait` False: the
+        tiles may be still in the making (wgmma): `finish` them before reading."""
+        return self.stage.product_nk(kept, base, wait)
 
-    def accumulate_kn(self, acc: list, left: list, base) -> list:
+    def accumulate_kn(self, acc: list, left: list, base, wait: bool = True) -> list:
         """acc + L B, L the warp's 16 x BLOCK accumulator tiles `left` and B stage rows
-        base..base + BLOCK as they are (P V and its kin): d / 8 accumulator tiles."""
-        return self.stage.accumulate_kn(acc, left, base)
+        base..base + BLOCK as they are (P V and its kin): d / 8 accumulator tiles
+        (`wait` as product_nk's)."""
+        return self.stage.accumulate_kn(acc, left, base, wait)
+
+    def finish(self, tiles: list, pending: int) -> list:
+        """`tiles` of a product made with wait=False, once at most `pending` of the
+        products issued since are still running (wgmma.wait_group)."""
+        return self.stage.finish(tiles, pending)
 
     def store_rows(self, target: "Operand", slice_index, first_row, acc: list,
                    factor: float, extent: int) -> None:

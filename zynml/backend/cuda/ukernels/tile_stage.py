@@ -88,7 +88,10 @@ class MmaStage:
             return Kept(base, load)
         return Kept(base, load, [load(ks) for ks in range(self.d // MMA_K)])
 
-    def product_nk(self, kept: Kept, base) -> list:
+    def finish(self, tiles: list, pending: int) -> list:
+        return tiles  # mma.sync's results are there when it returns
+
+    def product_nk(self, kept: Kept, base, wait: bool = True) -> list:
         acc = [[f32_zero()] * 4 for _ in range(BLOCK // MMA_N)]
         for ks in range(self.d // MMA_K):
             a = kept.fragment(ks)
@@ -99,7 +102,7 @@ class MmaStage:
                     acc[n0 // 8 + half] = self.w.mma(acc[n0 // 8 + half], a, b)
         return acc
 
-    def accumulate_kn(self, acc: list, left: list, base) -> list:
+    def accumulate_kn(self, acc: list, left: list, base, wait: bool = True) -> list:
         acc = list(acc)
         for kk in range(BLOCK // MMA_K):
             a = self.w.a_from_accumulators(left[2 * kk], left[2 * kk + 1])
@@ -161,7 +164,16 @@ class WgmmaStage:
         shifted = arith.IndexCastOp(i64, arith.DivUIOp(offset, index_const(16)).result)
         return arith.AddIOp(self.descriptor, shifted.result).result
 
-    def product_nk(self, kept: Kept, base) -> list:
+    def finish(self, tiles: list, pending: int) -> list:
+        """The tiles once at most `pending` wgmma groups are still running (each product
+        commits one): tying them to the wait keeps their reads after it."""
+        return _tiles(hopper.wait_group(pending, [x for tile in tiles for x in tile]))
+
+    def _done(self, values: list, wait: bool) -> list:
+        hopper.commit()
+        return self.finish(_tiles(values), 0) if wait else _tiles(values)
+
+    def product_nk(self, kept: Kept, base, wait: bool = True) -> list:
         """S = A B^T, A the kept tile's 64 rows and B the stage tile at `base`, both
         K-major (rows of d): d / 16 wgmmas of n = BLOCK, K steps of 32 bytes in a box."""
         a, b = self._descriptor(kept.base), self._descriptor(base)
@@ -171,10 +183,9 @@ class WgmmaStage:
             step = ks * MMA_K // BOX_COLUMNS * BOX_BYTES + ks * MMA_K % BOX_COLUMNS * 2
             acc = hopper.mma(acc, hopper.at(a, step), hopper.at(b, step), BLOCK, self.name,
                              trans_b=False, accumulate=ks > 0)
-        hopper.commit()
-        return _tiles(hopper.wait_group(0, acc))
+        return self._done(acc, wait)
 
-    def accumulate_kn(self, acc: list, left: list, base) -> list:
+    def accumulate_kn(self, acc: list, left: list, base, wait: bool = True) -> list:
         """acc + L B, L the register tiles (64 x BLOCK) and B the stage tile at `base`
         as it is, MN-major (its rows are L's columns): BLOCK / 16 wgmmas of n = d, K
         steps of 16 rows (2 KB) in the swizzled boxes, d / 64 boxes apart."""
@@ -188,8 +199,7 @@ class WgmmaStage:
             flat = hopper.mma(flat, words[4 * kk:4 * kk + 4],
                               hopper.at(b, kk * MMA_K * hopper.SWIZZLE_BYTES), self.d,
                               self.name, trans_b=True)
-        hopper.commit()
-        return _tiles(hopper.wait_group(0, flat))
+        return self._done(flat, wait)
 
 
 def _tiles(values: list) -> list:
