@@ -1,6 +1,7 @@
 """Fused row kernels of short rows (row_fused.py): a row a warp holds in registers (up to
-128 f32 points) takes one warp, and a block takes `warp_rows` such rows (blocks of one
-warp would cap a multiprocessor at 32 warps); the last block's extra warps do nothing.
+128 f32 points; up to 32 a lane, 1024 points, where there are 512 rows or more) takes
+one warp, and a block takes `warp_rows` such rows (blocks of one warp would cap a
+multiprocessor at 32 warps); the last block's extra warps do nothing.
 The plans here (no GPU needed); the numbers against float64 on a GPU
 (tools/gpu_tests.sh), for row counts that fill no whole block."""
 from pathlib import Path
@@ -16,7 +17,7 @@ from conftest import assert_close, dynamic_on_gpu
 PROGRAMS = Path(__file__).parents[1] / "programs"
 SOFTMAX = (PROGRAMS / "softmax_pipeline.zyn").read_text()
 ROWS = [1, 3, 4, 5, 7, 33, 1001]
-LENGTHS = [1, 5, 32, 100, 128]
+LENGTHS = [1, 5, 32, 100, 128, 768]
 
 
 def _launch(rows, length, params=""):
@@ -42,6 +43,24 @@ def test_rows_of_a_block_of_warps_keep_one_row_a_block():
     """256 points: 64 threads of 4, a barrier between warps; one row a block."""
     launch = _launch(33, 256)
     assert launch["block"] == [64, 1, 1] and launch["grid"] == [33, 1, 1]
+
+
+@pytest.mark.parametrize("length", [768, 1024])
+def test_many_rows_of_up_to_32_points_a_lane_take_a_warp_each(length):
+    """GPT-2's 768-wide layer norms: a warp a row (24 points a lane), four a block,
+    rather than a block of 256 threads and its barriers a row."""
+    launch = _launch(1001, length)
+    assert launch["block"] == [128, 1, 1] and launch["grid"] == [-(-1001 // 4), 1, 1]
+
+
+@pytest.mark.parametrize("rows, length, params", [
+    (511, 768, ""),          # fewer rows: a block a row spreads them over more threads
+    (1001, 1028, ""),        # 9 chunks of 4 a lane: more than 32 points
+    (1001, 768, "row_fused.warp_points=0"),
+])
+def test_other_rows_keep_a_block_a_row(rows, length, params):
+    launch = _launch(rows, length, params)
+    assert launch["grid"] == [rows, 1, 1] and launch["block"][0] > 32
 
 
 def _softmax64(x):

@@ -82,7 +82,13 @@ def plan(group: list[ir.Operation], rank: int, params, chunks: int | None = None
                             bound=params.block * width * chunks), group, rank)
     length = math.prod(row_shape)
     width = params.vector if row_shape[-1] % params.vector == 0 else 1
-    block = min(params.block, max(WARP, 1 << (-(-length // width) - 1).bit_length()))
+    leading = [extent_keys(g)[:rank] for g in group if len(extent_keys(g)) > rank][0]
+    many_rows = not all(isinstance(n, int) for n in leading) or \
+        math.prod(leading) >= params.warp_min_rows
+    if many_rows and -(-length // (WARP * width)) * width <= params.warp_points:
+        block = WARP  # a warp holds the row (row_fused: warp_rows rows a block)
+    else:
+        block = min(params.block, max(WARP, 1 << (-(-length // width) - 1).bit_length()))
     while -(-length // (block * width)) * width > params.max_points and \
             block < params.max_block:
         block *= 2
