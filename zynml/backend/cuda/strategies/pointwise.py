@@ -5,7 +5,8 @@ touch neighbouring addresses) and cut into blocks of `block` threads; a thread r
 reduction loops, if any, sequentially. This handles every generic, so it is the fallback
 strategy; the others are faster on the kernels they match. A reduction whose output a
 constant fill wrote just before takes the fill too (`find_groups`): its sums start from
-the constant, and the fill's kernel goes.
+the constant, and the fill's kernel goes. Few outputs of long sums (a column sum's
+second step) split each sum over a block's warps instead (pointwise_split.py).
 
 Without reductions, when every memref operand is read or written along the last loop
 contiguously (the last loop indexes its last dimension alone, static strides: an
@@ -43,6 +44,7 @@ from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kerne
     product
 from . import Launch
 from .pointwise_dynamic import build_vectors
+from . import pointwise_split
 from .tuning import problem_key, tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
@@ -63,6 +65,12 @@ class Params:
     # > 0: large vector-path kernels loop over their chunks (grid-stride), and the run
     # time caps their grid at this many blocks per multiprocessor (Launch)
     blocks_per_multiprocessor: int = 0
+    # Reductions of at most split_outputs outputs and at least split_min_points points
+    # each: a block of split_warps warps per 32 outputs, the warps splitting the points
+    # (pointwise_split.py; split_warps < 2: a thread per output)
+    split_outputs: int = 16384
+    split_min_points: int = 64
+    split_warps: int = 16
 
 
 DEFAULT_PARAMS = Params()  # tuned per kernel by the target's params (tuning.py)
@@ -90,10 +98,14 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     """The kernel of a generic, or of a Group (find_groups: a fill and the reduction
     after it)."""
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
-    if isinstance(generic, Group):  # reductions take a thread per point
-        return _build_points(generic.product, gpu_module, kernel_name,
-                             KernelSignature.of(generic.product), params.block,
-                             generic.initial)
+    product, initial = (generic.product, generic.initial) if isinstance(generic, Group) \
+        else (generic, None)
+    if not _writes_memory(product) and pointwise_split.takes(product, params):
+        return pointwise_split.build(product, gpu_module, kernel_name,
+                                     KernelSignature.of(product), params.split_warps, initial)
+    if isinstance(generic, Group):  # other reductions take a thread per point
+        return _build_points(product, gpu_module, kernel_name, KernelSignature.of(product),
+                             params.block, initial)
     signature = KernelSignature.of(generic)
     if _writes_memory(generic):  # a scatter's atomics: a thread per point, guarded
         return _build_points(generic, gpu_module, kernel_name, signature, params.block)

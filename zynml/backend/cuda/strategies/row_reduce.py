@@ -80,6 +80,17 @@ def _combine(generic: ir.Operation):
     return _combines(generic)
 
 
+def combinable(generic: ir.Operation) -> bool:
+    """Whether every output of `generic` is combine(out, f(ins)) for an associative
+    combine of the types above (its points may be folded in any grouping)."""
+    return _combines(generic) is not None
+
+
+def accumulator_types(generic: ir.Operation) -> list[ir.Type]:
+    """Each output's accumulator type (a combinable generic's)."""
+    return [op.results[0].type for op, _ in _combines(generic)]
+
+
 def matches(generic: ir.Operation, target) -> bool:
     return fits(generic, tuned(NAME, Params(), target, problem_key(generic.operands)))
 
