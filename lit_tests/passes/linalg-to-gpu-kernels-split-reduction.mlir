@@ -84,3 +84,29 @@ func.func @many_outputs(%x: memref<64x16385xf32>, %s: memref<16385xf32>) {
   }
   return
 }
+
+// -----
+
+// A layer norm's parameter gradients' second step: the sums' loop innermost, each input
+// read at [g, c] (lanes at neighbouring columns), two outputs: split.
+// CHECK-LABEL: func.func @two_sums_reduction_innermost(
+// CHECK: threads in (%c512, {{.*}})
+// CHECK-LABEL: gpu.func @k0_pointwise(
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c256 step %c16 iter_args({{.*}}, {{.*}}) -> (f32, f32)
+// CHECK: gpu.barrier
+#in = affine_map<(c, g) -> (g, c)>
+#out = affine_map<(c, g) -> (c)>
+func.func @two_sums_reduction_innermost(%a: memref<256x768xf32>, %b: memref<256x768xf32>,
+                                        %sa: memref<768xf32>, %sb: memref<768xf32>) {
+  linalg.generic {indexing_maps = [#in, #in, #out, #out],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%a, %b : memref<256x768xf32>, memref<256x768xf32>)
+      outs(%sa, %sb : memref<768xf32>, memref<768xf32>) {
+  ^bb0(%x: f32, %y: f32, %accx: f32, %accy: f32):
+    %rx = arith.addf %accx, %x : f32
+    %ry = arith.addf %accy, %y : f32
+    linalg.yield %rx, %ry : f32, f32
+  }
+  return
+}
+

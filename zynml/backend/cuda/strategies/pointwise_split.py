@@ -13,8 +13,9 @@ combines each output's and stores it:
       partial[w][l] = acc;  barrier
       warp 0:  out[p] = combine(out[p] (or the fill's constant), combine over w of partial[w][l])
 
-Taken (`takes`) for static extents, an innermost loop that is not a reduction (the
-lanes' outputs neighbours; a row's sum is row_reduce's), bodies whose outputs are
+Taken (`takes`) for static extents, inputs that neighbouring lanes read at neighbouring
+addresses (the innermost parallel loop indexes their last dimension: a column sum, not
+a row sum, which is row_reduce's), bodies whose outputs are
 combinable reductions (row_reduce's: add, mul, max, min, ...), at most `split_outputs`
 outputs and reductions of at least `split_min_points` points. The order of a sum's additions differs from a
 thread's sequential loop, the same on every run.
@@ -28,7 +29,7 @@ from mlir.dialects import arith, gpu, memref, scf
 
 from . import Launch
 from .extents import has_dynamic_extent
-from .kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize,
+from .kernel_builder import (PARALLEL, REDUCTION, KernelScope, apply_map, delinearize,
                              generic_operands, index_const, indexing_maps, iterator_kinds,
                              loop_dims, new_kernel)
 from .row_reduce import (WARP, accumulator_types, combinable, combiners_of, fold_point,
@@ -41,13 +42,34 @@ def takes(generic: ir.Operation, params) -> bool:
     """Whether the split kernel takes `generic` (pointwise Params: split_outputs,
     split_min_points)."""
     kinds = iterator_kinds(generic)
-    if REDUCTION not in kinds or kinds[-1] == REDUCTION or params.split_warps < 2 or \
-            has_dynamic_extent(generic) or not combinable(generic):
+    if REDUCTION not in kinds or PARALLEL not in kinds or params.split_warps < 2 or \
+            has_dynamic_extent(generic) or not combinable(generic) or \
+            not _lanes_coalesce(generic):
         return False
     ranges, parallel, reduction = loop_dims(generic)
     outputs = math.prod(ranges[d] for d in parallel)
     return outputs <= params.split_outputs and \
         math.prod(ranges[d] for d in reduction) >= params.split_min_points
+
+
+def _lanes_coalesce(generic: ir.Operation) -> bool:
+    """Whether neighbouring lanes (neighbouring points of the innermost parallel loop)
+    read neighbouring elements: every input that this loop indexes indexes its last
+    dimension by it alone, and one does (a column sum's, not a row sum's: that one is
+    row_reduce's)."""
+    innermost = [d for d, k in enumerate(iterator_kinds(generic)) if k != REDUCTION][-1]
+    ins, _ = generic_operands(generic)
+    uses = []
+    for value, amap in zip(ins, indexing_maps(generic)):
+        if not isinstance(value.type, ir.MemRefType) or not amap.results:
+            continue
+        if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
+            return False  # an index computed from loops (a reshape's): not judged here
+        dims = [ir.AffineDimExpr(e).position for e in amap.results]
+        if innermost in dims[:-1]:
+            return False
+        uses.append(dims[-1] == innermost)
+    return any(uses)
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, signature,
