@@ -32,7 +32,7 @@ from .extents import has_dynamic_extent
 from .kernel_builder import (PARALLEL, REDUCTION, KernelScope, apply_map, delinearize,
                              generic_operands, index_const, indexing_maps, iterator_kinds,
                              loop_dims, new_kernel)
-from .row_reduce import (WARP, accumulator_types, combinable, combiners_of, fold_point,
+from .row_reduce import (WARP, accumulator_types, combinable, combiners_of, fold_strided,
                          identities)
 
 __all__ = ["takes", "build"]
@@ -95,19 +95,11 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, sig
         ivs: list = [None] * len(ranges)
         for d, coord in zip(parallel, delinearize(safe, [ranges[d] for d in parallel])):
             ivs[d] = coord
-        loop = scf.ForOp(warp, index_const(length), index_const(warps), identities(generic))
-        with ir.InsertionPoint(loop.body):
-            here = list(ivs)
-            for d, coord in zip(reduction, delinearize(loop.induction_variable,
-                                                       [ranges[d] for d in reduction])):
-                here[d] = coord
-            loaded = [scope.load(v, apply_map(m, here)) if isinstance(v.type, ir.MemRefType)
-                      else scope.value(v) for v, m in zip(ins, maps)]
-            scf.YieldOp(fold_point(generic, scope, list(loop.inner_iter_args), loaded,
-                                   lambda d: here[d]))
+        accs = fold_strided(generic, scope, ivs, ranges, warp, index_const(length), warps,
+                            identities(generic))
         buffers = [memref.get_global(type_, name) for type_, name in partials]
         slot = arith.AddIOp(arith.MulIOp(warp, index_const(WARP)).result, lane).result
-        for acc, buffer in zip(loop.results, buffers):
+        for acc, buffer in zip(accs, buffers):
             memref.StoreOp(acc, buffer, [slot])
         gpu.BarrierOp()
         first = arith.CmpIOp(arith.CmpIPredicate.eq, warp, index_const(0)).result

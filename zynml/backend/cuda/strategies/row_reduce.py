@@ -178,13 +178,20 @@ def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, bloc
     ranges = ranges or loop_dims(generic)[0]
     reduction = [d for d, k in enumerate(iterator_kinds(generic)) if k == REDUCTION]
     row = as_index(product([ranges[d] for d in reduction]))
+    tid = gpu.thread_id(gpu.Dimension.x)
+    start = identities(generic)
+    accs = fold_strided(generic, scope, ivs, ranges, tid, row, block, start)
+    combine_across_block(generic, scope, ivs, block, partials, accs, tid, start)
+
+
+def fold_strided(generic: ir.Operation, scope: KernelScope, ivs: list, ranges: list,
+                 first: ir.Value, end: ir.Value, step: int, start: list) -> list:
+    """A thread's accumulators (from `start`) over the reduction's points first, first +
+    step, ... < end (its flattened reduction loops; the parallel loops at `ivs`)."""
+    reduction = [d for d, k in enumerate(iterator_kinds(generic)) if k == REDUCTION]
     ins, _ = generic_operands(generic)
     maps = indexing_maps(generic)
-    tid = gpu.thread_id(gpu.Dimension.x)
-
-    start = identities(generic)
-    # each thread: its accumulators over r = tid, tid + block, ...
-    loop = scf.ForOp(tid, row, index_const(block), start)
+    loop = scf.ForOp(first, end, index_const(step), start)
     with ir.InsertionPoint(loop.body):
         here = list(ivs)
         for d, coord in zip(reduction, delinearize(loop.induction_variable,
@@ -194,7 +201,7 @@ def emit_block_reduce(generic: ir.Operation, scope: KernelScope, ivs: list, bloc
                   else scope.value(v) for v, m in zip(ins, maps)]
         scf.YieldOp(fold_point(generic, scope, list(loop.inner_iter_args), loaded,
                                lambda d: here[d]))
-    combine_across_block(generic, scope, ivs, block, partials, list(loop.results), tid, start)
+    return list(loop.results)
 
 
 def identities(generic: ir.Operation) -> list[ir.Value]:
