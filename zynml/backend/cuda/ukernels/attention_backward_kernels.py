@@ -77,12 +77,19 @@ class _DqKernel(TileKernel):
             # dP's product runs while P is computed from S (wgmma: both in flight)
             s = self.product_nk(q_rows, base, wait=False)
             dp = self.product_nk(do_rows, add(base, BLOCK), wait=False)
-            probs = [[self.prob(score, lse2[i // 2], self.allowed(
-                add(add(kv0, w.two_t), n * MMA_N + i % 2), rows[i // 2]) if masked else None)
-                for i, score in enumerate(tile)] for n, tile in enumerate(self.finish(s, 1))]
-            ds = [[arith.MulFOp(prob, arith.SubFOp(dp_value, delta[i // 2]).result).result
-                   for i, (prob, dp_value) in enumerate(zip(p_tile, dp_tile))]
-                  for p_tile, dp_tile in zip(probs, self.finish(dp, 0))]
+            probs = []  # value i of a tile: row i // 2 of the lane's two, column i % 2
+            for n, tile in enumerate(self.finish(s, 1)):
+                probs.append([])
+                for i, score in enumerate(tile):
+                    allowed = None
+                    if masked:
+                        key = add(add(kv0, w.two_t), n * MMA_N + i % 2)
+                        allowed = self.allowed(key, rows[i // 2])
+                    probs[-1].append(self.prob(score, lse2[i // 2], allowed))
+            ds = []
+            for p_tile, dp_tile in zip(probs, self.finish(dp, 0)):
+                ds.append([arith.MulFOp(prob, arith.SubFOp(dp_value, delta[i // 2]).result)
+                           .result for i, (prob, dp_value) in enumerate(zip(p_tile, dp_tile))])
             return flat(self.accumulate_kn(accumulator_tiles(acc), ds, base))
 
         acc = self.sweep_keys(k, v, kv_head, row0, [f32_zero()] * (p.d // 2), step)

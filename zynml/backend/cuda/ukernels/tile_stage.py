@@ -52,10 +52,13 @@ class Kept:
 
 
 def takes_wgmma(problem, target) -> bool:
+    """Whether `problem`'s kernels multiply on wgmma for `target` (a CudaTarget)."""
     return target is not None and target.has({"wgmma"}) and problem.d in WGMMA_HEAD_DIMS
 
 
 class MmaStage:
+    """Padded rows and each warp's mma.sync products (the module's doc)."""
+
     def __init__(self, d: int, element: ir.Type):
         self.d, self.el = d, element
         self.kept_in_shared = d > REGISTER_HEAD_DIM
@@ -115,6 +118,8 @@ class MmaStage:
 
 
 class WgmmaStage:
+    """Swizzled boxes and one warpgroup's wgmma products (the module's doc)."""
+
     def __init__(self, d: int, element: ir.Type):
         assert d in WGMMA_HEAD_DIMS, d
         self.d, self.el = d, element
