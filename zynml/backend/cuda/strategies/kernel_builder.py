@@ -460,3 +460,8 @@ def constant_fill(generic: ir.Operation):
             not isinstance(owner.attributes["value"], ir.FloatAttr):
         return None
     return ir.FloatAttr(owner.attributes["value"]).value
+
+
+def fill_value(element: ir.Type, value: float) -> ir.Value:
+    """constant_fill's constant as a value of the (float) `element` type, in a kernel."""
+    return arith.ConstantOp(element, ir.FloatAttr.get(element, value)).result

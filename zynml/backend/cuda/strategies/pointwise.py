@@ -37,9 +37,9 @@ from mlir import ir
 from mlir.dialects import arith, gpu, scf, vector
 
 from .kernel_builder import (REDUCTION, Group, KernelScope, KernelSignature, apply_map,
-                             delinearize, filled_products, generic_operands, index_const,
-                             indexing_maps, iterator_kinds, loop_dims, multiply_add_body,
-                             new_kernel)
+                             delinearize, fill_value, filled_products, generic_operands,
+                             index_const, indexing_maps, iterator_kinds, loop_dims,
+                             multiply_add_body, new_kernel)
 from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents, \
     product
 from . import Launch
@@ -411,7 +411,7 @@ def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: 
     else:
         # Outputs do not depend on reduction loops: read them once, carry them through.
         partial = [scope.load(buf, apply_map(amap, _zero_unset(ivs))) if initial is None
-                   else _constant(ir.MemRefType(buf.type).element_type, initial)
+                   else fill_value(ir.MemRefType(buf.type).element_type, initial)
                    for buf, amap in zip(outs, out_maps)]
         contraction = _half_contraction(generic)
         if contraction is None:
@@ -429,10 +429,6 @@ def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: 
             results = [add_and_round(partial[0], total[0], partial[0].type)]
     for value, buf, amap in zip(results, outs, out_maps):
         scope.store(value, buf, apply_map(amap, _zero_unset(ivs)))
-
-
-def _constant(element: ir.Type, value: float) -> ir.Value:
-    return arith.ConstantOp(element, ir.FloatAttr.get(element, value)).result
 
 
 def _zero_unset(ivs: list) -> list:

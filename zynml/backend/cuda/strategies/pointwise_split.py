@@ -30,8 +30,8 @@ from mlir.dialects import arith, gpu, memref, scf
 from . import Launch
 from .extents import has_dynamic_extent
 from .kernel_builder import (PARALLEL, REDUCTION, KernelScope, apply_map, delinearize,
-                             generic_operands, index_const, indexing_maps, iterator_kinds,
-                             loop_dims, new_kernel)
+                             fill_value, generic_operands, index_const, indexing_maps,
+                             iterator_kinds, loop_dims, new_kernel)
 from .row_reduce import (WARP, accumulator_types, combinable, combiners_of, fold_strided,
                          identities)
 
@@ -115,18 +115,12 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str, sig
                         lane, index_const(w * WARP)).result]).result)
                 index = apply_map(amap, at)
                 start = scope.load(out, index) if initial is None else \
-                    _constant(total.type, initial)
+                    fill_value(total.type, initial)
                 scope.store(combine(start, total), out, index)
             scf.YieldOp([])
         gpu.ReturnOp([])
     return Launch(kernel_name, signature.values, (-(-outputs // WARP), 1, 1),
                   (WARP * warps, 1, 1))
-
-
-def _constant(element: ir.Type, value: float) -> ir.Value:
-    attr = ir.FloatAttr.get(element, value) if isinstance(element, ir.FloatType) else \
-        ir.IntegerAttr.get(element, int(value))
-    return arith.ConstantOp(element, attr).result
 
 
 def _shared_partials(gpu_module: ir.Operation, generic: ir.Operation, name: str,

@@ -82,7 +82,7 @@ def plan(group: list[ir.Operation], rank: int, params, chunks: int | None = None
                             bound=params.block * width * chunks), group, rank)
     length = math.prod(row_shape)
     width = params.vector if row_shape[-1] % params.vector == 0 else 1
-    leading = [extent_keys(g)[:rank] for g in group if len(extent_keys(g)) > rank][0]
+    leading = next(keys[:rank] for keys in map(extent_keys, group) if len(keys) > rank)
     many_rows = not all(isinstance(n, int) for n in leading) or \
         math.prod(leading) >= params.warp_min_rows
     if many_rows and -(-length // (WARP * width)) * width <= params.warp_points:

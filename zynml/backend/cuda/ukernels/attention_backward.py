@@ -76,7 +76,6 @@ class Problem:
         return self.keys - self.rows
 
 
-
 def supports(problem: Problem) -> str | None:
     """None where the kernels take `problem`, else why not."""
     if problem.element not in ELEMENTS:
