@@ -58,9 +58,11 @@ func.func @column_max(%x: memref<100x40xf32>, %m: memref<40xf32>) {
 
 // -----
 
-// Sums of fewer than 64 points, and more than 16384 outputs: a thread per output.
+// Sums of fewer than 64 points, and more than 16384 outputs, are not split: the short
+// sums' 96 contiguous outputs take 4 a thread (pointwise_vector_sums.py), the 16385 a
+// thread each.
 // CHECK-LABEL: func.func @short_sums(
-// CHECK: threads in (%c256, {{.*}})
+// CHECK: blocks in (%c1, {{.*}}) threads in (%c64, {{.*}})
 // CHECK-LABEL: func.func @many_outputs(
 // CHECK: threads in (%c256, {{.*}})
 // CHECK-NOT: gpu.barrier

@@ -390,15 +390,18 @@ class Group:
     accumulators start from the constant, so C is neither filled nor read (the GEMM
     strategies' groups: matmul_wgmma, matvec). matmul_wgmma's may have no fill (initial
     None: C is read), may read A from the source of a transposed copy of it
-    (strategies/transposed_copies.py) and may end with an epilogue (epilogue.py)."""
+    (strategies/transposed_copies.py) and may end with an epilogue (epilogue.py). A
+    reduction of several outputs (pointwise's) takes their fills, all of one constant:
+    `fill` and `other_fills`."""
     fill: ir.Operation | None
     product: ir.Operation
     initial: float | None
     epilogue: object = None  # an epilogue.Epilogue
     a_transposed: ir.Operation | None = None  # the copy making A, read in place instead
+    other_fills: tuple = ()  # the fills of a product's other outputs
 
     def __iter__(self):
-        members = (self.a_transposed, self.fill, self.product,
+        members = (self.a_transposed, self.fill, *self.other_fills, self.product,
                    self.epilogue.generic if self.epilogue is not None else None)
         return iter(m for m in members if m is not None)
 
@@ -409,24 +412,37 @@ class Group:
 
 
 def filled_products(generics: list, takes: Callable[[ir.Operation], bool]) -> list[Group]:
-    """Each product that `takes` accepts into a buffer that a constant fill wrote last,
-    with nothing between them touching that buffer, as a Group (the fill may come
-    earlier: one-shot bufferization puts the fills of equal zero tensors together)."""
+    """Each product that `takes` accepts whose outputs a constant fill wrote last (one
+    constant for all of them), with nothing between them touching those buffers, as a
+    Group (the fill may come earlier: one-shot bufferization puts the fills of equal
+    zero tensors together)."""
     groups, used = [], set()
     for at, product in enumerate(generics):
         if not takes(product):
             continue
-        [target] = generic_operands(product)[1]
-        for fill in reversed(generics[:at]):
-            if target not in generic_operands(fill)[1]:
-                continue  # another buffer's generic: untouched_between decides
-            initial = constant_fill(fill)
-            if initial is not None and id(fill) not in used and \
-                    untouched_between(fill, product, target):
-                groups.append(Group(fill, product, initial))
-                used.add(id(fill))
-            break
+        fills = [_last_fill(generics[:at], product, target, used)
+                 for target in generic_operands(product)[1]]
+        if any(f is None for f in fills) or len({initial for _, initial in fills}) != 1:
+            continue
+        (first, initial), *others = fills
+        groups.append(Group(first, product, initial, other_fills=tuple(f for f, _ in others)))
+        used.update(id(f) for f, _ in fills)
     return groups
+
+
+def _last_fill(before: list, product: ir.Operation, target: ir.Value, used: set):
+    """(the constant fill that wrote `target` last before `product`, its constant), or
+    None where that generic is no such fill, is taken, or something uses `target`
+    between them."""
+    for fill in reversed(before):
+        if target not in generic_operands(fill)[1]:
+            continue  # another buffer's generic: untouched_between decides
+        initial = constant_fill(fill)
+        if initial is not None and id(fill) not in used and \
+                untouched_between(fill, product, target):
+            return fill, initial
+        return None
+    return None
 
 
 def untouched_between(first: ir.Operation, second: ir.Operation, buffer: ir.Value) -> bool:

@@ -6,7 +6,9 @@ reduction loops, if any, sequentially. This handles every generic, so it is the 
 strategy; the others are faster on the kernels they match. A reduction whose output a
 constant fill wrote just before takes the fill too (`find_groups`): its sums start from
 the constant, and the fill's kernel goes. Few outputs of long sums (a column sum's
-second step) split each sum over a block's warps instead (pointwise_split.py).
+second step) split each sum over a block's warps instead (pointwise_split.py); many
+outputs along a contiguous axis (a column sum's first step) take a few neighbouring
+outputs a thread, read with vector accesses (pointwise_vector_sums.py).
 
 Without reductions, when every memref operand is read or written along the last loop
 contiguously (the last loop indexes its last dimension alone, static strides: an
@@ -44,7 +46,7 @@ from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kerne
     product
 from . import Launch
 from .pointwise_dynamic import build_vectors
-from . import pointwise_split
+from . import pointwise_split, pointwise_vector_sums
 from .tuning import problem_key, tuned
 from .row_points import dims
 from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
@@ -71,6 +73,13 @@ class Params:
     split_outputs: int = 16384
     split_min_points: int = 64
     split_warps: int = 16
+    # Other reductions along contiguous outputs: a thread takes the outputs of
+    # sum_vector_bytes of the widest element (0: a thread per output), its loop over the
+    # sum takes sum_unroll points a trip, in blocks of at most sum_block threads
+    # (pointwise_vector_sums.py)
+    sum_vector_bytes: int = 16
+    sum_unroll: int = 16
+    sum_block: int = 256
 
 
 DEFAULT_PARAMS = Params()  # tuned per kernel by the target's params (tuning.py)
@@ -81,15 +90,14 @@ def matches(generic: ir.Operation, target) -> bool:
 
 
 def find_groups(generics: list, target) -> list[Group]:
-    """Each reduction of one output that no other strategy takes, into a buffer a
-    constant fill wrote just before: one kernel whose sums start from the constant, so
-    the fill's kernel (and its launch) goes and the output is not read."""
+    """Each reduction that no other strategy takes, into buffers constant fills (of one
+    constant) wrote just before: one kernel whose sums start from the constant, so the
+    fills' kernels (and their launches) go and the outputs are not read."""
     from . import single_strategies, single_takes
     others = [s for s in single_strategies(target) if s.NAME != NAME]
 
     def takes(generic: ir.Operation) -> bool:
-        return REDUCTION in iterator_kinds(generic) and \
-            len(generic_operands(generic)[1]) == 1 and not _writes_memory(generic) and \
+        return REDUCTION in iterator_kinds(generic) and not _writes_memory(generic) and \
             not any(single_takes(s, generic, target) for s in others)
     return filled_products(generics, takes)
 
@@ -103,6 +111,13 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     if not _writes_memory(product) and pointwise_split.takes(product, params):
         return pointwise_split.build(product, gpu_module, kernel_name,
                                      KernelSignature.of(product), params.split_warps, initial)
+    lanes = 0 if _writes_memory(product) or _half_contraction(product) is not None else \
+        pointwise_vector_sums.width(product, params.sum_vector_bytes)
+    if lanes:
+        return pointwise_vector_sums.build(
+            product, gpu_module, kernel_name, KernelSignature.of(product), lanes,
+            params.sum_unroll, params.sum_block, target.facts.multiprocessors, emit_point,
+            initial)
     if isinstance(generic, Group):  # other reductions take a thread per point
         return _build_points(product, gpu_module, kernel_name, KernelSignature.of(product),
                              params.block, initial)

@@ -23,7 +23,7 @@ from .kernel_builder import (REDUCTION, KernelScope, delinearize, index_const, i
                              new_kernel)
 from .row_registers import aligned, only_if, vector_type
 
-__all__ = ["build_vectors"]
+__all__ = ["aligned_at_run_time", "build_vectors"]
 
 
 def build_vectors(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
@@ -54,7 +54,7 @@ def build_vectors(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: 
             chunks = arith.DivUIOp(total, index_const(width)).result
             with only_if(arith.CmpIOp(arith.CmpIPredicate.ult, linear, chunks).result):
                 _vector_chunks(generic, scope, ranges, width, 1, None, linear, None, None,
-                               typer=_chunk_type, is_aligned=_aligned_at_run_time)
+                               typer=_chunk_type, is_aligned=aligned_at_run_time)
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block):
             threads = arith.MulIOp(gpu.grid_dim(gpu.Dimension.x), index_const(block)).result
@@ -74,7 +74,7 @@ def _chunk_type(buffer: ir.Value, amap: ir.AffineMap, width: int):
     return vector_type(buffer, amap, width, run_time_strides=True)
 
 
-def _aligned_at_run_time(scope: KernelScope, buffer: ir.Value, vec: ir.Type) -> ir.Value:
+def aligned_at_run_time(scope: KernelScope, buffer: ir.Value, vec: ir.Type) -> ir.Value:
     """The buffer's start is 16-byte aligned, and its strides and offset that only run
     time knows (but the last stride, 1) are multiples of a chunk's points."""
     ok = aligned(scope, buffer, vec)

@@ -368,11 +368,11 @@ def takes_moved_gathers(plan: Plan, chunk_gathers: bool, moved_gathers: bool) ->
 
 
 def vector_type(buffer: ir.Value, amap: ir.AffineMap, width: int,
-                run_time_strides: bool = False):
+                run_time_strides: bool = False, loop: int | None = None):
     """vector<`width` x element> when a chunk of `buffer` under `amap` is `width`
-    contiguous elements at a multiple of `width` (the last loop indexes the last
-    dimension, alone; static strides, or with `run_time_strides` strides and offset the
-    kernel checks: pointwise_dynamic.py); None otherwise."""
+    contiguous elements at a multiple of `width` (the chunk's loop, `loop` or else the
+    last, indexes the last dimension, alone; static strides, or with `run_time_strides`
+    strides and offset the kernel checks: pointwise_dynamic.py); None otherwise."""
     memref_type = ir.MemRefType(buffer.type)
     element = memref_type.element_type
     if width == 1 or kernel_type(buffer.type) != buffer.type or \
@@ -381,7 +381,7 @@ def vector_type(buffer: ir.Value, amap: ir.AffineMap, width: int,
         return None
     bits = element.width
     results = list(amap.results)
-    last = amap.n_dims - 1
+    last = amap.n_dims - 1 if loop is None else loop
     if bits < 8 or width * bits > 128 or not results or \
             not isinstance(results[-1], ir.AffineDimExpr) or \
             ir.AffineDimExpr(results[-1]).position != last or \
