@@ -496,7 +496,10 @@ class _PipelineMethod:
         self._returned = returned_names(pipeline)
 
     def __call__(self, /, *args, **kwargs):
-        inputs = self._bind(args, kwargs) if args else kwargs
+        if kwargs or len(args) != len(self._params):
+            inputs = self._bind(args, kwargs) if args else kwargs
+        else:  # every parameter by position: nothing to check
+            inputs = dict(zip(self._params, args))
         fast = self._program._fast_calls  # as Program.__call__, without a second **inputs
         outputs = fast.call(inputs) if fast is not None else None
         if outputs is None:

@@ -25,6 +25,8 @@ _NONE = object()  # `using(None)`: back to the default inside a context
 
 def current() -> Any:
     """The context of this thread's calls, or None (the default)."""
+    if not _entered:  # no thread is in a context: skip the thread-local (per-call cost)
+        return None
     stack = getattr(_local, "stack", None)
     if not stack:
         return None
