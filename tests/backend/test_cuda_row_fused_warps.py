@@ -1,7 +1,8 @@
 """Fused row kernels of short rows (row_fused.py): a row a warp holds in registers (up to
 128 f32 points; up to 32 a lane, 1024 points, where there are 512 rows or more) takes
 one warp, and a block takes `warp_rows` such rows (blocks of one warp would cap a
-multiprocessor at 32 warps); the last block's extra warps do nothing.
+multiprocessor at 32 warps); the last block's extra warps do nothing. Long rows that
+would take 1024 threads of up to 32 points take 512 of up to 64 instead.
 The plans here (no GPU needed); the numbers against float64 on a GPU
 (tools/gpu_tests.sh), for row counts that fill no whole block."""
 from pathlib import Path
@@ -63,6 +64,24 @@ def test_other_rows_keep_a_block_a_row(rows, length, params):
     assert launch["grid"] == [rows, 1, 1] and launch["block"][0] > 32
 
 
+@pytest.mark.parametrize("length, block", [
+    (16384, 512),      # 32 points a thread at 512: no wider
+    (20000, 512),      # 40 at 512 rather than 20 at 1024 (wide_block, wide_points)
+    (32000, 512),      # 63 (a vocabulary's softmax backward)
+    (32768, 512),      # 64
+])
+def test_long_rows_take_blocks_of_512_threads_of_up_to_64_points(length, block):
+    launch = _launch(3, length)
+    assert launch["block"] == [block, 1, 1] and launch["grid"] == [3, 1, 1]
+
+
+def test_a_wide_block_is_a_parameter():
+    """row_fused.wide_block=1024: a 32000-point row takes 1024 threads of 32, as before
+    the wide blocks; a tuned block of 1024 keeps it for rows of up to 32 a thread."""
+    assert _launch(3, 32000, "row_fused.wide_block=1024")["block"] == [1024, 1, 1]
+    assert _launch(3, 16384, "row_fused.block=1024")["block"] == [1024, 1, 1]
+
+
 def _softmax64(x):
     wide = x.astype(np.float64)
     want = np.exp(wide - wide.max(axis=1, keepdims=True))
@@ -75,6 +94,14 @@ def _softmax64(x):
 def test_cuda_short_rows_match_float64(rng, rows, length):
     prog = zynml.compile(SOFTMAX, device="cuda:0")
     x = (rng.standard_normal((rows, length)) * 3).astype(np.float32)
+    assert_close(prog.softmax(x=x), _softmax64(x), rtol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("length", [20000, 32000, 32768])
+def test_cuda_long_rows_in_wide_blocks_match_float64(rng, length):
+    prog = zynml.compile(SOFTMAX, device="cuda:0")
+    x = (rng.standard_normal((3, length)) * 3).astype(np.float32)
     assert_close(prog.softmax(x=x), _softmax64(x), rtol=1e-5)
 
 

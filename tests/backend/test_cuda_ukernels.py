@@ -46,8 +46,9 @@ def test_the_host_function_is_a_plan_of_two_launches():
     steps = list(launches(plan["body"]))
     assert [s["kernel"] for s in steps] == ["k0_attention_backward_dq",
                                             "k1_attention_backward_dkdv"]
-    assert [s["grid"] for s in steps] == [[math.ceil(37 / BLOCK), 6, 1],
-                                          [math.ceil(101 / BLOCK), 3, 1]]
+    # a block a head's tile (tile_kernel.BlockOrder)
+    assert [s["grid"] for s in steps] == [[6 * math.ceil(37 / BLOCK), 1, 1],
+                                          [3 * math.ceil(101 / BLOCK), 1, 1]]
 
 
 def _shared_memory(name, problem, target=None):
@@ -137,7 +138,7 @@ def test_the_forward_is_one_launch_that_writes_out_and_lse():
     assert [spec["shape"] for spec in plan["outputs"]] == [[6, 37, 32], [6, 37]]
     steps = list(launches(plan["body"]))
     assert [(s["kernel"], s["grid"]) for s in steps] == \
-        [("k0_attention_forward", [math.ceil(37 / BLOCK), 6, 1])]
+        [("k0_attention_forward", [6 * math.ceil(37 / BLOCK), 1, 1])]
 
 
 def test_a_backward_given_lse_takes_it_and_skips_its_sweep(tmp_path):

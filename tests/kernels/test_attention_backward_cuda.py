@@ -42,6 +42,9 @@ def _half(name):
     (1, 4, 2, 77, 130, 128, "bf16", True),    # head dim 128: kept tiles in shared memory
     (2, 2, 2, 65, 65, 128, "f16", False),
     (1, 3, 1, 100, 100, 80, "bf16", True),
+    # 380 query and key heads of 3 tiles: blocks in groups of 352 heads, the last of 28
+    # (tile_kernel.BlockOrder at 132 multiprocessors)
+    (4, 95, 95, 150, 150, 64, "bf16", True),
 ])
 def test_ukernel_matches_float64(rng, batch, heads, kv_heads, seq_q, seq_k, d, element,
                                  causal):
@@ -85,6 +88,7 @@ def test_ukernel_agrees_with_the_zyn_definition(rng, monkeypatch):
     (1, 2, 2, 65, 200, 64, "f16", True),      # causal, 135 earlier keys
     (1, 4, 1, 64, 64, 48, "bf16", True),      # one key head for four query heads
     (1, 4, 2, 129, 131, 128, "bf16", True),   # head dim 128: kept tiles in shared memory
+    (4, 96, 24, 150, 150, 64, "f16", True),   # 384 query heads: groups of 352 and 32
 ])
 def test_forward_with_lse_and_the_backward_that_takes_it(
         rng, batch, heads, kv_heads, seq_q, seq_k, d, element, causal):

@@ -72,6 +72,10 @@ class Params:
     block: int = 256           # threads per row, at most (32: a warp per row, no barriers)
     max_points: int = 32       # values per buffer and thread; longer rows go through memory
     max_block: int = 1024      # threads a block may grow to so a row fits in registers
+    wide_block: int = 512      # a row that takes max_block threads takes wide_block
+    wide_points: int = 64      # threads instead where each holds at most wide_points
+    #                            values (softmax backward over 32000 f32: 1024 threads of
+    #                            31 in 891 us, 512 of 63 in 757 us; H200, 2026-11-29)
     vector: int = 4            # columns per 16-byte access (f32)
     warp_rows: int = 4         # rows of a block whose rows a warp each holds in registers
     warp_points: int = 32      # a row whose lanes hold at most this many values each is

@@ -7,9 +7,11 @@ row itself (maps giving the row loops alone: reduction results, fills). Then eve
 generic can give thread t the same points of the row (see row_registers.py), so a
 point's values stay in the thread that made them:
 
-    threads B (`block`, grown while a thread would hold more than `max_points` values),
-    chunk width W (4: 16-byte accesses where the row's last extent allows),
-    K = ceil(L / (B W)) chunks per thread: K * W values per buffer, at most `max_points`
+    threads B (`block`, grown while a thread would hold more than `max_points` values,
+    up to `max_block`; `wide_block` instead of `max_block` where its threads hold at most
+    `wide_points`), chunk width W (4: 16-byte accesses where the row's last extent
+    allows), K = ceil(L / (B W)) chunks per thread: K * W values per buffer, at most
+    `max_points` (`wide_points` in such a wide block)
 
 A point buffer's last writer in the group stores it, a row buffer's writers (thread 0)
 each time; a `memref.alloc` that only the group uses, and reads only after writing, is
@@ -65,11 +67,11 @@ class _Access:
 def plan(group: list[ir.Operation], rank: int, params, chunks: int | None = None
          ) -> Plan | None:
     """The register plan of `group` (rows of `rank` loops), or None: go through memory.
-    `params`: row_fused.Params (block, max_points, max_block, vector). A row of run-time
-    length (one loop) takes `chunks` chunks of `params.vector` columns per thread of a
-    `params.block` block: the plan holds rows of at most block * vector * chunks points
-    (`bound`), and the launch tests the length (that it fits, and is a multiple of the
-    chunk's columns)."""
+    `params`: row_fused.Params (block, max_points, max_block, wide_block, wide_points,
+    vector). A row of run-time length (one loop) takes `chunks` chunks of
+    `params.vector` columns per thread of a `params.block` block: the plan holds rows of
+    at most block * vector * chunks points (`bound`), and the launch tests the length
+    (that it fits, and is a multiple of the chunk's columns)."""
     shapes = {tuple(extent_keys(g)[rank:]) for g in group if len(extent_keys(g)) > rank}
     if len(shapes) != 1:
         return None
@@ -92,8 +94,13 @@ def plan(group: list[ir.Operation], rank: int, params, chunks: int | None = None
     while -(-length // (block * width)) * width > params.max_points and \
             block < params.max_block:
         block *= 2
+    wide = -(-length // (params.wide_block * width)) * width  # a wide block's values
+    if block == params.max_block > params.wide_block and \
+            params.max_points < wide <= params.wide_points:
+        block = params.wide_block
     chunks = -(-length // (block * width))
-    if chunks * width > params.max_points:
+    if chunks * width > (params.wide_points if block == params.wide_block and
+                         params.wide_block < params.max_block else params.max_points):
         return None
     return _finish(Plan(rank, row_shape, block, width, chunks), group, rank)
 

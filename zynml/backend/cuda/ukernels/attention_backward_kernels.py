@@ -45,10 +45,10 @@ def build_module(problem: Problem, target, kernel_module: str) -> ir.Module:
     return host_module(p, target, kernel_module, inputs, outputs, scratch, [
         ("k0_attention_backward_dq", _DqKernel, ["q", "k", "v", "dout", "o", "dq", "lse",
                                                  "delta"],
-         (math.ceil(p.rows / BLOCK), p.heads, 1)),
+         (p.heads, math.ceil(p.rows / BLOCK), p.causal)),
         ("k1_attention_backward_dkdv", _DkDvKernel, ["q", "k", "v", "dout", "lse", "delta",
                                                      "dk", "dv"],
-         (math.ceil(p.keys / BLOCK), p.kv_heads, 1))], aliases)
+         (p.kv_heads, math.ceil(p.keys / BLOCK), False))], aliases)
 
 
 # ---------------------------------------------------------------- dQ, lse, delta
@@ -148,8 +148,10 @@ class _DkDvKernel(TileKernel):
         dout = self.operand(dout)
         p, w = self.p, self.w
         stats = tiles["stats"]  # per buffer: its BLOCK rows' lse2, then their delta
-        kv_head = gpu.block_id(gpu.Dimension.y)
-        key0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
+        # (where causal the first key tile is seen by the most query rows: the longest
+        # blocks start first)
+        kv_head, key_tile = self.order.at(gpu.block_id(gpu.Dimension.x))
+        key0 = mul(key_tile, BLOCK)
         first = add(key0, self.warp16)
         keys = [add(add(first, w.g), 8 * h) for h in (0, 1)]
         self.copy_rows(k, kv_head, key0, p.keys, index_const(0))

@@ -32,7 +32,7 @@ def build_module(problem: Problem, target, kernel_module: str) -> ir.Module:
         inputs, aliases = {"q": o_type, "k": kv_type, "v": kv_type}, {}
     return host_module(p, target, kernel_module, inputs, {"o": o_type, "lse": stat_type}, {}, [
         ("k0_attention_forward", _ForwardKernel, ["q", "k", "v", "o", "lse"],
-         (math.ceil(p.rows / BLOCK), p.heads, 1))], aliases)
+         (p.heads, math.ceil(p.rows / BLOCK), p.causal))], aliases)
 
 
 class _ForwardKernel(TileKernel):

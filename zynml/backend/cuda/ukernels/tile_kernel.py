@@ -22,13 +22,24 @@ from ..strategies.warp_mma import MMA_N, Warp, barrier, f32_zero, lane_of
 from .tile_stage import Kept, MmaStage, WgmmaStage, takes_wgmma
 
 
+# BlockOrder's groups: this many blocks a multiprocessor, about four waves of blocks (a
+# multiprocessor runs two or three at once). Causal bf16 forward / backward ms on an
+# H200 (2026-11-29), head after head as before; every head in one group; groups of one
+# wave; of four: [16, 12, 1024, 64] 0.105 / 0.266; 0.100 / 0.258; 0.106 / 0.266;
+# 0.101 / 0.261. [8, 16, 2048, 128] 0.397 / 1.008; 0.420 / 1.080 (K and V out of L2);
+# 0.399 / 1.037; 0.380 / 1.012. [1, 32, 4096, 128] 0.387 / 0.966; 0.357 / 0.900;
+# 0.382 / 0.992; 0.347 / 0.900.
+GROUP_BLOCKS = 8
+
+
 def host_module(problem: Problem, target, kernel_module: str, inputs: dict, outputs: dict,
                 scratch: dict, launches: list, aliases: dict | None = None) -> ir.Module:
     """The host function `main(inputs) -> outputs` and its kernels for `target` (a
     CudaTarget: wgmma products where it has them, tile_stage.py), as
     linalg-to-gpu-kernels leaves a program (the CUDA stages go on from there). `inputs`,
     `outputs` and `scratch` (buffers not returned) map names to memref types;
-    `launches` is a list of (kernel name, TileKernel class, operand names, grid);
+    `launches` is a list of (kernel name, TileKernel class, operand names, (heads,
+    tiles, whether the last tile goes first)), a block a head's tile (BlockOrder);
     `aliases` names more operands, each another's buffer (q, k and v one fused qkv)."""
     el = element_type(problem)
     module = ir.Module.create()
@@ -47,12 +58,15 @@ def host_module(problem: Problem, target, kernel_module: str, inputs: dict, outp
             values[name] = memref.AllocOp(type_, [], []).result
         for name, other in (aliases or {}).items():
             values[name] = values[other]
-        for name, kind, operand_names, grid in launches:
+        for name, kind, operand_names, (heads, tiles, reverse) in launches:
             operands = [values[n] for n in operand_names]
-            kernel = kind(problem, el, takes_wgmma(problem, target))
+            order = BlockOrder.of(heads, tiles, reverse,
+                                  GROUP_BLOCKS * target.facts.multiprocessors)
+            kernel = kind(problem, el, takes_wgmma(problem, target), order)
             kernel.define(kernels.operation, name, operands)
             dynamic = kernel.dynamic_shared_bytes()
-            gpu.LaunchFuncOp([kernel_module, name], [index_const(n) for n in grid],
+            gpu.LaunchFuncOp([kernel_module, name], [index_const(n) for n in
+                                                     (order.blocks, 1, 1)],
                              [index_const(THREADS), index_const(1), index_const(1)],
                              kernel_operands=operands, dynamic_shared_memory_size=arith.
                              ConstantOp(ir.IntegerType.get_signless(32), dynamic).result
@@ -87,6 +101,46 @@ def _strings(names: list) -> ir.ArrayAttr:
     return ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
 
 
+@dataclass(frozen=True)
+class BlockOrder:
+    """Which (head, tile) each block of a kernel's one-dimensional grid takes. The heads
+    go in groups of `group`, a few waves of blocks (`of`); a group's blocks take tile
+    after tile over its heads, the last tile first where `reverse`, and the groups come
+    one after another. Where causal a block's work changes with its tile (1 to 64 at
+    4096 keys): the longest blocks of a group start first and the short ones fill its
+    tail, while the group's heads keep their K and V in L2 as head after head did. A GQA
+    backward's dK / dV kernel, 1.9 waves of such blocks, left multiprocessors idle
+    (device_ops' 1x32x4096x128: 1.18 -> 0.91 ms with every head in one group; with
+    every head in one group [8, 16, 2048, 128]'s forward lost 6%: its K and V no longer
+    fit in L2)."""
+    heads: int
+    tiles: int
+    group: int
+    reverse: bool
+
+    @staticmethod
+    def of(heads: int, tiles: int, reverse: bool, blocks: int) -> "BlockOrder":
+        """Groups of about `blocks` blocks (whole heads' tiles, at least one head)."""
+        return BlockOrder(heads, tiles, max(1, min(heads, -(-blocks // tiles))), reverse)
+
+    @property
+    def blocks(self) -> int:
+        return self.heads * self.tiles
+
+    def at(self, linear: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(head, tile) of block `linear`."""
+        span = self.group * self.tiles
+        first = mul(arith.DivUIOp(linear, index_const(span)).result, self.group)
+        within = arith.RemUIOp(linear, index_const(span)).result
+        size = arith.MinUIOp(index_const(self.group),  # the last group's may be fewer
+                             arith.SubIOp(index_const(self.heads), first).result).result
+        rank = arith.DivUIOp(within, size).result
+        head = add(first, arith.RemUIOp(within, size).result)
+        tile = arith.SubIOp(index_const(self.tiles - 1), rank).result if self.reverse \
+            else rank
+        return head, tile
+
+
 class TileKernel:
     """What the attention ukernels' kernels share: the problem, the element type, shared
     memory, copies, the products and the double-buffered sweep.
@@ -98,8 +152,9 @@ class TileKernel:
     registers (mma.sync up to head dim 64) the buffers reuse their rows; elsewhere the
     buffers follow them (`kept_rows`; tile_stage.py)."""
 
-    def __init__(self, problem: Problem, element: ir.Type, wgmma: bool = False):
-        self.p, self.el = problem, element
+    def __init__(self, problem: Problem, element: ir.Type, wgmma: bool = False,
+                 order: BlockOrder | None = None):
+        self.p, self.el, self.order = problem, element, order
         self.f32 = ir.F32Type.get()
         self.c = problem.scale * LOG2E  # scores * c: base 2
         self.stage = (WgmmaStage if wgmma else MmaStage)(problem.d, element)
@@ -151,11 +206,11 @@ class TileKernel:
 
     def query_block(self) -> tuple:
         """(head, kv_head, row0, first, rows) of a block of BLOCK query rows: its query
-        slice (grid y), the key slice it reads, its first row (grid x), the warp's first
-        row and the lane's two rows (accumulator rows g and g + 8)."""
-        head = gpu.block_id(gpu.Dimension.y)
+        slice and tile (`order`), the key slice it reads, its first row, the warp's
+        first row and the lane's two rows (accumulator rows g and g + 8)."""
+        head, tile = self.order.at(gpu.block_id(gpu.Dimension.x))
         kv_head = arith.DivUIOp(head, index_const(self.p.group)).result
-        row0 = mul(gpu.block_id(gpu.Dimension.x), BLOCK)
+        row0 = mul(tile, BLOCK)
         first = add(row0, self.warp16)
         rows = [add(add(first, self.w.g), 8 * h) for h in (0, 1)]
         return head, kv_head, row0, first, rows
