@@ -46,11 +46,12 @@ func.func @column_sums_first_step(%x: memref<32x64x768xbf16>, %sums: memref<32x7
 
 // A layer norm's parameter gradients' first step: two outputs (read first: no fill), the
 // per-row mean and rstd read once a point beside the chunked x and grad; 37 points a
-// sum, a prime: one a trip.
+// sum: two trips of 16, then the last 5 one a trip.
 // CHECK-LABEL: func.func @two_sums_per_row_values(
 // CHECK: threads in (%c64, {{.*}})
 // CHECK-LABEL: gpu.func @k0_pointwise(
 // CHECK: vector.load {{.*}} : memref<24x768xf32, #gpu.address_space<global>>, vector<4xf32>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c32{{[_0-9]*}} step %c16{{[_0-9]*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c37{{[_0-9]*}} step %c1{{[_0-9]*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK: memref.load {{.*}} : memref<24x37xf32>
 // CHECK: vector.store {{.*}} : memref<24x768xf32, #gpu.address_space<global>>, vector<4xf32>
