@@ -188,6 +188,20 @@ def test_a_whole_tensor_result_has_its_inputs_rank(rng):
     assert str(info.value).startswith("<string>:8:18: error: rank mismatch: 'y' has rank 2")
 
 
+def test_a_let_of_an_element_and_an_input_of_unknown_rank_is_a_scalar(rng):
+    """`let scaled = x[r, c] * scale` in a script, `scale` untyped: a scalar once the call
+    gives it (it was a whole tensor, and using it: "'scaled' is a tensor")."""
+    source = ("let total = compute(x, scale) {\n    @kernel fused\n    for r in 0..rows:\n"
+              "        var s = 0.0\n        for c in 0..cols:\n"
+              "            let scaled = x[r, c] * scale\n            s += scaled * scaled\n"
+              "        out[r] = s\n}\n")
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    got = zynml.run(source, device="interpreter", x=x, scale=np.float32(1.5))["total"]
+    assert_close(got, ((x.astype(np.float64) * 1.5) ** 2).sum(axis=1))
+    got = zynml.run(source, x=x, scale=np.float32(1.5))["total"]  # the default device
+    assert_close(got, ((x.astype(np.float64) * 1.5) ** 2).sum(axis=1))
+
+
 @pytest.mark.parametrize("extent,at,message", [
     ("n * 4611686018427387904", "i", "local array 'acc' would have 36893488147419103232 elements "
                                 "along this dimension, more than a 64-bit extent holds"),

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from . import ast
 from .body_rules import (FLOAT_ONLY, KNOWN_ANNOTATIONS, MATH_BUILTINS, REDUCE_OPS, concrete_in,
                          error_at)
-from .body_values import WholeTensorValues
+from .body_values import WholeTensorValues, indexes_elements
 from .cast_calls import check_cast_call
 from .random_calls import RANDOM_BUILTINS, check_random_call
 from .ranges import fits_64_bits
@@ -248,6 +248,8 @@ class BodyChecker(WholeTensorValues, KernelResult):
         if len(stmt.targets) != 1:
             raise error_at("tuple 'let' is not supported in a compute body", stmt)
         t = self._value(stmt.value)
+        if is_tensor(t) and t.rank is None and indexes_elements(stmt.value):
+            t = self._expr(stmt.value)  # `x[r, c] * s`, s of unknown rank: as `var` takes it
         if is_tensor(t):  # a whole-tensor statement: a tensor local to this iteration
             stmt.sym = Symbol("tensor", stmt.targets[0], t, stmt.loc)
             stmt.sym.ref = self.ref_sym(stmt.value)
