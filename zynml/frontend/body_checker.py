@@ -15,12 +15,12 @@ from typing import Any, Callable, Optional
 from . import ast
 from .body_rules import (FLOAT_ONLY, KNOWN_ANNOTATIONS, MATH_BUILTINS, REDUCE_OPS, concrete_in,
                          error_at)
-from .body_values import WholeTensorValues, indexes_elements
+from .body_values import WholeTensorValues
 from .cast_calls import check_cast_call
 from .random_calls import RANDOM_BUILTINS, check_random_call
 from .ranges import fits_64_bits
 from .outputs import (OUTPUTS_NAMESPACE, kernel_outputs, mutable_outputs, mutable_write,
-                      out_label, output_target, unknown_output, written_sym)
+                      out_label, output_target, reads_data, unknown_output, written_sym)
 from .result_shapes import KernelResult, is_unit_step, is_zero
 from .symbols import Kernel, Size, SizeBinding, Symbol, is_tensor
 from .tiles import TileInput, rewrite_tiles, uses_tiles
@@ -248,7 +248,7 @@ class BodyChecker(WholeTensorValues, KernelResult):
         if len(stmt.targets) != 1:
             raise error_at("tuple 'let' is not supported in a compute body", stmt)
         t = self._value(stmt.value)
-        if is_tensor(t) and t.rank is None and indexes_elements(stmt.value):
+        if is_tensor(t) and t.rank is None and reads_data(stmt.value):
             t = self._expr(stmt.value)  # `x[r, c] * s`, s of unknown rank: as `var` takes it
         if is_tensor(t):  # a whole-tensor statement: a tensor local to this iteration
             stmt.sym = Symbol("tensor", stmt.targets[0], t, stmt.loc)

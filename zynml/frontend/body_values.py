@@ -10,7 +10,7 @@ from .body_rules import FLOAT_ONLY, MATH_BUILTINS, concrete_in, error_at
 from .symbols import Size, SizeBinding, Symbol, is_tensor
 from .types import ScalarType, TensorType, promote
 
-__all__ = ["WholeTensorValues", "indexes_elements"]
+__all__ = ["WholeTensorValues"]
 
 
 class WholeTensorValues:
@@ -165,16 +165,3 @@ class WholeTensorValues:
 
     def _expr_TupleExpr(self, e: ast.TupleExpr) -> ScalarType:
         raise error_at("a tuple is only allowed in 'yield (value, index)'", e)
-
-
-def indexes_elements(e: ast.Expr) -> bool:
-    """Does `e` read an element of a tensor (`x[r, c]`) anywhere?"""
-    if isinstance(e, ast.Index):
-        return True
-    if isinstance(e, ast.Binary):
-        return indexes_elements(e.left) or indexes_elements(e.right)
-    if isinstance(e, ast.Unary):
-        return indexes_elements(e.operand)
-    if isinstance(e, ast.Call):
-        return any(indexes_elements(a) for a in e.args)
-    return False
