@@ -108,10 +108,11 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     params = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     product, initial = (generic.product, generic.initial) if isinstance(generic, Group) \
         else (generic, None)
-    if not _writes_memory(product) and pointwise_split.takes(product, params):
+    writes = _writes_memory(product)
+    if not writes and pointwise_split.takes(product, params):
         return pointwise_split.build(product, gpu_module, kernel_name,
                                      KernelSignature.of(product), params.split_warps, initial)
-    lanes = 0 if _writes_memory(product) or _half_contraction(product) is not None else \
+    lanes = 0 if writes or _half_contraction(product) is not None else \
         pointwise_vector_sums.width(product, params.sum_vector_bytes)
     if lanes:
         return pointwise_vector_sums.build(
@@ -122,7 +123,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         return _build_points(product, gpu_module, kernel_name, KernelSignature.of(product),
                              params.block, initial)
     signature = KernelSignature.of(generic)
-    if _writes_memory(generic):  # a scatter's atomics: a thread per point, guarded
+    if writes:  # a scatter's atomics: a thread per point, guarded
         return _build_points(generic, gpu_module, kernel_name, signature, params.block)
     if has_dynamic_extent(generic):  # run-time extents (pointwise_dynamic.py)
         return build_vectors(generic, gpu_module, kernel_name, signature, params,

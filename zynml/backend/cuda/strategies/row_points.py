@@ -94,13 +94,13 @@ def plan(group: list[ir.Operation], rank: int, params, chunks: int | None = None
     while -(-length // (block * width)) * width > params.max_points and \
             block < params.max_block:
         block *= 2
+    limit = params.max_points
     wide = -(-length // (params.wide_block * width)) * width  # a wide block's values
     if block == params.max_block > params.wide_block and \
             params.max_points < wide <= params.wide_points:
-        block = params.wide_block
+        block, limit = params.wide_block, params.wide_points
     chunks = -(-length // (block * width))
-    if chunks * width > (params.wide_points if block == params.wide_block and
-                         params.wide_block < params.max_block else params.max_points):
+    if chunks * width > limit:
         return None
     return _finish(Plan(rank, row_shape, block, width, chunks), group, rank)
 
