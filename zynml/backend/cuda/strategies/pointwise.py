@@ -36,7 +36,7 @@ import sys
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, gpu, scf, vector
+from mlir.dialects import arith, gpu, scf
 
 from .kernel_builder import (REDUCTION, Group, KernelScope, KernelSignature, apply_map,
                              delinearize, fill_value, filled_products, generic_operands,
@@ -47,9 +47,10 @@ from .extents import as_index, ceil_div, has_dynamic_extent, host_extents, kerne
 from . import Launch
 from .pointwise_dynamic import build_vectors
 from . import pointwise_split, pointwise_vector_sums
+from .chunk_access import ChunkAccess
 from .tuning import problem_key, tuned
 from .row_points import dims
-from .row_registers import aligned, as_global, only_if, vector_bytes, vector_type
+from .row_registers import aligned, vector_type
 from .simt_gemm import add_and_round, widen
 
 NAME = "pointwise"
@@ -329,39 +330,19 @@ def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
         ivs = delinearize(linear, chunk_shape)
         ivs[last] = arith.MulIOp(ivs[last], index_const(width)).result
         chunks.append((valid, ivs))
-    points = [ivs[:-1] + [arith.AddIOp(ivs[-1], index_const(lane)).result if lane
-                          else ivs[-1]]
-              for _, ivs in chunks for lane in range(width)]
+    access = ChunkAccess(scope, width, last, lambda value, amap: typer(value, amap, width))
+    points = [access.lane_point(ivs, lane) for _, ivs in chunks for lane in range(width)]
     # operands: (memref, map) read per lane; per chunk; or one value
     read = [(v, m) for v, m in zip(ins, maps)] + \
         [(o, m) for o, m, a in zip(outs, out_maps, args[len(ins):]) if _used(a)]
     vector_reads = [(v, m) for v, m in read if isinstance(v.type, ir.MemRefType) and
                     any(last in dims(e) for e in m.results)]
-    types = {v: typer(v, m, width) for v, m in vector_reads}
-    types.update({o: typer(o, m, width) for o, m in zip(outs, out_maps)})
-    ok = None
-    for value, vec in types.items():
-        here = is_aligned(scope, value, vec)
-        ok = here if ok is None else arith.AndIOp(ok, here).result
-    element_types = [ir.MemRefType(v.type).element_type for v, _ in vector_reads]
-    branch = scf.IfOp(ok, [t for t in element_types for _ in points], has_else=True)
-    with ir.InsertionPoint(branch.then_block):
-        loaded = []
-        for value, amap in vector_reads:
-            view = as_global(scope.value(value))
-            for _, ivs in chunks:
-                chunk = vector.LoadOp(types[value], view, apply_map(amap, ivs),
-                                      alignment=vector_bytes(types[value])).result
-                loaded += [vector.ExtractOp(chunk, [], [lane]).result
-                           for lane in range(width)]
-        scf.YieldOp(loaded)
-    with ir.InsertionPoint(branch.else_block):
-        scf.YieldOp([scope.load(value, apply_map(amap, ivs))
-                     for value, amap in vector_reads for ivs in points])
-    by_lane = {}
-    for n, (value, amap) in enumerate(vector_reads):
-        by_lane[(value, str(amap))] = list(branch.results)[n * len(points):
-                                                           (n + 1) * len(points)]
+    written = list(zip(outs, out_maps))
+    # each buffer's alignment checked once
+    ok = access.aligned(list(dict(vector_reads + written).items()), is_aligned)
+    lane_points = [points[k * width:(k + 1) * width] for k in range(len(chunks))]
+    by_lane = {key: [value for lanes in chunk_lanes for value in lanes] for key, chunk_lanes
+               in access.load(vector_reads, lane_points, ok).items()}
     per_chunk = {}
     for value, amap in read:
         if isinstance(value.type, ir.MemRefType) and (value, str(amap)) not in by_lane:
@@ -381,24 +362,9 @@ def _vector_chunks(generic, scope, ranges, width, vectors, count, first, stride,
             [at(o, m, p) if _used(a) else _undef(a.type)
              for o, m, a in zip(outs, out_maps, args[len(ins):])]
         results.append(scope.clone_body(generic, values, lambda d, ivs=ivs: ivs[d]))
-    store = scf.IfOp(ok, [], has_else=True)
-    with ir.InsertionPoint(store.then_block):
-        for n, (out, amap) in enumerate(zip(outs, out_maps)):
-            view = as_global(scope.value(out))
-            for k, (valid, ivs) in enumerate(chunks):
-                with only_if(valid):
-                    lanes = [results[p][n] for p in range(k * width, (k + 1) * width)]
-                    chunk = vector.FromElementsOp(types[out], lanes).result
-                    vector.StoreOp(chunk, view, apply_map(amap, ivs),
-                                   alignment=vector_bytes(types[out]))
-        scf.YieldOp([])
-    with ir.InsertionPoint(store.else_block):
-        for k, (valid, _) in enumerate(chunks):
-            with only_if(valid):
-                for p in range(k * width, (k + 1) * width):
-                    for n, (out, amap) in enumerate(zip(outs, out_maps)):
-                        scope.store(results[p][n], out, apply_map(amap, points[p]))
-        scf.YieldOp([])
+    access.store([[[results[p][n] for p in range(k * width, (k + 1) * width)]
+                   for n in range(len(outs))] for k in range(len(chunks))],
+                 written, lane_points, ok, [valid for valid, _ in chunks])
 
 
 def emit_point(generic: ir.Operation, scope: KernelScope, ivs: list, reduction: list[int],

@@ -37,7 +37,7 @@ and half-precision multiply-adds (rounded once, in f32, by pointwise) from it.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, gpu, scf, vector
+from mlir.dialects import arith, gpu, scf
 
 from . import Launch
 from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents,
@@ -47,7 +47,8 @@ from .kernel_builder import (REDUCTION, KernelScope, apply_map, delinearize, fil
                              new_kernel)
 from .pointwise_dynamic import aligned_at_run_time
 from .row_points import dims
-from .row_registers import as_global, only_if, vector_bytes as bytes_of, vector_type
+from .row_registers import only_if, vector_type
+from .chunk_access import ChunkAccess
 
 __all__ = ["width", "build"]
 
@@ -136,12 +137,15 @@ def _chunk(generic, scope, ranges, parallel, lanes, unroll, linear, initial) -> 
         ins, outs = generic_operands(generic)
         maps = indexing_maps(generic)
         chunked = {(value, str(amap)) for value, amap in _chunked(generic)}
-        access = _Access(scope, lanes, v)
+        access = ChunkAccess(scope, lanes, v, lambda value, amap: vector_type(
+            value, amap, lanes, run_time_strides=True, loop=v))
         inputs = [(x, m, (x, str(m)) in chunked) for x, m in zip(ins, maps)]
         outputs = list(zip(outs, maps[len(ins):]))
-        ok = access.aligned([(x, m) for x, m, along in inputs if along] + outputs)
+        ok = access.aligned([(x, m) for x, m, along in inputs if along] + outputs,
+                            aligned_at_run_time)
         at = list(ivs)
         at[r] = index_const(0)  # outputs do not depend on the reduction loop
+        at = access.lanes_of(at)
         if initial is None:
             start = access.load(outputs, [at], ok)
             sums = [start[(o, str(m))][0] for o, m in outputs]
@@ -157,7 +161,7 @@ def _chunk(generic, scope, ranges, parallel, lanes, unroll, linear, initial) -> 
         if not static or ranges[r] % unroll:
             sums = _sum_loop(generic, access, inputs, ivs, r, ok, sums, as_index(main),
                              length, 1)
-        access.store(sums, outputs, at, ok)
+        access.store([sums], outputs, [at], ok)
 
 
 def _sum_loop(generic, access, inputs, ivs, r, ok, sums, start, stop, step) -> list:
@@ -174,17 +178,18 @@ def _sum_loop(generic, access, inputs, ivs, r, ok, sums, start, stop, step) -> l
             point[r] = arith.AddIOp(loop.induction_variable, index_const(u)).result if u \
                 else loop.induction_variable
             points.append(point)
-        along = access.load([(x, m) for x, m, chunked in inputs if chunked], points, ok)
+        chunks = [access.lanes_of(p) for p in points]
+        along = access.load([(x, m) for x, m, chunked in inputs if chunked], chunks, ok)
         once = {(x, str(m)): [scope.load(x, apply_map(m, p)) for p in points]
                 for x, m, chunked in inputs if isinstance(x.type, ir.MemRefType) and not chunked}
-        for u, point in enumerate(points):
+        for u in range(step):
             for lane in range(lanes):
                 values = [along[(x, str(m))][u][lane] if chunked
                           else once[(x, str(m))][u] if (x, str(m)) in once
                           else scope.value(x) for x, m, chunked in inputs]
                 results = scope.clone_body(
                     generic, values + [lane_sums[lane] for lane_sums in sums],
-                    lambda d, point=point, lane=lane: access.lane_index(point, d, lane))
+                    lambda d, at=chunks[u][lane]: at[d])
                 for lane_sums, result in zip(sums, results):
                     lane_sums[lane] = result
         scf.YieldOp([s for lane_sums in sums for s in lane_sums])
@@ -225,76 +230,3 @@ def _chunked(generic: ir.Operation) -> list | None:
         found.append((value, amap))
     return found
 
-
-class _Access:
-    """The loads and stores of a chunk's lanes: vector accesses where `ok` (every
-    buffer aligned to them), else one scalar access a lane."""
-
-    def __init__(self, scope: KernelScope, lanes: int, loop: int):
-        self.scope, self.lanes, self.loop = scope, lanes, loop
-
-    def chunk_type(self, value: ir.Value, amap: ir.AffineMap) -> ir.Type:
-        return vector_type(value, amap, self.lanes, run_time_strides=True, loop=self.loop)
-
-    def aligned(self, operands: list) -> ir.Value:
-        ok = None
-        for value, amap in operands:
-            here = aligned_at_run_time(self.scope, value, self.chunk_type(value, amap))
-            ok = here if ok is None else arith.AndIOp(ok, here).result
-        return ok
-
-    def lane_index(self, point: list, d: int, lane: int) -> ir.Value:
-        if d != self.loop or lane == 0:
-            return point[d]
-        return arith.AddIOp(point[d], index_const(lane)).result
-
-    def _lane_point(self, point: list, lane: int) -> list:
-        return [self.lane_index(point, d, lane) for d in range(len(point))]
-
-    def load(self, operands: list, points: list, ok: ir.Value) -> dict:
-        """{(memref, str(map)): per point, its lanes' values}, from one branch on `ok`."""
-        if not operands:
-            return {}
-        types = [ir.MemRefType(value.type).element_type
-                 for value, _ in operands for _ in points for _ in range(self.lanes)]
-        branch = scf.IfOp(ok, types, has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            loaded = []
-            for value, amap in operands:
-                chunk_type = self.chunk_type(value, amap)
-                view = as_global(self.scope.value(value))
-                for point in points:
-                    chunk = vector.LoadOp(chunk_type, view, apply_map(amap, point),
-                                          alignment=bytes_of(chunk_type)).result
-                    loaded += [vector.ExtractOp(chunk, [], [lane]).result
-                               for lane in range(self.lanes)]
-            scf.YieldOp(loaded)
-        with ir.InsertionPoint(branch.else_block):
-            scf.YieldOp([self.scope.load(value, apply_map(amap, self._lane_point(p, lane)))
-                         for value, amap in operands for p in points
-                         for lane in range(self.lanes)])
-        results, n = list(branch.results), 0
-        by_operand = {}
-        for value, amap in operands:
-            by_operand[(value, str(amap))] = [results[n + k * self.lanes:
-                                                      n + (k + 1) * self.lanes]
-                                              for k in range(len(points))]
-            n += len(points) * self.lanes
-        return by_operand
-
-    def store(self, values: list, operands: list, point: list, ok: ir.Value) -> None:
-        """Each operand's lanes (`values`, per operand) stored at `point`."""
-        branch = scf.IfOp(ok, [], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            for lane_values, (value, amap) in zip(values, operands):
-                chunk_type = self.chunk_type(value, amap)
-                chunk = vector.FromElementsOp(chunk_type, lane_values).result
-                vector.StoreOp(chunk, as_global(self.scope.value(value)), apply_map(amap, point),
-                               alignment=bytes_of(chunk_type))
-            scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block):
-            for lane_values, (value, amap) in zip(values, operands):
-                for lane in range(self.lanes):
-                    self.scope.store(lane_values[lane], value,
-                                     apply_map(amap, self._lane_point(point, lane)))
-            scf.YieldOp([])
