@@ -10,8 +10,8 @@ f32 on the CPU, by default). For each GPU count n (1, 2, 4, ... up to N, the vis
 GPUs, and N) it launches n processes with PyTorch's launcher (`--worker`,
 zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps (wall clock,
 each process drained before and after, the slowest process's time), and times the
-part of the gradient all-reduce that the backward pass did not hide (with `--overlap`
-each layer's sum starts as the pass finishes the layer; timed from the end of ZynML's
+part of the gradient all-reduce that the backward pass did not hide (each block's sum
+starts during the pass, `Trainer(overlap=True)`, unless `--no-overlap`; timed from the end of ZynML's
 work to the end of NCCL's, so it includes waiting for the slowest process); then
 `--steps` steps queued back to back and drained once (`Trainer.queue_step`: what a
 training loop that reads its losses later gets). Reported: the median step, tokens per
@@ -180,7 +180,7 @@ def _launch(args, gpus: int, accumulate: int = 1) -> dict:
                    "--config", args.config, "--batch", str(args.batch), "--seq",
                    str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps),
                    "--accumulate", str(accumulate), "--device", args.device,
-                   "--precision", precision(args)] + ["--overlap"] * args.overlap \
+                   "--precision", precision(args)] + ["--no-overlap"] * (not args.overlap) \
             + ["--bind-cpus"] * args.bind_cpus
         env = NO_MULTICAST | dict(os.environ)
         returncode = _run_bounded(command, env, args.launch_timeout)
@@ -403,8 +403,9 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--accumulate", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--overlap", action="store_true",
-                        help="sum each layer's gradients during the backward pass")
+    parser.add_argument("--no-overlap", dest="overlap", action="store_false",
+                        help="sum the gradients after the backward pass, not each "
+                             "block's during it")
     parser.add_argument("--bind-cpus", action="store_true",
                         help="keep each process on CPUs of its own near its GPU")
     args = parser.parse_args()

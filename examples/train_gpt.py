@@ -45,6 +45,9 @@ def arguments(argv):
     parser.add_argument("--precision", choices=PRECISIONS,
                         help="bf16: mixed precision (bf16 weights and activations, f32 "
                              "master weights); default: bf16 on a GPU, f32 on the CPU")
+    parser.add_argument("--no-overlap", dest="overlap", action="store_false",
+                        help="under torchrun: sum the gradients over the processes "
+                             "after the backward pass, not each block's during it")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--tokenizer", choices=("byte", "bpe"), default="byte")
@@ -99,7 +102,8 @@ def train(args) -> int:
     all_reduce = distributed.GradientAllReduce(world, device) \
         if size > 1 else None
     precision = args.precision or ("bf16" if device.startswith("cuda") else "f32")
-    trainer = Trainer(model, schedule, AdamW(), args.accumulation, all_reduce, precision)
+    trainer = Trainer(model, schedule, AdamW(), args.accumulation, all_reduce, precision,
+                      overlap=args.overlap)
     if args.resume:
         trainer.load(args.resume, batches)
     losses = []

@@ -98,11 +98,12 @@ class RecordingAllReduce:
         return loss
 
 
-def test_each_layers_sum_starts_as_the_backward_pass_finishes_it(monkeypatch):
+def test_each_blocks_sum_starts_beside_the_next_blocks_attention_backward(monkeypatch):
     """With `overlap`, while the backward pass goes on: a range per block's matrices and
-    one per block's vectors (the last block's with the final LayerNorm's), then the
-    embeddings' once their gradient is made; every gradient's range exactly once; then
-    one wait."""
+    one per block's vectors (the last block's with the final LayerNorm's), each block's
+    queued just before the next block's attention backward (the first block's after its
+    own), then the embeddings' once their gradient is made; every gradient's range
+    exactly once; then one wait."""
     import zynml.kernels as K
     log = []
     reduce = RecordingAllReduce(log)
@@ -113,9 +114,14 @@ def test_each_layers_sum_starts_as_the_backward_pass_finishes_it(monkeypatch):
     monkeypatch.setattr(K, "embed_backward_tokens",
                         lambda *args, **kw: (log.append("embeddings"),
                                              embed_backward(*args, **kw))[1])
+    for kernel, entry in [("fused_qkv_attention_backward", "attention"),
+                          ("linear_backward", "linear")]:
+        monkeypatch.setattr(K, kernel, lambda *args, entry=entry, run=getattr(K, kernel),
+                            **kw: (log.append(entry), run(*args, **kw))[1])
     loss = trainer.step(_batches())
-    during = log[:log.index("embeddings")]
-    assert len(during) == 2 * CONFIG.layers and all(e[0] == "start" for e in during)
+    during = [e if isinstance(e, str) else e[0] for e in log[:log.index("embeddings")]]
+    block = ["linear"] * 3 + ["start", "start", "attention", "linear"]
+    assert during == block[:3] + block[5:] + block * (CONFIG.layers - 1) + ["start", "start"]
     # the loss is summed with the gradients, and waited for with them, once
     assert log[-2:] == ["loss", "finish"] and log.count("finish") == 1
     covered = np.zeros(trainer.layout.size, int)

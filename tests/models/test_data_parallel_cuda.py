@@ -29,7 +29,7 @@ def _batches(rank=0, world_size=1):
     return data.Batches(tokens, GLOBAL_BATCH, SEQ, 4, rank, world_size)
 
 
-def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
+def _rank(rank: int, world_size: int, port: int, folder: str, overlap: bool) -> None:
     """One GPU's process (torch.multiprocessing.spawn's target)."""
     import torch
     import torch.distributed as dist
@@ -41,7 +41,7 @@ def _rank(rank: int, world_size: int, port: int, folder: str) -> None:
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=120))
     model = GPT(CONFIG, on_device(init_parameters(CONFIG, seed=6), device), device)
     reduce = distributed.GradientAllReduce(world, device)
-    trainer = Trainer(model, SCHEDULE, AdamW(), all_reduce=reduce)
+    trainer = Trainer(model, SCHEDULE, AdamW(), all_reduce=reduce, overlap=overlap)
     batches = _batches(rank, world_size)
     losses = [trainer.step(batches) for _ in range(STEPS)]
     np.savez(Path(folder) / f"rank{rank}.npz", losses=np.asarray(losses),
@@ -64,7 +64,8 @@ def test_dlpack_views_share_the_device_arrays_memory(rng):
 
 
 @pytest.mark.gpu
-def test_two_gpus_with_nccl_train_as_one_gpu_on_the_global_batch(device, tmp_path):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_two_gpus_with_nccl_train_as_one_gpu_on_the_global_batch(device, tmp_path, overlap):
     if not COMPILE_ONLY and \
             sum(d["id"].startswith("cuda:") for d in zynml.compute_devices()) < 2:
         pytest.skip("needs two GPUs (nvidia-h100-x2)")
@@ -80,7 +81,7 @@ def test_two_gpus_with_nccl_train_as_one_gpu_on_the_global_batch(device, tmp_pat
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    spawn(_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    spawn(_rank, args=(2, port, str(tmp_path), overlap), nprocs=2, join=True)
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     np.testing.assert_allclose(ranks[0]["losses"], want, rtol=1e-4)
     for name, param in model.params.items():

@@ -26,11 +26,12 @@ def _run(command, env_change=None):
     return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
 
 
-def test_two_processes_report_the_losses_of_one(tmp_path):
+@pytest.mark.parametrize("overlap", [[], ["--no-overlap"]])
+def test_two_processes_report_the_losses_of_one(tmp_path, overlap):
     one = _run([sys.executable, str(SCRIPT), *ARGS])
     assert one.returncode == 0, one.stderr[-2000:]
     two = _run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node=2", str(SCRIPT), *ARGS,
+                "--nproc-per-node=2", str(SCRIPT), *ARGS, *overlap,
                 "--checkpoint", str(tmp_path / "ck.npz"), "--plot", str(tmp_path / "loss.png")])
     assert two.returncode == 0, two.stderr[-3000:]
     finals = FINAL.findall(two.stdout)

@@ -9,10 +9,10 @@ parameters (the same seed) and its shard of each global batch (data.Batches). Af
 backward pass, `GradientAllReduce` sums the gradients and the loss over the processes with
 torch.distributed: NCCL over a zero-copy torch view of the DeviceArray (DLPack) on CUDA,
 gloo over a view of the numpy array on the CPU. The gradients are one flat buffer
-(train.Trainer's, models/flat.py), summed in place by one collective (one per parameter
-would pay the latency ~150 times for GPT-2 small); with `Trainer(overlap=True)` by one per
-layer, each started as the backward pass finishes the layer, so that the sums overlap the
-layers still to go, and all waited for before clipping. Each process then clips and
+(train.Trainer's, models/flat.py), summed in place by one collective per block (one per
+parameter would pay the latency ~150 times for GPT-2 small), each started as the backward
+pass finishes the block, so that the sums overlap the blocks still to go, and all waited
+for before clipping (`Trainer(overlap=False)`: one collective after the pass). Each process then clips and
 steps the same summed gradients, divided by the number of processes inside the clip
 factor, so the parameters stay equal everywhere, and the run equals one process training
 on the whole global batch.

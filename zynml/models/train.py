@@ -60,13 +60,14 @@ class Trainer:
     The parameters, their gradients and AdamW's two moments each live in one flat buffer
     (flat.py; the model's parameters become views of it): the clip's global sum of
     squares is one call over the flat gradient, AdamW one call per weight-decay group,
-    and a data-parallel all-reduce one collective (with `overlap`, one per layer, each
-    started as the backward pass finishes the layer). backward() writes each gradient
-    into its view (a device-to-device copy, no library call)."""
+    and a data-parallel all-reduce one collective per block, each started as the
+    backward pass finishes the block (with `overlap=False` or several micro-batches,
+    one after the pass). backward() writes each gradient into its view (a
+    device-to-device copy, no library call)."""
 
     def __init__(self, model: GPT, schedule: Schedule, optimizer: AdamW = AdamW(),
                  accumulation: int = 1, all_reduce=None, precision: str = "f32",
-                 overlap: bool = False):
+                 overlap: bool = True):
         if accumulation < 1:
             raise ZynMLError(f"gradient accumulation takes at least 1 micro-batch, "
                              f"got {accumulation}")
@@ -77,9 +78,10 @@ class Trainer:
         # data-parallel training: a GradientAllReduce (distributed.py) that sums the
         # gradients and the losses over the processes, so that every one steps alike
         self.all_reduce = all_reduce
-        # True: start each layer's sum as the backward pass finishes it. Off by default:
-        # on H100s it made the 2-GPU step slower (NCCL's kernels take SMs that the
-        # persistent matmuls' fixed tile schedule counts on; docs/performance.md)
+        # True (with one micro-batch): start each block's sum during the backward pass
+        # (GPT.backward says when); on two H200s 1.89-1.91x one GPU against 1.87-1.89x
+        # with one sum after the pass (docs/performance.md, Session 39; Session 17's
+        # placement, beside the persistent matmuls, made H100s slower)
         self.overlap = overlap
         self.step_count = 0
         params = model.params
@@ -123,7 +125,7 @@ class Trainer:
         ahead of it (the loop of examples/train_gpt.py reads a step's loss after
         queuing the next)."""
         dev = self.model.device
-        # with `overlap` and one micro-batch, each layer's gradients are summed over the
+        # with `overlap` and one micro-batch, each block's gradients are summed over the
         # processes while the backward pass goes on (else all at once after it)
         overlap = self.overlap and self.all_reduce is not None and self.accumulation == 1
         self._unreduced = set(self.gradients)
