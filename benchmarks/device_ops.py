@@ -8,8 +8,9 @@ size on the same inputs: ZynML (zynml.Device or zynml.kernels on torch tensors, 
 copies), PyTorch eager and torch.compile; GPU time per call (median, CUDA events, each
 call queued behind a 2 ms GPU sleep: gpu_vs_torch.median_ms), the ratios (> 1: ZynML faster),
 ZynML's GB/s for memory-bound rows, and for the losses the peak memory of each side
-(torch.cuda.max_memory_allocated around one call; ZynML's allocations come from its own
-pool, measured as cuMemGetInfo's used memory before and after one call). Copy ceiling
+above what it held before one call (torch.cuda.max_memory_allocated; ZynML's allocations
+come from the device's default memory pool: its used-memory high-water mark, reset
+before the call). Copy ceiling
 measured in the same run.
 """
 from __future__ import annotations
@@ -245,12 +246,17 @@ def run(only: str, repeat: int) -> None:
 
 def _peaks(torch, F, case, dev, a) -> str:
     from cuda.bindings import driver
-    used = lambda: (lambda r: int(r[2]) - int(r[1]))(driver.cuMemGetInfo())
+    pool = _default_pool(driver)
+    attribute = driver.CUmemPool_attribute
+    pool_bytes = lambda which: int(driver.cuMemPoolGetAttribute(pool, which)[1])
     torch.cuda.synchronize()
-    before = used()
+    # the pool's high-water mark restarts at what it holds now
+    driver.cuMemPoolSetAttribute(pool, attribute.CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+                                 driver.cuuint64_t(0))
+    before = pool_bytes(attribute.CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
     result = case.zynml(dev, a)
     dev.sync()
-    ours = used() - before
+    ours = pool_bytes(attribute.CU_MEMPOOL_ATTR_USED_MEM_HIGH) - before
     del result
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -258,6 +264,13 @@ def _peaks(torch, F, case, dev, a) -> str:
     case.torch_fn(torch, F, a)
     theirs = torch.cuda.max_memory_allocated() - base
     return f"{ours / 2**20:.0f} / {theirs / 2**20:.0f}"
+
+
+def _default_pool(driver):
+    """GPU 0's default memory pool, which ZynML's allocations (cuMemAllocAsync) draw
+    from and PyTorch's caching allocator does not."""
+    _, device = driver.cuDeviceGet(0)
+    return driver.cuDeviceGetDefaultMemPool(device)[1]
 
 
 def main() -> None:

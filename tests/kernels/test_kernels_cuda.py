@@ -135,12 +135,16 @@ def test_losses_stay_on_the_device(rng, rows, vocab):
     assert_close(grad.numpy(), want_grad)
 
 
-def test_fused_linear_cross_entropy_on_device_arrays(rng):
+@pytest.mark.parametrize("tokens,hidden,vocab,chunk", [
+    (96, 64, 1031, 32),  # whole chunks, a prime vocabulary: grad_hidden unsplit
+    (37, 40, 6144, 16),  # a short last chunk; grad_hidden summed in 4 parts of 1536
+])
+def test_fused_linear_cross_entropy_on_device_arrays(rng, tokens, hidden, vocab, chunk):
     """Chunk 1 adds to a loss given as a number, the next chunks to the 0-d device array
     of the one before: two signatures, both compiled in the compile-only half, which runs
     the whole chain (zynml.compile_only)."""
     from zynml.runtime.cuda.device_array import DeviceArray
-    tokens, hidden, vocab, chunk = 96, 64, 1031, 32  # whole chunks
+    assert losses.vocab_splits(chunk, hidden, vocab) == (1 if vocab == 1031 else 4)
     x = rng.standard_normal((tokens, hidden)).astype(np.float32)
     w = (rng.standard_normal((vocab, hidden)) / 8).astype(np.float32)
     targets = rng.integers(0, vocab, tokens)

@@ -84,6 +84,56 @@ def test_fused_linear_cross_entropy_agrees_with_torch(rng):
     assert_close(grad_weight, tw.grad.numpy())
 
 
+@pytest.mark.parametrize("splits,part", [(1, 13), (3, 5)])
+def test_the_chunk_with_grad_hidden_in_parts_matches_numpy(rng, splits, part):
+    """linear_cross_entropy_split (the f32 chunk on CUDA, fused_linear_cross_entropy's
+    choice there) on the CPU: the vocabulary in `splits` parts of `part`."""
+    tokens, hidden, vocab = 7, 5, splits * part
+    x = rng.standard_normal((tokens, hidden)).astype(np.float32)
+    w = rng.standard_normal((vocab, hidden)).astype(np.float32)
+    targets = rng.integers(0, vocab, tokens)
+    grad_weight_t = rng.standard_normal((hidden, vocab)).astype(np.float32)
+    chunk = variants.variant("linear_cross_entropy", (), "cpu")
+    loss, grad_hidden, grad_weight_t_out = chunk.linear_cross_entropy_split(
+        hidden=x, weight=w, weight_t=np.ascontiguousarray(w.T), targets=targets,
+        all_targets=targets, pad_id=np.int64(-1), loss_in=np.float32(0.5),
+        grad_weight_t_in=grad_weight_t.copy(), splits=splits, part=part)
+    want_loss, g = cross_entropy(x.astype(np.float64) @ w.T.astype(np.float64), targets)
+    assert_close(loss, want_loss + 0.5)
+    assert_close(grad_hidden, g @ w.astype(np.float64))
+    assert_close(grad_weight_t_out, grad_weight_t + x.T.astype(np.float64) @ g)
+
+
+def test_grad_hidden_is_split_where_its_tiles_leave_multiprocessors_idle():
+    # a 1024-row chunk of GPT-2's head: 48 tiles for 132 multiprocessors, 8 parts
+    assert losses.vocab_splits(1024, 768, 50304) == 8
+    assert losses.vocab_splits(4096, 768, 50304) == 2
+    # enough tiles already, or gains too small for the parts' memory
+    assert losses.vocab_splits(8192, 768, 50304) == 1
+    assert losses.vocab_splits(4096, 4096, 32000) == 1
+    # parts divide the vocabulary and hold VOCAB_PART_MIN rows at least
+    assert losses.vocab_splits(1024, 768, 50257) == 1  # odd
+    assert losses.vocab_splits(37, 64, 4096) == 4
+
+
+def test_cuda_split_chunk_takes_the_gemm_strategy_for_its_parts():
+    """The f32 chunk with grad_hidden in 8 parts: the parts' batched product (its batch
+    axis grad_logits' middle one) runs on the SIMT matmul tiles, a grid layer a part, not
+    on a generic kernel."""
+    chunk = zynml.compile(variants.variant_source("linear_cross_entropy", ()), device="cuda",
+                          require_device=False, dynamic=False
+                          ).pipeline("linear_cross_entropy_split")
+    f32 = np.float32
+    plan = json.loads(chunk.emit("plan", dict(
+        hidden=np.ones((1024, 768), f32), weight=np.ones((50304, 768), f32),
+        weight_t=np.ones((768, 50304), f32), targets=np.zeros(1024, np.int64),
+        all_targets=np.zeros(2048, np.int64), pad_id=np.int64(-1), loss_in=f32(0),
+        grad_weight_t_in=np.zeros((768, 50304), f32), splits=8, part=6288)))
+    products = [launch for launch in launches(plan["body"]) if launch["strategy"] == "matmul"]
+    assert len(products) == 3, [launch["strategy"] for launch in launches(plan["body"])]
+    assert [launch["grid"] for launch in products if launch["grid"][2] == 8] == [[6, 8, 8]]
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda x, t: kernels.cross_entropy(x[0], t), "logits must be [rows, vocab]"),
     (lambda x, t: kernels.cross_entropy(x, t[:3]), "targets must be [7]"),

@@ -7,13 +7,15 @@ Losses and gradients are f32 whatever the logits' precision (the sums are f32).
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..errors import ZynMLError
-from .basic import row_range, transpose_2d
+from .basic import _placement, row_range, transpose_2d
 from .library import device_of
+from .training import SPLIT_MULTIPROCESSORS, SUM_US
 from .variants import variant
 
 __all__ = ["cross_entropy", "fused_linear_cross_entropy"]
@@ -44,6 +46,40 @@ def _check_targets(fn: str, targets, rows: int) -> None:
 # kernel 272 -> 168 us; H100, cross_entropy over 8192 x 50304: f32 2.20 -> 1.65 ms, bf16
 # 1.81 -> 1.51 ms (32000 logits, which fit before, unchanged).
 ROW_PARAMS = "row_fused.max_points=64"
+
+# f32 on CUDA: grad_hidden summed over the vocabulary in parts (linear_cross_entropy.zyn's
+# linear_cross_entropy_split). Its products run on SIMT tiles of SIMT_TILE x SIMT_TILE
+# (the matmul strategy's default), and a 1024-row chunk of 768 makes 48 of them for 132
+# multiprocessors: unsplit, that product took 5.8 ms of a chunk's 9.9 against 1.9 for
+# each of the other two, over the same multiply-adds (H200, docs/performance.md Session
+# 39). The parts: a power of two up to VOCAB_SPLIT_MAX, dividing the vocabulary into
+# parts of at least VOCAB_PART_MIN, chosen by kernels.training's model: the tiles run
+# in rounds of the multiprocessors, a round lasting SIMT_ROW_US per row of a part (the
+# chunk's logits product: 24 rounds of k = 768 in 1.9 ms), and the parts' f32 sums
+# SUM_US per element of a part; a split that saves under SPLIT_MIN_GAIN of the
+# product's time is not worth its parts' memory (splits x rows x width f32). The
+# tensor-core products (f16 / bf16) pick tile widths that fill the rounds instead
+# (gemm_waves.py).
+SIMT_TILE = 128
+SIMT_ROW_US = 1.9e3 / 24 / 768
+VOCAB_SPLIT_MAX, VOCAB_PART_MIN = 16, 1024
+SPLIT_MIN_GAIN = 0.1
+
+
+def vocab_splits(rows: int, width: int, vocab: int,
+                 multiprocessors: int = SPLIT_MULTIPROCESSORS) -> int:
+    """The parts grad_hidden = grad_logits @ weight ([rows, vocab] @ [vocab, width]) is
+    summed in on SIMT tiles (1: unsplit)."""
+    tiles = math.ceil(rows / SIMT_TILE) * math.ceil(width / SIMT_TILE)
+
+    def cost(splits: int) -> float:
+        rounds = math.ceil(tiles * splits / multiprocessors)
+        return rounds * vocab / splits * SIMT_ROW_US + splits * rows * width * SUM_US
+
+    candidates = [s for s in (2 ** n for n in range(VOCAB_SPLIT_MAX.bit_length()))
+                  if vocab % s == 0 and (s == 1 or vocab // s >= VOCAB_PART_MIN)]
+    best = min(candidates, key=lambda s: (cost(s), s))
+    return best if cost(best) < (1 - SPLIT_MIN_GAIN) * cost(1) else 1
 
 
 def cross_entropy(logits, targets, *, pad_id: int | None = None, logit_scale: float = 1.0,
@@ -82,6 +118,12 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     device = device or device_of([hidden, weight, targets])
     # Every chunk but a shorter last one has one shape: at most two compiles.
     prog = variant("linear_cross_entropy", (), device, ROW_PARAMS)
+    split = {}  # linear_cross_entropy_split's parts, for f32 on CUDA
+    if _placement(device)[1] == "cuda" and \
+            str(hidden.dtype).replace("torch.", "") == "float32":
+        splits = vocab_splits(min(chunk_size, tokens), width, vocab)
+        split = {"splits": splits, "part": vocab // splits} if splits > 1 else {}
+    run = prog.linear_cross_entropy_split if split else prog.linear_cross_entropy
     # Python's numbers, not numpy's: a call with numpy scalars among GPU arrays takes the
     # checked path (about 1 ms a chunk)
     pad = int(NO_PAD if pad_id is None else pad_id)
@@ -91,10 +133,10 @@ def fused_linear_cross_entropy(hidden, weight, targets, *, pad_id: int | None = 
     grad_hidden = []
     for start in range(0, tokens, chunk_size):
         stop = min(tokens, start + chunk_size)
-        loss, chunk_grad, grad_weight_t = prog.linear_cross_entropy(
+        loss, chunk_grad, grad_weight_t = run(
             hidden=row_range(hidden, start, stop), weight=weight, weight_t=weight_t,
             targets=row_range(targets, start, stop), all_targets=targets, pad_id=pad,
-            loss_in=loss, grad_weight_t_in=grad_weight_t)
+            loss_in=loss, grad_weight_t_in=grad_weight_t, **split)
         grad_hidden.append(chunk_grad)
     return loss, _concat_rows(grad_hidden), transpose_2d(grad_weight_t, device=device)
 
