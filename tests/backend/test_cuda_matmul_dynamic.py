@@ -119,14 +119,15 @@ def test_a_transposed_operand_is_read_in_place_where_its_rows_allow():
 
 
 def test_f32_products_of_run_time_sizes_take_simt_tiles():
-    """Any K > 0 (K = 0: pointwise); the kernel reads 16 bytes at a time where it finds
-    K (A's rows) and N (B's) multiples of 4 and the buffers aligned, else one element
-    at a time: two versions of the k loop under one uniform branch."""
+    """Any K > 0, C's zero fill taken with the tiles (K = 0: the fill, and pointwise);
+    the kernel reads 16 bytes at a time where it finds K (A's rows) and N (B's)
+    multiples of 4 and the buffers aligned, else one element at a time: two versions of
+    the k loop under one uniform branch."""
     plan = _plan(PRODUCTS, np.float32)
     fixed = plan_at_sizes(plan, [(300, 77), (77, 130)], {})
     steps = list(launches(fixed["body"]))
-    assert [s["strategy"] for s in steps] == ["pointwise", "matmul"]  # the fill, tiles
-    assert steps[1]["grid"] == [2, 3, 1]  # ceil(130 / 128) x ceil(300 / 128)
+    assert [s["strategy"] for s in steps] == ["matmul"]  # no fill kernel
+    assert steps[0]["grid"] == [2, 3, 1]  # ceil(130 / 128) x ceil(300 / 128)
     fixed = plan_at_sizes(plan, [(300, 0), (0, 130)], {})
     assert [s["strategy"] for s in launches(fixed["body"])] == ["pointwise"] * 2
     prog = zynml.compile(PRODUCTS, device="cuda", require_device=False, dynamic=True)

@@ -61,7 +61,7 @@ REGISTRY = (
     StrategyEntry("matvec_mma", groups=True, single=True),
     StrategyEntry("matvec", groups=True, single=True),
     StrategyEntry("matmul_tensor_core"),
-    StrategyEntry("matmul"),
+    StrategyEntry("matmul", groups=True, single=True),
     # before row_reduce: a convolution's reduction loops make it a row too; f16 / bf16
     # products on tensor cores, others on FMAs
     StrategyEntry("implicit_gemm_mma"),

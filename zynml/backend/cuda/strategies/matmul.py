@@ -18,6 +18,11 @@ static length a multiple of 4 and a plain row-major layout, is read 16 bytes at 
 (the runtime hands kernels 16-byte aligned buffers, INPUT_ALIGNMENT); others element by
 element.
 
+C filled with a constant just before (`C = A @ B` starts from zeros) is one kernel with
+the product (a Group, `find_groups`), where this strategy is the one that would build
+the product: the tiles' sums start from the constant, so C is neither filled by a kernel
+of its own nor read (f32 [1024, 50304] logits: 206 MB written by the fill, then read).
+
 Not here yet (issue "ZynML's own CUDA backend"): tensor cores (mma.sync / wgmma) for
 f16/bf16, cp.async / TMA copies, fused epilogues, 16-byte epilogue stores.
 """
@@ -31,9 +36,10 @@ from mlir.dialects import arith, gpu, scf, vector
 
 from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents,
                       kernel_extents, minus, product)
-from .kernel_builder import (REDUCTION, KernelScope, KernelSignature, apply_map,
-                             generic_operands, identity_layout, index_const, indexing_maps,
-                             iterator_kinds, loop_ranges, multiply_add_body, new_kernel)
+from .kernel_builder import (REDUCTION, Group, KernelScope, KernelSignature, apply_map,
+                             fill_value, filled_products, generic_operands,
+                             identity_layout, index_const, indexing_maps, iterator_kinds,
+                             loop_ranges, multiply_add_body, new_kernel)
 from . import Launch
 from .tuning import problem_key, tuned
 from .row_registers import aligned, as_global
@@ -105,6 +111,20 @@ def matches(generic: ir.Operation, target) -> bool:
     return fits(generic, tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands)))
 
 
+def find_groups(generics: list, target) -> list[Group]:
+    """C = constant, then the product into C, where this strategy is the first single
+    strategy that takes the product (tensor-core ones before it keep theirs): one kernel
+    whose sums start from the constant."""
+    from . import single_strategies, single_takes
+
+    def builds(product: ir.Operation) -> bool:
+        first = next((s for s in single_strategies(target)
+                      if single_takes(s, product, target)), None)
+        return getattr(first, "NAME", None) == NAME
+
+    return filled_products(generics, builds)
+
+
 def fits(generic: ir.Operation, params: Params) -> bool:
     roles = _roles(generic)
     if roles is None or not _body_is_multiply_add(generic):
@@ -144,8 +164,11 @@ def _row_major(memref_type: ir.MemRefType) -> bool:
     return offset == 0 and list(strides) == expected
 
 
-def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
-          target) -> Launch:
+def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
+    """Kernel for a product generic, or for a Group (a constant fill and the product)."""
+    initial = None  # None: the stores add C's initial value, read
+    if isinstance(generic, Group):
+        generic, initial = generic.product, generic.initial
     p = tuned(NAME, DEFAULT_PARAMS, target, problem_key(generic.operands))
     batch, dim_i, dim_j, dim_k = _roles(generic)
     dynamic = has_dynamic_extent(generic)
@@ -172,7 +195,7 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
         at_run_time = [r == "run time" for r in reads]
         emit = _Emitter(generic, scope, gemm, (m, n, kk), batch, (dim_i, dim_j, dim_k),
                         {s: as_global(scope.value(ins[s])) for s in (0, 1)
-                         if static[s] or at_run_time[s]})
+                         if static[s] or at_run_time[s]}, initial)
         if any(at_run_time):
             f32x4 = ir.VectorType.get([4], ir.F32Type.get())
             test = None
@@ -212,8 +235,9 @@ class _Emitter:
     """The block's tile of C: the k loop's fetches (16-byte reads on the sides asked,
     element by element on the others) and the guarded stores."""
 
-    def __init__(self, generic, scope, gemm, sizes, batch, dims, views):
+    def __init__(self, generic, scope, gemm, sizes, batch, dims, views, initial):
         self.generic, self.scope, self.gemm = generic, scope, gemm
+        self.initial = initial  # C's constant start, or None: read C
         self.m, self.n, self.kk = sizes
         self.batch, (self.dim_i, self.dim_j, self.dim_k) = batch, dims
         self.views = views
@@ -285,9 +309,11 @@ class _Emitter:
 
         def store(ii, jj, gi, gj, total):
             out = self.outs[0]
+            element = out.type.element_type
             where = apply_map(self.maps[2], self.point(gi, gj, index_const(0)))
-            self.scope.store(add_and_round(self.scope.load(out, where), total,
-                                           out.type.element_type), out, where)
+            start = self.scope.load(out, where) if self.initial is None else \
+                fill_value(element, self.initial)
+            self.scope.store(add_and_round(start, total, element), out, where)
 
         gemm.epilogue(m, n, gemm.k_loop(kk, fetch, put), store)
 
