@@ -388,7 +388,7 @@ def store(value: ir.Value, buffer: ir.Value, indices: Sequence[ir.Value]) -> Non
 class Group:
     """C filled with a constant, then the product accumulating into it: one kernel whose
     accumulators start from the constant, so C is neither filled nor read (the GEMM
-    strategies' groups: matmul_wgmma, matvec). matmul_wgmma's may have no fill (initial
+    strategies' groups: matmul_wgmma, matvec, matmul). matmul_wgmma's may have no fill (initial
     None: C is read), may read A from the source of a transposed copy of it
     (strategies/transposed_copies.py) and may end with an epilogue (epilogue.py). A
     reduction of several outputs (pointwise's) takes their fills, all of one constant:
