@@ -263,3 +263,36 @@ def test_a_partial_update_beside_another_output(rng, device):
     out = zynml.run(src, device=device, x=x)
     np.testing.assert_array_equal(out["y"], before[:3])  # reads see the old values
     np.testing.assert_array_equal(x, np.concatenate([before[:3] * 3, before[3:]]))
+
+
+NESTED = """
+pipeline accumulate(x: tensor[n], acc: tensor[n]) -> tensor[n]:
+    compute(x, mut acc) {
+        @kernel elementwise
+        for i in 0..n:
+            acc[i] = acc[i] + 2.0 * x[i]
+    }
+    return acc
+
+pipeline outer(x: tensor[n], acc: tensor[n]) -> tensor[n]:
+    let updated = accumulate(x, acc)
+    return updated
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_parameter_handed_to_another_pipelines_mut_is_updated_in_a_new_buffer(
+        rng, device):
+    """docs/language.md: the outer pipeline gets the new values as the call's result;
+    its caller's array keeps its own, since the outer pipeline's parameter is not `mut`
+    (while `accumulate`, called by the program, updates its caller's array)."""
+    x = rng.standard_normal(37).astype(np.float32)
+    acc = rng.standard_normal(37).astype(np.float32)
+    before = acc.copy()
+    prog = zynml.compile(NESTED, device=device)
+    out = prog.outer(x=x, acc=acc)
+    np.testing.assert_allclose(np.asarray(out), before + 2 * x.astype(np.float64),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(acc, before)
+    prog.accumulate(x=x, acc=acc)
+    np.testing.assert_allclose(acc, before + 2 * x.astype(np.float64), rtol=1e-6)
