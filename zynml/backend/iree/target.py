@@ -73,6 +73,11 @@ CPU = IreeTarget("llvm-cpu", "local-task", (
     "--iree-llvmcpu-target-cpu=host",
     # Pack matmul operands into cache-friendly tiles: 3x faster at 1024^2 (see above).
     "--iree-opt-data-tiling",
+    # Let a float reduction keep several partial sums (vector lanes) and add them at
+    # the end, as numpy's pairwise sums do, instead of one serial chain: a row sum of
+    # 4096 x 2048 f32 3.22 -> 1.66 ms on one thread (numpy 1.95; docs/performance.md,
+    # Session 39). IREE 3.13 leaves it off.
+    "--iree-llvmcpu-reassociate-fp-reductions=true",
     # IREE demotes f64 to f32 by default; ZynML means f64 when it says f64, and
     # llvm-cpu runs f64 natively.
     "--iree-input-demote-f64-to-f32=false",
