@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from plots import save  # benchmarks/
+
 COPY_GBS = 3010          # device-to-device copy, bytes read + written (sessions 8-14)
 TENSOR_CORE_TFLOPS = 798  # bf16 8192^3 through PyTorch (device/KINDS.md, 2026-11-13)
 CUBLAS_F32_TFLOPS = 2 * 4096 ** 3 / 2.670e-3 / 1e12  # session 8: PyTorch 2.670 ms
@@ -98,11 +100,7 @@ def plot(out: Path) -> None:
     right.set_title(f"Rows that compute (tensor cores: {TENSOR_CORE_TFLOPS} TFLOP/s)")
     right.legend(loc="lower right", fontsize=6)
     figure.suptitle("ZynML on an H100 80GB HBM3 (docs/performance.md; s = session)")
-    figure.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.png")
-    figure.savefig(tmp, dpi=110)
-    tmp.replace(out)  # no partial image on failure
+    save(figure, out, dpi=110)
 
 
 def main() -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from plots import save  # benchmarks/
+
 # (side, tokens per second, peak GB), Session 38's call
 ONE_GPU = [("ZynML", 486_000, 8.02), ("torch.compile", 433_000, 9.01)]
 ONE_GPU_SESSION = 38
@@ -72,11 +74,7 @@ def plot(out: Path) -> None:
     right.set_title(f"ZynML's step by operation (session {ONE_GPU_SESSION})")
 
     figure.suptitle("GPT-2 small training with ZynML (docs/performance.md; s = session)")
-    figure.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.png")
-    figure.savefig(tmp, dpi=100)
-    tmp.replace(out)  # no partial image on failure
+    save(figure, out, dpi=100)
 
 
 def main() -> None:
