@@ -11,8 +11,9 @@ GPUs, and N) it launches n processes with PyTorch's launcher (`--worker`,
 zynml/models/distributed.py), runs `--warmup` then `--steps` timed steps (wall clock,
 each process drained before and after, the slowest process's time), and times the
 part of the gradient all-reduce that the backward pass did not hide (each block's sum
-starts during the pass, `Trainer(overlap=True)`, unless `--no-overlap`; timed from the end of ZynML's
-work to the end of NCCL's, so it includes waiting for the slowest process); then
+starts during the pass, `Trainer(overlap=True)`, unless `--no-overlap`; timed from the
+end of ZynML's work to the end of NCCL's, so it includes waiting for the slowest
+process); then
 `--steps` steps queued back to back and drained once (`Trainer.queue_step`: what a
 training loop that reads its losses later gets). Reported: the median step, tokens per
 second over all GPUs, the speed-up against one GPU, that exposed all-reduce's share of
