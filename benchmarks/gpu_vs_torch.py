@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from contextlib import contextmanager
 import statistics
 import sys
 from dataclasses import dataclass
@@ -56,6 +57,18 @@ let y = compute(x, w, b) {
 }
 """
 
+# x @ w^T with w [N, K] (a linear layer's weight as PyTorch keeps it): B read K-major
+MATMUL_K_MAJOR = """
+let C = compute(A, B) {
+    @kernel matmul
+    for i in 0..M, j in 0..N:
+        var sum = 0.0
+        for k in 0..K:
+            sum += A[i, k] * B[j, k]
+        out[i, j] = sum
+}
+"""
+
 
 @dataclass
 class Case:
@@ -70,6 +83,9 @@ class Case:
     # (torch, the tensors before ZynML's first call, ZynML's result) -> the tensor to
     # compare against; default torch_fn's (a program updating inputs in place needs it)
     reference: Callable | None = None
+    # f32 products on TF32 tensor cores (zynml.compile(tf32=True)), against PyTorch with
+    # allow_tf32 on for this case
+    tf32: bool = False
 
 
 def _cases() -> list[Case]:
@@ -236,6 +252,17 @@ def _cases() -> list[Case]:
         Case("matmul 4096 f32 (no TF32)", "matmul.zyn", "C",
              {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
+        # TF32 when asked: B [K, N] transposed by a kernel first (wgmma reads TF32 K-major
+        # only), and B given as [N, K], read as it is
+        Case("matmul 4096 f32 TF32", "matmul.zyn", "C",
+             {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
+             lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3, tf32=True),
+        Case("matmul 4096 f32 TF32, x @ w^T", MATMUL_K_MAJOR, "C",
+             {"A": ((4096, 4096), f32), "B": ((4096, 4096), f32)},
+             lambda t, x: x["A"] @ x["B"].T, flops=2 * 4096 ** 3, tf32=True),
+        Case("matmul 4096 bf16, x @ w^T", MATMUL_K_MAJOR, "C",
+             {"A": ((4096, 4096), "bfloat16"), "B": ((4096, 4096), "bfloat16")},
+             lambda t, x: x["A"] @ x["B"].T, flops=2 * 4096 ** 3),
         Case("matmul 4096 f16", "matmul.zyn", "C",
              {"A": ((4096, 4096), "float16"), "B": ((4096, 4096), "float16")},
              lambda t, x: x["A"] @ x["B"], flops=2 * 4096 ** 3),
@@ -293,7 +320,7 @@ def _cases() -> list[Case]:
 def _program(case: Case, device: str, require_device: bool, dynamic: bool):
     source = EXAMPLES / case.source if case.source.endswith(".zyn") else case.source
     return zynml.compile(source, device=device, require_device=require_device,
-                         **({"dynamic": True} if dynamic else {}))
+                         tf32=case.tf32, **({"dynamic": True} if dynamic else {}))
 
 
 def _numpy_inputs(case: Case, rng) -> dict:
@@ -416,12 +443,14 @@ def _measure(case: Case, torch, rng, repeat: int, dynamic: bool) -> tuple:
         torch.as_tensor(result, device="cuda")  # (bf16 has no __cuda_array_interface__)
     reference = (case.reference(torch, before, result) if case.reference
                  else case.torch_fn(torch, tensors))
-    ref64 = reference.double()
+    ref64 = reference.double()  # TF32 off (run()): a TF32 row's error is against f32
     error = ((result.double() - ref64).norm() / ref64.norm()).item()
     z_ms = median_ms(zynml_call, repeat, torch)
-    t_ms = median_ms(lambda: case.torch_fn(torch, tensors), repeat, torch)
     z_call = median_ms(zynml_call, repeat, torch, queued=False)
-    t_call = median_ms(lambda: case.torch_fn(torch, tensors), repeat, torch, queued=False)
+    with _allow_tf32(torch, case.tf32):
+        t_ms = median_ms(lambda: case.torch_fn(torch, tensors), repeat, torch)
+        t_call = median_ms(lambda: case.torch_fn(torch, tensors), repeat, torch,
+                           queued=False)
     rate = (f"{case.bytes / z_ms / 1e6:7.0f} GB/s" if case.bytes
             else f"{case.flops / z_ms / 1e9:7.2f} TFLOP/s")
     print(f"{case.name:38s} zynml {z_ms:9.3f} ms  torch {t_ms:9.3f} ms  "
@@ -430,6 +459,16 @@ def _measure(case: Case, torch, rng, repeat: int, dynamic: bool) -> tuple:
     return case.name, z_ms, t_ms, rate, z_call, t_call, error
 
 
+
+@contextmanager
+def _allow_tf32(torch, allowed: bool):
+    """PyTorch's f32 products on TF32 tensor cores (or not) inside the block."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def main() -> int:

@@ -14,18 +14,22 @@ from cuMemGetInfo less what was used before the model existed; PyTorch:
 torch.cuda.max_memory_allocated). ZynML runs in each `--precision` (bf16 mixed precision
 by default, f32 too when asked). PyTorch runs in f32 with TF32 off (the same arithmetic
 as ZynML's f32 model), eager and torch.compile, and in bf16 autocast with TF32 (what a
-user would run). `--fake-driver` runs ZynML's steps on a driver that does nothing
+user would run). `--tf32`: f32 products on TF32 tensor cores on both sides (ZynML's
+library compiled with ZYNML_TF32=1, PyTorch's f32 runs with allow_tf32); pass it to
+`--compile-only` too. `--fake-driver` runs ZynML's steps on a driver that does nothing
 (benchmarks/fake_cuda.py): the CPU time of a step's Python and the kernel launches,
 allocations and frees per step, without a GPU (`--profile` adds a cProfile top 25).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
 import numpy as np
 
+from zynml import knobs
 from zynml.compile_only import cpu_values_cuda_artifacts
 from zynml.models import data
 from zynml.models.gpt import CONFIGS, GPT, init_parameters, on_device
@@ -191,8 +195,8 @@ def torch_side(args, mode: str) -> dict:
     from zynml.models.gpt_torch import TorchGPT
     config = CONFIGS[args.config]
     bf16 = mode.startswith("bf16")
-    torch.backends.cuda.matmul.allow_tf32 = bf16
-    torch.backends.cudnn.allow_tf32 = bf16
+    torch.backends.cuda.matmul.allow_tf32 = bf16 or args.tf32
+    torch.backends.cudnn.allow_tf32 = bf16 or args.tf32
     torch.cuda.reset_peak_memory_stats()
     model = TorchGPT(config, init_parameters(config), device="cuda")
     opt = model.optimizer(lr=1e-4, fused=True)
@@ -213,6 +217,11 @@ def torch_side(args, mode: str) -> dict:
     return {**result, "memory": torch.cuda.max_memory_allocated()}
 
 
+def _tf32(args, name: str) -> str:
+    """A row's precision as it multiplies: f32 runs say TF32 under --tf32."""
+    return name.replace("f32", "tf32") if args.tf32 else name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="gpt2", choices=sorted(CONFIGS))
@@ -231,7 +240,11 @@ def main() -> None:
                         metavar="MODE", help=f"PyTorch's runs (default: all of {TORCH_MODES})")
     parser.add_argument("--split", action="store_true",
                         help="ZynML's step by operation (CUDA events around each call)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="f32 products on TF32 tensor cores, ZynML's and PyTorch's")
     args = parser.parse_args()
+    if args.tf32:  # the knob of programs that do not choose: the library's
+        os.environ[knobs.TF32.name] = "1"
     if args.compile_only:
         compile_only(args)
         return
@@ -241,11 +254,11 @@ def main() -> None:
     tokens = args.batch * args.seq
     rows = []
     if args.only != "torch":
-        rows += [(f"ZynML {precision}", zynml_side(args, precision))
+        rows += [(f"ZynML {_tf32(args, precision)}", zynml_side(args, precision))
                  for precision in args.precision]
     if args.only != "zynml":
         for mode in args.torch_modes:
-            rows.append((f"PyTorch {mode}", torch_side(args, mode)))
+            rows.append((f"PyTorch {_tf32(args, mode)}", torch_side(args, mode)))
     print(f"{args.config}, batch {args.batch} x {args.seq} tokens")
     print(f"{'':20} {'step ms':>9} {'tokens/s':>10} {'steady ms':>10} {'tokens/s':>10} "
           f"{'memory GB':>10}")

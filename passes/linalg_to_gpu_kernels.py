@@ -16,7 +16,9 @@ become copy generics first. Each generic (or run) is replaced by the launch that
 
 Options: `chip` (the target, whose instructions and shared memory the strategies check),
 `strategy` (use only this one), `params` (strategy parameters: strategies/tuning.py),
-`deterministic` (scatters as sorted segments instead of atomics).
+`deterministic` (scatters as sorted segments instead of atomics), `tf32` (f32 products
+on TF32 tensor cores where the chip has wgmma: their B read K-major, transposed by a
+kernel of its own where it is not: zynml/backend/cuda/tf32_operands.py).
 A kernel that loops over its work (grid-stride) also carries
 `zynml.blocks_per_multiprocessor = K`: the run time launches at most K blocks per
 multiprocessor of the device.
@@ -54,6 +56,7 @@ from ..backend.cuda.device_offsets import at_device_offset, sink_device_offsets
 from ..backend.cuda.inplace import write_in_place
 from ..backend.cuda.scatter import SCATTER_ATTR, expand_scatter_calls
 from ..backend.cuda.target import CudaTarget, DEFAULT_CHIP
+from ..backend.cuda.tf32_operands import read_b_k_major_for_tf32
 from ..lowering.cir_ops import ops_in
 from .pipeline import fail
 
@@ -75,11 +78,14 @@ class Options:
     # Scatters whose float sums are the same bits run to run, in loop order (sorted
     # segments instead of atomics: zynml/backend/cuda/scatter.py).
     deterministic: bool = False
+    # f32 matrix products on the tensor cores in TF32 (operands rounded to 10-bit
+    # mantissas, as PyTorch's allow_tf32), where the chip has wgmma.
+    tf32: bool = False
 
 
 def run(module: ir.Operation, options: Options) -> None:
     try:
-        target = CudaTarget(options.chip, params=options.params)
+        target = CudaTarget(options.chip, params=options.params, tf32=options.tf32)
         parse(target.params)
     except (ValueError, TuningError) as err:
         raise fail(module.location, str(err))
@@ -93,6 +99,9 @@ def run(module: ir.Operation, options: Options) -> None:
                 any(at_device_offset(v) for v in op.operands)):
             _copy_as_generic(op)
     fold_whole_subviews(_host_ops(module))  # run-time sizes: slices that are the whole
+    # TF32 products read B K-major (cuda/tf32_operands.py)
+    read_b_k_major_for_tf32([op for op in _host_ops(module) if op.name == "linalg.generic"],
+                            target)
     generics = [op for op in _host_ops(module) if op.name == "linalg.generic"]
     leftovers = [op for op in _host_ops(module)
                  if op.name.startswith("linalg.") and op.name not in ("linalg.generic",

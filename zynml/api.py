@@ -57,7 +57,7 @@ class Program:
                  backend: str | None = None, *, target: str | None = None,
                  params: str | dict = "", require_device: bool = True,
                  checked: bool | None = None, deterministic: bool | None = None,
-                 _pipeline: Any = None, _parent: "Program | None" = None,
+                 tf32: bool | None = None, _pipeline: Any = None, _parent: "Program | None" = None,
                  _part: bool = False, dynamic: Any = None, static: Any = ()):
         if _parent is not None:  # a pipeline of `_parent`
             self.source, self.ast, self._pipeline = _parent.source, _parent.ast, _pipeline
@@ -76,6 +76,8 @@ class Program:
         # scatters with the same bits run to run (docs/language.md, scatters)
         self.deterministic = knobs.DETERMINISTIC.get() if deterministic is None \
             else deterministic
+        _option("zynml.compile", "tf32", tf32, (bool, type(None)), "True or False")
+        self.tf32 = knobs.TF32.get() if tf32 is None else tf32  # cuda/tf32_operands.py
         configured = self.generic.config.get("compute_device") if _parent is None else None
         if device == "auto" and configured is not None:  # `config { compute_device: .. }`
             device, device_loc = configured
@@ -84,7 +86,7 @@ class Program:
         self.placement = _placement(device, backend, device_loc, require_device)
         self.device, self.backend = self.placement.device, self.placement.backend
         self._require_device = require_device
-        self.cuda_target = _cuda_target(target, params, self.deterministic)
+        self.cuda_target = _cuda_target(target, params, self.deterministic, self.tf32)
         # what the backend compiles for: the chip, IREE's target of the device kind, or
         # nothing (the interpreter runs cir as it is)
         self.target = self.cuda_target if self.backend == "native" else \
@@ -163,7 +165,7 @@ class Program:
             pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
                                params=self.cuda_target.params,
                                require_device=self._require_device, checked=self.checks,
-                               deterministic=self.deterministic,
+                               deterministic=self.deterministic, tf32=self.tf32,
                                _pipeline=methods[name], _parent=self,
                                dynamic=self._dynamic, static=self._static)
             # kept as an attribute: the next `prog.name` finds it without __getattr__
@@ -298,7 +300,8 @@ class Program:
                         self.backend if seg.device.split(":")[0] == kind else None,
                         target=self.cuda_target.chip, params=self.cuda_target.params,
                         require_device=self._require_device, checked=self.checks,
-                        deterministic=self.deterministic, _part=True) for seg in plan]
+                        deterministic=self.deterministic, tf32=self.tf32, _part=True)
+                for seg in plan]
 
     def _device_parts(self) -> list["Program"]:
         """One Program per device of @parallel(data), compiled per chunk shape."""
@@ -309,7 +312,7 @@ class Program:
             self._parts = [Program(source, device, self.backend if device.split(":")[0] ==
                                    kind else None, require_device=self._require_device,
                                    checked=self.checks, deterministic=self.deterministic,
-                                   _part=True)
+                                   tf32=self.tf32, _part=True)
                            for device in self._data_parallel.devices]
         return self._parts
 
@@ -469,12 +472,13 @@ class Program:
 _ON_DEVICE = "@device"
 
 
-def _cuda_target(chip: str | None, params: str | dict, deterministic: bool = False):
+def _cuda_target(chip: str | None, params: str | dict, deterministic: bool = False,
+                 tf32: bool = False):
     from .backend.cuda.target import CudaTarget
     try:
         chip = CudaTarget.parse(chip).chip if chip else CudaTarget().chip
         return CudaTarget(chip, params=params, deterministic=deterministic,
-                          wait_on_predecessor=knobs.PROGRAMMATIC_LAUNCH.get())
+                          wait_on_predecessor=knobs.PROGRAMMATIC_LAUNCH.get(), tf32=tf32)
     except ValueError as err:
         raise ZynMLError(str(err)) from None
 
@@ -524,7 +528,7 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
             backend: str | None = None, target: str | None = None,
             params: str | dict = "", require_device: bool = True,
             checked: bool | None = None, deterministic: bool | None = None,
-            dynamic: Any = None, static: Any = ()) -> Program:
+            tf32: bool | None = None, dynamic: Any = None, static: Any = ()) -> Program:
     """Parse and check a ZynML program for `device` ("cpu", "cuda:N", "vulkan:N", "rocm:N",
     "metal:N", "interpreter" (the `cir` reference interpreter) or "auto") and `backend`
     ("native" or "iree"; default: the best for the device); calling it runs it. `target`:
@@ -535,11 +539,13 @@ def compile(source_or_path: Union[str, os.PathLike], *, device: str = "auto",
     checked mode (docs/language.md §11; default ZYNML_CHECK): bad indices and divisions at
     run time are located errors. `deterministic=True` (default ZYNML_DETERMINISTIC):
     scatters give the same bits run to run (native CUDA: sorted segments, not atomics).
+    `tf32=True` (default ZYNML_TF32): f32 matrix products on TF32 tensor cores (10-bit
+    mantissas), as PyTorch's `allow_tf32`; native CUDA on sm_90a, elsewhere f32.
     `dynamic`: sizes compiled once for any value (names, True, False; default: once a size
     took two values); `static`: sizes always specialized (zynml/specialize.py)."""
     return Program(source_or_path, device=device, backend=backend, target=target,
                    params=params, require_device=require_device, checked=checked,
-                   deterministic=deterministic, dynamic=dynamic, static=static)
+                   deterministic=deterministic, tf32=tf32, dynamic=dynamic, static=static)
 
 
 def run(source: Union[str, os.PathLike], inputs: dict[str, Any] | None = None, /, *,

@@ -153,7 +153,7 @@ class _Maker:
         p = self.program
         return type(p)(text, p.device, p.backend, target=p.cuda_target.chip,
                        params=p.cuda_target.params, require_device=p._require_device,
-                       checked=p.checks, deterministic=p.deterministic)
+                       checked=p.checks, deterministic=p.deterministic, tf32=p.tf32)
 
     def run(self, text: str) -> _Part:
         return _Part("run", self._program(text))

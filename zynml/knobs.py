@@ -27,7 +27,7 @@ __all__ = [
     "CACHE_DIR", "CHECK", "CPU_THREADS", "CPU_SYNC_BYTES", "CUDA_POISON", "CUDA_WATCHDOG",
     "DEBUG",
     "DETERMINISTIC", "IREE_COMPILE", "PROGRAMMATIC_LAUNCH",
-    "REPRODUCER_DIR", "AUTOTUNE", "UKERNELS",
+    "REPRODUCER_DIR", "TF32", "AUTOTUNE", "UKERNELS",
     "LOG", "SPECIALIZATION_LIMIT",
     "FUZZ_SCALE", "FUZZ_SHRINK", "GPU_COMPILE_ONLY", "TEST_CACHE_DIR", "TEST_IREE_GPU",
     "TEST_VULKAN",
@@ -151,6 +151,12 @@ DETERMINISTIC: Knob[bool] = Knob(
     "`zynml.compile`/`run`, `--deterministic`): scatters give the same bits run to run "
     "(on native CUDA, sorted segments instead of atomics; docs/language.md, scatters)",
     read_by=("zynml/api.py",))
+TF32: Knob[bool] = Knob(
+    "ZYNML_TF32", "bool", False,
+    "f32 matrix products on TF32 tensor cores for programs that do not choose (`tf32=` "
+    "of `zynml.compile`, `--tf32`): operands rounded to 10-bit mantissas, as PyTorch's "
+    "allow_tf32 (native CUDA on sm_90a; elsewhere f32)",
+    read_by=("zynml/api.py",))
 CUDA_POISON: Knob[bool] = Knob(
     "ZYNML_CUDA_POISON", "bool", False,
     "Fill every native CUDA allocation with 0xFF bytes (NaN, -1), so that an element no "
@@ -244,7 +250,8 @@ TEST_VULKAN: Knob[bool] = Knob(
 
 KNOBS: tuple[Knob, ...] = (CACHE_DIR, CHECK, CPU_THREADS, CPU_SYNC_BYTES, CUDA_POISON,
                            CUDA_WATCHDOG, DEBUG,
-                           DETERMINISTIC, IREE_COMPILE, PROGRAMMATIC_LAUNCH, REPRODUCER_DIR, AUTOTUNE, UKERNELS, LOG, SPECIALIZATION_LIMIT,
+                           DETERMINISTIC, IREE_COMPILE, PROGRAMMATIC_LAUNCH, REPRODUCER_DIR, TF32,
+                           AUTOTUNE, UKERNELS, LOG, SPECIALIZATION_LIMIT,
                            FUZZ_SCALE, FUZZ_SHRINK,
                            GPU_COMPILE_ONLY, TEST_CACHE_DIR, TEST_IREE_GPU, TEST_VULKAN)
 

@@ -133,6 +133,51 @@ func.func private @matmul_body(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %m_arg
 
 // -----
 
+// B given K-major, out[i, j] = sum_k A[i, k] * W[j, k] (a weight [N, K] as a layer keeps
+// it), is linalg.matmul with its indexing maps: no transposed copy of W.
+// CHECK-DAG: [[TA:#[a-z0-9]+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: [[TB:#[a-z0-9]+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-DAG: [[TC:#[a-z0-9]+]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @matmul_k_major_b(
+// CHECK-SAME: [[A:%[a-z0-9_]+]]: tensor<4x8xf32>, [[W:%[a-z0-9_]+]]: tensor<16x8xf32>)
+// CHECK: linalg.matmul indexing_maps = {{\[}}[[TA]], [[TB]], [[TC]]] ins([[A]], [[W]] : tensor<4x8xf32>, tensor<16x8xf32>)
+// GENERIC-LABEL: func.func @matmul_k_major_b(
+// GENERIC-NOT: linalg.matmul
+func.func @matmul_k_major_b(%a: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> tensor<4x16xf32> {
+  %c4 = arith.constant 4 : index
+  %c16 = arith.constant 16 : index
+  %c8 = arith.constant 8 : index
+  %c = "cir.compute"(%a, %w, %c4, %c16, %c8) {kind = "matmul", body = @matmul_k_major_b_body,
+      out_dims = array<i64: 2, 3>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<4x8xf32>, tensor<16x8xf32>, index, index, index) -> tensor<4x16xf32>
+  return %c : tensor<4x16xf32>
+}
+func.func private @matmul_k_major_b_body(%a: tensor<4x8xf32>, %w: tensor<16x8xf32>, %m_arg: index,
+                                         %n_arg: index, %k_arg: index,
+                                         %out: tensor<4x16xf32>) attributes {cir.body} {
+  %m = arith.constant 4 : index
+  %n = arith.constant 16 : index
+  %k = arith.constant 8 : index
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  scf.for %i = %c0 to %m step %c1 {
+    scf.for %j = %c0 to %n step %c1 {
+      %sum = scf.for %kk = %c0 to %k step %c1 iter_args(%acc = %zero) -> (f32) {
+        %x = "cir.load"(%a, %i, %kk) : (tensor<4x8xf32>, index, index) -> f32
+        %y = "cir.load"(%w, %j, %kk) : (tensor<16x8xf32>, index, index) -> f32
+        %p = arith.mulf %x, %y : f32
+        %s = arith.addf %acc, %p : f32
+        scf.yield %s : f32
+      }
+      "cir.store"(%sum, %out, %i, %j) : (f32, tensor<4x16xf32>, index, index) -> ()
+    }
+  }
+  return
+}
+
+// -----
+
 // The batched form is linalg.batch_matmul.
 // CHECK-LABEL: func.func @batch_matmul(
 // CHECK-SAME: [[A:%[a-z0-9_]+]]: tensor<2x4x8xf32>, [[B:%[a-z0-9_]+]]: tensor<2x8x16xf32>)

@@ -1,12 +1,12 @@
 """The `zynml` command: run a program, compile it and show any stage, list devices.
 
     zynml run FILE.zyn [--pipeline NAME] [--device D] [--backend B] [--checked]
-                       [--deterministic]
+                       [--deterministic] [--tf32]
                        [--input NAME=PATH.npy]... [--random NAME=4x8[:f32]]...
                        [--set NAME=VALUE]... [--output-dir DIR]
     zynml compile FILE.zyn [--pipeline NAME] [--device D] [--backend B] [--target sm_90a]
                        [--shape NAME=4096x?[:f16]]... [--checked] [--deterministic]
-                       --emit STAGE [-o OUT] [--save-temps DIR]
+                       [--tf32] --emit STAGE [-o OUT] [--save-temps DIR]
     zynml tune FILE.zyn [--pipeline NAME] --shape NAME=4096x4096:f16... [--set NAME=VALUE]...
                        [--compile-only]
     zynml devices
@@ -68,6 +68,10 @@ def _parser() -> ArgumentParser:
                              help="scatters give the same bits run to run (on native CUDA: "
                                   "sorted segments, not atomics; default: "
                                   "ZYNML_DETERMINISTIC)")
+        command.add_argument("--tf32", action="store_true", default=None,
+                             help="f32 matrix products on TF32 tensor cores (operands "
+                                  "rounded to 10-bit mantissas; native CUDA on sm_90a; "
+                                  "default: ZYNML_TF32)")
     add_shape_argument(comp)
     stages = compiler.stage_names()
     binary = [name for name in stages if compiler.find_stage(name)[1].output.binary]
@@ -141,7 +145,7 @@ def _run(args) -> int:
     if args.output_dir:
         check_output_dir(Path(args.output_dir))
     program, values = _program(args, args.device, checked=args.checked,
-                               deterministic=args.deterministic)
+                               deterministic=args.deterministic, tf32=args.tf32)
     outputs = program(values)
     files = {}  # everything before writing: arrays as .npy, host values (device lists) as JSON
     for name, value in outputs.items():
@@ -171,7 +175,7 @@ def _compile(args) -> int:
     dynamic = dynamic_dims(args)
     program, values = _program(args, device, args.emit, target=args.target,
                                require_device=False, checked=args.checked,
-                               deterministic=args.deterministic,
+                               deterministic=args.deterministic, tf32=args.tf32,
                                **({"dynamic": dynamic} if dynamic else {}))
     if backend is not None:
         _needs_shapes(program, backend, values, dynamic)

@@ -221,6 +221,11 @@ class ReductionLowering:
         if named is not None:
             pairs = _as_a_and_b(list(zip(loads, maps)), *(
                 ir.AffineMap.get(n + 1, 0, e) for e in (a_exprs, b_exprs)))
+        if pairs is None and named is not None:  # B K-major: w[j, k], as a layer keeps it
+            b_exprs = b_exprs[:-2] + [d[n - 1], d[n]]
+            pairs = _as_a_and_b(list(zip(loads, maps)), *(
+                ir.AffineMap.get(n + 1, 0, e) for e in (a_exprs, b_exprs)))
+            named = _with_maps(named, [a_exprs, b_exprs, [d[i] for i in range(n)]])
         if pairs is None and n >= 3:  # C[.., i, j] = A[.., i, k] * W[k, j]: one weight
             pairs = _as_a_and_b(list(zip(loads, maps)), *shared_weight_maps(n))
             named = _shared_weight
@@ -347,6 +352,12 @@ def _as_a_and_b(pairs: list, a_map: ir.AffineMap, b_map: ir.AffineMap) -> Option
         if ordered[0][1] == a_map and ordered[1][1] == b_map:
             return ordered
     return None
+
+
+def _with_maps(named, exprs: list):
+    """The named product `named` with explicit indexing maps (a transposed operand)."""
+    maps = [ir.AffineMap.get(len(exprs[0]) + 1, 0, e) for e in exprs]
+    return lambda *sources, outs: named(*sources, outs=outs, indexing_maps=maps)
 
 
 def _shared_weight(a: ir.Value, w: ir.Value, outs: list[ir.Value]) -> ir.Value:

@@ -130,20 +130,23 @@ class CudaTarget:
     strategy's own choice); deterministic: scatters give the same bits run to run
     (sorted segments instead of atomics: scatter.py); wait_on_predecessor: kernels
     wait for the kernel before them first and let the next launch as they end, where
-    the chip has griddepcontrol (passes/gpu_kernels_wait_on_predecessor.py)."""
+    the chip has griddepcontrol (passes/gpu_kernels_wait_on_predecessor.py); tf32: f32
+    matrix products may round their operands to TF32 (10-bit mantissas) on the tensor
+    cores, as PyTorch's `allow_tf32` (where the chip has wgmma: tf32_operands.py)."""
 
     chip: str = DEFAULT_CHIP
     opt_level: int = 3
     params: str = ""  # or a dict, made text by __post_init__
     deterministic: bool = False
     wait_on_predecessor: bool = False
+    tf32: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.chip, str) or self.chip not in CHIPS:
             raise ValueError(f"unknown CUDA target {self.chip!r}; known: {', '.join(CHIPS)}")
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"CudaTarget.opt_level must be 0..3, not {self.opt_level!r}")
-        for name in ("deterministic", "wait_on_predecessor"):
+        for name in ("deterministic", "wait_on_predecessor", "tf32"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"CudaTarget.{name} must be True or False, not "
                                  f"{getattr(self, name)!r}")
@@ -180,13 +183,15 @@ class CudaTarget:
     def pass_options(self) -> str:
         """linalg-to-gpu-kernels' options for this target."""
         return f"chip={self.chip}" + (f" params={self.params}" if self.params else "") + \
-            (" deterministic=true" if self.deterministic else "")
+            (" deterministic=true" if self.deterministic else "") + \
+            (" tf32=true" if self.tf32 else "")
 
     def cache_key(self) -> str:
         return f"cuda:{self.chip}:O{self.opt_level}" + \
             (f":{self.params}" if self.params else "") + \
             (":deterministic" if self.deterministic else "") + \
-            (":wait-on-predecessor" if self.waits_on_predecessor else "")
+            (":wait-on-predecessor" if self.waits_on_predecessor else "") + \
+            (":tf32" if self.tf32 else "")
 
     @property
     def waits_on_predecessor(self) -> bool:

@@ -24,7 +24,7 @@ from .kernel_builder import index_const
 
 WARP = 32
 WARPGROUP = 128
-SWIZZLE_BYTES = 128  # a swizzled TMA row: 64 f16 / bf16
+SWIZZLE_BYTES = 128  # a swizzled TMA row: 64 f16 / bf16, 32 f32
 SWIZZLE_PERIOD = 1024  # 8 rows of 128 bytes: where the 128-byte swizzle repeats
 TMA_ROW_BYTES = 16  # a TMA descriptor's rows (its strides) are multiples of this
 
@@ -253,11 +253,16 @@ def _operand_list(first: int, count: int) -> str:
 
 def mma(acc: list, a, b_desc: ir.Value, n: int, element: str, trans_b: bool,
         accumulate: bool = True, trans_a: bool = False) -> list:
-    """One wgmma.mma_async m64 n{n} k16 (f32 accumulators `acc`, n / 2 of them; None
-    when `accumulate` is False: D = A B). `a`: A's descriptor (an i64 value; K-major in
-    shared memory) or its four registers (i32 values, two `element`s each: mma.sync
-    m16n8k16's A layout per warp). A in shared memory: K-major, or MN-major with
-    `trans_a`. B: K-major, or MN-major with `trans_b`."""
+    """One wgmma.mma_async m64 n{n} (f32 accumulators `acc`, n / 2 of them; None when
+    `accumulate` is False: D = A B) over 32 bytes of k: k16 of f16 / bf16, k8 of
+    `element` "tf32" (f32 values whose low 13 mantissa bits the tensor cores ignore).
+    `a`: A's descriptor (an i64 value; K-major in shared memory) or its four registers
+    (i32 values, two `element`s each: mma.sync m16n8k16's A layout per warp). A in
+    shared memory: K-major, or MN-major with `trans_a`. B: K-major, or MN-major with
+    `trans_b`. TF32 has no MN-major mode: both operands K-major, A from shared memory."""
+    tf32 = element == "tf32"
+    assert not (tf32 and (trans_a or trans_b or isinstance(a, (list, tuple)))), \
+        "wgmma reads TF32 operands K-major, from shared memory"
     count = n // 2
     f32 = ir.F32Type.get()
     from_registers = isinstance(a, (list, tuple))
@@ -279,12 +284,12 @@ def mma(acc: list, a, b_desc: ir.Value, n: int, element: str, trans_b: bool,
         operands.append(a)
         constraints.append("l")
         b_index = first + 1
-        modes = f"1, 1, {int(trans_a)}, {int(trans_b)}"
+        modes = "1, 1" if tf32 else f"1, 1, {int(trans_a)}, {int(trans_b)}"
     operands += [b_desc, arith.ConstantOp(ir.IntegerType.get_signless(32),
                                           int(accumulate)).result]
     constraints.append("l,r")  # scale-d: D = A B + D, or A B
     text = ("{ .reg .pred p; " + f"setp.ne.b32 p, ${b_index + 1}, 0; "
-            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{element}.{element} "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{8 if tf32 else 16}.f32.{element}.{element} "
             f"{_operand_list(0, count)}, {a_text}, ${b_index}, p, {modes}; }}")
     op = llvm.InlineAsmOp(_struct(count, "f32"), operands, text, ",".join(constraints),
                           has_side_effects=True)

@@ -389,7 +389,7 @@ class Group:
     """C filled with a constant, then the product accumulating into it: one kernel whose
     accumulators start from the constant, so C is neither filled nor read (the GEMM
     strategies' groups: matmul_wgmma, matvec, matmul). matmul_wgmma's may have no fill (initial
-    None: C is read), may read A from the source of a transposed copy of it
+    None: C is read), may read A or B from the source of a transposed copy of it
     (strategies/transposed_copies.py) and may end with an epilogue (epilogue.py). A
     reduction of several outputs (pointwise's) takes their fills, all of one constant:
     `fill` and `other_fills`."""
@@ -399,9 +399,11 @@ class Group:
     epilogue: object = None  # an epilogue.Epilogue
     a_transposed: ir.Operation | None = None  # the copy making A, read in place instead
     other_fills: tuple = ()  # the fills of a product's other outputs
+    b_transposed: ir.Operation | None = None  # the copy making B, read in place instead
 
     def __iter__(self):
-        members = (self.a_transposed, self.fill, *self.other_fills, self.product,
+        members = (self.a_transposed, self.b_transposed, self.fill, *self.other_fills,
+                   self.product,
                    self.epilogue.generic if self.epilogue is not None else None)
         return iter(m for m in members if m is not None)
 

@@ -3,10 +3,17 @@ kernel with TMA copies into a ring of stages and wgmma.
 
 Matches f16 / bf16 products A[i, k] @ B[k, j] -> C[i, j] (row-major, f32 accumulation),
 and batched ones A[b, i, k] @ B[b, k, j] -> C[b, i, j] (one batch axis, dense operands:
-the attention backward's), whose sizes tile: M by 128, N by `tile_n`, K by 64. A batched
-operand's TMA descriptor sees it as a matrix of B * M (or B * K) rows (a host-side
-collapse_shape, no copy): tiles never straddle two batch entries, so a tile of entry b
-reads rows b * M + .. of A and b * K + .. of B. C is cut into 128 x tile_n tiles per
+the attention backward's), whose sizes tile: M by 128, N by `tile_n`, K by 64. B may
+also be given K-major, [.., N, K] (`x @ w^T` of a weight w [N, K], or the source of a
+transposed copy of it made only for the product, which is then never made), and f32
+products run as TF32 where the compilation asks (CudaTarget.tf32; B must then be K-major:
+tf32_operands.py makes it so). A ring slot holds a 128-byte row of k of each operand
+whatever the element (64 f16 / bf16, 32 f32) and a wgmma takes 32 bytes of it (k16, or
+k8 of TF32), so the ring, its descriptors and the schedule do not change with the
+element. A batched operand's TMA descriptor sees it as a matrix of B * M (or B * K, or
+B * N) rows (a host-side collapse_shape, no copy): tiles never straddle two batch
+entries, so a tile of entry b reads rows b * M + .. of A and b * K + .. (b * N + .. where
+K-major) of B. C is cut into 128 x tile_n tiles per
 batch entry; the grid has min(tiles, multiprocessors) blocks (one per SM: the ring
 takes most of an SM's shared memory; the run time caps the planned grid of one block per
 tile at the device's multiprocessor count, Launch.blocks_per_multiprocessor), and
@@ -21,13 +28,15 @@ the blocks running together share A's rows and B's columns in L2). A block has
   thread copies each k step's tiles, of every tile of the block one after another, into
   a slot of a ring of `stages` slots in shared memory with the copy engine (TMA,
   `cp.async.bulk.tensor`): A's 128 x 64 as one box, B's 64 x tile_n as tile_n / 64 boxes
-  of 64 x 64, all 128-byte swizzled (the layout wgmma reads without bank conflicts). A
+  of 64 x 64 (a K-major B: tile_n x 64 as one box), all 128-byte swizzled (the layout
+  wgmma reads without bank conflicts). A
   slot's copies complete on its "full" mbarrier; before refilling a slot it waits on the
   slot's "empty" mbarrier. It runs ahead across tiles: the next tile's first k steps
   land while the warpgroups still store the last one;
 - warpgroup g multiplies the tile's rows 64 g .. 64 g + 63 with `wgmma.mma_async` m64
   n{tile_n} k16 as inline PTX (hopper.mma: A and B read from shared memory through
-  matrix descriptors; B is N-major, so transposed), accumulating in registers. Per k
+  matrix descriptors; an N-major B in wgmma's transposed mode), accumulating in
+  registers. Per k
   step it waits on the slot's full mbarrier, issues the step's wgmmas, waits until the
   previous step's have finished (wgmma.wait_group 1) and arrives on that step's empty
   mbarrier;
@@ -98,13 +107,13 @@ from .transposed_copies import transposed_copy
 from .wgmma_tiles import IndexOps, as_index, tile_origin
 from .simt_gemm import clamp as clamp_index
 from .matmul_wgmma_params import (  # noqa: F401  (NAME: the strategy's, tuning's key)
-    ELEMENTS, K_STEP, NAME, ROW_ELEMENTS, ROWS_PER_WARPGROUP, STORE_BUFFER_BYTES, STORE_BUFFERS,
-    TILE_K, Params, params_for)
+    ELEMENTS, K_STEP_BYTES, NAME, ROWS_PER_WARPGROUP, STORE_BUFFER_BYTES, STORE_BUFFERS,
+    Params, itemsize as _itemsize, operand_layout, params_for, row_elements, tile_k,
+    wgmma_element)
 from .hopper import (SWIZZLE_BYTES, WARP, WARPGROUP, aligned_dynamic_shared, barrier_group,
                      commit_stores, equals, fence_shared_for_async, free_slot, only_if,
                      parity, shared, split_roles, swizzled, tensor_map_type, tma_rows,
                      uniform_warp, wait, wait_stores, warpgroup_barrier)
-from .matmul_tensor_core import _layout
 
 REQUIRES = frozenset({"wgmma", "tma", "setmaxnreg"})
 DYNAMIC = True  # run-time M, N, K where C is written (module docstring)
@@ -116,14 +125,21 @@ def matches(generic: ir.Operation, target) -> bool:
 
 def find_groups(generics: list, target) -> list[Group]:
     """Each product this strategy takes that has a constant fill before it, a
-    transposed copy making A, or an elementwise epilogue after it: one kernel for them."""
+    transposed copy making A or B, or an elementwise epilogue after it: one kernel for
+    them. B made by a transposed copy is read K-major from the copy's source."""
+    b_copies = {id(product): _b_transposed(product, generics) for product in generics}
+
+    def takes(product, c_written=False):
+        k_major = True if b_copies[id(product)] is not None else None
+        return params_for(product, target, c_written, b_k_major=k_major) is not None
     filled = {id(g.product): g for g in filled_products(
-        generics, lambda product: params_for(product, target, c_written=True) is not None)}
+        generics, lambda product: takes(product, c_written=True))}
     groups = []
     for product in generics:
         group = filled.get(id(product))
-        if group is None and not matches(product, target):
+        if group is None and not takes(product):
             continue
+        b_transposed = b_copies[id(product)]
         fill = group.fill if group is not None else None
         epilogue = find_epilogue(product, generics, fill)
         if epilogue is not None and (
@@ -132,24 +148,44 @@ def find_groups(generics: list, target) -> list[Group]:
                 has_dynamic_extent(product) and not identity_layout(epilogue.target.type)):
             epilogue = None
         a_transposed = transposed_copy(product, generics)
+        if a_transposed is not None and wgmma_element(
+                ir.MemRefType(product.operands[0].type).element_type) == "tf32":
+            a_transposed = None  # TF32 reads A K-major only
         if a_transposed is not None and has_dynamic_extent(product) and \
                 not identity_layout(generic_operands(a_transposed)[0][0].type):
             a_transposed = None  # TMA reads A^T's rows (M long): the plan tests M
-        if group is not None or epilogue is not None or a_transposed is not None:
+        if group is not None or epilogue is not None or a_transposed is not None or \
+                b_transposed is not None:
             groups.append(Group(fill, product, group.initial if group else None, epilogue,
-                                a_transposed))
+                                a_transposed, b_transposed=b_transposed))
     return groups
+
+
+def _b_transposed(product: ir.Operation, generics: list) -> ir.Operation | None:
+    """The transposed copy that makes the product's MN-major B ([.., K, N]) from a
+    K-major source ([.., N, K]: `w^T` of a weight), which the kernel reads instead, or
+    None."""
+    layout = operand_layout(product)
+    if layout is None or layout[1]:
+        return None
+    copy = transposed_copy(product, generics, operand=1)
+    if copy is not None and has_dynamic_extent(product) and \
+            not identity_layout(generic_operands(copy)[0][0].type):
+        return None  # TMA reads the source's rows (K long): the plan tests K
+    return copy
 
 
 def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch:
     """Kernel for a product generic, or for a Group (a constant fill, the product and an
     epilogue, the first or last of them possibly absent)."""
-    initial, epilogue, a_transposed = None, None, None  # initial None: C is read
+    initial, epilogue, a_transposed, b_transposed = None, None, None, None  # C is read
     if isinstance(generic, Group):
-        generic, initial, epilogue, a_transposed = (
-            generic.product, generic.initial, generic.epilogue, generic.a_transposed)
-    p = params_for(generic, target, c_written=initial is not None)
-    batch, dim_i, dim_j, dim_k = _layout(generic)
+        generic, initial, epilogue, a_transposed, b_transposed = (
+            generic.product, generic.initial, generic.epilogue, generic.a_transposed,
+            generic.b_transposed)
+    (batch, dim_i, dim_j, dim_k), b_k_major = operand_layout(generic)
+    b_k_major = b_k_major or b_transposed is not None
+    p = params_for(generic, target, c_written=initial is not None, b_k_major=b_k_major)
     dynamic = has_dynamic_extent(generic)
     ranges = loop_extents(generic)  # None: a run-time size (kernel_extents reads it)
     m, n, kk = ranges_mnk = ranges[dim_i], ranges[dim_j], ranges[dim_k]
@@ -158,8 +194,11 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     element = ir.MemRefType(ins[0].type).element_type
     out_element = ir.MemRefType(outs[0].type).element_type
     # A K-major: boxes of its 128 rows; A as the source of a transposed copy (MN-major,
-    # [.., K, M]): boxes of 64 of its columns, as B's
-    a_box, b_box = (p.tile_m, TILE_K) if a_transposed is None else (TILE_K, 64), (TILE_K, 64)
+    # [.., K, M]): boxes of 64 of its columns, as B's. B MN-major ([.., K, N]): boxes of
+    # 64 of its columns; K-major ([.., N, K]): one box of its tile_n rows
+    k_tile = tile_k(element)
+    a_box = (p.tile_m, k_tile) if a_transposed is None else (k_tile, 64)
+    b_box = (p.tile_n, k_tile) if b_k_major else (k_tile, 64)
     a_map_type, b_map_type = tensor_map_type(a_box, element), tensor_map_type(b_box, element)
     stored = epilogue.target if epilogue is not None else outs[0]  # what the kernel writes
     store_element = ir.MemRefType(stored.type).element_type
@@ -171,23 +210,29 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     signature = KernelSignature.of([generic] + ([epilogue.generic] if epilogue else []))
     if epilogue is not None and not epilogue.stores_source:
         signature.values.remove(outs[0])  # C is a temporary the kernel never stores
-    a_source = ins[0]
+    a_source, b_source = ins[0], ins[1]
     if a_transposed is not None:  # the copy is never made: TMA reads its source
         signature.values.remove(ins[0])
         [a_source] = generic_operands(a_transposed)[0]
+    if b_transposed is not None:  # the same for B, read K-major; the kernel takes the
+        [b_source] = generic_operands(b_transposed)[0]  # source (run-time K: its size)
+        if b_source in signature.values:
+            signature.values.remove(ins[1])
+        else:
+            signature.values[signature.values.index(ins[1])] = b_source
     pointer = ir.Type.parse("!llvm.ptr")  # how a kernel takes a descriptor's address
     func = new_kernel(gpu_module, kernel_name,
                       signature.types() + [pointer] * (3 if by_tma else 2), [p.threads])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
         if dynamic:  # read off what the kernel takes: A may be a copy never made
-            m, n, kk = _sizes((m, n, kk), stored, ins[1], scope.value)
+            m, n, kk = _sizes((m, n, kk), stored, b_source, b_k_major, scope.value)
         maps = [a_map_type, b_map_type] + ([c_map_type] if by_tma else [])
         a_map, b_map, *c_map = (builtin.UnrealizedConversionCastOp([t], [arg]).results[0]
                                 for t, arg in zip(maps, func.regions[0].blocks[0]
                                                   .arguments[-len(maps):]))
         kernel = _Kernel(p, m, n, kk, element, out_element, initial, batches, bool(batch),
-                         a_mn_major=a_transposed is not None,
+                         a_mn_major=a_transposed is not None, b_k_major=b_k_major,
                          c_map=c_map[0] if c_map else None, store_element=store_element)
         if epilogue is not None:
             kernel.epilogue = EpilogueValues(epilogue, scope)
@@ -198,7 +243,7 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
         gpu.ReturnOp([])
     rows = ((0, 1), (2,)) if batch else None  # [b, rows, cols] seen as [b * rows, cols]
     operands = signature.values + [TensorMap(a_source, a_map_type, a_box, rows),
-                                   TensorMap(ins[1], b_map_type, b_box, rows)]
+                                   TensorMap(b_source, b_map_type, b_box, rows)]
     if by_tma:
         operands.append(TensorMap(stored, c_map_type, c_box, rows))
     if not dynamic:
@@ -206,23 +251,24 @@ def build(generic, gpu_module: ir.Operation, kernel_name: str, target) -> Launch
     else:
         assert by_tma, "run-time sizes store C through TMA (_dynamic_params)"
         with ir.InsertionPoint(generic), generic.location:
-            m, n, kk = _sizes(ranges_mnk, stored, ins[1], lambda value: value)
+            m, n, kk = _sizes(ranges_mnk, stored, b_source, b_k_major, lambda value: value)
             grid = product_of([ceil_div(m, p.tile_m), ceil_div(n, p.tile_n)])
             rows = [n, kk] + ([m] if a_transposed is not None else [])  # TMA copies
-            when = tma_rows(rows, kk, ROW_ELEMENTS)
+            when = tma_rows(rows, kk, row_elements(element))
     # persistent: the run time launches min(tiles, multiprocessors) blocks
     return Launch(kernel_name, operands, (grid, 1, 1), (p.threads, 1, 1),
                   p.shared_bytes(), blocks_per_multiprocessor=1 if p.persistent else 0,
                   when=when)
 
 
-def _sizes(static, c: ir.Value, b: ir.Value, value) -> list:
+def _sizes(static, c: ir.Value, b: ir.Value, b_k_major: bool, value) -> list:
     """M, N and K: the number where static, else memref.dim of what takes that size
-    (C's rows and columns, B's rows; `value` maps them into the kernel, or not), since
-    A may be a transposed copy the kernel never makes."""
+    (C's rows and columns, B's rows, or its columns where it is K-major; `value` maps
+    them into the kernel, or not), since A may be a transposed copy the kernel never
+    makes."""
     return [size if size is not None else
             memref.DimOp(value(source), index_const(axis)).result
-            for size, source, axis in zip(static, (c, c, b), (0, 1, 0))]
+            for size, source, axis in zip(static, (c, c, b), (0, 1, int(b_k_major)))]
 
 
 def _add(a: ir.Value, b) -> ir.Value:
@@ -239,12 +285,13 @@ class _Kernel:
     m: int | ir.Value  # an index value: a run-time size
     n: int | ir.Value
     k: int | ir.Value
-    element: ir.Type      # A's and B's: f16 or bf16
+    element: ir.Type      # A's and B's: f16 or bf16, or f32 multiplied as TF32
     out_element: ir.Type  # C's: f16, bf16 or f32
     initial: float | None  # C's constant start (the fill fused in), or None: read C
     batches: int = 1       # the batch axis' extent (C [batches, m, n]), 1 without one
     batched: bool = False  # C has a batch axis (of any extent, 1 included)
     a_mn_major: bool = False  # A given as [.., K, M] (the source of a transposed copy)
+    b_k_major: bool = False   # B given as [.., N, K] (else [.., K, N]: MN-major)
     epilogue: EpilogueValues | None = None  # then `c` is the epilogue's target
     c_map: ir.Value | None = None  # C's store descriptor: C stored through TMA
     store_element: ir.Type | None = None  # the element type of what the kernel stores
@@ -252,7 +299,8 @@ class _Kernel:
     def emit(self, c, a_map, b_map):
         p = self.p
         # a static size is a multiple of its tile; a run-time one may end in a part
-        self.steps = ceil_div(self.k, TILE_K)
+        self.tile_k = tile_k(self.element)
+        self.steps = ceil_div(self.k, self.tile_k)
         self.tiles_m, self.tiles_n = ceil_div(self.m, p.tile_m), ceil_div(self.n, p.tile_n)
         tid = gpu.thread_id(gpu.Dimension.x)
         consumers = WARPGROUP * p.warpgroups
@@ -295,35 +343,45 @@ class _Kernel:
 
     def _copy(self, a_map, b_map):
         p = self.p
-        a_bytes, b_bytes = p.tile_m * TILE_K * 2, TILE_K * p.tile_n * 2
+        a_bytes, b_bytes = p.tile_m * SWIZZLE_BYTES, p.tile_n * SWIZZLE_BYTES
+        k_tile = self.tile_k
         tiles = scf.ForOp(index_const(0), self.my_tiles, index_const(1))
         with ir.InsertionPoint(tiles.body):
             local = tiles.induction_variable
             entry, row0, col0 = self._tile_origin(local)
             # the rows of the collapsed operands where this batch entry starts
             a_row = arith.AddIOp(_mul(entry, self.m), row0).result
-            b_row0 = _mul(entry, self.k)
+            # A^T's and an MN-major B's rows (k) where this entry starts; a K-major B's
+            # row (n) where this tile starts
+            k_row0 = _mul(entry, self.k)
+            if self.b_k_major:
+                b_row0 = arith.AddIOp(_mul(entry, self.n), col0).result
             first_step = _mul(local, self.steps)
             loop = scf.ForOp(index_const(0), as_index(self.steps), index_const(1))
             with ir.InsertionPoint(loop.body):
                 k = loop.induction_variable
                 step = arith.AddIOp(first_step, k).result  # counted over the block's tiles
                 slot = free_slot(self.empty, step, p.stages)
-                k0 = _mul(k, TILE_K)
+                k0 = _mul(k, k_tile)
                 nvgpu.mbarrier_arrive_expect_tx(self.full, index_const(a_bytes + b_bytes), slot)
                 base = _mul(slot, p.stage_bytes())
-                b_row = arith.AddIOp(b_row0, k0).result
-                if self.a_mn_major:  # A's 64-column boxes at A^T's rows b * K + k0 ..
+                k_row = arith.AddIOp(k_row0, k0).result
+                if self.a_mn_major:  # A's 64-column boxes
                     for box in range(p.tile_m // 64):
-                        target = self._view((TILE_K, 64), _add(base, box * 64 * TILE_K * 2))
+                        target = self._view((k_tile, 64), _add(base, box * 64 * SWIZZLE_BYTES))
                         nvgpu.TmaAsyncLoadOp(target, self.full, a_map,
-                                             [_add(row0, box * 64), b_row], mbarId=slot)
+                                             [_add(row0, box * 64), k_row], mbarId=slot)
                 else:
-                    nvgpu.TmaAsyncLoadOp(self._view((p.tile_m, TILE_K), base), self.full,
+                    nvgpu.TmaAsyncLoadOp(self._view((p.tile_m, k_tile), base), self.full,
                                          a_map, [k0, a_row], mbarId=slot)
-                for box in range(p.tile_n // 64):  # B's 64-column boxes, one after another
-                    target = self._view((TILE_K, 64), _add(base, a_bytes + box * 64 * TILE_K * 2))
-                    nvgpu.TmaAsyncLoadOp(target, self.full, b_map, [_add(col0, box * 64), b_row],
+                if self.b_k_major:  # B's tile_n rows, one box
+                    nvgpu.TmaAsyncLoadOp(self._view((p.tile_n, k_tile), _add(base, a_bytes)),
+                                         self.full, b_map, [k0, b_row0], mbarId=slot)
+                for box in range(0 if self.b_k_major else p.tile_n // 64):
+                    # an MN-major B's 64-column boxes, one after another
+                    target = self._view((k_tile, 64),
+                                        _add(base, a_bytes + box * 64 * SWIZZLE_BYTES))
+                    nvgpu.TmaAsyncLoadOp(target, self.full, b_map, [_add(col0, box * 64), k_row],
                                          mbarId=slot)
                 scf.YieldOp([])
             scf.YieldOp([])
@@ -337,15 +395,16 @@ class _Kernel:
         warpgroup = arith.DivUIOp(warp, index_const(WARPGROUP // WARP)).result
         speaker = equals(arith.RemUIOp(tid, index_const(WARPGROUP)).result, 0)
         # wgmma descriptors of slot 0: A's box has tile_m rows (this warpgroup's start
-        # 64 rows, 8 KB, further per warpgroup); B's boxes have 64 rows and follow A's.
-        # MN-major A: a warpgroup's 64 rows are one 64 x 64 box (8 KB), laid out as B's.
-        a_rows = TILE_K if self.a_mn_major else p.tile_m
+        # 64 rows, 8 KB, further per warpgroup); B's follow A's: an MN-major B's boxes
+        # have 64 rows, a K-major B's one box tile_n. MN-major A: a warpgroup's 64 rows
+        # are one 64 x 64 box (8 KB), laid out as an MN-major B's.
+        a_rows = self.tile_k if self.a_mn_major else p.tile_m
         a_desc = arith.AddIOp(hopper.descriptor_base(self.ring, a_rows), arith.MulIOp(
             arith.IndexCastOp(i64, warpgroup).result,
             arith.ConstantOp(i64, ROWS_PER_WARPGROUP * SWIZZLE_BYTES >> 4).result
         ).result).result
-        b_desc = hopper.at(hopper.descriptor_base(self.ring, TILE_K),
-                           p.tile_m * TILE_K * 2)
+        b_desc = hopper.at(hopper.descriptor_base(
+            self.ring, p.tile_n if self.b_k_major else self.tile_k), p.tile_m * SWIZZLE_BYTES)
         lane = arith.RemUIOp(tid, index_const(WARP)).result
         # this thread's first accumulator: row 16 (warp % 4) + lane / 4, column 2 (lane % 4)
         self.row_in_tile = arith.AddIOp(_mul(warp, 16), arith.DivUIOp(
@@ -371,12 +430,16 @@ class _Kernel:
                 slot_a = arith.AddIOp(a_desc, offset).result
                 slot_b = arith.AddIOp(b_desc, offset).result
                 acc = hopper.fence(list(loop.inner_iter_args))
-                a_step = K_STEP * SWIZZLE_BYTES if self.a_mn_major else K_STEP * 2
-                for kk in range(TILE_K // K_STEP):
+                # a wgmma's 32 bytes of k: along a K-major operand's rows, or that
+                # many rows (k16 of halves) down an MN-major one
+                mn_step = K_STEP_BYTES // _itemsize(self.element) * SWIZZLE_BYTES
+                a_step = mn_step if self.a_mn_major else K_STEP_BYTES
+                b_step = K_STEP_BYTES if self.b_k_major else mn_step
+                for kk in range(SWIZZLE_BYTES // K_STEP_BYTES):
                     acc = hopper.mma(acc, hopper.at(slot_a, kk * a_step),
-                                     hopper.at(slot_b, kk * K_STEP * SWIZZLE_BYTES),
-                                     p.tile_n, str(self.element), trans_b=True,
-                                     trans_a=self.a_mn_major)
+                                     hopper.at(slot_b, kk * b_step), p.tile_n,
+                                     wgmma_element(self.element),
+                                     trans_b=not self.b_k_major, trans_a=self.a_mn_major)
                 hopper.commit()
                 acc = hopper.wait_group(1, acc)  # the previous step's are done: free it
                 previous = arith.RemUIOp(arith.AddIOp(step, index_const(p.stages - 1)).result,
@@ -500,9 +563,3 @@ class _Kernel:
             whole = isinstance(size, int) and size % tile == 0
             return index if whole else clamp_index(index, size)
         return [clamp(row, self.m, self.p.tile_m), clamp(col, self.n, self.p.tile_n)]
-
-
-def _itemsize(element: ir.Type) -> int:
-    """Bytes of an f16 / bf16 / f32 element. A pair of them is aligned to twice that: C's
-    rows hold a multiple of 64 elements and a pair starts at an even column."""
-    return 4 if str(element) == "f32" else 2

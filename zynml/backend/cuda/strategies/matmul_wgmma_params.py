@@ -13,17 +13,43 @@ from .. import gemm_waves
 from . import hopper
 from .extents import has_dynamic_extent, loop_extents
 from .hopper import SWIZZLE_BYTES, WARPGROUP
-from .kernel_builder import dense_row_major, generic_operands, identity_layout, loop_ranges
-from .matmul import _body_is_multiply_add
-from .matmul_tensor_core import _layout
+from .kernel_builder import (dense_row_major, generic_operands, identity_layout,
+                             indexing_maps, loop_ranges)
+from .matmul import _body_is_multiply_add, _roles
 from .tuning import choose, problem_key
 
 NAME = "matmul_wgmma"
-ROW_ELEMENTS = hopper.TMA_ROW_BYTES // 2  # K and N of f16 / bf16 rows TMA copies
 ROWS_PER_WARPGROUP = 64  # wgmma's m
-TILE_K = 64              # a 128-byte swizzled row of f16 / bf16
-K_STEP = 16              # wgmma's k
+# A k step of the ring is a 128-byte swizzled row of each operand's tile (64 f16 / bf16,
+# 32 f32), one wgmma 32 bytes of it (k16, or k8 of TF32): the same bytes whatever the
+# element, so the ring, its descriptors and the schedule are the element's too.
+K_STEP_BYTES = 32
 ELEMENTS = ("f16", "bf16")
+# f32 operands where the compilation asks for TF32 (CudaTarget.tf32): the tensor cores
+# read them K-major only, so B must be [N, K] (tf32_operands.py makes it so)
+TF32_ELEMENT = "f32"
+
+
+def itemsize(element) -> int:
+    """Bytes of an f16 / bf16 / f32 element (an MLIR type or its name). The kernel's
+    epilogue moves pairs of them, aligned to twice that: C's rows hold a multiple of 64
+    elements and a pair starts at an even column."""
+    return 4 if str(element) == "f32" else 2
+
+
+def tile_k(element) -> int:
+    """Elements of k a ring slot holds: one 128-byte row."""
+    return SWIZZLE_BYTES // itemsize(element)
+
+
+def row_elements(element) -> int:
+    """The multiple a row's length must be for TMA to copy it (16 bytes)."""
+    return hopper.TMA_ROW_BYTES // itemsize(element)
+
+
+def wgmma_element(element) -> str:
+    """wgmma's name for the operands' type: f16, bf16, or tf32 for f32."""
+    return "tf32" if str(element) == TF32_ELEMENT else str(element)
 # C stored through TMA: each warpgroup writes its 64 rows in chunks of 128-byte rows
 # (64 f16 / bf16 or 32 f32 columns) into one of two shared buffers, and one thread
 # stores the chunk with the copy engine while the warpgroup goes on
@@ -48,8 +74,8 @@ class Params:
     def threads(self) -> int:
         return WARPGROUP * (self.warpgroups + 1)  # the last warpgroup copies
 
-    def stage_bytes(self, itemsize: int = 2) -> int:
-        return (self.tile_m + self.tile_n) * TILE_K * itemsize
+    def stage_bytes(self) -> int:
+        return (self.tile_m + self.tile_n) * SWIZZLE_BYTES  # a 128-byte row each
 
     def store_bytes(self) -> int:
         return self.warpgroups * STORE_BUFFERS * STORE_BUFFER_BYTES if self.tma_store else 0
@@ -83,34 +109,71 @@ def _ranked(m: int, n: int, k: int, batches: int, target, partial: bool) -> list
     return first + [p for p in CONFIGS if p not in first]
 
 
-def params_for(generic: ir.Operation, target, c_written: bool = False):
-    """The Params of the product's kernel, or None where this strategy declines it.
-    `c_written`: C is filled with a constant first, which the kernel fuses (so C is
-    written, never read): run-time sizes need that."""
-    roles = _layout(generic)
-    if roles is None or not _body_is_multiply_add(generic):
+def operand_layout(generic: ir.Operation):
+    """(roles, b_k_major) of a product this kernel can read: A [.., i, k] and C
+    [.., i, j] row-major, B [.., k, j] (MN-major: wgmma's transposed mode) or [.., j, k]
+    (K-major: `x @ w^T` of a weight w [N, K], and what TF32 needs); roles are
+    (batch dims, i, j, k). None for other layouts."""
+    roles = _roles(generic)
+    if roles is None:
         return None
     batch, i, j, k = roles
+    dims = [[ir.AffineDimExpr(e).position if isinstance(e, ir.AffineDimExpr) else None
+             for e in amap.results] for amap in indexing_maps(generic)]
+    if dims[0] != batch + [i, k] or dims[2] != batch + [i, j] or \
+            dims[1] not in (batch + [k, j], batch + [j, k]):
+        return None
+    return roles, dims[1] == batch + [j, k]
+
+
+def operand_element(generic: ir.Operation, target, b_k_major: bool):
+    """A's and B's element type where this kernel multiplies them (f16 / bf16, or f32 as
+    TF32 where the compilation asks and B is K-major) and C's is f16, bf16 or f32 (f32
+    for TF32); else None."""
     ins, outs = generic_operands(generic)
     types = {str(ir.MemRefType(v.type).element_type) for v in ins}
     out = str(ir.MemRefType(outs[0].type).element_type)
-    if len(types) != 1 or types.pop() not in ELEMENTS or out not in ELEMENTS + ("f32",):
+    if len(types) != 1:
         return None
+    element = types.pop()
+    if element in ELEMENTS and out in ELEMENTS + ("f32",):
+        return element
+    tf32 = getattr(target, "tf32", False) and target.has({"wgmma"})
+    if element == TF32_ELEMENT and out == TF32_ELEMENT and tf32 and b_k_major:
+        return element
+    return None
+
+
+def params_for(generic: ir.Operation, target, c_written: bool = False,
+               b_k_major: bool | None = None):
+    """The Params of the product's kernel, or None where this strategy declines it.
+    `c_written`: C is filled with a constant first, which the kernel fuses (so C is
+    written, never read): run-time sizes need that. `b_k_major`: decide as if B were
+    K-major (tf32_operands asks before it makes B so); None: B as it is."""
+    layout = operand_layout(generic)
+    if layout is None or not _body_is_multiply_add(generic):
+        return None
+    roles, k_major = layout
+    element = operand_element(generic, target, k_major if b_k_major is None else b_k_major)
+    if element is None:
+        return None
+    batch, i, j, k = roles
+    ins, outs = generic_operands(generic)
+    row = row_elements(element)
     if len(batch) > 1 or batch and not all(dense_row_major(v.type) for v in ins):
         return None  # a batched operand must collapse to a matrix (no copy)
     if has_dynamic_extent(generic):
-        return _dynamic_params(generic, roles, target) if c_written else None
+        return _dynamic_params(generic, roles, row, target) if c_written else None
     ranges = loop_ranges(generic)
     m, n, kk = ranges[i], ranges[j], ranges[k]
     batches = ranges[batch[0]] if batch else 1
     # partial tiles where C is written through TMA (its bounds cut them), of one matrix
     # whose rows TMA copies: as with run-time sizes. At least a whole tile each way: a
     # decode step's few rows are matvec's
-    partial = c_written and not batch and \
-        all(size % ROW_ELEMENTS == 0 for size in (m, n, kk))
+    partial = c_written and not batch and all(size % row == 0 for size in (m, n, kk))
 
     def fits(p: Params) -> bool:
-        whole = m % p.tile_m == 0 and n % p.tile_n == 0 and kk % TILE_K == 0
+        whole = m % p.tile_m == 0 and n % p.tile_n == 0 and kk % tile_k(element) == 0
         cut = partial and p.tma_store and m >= p.tile_m and n >= p.tile_n
         return (whole or cut) and batches * m * n >= p.min_mn and \
             p.shared_bytes() <= target.max_shared_per_block
@@ -118,13 +181,14 @@ def params_for(generic: ir.Operation, target, c_written: bool = False):
                   problem_key(generic.operands), fits)
 
 
-def _dynamic_params(generic: ir.Operation, roles, target):
+def _dynamic_params(generic: ir.Operation, roles, row: int, target):
     """Params for run-time sizes (matmul_wgmma's docstring: C written, one matrix, rows of
-    identity layout, static sizes among them multiples of 8 and K not 0), or None."""
+    identity layout, static sizes among them multiples of `row` (16 bytes) and K not 0),
+    or None."""
     batch, i, j, k = roles
     extents = loop_extents(generic)
     if batch or not all(identity_layout(v.type) for v in generic.operands) or \
-            any(extents[d] is not None and extents[d] % ROW_ELEMENTS for d in (j, k)) or \
+            any(extents[d] is not None and extents[d] % row for d in (j, k)) or \
             extents[k] == 0:
         return None
 

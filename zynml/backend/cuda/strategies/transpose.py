@@ -9,22 +9,27 @@ the input's contiguous axis into shared memory (a row of TILE + 1 elements, so t
 column reads that follow hit different banks), then write the output along its
 contiguous axis, each value through the generic's body (a conversion, a scale). Tiles
 at the edges check their bounds; leading axes are batch entries (blockIdx counts them
-with the tiles). Static sizes only (other generics go to `pointwise`).
+with the tiles). Run-time sizes too (a dynamic compile, TF32's transposed B: the kernel
+reads the extents off its operands, the host sizes the grid from them), where pointwise
+would read across rows: 3.8x the time of the transposed copy of a 4096 x 4096 f32 B
+(docs/performance.md, Session 40).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
+from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents,
+                      loop_extents, product)
 from .kernel_builder import (KernelScope, KernelSignature, delinearize, generic_operands,
-                             index_const, loop_ranges, new_kernel, swaps_last_two_axes)
+                             index_const, new_kernel, swaps_last_two_axes)
 from . import Launch
 from .tuning import problem_key, tuned
 
 NAME = "transpose"
+DYNAMIC = True  # run-time extents (module docstring)
 _ELEMENTS = ("f32", "f16", "bf16", "i32", "i16")
 
 
@@ -51,17 +56,13 @@ def matches(generic: ir.Operation, target) -> bool:
     if not _swapped(generic):
         return False
     p = tuned(NAME, Params(), target, problem_key(generic.operands))
-    ranges = loop_ranges(generic)
-    return min(ranges[-2:]) >= p.min_side and p.tile % p.rows_per_step == 0
+    known = [extent for extent in loop_extents(generic)[-2:] if extent is not None]
+    return min(known, default=p.min_side) >= p.min_side and p.tile % p.rows_per_step == 0
 
 
 def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
           target) -> Launch:
     p = tuned(NAME, Params(), target, problem_key(generic.operands))
-    ranges = loop_ranges(generic)
-    *batch, rows, cols = ranges
-    tiles_r, tiles_c = -(-rows // p.tile), -(-cols // p.tile)
-    blocks = math.prod(batch) * tiles_r * tiles_c
     ins, outs = generic_operands(generic)
     element = ir.MemRefType(ins[0].type).element_type
     shared_type = ir.MemRefType.get([p.tile, p.tile + 1], element,
@@ -74,6 +75,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
     func = new_kernel(gpu_module, kernel_name, signature.types(), [p.tile, p.rows_per_step])
     with ir.InsertionPoint(func.regions[0].blocks[0]), generic.location:
         scope = KernelScope(signature, func)
+        *batch, rows, cols = kernel_extents(generic, scope)  # numbers where static
+        tiles_r, tiles_c = ceil_div(rows, p.tile), ceil_div(cols, p.tile)
         tile = memref.get_global(shared_type, f"{kernel_name}_tile")
         *entry, tile_r, tile_c = delinearize(gpu.block_id(gpu.Dimension.x),
                                              [*batch, tiles_r, tiles_c])
@@ -83,8 +86,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
 
         def inside(r, c):
             return arith.AndIOp(
-                arith.CmpIOp(arith.CmpIPredicate.ult, r, index_const(rows)).result,
-                arith.CmpIOp(arith.CmpIPredicate.ult, c, index_const(cols)).result).result
+                arith.CmpIOp(arith.CmpIPredicate.ult, r, as_index(rows)).result,
+                arith.CmpIOp(arith.CmpIPredicate.ult, c, as_index(cols)).result).result
 
         # the input's rows c0 + ty + 8 s, read along r (its contiguous axis)
         for s in range(steps):
@@ -108,4 +111,8 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
                 scope.store(result, outs[0], point)
                 scf.YieldOp([])
         gpu.ReturnOp([])
+    with ir.InsertionPoint(generic), generic.location:  # the grid: host arithmetic
+        *batch, rows, cols = host_extents(generic) if has_dynamic_extent(generic) else \
+            loop_extents(generic)
+        blocks = product([*batch, ceil_div(rows, p.tile), ceil_div(cols, p.tile)])
     return Launch(kernel_name, signature.values, (blocks, 1, 1), (p.tile, p.rows_per_step, 1))
