@@ -205,19 +205,9 @@ def test_run_on_a_missing_gpu_exits_1():
     assert "available devices: auto" in result.stderr
 
 
-def test_the_command_line_asks_with_tf32(tmp_path):
+def test_the_command_line_asks_with_tf32():
     """f32 products on TF32 tensor cores (tests/backend/test_cuda_tf32.py) when asked."""
-    source = tmp_path / "product.zyn"
-    source.write_text("""
-let c = compute(A, B) {
-    @kernel matmul
-    for i in 0..M, j in 0..N:
-        var acc = 0.0
-        for k in 0..K:
-            acc += A[i, k] * B[k, j]
-        out[i, j] = acc
-}
-""")
+    source = Path(__file__).resolve().parents[1] / "programs" / "examples" / "matmul.zyn"
     def ptx(*flags):
         done = zynml("compile", source, "--device", "cuda", "--emit", "ptx", "--shape",
                      "A=256x64", "--shape", "B=64x256", *flags)
