@@ -138,8 +138,7 @@ def operand_element(generic: ir.Operation, target, b_k_major: bool):
     element = types.pop()
     if element in ELEMENTS and out in ELEMENTS + ("f32",):
         return element
-    tf32 = getattr(target, "tf32", False) and target.has({"wgmma"})
-    if element == TF32_ELEMENT and out == TF32_ELEMENT and tf32 and b_k_major:
+    if element == TF32_ELEMENT and out == TF32_ELEMENT and target.tf32 and b_k_major:
         return element
     return None
 

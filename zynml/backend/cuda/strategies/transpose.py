@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from .extents import (as_index, ceil_div, has_dynamic_extent, host_extents, kernel_extents,
-                      loop_extents, product)
+from .extents import as_index, ceil_div, host_extents, kernel_extents, loop_extents, product
 from .kernel_builder import (KernelScope, KernelSignature, delinearize, generic_operands,
                              index_const, new_kernel, swaps_last_two_axes)
 from . import Launch
@@ -112,7 +111,6 @@ def build(generic: ir.Operation, gpu_module: ir.Operation, kernel_name: str,
                 scf.YieldOp([])
         gpu.ReturnOp([])
     with ir.InsertionPoint(generic), generic.location:  # the grid: host arithmetic
-        *batch, rows, cols = host_extents(generic) if has_dynamic_extent(generic) else \
-            loop_extents(generic)
+        *batch, rows, cols = host_extents(generic)  # numbers where static: no ops
         blocks = product([*batch, ceil_div(rows, p.tile), ceil_div(cols, p.tile)])
     return Launch(kernel_name, signature.values, (blocks, 1, 1), (p.tile, p.rows_per_step, 1))
