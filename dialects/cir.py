@@ -45,6 +45,11 @@ COMPUTE_OPS = ("cir.compute", "cir.multi_compute")
 # of run-time value bound by each), as [argument, dim, argument, dim, ...] per size.
 EQUAL_DIMS_ATTR = "cir.equal_dims"
 
+# On a program's function: the inputs it updates in place (`compute(mut x)`), by name;
+# an output of the same name is that input's new value (an output named like an input
+# that is not listed is a new array: `let x = ...` over a parameter x).
+MUTATED_ATTR = "cir.mutated"
+
 # How many values one `print(...)` may show (see cir.print's documentation).
 MAX_PRINT_VALUES = 8
 

@@ -296,3 +296,63 @@ def test_a_parameter_handed_to_another_pipelines_mut_is_updated_in_a_new_buffer(
     np.testing.assert_array_equal(acc, before)
     prog.accumulate(x=x, acc=acc)
     np.testing.assert_allclose(acc, before + 2 * x.astype(np.float64), rtol=1e-6)
+
+
+SHADOWED = """pipeline doubled(x: tensor[n], y: tensor[n]) -> tensor[n]:
+    let x = compute(y) {
+        @kernel elementwise
+        for i in 0..n:
+            out[i] = y[i] * 2.0
+    }
+    return x
+"""
+WRITTEN_WHOLE = """pipeline sum_into(parts: tensor[count, n], total: tensor[n]) -> tensor[n]:
+    compute(parts, mut total) {
+        @kernel fused
+        for c in 0..n:
+            var acc: f32 = 0.0
+            for p in 0..count:
+                acc += parts[p, c]
+            total[c] = acc
+    }
+    return total
+"""
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_output_named_like_an_input_it_does_not_update_is_a_new_array(rng, dynamic):
+    """`let x = ...` over a parameter x: the result is a new array, the caller's x keeps
+    its values, on the CPU and on CUDA (whose plan once wrote the caller's x: it took an
+    output named like an input for that input's update)."""
+    x, y = (rng.standard_normal(37).astype(np.float32) for _ in range(2))
+    before = x.copy()
+    out = zynml.compile(SHADOWED, device="cpu").doubled(x=x, y=y)
+    np.testing.assert_allclose(np.asarray(out), 2 * y.astype(np.float64), rtol=1e-6)
+    np.testing.assert_array_equal(x, before)
+    artifact = zynml.compile(SHADOWED, device="cuda", require_device=False,
+                             dynamic=dynamic).pipeline("doubled").artifact(x=x, y=y)
+    assert [o.get("updates") for o in artifact.plan["outputs"]] == [None]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("count, n", [(1, 1), (3, 37), (64, 101)])
+def test_an_input_written_whole_without_being_read(rng, device, count, n):
+    parts = rng.standard_normal((count, n)).astype(np.float32)
+    total = rng.standard_normal(n).astype(np.float32)
+    out = zynml.compile(WRITTEN_WHOLE, device=device).sum_into(parts=parts, total=total)
+    assert out is total
+    np.testing.assert_allclose(total, parts.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_input_written_whole_is_written_where_it_is_on_cuda(rng, dynamic):
+    """Nothing reads `total`'s values, so whatever kernel writes the output (here a sum
+    over `count`, no elementwise update) may write the caller's array: no buffer of its
+    own, no copy."""
+    artifact = zynml.compile(WRITTEN_WHOLE, device="cuda", require_device=False,
+                             dynamic=dynamic).pipeline("sum_into").artifact(
+        parts=rng.standard_normal((5, 37)).astype(np.float32),
+        total=np.zeros(37, np.float32))
+    assert [(o["value"], o.get("updates")) for o in artifact.plan["outputs"]] == \
+        [("%in1", 1)]
+    assert not [s for s in artifact.plan["body"] if s["op"] in ("alloc", "copy")]

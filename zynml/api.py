@@ -12,8 +12,6 @@ import os
 from pathlib import Path
 from typing import Any, Union
 
-import numpy as np
-
 from . import compiler, knobs, specialize
 from .checks import CheckedFunction, saved_checks
 from .async_program import plan_async
@@ -30,7 +28,7 @@ from .frontend.checker import check_pipeline
 from .frontend.pipeline_values import returned_names
 from .frontend.symbols import CheckedProgram, is_tensor
 from .frontend.types import TensorType, concrete, from_numpy
-from .machine_limits import as_i64, check_fits
+from .machine_limits import check_fits
 
 __all__ = ["Program", "compile", "run", "load"]
 
@@ -159,15 +157,21 @@ class Program:
                 self._data_parallel = plan_data_parallel(
                     checked, step, step.kernel.annotations["parallel"])
 
+    def derived_options(self, same_chip: bool = True) -> dict:
+        """The options of a Program made from this one: a pipeline, device segment,
+        `@async` part, or `@parallel(data)` share (which finds its device's own chip)."""
+        options = dict(require_device=self._require_device, checked=self.checks,
+                       deterministic=self.deterministic, tf32=self.tf32)
+        if same_chip:
+            options.update(target=self.cuda_target.chip, params=self.cuda_target.params)
+        return options
+
     def __getattr__(self, name: str):
         methods = self.__dict__.get("_methods", {})
         if name in methods:  # one Program per pipeline: its executables are reused
-            pipeline = Program("", self.device, self.backend, target=self.cuda_target.chip,
-                               params=self.cuda_target.params,
-                               require_device=self._require_device, checked=self.checks,
-                               deterministic=self.deterministic, tf32=self.tf32,
-                               _pipeline=methods[name], _parent=self,
-                               dynamic=self._dynamic, static=self._static)
+            pipeline = Program("", self.device, self.backend, **self.derived_options(),
+                               _pipeline=methods[name], _parent=self, dynamic=self._dynamic,
+                               static=self._static)
             # kept as an attribute: the next `prog.name` finds it without __getattr__
             method = self.__dict__[name] = _PipelineMethod(pipeline, methods[name])
             return method
@@ -296,12 +300,8 @@ class Program:
         if plan is None:
             return []
         kind = self.placement.kind
-        return [Program(seg.source, seg.device,
-                        self.backend if seg.device.split(":")[0] == kind else None,
-                        target=self.cuda_target.chip, params=self.cuda_target.params,
-                        require_device=self._require_device, checked=self.checks,
-                        deterministic=self.deterministic, tf32=self.tf32, _part=True)
-                for seg in plan]
+        return [Program(seg.source, seg.device, self.backend if seg.device.split(":")[0] ==
+                        kind else None, **self.derived_options(), _part=True) for seg in plan]
 
     def _device_parts(self) -> list["Program"]:
         """One Program per device of @parallel(data), compiled per chunk shape."""
@@ -310,9 +310,8 @@ class Program:
                 Path(self.source.name)
             kind = self.placement.kind  # another kind of device takes its own backend
             self._parts = [Program(source, device, self.backend if device.split(":")[0] ==
-                                   kind else None, require_device=self._require_device,
-                                   checked=self.checks, deterministic=self.deterministic,
-                                   tf32=self.tf32, _part=True)
+                                   kind else None, **self.derived_options(same_chip=False),
+                                   _part=True)
                            for device in self._data_parallel.devices]
         return self._parts
 

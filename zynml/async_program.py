@@ -151,9 +151,7 @@ class _Maker:
 
     def _program(self, text: str):
         p = self.program
-        return type(p)(text, p.device, p.backend, target=p.cuda_target.chip,
-                       params=p.cuda_target.params, require_device=p._require_device,
-                       checked=p.checks, deterministic=p.deterministic, tf32=p.tf32)
+        return type(p)(text, p.device, p.backend, **p.derived_options())
 
     def run(self, text: str) -> _Part:
         return _Part("run", self._program(text))

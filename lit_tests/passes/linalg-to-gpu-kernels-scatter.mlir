@@ -17,7 +17,7 @@
 // DET-NOT: gpu.launch_func
 // DET: memref.atomic_rmw mins
 func.func @main(%w: memref<7x5xi32>, %ids: memref<13x1xi64>, %g: memref<13x5xi32>)
-    -> memref<7x5xi32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"]} {
+    -> memref<7x5xi32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"], cir.mutated = ["w"]} {
   %a = memref.alloc() {alignment = 64 : i64} : memref<7x5xi32>
   memref.copy %w, %a : memref<7x5xi32> to memref<7x5xi32>
   %r = call @__zynml_scatter_min_d1_0(%g, %ids, %a) : (memref<13x5xi32>, memref<13x1xi64>, memref<7x5xi32>) -> memref<7x5xi32>
@@ -34,7 +34,7 @@ func.func private @__zynml_scatter_min_d1_0(memref<13x5xi32>, memref<13x1xi64>, 
 // DET-LABEL: func.func @main(
 // DET: memref.atomic_rmw maxu
 func.func @main(%w: memref<7x5xi8>, %ids: memref<13x1xi64>, %g: memref<13x5xi8>)
-    -> memref<7x5xi8> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"]} {
+    -> memref<7x5xi8> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"], cir.mutated = ["w"]} {
   %a = memref.alloc() {alignment = 64 : i64} : memref<7x5xi8>
   memref.copy %w, %a : memref<7x5xi8> to memref<7x5xi8>
   %r = call @__zynml_scatter_umax_d1_0(%g, %ids, %a) : (memref<13x5xi8>, memref<13x1xi64>, memref<7x5xi8>) -> memref<7x5xi8>
@@ -56,7 +56,7 @@ func.func private @__zynml_scatter_umax_d1_0(memref<13x5xi8>, memref<13x1xi64>, 
 // DET-LABEL: func.func @main(
 // DET: llvm.cmpxchg
 func.func @main(%w: memref<7x5xf32>, %ids: memref<13x1xi64>, %g: memref<13x5xf32>)
-    -> memref<7x5xf32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"]} {
+    -> memref<7x5xf32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"], cir.mutated = ["w"]} {
   %a = memref.alloc() {alignment = 64 : i64} : memref<7x5xf32>
   memref.copy %w, %a : memref<7x5xf32> to memref<7x5xf32>
   %r = call @__zynml_scatter_min_d1_0(%g, %ids, %a) : (memref<13x5xf32>, memref<13x1xi64>, memref<7x5xf32>) -> memref<7x5xf32>
@@ -91,7 +91,7 @@ func.func private @__zynml_scatter_min_d1_0(memref<13x5xf32>, memref<13x1xi64>, 
 // DET: arith.addf
 // DET-NOT: atomic
 func.func @main(%w: memref<7x5xf32>, %ids: memref<13x1xi64>, %g: memref<13x5xf32>)
-    -> memref<7x5xf32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"]} {
+    -> memref<7x5xf32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"], cir.mutated = ["w"]} {
   %a = memref.alloc() {alignment = 64 : i64} : memref<7x5xf32>
   memref.copy %w, %a : memref<7x5xf32> to memref<7x5xf32>
   %r = call @__zynml_scatter_add_d1_0(%g, %ids, %a) : (memref<13x5xf32>, memref<13x1xi64>, memref<7x5xf32>) -> memref<7x5xf32>
@@ -111,7 +111,7 @@ func.func private @__zynml_scatter_add_d1_0(memref<13x5xf32>, memref<13x1xi64>, 
 // CHECK-NOT: memref.atomic_rmw
 // CHECK: gpu.return
 func.func @main(%w: memref<9x4xf32>, %ids: memref<1x1xi64>, %g: memref<1x4xf32>)
-    -> memref<9x4xf32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"]} {
+    -> memref<9x4xf32> attributes {zynml.inputs = ["w", "ids", "g"], zynml.outputs = ["w"], cir.mutated = ["w"]} {
   %r = call @__zynml_scatter_add_d1_0(%g, %ids, %w) : (memref<1x4xf32>, memref<1x1xi64>, memref<9x4xf32>) -> memref<9x4xf32>
   return %r : memref<9x4xf32>
 }

@@ -1865,13 +1865,62 @@ func.func @attention_f32(%arg0: memref<1x2x20x16xf32>, %arg1: memref<1x2x20x16xf
 // FORCE-LABEL: func.func @main(
 // FORCE: gpu.launch_func @zynml_kernels::@k0_pointwise
 func.func @main(%w: memref<7x5xf32>, %ids: memref<13x1xi64>, %g: memref<13x5xf32>)
-    -> memref<7x5xf32> attributes {zynml.inputs = ["grad_w", "ids", "g"], zynml.outputs = ["grad_w"]} {
+    -> memref<7x5xf32> attributes {zynml.inputs = ["grad_w", "ids", "g"], zynml.outputs = ["grad_w"], cir.mutated = ["grad_w"]} {
   %a = memref.alloc() {alignment = 64 : i64} : memref<7x5xf32>
   memref.copy %w, %a : memref<7x5xf32> to memref<7x5xf32>
   %r = call @__zynml_scatter_add_d1_0(%g, %ids, %a) : (memref<13x5xf32>, memref<13x1xi64>, memref<7x5xf32>) -> memref<7x5xf32>
   return %r : memref<7x5xf32>
 }
 func.func private @__zynml_scatter_add_d1_0(memref<13x5xf32>, memref<13x1xi64>, memref<7x5xf32>) -> memref<7x5xf32> attributes {zynml.scatter}
+// -----
+
+// An input the program writes whole and never reads (`compute(parts, mut total)`, a sum
+// over parts): its output is the input itself whatever kernel writes it. An output
+// named like an input the program does not update (`let x = ...` over a parameter x:
+// not in cir.mutated) keeps a buffer of its own.
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: [[PARTS:%[a-z0-9_]+]]: memref<3x37xf32>, [[TOTAL:%[a-z0-9_]+]]: memref<37xf32>)
+// CHECK-NOT: memref.alloc
+// CHECK: gpu.launch_func @zynml_kernels::@k0_{{.*}} args([[PARTS]] : memref<3x37xf32>, [[TOTAL]] : memref<37xf32>)
+// CHECK: return [[TOTAL]] : memref<37xf32>
+#sum_parts = affine_map<(d0, d1) -> (d1, d0)>
+#sum_total = affine_map<(d0, d1) -> (d0)>
+#sum_total1 = affine_map<(d0) -> (d0)>
+func.func @main(%parts: memref<3x37xf32>, %total: memref<37xf32>) -> memref<37xf32>
+    attributes {zynml.inputs = ["parts", "total"], zynml.outputs = ["total"], cir.mutated = ["total"]} {
+  %zero = arith.constant 0.0 : f32
+  %a = memref.alloc() {alignment = 64 : i64} : memref<37xf32>
+  linalg.generic {indexing_maps = [#sum_total1], iterator_types = ["parallel"]} outs(%a : memref<37xf32>) {
+  ^bb0(%o: f32):
+    linalg.yield %zero : f32
+  }
+  linalg.generic {indexing_maps = [#sum_parts, #sum_total], iterator_types = ["parallel", "reduction"]}
+      ins(%parts : memref<3x37xf32>) outs(%a : memref<37xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %acc, %in : f32
+    linalg.yield %s : f32
+  }
+  return %a : memref<37xf32>
+}
+// -----
+
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: memref<37xf32>, [[Y:%[a-z0-9_]+]]: memref<37xf32>)
+// CHECK: [[NEW:%[a-z0-9_]+]] = memref.alloc
+// CHECK: gpu.launch_func @zynml_kernels::@k0_pointwise {{.*}} args([[Y]] : memref<37xf32>, [[NEW]] : memref<37xf32>)
+// CHECK: return [[NEW]] : memref<37xf32>
+#same = affine_map<(d0) -> (d0)>
+func.func @main(%x: memref<37xf32>, %y: memref<37xf32>) -> memref<37xf32>
+    attributes {zynml.inputs = ["x", "y"], zynml.outputs = ["x"]} {
+  %a = memref.alloc() {alignment = 64 : i64} : memref<37xf32>
+  linalg.generic {indexing_maps = [#same, #same], iterator_types = ["parallel"]}
+      ins(%y : memref<37xf32>) outs(%a : memref<37xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %d = arith.addf %in, %in : f32
+    linalg.yield %d : f32
+  }
+  return %a : memref<37xf32>
+}
 // -----
 
 // No generic: the module is left as it is (no gpu.container_module, no gpu.module). The

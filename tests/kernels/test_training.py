@@ -41,6 +41,15 @@ def test_layer_norm_and_its_gradients(rows, d, rng):
     np.testing.assert_allclose(dx2, dx_ref + residual, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(dw2, dw, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(db2, db, rtol=1e-6, atol=1e-6)
+    for residual_or_none in (residual, None):  # given arrays: written, and returned
+        dweight, dbias = _rand(rng, d), _rand(rng, d)
+        dx3, dw3, db3 = K.layer_norm_backward(x, w, g, 1e-5, grad_residual=residual_or_none,
+                                              dweight=dweight, dbias=dbias, device="cpu")
+        assert dw3 is dweight and db3 is dbias
+        np.testing.assert_allclose(dx3, dx2 if residual_or_none is not None else dx,
+                                   rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(dweight, (g * xhat).sum(0), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(dbias, g.astype(np.float64).sum(0), rtol=1e-4, atol=1e-4)
 
 
 def test_layer_norm_input_gradient_by_finite_differences(rng):
@@ -74,6 +83,27 @@ def test_linear_and_its_gradients(rows, k, n, rng):
     np.testing.assert_allclose(dx, g64 @ w64.T, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(dw, x64.T @ g64, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(db, g64.sum(0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows, k, n", [(1, 1, 1), (33, 17, 19), (64, 3, 5), (192, 17, 19)])
+def test_linear_gradients_written_into_given_arrays(rows, k, n, rng):
+    """dw and db given (a flat gradient buffer's views): written there and returned, by
+    the one-call pipeline (rows a multiple of 64) and by the three calls."""
+    x, w, g = _rand(rng, rows, k), _rand(rng, k, n), _rand(rng, rows, n)
+    flat = rng.standard_normal(k * n + n + 3).astype(np.float32)  # not zeros: all written
+    dw, db = flat[:k * n].reshape(k, n), flat[k * n:k * n + n]
+    dx, got_dw, got_db = K.linear_backward(x, w, g, dw=dw, db=db, device="cpu")
+    assert got_dw is dw and got_db is db
+    x64, w64, g64 = (a.astype(np.float64) for a in (x, w, g))
+    np.testing.assert_allclose(dx, g64 @ w64.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(flat[:k * n].reshape(k, n), x64.T @ g64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(flat[k * n:k * n + n], g64.sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_linear_gradients_into_need_both_arrays(rng):
+    x, w, g = _rand(rng, 64, 3), _rand(rng, 3, 5), _rand(rng, 64, 5)
+    with pytest.raises(ZynMLError, match="both dw and db"):
+        K.linear_backward(x, w, g, dw=np.zeros((3, 5), np.float32), device="cpu")
 
 
 @pytest.mark.parametrize("splits, part, k, n", [(1, 64, 5, 3), (4, 64, 17, 19),
@@ -272,6 +302,44 @@ def test_cuda_gradient_products_run_on_the_gemm_strategy(pipeline, inputs):
     strategies = [k["strategy"] for k in _kernels(plan)]
     assert "matmul_wgmma" in strategies and "matmul" not in strategies, strategies
     assert strategies.count("matmul_wgmma") == (2 if pipeline == "linear_backward" else 1)
+
+
+def _half(*shape):
+    return np.ones(shape, np.float16)
+
+
+def _f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+@pytest.mark.parametrize("program, pipeline, inputs, into", [
+    ("linear", "linear_backward", {"x": _half(256, 128), "w": _half(128, 384),
+                                   "grad": _half(256, 384), "groups": 4, "splits": 2,
+                                   "part": 128},
+     {"dw": _f32(128, 384), "db": _f32(384)}),
+    ("layer_norm", "layer_norm_backward_residual",
+     {"x": _f32(256, 96), "weight": _f32(96), "grad": _half(256, 96),
+      "grad_residual": _half(256, 96), "eps": 1e-5, "groups": 4},
+     {"dweight": _f32(96), "dbias": _f32(96)}),
+])
+def test_cuda_gradients_into_given_arrays_are_written_where_they_are(
+        program, pipeline, inputs, into):
+    """The `_into` pipelines: the blocks that sum the parameter gradients' parts write
+    the caller's arrays themselves (outputs marked `updates`, no buffers of their own,
+    no copies), with the kernels of the pipeline that returns new arrays. Compiles for
+    sm_90a here; no GPU needed."""
+    import json
+    from zynml.kernels import library
+    prog = library.program(program, "cuda", require_device=False)
+    written = json.loads(prog.pipeline(f"{pipeline}_into").emit("plan", {**inputs, **into}))
+    plain = json.loads(prog.pipeline(pipeline).emit("plan", inputs))
+    given = [list(written["input_names"]).index(name) for name in into]
+    assert [o.get("updates") for o in written["outputs"]] == [None] + given
+    assert not [s for s in written["body"] if s["op"] == "copy"]
+    assert len([s for s in written["body"] if s["op"] == "alloc"]) == \
+        len([s for s in plain["body"] if s["op"] == "alloc"]) - 2
+    assert [(k["strategy"], k["grid"]) for k in _kernels(written)] == \
+        [(k["strategy"], k["grid"]) for k in _kernels(plain)]
 
 
 def _kernels(node):

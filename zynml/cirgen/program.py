@@ -21,7 +21,8 @@ from mlir.dialects import func, linalg, tensor
 
 from . import scalar as S
 from .body import BodyEmitter
-from ..dialects.cir import EQUAL_DIMS_ATTR, MAX_COMPUTE_INPUTS, MAX_COMPUTE_OUTPUTS
+from ..dialects.cir import (EQUAL_DIMS_ATTR, MAX_COMPUTE_INPUTS, MAX_COMPUTE_OUTPUTS,
+                            MUTATED_ATTR)
 from ..errors import ZynMLError
 from ..limits import MAX_EXPRESSION_DEPTH, recursion_room
 from ..frontend import ast
@@ -153,6 +154,9 @@ class _ProgramEmitter:
             [ir.StringAttr.get(n) for n in program.inputs])
         main.attributes["zynml.outputs"] = ir.ArrayAttr.get(
             [ir.StringAttr.get(n) for n in outputs])
+        if program.mutated:  # inputs updated in place (`mut`): CUDA writes them there
+            main.attributes[MUTATED_ATTR] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(n) for n in program.mutated])
         equal_dims = self._equal_dims()
         if equal_dims:
             main.attributes[EQUAL_DIMS_ATTR] = ir.ArrayAttr.get(equal_dims)

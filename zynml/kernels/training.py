@@ -9,7 +9,8 @@ from typing import Any
 
 from ..backend.cuda import gemm_waves
 from ..backend.cuda.target import CHIPS, DEFAULT_CHIP
-from .basic import _placement, reshaped
+from ..errors import ZynMLError
+from .basic import _placement, convert_into, reshaped
 from .heads import merge_heads, merge_qkv, split_heads
 from .library import call, device_of
 
@@ -39,23 +40,43 @@ def _groups(rows: int) -> int | None:
 
 
 def layer_norm_backward(x: Any, weight: Any, grad: Any, eps: float = 1e-5, *,
-                        grad_residual: Any = None, device: str | None = None):
+                        grad_residual: Any = None, dweight: Any = None, dbias: Any = None,
+                        device: str | None = None):
     """(d x, d weight, d bias) of layer_norm, given its input and the output's gradient;
     `grad_residual` (x's shape) is added to d x: the gradient reaching x past the norm.
-    One call (one row kernel and the column sums) when the rows are a multiple of 64."""
+    One call (one row kernel and the column sums) when the rows are a multiple of 64.
+    Given `dweight` and `dbias` (f32 arrays [d]), they are written and returned (with
+    `grad_residual`, on CUDA the last kernel writes them where they are)."""
+    if (dweight is None) != (dbias is None):
+        raise ZynMLError("layer_norm_backward: give both dweight and dbias, or neither")
     groups = _groups(int(x.shape[0]))
     args = {"x": x, "weight": weight, "grad": grad, "eps": float(eps)}
+    if groups and grad_residual is not None and dweight is not None:
+        return call("layer_norm", "layer_norm_backward_residual_into",
+                    {**args, "grad_residual": grad_residual, "dweight": dweight,
+                     "dbias": dbias, "groups": groups}, device)
     if groups and grad_residual is not None:
-        return call("layer_norm", "layer_norm_backward_residual",
-                    {**args, "grad_residual": grad_residual, "groups": groups}, device)
-    if groups:
-        return call("layer_norm", "layer_norm_backward", {**args, "groups": groups}, device)
-    dx = call("layer_norm", "layer_norm_backward_input", args, device)
-    gx = call("layer_norm", "layer_norm_grad_xhat", {"x": x, "grad": grad, "eps": float(eps)},
-              device)
-    if grad_residual is not None:
-        dx = residual_add(grad_residual, dx, device=device)
-    return dx, column_sum(gx, device=device), column_sum(grad, device=device)
+        grads = call("layer_norm", "layer_norm_backward_residual",
+                     {**args, "grad_residual": grad_residual, "groups": groups}, device)
+    elif groups:
+        grads = call("layer_norm", "layer_norm_backward", {**args, "groups": groups}, device)
+    else:
+        dx = call("layer_norm", "layer_norm_backward_input", args, device)
+        gx = call("layer_norm", "layer_norm_grad_xhat",
+                  {"x": x, "grad": grad, "eps": float(eps)}, device)
+        if grad_residual is not None:
+            dx = residual_add(grad_residual, dx, device=device)
+        grads = dx, column_sum(gx, device=device), column_sum(grad, device=device)
+    return _written(grads, dweight, dbias, device)
+
+
+def _written(grads: tuple, weight_grad: Any, bias_grad: Any, device: str | None) -> tuple:
+    """(d x, d w, d b) as made, or with d w and d b written into the arrays given."""
+    if weight_grad is None:
+        return grads
+    convert_into(weight_grad, grads[1], device=device)
+    convert_into(bias_grad, grads[2], device=device)
+    return grads[0], weight_grad, bias_grad
 
 
 def linear(x: Any, w: Any, b: Any, *, device: str | None = None):
@@ -69,21 +90,29 @@ def linear_residual(x: Any, w: Any, b: Any, r: Any, *, device: str | None = None
     return call("linear", "linear_residual", {"x": x, "w": w, "b": b, "r": r}, device)
 
 
-def linear_backward(x: Any, w: Any, grad: Any, *, device: str | None = None):
+def linear_backward(x: Any, w: Any, grad: Any, *, dw: Any = None, db: Any = None,
+                    device: str | None = None):
     """(d x, d w, d b) of linear: grad @ w^T, x^T @ grad, the column sums of grad (one
     call when the rows are a multiple of 64; on a GPU x^T @ grad split over the rows
-    where its few output tiles would leave multiprocessors idle)."""
+    where its few output tiles would leave multiprocessors idle). Given `dw` and `db`
+    (f32 arrays [k, n] and [n], such as views of a flat gradient buffer), d w and d b are
+    written into them and they are returned: on CUDA the last kernels write them where
+    they are, with no new array copied in."""
+    if (dw is None) != (db is None):
+        raise ZynMLError("linear_backward: give both dw and db, or neither")
     rows = int(x.shape[0])
     groups = _groups(rows)
     if groups:
         on_cuda = _placement(device or device_of([x]))[1] == "cuda"
         splits = weight_splits(rows, int(x.shape[1]), int(grad.shape[1]), on_cuda)
-        return call("linear", "linear_backward",
-                    {"x": x, "w": w, "grad": grad, "groups": groups, "splits": splits,
-                     "part": rows // splits}, device)
+        args = {"x": x, "w": w, "grad": grad, "groups": groups, "splits": splits,
+                "part": rows // splits}
+        if dw is None:
+            return call("linear", "linear_backward", args, device)
+        return call("linear", "linear_backward_into", {**args, "dw": dw, "db": db}, device)
     dx = call("linear", "linear_backward_input", {"grad": grad, "w": w}, device)
-    dw = call("linear", "linear_backward_weight", {"x": x, "grad": grad}, device)
-    return dx, dw, column_sum(grad, device=device)
+    return _written((dx, call("linear", "linear_backward_weight", {"x": x, "grad": grad},
+                              device), column_sum(grad, device=device)), dw, db, device)
 
 
 # split-K of d w on CUDA, chosen by a cost model fitted to an H100 and an H200 (every

@@ -236,29 +236,38 @@ class GPT:
 
     def _block_backward(self, layer: int, a: dict, dout, grads: dict,
                         before_attention=None):
-        p, dev = self.params, self.device
+        dev = self.device
         name = lambda n: f"h{layer}.{n}"
-        w = lambda n: p[name(n)]
         # x3 = x2 + mlp(ln_2(x2)): the residual passes dout to x2 as it is
-        dg, grads[name("mlp.c_proj.weight")], grads[name("mlp.c_proj.bias")] = \
-            K.linear_backward(a["gelu"], w("mlp.c_proj.weight"), dout, device=dev)
+        dg = self._linear_backward(name("mlp.c_proj"), a["gelu"], dout, grads)
         dfc = K.gelu_backward(a["fc"], dg, device=dev)
-        dh2, grads[name("mlp.c_fc.weight")], grads[name("mlp.c_fc.bias")] = \
-            K.linear_backward(a["h2"], w("mlp.c_fc.weight"), dfc, device=dev)
-        dx2, grads[name("ln_2.weight")], grads[name("ln_2.bias")] = \
-            K.layer_norm_backward(a["x2"], w("ln_2.weight"), dh2, grad_residual=dout,
-                                  device=dev)
+        dh2 = self._linear_backward(name("mlp.c_fc"), a["h2"], dfc, grads)
+        dx2 = self._layer_norm_backward(name("ln_2"), a["x2"], dh2, dout, grads)
         # x2 = x + proj(attention(ln_1(x)))
-        dattn, grads[name("attn.c_proj.weight")], grads[name("attn.c_proj.bias")] = \
-            K.linear_backward(a["attn"], w("attn.c_proj.weight"), dx2, device=dev)
+        dattn = self._linear_backward(name("attn.c_proj"), a["attn"], dx2, grads)
         if before_attention is not None:
             before_attention()
         dqkv = K.fused_qkv_attention_backward(dattn, a["attention"], device=dev)
-        dh1, grads[name("attn.c_attn.weight")], grads[name("attn.c_attn.bias")] = \
-            K.linear_backward(a["h1"], w("attn.c_attn.weight"), dqkv, device=dev)
-        dx, grads[name("ln_1.weight")], grads[name("ln_1.bias")] = \
-            K.layer_norm_backward(a["x"], w("ln_1.weight"), dh1, grad_residual=dx2,
-                                  device=dev)
+        dh1 = self._linear_backward(name("attn.c_attn"), a["h1"], dqkv, grads)
+        dx = self._layer_norm_backward(name("ln_1"), a["x"], dh1, dx2, grads)
+        return dx
+
+    def _linear_backward(self, layer: str, x, grad, grads: "_Gradients"):
+        """d x of the projection `layer` (its x and output gradient given); its weight's
+        and bias's gradients go into `grads` (written into their `into` arrays at once)."""
+        names = (f"{layer}.weight", f"{layer}.bias")
+        dx, grads[names[0]], grads[names[1]] = K.linear_backward(
+            x, self.params[names[0]], grad, device=self.device,
+            **grads.targets(names, ("dw", "db")))
+        return dx
+
+    def _layer_norm_backward(self, layer: str, x, grad, grad_residual, grads: "_Gradients"):
+        """d x of the LayerNorm `layer` plus `grad_residual`; its weight's and bias's
+        gradients go into `grads` as _linear_backward's do."""
+        names = (f"{layer}.weight", f"{layer}.bias")
+        dx, grads[names[0]], grads[names[1]] = K.layer_norm_backward(
+            x, self.params[names[0]], grad, grad_residual=grad_residual, device=self.device,
+            **grads.targets(names, ("dweight", "dbias")))
         return dx
 
 
@@ -270,8 +279,15 @@ class _Gradients(dict):
         super().__init__()
         self._into = into
 
+    def targets(self, names: tuple, keywords: tuple) -> dict:
+        """A library backward's arguments `keywords` (its weight's and bias's gradient
+        arrays) for the parameters `names`: their `into` arrays, which it writes where
+        they are (none without `into`)."""
+        return {} if self._into is None else \
+            {key: self._into[name] for key, name in zip(keywords, names)}
+
     def __setitem__(self, name: str, value) -> None:
         if self._into is None:
             super().__setitem__(name, value)
-        else:
+        elif value is not self._into[name]:  # (not written there already)
             copy_into(self._into[name], value)

@@ -1,13 +1,16 @@
 """Inputs updated in place (`compute(mut x)`) written where they are, on the GPU: in the
-bufferized host function, the buffer of an output that has the name of an input (the
-program's `mut x`) becomes that input's own buffer, when that is safe:
+bufferized host function, the buffer of an output that has the name of an input the
+program updates (`mut x`, listed in the function's `cir.mutated`) becomes that input's
+own buffer, when that is safe:
 
 * a scatter works on a copy of the input: `memref.copy %x, %a` is the input's only use,
   so `%a` can be `%x` itself (the atomics then add into the caller's array);
 * an elementwise kernel reads the input and writes the output at the same point (the
   generic that writes `%a`, every loop parallel, reads `%x` and writes `%a` through
   identity maps, and nothing else reads `%x`): each point reads its old value before it
-  writes the new one, so `%a` can be `%x`.
+  writes the new one, so `%a` can be `%x`;
+* nothing reads the input (the program writes all of it, `dw[c, j] = sum`): whatever
+  kernels write `%a`, no value of `%x` is needed, so `%a` can be `%x`.
 
     %a = memref.alloc() : memref<37xf32>
     linalg.generic {identity maps, parallel} ins(%x, %g) outs(%a) {...}
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from ...dialects.cir import MUTATED_ATTR
 from ...lowering.cir_ops import defining_op
 from .launch_plan import equal_dims
 
@@ -42,13 +46,15 @@ def write_in_place(module: ir.Operation) -> None:
                 not len(fn.regions[0].blocks):
             continue
         inputs = [ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes["zynml.inputs"])]
+        mutated = {ir.StringAttr(a).value for a in ir.ArrayAttr(fn.attributes[MUTATED_ATTR])} \
+            if MUTATED_ATTR in fn.attributes else set()
         outputs = [ir.StringAttr(a).value
                    for a in ir.ArrayAttr(fn.attributes["zynml.outputs"])]
         entry = fn.regions[0].blocks[0]
         terminator = list(entry.operations)[-1].operation
         equal = _equal_sizes(fn)
         for name, result in zip(outputs, list(terminator.operands)):
-            if name not in inputs:
+            if name not in mutated:  # (an output named like an input it does not update)
                 continue
             arg = entry.arguments[inputs.index(name)]
             if result == arg:  # written back through a copy into the whole input
@@ -76,7 +82,7 @@ def _alias_copied_back(arg: ir.Value, equal) -> None:
         others = [use.owner for use in arg.uses  # (its sizes, this copy, the return)
                   if use.owner.name not in ("memref.dim", "func.return") and
                   use.owner != view]
-        if not _elementwise_update(arg, result, others):
+        if others and not _elementwise_update(arg, result, others):
             continue
         copies[0].erase()
         view.erase()
@@ -137,7 +143,7 @@ def _alias(arg: ir.Value, result: ir.Value) -> None:
     if len(uses) == 1 and uses[0].name == "memref.copy" and \
             uses[0].operands[0] == arg and uses[0].operands[1] == result:
         copy = uses[0]
-    elif _elementwise_update(arg, result, uses):
+    elif not uses or _elementwise_update(arg, result, uses):
         copy = None
     else:
         return
