@@ -43,6 +43,16 @@ let z = compute(x, y) {
 }
 """
 
+# f32 -> bf16: a mixed-precision trainer's weight refresh (its f32 master weights
+# converted into the bf16 weights it computes with)
+TO_BF16 = """
+let y = compute(x) {
+    @kernel elementwise
+    for i in 0..n:
+        out[i] = cast(x[i], bf16)
+}
+"""
+
 # a projection with its bias and GELU written in the product's block: one kernel, the
 # bias and GELU applied to the accumulators as they are stored (matmul_wgmma's epilogue)
 LINEAR_BIAS_GELU = """
@@ -201,6 +211,9 @@ def _cases() -> list[Case]:
              bytes=3 * 4 * 1024),
         Case("GELU (tanh) 64M f32", "gelu.zyn", "activated", {"x": ((n64m,), f32)}, gelu,
              bytes=2 * 4 * n64m),
+        Case("f32 -> bf16 124M (a weight refresh)", TO_BF16, "y",
+             {"x": ((124 * 10 ** 6,), f32)}, lambda t, x: x["x"].to(t.bfloat16),
+             bytes=6 * 124 * 10 ** 6),
         Case(f"softmax {rows}x{cols} f32", SOFTMAX, "softmax", {"x": ((rows, cols), f32)},
              lambda t, x: t.softmax(x["x"], dim=1), bytes=2 * 4 * rows * cols,
              pipeline="softmax"),

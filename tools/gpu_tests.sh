@@ -22,6 +22,7 @@ TESTS=(tests/test_spec_examples.py tests/runtime/test_cuda_native.py tests/autot
        tests/backend/test_cuda_transpose.py tests/backend/test_cuda_epilogue.py
        tests/backend/test_cuda_transposed_copies.py tests/backend/test_cuda_tf32.py
        tests/backend/test_cuda_pointwise_split.py tests/backend/test_cuda_pointwise_vector_sums.py
+       tests/backend/test_cuda_pointwise_mixed_widths.py
        tests/runtime/test_cuda_device_array.py tests/runtime/test_cuda_body_loops.py
        tests/device_api/test_device_cuda.py tests/kernels/test_kernels_cuda.py
        tests/kernels/test_attention_backward_cuda.py

@@ -13,15 +13,16 @@ outputs a thread, read with vector accesses (pointwise_vector_sums.py).
 Without reductions, when every memref operand is read or written along the last loop
 contiguously (the last loop indexes its last dimension alone, static strides: an
 elementwise map, a bias broadcast over rows) or not along it at all (a per-row value),
-and the last loop's extent is a multiple of W (4 for f32: 16 bytes), a thread takes
-`vectors` chunks of W neighbouring points instead, `threads` chunks apart:
+and the last loop's extent is a multiple of W (16 bytes of the widest such operand's
+element: 4 for f32, and then 4 of a bf16 operand too, 8 bytes), a thread takes `vectors`
+chunks of W neighbouring points instead, `threads` chunks apart:
 
     chunk k of thread t: points (k * threads + t) * W + lane, lane < W   (coalesced)
 
-loaded with one 16-byte access per operand and chunk (all loads first, then the bodies,
-cloned per lane, then 16-byte stores). Whether every buffer is 16-byte aligned is checked
-at run time (a view or a borrowed array need not be); otherwise the same points are read
-and written with scalar accesses. Anything else takes the scalar kernels.
+loaded with one access of W elements per operand and chunk (all loads first, then the
+bodies, cloned per lane, then the stores). Whether every buffer is aligned to its chunk's
+bytes is checked at run time (a view or a borrowed array need not be); otherwise the
+same points are read and written with scalar accesses. Anything else takes the scalar kernels.
 
 With `blocks_per_multiprocessor`, the vector path instead loops (grid-stride): the grid
 is sized at run time from the device's multiprocessor count and each thread takes
@@ -242,16 +243,18 @@ def _thread_index(block: int) -> ir.Value:
 
 def _vector_width(generic: ir.Operation, ranges: list, size: int,
                   typer=vector_type) -> int:
-    """W, the points of a chunk (`size` bytes of each operand read or written along the
-    last loop: their element widths must agree), when the vector path fits the generic;
-    0 when it does not. A last extent of None (run-time) is checked by the kernel;
+    """W, the points of a chunk, when the vector path fits the generic; 0 when it does
+    not. An operand read or written along the last loop moves W elements a chunk: `size`
+    bytes of the widest element, fewer of a narrower one (f32 read, bf16 written: 16 and
+    8 bytes, 4 points). A last extent of None (run-time) is checked by the kernel;
     `typer`: each operand's chunk type, or None (row_registers.vector_type)."""
     if size <= 0 or not ranges:
         return 0
     ins, outs = generic_operands(generic)
     maps = indexing_maps(generic)
     last = len(ranges) - 1
-    widths = set()
+    along = []  # (operand, map) read or written along the last loop
+    widest = 0
     for k, (value, amap) in enumerate(zip(ins + outs, maps)):
         if not isinstance(value.type, ir.MemRefType):
             continue
@@ -262,13 +265,13 @@ def _vector_width(generic: ir.Operation, ranges: list, size: int,
             element, (ir.FloatType, ir.IntegerType)) else 0
         if bits < 8 or size * 8 % bits:
             return 0
-        width = size * 8 // bits
-        if typer(value, amap, width) is None:
-            return 0
-        widths.add(width)
-    if len(widths) != 1:
+        along.append((value, amap))
+        widest = max(widest, bits)
+    if not along:
         return 0
-    width = widths.pop()
+    width = size * 8 // widest
+    if any(typer(value, amap, width) is None for value, amap in along):
+        return 0
     return width if ranges[last] is None or ranges[last] % width == 0 else 0
 
 

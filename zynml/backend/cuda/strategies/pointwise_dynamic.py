@@ -75,8 +75,9 @@ def _chunk_type(buffer: ir.Value, amap: ir.AffineMap, width: int):
 
 
 def aligned_at_run_time(scope: KernelScope, buffer: ir.Value, vec: ir.Type) -> ir.Value:
-    """The buffer's start is 16-byte aligned, and its strides and offset that only run
-    time knows (but the last stride, 1) are multiples of a chunk's points."""
+    """The buffer's start is aligned to a chunk's bytes, and its strides and offset
+    that only run time knows (but the last stride, 1) are multiples of a chunk's
+    points."""
     ok = aligned(scope, buffer, vec)
     memref_type = ir.MemRefType(buffer.type)
     strides, offset = memref_type.get_strides_and_offset()
